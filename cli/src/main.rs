@@ -1,0 +1,2 @@
+//! ichor
+fn main() {}

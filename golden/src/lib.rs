@@ -1,0 +1,2 @@
+//! golden
+#![forbid(unsafe_code)]

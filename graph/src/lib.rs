@@ -1,0 +1,2 @@
+//! graph
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! issuer
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! reconcilers
+#![forbid(unsafe_code)]

@@ -1,0 +1,1 @@
+//! authn (in progress).

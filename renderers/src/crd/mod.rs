@@ -1,0 +1,1 @@
+//! crd (in progress).

@@ -1,0 +1,1 @@
+//! fieldmeta (in progress).

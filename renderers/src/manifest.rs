@@ -1,0 +1,1 @@
+//! Reading manifests from files (in progress).
