@@ -1,1 +1,52 @@
-//! crd (in progress).
+//! The custom resources this project defines (`IchorUser`) and the parts of Ichor's other
+//! resources (`TalosCluster`, `TalosMachine`, `TalosOperation`, `IchorInstallation`) it reads.
+//!
+//! Names are contracts: group `ichor.maesh.dev`, version `v1alpha1`, namespace `ichor-system`.
+//!
+//! # Caveats
+//! The Talos kinds are owned by other Ichor subsystems; the types here model only the fields
+//! identity reads or validates. Unknown fields elsewhere in those objects are ignored when a
+//! cluster object is read, and reported by [`crate::manifest`] for the subtrees identity owns.
+
+mod duration;
+mod generate;
+mod installation;
+mod machine;
+mod operation;
+mod cluster;
+mod user;
+
+pub use cluster::{
+    AuthenticationSpec, CiliumSpec, CniSpec, ExternalIssuerSpec, IchorIssuerSpec, TalosCluster,
+    TalosClusterSpec, VersionContract,
+};
+pub use generate::{CrdFile, crd_files};
+pub use duration::{GoDuration, GoDurationError};
+pub use installation::{IchorInstallation, IchorInstallationSpec, UsersSettings, UsersSettingsError, UsersSpec};
+pub use machine::{MachineRole, TalosMachine, TalosMachineSpec, TalosMachineStatus};
+pub use operation::{
+    NodeAction, OperationKind, OperationNodeResult, OperationPhase, TalosOperation, TalosOperationSpec,
+    TalosOperationStatus,
+};
+pub use user::{IchorUser, IchorUserSpec, IchorUserStatus};
+
+/// The API group of every Ichor custom resource.
+pub const GROUP: &str = "ichor.maesh.dev";
+/// The served and stored version of the identity resources.
+pub const VERSION: &str = "v1alpha1";
+/// The namespace Ichor runs in and keeps its identity objects in.
+pub const NAMESPACE: &str = "ichor-system";
+/// Condition type: the object is reconciled and usable.
+pub const CONDITION_READY: &str = "Ready";
+/// Condition type on `IchorUser`: a password hash exists for the user.
+pub const CONDITION_PASSWORD_SET: &str = "PasswordSet";
+/// Reason on a `TalosMachine` `Ready=False` condition: its kube-apiserver must restart to take a
+/// new trust configuration (`ichor config apply`).
+pub const REASON_APISERVER_RESTART_REQUIRED: &str = "APIServerRestartRequired";
+
+/// The pattern of a DNS label (RFC 1123): the rule for `IchorUser` names.
+pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// The pattern every role name must match.
+pub const ROLE_PATTERN: &str = "^[a-z][a-z0-9-]{0,30}$";
+/// The most roles one user may hold.
+pub const MAX_ROLES: usize = 16;

@@ -1,0 +1,164 @@
+//! The parts of `TalosOperation` identity reads (admission) and writes (the `config` rollout).
+
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// A long-running operation on a cluster (identity's view).
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "ichor.maesh.dev",
+    version = "v1alpha1",
+    kind = "TalosOperation",
+    plural = "talosoperations",
+    namespaced,
+    status = "TalosOperationStatus",
+    derive = "PartialEq",
+    doc = "A long-running operation on a cluster (identity's view: kind, action, pause, rollout progress)."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TalosOperationSpec {
+    /// The `TalosCluster` the operation acts on.
+    #[schemars(length(max = 253))]
+    pub cluster: String,
+    /// The operation kind: `config`, `shutdown`, `ca-rotation`, `etcd-restore`, `node`,
+    /// `upgrade`, `cni`, … (see [`OperationKind`]).
+    pub kind: OperationKind,
+    /// For kind `node`: `reset`, `shutdown` or `reboot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<NodeAction>,
+    /// The machines the operation targets (empty: the kind decides).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<String>,
+    /// A paused operation takes no further step.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// The kind of an operation. Unknown kinds are kept as written (`Other`), so that a newer core
+/// never fails identity's admission.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[serde(from = "String", into = "String")]
+pub enum OperationKind {
+    /// Apply rendered machine configuration (identity: the rolling apiserver restart).
+    #[default]
+    Config,
+    /// Shut the cluster down (destructive).
+    Shutdown,
+    /// Rotate the cluster CAs (destructive).
+    CaRotation,
+    /// Restore etcd from a snapshot (destructive).
+    EtcdRestore,
+    /// A node action (reset and shutdown are destructive).
+    Node,
+    /// Any other kind (upgrades, CNI, service restarts, …).
+    Other(String),
+}
+
+impl From<String> for OperationKind {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "config" => Self::Config,
+            "shutdown" => Self::Shutdown,
+            "ca-rotation" => Self::CaRotation,
+            "etcd-restore" => Self::EtcdRestore,
+            "node" => Self::Node,
+            _ => Self::Other(s),
+        }
+    }
+}
+
+impl From<OperationKind> for String {
+    fn from(k: OperationKind) -> Self {
+        k.as_str().to_owned()
+    }
+}
+
+impl OperationKind {
+    /// The kind as written in the object.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Config => "config",
+            Self::Shutdown => "shutdown",
+            Self::CaRotation => "ca-rotation",
+            Self::EtcdRestore => "etcd-restore",
+            Self::Node => "node",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+impl schemars::JsonSchema for OperationKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "OperationKind".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "maxLength": 63})
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+/// The action of a `node` operation.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeAction {
+    /// Wipe and reset the node (destructive).
+    Reset,
+    /// Power the node off (destructive).
+    Shutdown,
+    /// Reboot the node.
+    Reboot,
+}
+
+/// Progress of an operation.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TalosOperationStatus {
+    /// Where the operation stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<OperationPhase>,
+    /// Index (0-based) of the step in progress in `nodes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step: Option<u32>,
+    /// One entry per machine, in rollout order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<OperationNodeResult>,
+    /// A human summary (the failure, or how to resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Where an operation stands.
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperationPhase {
+    /// Not started.
+    Pending,
+    /// Steps in progress.
+    Running,
+    /// Stopped by `spec.paused` or a failure; resumable.
+    Paused,
+    /// Every step done.
+    Succeeded,
+    /// Stopped on a failure.
+    Failed,
+}
+
+/// The result of one machine's step.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationNodeResult {
+    /// The `TalosMachine` name.
+    pub machine: String,
+    /// `Pending`, `Applying`, `WaitingReady`, `Done` or `Failed`.
+    pub state: String,
+    /// Detail of a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the step started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When the step ended (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+}
