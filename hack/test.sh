@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The one test command: installs what the tests need when it is missing, then runs the format
+# check, clippy (warnings are errors), the CRD freshness check and the whole test suite with insta
+# in check mode. Usage: hack/test.sh [--quick]   (--quick skips clippy)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+
+step() { printf '\n==> %s\n' "$*"; }
+started=$(date +%s)
+
+step "toolchain"
+cargo --version
+if ! cargo nextest --version >/dev/null 2>&1; then
+  step "installing cargo-nextest (missing)"
+  cargo install --locked cargo-nextest
+fi
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt || true
+
+# Third-party consumers used by the tests (see ../shared/spec/real-consumers.md).
+if [[ -x hack/install-test-deps.sh ]]; then
+  step "test dependencies"
+  hack/install-test-deps.sh
+fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+if [[ $quick -eq 0 ]]; then
+  step "cargo clippy (warnings are errors)"
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+fi
+
+step "generated CRDs are in sync with the Rust types"
+cargo run --quiet --locked -p ichor-renderers --bin crdgen -- --check
+
+step "tests (insta in check mode)"
+export INSTA_UPDATE=no INSTA_FORCE_PASS=0 CI="${CI:-true}"
+cargo nextest run --workspace --locked --no-fail-fast --profile ci
+cargo test --workspace --locked --doc
+
+printf '\nhack/test.sh: all checks passed in %ss\n' "$(( $(date +%s) - started ))"
