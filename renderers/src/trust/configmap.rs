@@ -58,7 +58,8 @@ impl IssuerTrust {
     pub fn from_configmap(cm: &ConfigMap) -> Result<Self, TrustConfigMapError> {
         let data = cm.data.as_ref();
         let get = |key: &'static str| {
-            data.and_then(|d| d.get(key)).ok_or(TrustConfigMapError::Missing { key })
+            data.and_then(|d| d.get(key))
+                .ok_or(TrustConfigMapError::Missing { key })
         };
         let discovery_url = get(DISCOVERY_URL_KEY)?;
         let ca_pem = get(CA_CRT_KEY)?;
@@ -72,14 +73,20 @@ impl IssuerTrust {
         if !has_cert {
             return Err(TrustConfigMapError::NoCertificate);
         }
-        Ok(IssuerTrust { discovery_url: discovery_url.clone(), ca_pem: ca_pem.clone() })
+        Ok(IssuerTrust {
+            discovery_url: discovery_url.clone(),
+            ca_pem: ca_pem.clone(),
+        })
     }
 }
 
 /// Renders `ichor-oidc-trust` in `ichor-system`, labelled as managed by the controller.
 pub fn render_trust_configmap(trust: &IssuerTrust) -> ConfigMap {
     let labels = BTreeMap::from([
-        ("app.kubernetes.io/managed-by".to_owned(), "ichor-controller".to_owned()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            "ichor-controller".to_owned(),
+        ),
         ("app.kubernetes.io/part-of".to_owned(), "ichor".to_owned()),
     ]);
     let data = BTreeMap::from([

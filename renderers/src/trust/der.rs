@@ -41,7 +41,9 @@ impl<'a> Reader<'a> {
             }
             let (len_bytes, after) = rest.split_at_checked(count)?;
             rest = after;
-            len_bytes.iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b))
+            len_bytes
+                .iter()
+                .fold(0usize, |acc, b| (acc << 8) | usize::from(*b))
         };
         let (content, after) = rest.split_at_checked(len)?;
         self.rest = after;
@@ -70,12 +72,16 @@ pub(crate) fn pkcs8_rsa_modulus_bits(der: &[u8]) -> Result<u32, Pkcs8Problem> {
     if version != [0] && version != [1] {
         return Err(Malformed);
     }
-    let mut algorithm = Reader { rest: info.expect(SEQUENCE).ok_or(Malformed)? };
+    let mut algorithm = Reader {
+        rest: info.expect(SEQUENCE).ok_or(Malformed)?,
+    };
     let oid = algorithm.expect(OID).ok_or(Malformed)?;
     if oid != RSA_ENCRYPTION {
         return Err(NotRsa);
     }
-    let mut outer_key = Reader { rest: info.expect(OCTET_STRING).ok_or(Malformed)? };
+    let mut outer_key = Reader {
+        rest: info.expect(OCTET_STRING).ok_or(Malformed)?,
+    };
     let key = outer_key.expect(SEQUENCE).ok_or(Malformed)?;
     let mut key = Reader { rest: key };
     key.expect(INTEGER).ok_or(Malformed)?;
@@ -84,7 +90,10 @@ pub(crate) fn pkcs8_rsa_modulus_bits(der: &[u8]) -> Result<u32, Pkcs8Problem> {
     if exponent.is_empty() {
         return Err(Malformed);
     }
-    let significant = modulus.iter().position(|b| *b != 0).map_or(&[][..], |i| &modulus[i..]);
+    let significant = modulus
+        .iter()
+        .position(|b| *b != 0)
+        .map_or(&[][..], |i| &modulus[i..]);
     let Some(first) = significant.first() else {
         return Err(Malformed);
     };

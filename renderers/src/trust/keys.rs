@@ -181,7 +181,10 @@ pub enum FieldProblem {
 
 impl KeysError {
     fn field(path: impl Into<String>, problem: FieldProblem) -> Self {
-        KeysError::Field { path: path.into(), problem }
+        KeysError::Field {
+            path: path.into(),
+            problem,
+        }
     }
 }
 
@@ -261,7 +264,9 @@ pub(crate) fn activation_order<K: KeyTimes + ?Sized>(a: &K, b: &K) -> Ordering {
 
 /// The signing key of a list at `now`: the latest activated key that is not retired.
 pub(crate) fn signing<K: KeyTimes>(keys: &[K], now: Timestamp) -> Option<&K> {
-    keys.iter().filter(|k| k.may_sign(now)).max_by(|a, b| activation_order(*a, *b))
+    keys.iter()
+        .filter(|k| k.may_sign(now))
+        .max_by(|a, b| activation_order(*a, *b))
 }
 
 /// An RSA signing key (RS256) of `keys.json`.
@@ -285,7 +290,13 @@ impl RsaKey {
     ) -> Result<Self, KeysError> {
         check_kid(&kid).map_err(|p| KeysError::field("kid", p))?;
         check_times(created_at, active_from, retire_after).map_err(|(f, p)| KeysError::field(f, p))?;
-        Ok(RsaKey { kid, pem, created_at, active_from, retire_after })
+        Ok(RsaKey {
+            kid,
+            pem,
+            created_at,
+            active_from,
+            retire_after,
+        })
     }
 
     /// The private key, PKCS#8 PEM.
@@ -339,7 +350,13 @@ impl HmacKey {
     ) -> Result<Self, KeysError> {
         check_kid(&kid).map_err(|p| KeysError::field("kid", p))?;
         check_times(created_at, active_from, retire_after).map_err(|(f, p)| KeysError::field(f, p))?;
-        Ok(HmacKey { kid, secret, created_at, active_from, retire_after })
+        Ok(HmacKey {
+            kid,
+            secret,
+            created_at,
+            active_from,
+            retire_after,
+        })
     }
 
     /// The secret.
@@ -454,7 +471,10 @@ impl KeysDocument {
     /// Parses and checks `keys.json`. See the module documentation for the rules.
     pub fn parse(bytes: &[u8]) -> Result<Self, KeysError> {
         if bytes.len() > MAX_DOCUMENT_BYTES {
-            return Err(KeysError::TooLarge { size: bytes.len(), limit: MAX_DOCUMENT_BYTES });
+            return Err(KeysError::TooLarge {
+                size: bytes.len(),
+                limit: MAX_DOCUMENT_BYTES,
+            });
         }
         let json: Json = serde_json::from_slice(bytes).map_err(|e| KeysError::Syntax {
             kind: match e.classify() {
@@ -514,13 +534,19 @@ fn insert<K: KeyTimes>(list: &mut Vec<K>, key: K, name: &str) -> Result<(), Keys
     if list.len() >= MAX_KEYS_PER_LIST {
         return Err(KeysError::field(
             name,
-            FieldProblem::TooMany { count: list.len() + 1, limit: MAX_KEYS_PER_LIST },
+            FieldProblem::TooMany {
+                count: list.len() + 1,
+                limit: MAX_KEYS_PER_LIST,
+            },
         ));
     }
     if let Some(i) = list.iter().position(|k| k.kid() == key.kid()) {
         return Err(KeysError::field(
             format!("{name}[{}].kid", list.len()),
-            FieldProblem::DuplicateKid { kid: key.kid().to_owned(), first: format!("{name}[{i}]") },
+            FieldProblem::DuplicateKid {
+                kid: key.kid().to_owned(),
+                first: format!("{name}[{i}]"),
+            },
         ));
     }
     list.push(key);
@@ -529,13 +555,22 @@ fn insert<K: KeyTimes>(list: &mut Vec<K>, key: K, name: &str) -> Result<(), Keys
 
 fn check_list<K: KeyTimes>(name: &str, list: &[K]) -> Result<(), KeysError> {
     if list.len() > MAX_KEYS_PER_LIST {
-        return Err(KeysError::field(name, FieldProblem::TooMany { count: list.len(), limit: MAX_KEYS_PER_LIST }));
+        return Err(KeysError::field(
+            name,
+            FieldProblem::TooMany {
+                count: list.len(),
+                limit: MAX_KEYS_PER_LIST,
+            },
+        ));
     }
     for (i, k) in list.iter().enumerate() {
         if let Some(first) = list.iter().take(i).position(|o| o.kid() == k.kid()) {
             return Err(KeysError::field(
                 format!("{name}[{i}].kid"),
-                FieldProblem::DuplicateKid { kid: k.kid().to_owned(), first: format!("{name}[{first}]") },
+                FieldProblem::DuplicateKid {
+                    kid: k.kid().to_owned(),
+                    first: format!("{name}[{first}]"),
+                },
             ));
         }
     }
@@ -545,7 +580,9 @@ fn check_list<K: KeyTimes>(name: &str, list: &[K]) -> Result<(), KeysError> {
 fn check_kid(kid: &str) -> Result<(), FieldProblem> {
     let ok = !kid.is_empty()
         && kid.len() <= MAX_KID_LEN
-        && kid.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        && kid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if ok { Ok(()) } else { Err(FieldProblem::BadKid) }
 }
 
@@ -589,7 +626,11 @@ fn check_pem(text: &str) -> Result<(), FieldProblem> {
     match block.tag() {
         "PRIVATE KEY" => {}
         "RSA PRIVATE KEY" => return Err(FieldProblem::Pkcs1),
-        other => return Err(FieldProblem::WrongPemLabel { label: printable_label(other) }),
+        other => {
+            return Err(FieldProblem::WrongPemLabel {
+                label: printable_label(other),
+            });
+        }
     }
     let bits = pkcs8_rsa_modulus_bits(block.contents()).map_err(|p| match p {
         Pkcs8Problem::Malformed => FieldProblem::BadPkcs8,
@@ -612,7 +653,9 @@ const HMAC_FIELDS: &str = "kid, secret, createdAt, activeFrom, retireAfter";
 fn path_name(name: &str) -> String {
     if !name.is_empty()
         && name.len() <= 40
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
         name.to_owned()
     } else {
@@ -621,7 +664,11 @@ fn path_name(name: &str) -> String {
 }
 
 fn join(path: &str, name: &str) -> String {
-    if path.is_empty() { path_name(name) } else { format!("{path}.{}", path_name(name)) }
+    if path.is_empty() {
+        path_name(name)
+    } else {
+        format!("{path}.{}", path_name(name))
+    }
 }
 
 /// The members of an object, with unknown and repeated members refused.
@@ -631,28 +678,32 @@ struct Members<'a> {
 }
 
 impl<'a> Members<'a> {
-    fn new(
-        path: &str,
-        value: &'a Json,
-        known: &[&str],
-        allowed: &'static str,
-    ) -> Result<Self, KeysError> {
+    fn new(path: &str, value: &'a Json, known: &[&str], allowed: &'static str) -> Result<Self, KeysError> {
         let Json::Object(members) = value else {
             let at = if path.is_empty() { "keys.json" } else { path };
             return Err(KeysError::field(
                 at,
-                FieldProblem::WrongType { expected: "an object", found: value.type_name() },
+                FieldProblem::WrongType {
+                    expected: "an object",
+                    found: value.type_name(),
+                },
             ));
         };
         for (i, (name, _)) in members.iter().enumerate() {
             if !known.contains(&name.as_str()) {
-                return Err(KeysError::field(join(path, name), FieldProblem::Unknown { allowed }));
+                return Err(KeysError::field(
+                    join(path, name),
+                    FieldProblem::Unknown { allowed },
+                ));
             }
             if members.iter().take(i).any(|(n, _)| n == name) {
                 return Err(KeysError::field(join(path, name), FieldProblem::Duplicate));
             }
         }
-        Ok(Members { path: path.to_owned(), members })
+        Ok(Members {
+            path: path.to_owned(),
+            members,
+        })
     }
 
     fn path(&self, name: &str) -> String {
@@ -664,7 +715,8 @@ impl<'a> Members<'a> {
     }
 
     fn required(&self, name: &str) -> Result<&'a Json, KeysError> {
-        self.optional(name).ok_or_else(|| KeysError::field(self.path(name), FieldProblem::Missing))
+        self.optional(name)
+            .ok_or_else(|| KeysError::field(self.path(name), FieldProblem::Missing))
     }
 
     fn string(&self, name: &str) -> Result<&'a str, KeysError> {
@@ -672,7 +724,10 @@ impl<'a> Members<'a> {
             Json::String(s) => Ok(s),
             other => Err(KeysError::field(
                 self.path(name),
-                FieldProblem::WrongType { expected: "a string", found: other.type_name() },
+                FieldProblem::WrongType {
+                    expected: "a string",
+                    found: other.type_name(),
+                },
             )),
         }
     }
@@ -684,12 +739,15 @@ impl<'a> Members<'a> {
     fn optional_timestamp(&self, name: &str) -> Result<Option<Timestamp>, KeysError> {
         match self.optional(name) {
             None | Some(Json::Null) => Ok(None),
-            Some(Json::String(s)) => {
-                parse_timestamp(s).map(Some).map_err(|p| KeysError::field(self.path(name), p))
-            }
+            Some(Json::String(s)) => parse_timestamp(s)
+                .map(Some)
+                .map_err(|p| KeysError::field(self.path(name), p)),
             Some(other) => Err(KeysError::field(
                 self.path(name),
-                FieldProblem::WrongType { expected: "a string or null", found: other.type_name() },
+                FieldProblem::WrongType {
+                    expected: "a string or null",
+                    found: other.type_name(),
+                },
             )),
         }
     }
@@ -699,7 +757,10 @@ impl<'a> Members<'a> {
             Json::Array(items) => Ok(items),
             other => Err(KeysError::field(
                 self.path(name),
-                FieldProblem::WrongType { expected: "an array", found: other.type_name() },
+                FieldProblem::WrongType {
+                    expected: "an array",
+                    found: other.type_name(),
+                },
             )),
         }
     }
@@ -739,21 +800,44 @@ fn read_rsa(path: &str, value: &Json) -> Result<RsaKey, KeysError> {
     if m.string("alg")? != RS256 {
         return Err(KeysError::field(m.path("alg"), FieldProblem::UnsupportedAlg));
     }
-    let pem = PrivateKeyPem::new(m.string("pem")?.to_owned()).map_err(|p| KeysError::field(m.path("pem"), p))?;
+    let pem =
+        PrivateKeyPem::new(m.string("pem")?.to_owned()).map_err(|p| KeysError::field(m.path("pem"), p))?;
     let (created_at, active_from, retire_after) = read_times(&m)?;
-    Ok(RsaKey { kid, pem, created_at, active_from, retire_after })
+    Ok(RsaKey {
+        kid,
+        pem,
+        created_at,
+        active_from,
+        retire_after,
+    })
 }
 
 fn read_hmac(path: &str, value: &Json) -> Result<HmacKey, KeysError> {
-    let m = Members::new(path, value, &["kid", "secret", "createdAt", "activeFrom", "retireAfter"], HMAC_FIELDS)?;
+    let m = Members::new(
+        path,
+        value,
+        &["kid", "secret", "createdAt", "activeFrom", "retireAfter"],
+        HMAC_FIELDS,
+    )?;
     let kid = read_kid(&m)?;
     let encoded = m.string("secret")?;
-    let decoded = STANDARD.decode(encoded).map_err(|_| KeysError::field(m.path("secret"), FieldProblem::BadBase64))?;
+    let decoded = STANDARD
+        .decode(encoded)
+        .map_err(|_| KeysError::field(m.path("secret"), FieldProblem::BadBase64))?;
     let bytes: [u8; HMAC_SECRET_BYTES] = decoded.as_slice().try_into().map_err(|_| {
-        KeysError::field(m.path("secret"), FieldProblem::SecretLength { len: decoded.len() })
+        KeysError::field(
+            m.path("secret"),
+            FieldProblem::SecretLength { len: decoded.len() },
+        )
     })?;
     let (created_at, active_from, retire_after) = read_times(&m)?;
-    Ok(HmacKey { kid, secret: HmacSecret(bytes), created_at, active_from, retire_after })
+    Ok(HmacKey {
+        kid,
+        secret: HmacSecret(bytes),
+        created_at,
+        active_from,
+        retire_after,
+    })
 }
 
 fn read_list<K: KeyTimes>(
@@ -765,7 +849,10 @@ fn read_list<K: KeyTimes>(
     if items.len() > MAX_KEYS_PER_LIST {
         return Err(KeysError::field(
             name,
-            FieldProblem::TooMany { count: items.len(), limit: MAX_KEYS_PER_LIST },
+            FieldProblem::TooMany {
+                count: items.len(),
+                limit: MAX_KEYS_PER_LIST,
+            },
         ));
     }
     let mut keys = Vec::with_capacity(items.len());
@@ -785,12 +872,18 @@ fn read_document(json: &Json) -> Result<KeysDocument, KeysError> {
         match v {
             Json::Number(n) if n.as_u64() == Some(KEYS_DOCUMENT_VERSION) => {}
             Json::Number(n) => {
-                return Err(KeysError::field("v", FieldProblem::UnsupportedVersion { found: n.to_string() }));
+                return Err(KeysError::field(
+                    "v",
+                    FieldProblem::UnsupportedVersion { found: n.to_string() },
+                ));
             }
             other => {
                 return Err(KeysError::field(
                     "v",
-                    FieldProblem::WrongType { expected: "the integer 1", found: other.type_name() },
+                    FieldProblem::WrongType {
+                        expected: "the integer 1",
+                        found: other.type_name(),
+                    },
                 ));
             }
         }

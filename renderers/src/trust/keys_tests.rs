@@ -52,12 +52,18 @@ fn accepts_a_valid_document_and_reads_every_field() {
     assert_eq!(doc.keys()[0].pem().expose(), RSA2048_PKCS8);
     assert_eq!(doc.keys()[0].retire_after(), Some(ts("2027-02-01T02:25:00Z")));
     assert_eq!(doc.keys()[1].retire_after(), None);
-    assert_eq!(doc.hmac()[0].secret().expose(), &core::array::from_fn::<u8, 32, _>(|i| i as u8));
+    assert_eq!(
+        doc.hmac()[0].secret().expose(),
+        &core::array::from_fn::<u8, 32, _>(|i| i as u8)
+    );
 }
 
 #[test]
 fn accepts_empty_lists_and_a_null_retire_after() {
-    assert_eq!(parse(&json!({"v": 1, "keys": [], "hmac": []})).unwrap(), KeysDocument::empty());
+    assert_eq!(
+        parse(&json!({"v": 1, "keys": [], "hmac": []})).unwrap(),
+        KeysDocument::empty()
+    );
     let mut v = valid();
     v["hmac"][0]["retireAfter"] = Value::Null;
     assert_eq!(parse(&v).unwrap().hmac()[0].retire_after(), None);
@@ -77,7 +83,10 @@ fn refuses_version_2_with_a_message_naming_the_supported_version() {
     v["v"] = json!(2);
     v["future"] = json!(true);
     let err = parse(&v).unwrap_err();
-    assert_eq!(err.to_string(), "v: keys.json version 2 is not supported; this build reads version 1 only (upgrade it)");
+    assert_eq!(
+        err.to_string(),
+        "v: keys.json version 2 is not supported; this build reads version 1 only (upgrade it)"
+    );
 }
 
 #[test]
@@ -107,16 +116,29 @@ fn refuses_a_field_that_appears_twice() {
     let text = valid().to_string().replacen("\"v\":1", "\"v\":1,\"v\":1", 1);
     assert_eq!(
         KeysDocument::parse(text.as_bytes()).unwrap_err(),
-        KeysError::Field { path: "v".into(), problem: FieldProblem::Duplicate }
+        KeysError::Field {
+            path: "v".into(),
+            problem: FieldProblem::Duplicate
+        }
     );
 }
 
 #[test]
 fn refuses_missing_required_fields() {
-    for (list, field) in [("keys", "kid"), ("keys", "alg"), ("keys", "pem"), ("keys", "createdAt"), ("keys", "activeFrom"), ("hmac", "secret")] {
+    for (list, field) in [
+        ("keys", "kid"),
+        ("keys", "alg"),
+        ("keys", "pem"),
+        ("keys", "createdAt"),
+        ("keys", "activeFrom"),
+        ("hmac", "secret"),
+    ] {
         let mut v = valid();
         v[list][0].as_object_mut().unwrap().remove(field);
-        assert_eq!(field_error(&v), (format!("{list}[0].{field}"), FieldProblem::Missing));
+        assert_eq!(
+            field_error(&v),
+            (format!("{list}[0].{field}"), FieldProblem::Missing)
+        );
     }
     let mut v = valid();
     v.as_object_mut().unwrap().remove("hmac");
@@ -125,8 +147,14 @@ fn refuses_missing_required_fields() {
 
 #[test]
 fn refuses_a_document_larger_than_one_mebibyte() {
-    let text = format!("{{\"v\":1,\"keys\":[],\"hmac\":[]}}{}", " ".repeat(MAX_DOCUMENT_BYTES));
-    assert!(matches!(KeysDocument::parse(text.as_bytes()), Err(KeysError::TooLarge { .. })));
+    let text = format!(
+        "{{\"v\":1,\"keys\":[],\"hmac\":[]}}{}",
+        " ".repeat(MAX_DOCUMENT_BYTES)
+    );
+    assert!(matches!(
+        KeysDocument::parse(text.as_bytes()),
+        Err(KeysError::TooLarge { .. })
+    ));
 }
 
 #[test]
@@ -149,7 +177,10 @@ fn refuses_more_than_sixteen_keys_in_a_list() {
             })
             .collect(),
     );
-    assert_eq!(field_error(&v), ("hmac".into(), FieldProblem::TooMany { count: 17, limit: 16 }));
+    assert_eq!(
+        field_error(&v),
+        ("hmac".into(), FieldProblem::TooMany { count: 17, limit: 16 })
+    );
     v["hmac"].as_array_mut().unwrap().pop();
     assert_eq!(parse(&v).unwrap().hmac().len(), 16);
 }
@@ -162,7 +193,10 @@ fn refuses_two_keys_with_the_same_kid() {
         field_error(&v),
         (
             "keys[1].kid".into(),
-            FieldProblem::DuplicateKid { kid: "k-20270101-0000".into(), first: "keys[0]".into() }
+            FieldProblem::DuplicateKid {
+                kid: "k-20270101-0000".into(),
+                first: "keys[0]".into()
+            }
         )
     );
 }
@@ -172,7 +206,11 @@ fn refuses_malformed_kids() {
     for kid in ["", "k 1", "k/1", &"k".repeat(65), "ключ"] {
         let mut v = valid();
         v["keys"][0]["kid"] = json!(kid);
-        assert_eq!(field_error(&v), ("keys[0].kid".into(), FieldProblem::BadKid), "{kid}");
+        assert_eq!(
+            field_error(&v),
+            ("keys[0].kid".into(), FieldProblem::BadKid),
+            "{kid}"
+        );
     }
     let mut v = valid();
     v["keys"][0]["kid"] = json!("A.b_c-9");
@@ -184,7 +222,10 @@ fn refuses_any_algorithm_but_rs256() {
     for alg in ["RS384", "ES256", "none", "rs256"] {
         let mut v = valid();
         v["keys"][0]["alg"] = json!(alg);
-        assert_eq!(field_error(&v), ("keys[0].alg".into(), FieldProblem::UnsupportedAlg));
+        assert_eq!(
+            field_error(&v),
+            ("keys[0].alg".into(), FieldProblem::UnsupportedAlg)
+        );
     }
 }
 
@@ -193,7 +234,13 @@ fn refuses_a_pkcs1_key_saying_pkcs8_is_required() {
     let mut v = valid();
     v["keys"][1]["pem"] = json!(RSA2048_PKCS1);
     let err = parse(&v).unwrap_err();
-    assert_eq!(err, KeysError::Field { path: "keys[1].pem".into(), problem: FieldProblem::Pkcs1 });
+    assert_eq!(
+        err,
+        KeysError::Field {
+            path: "keys[1].pem".into(),
+            problem: FieldProblem::Pkcs1
+        }
+    );
     assert!(err.to_string().starts_with("keys[1].pem: is a PKCS#1"));
     assert!(err.to_string().contains("PKCS#8"));
 }
@@ -202,15 +249,23 @@ fn refuses_a_pkcs1_key_saying_pkcs8_is_required() {
 fn refuses_pem_that_is_not_one_rsa_pkcs8_key_of_an_accepted_size() {
     let cases: Vec<(String, FieldProblem)> = vec![
         ("not pem at all".into(), FieldProblem::NotPem),
-        (format!("{RSA2048_PKCS8}{RSA2048_PKCS8}"), FieldProblem::NotOnePemBlock),
+        (
+            format!("{RSA2048_PKCS8}{RSA2048_PKCS8}"),
+            FieldProblem::NotOnePemBlock,
+        ),
         (format!("{RSA2048_PKCS8}trailing"), FieldProblem::NotOnePemBlock),
         (P256_PKCS8.into(), FieldProblem::NotRsa),
         (RSA1024_PKCS8.into(), FieldProblem::RsaSize { bits: 1024 }),
         (
             "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".into(),
-            FieldProblem::WrongPemLabel { label: "CERTIFICATE".into() },
+            FieldProblem::WrongPemLabel {
+                label: "CERTIFICATE".into(),
+            },
         ),
-        ("-----BEGIN PRIVATE KEY-----\nMAMCAQA=\n-----END PRIVATE KEY-----\n".into(), FieldProblem::BadPkcs8),
+        (
+            "-----BEGIN PRIVATE KEY-----\nMAMCAQA=\n-----END PRIVATE KEY-----\n".into(),
+            FieldProblem::BadPkcs8,
+        ),
     ];
     for (pem, problem) in cases {
         let mut v = valid();
@@ -221,10 +276,19 @@ fn refuses_pem_that_is_not_one_rsa_pkcs8_key_of_an_accepted_size() {
 
 #[test]
 fn refuses_timestamps_that_are_not_rfc3339() {
-    for bad in ["2027-01-01", "2027-01-01T00:00:00", "yesterday", "2027-01-01T00:00:00Z[UTC]"] {
+    for bad in [
+        "2027-01-01",
+        "2027-01-01T00:00:00",
+        "yesterday",
+        "2027-01-01T00:00:00Z[UTC]",
+    ] {
         let mut v = valid();
         v["keys"][0]["createdAt"] = json!(bad);
-        assert_eq!(field_error(&v), ("keys[0].createdAt".into(), FieldProblem::BadTimestamp), "{bad}");
+        assert_eq!(
+            field_error(&v),
+            ("keys[0].createdAt".into(), FieldProblem::BadTimestamp),
+            "{bad}"
+        );
     }
     let mut v = valid();
     v["keys"][0]["retireAfter"] = json!(5);
@@ -235,34 +299,55 @@ fn refuses_timestamps_that_are_not_rfc3339() {
 fn accepts_an_rfc3339_offset_and_reads_the_same_instant() {
     let mut v = valid();
     v["hmac"][0]["createdAt"] = json!("2027-01-01T01:00:00+01:00");
-    assert_eq!(parse(&v).unwrap().hmac()[0].created_at(), ts("2027-01-01T00:00:00Z"));
+    assert_eq!(
+        parse(&v).unwrap().hmac()[0].created_at(),
+        ts("2027-01-01T00:00:00Z")
+    );
 }
 
 #[test]
 fn refuses_active_from_before_created_at() {
     let mut v = valid();
     v["keys"][1]["activeFrom"] = json!("2027-01-30T23:59:59Z");
-    assert_eq!(field_error(&v), ("keys[1].activeFrom".into(), FieldProblem::ActiveBeforeCreated));
+    assert_eq!(
+        field_error(&v),
+        ("keys[1].activeFrom".into(), FieldProblem::ActiveBeforeCreated)
+    );
 }
 
 #[test]
 fn refuses_retire_after_not_later_than_active_from() {
     let mut v = valid();
     v["keys"][0]["retireAfter"] = json!("2027-01-01T00:00:00Z");
-    assert_eq!(field_error(&v), ("keys[0].retireAfter".into(), FieldProblem::RetireNotAfterActive));
+    assert_eq!(
+        field_error(&v),
+        ("keys[0].retireAfter".into(), FieldProblem::RetireNotAfterActive)
+    );
 }
 
 #[test]
 fn refuses_hmac_secrets_that_are_not_32_bytes_of_standard_base64() {
     let mut v = valid();
     v["hmac"][0]["secret"] = json!(STANDARD.encode([7u8; 31]));
-    assert_eq!(field_error(&v), ("hmac[0].secret".into(), FieldProblem::SecretLength { len: 31 }));
+    assert_eq!(
+        field_error(&v),
+        ("hmac[0].secret".into(), FieldProblem::SecretLength { len: 31 })
+    );
     v["hmac"][0]["secret"] = json!(STANDARD.encode([7u8; 33]));
-    assert_eq!(field_error(&v), ("hmac[0].secret".into(), FieldProblem::SecretLength { len: 33 }));
+    assert_eq!(
+        field_error(&v),
+        ("hmac[0].secret".into(), FieldProblem::SecretLength { len: 33 })
+    );
     v["hmac"][0]["secret"] = json!("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8"); // no padding
-    assert_eq!(field_error(&v), ("hmac[0].secret".into(), FieldProblem::BadBase64));
+    assert_eq!(
+        field_error(&v),
+        ("hmac[0].secret".into(), FieldProblem::BadBase64)
+    );
     v["hmac"][0]["secret"] = json!("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh-_"); // url-safe
-    assert_eq!(field_error(&v), ("hmac[0].secret".into(), FieldProblem::BadBase64));
+    assert_eq!(
+        field_error(&v),
+        ("hmac[0].secret".into(), FieldProblem::BadBase64)
+    );
 }
 
 #[test]
@@ -303,14 +388,27 @@ fn debug_output_redacts_the_pem_and_the_secret() {
 #[test]
 fn constructors_apply_the_same_rules_as_the_parser() {
     let pem = PrivateKeyPem::new(RSA2048_PKCS8.into()).unwrap();
-    assert_eq!(PrivateKeyPem::new(RSA2048_PKCS1.into()).unwrap_err(), FieldProblem::Pkcs1);
+    assert_eq!(
+        PrivateKeyPem::new(RSA2048_PKCS1.into()).unwrap_err(),
+        FieldProblem::Pkcs1
+    );
     let t0 = ts("2027-01-01T00:00:00Z");
     let t1 = ts("2027-01-01T00:10:00Z");
     let err = RsaKey::new("k-1".into(), pem.clone(), t1, t0, None).unwrap_err();
-    assert_eq!(err, KeysError::Field { path: "activeFrom".into(), problem: FieldProblem::ActiveBeforeCreated });
+    assert_eq!(
+        err,
+        KeysError::Field {
+            path: "activeFrom".into(),
+            problem: FieldProblem::ActiveBeforeCreated
+        }
+    );
     let mut doc = KeysDocument::empty();
-    doc.insert_rsa(RsaKey::new("k-1".into(), pem.clone(), t0, t1, None).unwrap()).unwrap();
-    assert!(doc.insert_rsa(RsaKey::new("k-1".into(), pem, t0, t1, None).unwrap()).is_err());
+    doc.insert_rsa(RsaKey::new("k-1".into(), pem.clone(), t0, t1, None).unwrap())
+        .unwrap();
+    assert!(
+        doc.insert_rsa(RsaKey::new("k-1".into(), pem, t0, t1, None).unwrap())
+            .is_err()
+    );
     let h = HmacKey::new("h-1".into(), HmacSecret::new([1; 32]), t0, t0, None).unwrap();
     assert!(KeysDocument::new(vec![], vec![h.clone(), h]).is_err());
 }
@@ -327,8 +425,16 @@ fn signing_key_is_the_latest_active_and_retire_after_is_exclusive() {
     assert_eq!(doc.signing_key(at).unwrap().kid(), "k-20270131-0000");
     // One second before retireAfter the old key is still published; at retireAfter it is gone.
     let retire = ts("2027-02-01T02:25:00Z");
-    let kids = |t| doc.published(t).iter().map(|k| k.kid().to_owned()).collect::<Vec<_>>();
-    assert_eq!(kids(ts("2027-02-01T02:24:59Z")), ["k-20270101-0000", "k-20270131-0000"]);
+    let kids = |t| {
+        doc.published(t)
+            .iter()
+            .map(|k| k.kid().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        kids(ts("2027-02-01T02:24:59Z")),
+        ["k-20270101-0000", "k-20270131-0000"]
+    );
     assert_eq!(kids(retire), ["k-20270131-0000"]);
     // Nothing signs before the first activeFrom.
     assert!(doc.signing_key(ts("2026-12-31T23:59:59Z")).is_none());
@@ -344,11 +450,18 @@ fn hmac_queries_follow_the_same_rules_and_verify_with_pending_keys() {
     let t = ts("2027-01-31T00:05:00Z");
     assert_eq!(doc.signing_hmac(t).unwrap().kid(), "h-20270101-0000");
     assert_eq!(doc.verifying_hmacs(t).len(), 2);
-    assert_eq!(doc.signing_hmac(ts("2027-01-31T00:10:00Z")).unwrap().kid(), "h-20270131-0000");
+    assert_eq!(
+        doc.signing_hmac(ts("2027-01-31T00:10:00Z")).unwrap().kid(),
+        "h-20270131-0000"
+    );
 }
 
 fn arb_key_times() -> impl Strategy<Value = (i64, i64, Option<i64>)> {
-    (0i64..4_000_000_000, 0i64..10_000_000, proptest::option::of(1i64..10_000_000))
+    (
+        0i64..4_000_000_000,
+        0i64..10_000_000,
+        proptest::option::of(1i64..10_000_000),
+    )
         .prop_map(|(c, a, r)| (c, c + a, r.map(|r| c + a + r)))
 }
 

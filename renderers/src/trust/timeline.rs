@@ -141,13 +141,20 @@ impl TimelineSettings {
             SignedDuration::from_hours(24),
             SignedDuration::from_hours(365 * 24),
         )?;
-        Ok(TimelineSettings { rotation_period, ..self })
+        Ok(TimelineSettings {
+            rotation_period,
+            ..self
+        })
     }
 
     /// The same settings with another publish lead (1 to 60 minutes).
     pub fn with_publish_lead(self, lead: SignedDuration) -> Result<Self, TimelineSettingsError> {
-        let publish_lead =
-            bounded("the publish lead", lead, SignedDuration::from_mins(1), SignedDuration::from_hours(1))?;
+        let publish_lead = bounded(
+            "the publish lead",
+            lead,
+            SignedDuration::from_mins(1),
+            SignedDuration::from_hours(1),
+        )?;
         Ok(TimelineSettings { publish_lead, ..self })
     }
 
@@ -227,7 +234,10 @@ impl fmt::Display for GenerateReason {
         match self {
             GenerateReason::NoSigningKey => f.write_str("no key may sign now"),
             GenerateReason::RotationDue { newest, due } => {
-                write!(f, "rotation due at {due}: the newest key {newest} reached the rotation period")
+                write!(
+                    f,
+                    "rotation due at {due}: the newest key {newest} reached the rotation period"
+                )
             }
         }
     }
@@ -277,7 +287,14 @@ impl KeyEffect {
 impl fmt::Display for KeyEffect {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let k = self.key();
-        write!(f, "generate {} {} active from {} ({})", self.family(), k.kid, k.active_from, k.reason)
+        write!(
+            f,
+            "generate {} {} active from {} ({})",
+            self.family(),
+            k.kid,
+            k.active_from,
+            k.reason
+        )
     }
 }
 
@@ -309,13 +326,29 @@ pub enum DocumentChange {
 impl fmt::Display for DocumentChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DocumentChange::SetRetireAfter { family, kid, retire_after, successor } => {
-                write!(f, "{family} {kid} superseded by {successor}: retire after {retire_after}")
+            DocumentChange::SetRetireAfter {
+                family,
+                kid,
+                retire_after,
+                successor,
+            } => {
+                write!(
+                    f,
+                    "{family} {kid} superseded by {successor}: retire after {retire_after}"
+                )
             }
-            DocumentChange::Drop { family, kid, retire_after: Some(at) } => {
+            DocumentChange::Drop {
+                family,
+                kid,
+                retire_after: Some(at),
+            } => {
                 write!(f, "drop {family} {kid}: retired at {at}")
             }
-            DocumentChange::Drop { family, kid, retire_after: None } => {
+            DocumentChange::Drop {
+                family,
+                kid,
+                retire_after: None,
+            } => {
                 write!(f, "drop {family} {kid}: superseded and its retention is over")
             }
         }
@@ -346,14 +379,38 @@ impl KeysPlan {
         let mut doc = current.cloned().unwrap_or_default();
         for change in &self.changes {
             match change {
-                DocumentChange::SetRetireAfter { family: KeyFamily::Rsa, kid, retire_after, .. } => {
-                    doc.keys_mut().iter_mut().filter(|k| k.kid() == kid).for_each(|k| k.set_retire_after(*retire_after));
+                DocumentChange::SetRetireAfter {
+                    family: KeyFamily::Rsa,
+                    kid,
+                    retire_after,
+                    ..
+                } => {
+                    doc.keys_mut()
+                        .iter_mut()
+                        .filter(|k| k.kid() == kid)
+                        .for_each(|k| k.set_retire_after(*retire_after));
                 }
-                DocumentChange::SetRetireAfter { family: KeyFamily::Hmac, kid, retire_after, .. } => {
-                    doc.hmac_mut().iter_mut().filter(|k| k.kid() == kid).for_each(|k| k.set_retire_after(*retire_after));
+                DocumentChange::SetRetireAfter {
+                    family: KeyFamily::Hmac,
+                    kid,
+                    retire_after,
+                    ..
+                } => {
+                    doc.hmac_mut()
+                        .iter_mut()
+                        .filter(|k| k.kid() == kid)
+                        .for_each(|k| k.set_retire_after(*retire_after));
                 }
-                DocumentChange::Drop { family: KeyFamily::Rsa, kid, .. } => doc.keys_mut().retain(|k| k.kid() != kid),
-                DocumentChange::Drop { family: KeyFamily::Hmac, kid, .. } => doc.hmac_mut().retain(|k| k.kid() != kid),
+                DocumentChange::Drop {
+                    family: KeyFamily::Rsa,
+                    kid,
+                    ..
+                } => doc.keys_mut().retain(|k| k.kid() != kid),
+                DocumentChange::Drop {
+                    family: KeyFamily::Hmac,
+                    kid,
+                    ..
+                } => doc.hmac_mut().retain(|k| k.kid() != kid),
             }
         }
         doc
@@ -372,7 +429,11 @@ pub fn plan(now: Timestamp, current: Option<&KeysDocument>, settings: &TimelineS
 }
 
 fn add(at: Timestamp, d: SignedDuration) -> Timestamp {
-    at.checked_add(d).unwrap_or(if d.is_negative() { Timestamp::MIN } else { Timestamp::MAX })
+    at.checked_add(d).unwrap_or(if d.is_negative() {
+        Timestamp::MIN
+    } else {
+        Timestamp::MAX
+    })
 }
 
 fn earliest(deadline: &mut Option<Timestamp>, at: Timestamp) {
@@ -413,9 +474,11 @@ fn plan_family<K: KeyTimes>(
     // Retired keys leave the document; live ones with a retireAfter schedule their drop.
     for k in keys {
         match k.retire_after() {
-            Some(at) if at <= now => {
-                out.changes.push(DocumentChange::Drop { family, kid: k.kid().to_owned(), retire_after: Some(at) })
-            }
+            Some(at) if at <= now => out.changes.push(DocumentChange::Drop {
+                family,
+                kid: k.kid().to_owned(),
+                retire_after: Some(at),
+            }),
             Some(at) => earliest(&mut out.next_deadline, at),
             None => {}
         }
@@ -424,7 +487,10 @@ fn plan_family<K: KeyTimes>(
     let signer = signing(keys, now);
 
     // Keys superseded by a later active key get their retireAfter (or go, if it is past).
-    for k in keys.iter().filter(|k| k.may_sign(now) && k.retire_after().is_none()) {
+    for k in keys
+        .iter()
+        .filter(|k| k.may_sign(now) && k.retire_after().is_none())
+    {
         if signer.is_some_and(|s| s.kid() == k.kid()) {
             continue;
         }
@@ -435,7 +501,11 @@ fn plan_family<K: KeyTimes>(
         let Some(successor) = successor else { continue };
         let retire_after = add(successor.active_from(), retention);
         if retire_after <= now {
-            out.changes.push(DocumentChange::Drop { family, kid: k.kid().to_owned(), retire_after: None });
+            out.changes.push(DocumentChange::Drop {
+                family,
+                kid: k.kid().to_owned(),
+                retire_after: None,
+            });
         } else {
             out.changes.push(DocumentChange::SetRetireAfter {
                 family,
@@ -463,15 +533,17 @@ fn plan_family<K: KeyTimes>(
     let generated = if signer.is_none() {
         Some(new_key(now, GenerateReason::NoSigningKey))
     } else {
-        let newest = keys
-            .iter()
-            .filter(|k| k.is_live(now))
-            .max_by(|a, b| (a.created_at(), a.active_from(), a.kid()).cmp(&(b.created_at(), b.active_from(), b.kid())));
+        let newest = keys.iter().filter(|k| k.is_live(now)).max_by(|a, b| {
+            (a.created_at(), a.active_from(), a.kid()).cmp(&(b.created_at(), b.active_from(), b.kid()))
+        });
         match newest {
             Some(newest) => {
                 let due = add(newest.created_at(), settings.rotation_period);
                 if due <= now {
-                    let reason = GenerateReason::RotationDue { newest: newest.kid().to_owned(), due };
+                    let reason = GenerateReason::RotationDue {
+                        newest: newest.kid().to_owned(),
+                        due,
+                    };
                     Some(new_key(add(now, settings.publish_lead), reason))
                 } else {
                     earliest(&mut out.next_deadline, due);

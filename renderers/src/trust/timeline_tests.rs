@@ -32,12 +32,23 @@ fn materialize(doc: &mut KeysDocument, effects: &[KeyEffect], pem: &PrivateKeyPe
         let k = effect.key();
         match effect {
             KeyEffect::GenerateRsa(_) => doc
-                .insert_rsa(RsaKey::new(k.kid.clone(), pem.clone(), k.created_at, k.active_from, k.retire_after).unwrap())
+                .insert_rsa(
+                    RsaKey::new(
+                        k.kid.clone(),
+                        pem.clone(),
+                        k.created_at,
+                        k.active_from,
+                        k.retire_after,
+                    )
+                    .unwrap(),
+                )
                 .unwrap(),
             KeyEffect::GenerateHmac(_) => {
                 let secret = HmacSecret::new([k.kid.len() as u8; 32]);
-                doc.insert_hmac(HmacKey::new(k.kid.clone(), secret, k.created_at, k.active_from, k.retire_after).unwrap())
-                    .unwrap()
+                doc.insert_hmac(
+                    HmacKey::new(k.kid.clone(), secret, k.created_at, k.active_from, k.retire_after).unwrap(),
+                )
+                .unwrap()
             }
         }
     }
@@ -62,7 +73,15 @@ fn with_no_document_asks_for_both_first_keys_active_at_once() {
     assert_eq!(p.effects.len(), 2);
     let rsa = p.effects[0].key();
     assert!(matches!(p.effects[0], KeyEffect::GenerateRsa(_)));
-    assert_eq!((rsa.kid.as_str(), rsa.created_at, rsa.active_from, rsa.retire_after), ("k-20270101-1234", now, now, None));
+    assert_eq!(
+        (
+            rsa.kid.as_str(),
+            rsa.created_at,
+            rsa.active_from,
+            rsa.retire_after
+        ),
+        ("k-20270101-1234", now, now, None)
+    );
     assert_eq!(rsa.reason, GenerateReason::NoSigningKey);
     assert!(matches!(p.effects[1], KeyEffect::GenerateHmac(_)));
     assert_eq!(p.effects[1].key().kid, "h-20270101-1234");
@@ -88,10 +107,16 @@ fn a_due_rotation_publishes_a_key_ten_minutes_before_it_signs() {
     let p = plan(now, Some(&doc), &settings);
     assert!(p.changes.is_empty());
     let k = p.effects[0].key();
-    assert_eq!((k.kid.as_str(), k.created_at, k.active_from), ("k-20270131-0000", now, ts("2027-01-31T00:10:00Z")));
+    assert_eq!(
+        (k.kid.as_str(), k.created_at, k.active_from),
+        ("k-20270131-0000", now, ts("2027-01-31T00:10:00Z"))
+    );
     assert_eq!(
         k.reason,
-        GenerateReason::RotationDue { newest: "k-20270101-0000".into(), due: now }
+        GenerateReason::RotationDue {
+            newest: "k-20270101-0000".into(),
+            due: now
+        }
     );
     assert_eq!(p.effects[1].key().kid, "h-20270131-0000");
     // Until the new keys activate, the old ones sign and nothing else changes.
@@ -99,7 +124,10 @@ fn a_due_rotation_publishes_a_key_ten_minutes_before_it_signs() {
     let p = plan(ts("2027-01-31T00:09:00Z"), Some(&doc), &settings);
     assert!(p.is_settled());
     assert_eq!(p.next_deadline, Some(ts("2027-01-31T00:10:00Z")));
-    assert_eq!(doc.signing_key(ts("2027-01-31T00:09:59Z")).unwrap().kid(), "k-20270101-0000");
+    assert_eq!(
+        doc.signing_key(ts("2027-01-31T00:09:59Z")).unwrap().kid(),
+        "k-20270101-0000"
+    );
 }
 
 #[test]
@@ -147,7 +175,10 @@ fn a_superseded_key_is_retired_after_the_token_lifetimes_plus_two_hours() {
 fn shorter_token_lifetimes_retire_keys_sooner() {
     let settings = TimelineSettings::new(mins(5), SignedDuration::from_hours(12)).unwrap();
     assert_eq!(settings.retention(KeyFamily::Rsa), mins(125));
-    assert_eq!(settings.retention(KeyFamily::Hmac), SignedDuration::from_hours(14));
+    assert_eq!(
+        settings.retention(KeyFamily::Hmac),
+        SignedDuration::from_hours(14)
+    );
 }
 
 #[test]
@@ -158,8 +189,16 @@ fn a_controller_back_after_a_long_outage_drops_long_superseded_keys_at_once() {
     // Back 40 days later: the old keys' retention is over; a new rotation is due.
     let now = ts("2027-03-12T00:00:00Z");
     let p = plan(now, Some(&doc), &settings);
-    assert!(p.changes.contains(&DocumentChange::Drop { family: KeyFamily::Rsa, kid: "k-20270101-0000".into(), retire_after: None }));
-    assert!(p.changes.contains(&DocumentChange::Drop { family: KeyFamily::Hmac, kid: "h-20270101-0000".into(), retire_after: None }));
+    assert!(p.changes.contains(&DocumentChange::Drop {
+        family: KeyFamily::Rsa,
+        kid: "k-20270101-0000".into(),
+        retire_after: None
+    }));
+    assert!(p.changes.contains(&DocumentChange::Drop {
+        family: KeyFamily::Hmac,
+        kid: "h-20270101-0000".into(),
+        retire_after: None
+    }));
     assert_eq!(p.effects.len(), 2);
     let doc = applied(now, Some(&doc), &settings);
     assert_eq!(doc.signing_key(now).unwrap().kid(), "k-20270131-0000");
@@ -199,9 +238,19 @@ fn settings_outside_their_bounds_are_refused_with_the_setting_named() {
     assert!(err.to_string().starts_with("the ID token TTL is 16m"), "{err}");
     assert!(TimelineSettings::new(mins(5), days(31)).is_err());
     assert!(TimelineSettings::new(SignedDuration::from_secs(59), days(1)).is_err());
-    assert!(TimelineSettings::default().with_rotation_period(SignedDuration::from_hours(23)).is_err());
+    assert!(
+        TimelineSettings::default()
+            .with_rotation_period(SignedDuration::from_hours(23))
+            .is_err()
+    );
     assert!(TimelineSettings::default().with_publish_lead(mins(61)).is_err());
-    assert_eq!(TimelineSettings::default().with_rotation_period(days(7)).unwrap().rotation_period(), days(7));
+    assert_eq!(
+        TimelineSettings::default()
+            .with_rotation_period(days(7))
+            .unwrap()
+            .rotation_period(),
+        days(7)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -260,14 +309,20 @@ impl Sim {
     }
 
     fn event(&mut self, at: Timestamp, kid: &str, what: String) {
-        self.events.push(Event { at: at.to_string(), kid: kid.to_owned(), what });
+        self.events.push(Event {
+            at: at.to_string(),
+            kid: kid.to_owned(),
+            what,
+        });
     }
 
     fn step(&mut self, now: Timestamp) {
         // Writes that land now: applied only if the document is still the one they were planned
         // against (optimistic concurrency), as the applier does.
         while self.pending.front().is_some_and(|(at, _, _)| *at <= now) {
-            let Some((_, base, effects)) = self.pending.pop_front() else { break };
+            let Some((_, base, effects)) = self.pending.pop_front() else {
+                break;
+            };
             if base == self.version {
                 let mut doc = self.doc.take().unwrap_or_default();
                 materialize(&mut doc, &effects, &self.pem);
@@ -291,7 +346,8 @@ impl Sim {
                 self.doc = Some(doc);
                 self.version += 1;
             } else {
-                self.pending.push_back((now + self.delay, self.version, p.effects));
+                self.pending
+                    .push_back((now + self.delay, self.version, p.effects));
             }
         }
         if self.delay.is_zero() {
@@ -319,15 +375,29 @@ impl Sim {
         }
         // Exactly one signing key of each kind: one key may sign, and it is the only activated,
         // live key without a retireAfter (every other one is marked superseded).
-        let rsa = doc.signing_key(now).unwrap_or_else(|| panic!("no signing RSA key at {now}"));
-        let hmac = doc.signing_hmac(now).unwrap_or_else(|| panic!("no signing HMAC key at {now}"));
+        let rsa = doc
+            .signing_key(now)
+            .unwrap_or_else(|| panic!("no signing RSA key at {now}"));
+        let hmac = doc
+            .signing_hmac(now)
+            .unwrap_or_else(|| panic!("no signing HMAC key at {now}"));
         let unmarked = |n: usize| n == 1;
         assert!(
-            unmarked(doc.keys().iter().filter(|k| k.may_sign(now) && k.retire_after().is_none()).count()),
+            unmarked(
+                doc.keys()
+                    .iter()
+                    .filter(|k| k.may_sign(now) && k.retire_after().is_none())
+                    .count()
+            ),
             "more than one current RSA key at {now}"
         );
         assert!(
-            unmarked(doc.hmac().iter().filter(|k| k.may_sign(now) && k.retire_after().is_none()).count()),
+            unmarked(
+                doc.hmac()
+                    .iter()
+                    .filter(|k| k.may_sign(now) && k.retire_after().is_none())
+                    .count()
+            ),
             "more than one current HMAC key at {now}"
         );
         assert!(doc.published(now).iter().any(|k| k.kid() == rsa.kid()));
@@ -339,7 +409,11 @@ impl Sim {
                     self.last_signed.insert(kid.to_owned(), now);
                 }
             }
-            let current = if slot == 0 { &mut self.signers.0 } else { &mut self.signers.1 };
+            let current = if slot == 0 {
+                &mut self.signers.0
+            } else {
+                &mut self.signers.1
+            };
             if current != kid {
                 *current = kid.to_owned();
                 // A rotated key was published at least the lead (minus the applier's delay)
@@ -352,7 +426,11 @@ impl Sim {
                         "{kid} signs at {now}, published only at {published}"
                     );
                 }
-                self.events.push(Event { at: now.to_string(), kid: kid.to_owned(), what: "active".into() });
+                self.events.push(Event {
+                    at: now.to_string(),
+                    kid: kid.to_owned(),
+                    what: "active".into(),
+                });
             }
         }
     }
@@ -405,7 +483,10 @@ impl Sim {
                 self.settings.max_refresh_lifetime()
             };
             if let Some(last) = self.last_signed.get(kid) {
-                assert!(*last + validity <= now, "{kid} dropped at {now}, last signed at {last}");
+                assert!(
+                    *last + validity <= now,
+                    "{kid} dropped at {now}, last signed at {last}"
+                );
             }
             events.push((kid.clone(), "dropped".into()));
         }
@@ -417,7 +498,13 @@ impl Sim {
     }
 }
 
-fn walk(settings: TimelineSettings, delay: SignedDuration, start: Timestamp, days_: i64, step: SignedDuration) -> Sim {
+fn walk(
+    settings: TimelineSettings,
+    delay: SignedDuration,
+    start: Timestamp,
+    days_: i64,
+    step: SignedDuration,
+) -> Sim {
     let mut sim = Sim::new(settings, delay);
     let end = start + days(days_);
     let mut now = start;
@@ -434,9 +521,18 @@ fn walk(settings: TimelineSettings, delay: SignedDuration, start: Timestamp, day
 fn a_400_day_walk_at_one_minute_steps_keeps_every_invariant() {
     let start = ts("2027-01-01T00:00:00Z");
     let begun = Instant::now();
-    let sim = walk(TimelineSettings::default(), SignedDuration::ZERO, start, 400, mins(1));
+    let sim = walk(
+        TimelineSettings::default(),
+        SignedDuration::ZERO,
+        start,
+        400,
+        mins(1),
+    );
     let elapsed = begun.elapsed();
-    eprintln!("400-day walk, 576000 steps, immediate applier: {elapsed:?} ({} parses)", sim.parses);
+    eprintln!(
+        "400-day walk, 576000 steps, immediate applier: {elapsed:?} ({} parses)",
+        sim.parses
+    );
     // The old RSA key goes 2h25m after its successor signs; the old HMAC key lives on for the
     // refresh lifetime, so three HMAC keys coexist for two hours around each rotation.
     assert_eq!((sim.max_rsa, sim.max_hmac), (2, 3));
@@ -452,7 +548,11 @@ fn a_400_day_walk_with_effects_landing_minutes_late_keeps_every_invariant() {
         let sim = walk(TimelineSettings::default(), delay, start, 400, mins(1));
         eprintln!("400-day walk, delay {delay:#}: {:?}", begun.elapsed());
         // One key per rotation: the repeated requests of the in-flight minutes conflicted.
-        let published = sim.events.iter().filter(|e| e.what.starts_with("published") && e.kid.starts_with("k-")).count();
+        let published = sim
+            .events
+            .iter()
+            .filter(|e| e.what.starts_with("published") && e.kid.starts_with("k-"))
+            .count();
         assert_eq!(published, 14, "{:#?}", sim.events);
         assert!(sim.max_rsa <= 3);
     }
@@ -461,7 +561,13 @@ fn a_400_day_walk_with_effects_landing_minutes_late_keeps_every_invariant() {
 #[test]
 fn a_400_day_walk_with_the_issuers_default_lifetimes_keeps_every_invariant() {
     let settings = TimelineSettings::new(mins(5), SignedDuration::from_hours(12)).unwrap();
-    let sim = walk(settings, SignedDuration::ZERO, ts("2027-03-15T17:43:00Z"), 400, mins(1));
+    let sim = walk(
+        settings,
+        SignedDuration::ZERO,
+        ts("2027-03-15T17:43:00Z"),
+        400,
+        mins(1),
+    );
     // A superseded HMAC key now lives 14 hours, so never three at once.
     assert_eq!(sim.max_hmac, 2);
 }

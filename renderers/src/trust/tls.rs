@@ -18,9 +18,9 @@ use jiff::{SignedDuration, Span, Timestamp};
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::net::IpAddr;
+use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::prelude::FromDer;
-use x509_parser::certificate::X509Certificate;
 
 /// Common name of the CA the applier issues.
 pub const CA_COMMON_NAME: &str = "Ichor OIDC issuer CA";
@@ -105,17 +105,27 @@ impl CertFacts {
     /// Reads the first PEM block of `pem_text`, which must be a certificate (a `tls.crt` may
     /// carry the chain after it). `what` names the source in errors.
     pub fn from_pem(pem_text: &str, what: &str) -> Result<Self, CertError> {
-        let blocks = pem::parse_many(pem_text).map_err(|_| CertError::NotPem { what: what.to_owned() })?;
-        let first = blocks.first().ok_or_else(|| CertError::NotPem { what: what.to_owned() })?;
+        let blocks = pem::parse_many(pem_text).map_err(|_| CertError::NotPem {
+            what: what.to_owned(),
+        })?;
+        let first = blocks.first().ok_or_else(|| CertError::NotPem {
+            what: what.to_owned(),
+        })?;
         if first.tag() != "CERTIFICATE" {
-            return Err(CertError::NotCertificate { what: what.to_owned(), label: first.tag().chars().take(40).collect() });
+            return Err(CertError::NotCertificate {
+                what: what.to_owned(),
+                label: first.tag().chars().take(40).collect(),
+            });
         }
         Self::from_der(first.contents(), what)
     }
 
     /// Reads a DER certificate. `what` names the source in errors.
     pub fn from_der(der: &[u8], what: &str) -> Result<Self, CertError> {
-        let malformed = |detail: String| CertError::Malformed { what: what.to_owned(), detail };
+        let malformed = |detail: String| CertError::Malformed {
+            what: what.to_owned(),
+            detail,
+        };
         let (rest, cert) = X509Certificate::from_der(der).map_err(|e| malformed(e.to_string()))?;
         if !rest.is_empty() {
             return Err(malformed("trailing bytes after the certificate".to_owned()));
@@ -138,7 +148,9 @@ impl CertFacts {
                                 } else if let Ok(v6) = <[u8; 16]>::try_from(*bytes) {
                                     sans.push(San::Ip(IpAddr::from(v6)));
                                 } else {
-                                    return Err(malformed("an IP address SAN is neither 4 nor 16 bytes".to_owned()));
+                                    return Err(malformed(
+                                        "an IP address SAN is neither 4 nor 16 bytes".to_owned(),
+                                    ));
                                 }
                             }
                             _ => {}
@@ -207,7 +219,9 @@ pub enum ServiceError {
         field: &'static str,
     },
     /// The Service has no usable ClusterIP.
-    #[error("Service {name}: spec.clusterIP {value:?} is not an IP address; the issuer Service needs a ClusterIP (not headless)")]
+    #[error(
+        "Service {name}: spec.clusterIP {value:?} is not an IP address; the issuer Service needs a ClusterIP (not headless)"
+    )]
     NoClusterIp {
         /// The Service.
         name: String,
@@ -219,25 +233,44 @@ pub enum ServiceError {
 impl IssuerService {
     /// Reads name, namespace and ClusterIP from a Kubernetes Service.
     pub fn from_service(svc: &k8s_openapi::api::core::v1::Service) -> Result<Self, ServiceError> {
-        let name = svc.metadata.name.clone().ok_or(ServiceError::Missing { name: "<unnamed>".into(), field: "metadata.name" })?;
+        let name = svc.metadata.name.clone().ok_or(ServiceError::Missing {
+            name: "<unnamed>".into(),
+            field: "metadata.name",
+        })?;
         let namespace = svc
             .metadata
             .namespace
             .clone()
-            .ok_or_else(|| ServiceError::Missing { name: name.clone(), field: "metadata.namespace" })?;
+            .ok_or_else(|| ServiceError::Missing {
+                name: name.clone(),
+                field: "metadata.namespace",
+            })?;
         let value = svc
             .spec
             .as_ref()
             .and_then(|s| s.cluster_ip.clone())
-            .ok_or_else(|| ServiceError::Missing { name: name.clone(), field: "spec.clusterIP" })?;
-        let cluster_ip = value.parse::<IpAddr>().map_err(|_| ServiceError::NoClusterIp { name: name.clone(), value: value.chars().take(64).collect() })?;
-        Ok(IssuerService { cluster_ip, name, namespace })
+            .ok_or_else(|| ServiceError::Missing {
+                name: name.clone(),
+                field: "spec.clusterIP",
+            })?;
+        let cluster_ip = value.parse::<IpAddr>().map_err(|_| ServiceError::NoClusterIp {
+            name: name.clone(),
+            value: value.chars().take(64).collect(),
+        })?;
+        Ok(IssuerService {
+            cluster_ip,
+            name,
+            namespace,
+        })
     }
 
     /// The SANs the leaf must carry, sorted: the ClusterIP and `<name>`, `<name>.<namespace>`,
     /// `<name>.<namespace>.svc`, `<name>.<namespace>.svc.cluster.local`.
     pub fn expected_sans(&self) -> Vec<San> {
-        let (n, ns) = (self.name.to_ascii_lowercase(), self.namespace.to_ascii_lowercase());
+        let (n, ns) = (
+            self.name.to_ascii_lowercase(),
+            self.namespace.to_ascii_lowercase(),
+        );
         let mut sans = vec![
             San::Ip(self.cluster_ip),
             San::Dns(n.clone()),
@@ -322,7 +355,10 @@ pub fn decide(
     let mut effects = Vec::new();
     let ca_reason = match ca {
         None => Some("no CA certificate in ichor-oidc-ca".to_owned()),
-        Some(ca) if !ca.is_ca => Some(format!("the certificate in ichor-oidc-ca ({}) is not a CA", ca.subject)),
+        Some(ca) if !ca.is_ca => Some(format!(
+            "the certificate in ichor-oidc-ca ({}) is not a CA",
+            ca.subject
+        )),
         Some(ca) if now >= ca.not_after => Some(format!("the CA expired at {}", ca.not_after)),
         Some(_) => None,
     };
@@ -381,7 +417,10 @@ pub fn decide(
             next = Some(next.map_or(ca.not_after, |n| n.min(ca.not_after)));
         }
         // A CA issuance always comes with a leaf reason, so nothing is requested here.
-        return TlsDecision { effects, next_deadline: next };
+        return TlsDecision {
+            effects,
+            next_deadline: next,
+        };
     }
     let common_name = format!("{}.{}.svc", service.name, service.namespace);
     effects.push(TlsEffect::IssueLeaf {
@@ -391,5 +430,8 @@ pub fn decide(
         not_after: plus_years(now, LEAF_LIFETIME_YEARS).min(ca_not_after),
         reason: reasons.join("; "),
     });
-    TlsDecision { effects, next_deadline: None }
+    TlsDecision {
+        effects,
+        next_deadline: None,
+    }
 }
