@@ -220,7 +220,8 @@ pub enum ServiceError {
     },
     /// The Service has no usable ClusterIP.
     #[error(
-        "Service {name}: spec.clusterIP {value:?} is not an IP address; the issuer Service needs a ClusterIP (not headless)"
+        "Service {name}: spec.clusterIP {value:?} is not an IP address; the issuer Service needs a \
+         ClusterIP (not headless)"
     )]
     NoClusterIp {
         /// The Service.
