@@ -69,7 +69,10 @@ fn a_changed_authentication_document_restarts_the_apiserver() {
 #[test]
 fn an_added_or_removed_authentication_document_restarts_the_apiserver() {
     let base = main_doc("img:1", "cp-1");
-    let added = classify(&[base.clone()], &[base.clone(), auth_config("https://a.example")]);
+    let added = classify(
+        std::slice::from_ref(&base),
+        &[base.clone(), auth_config("https://a.example")],
+    );
     assert_eq!(added.class, Some(ChangeClass::ApiServerRestart));
     assert_eq!(added.changes[0].change, ChangeKind::Added);
     assert!(added.changes[0].path.is_whole_document());
@@ -277,7 +280,7 @@ fn hashes_classify_each_document_by_its_whole_document_rule() {
 #[test]
 fn realistic_changes_classify_as_snapshotted() {
     let base = main_doc("factory.talos.dev/installer:v1.14.3", "cp-1");
-    let cases = vec![
+    let cases = [
         (
             "authentication config changed",
             classify(
@@ -295,11 +298,14 @@ fn realistic_changes_classify_as_snapshotted() {
         (
             "installer image changed",
             classify(
-                &[base.clone()],
+                std::slice::from_ref(&base),
                 &[main_doc("factory.talos.dev/installer:v1.14.4", "cp-1")],
             ),
         ),
-        ("nothing changed", classify(&[base.clone()], &[base])),
+        (
+            "nothing changed",
+            classify(std::slice::from_ref(&base), std::slice::from_ref(&base)),
+        ),
     ];
     let rendered: Vec<_> = cases
         .iter()
