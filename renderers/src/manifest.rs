@@ -1,1 +1,0 @@
-//! Reading manifests from files (in progress).
