@@ -22,8 +22,11 @@ fn checked_in_crds_match_the_rust_types() {
 
 #[test]
 fn the_chart_ships_only_the_ichoruser_crd() {
-    let chart: Vec<_> =
-        crd_files().unwrap().into_iter().filter(|f| f.path.starts_with("helm/ichor/crds/")).collect();
+    let chart: Vec<_> = crd_files()
+        .unwrap()
+        .into_iter()
+        .filter(|f| f.path.starts_with("helm/ichor/crds/"))
+        .collect();
     assert_eq!(chart.len(), 1);
     assert_eq!(chart[0].path, "helm/ichor/crds/ichorusers.ichor.maesh.dev.yaml");
 }
@@ -45,7 +48,11 @@ fn user(name: &str, roles: &[&str]) -> Value {
 fn cel_errors(obj: &Value) -> Vec<String> {
     match kube_cel::validate(&user_schema(), obj, None) {
         Ok(()) => vec![],
-        Err(errs) => errs.into_vec().into_iter().map(|e| format!("{}: {}", e.field_path, e.message)).collect(),
+        Err(errs) => errs
+            .into_vec()
+            .into_iter()
+            .map(|e| format!("{}: {}", e.field_path, e.message))
+            .collect(),
     }
 }
 
@@ -58,7 +65,14 @@ fn a_dns_label_name_with_built_in_roles_passes_the_cel_rules() {
 
 #[test]
 fn cel_refuses_names_that_are_not_dns_labels() {
-    for bad in ["Alice", "alice.smith", "-alice", "alice-", "al_ice", &"a".repeat(64)] {
+    for bad in [
+        "Alice",
+        "alice.smith",
+        "-alice",
+        "alice-",
+        "al_ice",
+        &"a".repeat(64),
+    ] {
         let errs = cel_errors(&user(bad, &[]));
         assert_eq!(errs.len(), 1, "{bad:?} should be refused once: {errs:?}");
         assert!(errs[0].contains("must be a DNS label"), "{errs:?}");
@@ -69,7 +83,10 @@ fn cel_refuses_names_that_are_not_dns_labels() {
 fn cel_refuses_role_names_outside_the_pattern() {
     for bad in ["Admin", "1admin", "a".repeat(32).as_str(), "ad min", ""] {
         let errs = cel_errors(&user("alice", &[bad]));
-        assert!(errs.iter().any(|e| e.contains("each role must match")), "{bad:?}: {errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains("each role must match")),
+            "{bad:?}: {errs:?}"
+        );
     }
 }
 

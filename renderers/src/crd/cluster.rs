@@ -107,7 +107,9 @@ impl ExternalIssuerSpec {
 
     /// The user-name claim, defaulted.
     pub fn username_claim(&self) -> &str {
-        self.username_claim.as_deref().unwrap_or(Self::DEFAULT_USERNAME_CLAIM)
+        self.username_claim
+            .as_deref()
+            .unwrap_or(Self::DEFAULT_USERNAME_CLAIM)
     }
     /// The groups claim, defaulted.
     pub fn groups_claim(&self) -> &str {
@@ -190,7 +192,10 @@ impl FromStr for VersionContract {
                 p.parse::<u32>().map_err(|_| err())
             }
         };
-        Ok(Self { major: num(major)?, minor: num(minor)? })
+        Ok(Self {
+            major: num(major)?,
+            minor: num(minor)?,
+        })
     }
 }
 

@@ -76,7 +76,10 @@ impl FromStr for GoDuration {
             };
             i += 1;
             seen_unit = true;
-            total = n.checked_mul(unit).and_then(|v| v.checked_add(total)).ok_or_else(overflow)?;
+            total = n
+                .checked_mul(unit)
+                .and_then(|v| v.checked_add(total))
+                .ok_or_else(overflow)?;
         }
         if !seen_unit {
             return Err(syntax());
@@ -157,7 +160,10 @@ mod tests {
 
     #[test]
     fn refuses_values_that_overflow() {
-        assert!(matches!("9999999999999999999h".parse::<GoDuration>(), Err(GoDurationError::Overflow(_))));
+        assert!(matches!(
+            "9999999999999999999h".parse::<GoDuration>(),
+            Err(GoDurationError::Overflow(_))
+        ));
     }
 
     #[test]

@@ -38,7 +38,11 @@ pub struct UsersSpec {
     pub kube_api_server_url: Option<String>,
     /// `tls-server-name` written into kubeconfigs when the server host is not in the
     /// apiserver certificate.
-    #[serde(default, rename = "kubeAPITLSServerName", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "kubeAPITLSServerName",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kube_api_tls_server_name: Option<String>,
 }
 
@@ -97,7 +101,11 @@ impl UsersSettings {
         if let Some(u) = &kube_api_server_url {
             match url::Url::parse(u) {
                 Ok(p) if p.scheme() == "https" && p.host().is_some() => {}
-                _ => return Err(UsersSettingsError::KubeApiServerUrl(u.chars().take(256).collect())),
+                _ => {
+                    return Err(UsersSettingsError::KubeApiServerUrl(
+                        u.chars().take(256).collect(),
+                    ));
+                }
             }
         }
         Ok(Self {
@@ -137,7 +145,10 @@ mod tests {
     #[test]
     fn refuses_a_token_ttl_outside_one_to_fifteen_minutes() {
         let e = UsersSettings::resolve(Some(&spec("16m", "12h"))).unwrap_err();
-        assert_eq!(e.to_string(), "spec.users.tokenTTL: 16m is out of range: use 1m to 15m");
+        assert_eq!(
+            e.to_string(),
+            "spec.users.tokenTTL: 16m is out of range: use 1m to 15m"
+        );
         assert!(UsersSettings::resolve(Some(&spec("59s", "12h"))).is_err());
     }
 
@@ -150,7 +161,13 @@ mod tests {
 
     #[test]
     fn refuses_a_plain_http_kubeconfig_server() {
-        let s = UsersSpec { kube_api_server_url: Some("http://k8s.example.com".into()), ..Default::default() };
-        assert!(matches!(UsersSettings::resolve(Some(&s)), Err(UsersSettingsError::KubeApiServerUrl(_))));
+        let s = UsersSpec {
+            kube_api_server_url: Some("http://k8s.example.com".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            UsersSettings::resolve(Some(&s)),
+            Err(UsersSettingsError::KubeApiServerUrl(_))
+        ));
     }
 }

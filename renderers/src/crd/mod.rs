@@ -8,21 +8,23 @@
 //! identity reads or validates. Unknown fields elsewhere in those objects are ignored when a
 //! cluster object is read, and reported by [`crate::manifest`] for the subtrees identity owns.
 
+mod cluster;
 mod duration;
 mod generate;
 mod installation;
 mod machine;
 mod operation;
-mod cluster;
 mod user;
 
 pub use cluster::{
     AuthenticationSpec, CiliumSpec, CniSpec, ExternalIssuerSpec, IchorIssuerSpec, TalosCluster,
     TalosClusterSpec, VersionContract,
 };
-pub use generate::{CrdFile, crd_files};
 pub use duration::{GoDuration, GoDurationError};
-pub use installation::{IchorInstallation, IchorInstallationSpec, UsersSettings, UsersSettingsError, UsersSpec};
+pub use generate::{CrdFile, crd_files};
+pub use installation::{
+    IchorInstallation, IchorInstallationSpec, UsersSettings, UsersSettingsError, UsersSpec,
+};
 pub use machine::{MachineRole, TalosMachine, TalosMachineSpec, TalosMachineStatus};
 pub use operation::{
     NodeAction, OperationKind, OperationNodeResult, OperationPhase, TalosOperation, TalosOperationSpec,
