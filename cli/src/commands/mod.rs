@@ -1,5 +1,3 @@
 //! One module per command.
 
-pub mod authn;
 pub mod completion;
-pub mod render;
