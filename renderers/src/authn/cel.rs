@@ -445,4 +445,17 @@ mod tests {
         assert!(!info("'claims.email'").uses_email);
         assert!(info("[claims.email_verified, claims.email]").uses_email_verified);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_expressions(expr in "\\PC{0,64}") {
+            let _ = check(&expr, Env::Claims, true);
+            let _ = check(&expr, Env::User, false);
+        }
+
+        #[test]
+        fn never_panics_on_expression_shaped_text(expr in "[a-z.?()\\[\\]{}'\"\\\\ ,!=_rb]{0,48}") {
+            let _ = check(&expr, Env::Claims, true);
+        }
+    }
 }

@@ -352,4 +352,16 @@ mod tests {
         assert_eq!(ok("https:foo").scheme, "https");
         assert_eq!(ok("https://[fe80::1%25en0]:8443/x").scheme, "https");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_text(raw in "\\PC{0,64}") {
+            let _ = parse(&raw);
+        }
+
+        #[test]
+        fn never_panics_on_url_shaped_text(raw in "[a-zA-Z]{0,6}:?/{0,3}[a-z@:%\\[\\]0-9 ?#./]{0,40}") {
+            let _ = parse(&raw);
+        }
+    }
 }
