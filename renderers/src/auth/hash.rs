@@ -266,9 +266,7 @@ impl StoredHash {
         let mut computed = vec![0u8; self.expected.len()];
         hasher
             .hash_password_into(password, &self.salt, &mut computed)
-            .map_err(|e| HashError::Malformed {
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| HashError::Argon2(e.to_string()))?;
         if bool::from(computed.ct_eq(&self.expected)) {
             Ok(Verification::Valid {
                 needs_rehash: self.needs_rehash,
