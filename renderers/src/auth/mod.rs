@@ -1,1 +1,24 @@
-//! auth (in progress).
+//! `pkg/ichorauth`: the pure rules of Ichor's own users, shared by the issuer, the `UserService`
+//! API, the `IchorUser` admission webhook and the CLI.
+//!
+//! - [`hash`]: argon2id password hashing and verification, with the dummy path for unknown users;
+//! - [`policy`]: the password policy and the password generator;
+//! - [`credentials`]: the entry of one user in the Secret `ichor-user-credentials` (format,
+//!   strict parser, `notBefore`, refresh-token families and their rotation);
+//! - [`roles`]: built-in roles, role-name validation, the grant rule and the last-enabled-admin
+//!   rule, with the exact refusal messages;
+//! - [`user_name`]: the validated user name;
+//! - [`password`]: the in-memory password type with a redacting `Debug`.
+//!
+//! Nothing here reads a clock, the network or the environment except where a function says it
+//! reads the operating system's random source (`*_random`, `generate_password`).
+
+pub mod credentials;
+pub mod hash;
+pub mod password;
+pub mod policy;
+pub mod roles;
+pub mod user_name;
+
+pub use password::Password;
+pub use user_name::UserName;

@@ -1,0 +1,614 @@
+//! The credentials entry: the value of one key (the user name) of the Secret
+//! `ichor-user-credentials`, written by JSON merge patch of that one key with the Secret's
+//! `resourceVersion` as an optimistic lock.
+//!
+//! ```json
+//! {"v":1,"hash":"$argon2id$v=19$m=65536,t=3,p=4$…","notBefore":"2026-11-05T10:00:00Z",
+//!  "mustChange":false,
+//!  "families":{"<family id>":{"gen":2,"client":"ichor-cli","aud":"ichor-kube",
+//!    "iat":"2026-11-05T10:00:00Z","exp":"2026-11-05T22:00:00Z","rotatedAt":"2026-11-05T10:05:00Z"}}}
+//! ```
+//!
+//! - Every instant is an RFC 3339 string in UTC (`jiff::Timestamp`), not unix seconds, so the
+//!   Secret reads the same to a person as to the code. The helpers here store whole seconds,
+//!   matching the JWT `iat`/`exp` the issuer puts in tokens; the parser accepts a fraction.
+//! - `families` (refresh-token families, one per login with `offline_access`) may be absent or
+//!   empty; it is omitted when empty. `rotatedAt` is added by this build for the 10-second grace
+//!   window of refresh rotation (see [`Family::rotated_at`]) and omitted before the first rotation.
+//! - The parser is strict: an unknown version is refused by number, unknown fields and duplicate
+//!   family ids are refused, and the entry is bounded (64 KiB, 32 families).
+//! - [`CredentialsEntry::to_json`] is canonical: fields in the order above, families sorted by id.
+//!
+//! Every helper is pure: it takes the entry and `now` and returns the entry to write (or says
+//! nothing needs writing); the caller patches the Secret.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The name of the Secret holding one credentials entry per user, in `ichor-system`.
+pub const CREDENTIALS_SECRET_NAME: &str = "ichor-user-credentials";
+/// The entry format version this build reads and writes.
+pub const ENTRY_VERSION: u32 = 1;
+/// The largest entry accepted, in bytes of JSON.
+pub const MAX_ENTRY_BYTES: usize = 64 * 1024;
+/// The most refresh-token families one user may have. [`CredentialsEntry::start_family`] makes
+/// room by dropping ended families, then the oldest one, so a new login never fails for it.
+pub const MAX_FAMILIES: usize = 32;
+/// The longest family id, in bytes (`[A-Za-z0-9_-]`).
+pub const MAX_FAMILY_ID_LEN: usize = 64;
+/// The longest `client` or `aud` value, in bytes (printable ASCII).
+pub const MAX_CLIENT_LEN: usize = 64;
+/// The longest stored `hash`, in bytes.
+pub const MAX_HASH_LEN: usize = 512;
+/// The prefix every stored hash must have.
+pub const HASH_PREFIX: &str = "$argon2id$";
+/// The generation of the first refresh token of a family.
+pub const FIRST_GENERATION: u64 = 1;
+/// How long the generation just replaced may still be presented and get the same successor
+/// (ARCHITECTURE.md, "Two decisions go beyond the seed").
+pub const REFRESH_GRACE: SignedDuration = SignedDuration::from_secs(10);
+
+/// One user's credentials entry. Build one with [`CredentialsEntry::new`], read one with
+/// [`CredentialsEntry::parse`]. `Debug` leaves the hash out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CredentialsEntry {
+    /// Format version, [`ENTRY_VERSION`].
+    pub v: u32,
+    /// The argon2id PHC string of the password ([`super::hash`]).
+    pub hash: String,
+    /// Tokens (and refresh families) whose `iat` is before this instant, in whole seconds, are
+    /// no longer accepted. Set on every password change and by "revoke sessions".
+    pub not_before: Timestamp,
+    /// The user must change the password before getting a Kubernetes token or calling any RPC
+    /// but `WhoAmI` and `ChangeOwnPassword`.
+    pub must_change: bool,
+    /// Live refresh-token families, by family id.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "deserialize_families"
+    )]
+    pub families: BTreeMap<String, Family>,
+}
+
+impl fmt::Debug for CredentialsEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CredentialsEntry")
+            .field("v", &self.v)
+            .field("hash", &"<redacted>")
+            .field("not_before", &self.not_before)
+            .field("must_change", &self.must_change)
+            .field("families", &self.families)
+            .finish()
+    }
+}
+
+/// One refresh-token family: the chain of refresh tokens that one login started. Only the
+/// current generation refreshes; presenting an older one is reuse and ends the family, except
+/// the one just replaced within [`REFRESH_GRACE`] of its rotation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Family {
+    /// The generation of the only refresh token that may rotate the family (JSON `gen`).
+    #[serde(rename = "gen")]
+    pub generation: u64,
+    /// The OAuth client the family was issued to (`ichor-ui` or `ichor-cli`).
+    pub client: String,
+    /// The audience of the ID tokens the family refreshes (`ichor-ui` or `ichor-kube`).
+    pub aud: String,
+    /// Session start: when the login that started the family happened.
+    pub iat: Timestamp,
+    /// Absolute end of the family; rotation never extends it.
+    pub exp: Timestamp,
+    /// When generation `generation - 1` was replaced by `generation`; absent before the first
+    /// rotation. Presenting generation `generation - 1` less than [`REFRESH_GRACE`] after this
+    /// instant returns the same successor instead of ending the family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotated_at: Option<Timestamp>,
+}
+
+/// Reading or writing a credentials entry failed. Every message starts with the user it is about.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialsError {
+    /// The entry is larger than [`MAX_ENTRY_BYTES`].
+    #[error("credentials entry for user {user}: is {got} bytes, at most {MAX_ENTRY_BYTES} are allowed")]
+    TooLarge {
+        /// The user (the Secret key).
+        user: String,
+        /// The entry's size.
+        got: usize,
+    },
+    /// The entry is not JSON, or not a JSON object.
+    #[error("credentials entry for user {user}: not a JSON object: {message}")]
+    NotJson {
+        /// The user (the Secret key).
+        user: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// The entry has no version field.
+    #[error(
+        "credentials entry for user {user}: field \"v\" is missing; this build reads version {ENTRY_VERSION}"
+    )]
+    MissingVersion {
+        /// The user (the Secret key).
+        user: String,
+    },
+    /// The entry has a version this build does not read.
+    #[error(
+        "credentials entry for user {user}: unsupported version {got}; this build reads version {ENTRY_VERSION}"
+    )]
+    UnsupportedVersion {
+        /// The user (the Secret key).
+        user: String,
+        /// The version found, as written.
+        got: String,
+    },
+    /// The entry does not have the shape of version 1 (unknown field, wrong type, missing field).
+    #[error("credentials entry for user {user}: {message}")]
+    Shape {
+        /// The user (the Secret key).
+        user: String,
+        /// The parser's message, which names the field.
+        message: String,
+    },
+    /// A field has the right type but a refused value.
+    #[error("credentials entry for user {user}: {field}: {problem}")]
+    Invalid {
+        /// The user (the Secret key).
+        user: String,
+        /// The field, e.g. `hash` or `families["abc"].exp`.
+        field: String,
+        /// What is wrong and what is allowed.
+        problem: String,
+    },
+}
+
+/// A refused refresh-family operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FamilyError {
+    /// The family id is not `[A-Za-z0-9_-]{1,64}`.
+    #[error("family id: must be 1 to {MAX_FAMILY_ID_LEN} characters of A-Z, a-z, 0-9, '-' and '_'")]
+    InvalidId,
+    /// A family with this id exists already (ids are random; this means a caller bug).
+    #[error("family id: a family \"{0}\" exists already")]
+    AlreadyExists(String),
+    /// `client` or `aud` is empty, too long or not printable ASCII.
+    #[error("{field}: must be 1 to {MAX_CLIENT_LEN} printable ASCII characters")]
+    InvalidValue {
+        /// `client` or `aud`.
+        field: &'static str,
+    },
+    /// The lifetime is not positive or `now + lifetime` is out of range.
+    #[error("refresh lifetime: must be positive and end before the year 9999 (got {0})")]
+    InvalidLifetime(SignedDuration),
+}
+
+/// The outcome of presenting a refresh token of a family ([`CredentialsEntry::rotate_family`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Rotation {
+    /// The current generation was presented: write `entry`, then issue the refresh token of
+    /// `generation` (the successor) and a fresh ID token.
+    Rotated {
+        /// The entry to write (generation advanced, `rotatedAt` = now).
+        entry: CredentialsEntry,
+        /// The successor's generation.
+        generation: u64,
+    },
+    /// The generation just replaced was presented within the grace window: write nothing and
+    /// issue the *same* successor, the refresh token of `generation`, and a fresh ID token.
+    Grace {
+        /// The current generation (the successor already issued once).
+        generation: u64,
+    },
+    /// Refused (`invalid_grant`). When `entry` is `Some`, write it (the family is removed).
+    Refused {
+        /// The entry to write, if the family must be removed.
+        entry: Option<CredentialsEntry>,
+        /// Why.
+        reason: RefusalReason,
+    },
+}
+
+/// Why a refresh was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalReason {
+    /// No family with this id: revoked, expired and removed, or never issued.
+    UnknownFamily,
+    /// The family's absolute lifetime has ended.
+    Expired,
+    /// The family started before the user's `notBefore` (password change, revoke sessions).
+    BeforeNotBefore,
+    /// A generation other than the current one (and not the grace case) was presented: the
+    /// token was used twice, so the family is revoked.
+    Reuse {
+        /// The generation presented.
+        presented: u64,
+        /// The family's current generation.
+        current: u64,
+    },
+}
+
+/// Whether a token (or family) issued at `iat` is still accepted: `iat >= notBefore`, compared in
+/// whole seconds, refusing when `iat < notBefore`. A token issued in the same second as a
+/// revocation is therefore accepted, which is what lets the SPA sign in again right after a
+/// password change.
+pub fn is_token_valid_for(iat: Timestamp, entry: &CredentialsEntry) -> bool {
+    iat.as_second() >= entry.not_before.as_second()
+}
+
+/// `ts` truncated to whole seconds (the precision of JWT `iat`/`exp` and of `notBefore`).
+fn whole_seconds(ts: Timestamp) -> Timestamp {
+    Timestamp::from_second(ts.as_second()).unwrap_or(ts)
+}
+
+fn is_valid_family_id(id: &str) -> bool {
+    (1..=MAX_FAMILY_ID_LEN).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn is_valid_client_value(value: &str) -> bool {
+    (1..=MAX_CLIENT_LEN).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_graphic())
+}
+
+impl CredentialsEntry {
+    /// A new entry for a password just set: `notBefore` = now (whole seconds), no families.
+    pub fn new(hash: String, now: Timestamp, must_change: bool) -> Self {
+        Self {
+            v: ENTRY_VERSION,
+            hash,
+            not_before: whole_seconds(now),
+            must_change,
+            families: BTreeMap::new(),
+        }
+    }
+
+    /// Parses and validates the entry of `user` (the Secret key, used in messages).
+    pub fn parse(user: &str, json: &[u8]) -> Result<Self, CredentialsError> {
+        if json.len() > MAX_ENTRY_BYTES {
+            return Err(CredentialsError::TooLarge {
+                user: user.to_owned(),
+                got: json.len(),
+            });
+        }
+        #[derive(Deserialize)]
+        struct VersionProbe {
+            v: Option<serde_json::Value>,
+        }
+        let probe: VersionProbe = serde_json::from_slice(json).map_err(|e| CredentialsError::NotJson {
+            user: user.to_owned(),
+            message: e.to_string(),
+        })?;
+        match probe.v {
+            None => {
+                return Err(CredentialsError::MissingVersion {
+                    user: user.to_owned(),
+                });
+            }
+            Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(ENTRY_VERSION)) => {}
+            Some(other) => {
+                let got: String = other.to_string().chars().take(40).collect();
+                return Err(CredentialsError::UnsupportedVersion {
+                    user: user.to_owned(),
+                    got,
+                });
+            }
+        }
+        let entry: CredentialsEntry = serde_json::from_slice(json).map_err(|e| CredentialsError::Shape {
+            user: user.to_owned(),
+            message: e.to_string(),
+        })?;
+        entry.validate(user)?;
+        Ok(entry)
+    }
+
+    /// Checks every rule the parser checks, for an entry built in code.
+    pub fn validate(&self, user: &str) -> Result<(), CredentialsError> {
+        let invalid = |field: String, problem: String| CredentialsError::Invalid {
+            user: user.to_owned(),
+            field,
+            problem,
+        };
+        if self.v != ENTRY_VERSION {
+            return Err(CredentialsError::UnsupportedVersion {
+                user: user.to_owned(),
+                got: self.v.to_string(),
+            });
+        }
+        if !self.hash.starts_with(HASH_PREFIX)
+            || self.hash.len() > MAX_HASH_LEN
+            || !self.hash.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(invalid(
+                "hash".to_owned(),
+                format!(
+                    "must be an argon2id PHC string starting with \"{HASH_PREFIX}\", at most {MAX_HASH_LEN} bytes"
+                ),
+            ));
+        }
+        if self.families.len() > MAX_FAMILIES {
+            return Err(invalid(
+                "families".to_owned(),
+                format!(
+                    "has {} entries, at most {MAX_FAMILIES} are allowed",
+                    self.families.len()
+                ),
+            ));
+        }
+        for (id, family) in &self.families {
+            let field = |name: &str| {
+                let shown: String = id.chars().take(MAX_FAMILY_ID_LEN).collect();
+                format!("families[{shown:?}]{name}")
+            };
+            if !is_valid_family_id(id) {
+                return Err(invalid(
+                    field(""),
+                    format!(
+                        "the id must be 1 to {MAX_FAMILY_ID_LEN} characters of A-Z, a-z, 0-9, '-' and '_'"
+                    ),
+                ));
+            }
+            if !is_valid_client_value(&family.client) {
+                return Err(invalid(
+                    field(".client"),
+                    format!("must be 1 to {MAX_CLIENT_LEN} printable ASCII characters"),
+                ));
+            }
+            if !is_valid_client_value(&family.aud) {
+                return Err(invalid(
+                    field(".aud"),
+                    format!("must be 1 to {MAX_CLIENT_LEN} printable ASCII characters"),
+                ));
+            }
+            if family.exp < family.iat {
+                return Err(invalid(
+                    field(".exp"),
+                    format!("{} is before iat {}", family.exp, family.iat),
+                ));
+            }
+            if family.rotated_at.is_some_and(|r| r < family.iat) {
+                return Err(invalid(field(".rotatedAt"), "is before iat".to_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The canonical JSON of the entry (fields in format order, families sorted by id), after
+    /// the same validation as [`CredentialsEntry::parse`], so what is written can be read back.
+    pub fn to_json(&self, user: &str) -> Result<String, CredentialsError> {
+        self.validate(user)?;
+        let json = serde_json::to_string(self).map_err(|e| CredentialsError::Shape {
+            user: user.to_owned(),
+            message: e.to_string(),
+        })?;
+        if json.len() > MAX_ENTRY_BYTES {
+            return Err(CredentialsError::TooLarge {
+                user: user.to_owned(),
+                got: json.len(),
+            });
+        }
+        Ok(json)
+    }
+
+    /// Whether a token (or family) issued at `iat` is still accepted; see [`is_token_valid_for`].
+    pub fn accepts_issued_at(&self, iat: Timestamp) -> bool {
+        is_token_valid_for(iat, self)
+    }
+
+    /// The family with this id, if it exists.
+    pub fn family(&self, id: &str) -> Option<&Family> {
+        self.families.get(id)
+    }
+
+    /// Whether a family is over: past its absolute end, or started before `notBefore`.
+    fn family_ended(&self, family: &Family, now: Timestamp) -> bool {
+        now >= family.exp || !self.accepts_issued_at(family.iat)
+    }
+
+    /// The entry with the families that are over (expired, or started before `notBefore`)
+    /// removed. Useful before any write, so dead families do not accumulate.
+    pub fn prune(&self, now: Timestamp) -> Self {
+        let mut entry = self.clone();
+        entry.families.retain(|_, family| !self.family_ended(family, now));
+        entry
+    }
+
+    /// The entry with a new family `id` at [`FIRST_GENERATION`], started now and ending
+    /// `lifetime` later. Ended families are dropped first; if [`MAX_FAMILIES`] are still live, the
+    /// one that started earliest (then smallest id) is dropped to make room.
+    pub fn start_family(
+        &self,
+        id: &str,
+        client: &str,
+        aud: &str,
+        now: Timestamp,
+        lifetime: SignedDuration,
+    ) -> Result<Self, FamilyError> {
+        if !is_valid_family_id(id) {
+            return Err(FamilyError::InvalidId);
+        }
+        if !is_valid_client_value(client) {
+            return Err(FamilyError::InvalidValue { field: "client" });
+        }
+        if !is_valid_client_value(aud) {
+            return Err(FamilyError::InvalidValue { field: "aud" });
+        }
+        if self.families.contains_key(id) {
+            return Err(FamilyError::AlreadyExists(id.to_owned()));
+        }
+        let iat = whole_seconds(now);
+        let exp = match iat.checked_add(lifetime) {
+            Ok(exp) if lifetime.is_positive() => whole_seconds(exp),
+            _ => return Err(FamilyError::InvalidLifetime(lifetime)),
+        };
+        let mut entry = self.prune(now);
+        while entry.families.len() >= MAX_FAMILIES {
+            let oldest = entry
+                .families
+                .iter()
+                .min_by_key(|(fid, f)| (f.iat, (*fid).clone()))
+                .map(|(fid, _)| fid.clone());
+            match oldest {
+                Some(fid) => entry.families.remove(&fid),
+                None => break,
+            };
+        }
+        let family = Family {
+            generation: FIRST_GENERATION,
+            client: client.to_owned(),
+            aud: aud.to_owned(),
+            iat,
+            exp,
+            rotated_at: None,
+        };
+        entry.families.insert(id.to_owned(), family);
+        Ok(entry)
+    }
+
+    /// Decides what presenting generation `presented` of family `id` at `now` does, following
+    /// refresh rotation with reuse detection, absolute lifetime and the 10-second grace window:
+    ///
+    /// - current generation → [`Rotation::Rotated`] (generation + 1, `rotatedAt` = now);
+    /// - the generation just replaced, less than [`REFRESH_GRACE`] after `rotatedAt` →
+    ///   [`Rotation::Grace`] (nothing written, same successor);
+    /// - any other generation → refused as [`RefusalReason::Reuse`], family removed;
+    /// - family past `exp` or started before `notBefore` → refused, family removed;
+    /// - no such family → refused, nothing to write.
+    pub fn rotate_family(&self, id: &str, presented: u64, now: Timestamp) -> Rotation {
+        let Some(family) = self.families.get(id) else {
+            return Rotation::Refused {
+                entry: None,
+                reason: RefusalReason::UnknownFamily,
+            };
+        };
+        let without = || {
+            let mut entry = self.clone();
+            entry.families.remove(id);
+            Some(entry)
+        };
+        if !self.accepts_issued_at(family.iat) {
+            return Rotation::Refused {
+                entry: without(),
+                reason: RefusalReason::BeforeNotBefore,
+            };
+        }
+        if now >= family.exp {
+            return Rotation::Refused {
+                entry: without(),
+                reason: RefusalReason::Expired,
+            };
+        }
+        let current = family.generation;
+        let reuse = Rotation::Refused {
+            entry: without(),
+            reason: RefusalReason::Reuse { presented, current },
+        };
+        if presented == current {
+            let Some(next) = current.checked_add(1) else {
+                return reuse;
+            };
+            let mut entry = self.clone();
+            if let Some(f) = entry.families.get_mut(id) {
+                f.generation = next;
+                f.rotated_at = Some(whole_seconds(now));
+            }
+            return Rotation::Rotated {
+                entry,
+                generation: next,
+            };
+        }
+        let just_replaced = presented.checked_add(1) == Some(current);
+        let in_window = family
+            .rotated_at
+            .is_some_and(|at| now.duration_since(at) < REFRESH_GRACE);
+        if just_replaced && in_window {
+            Rotation::Grace { generation: current }
+        } else {
+            reuse
+        }
+    }
+
+    /// The entry without family `id` (sign-out, RFC 7009 revocation), or `None` when there is no
+    /// such family and nothing needs writing.
+    pub fn revoke_family(&self, id: &str) -> Option<Self> {
+        if !self.families.contains_key(id) {
+            return None;
+        }
+        let mut entry = self.clone();
+        entry.families.remove(id);
+        Some(entry)
+    }
+
+    /// "Revoke sessions": `notBefore` = now (whole seconds) and every family removed.
+    pub fn revoke_all(&self, now: Timestamp) -> Self {
+        let mut entry = self.clone();
+        entry.not_before = whole_seconds(now);
+        entry.families.clear();
+        entry
+    }
+
+    /// A password change: the new hash, `notBefore` = now, every family removed, `mustChange` as
+    /// given (true when an admin set it, false when the user chose it).
+    pub fn with_new_password(&self, hash: String, now: Timestamp, must_change: bool) -> Self {
+        let mut entry = self.revoke_all(now);
+        entry.hash = hash;
+        entry.must_change = must_change;
+        entry
+    }
+
+    /// A rehash after a successful login with outdated parameters: only the hash changes, so no
+    /// session ends.
+    pub fn with_rehashed_password(&self, hash: String) -> Self {
+        let mut entry = self.clone();
+        entry.hash = hash;
+        entry
+    }
+}
+
+/// Deserializes `families`, refusing a repeated family id and more than [`MAX_FAMILIES`] entries
+/// while reading, before the map grows.
+fn deserialize_families<'de, D>(deserializer: D) -> Result<BTreeMap<String, Family>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct FamiliesVisitor;
+
+    impl<'de> Visitor<'de> for FamiliesVisitor {
+        type Value = BTreeMap<String, Family>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "an object of at most {MAX_FAMILIES} refresh families")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut families = BTreeMap::new();
+            while let Some((id, family)) = map.next_entry::<String, Family>()? {
+                if families.len() == MAX_FAMILIES {
+                    return Err(serde::de::Error::custom(format!(
+                        "families: more than {MAX_FAMILIES} entries, at most {MAX_FAMILIES} are allowed"
+                    )));
+                }
+                if families.contains_key(&id) {
+                    return Err(serde::de::Error::custom(format!(
+                        "families: family id {id:?} appears twice"
+                    )));
+                }
+                families.insert(id, family);
+            }
+            Ok(families)
+        }
+    }
+
+    deserializer.deserialize_map(FamiliesVisitor)
+}
+
+#[cfg(test)]
+mod tests;
