@@ -65,7 +65,7 @@ enum SlotState {
     Taken,
     Single(Option<Digest>),
     Kind(BTreeMap<ObjectKey, Digest>),
-    Node(Option<Instance>),
+    Node(Option<Box<Instance>>),
     Family {
         instances: BTreeMap<ObjectKey, Instance>,
         reverse: Vec<BTreeMap<ObjectKey, BTreeSet<ObjectKey>>>,
@@ -231,13 +231,13 @@ impl Upstream<'_> {
 
     /// The digest over every instance of a family: its keys and output digests, in key order.
     fn all_digest(&self, slot: SlotId) -> Digest {
-        let mut h = Sha256::new();
+        let mut buf = Vec::with_capacity(4096);
         let mut add = |k: &ObjectKey, d: &Digest| {
             for part in [&k.kind, &k.namespace, &k.name] {
-                h.update((part.len() as u64).to_le_bytes());
-                h.update(part.as_bytes());
+                buf.extend_from_slice(&(part.len() as u64).to_le_bytes());
+                buf.extend_from_slice(part.as_bytes());
             }
-            h.update(d);
+            buf.extend_from_slice(d);
         };
         match self.slots.get(slot) {
             Some(SlotState::Kind(ds)) => ds.iter().for_each(|(k, d)| add(k, d)),
@@ -250,7 +250,7 @@ impl Upstream<'_> {
             }
             _ => {}
         }
-        h.finalize().into()
+        Sha256::digest(&buf).into()
     }
 
     fn input_digest(
@@ -709,30 +709,26 @@ impl Graph {
             {
                 let up = Upstream { defs, slots, world };
                 match (&def.kind, &mut st) {
-                    (SlotKind::Now, SlotState::Single(d)) => {
-                        if full || pending.now_changed {
-                            let new = world
-                                .now()
-                                .and_then(|t| serde_json::to_value(t).ok())
-                                .map(|v| digest_value(&v));
-                            if *d != new {
-                                *d = new;
-                                ctx.changed_single[slot] = true;
-                            }
+                    (SlotKind::Now, SlotState::Single(d)) if full || pending.now_changed => {
+                        let new = world
+                            .now()
+                            .and_then(|t| serde_json::to_value(t).ok())
+                            .map(|v| digest_value(&v));
+                        if *d != new {
+                            *d = new;
+                            ctx.changed_single[slot] = true;
                         }
                     }
-                    (SlotKind::Object(key), SlotState::Single(d)) => {
-                        if full || pending.keys.contains(key) {
-                            let new = Some(
-                                world
-                                    .get(key)
-                                    .map_or_else(|| digest_value(&Value::Null), digest_object),
-                            );
-                            stats.objects_hashed += 1;
-                            if *d != new {
-                                *d = new;
-                                ctx.changed_single[slot] = true;
-                            }
+                    (SlotKind::Object(key), SlotState::Single(d)) if full || pending.keys.contains(key) => {
+                        let new = Some(
+                            world
+                                .get(key)
+                                .map_or_else(|| digest_value(&Value::Null), digest_object),
+                        );
+                        stats.objects_hashed += 1;
+                        if *d != new {
+                            *d = new;
+                            ctx.changed_single[slot] = true;
                         }
                     }
                     (SlotKind::Kind(kind), SlotState::Kind(digests)) => {
@@ -771,7 +767,8 @@ impl Graph {
                                 || ctx.changed_keys.get(s.slot).is_some_and(|k| !k.is_empty())
                         });
                         if full || any_changed || inst.as_ref().is_none_or(|i| i.input_digest.is_none()) {
-                            let instance = inst.get_or_insert_with(|| Instance::empty(inputs.len()));
+                            let instance =
+                                inst.get_or_insert_with(|| Box::new(Instance::empty(inputs.len())));
                             let origin = (slot, None);
                             tally(
                                 &mut node,

@@ -198,12 +198,13 @@ impl Reader<'_> {
 
     fn all<T: DeserializeOwned>(&self, i: usize) -> Result<BTreeMap<ObjectKey, T>, ReadError> {
         let spec = self.slot(i)?;
-        let mut out = BTreeMap::new();
+        // Instances come in key order: collect, then bulk-build the map without searching.
+        let mut out = Vec::new();
         self.source.for_each_instance(spec.slot, &mut |k, v| {
-            out.insert(k.clone(), T::deserialize(v)?);
+            out.push((k.clone(), T::deserialize(v)?));
             Ok(())
         })?;
-        Ok(out)
+        Ok(out.into_iter().collect())
     }
 
     fn joined<T: DeserializeOwned>(&self, i: usize) -> Result<Option<T>, ReadError> {

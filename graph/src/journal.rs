@@ -137,7 +137,7 @@ impl Redaction {
 
     /// The object as it may be written out: borrowed when nothing needs redacting.
     pub fn redact<'a>(&self, object: &'a Object) -> Cow<'a, Object> {
-        if !self.kinds.iter().any(|k| *k == object.kind) {
+        if !self.kinds.contains(&object.kind) {
             return Cow::Borrowed(object);
         }
         let Value::Object(map) = &object.value else {
@@ -564,11 +564,9 @@ mod tests {
         ) {
             let text = lines.join("\n");
             let mut last = None;
-            for item in JournalReader::new(text.as_bytes()) {
-                if let Ok(e) = item {
-                    proptest::prop_assert!(last.is_none_or(|l| e.seq > l));
-                    last = Some(e.seq);
-                }
+            for e in JournalReader::new(text.as_bytes()).flatten() {
+                proptest::prop_assert!(last.is_none_or(|l| e.seq > l));
+                last = Some(e.seq);
             }
         }
     }

@@ -223,7 +223,7 @@ pub fn populate(users: usize, clusters: usize) -> Vec<Event> {
         Event::Applied(config("https://issuer", 0)),
     ];
     for i in 0..users {
-        events.push(Event::Applied(user(&format!("u{i}"), i % 2 == 0, "x")));
+        events.push(Event::Applied(user(&format!("u{i}"), i.is_multiple_of(2), "x")));
     }
     for c in 0..clusters {
         events.push(Event::Applied(cluster(
