@@ -1,0 +1,153 @@
+//! Canonical JSON encoding and the sha256 digests the memo is keyed by.
+//!
+//! The encoding is serde_json's compact form with every object's keys sorted, written by hand
+//! so it stays canonical whatever serde_json features other crates of the build enable (its
+//! `preserve_order` feature would otherwise keep insertion order).
+
+use std::io::{self, Write};
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::object::Object;
+
+/// A sha256 digest.
+pub type Digest = [u8; 32];
+
+/// An `io::Write` that feeds a sha256 hasher.
+pub(crate) struct HashWriter(pub(crate) Sha256);
+
+impl HashWriter {
+    pub(crate) fn new() -> Self {
+        Self(Sha256::new())
+    }
+
+    pub(crate) fn finish(self) -> Digest {
+        self.0.finalize().into()
+    }
+}
+
+impl Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes the canonical encoding of `value` (sorted keys, no whitespace) to `out`.
+///
+/// # Errors
+/// Only the writer's own errors.
+pub fn write_canonical<W: Write>(value: &Value, out: &mut W) -> io::Result<()> {
+    match value {
+        Value::Null => out.write_all(b"null"),
+        Value::Bool(true) => out.write_all(b"true"),
+        Value::Bool(false) => out.write_all(b"false"),
+        Value::Number(n) => write!(out, "{n}"),
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.write_all(b"[")?;
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",")?;
+                }
+                write_canonical(item, out)?;
+            }
+            out.write_all(b"]")
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            // Already sorted unless serde_json's `preserve_order` is on; sorting is then cheap.
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.write_all(b"{")?;
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",")?;
+                }
+                write_string(k, out)?;
+                out.write_all(b":")?;
+                write_canonical(v, out)?;
+            }
+            out.write_all(b"}")
+        }
+    }
+}
+
+fn write_string<W: Write>(s: &str, out: &mut W) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, s).map_err(io::Error::other)
+}
+
+/// The canonical encoding of `value` as bytes.
+pub fn to_canonical_vec(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = write_canonical(value, &mut out);
+    out
+}
+
+/// The sha256 of the canonical encoding of `value`.
+pub fn digest_value(value: &Value) -> Digest {
+    let mut w = HashWriter::new();
+    // HashWriter never fails.
+    let _ = write_canonical(value, &mut w);
+    w.finish()
+}
+
+/// The sha256 of the canonical encoding of `object` (as if serialized: its kind, name,
+/// namespace, resourceVersion and value, keys sorted), without cloning it.
+pub fn digest_object(object: &Object) -> Digest {
+    let mut w = HashWriter::new();
+    let _ = write_object(object, &mut w);
+    w.finish()
+}
+
+fn write_object<W: Write>(o: &Object, out: &mut W) -> io::Result<()> {
+    out.write_all(b"{\"kind\":")?;
+    write_string(&o.kind, out)?;
+    out.write_all(b",\"name\":")?;
+    write_string(&o.name, out)?;
+    out.write_all(b",\"namespace\":")?;
+    write_string(&o.namespace, out)?;
+    if let Some(rv) = &o.resource_version {
+        out.write_all(b",\"resourceVersion\":")?;
+        write_string(rv, out)?;
+    }
+    out.write_all(b",\"value\":")?;
+    write_canonical(&o.value, out)?;
+    out.write_all(b"}")
+}
+
+/// The sha256 of raw bytes.
+pub fn digest_bytes(bytes: &[u8]) -> Digest {
+    Sha256::digest(bytes).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sorts_object_keys_at_every_depth() {
+        let v = json!({"b": 1, "a": {"z": [true, null], "y": "x\"q"}});
+        assert_eq!(
+            String::from_utf8(to_canonical_vec(&v)).unwrap(),
+            r#"{"a":{"y":"x\"q","z":[true,null]},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn digests_an_object_as_its_canonical_serialization() {
+        let mut o = Object::new("K", "ns", "n", json!({"b": 2, "a": 1}));
+        o.resource_version = Some("7".into());
+        let as_value = serde_json::to_value(&o).unwrap();
+        assert_eq!(digest_object(&o), digest_value(&as_value));
+        o.resource_version = None;
+        let as_value = serde_json::to_value(&o).unwrap();
+        assert_eq!(digest_object(&o), digest_value(&as_value));
+    }
+}

@@ -1,0 +1,573 @@
+//! The journal: append-only JSON lines, one numbered event per line.
+//!
+//! Line format (keys as written):
+//!
+//! ```text
+//! {"type":"applied","seq":1,"object":{"kind":"User","namespace":"ns","name":"a","value":{…}}}
+//! {"type":"deleted","seq":2,"key":{"kind":"User","namespace":"ns","name":"a"}}
+//! {"type":"tick","seq":3,"now":"2027-01-01T00:00:00Z"}
+//! ```
+//!
+//! The writer redacts secret material ([`Redaction`]): a journal line never holds a Secret's
+//! values, only their sha256. The reader bounds line length and reports every defect with its
+//! line number; it never panics on any input.
+
+use std::borrow::Cow;
+use std::io::{self, BufRead, Read as _, Write};
+
+use serde_json::{Map, Value};
+
+use crate::canonical::{digest_bytes, digest_value};
+use crate::event::{EVENT_KINDS, Entry, Event, Line, LineRef};
+use crate::object::Object;
+
+/// The default longest accepted journal line: 4 MiB.
+pub const DEFAULT_MAX_LINE: usize = 4 * 1024 * 1024;
+
+/// A journal defect, reading or writing. Reading errors name the 1-based line number.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// The underlying reader failed.
+    #[error("journal line {line}: could not read: {source}")]
+    Read {
+        /// The line being read.
+        line: u64,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A line is longer than the configured limit (a corrupt or hostile journal).
+    #[error("journal line {line}: longer than the limit of {limit} bytes; the journal is corrupt")]
+    LineTooLong {
+        /// The offending line.
+        line: u64,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A line's JSON ends early, as after an interrupted write.
+    #[error("journal line {line}: the JSON is truncated ({source}); the write was probably interrupted")]
+    Truncated {
+        /// The offending line.
+        line: u64,
+        /// The parser's description.
+        source: serde_json::Error,
+    },
+    /// A line names an event kind this version does not know.
+    #[error("journal line {line}: unknown event type {kind:?}; expected one of applied, deleted, tick")]
+    UnknownEvent {
+        /// The offending line.
+        line: u64,
+        /// The `type` found.
+        kind: String,
+    },
+    /// A line is not a valid event (bad JSON, missing or mistyped field).
+    #[error("journal line {line}: not a valid event: {source}")]
+    Invalid {
+        /// The offending line.
+        line: u64,
+        /// The parser's description.
+        source: serde_json::Error,
+    },
+    /// A line repeats the previous line's sequence number.
+    #[error("journal line {line}: duplicate seq {seq}; every event needs a new sequence number")]
+    DuplicateSeq {
+        /// The offending line.
+        line: u64,
+        /// The repeated number.
+        seq: u64,
+    },
+    /// A line's sequence number is lower than the previous line's.
+    #[error("journal line {line}: seq {seq} comes after seq {previous}; sequence numbers must increase")]
+    OutOfOrder {
+        /// The offending line.
+        line: u64,
+        /// The number found.
+        seq: u64,
+        /// The previous line's number.
+        previous: u64,
+    },
+    /// The writer was asked to write a sequence number not above the last one written.
+    #[error("cannot write seq {seq} after seq {previous}: sequence numbers must strictly increase")]
+    WriteOutOfOrder {
+        /// The number refused.
+        seq: u64,
+        /// The last number written.
+        previous: u64,
+    },
+    /// The writer ran out of sequence numbers (u64::MAX was written).
+    #[error("cannot append: the journal's sequence numbers are exhausted")]
+    SeqExhausted,
+    /// The underlying writer failed.
+    #[error("could not write the journal: {0}")]
+    Write(#[source] io::Error),
+    /// An event could not be encoded as JSON.
+    #[error("could not encode an event as JSON: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
+/// Which values are replaced by their sha256 when a journal is written out.
+///
+/// The default redacts every value of `data` and `stringData` of objects of kind `Secret`: each
+/// value becomes `{"sha256": "<hex of the value's bytes as they appear>"}` (for `data`, the
+/// base64 text). Values that are already such a digest are kept, so redacting is idempotent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redaction {
+    /// The object kinds whose fields are redacted.
+    pub kinds: Vec<String>,
+    /// The top-level fields of `value` whose every entry is redacted.
+    pub fields: Vec<String>,
+}
+
+impl Default for Redaction {
+    fn default() -> Self {
+        Self {
+            kinds: vec!["Secret".into()],
+            fields: vec!["data".into(), "stringData".into()],
+        }
+    }
+}
+
+impl Redaction {
+    /// Redacts nothing (for journals that never carry secrets, e.g. in tests).
+    pub fn none() -> Self {
+        Self {
+            kinds: Vec::new(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// The object as it may be written out: borrowed when nothing needs redacting.
+    pub fn redact<'a>(&self, object: &'a Object) -> Cow<'a, Object> {
+        if !self.kinds.contains(&object.kind) {
+            return Cow::Borrowed(object);
+        }
+        let Value::Object(map) = &object.value else {
+            return Cow::Borrowed(object);
+        };
+        if !self.fields.iter().any(|f| map.contains_key(f)) {
+            return Cow::Borrowed(object);
+        }
+        let mut redacted = object.clone();
+        if let Value::Object(map) = &mut redacted.value {
+            for field in &self.fields {
+                if let Some(v) = map.get_mut(field) {
+                    redact_field(v);
+                }
+            }
+        }
+        Cow::Owned(redacted)
+    }
+}
+
+fn redact_field(field: &mut Value) {
+    match field {
+        Value::Object(entries) => {
+            for v in entries.values_mut() {
+                if !is_digest(v) {
+                    *v = digest_of(v);
+                }
+            }
+        }
+        Value::Null => {}
+        other => {
+            if !is_digest(other) {
+                *other = digest_of(other);
+            }
+        }
+    }
+}
+
+fn is_digest(v: &Value) -> bool {
+    matches!(v, Value::Object(m) if m.len() == 1 && m.get("sha256").is_some_and(Value::is_string))
+}
+
+fn digest_of(v: &Value) -> Value {
+    let digest = match v {
+        Value::String(s) => digest_bytes(s.as_bytes()),
+        other => digest_value(other),
+    };
+    let mut m = Map::new();
+    m.insert("sha256".into(), Value::String(hex::encode(digest)));
+    Value::Object(m)
+}
+
+/// Writes a journal as JSON lines, redacting secrets and enforcing increasing sequence numbers.
+pub struct JournalWriter<W: Write> {
+    out: W,
+    last_seq: Option<u64>,
+    redaction: Redaction,
+}
+
+impl<W: Write> JournalWriter<W> {
+    /// A writer with the default [`Redaction`] (Secret `data`/`stringData`).
+    pub fn new(out: W) -> Self {
+        Self::with_redaction(out, Redaction::default())
+    }
+
+    /// A writer with a chosen redaction.
+    pub fn with_redaction(out: W, redaction: Redaction) -> Self {
+        Self {
+            out,
+            last_seq: None,
+            redaction,
+        }
+    }
+
+    /// Continues a journal whose last written sequence number is `last_seq`.
+    pub fn resume(mut self, last_seq: u64) -> Self {
+        self.last_seq = Some(last_seq);
+        self
+    }
+
+    /// Appends an event with the next sequence number (1 for a new journal) and returns it.
+    ///
+    /// # Errors
+    /// When the writer fails or the sequence numbers are exhausted.
+    pub fn append(&mut self, event: &Event) -> Result<u64, JournalError> {
+        let seq = match self.last_seq {
+            None => 1,
+            Some(s) => s.checked_add(1).ok_or(JournalError::SeqExhausted)?,
+        };
+        self.write_event(seq, event)?;
+        Ok(seq)
+    }
+
+    /// Writes an entry with its own sequence number, which must exceed the last one written.
+    ///
+    /// # Errors
+    /// When the number does not increase, or the writer fails.
+    pub fn write(&mut self, entry: &Entry) -> Result<(), JournalError> {
+        self.write_event(entry.seq, &entry.event)
+    }
+
+    fn write_event(&mut self, seq: u64, event: &Event) -> Result<(), JournalError> {
+        if let Some(previous) = self.last_seq
+            && seq <= previous
+        {
+            return Err(JournalError::WriteOutOfOrder { seq, previous });
+        }
+        let redacted;
+        let line = match event {
+            Event::Applied(object) => {
+                redacted = self.redaction.redact(object);
+                LineRef::Applied {
+                    seq,
+                    object: &redacted,
+                }
+            }
+            Event::Deleted(key) => LineRef::Deleted { seq, key },
+            Event::Tick(now) => LineRef::Tick { seq, now },
+        };
+        let mut bytes = serde_json::to_vec(&line).map_err(JournalError::Encode)?;
+        bytes.push(b'\n');
+        self.out.write_all(&bytes).map_err(JournalError::Write)?;
+        self.last_seq = Some(seq);
+        Ok(())
+    }
+
+    /// Flushes the underlying writer.
+    ///
+    /// # Errors
+    /// When the writer fails.
+    pub fn flush(&mut self) -> Result<(), JournalError> {
+        self.out.flush().map_err(JournalError::Write)
+    }
+
+    /// The last sequence number written.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// Returns the underlying writer.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+/// Reads a journal line by line, as an iterator of entries.
+///
+/// Blank lines are skipped. The first defect is returned as an error naming its line, after
+/// which the iterator ends: a journal is trusted up to its first bad line only.
+pub struct JournalReader<R: BufRead> {
+    input: R,
+    line: u64,
+    last_seq: Option<u64>,
+    max_line: usize,
+    buf: Vec<u8>,
+    done: bool,
+}
+
+impl<R: BufRead> JournalReader<R> {
+    /// A reader with the default line limit ([`DEFAULT_MAX_LINE`]).
+    pub fn new(input: R) -> Self {
+        Self::with_max_line(input, DEFAULT_MAX_LINE)
+    }
+
+    /// A reader refusing lines longer than `max_line` bytes.
+    pub fn with_max_line(input: R, max_line: usize) -> Self {
+        Self {
+            input,
+            line: 0,
+            last_seq: None,
+            max_line,
+            buf: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// The number of the last line read (1-based; 0 before the first).
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
+    fn next_entry(&mut self) -> Option<Result<Entry, JournalError>> {
+        loop {
+            self.buf.clear();
+            let limit = u64::try_from(self.max_line).unwrap_or(u64::MAX).saturating_add(1);
+            let read = (&mut self.input).take(limit).read_until(b'\n', &mut self.buf);
+            self.line += 1;
+            let line = self.line;
+            match read {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(source) => return Some(Err(JournalError::Read { line, source })),
+            }
+            if self.buf.last() == Some(&b'\n') {
+                self.buf.pop();
+            } else if self.buf.len() > self.max_line {
+                return Some(Err(JournalError::LineTooLong {
+                    line,
+                    limit: self.max_line,
+                }));
+            }
+            if self.buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Some(self.parse(line));
+        }
+    }
+
+    fn parse(&mut self, line: u64) -> Result<Entry, JournalError> {
+        let entry: Entry = match serde_json::from_slice::<Line>(&self.buf) {
+            Ok(l) => l.into(),
+            Err(source) => return Err(classify(line, &self.buf, source)),
+        };
+        if let Some(previous) = self.last_seq {
+            if entry.seq == previous {
+                return Err(JournalError::DuplicateSeq { line, seq: entry.seq });
+            }
+            if entry.seq < previous {
+                return Err(JournalError::OutOfOrder {
+                    line,
+                    seq: entry.seq,
+                    previous,
+                });
+            }
+        }
+        self.last_seq = Some(entry.seq);
+        Ok(entry)
+    }
+}
+
+fn classify(line: u64, bytes: &[u8], source: serde_json::Error) -> JournalError {
+    if source.is_eof() {
+        return JournalError::Truncated { line, source };
+    }
+    if let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(bytes)
+        && let Some(Value::String(kind)) = map.get("type")
+        && !EVENT_KINDS.contains(&kind.as_str())
+    {
+        return JournalError::UnknownEvent {
+            line,
+            kind: kind.clone(),
+        };
+    }
+    JournalError::Invalid { line, source }
+}
+
+impl<R: BufRead> Iterator for JournalReader<R> {
+    type Item = Result<Entry, JournalError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.next_entry();
+        if !matches!(item, Some(Ok(_))) {
+            self.done = true;
+        }
+        item
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::ObjectKey;
+    use jiff::Timestamp;
+    use serde_json::json;
+
+    fn read_all(text: &str) -> Vec<Result<Entry, JournalError>> {
+        JournalReader::new(text.as_bytes()).collect()
+    }
+
+    fn first_error(text: &str) -> JournalError {
+        read_all(text)
+            .into_iter()
+            .find_map(Result::err)
+            .expect("an error")
+    }
+
+    #[test]
+    fn round_trips_every_event_kind() {
+        let events = vec![
+            Event::Applied(Object::new("User", "ns", "a", json!({"spec": {"x": 1}}))),
+            Event::Deleted(ObjectKey::new("User", "ns", "a")),
+            Event::Tick(Timestamp::from_second(1_800_000_000).unwrap()),
+        ];
+        let mut w = JournalWriter::new(Vec::new());
+        for e in &events {
+            w.append(e).unwrap();
+        }
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        let back: Vec<Entry> = JournalReader::new(text.as_bytes()).map(Result::unwrap).collect();
+        assert_eq!(back.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(back.into_iter().map(|e| e.event).collect::<Vec<_>>(), events);
+    }
+
+    #[test]
+    fn never_writes_secret_values_only_their_sha256() {
+        let key_material = "-----BEGIN PRIVATE KEY-----MIIEvQIBADANBgkqhkiG9w0BAQEFAASC";
+        let secret = Object::new(
+            "Secret",
+            "ichor-system",
+            "ichor-oidc-signing",
+            json!({"data": {"keys.json": key_material}, "stringData": {"pw": "hunter2-hunter2"},
+                   "metadata": {"name": "ichor-oidc-signing"}}),
+        );
+        let mut w = JournalWriter::new(Vec::new());
+        w.append(&Event::Applied(secret)).unwrap();
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        assert!(!text.contains("BEGIN PRIVATE KEY"), "{text}");
+        assert!(!text.contains("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains(&hex::encode(digest_bytes(key_material.as_bytes()))));
+        // The redacted journal reads back, and redacting again changes nothing.
+        let entry = JournalReader::new(text.as_bytes()).next().unwrap().unwrap();
+        let Event::Applied(o) = entry.event else {
+            panic!("applied expected")
+        };
+        assert_eq!(Redaction::default().redact(&o).into_owned(), o);
+    }
+
+    #[test]
+    fn leaves_objects_of_other_kinds_untouched() {
+        let cm = Object::new("ConfigMap", "ns", "c", json!({"data": {"ca.crt": "PUBLIC"}}));
+        assert!(matches!(Redaction::default().redact(&cm), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn names_the_line_of_truncated_json() {
+        let text = "{\"type\":\"tick\",\"seq\":1,\"now\":\"2027-01-01T00:00:00Z\"}\n{\"type\":\"tick\",\"se";
+        let err = first_error(text);
+        assert!(matches!(err, JournalError::Truncated { line: 2, .. }), "{err}");
+        assert!(err.to_string().starts_with("journal line 2:"), "{err}");
+    }
+
+    #[test]
+    fn names_the_line_and_kind_of_an_unknown_event() {
+        let text = "\n{\"type\":\"exploded\",\"seq\":1}\n";
+        let err = first_error(text);
+        assert!(
+            matches!(&err, JournalError::UnknownEvent { line: 2, kind } if kind == "exploded"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn refuses_duplicate_and_decreasing_sequence_numbers() {
+        let tick = |s: u64| format!("{{\"type\":\"tick\",\"seq\":{s},\"now\":\"2027-01-01T00:00:00Z\"}}\n");
+        let dup = format!("{}{}{}", tick(1), tick(2), tick(2));
+        assert!(matches!(
+            first_error(&dup),
+            JournalError::DuplicateSeq { line: 3, seq: 2 }
+        ));
+        let back = format!("{}{}{}", tick(5), tick(7), tick(6));
+        assert!(matches!(
+            first_error(&back),
+            JournalError::OutOfOrder {
+                line: 3,
+                seq: 6,
+                previous: 7
+            }
+        ));
+    }
+
+    #[test]
+    fn refuses_a_line_over_the_limit_and_stops() {
+        let text = format!("{}\n{{}}\n", "x".repeat(100));
+        let items: Vec<_> = JournalReader::with_max_line(text.as_bytes(), 64).collect();
+        assert_eq!(items.len(), 1);
+        assert!(matches!(
+            items[0],
+            Err(JournalError::LineTooLong { line: 1, limit: 64 })
+        ));
+    }
+
+    #[test]
+    fn refuses_a_missing_field_as_invalid_with_its_line() {
+        let err = first_error("{\"type\":\"deleted\",\"seq\":1}\n");
+        assert!(matches!(err, JournalError::Invalid { line: 1, .. }), "{err}");
+        assert!(err.to_string().contains("key"), "{err}");
+    }
+
+    #[test]
+    fn the_writer_refuses_a_sequence_number_that_does_not_increase() {
+        let mut w = JournalWriter::new(Vec::new());
+        let tick = Event::Tick(Timestamp::from_second(0).unwrap());
+        w.write(&Entry {
+            seq: 4,
+            event: tick.clone(),
+        })
+        .unwrap();
+        let err = w
+            .write(&Entry {
+                seq: 4,
+                event: tick.clone(),
+            })
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            JournalError::WriteOutOfOrder { seq: 4, previous: 4 }
+        ));
+        assert_eq!(w.append(&tick).unwrap(), 5);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_read_as_entries_or_errors_without_panicking(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)
+        ) {
+            let n = JournalReader::with_max_line(&bytes[..], 128).count();
+            proptest::prop_assert!(n <= bytes.len() + 1);
+        }
+
+        #[test]
+        fn any_lines_read_as_entries_or_errors_without_panicking(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "\\{\"type\":\"(tick|applied|deleted|boom)\",\"seq\":[0-9]{1,3}(,\"now\":\"2027-01-01T00:00:00Z\")?\\}",
+                    "\\{\"type\":\"applied\",\"seq\":[0-9]{1,2},\"object\":\\{\"kind\":\"K\",\"name\":\"[a-z]\"(,\"value\":[0-9])?\\}\\}",
+                    ".{0,40}",
+                ],
+                0..20,
+            )
+        ) {
+            let text = lines.join("\n");
+            let mut last = None;
+            for e in JournalReader::new(text.as_bytes()).flatten() {
+                proptest::prop_assert!(last.is_none_or(|l| e.seq > l));
+                last = Some(e.seq);
+            }
+        }
+    }
+}

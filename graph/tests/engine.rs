@@ -1,0 +1,368 @@
+//! The engine on the toy graph: incremental recomputation, reasons, diff, deadlines, replay.
+#![allow(clippy::unwrap_used)]
+
+mod toy;
+
+use ichor_graph::{
+    Action, Cause, Event, JournalReader, JournalWriter, Object, ObjectKey, Reason, World, diff, replay,
+};
+use serde_json::json;
+use toy::*;
+
+fn world_of(events: Vec<Event>) -> World {
+    let mut w = World::new();
+    for e in events {
+        w.apply(e);
+    }
+    w
+}
+
+/// Applies every action through the simulated applier until nothing is left to do.
+fn converge(graph: &mut ichor_graph::Graph, world: &mut World) -> usize {
+    let mut rv = 1_000;
+    for round in 0..20 {
+        let eval = graph.evaluate(world);
+        assert!(eval.failures.is_empty(), "{:?}", eval.failures);
+        if eval.actions.is_empty() {
+            return round;
+        }
+        for a in &eval.actions {
+            rv += 1;
+            for e in perform(world, a, rv) {
+                world.apply(e);
+            }
+        }
+    }
+    panic!("no fixed point after 20 rounds");
+}
+
+fn applies(actions: &[Action]) -> Vec<String> {
+    actions.iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn a_one_user_change_recomputes_only_that_users_instances() {
+    let mut t = toy();
+    let mut world = world_of(populate(1_000, 50));
+    converge(&mut t.graph, &mut world);
+
+    // The display name changes: status and enabled recompute for that user only; enabled is
+    // unchanged, so the count downstream of it is skipped.
+    world.apply(Event::Applied(user("u7", false, "renamed")));
+    let eval = t.graph.evaluate(&mut world);
+    let s = &eval.stats;
+    assert_eq!(s.node("user-status").unwrap().recomputed, 1);
+    assert_eq!(s.node("user-enabled").unwrap().recomputed, 1);
+    assert_eq!(s.node("enabled-count").unwrap().recomputed, 0);
+    assert_eq!(s.node("cluster-doc").unwrap().recomputed, 0);
+    assert_eq!(s.node("machine-class").unwrap().recomputed, 0);
+    assert_eq!(s.recomputed, 2);
+    assert_eq!(s.objects_hashed, 1);
+    assert_eq!(s.node("user-status").unwrap().skipped, 999);
+    assert_eq!(
+        applies(&eval.actions),
+        vec!["apply UserStatus ichor-system/u7 (user-status[User ichor-system/u7]: input users changed)"]
+    );
+
+    // Enabling a user also changes the count, which is recomputed once.
+    world.apply(Event::Applied(user("u7", true, "renamed")));
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(eval.stats.node("enabled-count").unwrap().recomputed, 1);
+    assert_eq!(eval.stats.recomputed, 3);
+    assert_eq!(eval.stats.applies, 2);
+}
+
+#[test]
+fn a_cluster_change_recomputes_that_cluster_and_its_machines_only() {
+    let mut t = toy();
+    let mut world = world_of(populate(10, 50));
+    converge(&mut t.graph, &mut world);
+    world.apply(Event::Applied(cluster("c3", "https://moved:6443")));
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(eval.stats.node("cluster-doc").unwrap().recomputed, 1);
+    assert_eq!(eval.stats.node("machine-class").unwrap().recomputed, 3);
+    assert_eq!(eval.stats.recomputed, 4);
+    let reasons: Vec<String> = eval.actions.iter().map(|a| a.reason().to_string()).collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "machine-class[Machine ichor-system/c3-m0]: input cluster-doc changed",
+            "machine-class[Machine ichor-system/c3-m1]: input cluster-doc changed",
+            "machine-class[Machine ichor-system/c3-m2]: input cluster-doc changed",
+        ]
+    );
+    assert_eq!(
+        t.graph
+            .instance(&t.cluster_doc, &ObjectKey::new("Cluster", NS, "c3"))
+            .unwrap()
+            .endpoint,
+        "https://moved:6443"
+    );
+}
+
+#[test]
+fn a_shared_input_change_recomputes_every_dependent_instance() {
+    let mut t = toy();
+    let mut world = world_of(populate(10, 50));
+    converge(&mut t.graph, &mut world);
+    world.apply(Event::Applied(config("https://other", 0)));
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(eval.stats.node("cluster-doc").unwrap().recomputed, 50);
+    assert_eq!(eval.stats.node("machine-class").unwrap().recomputed, 150);
+    assert_eq!(eval.stats.node("user-status").unwrap().recomputed, 0);
+    assert_eq!(eval.stats.applies, 150);
+}
+
+#[test]
+fn a_machine_moving_to_another_cluster_follows_the_new_cluster() {
+    let mut t = toy();
+    let mut world = world_of(populate(0, 3));
+    converge(&mut t.graph, &mut world);
+    world.apply(Event::Applied(machine("c0-m1", "c2", "worker")));
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(eval.stats.recomputed, 1);
+    // A change of the old cluster no longer touches the moved machine; the new one does.
+    world.apply(Event::Applied(cluster("c0", "https://zero")));
+    assert_eq!(
+        t.graph
+            .evaluate(&mut world)
+            .stats
+            .node("machine-class")
+            .unwrap()
+            .recomputed,
+        2
+    );
+    world.apply(Event::Applied(cluster("c2", "https://two")));
+    assert_eq!(
+        t.graph
+            .evaluate(&mut world)
+            .stats
+            .node("machine-class")
+            .unwrap()
+            .recomputed,
+        4
+    );
+}
+
+#[test]
+fn a_machine_waiting_for_its_cluster_is_computed_when_the_cluster_appears() {
+    let mut t = toy();
+    let mut world = world_of(vec![Event::Applied(machine("m", "later", "worker"))]);
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(
+        applies(&eval.actions),
+        vec!["apply ConfigMap ichor-system/summary (enabled-count: initial)"]
+    );
+    world.apply(Event::Applied(cluster("later", "https://later")));
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(
+        applies(&eval.actions),
+        vec![
+            "apply MachineClass ichor-system/m (machine-class[Machine ichor-system/m]: input cluster-doc changed)"
+        ]
+    );
+}
+
+#[test]
+fn deleting_a_user_deletes_its_owned_status_with_the_reason() {
+    let mut t = toy();
+    let mut world = world_of(populate(3, 0));
+    converge(&mut t.graph, &mut world);
+    // u1 is disabled: the enabled count does not change.
+    world.apply(Event::Deleted(ObjectKey::new("User", NS, "u1")));
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(
+        applies(&eval.actions),
+        vec!["delete UserStatus ichor-system/u1 (user-status[User ichor-system/u1]: instance removed)",]
+    );
+    // u2 is enabled: the count drops too.
+    world.apply(Event::Deleted(ObjectKey::new("User", NS, "u2")));
+    let eval2 = t.graph.evaluate(&mut world);
+    assert_eq!(
+        applies(&eval2.actions),
+        vec![
+            "apply ConfigMap ichor-system/summary (enabled-count: input user-enabled changed)",
+            "delete UserStatus ichor-system/u2 (user-status[User ichor-system/u2]: instance removed)",
+        ]
+    );
+    let Action::Delete { reason, .. } = &eval.actions[0] else {
+        panic!()
+    };
+    assert_eq!(reason.cause, Cause::Removed);
+}
+
+#[test]
+fn never_fights_another_field_manager_but_repairs_owned_fields() {
+    let mut t = toy();
+    let mut world = world_of(populate(1, 0));
+    converge(&mut t.graph, &mut world);
+    let key = ObjectKey::new("UserStatus", NS, "u0");
+    let mut other = world.get(&key).unwrap().clone();
+    other.value["spec"]["addedByOthers"] = json!("kept");
+    other.value["status"] = json!({"seen": true});
+    world.apply(Event::Applied(other.clone()));
+    assert!(t.graph.evaluate(&mut world).actions.is_empty());
+
+    other.value["spec"]["ready"] = json!(false);
+    world.apply(Event::Applied(other));
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(
+        applies(&eval.actions),
+        vec![
+            "apply UserStatus ichor-system/u0 (user-status[User ichor-system/u0]: observed differs from desired)"
+        ]
+    );
+    assert_eq!(eval.stats.recomputed, 0);
+}
+
+#[test]
+fn deletes_owned_orphans_and_leaves_foreign_objects_alone() {
+    let mut t = toy();
+    let mut world = world_of(populate(0, 0));
+    converge(&mut t.graph, &mut world);
+    world.apply(Event::Applied(Object::new(
+        "UserStatus",
+        NS,
+        "ghost",
+        json!({"metadata": owned_meta()}),
+    )));
+    world.apply(Event::Applied(Object::new(
+        "UserStatus",
+        NS,
+        "foreign",
+        json!({"metadata": {}}),
+    )));
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(
+        applies(&eval.actions),
+        vec!["delete UserStatus ichor-system/ghost (owned by this controller but desired by no node)"]
+    );
+}
+
+#[test]
+fn requests_a_key_effect_until_its_result_is_observed_and_reports_the_deadline() {
+    let mut t = toy();
+    let mut world = world_of(vec![Event::Tick(at(250)), Event::Applied(config("i", 100))]);
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(
+        applies(&eval.actions),
+        vec![
+            "apply ConfigMap ichor-system/summary (enabled-count: initial)",
+            "effect generate-key k-200 (rotation: initial)",
+        ]
+    );
+    assert_eq!(eval.next_deadline, Some(at(300)));
+    assert_eq!(t.graph.requested_effects().count(), 1);
+
+    // An unrelated change does not request it again.
+    world.apply(Event::Applied(user("u", true, "x")));
+    let eval = t.graph.evaluate(&mut world);
+    assert!(eval.actions.iter().all(|a| !matches!(a, Action::Effect { .. })));
+
+    for e in perform(&world, &eval_effect("generate-key k-200"), 1) {
+        world.apply(e);
+    }
+    let eval = t.graph.evaluate(&mut world);
+    assert!(eval.actions.is_empty());
+    assert_eq!(t.graph.requested_effects().count(), 0);
+
+    // At the deadline the next key is due.
+    world.apply(Event::Tick(at(300)));
+    let eval = t.graph.evaluate(&mut world);
+    assert_eq!(
+        applies(&eval.actions),
+        vec!["effect generate-key k-300 (rotation: input now changed)"]
+    );
+    assert_eq!(eval.next_deadline, Some(at(400)));
+}
+
+fn eval_effect(id: &str) -> Action {
+    let kid = id.trim_start_matches("generate-key ");
+    Action::Effect {
+        request: ichor_graph::EffectRequest::new(
+            id,
+            &KeyRequest {
+                secret: "signing".into(),
+                kid: kid.into(),
+            },
+        )
+        .unwrap(),
+        reason: Reason {
+            node: None,
+            instance: None,
+            cause: Cause::Initial,
+        },
+    }
+}
+
+#[test]
+fn nodes_reading_now_wait_for_the_first_tick() {
+    let mut t = toy();
+    let mut world = world_of(vec![Event::Applied(config("i", 100))]);
+    let eval = t.graph.evaluate(&mut world);
+    assert!(eval.actions.iter().all(|a| !matches!(a, Action::Effect { .. })));
+    assert!(t.graph.output(&t.rotation).is_none());
+    world.apply(Event::Tick(at(50)));
+    assert_eq!(
+        applies(&t.graph.evaluate(&mut world).actions),
+        vec!["effect generate-key k-0 (rotation: initial)"]
+    );
+}
+
+#[test]
+fn the_incremental_state_matches_the_reference_diff_after_convergence() {
+    let mut t = toy();
+    let mut world = world_of(populate(20, 4));
+    converge(&mut t.graph, &mut world);
+    let reason = Reason {
+        node: None,
+        instance: None,
+        cause: Cause::Initial,
+    };
+    let desired: Vec<Object> = t.graph.desired().cloned().collect();
+    assert_eq!(desired.len(), 20 + 1 + 12);
+    assert!(diff(desired.iter().map(|o| (o, &reason)), &world, t.graph.ownership()).is_empty());
+}
+
+#[test]
+fn replay_lists_every_decision_with_its_seq_and_reason() {
+    let events = vec![
+        Event::Tick(at(1_000)),
+        Event::Applied(cluster("c", "https://c")),
+        Event::Applied(machine("m", "c", "worker")),
+        Event::Applied(user("alice", true, "Alice")),
+        Event::Deleted(ObjectKey::new("Machine", NS, "m")),
+    ];
+    let mut w = JournalWriter::new(Vec::new());
+    for e in &events {
+        w.append(e).unwrap();
+    }
+    let bytes = w.into_inner();
+    let mut t = toy();
+    let report = replay(JournalReader::new(&bytes[..]), &mut t.graph).unwrap();
+    assert_eq!(report.events, 5);
+    let text = report.to_string();
+    assert_eq!(
+        text,
+        "\
+seq 1: apply ConfigMap ichor-system/summary (enabled-count: initial)
+seq 3: apply MachineClass ichor-system/m (machine-class[Machine ichor-system/m]: initial)
+seq 4: apply ConfigMap ichor-system/summary (enabled-count: input user-enabled changed)
+seq 4: apply UserStatus ichor-system/alice (user-status[User ichor-system/alice]: initial)
+5 events, 5 evaluations, 4 actions, 0 failures
+"
+    );
+    // The deleted machine's class was never observed, so there is nothing to delete.
+    assert!(!text.contains("delete"));
+}
+
+#[test]
+fn replay_stops_at_a_bad_line_naming_it_and_keeps_the_decisions_before_it() {
+    let good = "{\"type\":\"applied\",\"seq\":1,\"object\":{\"kind\":\"User\",\"namespace\":\"ichor-system\",\"name\":\"a\",\"value\":{}}}\n";
+    let text = format!("{good}{{\"type\":\"applied\",\"seq\":2,\"obj");
+    let mut t = toy();
+    let err = replay(JournalReader::new(text.as_bytes()), &mut t.graph).unwrap_err();
+    assert!(err.to_string().contains("journal line 2"), "{err}");
+    assert_eq!(err.partial.events, 1);
+    assert_eq!(err.partial.actions.len(), 2);
+}
