@@ -39,6 +39,11 @@ pub enum OutputFormat {
 /// The commands of `ichor`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Work with kube-apiserver AuthenticationConfiguration files.
+    #[command(subcommand)]
+    Authn(commands::authn::AuthnCommand),
+    /// Render a directory of manifests offline.
+    Render(commands::render::RenderArgs),
     /// Print a shell completion script.
     Completion(commands::completion::CompletionArgs),
 }
@@ -52,6 +57,8 @@ pub fn main() -> ExitCode {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
+        Command::Authn(cmd) => commands::authn::run(cmd, cli.output),
+        Command::Render(args) => commands::render::run(args, cli.output),
         Command::Completion(args) => commands::completion::run(args),
     };
     match result {

@@ -9,6 +9,7 @@
 
 pub mod auth;
 pub mod authn;
+pub mod cluster;
 pub mod crd;
 pub mod fieldmeta;
 pub mod manifest;

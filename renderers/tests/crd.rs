@@ -1,6 +1,8 @@
 //! The generated CRDs: in sync with the files in the repository, and their CEL rules behave as
 //! the kube-apiserver would evaluate them (kube-cel runs the same rules client-side).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 use ichor_renderers::crd::{IchorUser, crd_files};

@@ -1,3 +1,5 @@
 //! One module per command.
 
+pub mod authn;
 pub mod completion;
+pub mod render;
