@@ -1,2 +1,16 @@
-//! issuer
+//! The Ichor OpenID Connect issuer: a small, stateless OP for two fixed public clients
+//! (`ichor-ui`, `ichor-cli`), reading the signing keys and TLS material the controller produces
+//! (read-only) and writing only user data (credentials entries).
+//!
+//! Modules: [`keys`] (the loaded signing material and the JWKS), [`tokens`] (ID tokens and the
+//! HMAC artifacts: ticket, code, refresh token), [`store`] (users and credentials), [`oidc`]
+//! (the HTTP endpoints), [`server`] (TLS listeners, reload, health, metrics) and [`cli`] (flags).
 #![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod cli;
+pub mod keys;
+pub mod oidc;
+pub mod server;
+pub mod store;
+pub mod tokens;

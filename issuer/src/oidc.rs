@@ -1,0 +1,1 @@
+//! oidc (in progress).

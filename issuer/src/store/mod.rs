@@ -1,0 +1,142 @@
+//! Where the issuer reads users and reads and writes their credentials entries.
+//!
+//! Two real implementations share this contract: Kubernetes (`IchorUser` objects and the Secret
+//! `ichor-user-credentials`) and local files (a directory of `IchorUser` YAML files and one
+//! credentials file, for `ichor dev`).
+//!
+//! # Guarantees
+//! - Credentials writes are optimistic: [`UserStore::write_credentials`] succeeds only when the
+//!   store's version still equals the version the caller read, so two issuer processes (or
+//!   replicas) never overwrite each other's rotation. [`modify_credentials`] wraps the
+//!   read–change–write loop with bounded retries.
+//! - A user read may be served from a cache at most [`USER_CACHE_TTL`] old, so a disable or a
+//!   role change takes effect within that bound.
+//!
+//! # Errors
+//! [`StoreError::Unavailable`] means the backend could not be reached: callers answer 503 and
+//! retry later; nothing is assumed about the user.
+
+use std::{future::Future, time::Duration};
+
+use async_trait::async_trait;
+use ichor_renderers::auth::credentials::CredentialsEntry;
+
+/// The longest a cached user read may be.
+pub const USER_CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// How many times [`modify_credentials`] retries after a conflict before giving up.
+pub const MAX_CONFLICT_RETRIES: usize = 8;
+
+/// A user as the issuer needs it (from the `IchorUser` object).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredUser {
+    /// The object name: `sub`, and the Kubernetes user `ichor:<name>`.
+    pub name: String,
+    /// The roles (groups claim).
+    pub roles: Vec<String>,
+    /// A disabled user gets no token and no refresh.
+    pub disabled: bool,
+    /// Informational.
+    pub display_name: Option<String>,
+    /// Informational.
+    pub email: Option<String>,
+}
+
+/// An opaque version of the credentials store (the Secret's `resourceVersion`, or the local
+/// file's generation), compared by [`UserStore::write_credentials`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Version(pub String);
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend is unreachable or failed; try again later.
+    #[error("the user store is unavailable: {0}")]
+    Unavailable(String),
+    /// The credentials changed since they were read: read again and retry.
+    #[error("the credentials of user {0:?} changed concurrently; read them again")]
+    Conflict(String),
+    /// A stored credentials entry cannot be parsed (never includes the entry's content).
+    #[error("the stored credentials of user {user:?} are unreadable: {reason}")]
+    Corrupt {
+        /// The user whose entry is bad.
+        user: String,
+        /// Why (no secret material).
+        reason: String,
+    },
+    /// The store holds no credentials object at all (Kubernetes: the Secret is missing).
+    #[error("the credentials store does not exist: {0}")]
+    Missing(String),
+}
+
+/// The issuer's view of users and credentials.
+#[async_trait]
+pub trait UserStore: Send + Sync + 'static {
+    /// The user, or `None` when no such user exists (possibly cached, at most [`USER_CACHE_TTL`]).
+    async fn get_user(&self, name: &str) -> Result<Option<StoredUser>, StoreError>;
+
+    /// Every user, sorted by name.
+    async fn list_users(&self) -> Result<Vec<StoredUser>, StoreError>;
+
+    /// The user's credentials entry (if any) and the version to write against. Never cached.
+    async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError>;
+
+    /// Replace (`Some`) or remove (`None`) the user's entry, only if the store is still at
+    /// `expected`; returns the new version. Touches no other user's entry.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when the version moved on.
+    async fn write_credentials(
+        &self,
+        name: &str,
+        expected: &Version,
+        entry: Option<&CredentialsEntry>,
+    ) -> Result<Version, StoreError>;
+
+    /// Forget any cached read of this user (after this replica wrote something about it).
+    fn invalidate(&self, _name: &str) {}
+}
+
+/// What a [`modify_credentials`] step decided.
+#[derive(Debug)]
+pub enum Change<T> {
+    /// Write this entry, then return the value.
+    Put(CredentialsEntry, T),
+    /// Remove the entry, then return the value.
+    Remove(T),
+    /// Write nothing; return the value.
+    Keep(T),
+}
+
+/// Read the user's entry, let `f` decide, write with the read version, and retry from a fresh
+/// read on a conflict (at most [`MAX_CONFLICT_RETRIES`] times). `f` must be pure: it may run
+/// several times.
+///
+/// # Errors
+/// The store's errors, `f`'s errors (converted), or [`StoreError::Conflict`] after the retries.
+pub async fn modify_credentials<S, T, E, F>(store: &S, name: &str, mut f: F) -> Result<T, E>
+where
+    S: UserStore + ?Sized,
+    E: From<StoreError>,
+    F: FnMut(Option<&CredentialsEntry>) -> Result<Change<T>, E>,
+{
+    for _ in 0..=MAX_CONFLICT_RETRIES {
+        let (current, version) = store.read_credentials(name).await?;
+        let (write, value) = match f(current.as_ref())? {
+            Change::Keep(v) => return Ok(v),
+            Change::Put(entry, v) => (Some(entry), v),
+            Change::Remove(v) => (None, v),
+        };
+        match store.write_credentials(name, &version, write.as_ref()).await {
+            Ok(_) => return Ok(value),
+            Err(StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(StoreError::Conflict(name.to_owned()).into())
+}
+
+/// A future that resolves after `d` (kept here so store implementations share one clock).
+pub fn sleep(d: Duration) -> impl Future<Output = ()> {
+    tokio::time::sleep(d)
+}
