@@ -19,11 +19,12 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt || true
 
-# Third-party consumers used by the tests (see ../shared/spec/real-consumers.md).
-if [[ -x hack/install-test-deps.sh ]]; then
-  step "test dependencies"
-  hack/install-test-deps.sh
-fi
+# Third-party consumers used by the tests (see ../shared/spec/real-consumers.md). Tests find
+# them under $ICHOR_BUILD_DIR; with ICHOR_REQUIRE_CONSUMERS=1 a missing one fails the test
+# instead of skipping it.
+export ICHOR_BUILD_DIR="${ICHOR_BUILD_DIR:-$PWD/.build}" ICHOR_REQUIRE_CONSUMERS=1
+step "test dependencies"
+hack/install-test-deps.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
