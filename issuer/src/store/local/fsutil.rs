@@ -6,7 +6,7 @@ use std::{
     io::{self, Write},
     os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt},
     path::Path,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
     thread,
     time::{Duration, Instant},
 };
@@ -107,11 +107,12 @@ pub(crate) fn remove_durably(dir: &Path, path: &Path) -> io::Result<()> {
 }
 
 /// Creates `dir` (and its parents) mode 0700 when it does not exist; warns when an existing one
-/// is accessible to other users, since it holds password hashes.
+/// is accessible to other users (once per process), since it holds password hashes.
 pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     match fs::metadata(dir) {
         Ok(meta) => {
-            if meta.permissions().mode() & 0o077 != 0 {
+            static WARNED: AtomicBool = AtomicBool::new(false);
+            if meta.permissions().mode() & 0o077 != 0 && !WARNED.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     dir = %dir.display(),
                     "the local store's state directory is accessible to other users; make it mode 0700"
