@@ -360,6 +360,13 @@ async fn a_write_against_a_moved_resource_version_is_a_conflict() {
         matches!(err, StoreError::Conflict(ref u) if u == "alice"),
         "{err}"
     );
+    // An empty version would be no precondition at all: it is refused before any request.
+    let err = store(&state)
+        .write_credentials("alice", &Version(String::new()), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+    assert_eq!(state.lock().unwrap().seen.len(), 1);
     assert_eq!(state.lock().unwrap().entry("alice"), Some(entry()));
 }
 

@@ -105,7 +105,8 @@ async fn bump(store: &LocalStore, user: &str) -> u64 {
 
 fn user_yaml(name: &str, roles: &str, disabled: bool) -> String {
     format!(
-        "apiVersion: ichor.maesh.dev/v1alpha1\nkind: IchorUser\nmetadata:\n  name: {name}\n  namespace: ichor-system\n\
+        "apiVersion: ichor.maesh.dev/v1alpha1\nkind: IchorUser\n\
+         metadata:\n  name: {name}\n  namespace: ichor-system\n\
          spec:\n  displayName: {name} display\n  roles: {roles}\n  disabled: {disabled}\n"
     )
 }
@@ -520,4 +521,30 @@ async fn delete_user_removes_its_file_and_the_user_is_gone_at_once() {
     assert!(store.get_user("alice").await.unwrap().is_none());
     let err = store.delete_user("alice").await.unwrap_err();
     assert!(matches!(err, UserFileError::NotFound { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_file_over_one_mebibyte_and_a_user_of_another_namespace_are_skipped() {
+    let root = tempfile::tempdir().unwrap();
+    let users = root.path().join("users");
+    let padding = format!("# {}\n", "x".repeat(1024 * 1024));
+    write(
+        &users,
+        "big.yaml",
+        &format!("{}{padding}", user_yaml("big", "[admin]", false)),
+    );
+    write(
+        &users,
+        "elsewhere.yaml",
+        &user_yaml("eve", "[admin]", false).replace("namespace: ichor-system", "namespace: default"),
+    );
+    write(&users, "ok.yaml", &user_yaml("ok", "[viewer]", false));
+    let names: Vec<_> = store(root.path())
+        .list_users()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| u.name)
+        .collect();
+    assert_eq!(names, ["ok"]);
 }

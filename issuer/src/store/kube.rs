@@ -229,6 +229,11 @@ impl UserStore for KubeStore {
         entry: Option<&CredentialsEntry>,
     ) -> Result<Version, StoreError> {
         super::convert::check_user_name(name)?;
+        if expected.0.is_empty() {
+            // An empty resourceVersion is no precondition at all to the API server: the write
+            // would overwrite blindly. No read ever returns one, so it cannot be current.
+            return Err(StoreError::Conflict(name.to_owned()));
+        }
         let value = match entry {
             Some(entry) => {
                 let json = entry.to_json(name).map_err(|e| redact::corrupt(name, &e))?;

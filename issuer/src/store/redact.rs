@@ -79,7 +79,11 @@ mod tests {
 
     #[test]
     fn a_shape_error_from_a_real_entry_does_not_carry_the_hash() {
-        let json = br#"{"v":1,"hash":"$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2g","notBefore":"2026-01-01T00:00:00Z","mustChange":"$argon2id$LEAK"}"#;
+        let json = concat!(
+            r#"{"v":1,"hash":"$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2g","#,
+            r#""notBefore":"2026-01-01T00:00:00Z","mustChange":"$argon2id$LEAK"}"#
+        )
+        .as_bytes();
         let err = match ichor_renderers::auth::credentials::CredentialsEntry::parse("alice", json) {
             Err(e) => e,
             Ok(_) => panic!("the entry must be refused"),

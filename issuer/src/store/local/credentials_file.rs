@@ -107,8 +107,9 @@ impl CredentialsFile {
     ///
     /// # Errors
     /// [`StoreError::Conflict`] when the generation moved; [`StoreError::Corrupt`] when the file
-    /// cannot be parsed (it is left as it is); [`StoreError::Unavailable`] on I/O failure, on a lock
-    /// held for longer than [`LOCK_WAIT`](super::fsutil::LOCK_WAIT), or when the file would grow past its bound.
+    /// cannot be parsed (it is left as it is); [`StoreError::Unavailable`] on I/O failure, on a
+    /// lock held for longer than [`LOCK_WAIT`](super::fsutil::LOCK_WAIT), or when the file would
+    /// grow past its bound.
     pub(crate) fn write(&self, user: &str, expected: u64, edit: Edit) -> Result<u64, StoreError> {
         ensure_private_dir(&self.dir).map_err(|e| self.unavailable("create the directory of", &e))?;
         let _lock = lock_exclusive(&self.lock).map_err(|e| self.unavailable("lock", &e))?;
