@@ -16,6 +16,12 @@
 //! [`StoreError::Unavailable`] means the backend could not be reached: callers answer 503 and
 //! retry later; nothing is assumed about the user.
 
+pub mod kube;
+pub mod local;
+
+mod convert;
+mod redact;
+
 use std::{future::Future, time::Duration};
 
 use async_trait::async_trait;

@@ -1,0 +1,36 @@
+//! From the `IchorUser` object to the [`StoredUser`] the issuer works with, refusing objects no
+//! valid user can come from (a name that is not a DNS label, a bad role list), so both stores
+//! apply the same rules whether or not the CRD's own validation ran.
+
+use ichor_renderers::{
+    auth::{UserName, roles::validate_roles},
+    crd::IchorUser,
+};
+
+use super::{StoreError, StoredUser};
+
+/// The user described by `object`, or why the object cannot be a user (names the field).
+pub(crate) fn stored_user(object: &IchorUser) -> Result<StoredUser, String> {
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let name = UserName::parse(name).map_err(|e| e.to_string())?;
+    validate_roles(&object.spec.roles).map_err(|e| e.to_string())?;
+    Ok(StoredUser {
+        name: name.as_str().to_owned(),
+        roles: object.spec.roles.clone(),
+        disabled: object.spec.disabled,
+        display_name: object.spec.display_name.clone(),
+        email: object.spec.email.clone(),
+    })
+}
+
+/// Refuses a name no user can have before it becomes a key of a credentials store (the
+/// contract has no dedicated variant; [`StoreError::Corrupt`] says no entry can exist there).
+pub(crate) fn check_user_name(name: &str) -> Result<(), StoreError> {
+    UserName::parse(name)
+        .map(|_| ())
+        .map_err(|_| StoreError::Corrupt {
+            user: name.chars().take(64).collect(),
+            reason: "the user name is not a lower-case DNS label, so no credentials can be stored under it"
+                .to_owned(),
+        })
+}

@@ -1,0 +1,346 @@
+//! The cluster-mode store: `IchorUser` objects through the Kubernetes API, credentials in the
+//! Secret `ichor-user-credentials` (one data key per user, the value the entry's JSON), both in
+//! `ichor-system`.
+//!
+//! # Guarantees
+//! - User reads (one user, and the list) are cached in memory for at most the configured TTL
+//!   (default and maximum [`USER_CACHE_TTL`]); [`UserStore::invalidate`] drops a user at once.
+//!   The cache holds at most [`MAX_CACHED_USERS`] names, so probing random names cannot grow it.
+//! - Credentials are never cached: every read is a `GET` of the Secret, and every write is a JSON
+//!   merge patch (`application/merge-patch+json`) of exactly one data key carrying
+//!   `metadata.resourceVersion`, so the API server refuses it with 409 when any replica wrote the
+//!   Secret since the read ([`StoreError::Conflict`]), and no other user's key is touched.
+//! - The Secret is read and written through the client's raw text calls and parsed here, so a
+//!   response that fails to parse is never logged (the client's typed calls log the whole body
+//!   at `warn` on a parse failure, which for this Secret would be every hash).
+//! - Errors name the object and the HTTP status, never a value from the Secret.
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, PoisonError},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use ichor_renderers::{
+    auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry},
+    crd::{IchorUser, NAMESPACE},
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    Api, Client, Resource,
+    api::{ListParams, Patch, PatchParams},
+    core::{Request, params::GetParams},
+};
+use tokio::time::Instant;
+
+use super::{StoreError, StoredUser, USER_CACHE_TTL, UserStore, Version, convert::stored_user, redact};
+
+/// The field manager named on every credentials write (audit logs show who wrote).
+pub const FIELD_MANAGER: &str = "ichor-issuer";
+/// The most user names (found or not) kept in the cache; past it, expired ones are dropped, then
+/// all.
+pub const MAX_CACHED_USERS: usize = 4096;
+/// Users listed per page.
+const LIST_PAGE: u32 = 500;
+/// The most pages read for one list (so at most 10 000 users).
+const MAX_LIST_PAGES: usize = 20;
+/// The longest text of a transport error kept in a [`StoreError::Unavailable`].
+const MAX_ERROR_TEXT: usize = 300;
+
+/// The cluster-mode [`UserStore`].
+pub struct KubeStore {
+    client: Client,
+    users: Api<IchorUser>,
+    secrets: Request,
+    ttl: Duration,
+    cache: Mutex<Cache>,
+}
+
+impl std::fmt::Debug for KubeStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeStore")
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Cached user reads, each with the instant it was fetched.
+#[derive(Default)]
+struct Cache {
+    users: HashMap<String, (Instant, Option<StoredUser>)>,
+    list: Option<(Instant, Vec<StoredUser>)>,
+}
+
+impl KubeStore {
+    /// A store using `client`, in namespace `ichor-system`, caching user reads for
+    /// [`USER_CACHE_TTL`].
+    pub fn new(client: Client) -> Self {
+        Self {
+            users: Api::namespaced(client.clone(), NAMESPACE),
+            secrets: Request::new(Secret::url_path(&(), Some(NAMESPACE))),
+            client,
+            ttl: USER_CACHE_TTL,
+            cache: Mutex::new(Cache::default()),
+        }
+    }
+
+    /// The same store with user reads cached for `ttl` (capped at [`USER_CACHE_TTL`]; zero
+    /// disables the cache).
+    #[must_use]
+    pub fn with_user_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl.min(USER_CACHE_TTL);
+        self
+    }
+
+    fn fresh(&self, fetched: Instant, now: Instant) -> bool {
+        now.saturating_duration_since(fetched) < self.ttl
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn remember(&self, name: &str, user: Option<StoredUser>, at: Instant) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut cache = self.cache();
+        if cache.users.len() >= MAX_CACHED_USERS && !cache.users.contains_key(name) {
+            let ttl = self.ttl;
+            cache
+                .users
+                .retain(|_, (fetched, _)| at.saturating_duration_since(*fetched) < ttl);
+            if cache.users.len() >= MAX_CACHED_USERS {
+                cache.users.clear();
+            }
+        }
+        cache.users.insert(name.to_owned(), (at, user));
+    }
+
+    /// GETs the Secret (uncached).
+    async fn get_secret(&self) -> Result<Secret, StoreError> {
+        let request = self
+            .secrets
+            .get(CREDENTIALS_SECRET_NAME, &GetParams::default())
+            .map_err(|e| {
+                StoreError::Unavailable(format!("cannot build the request for {}: {e}", secret_ref()))
+            })?;
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(|e| secret_error(&e, None))?;
+        parse_secret(&text)
+    }
+}
+
+#[async_trait]
+impl UserStore for KubeStore {
+    async fn get_user(&self, name: &str) -> Result<Option<StoredUser>, StoreError> {
+        if ichor_renderers::auth::UserName::parse(name).is_err() {
+            // No object can have this name; do not ask (or cache) it.
+            return Ok(None);
+        }
+        let now = Instant::now();
+        if let Some((fetched, user)) = self.cache().users.get(name)
+            && self.fresh(*fetched, now)
+        {
+            return Ok(user.clone());
+        }
+        let object = self.users.get_opt(name).await.map_err(|e| user_error(&e, name))?;
+        let user = object.and_then(|object| match stored_user(&object) {
+            Ok(user) => Some(user),
+            Err(reason) => {
+                tracing::warn!(user = %name, %reason, "invalid IchorUser; it is treated as absent");
+                None
+            }
+        });
+        self.remember(name, user.clone(), now);
+        Ok(user)
+    }
+
+    async fn list_users(&self) -> Result<Vec<StoredUser>, StoreError> {
+        let now = Instant::now();
+        if let Some((fetched, users)) = &self.cache().list
+            && self.fresh(*fetched, now)
+        {
+            return Ok(users.clone());
+        }
+        let mut users = Vec::new();
+        let mut params = ListParams::default().limit(LIST_PAGE);
+        for page in 1..=MAX_LIST_PAGES {
+            let list = self
+                .users
+                .list(&params)
+                .await
+                .map_err(|e| user_error(&e, "(list)"))?;
+            for object in &list.items {
+                match stored_user(object) {
+                    Ok(user) => users.push(user),
+                    Err(reason) => {
+                        let name = object.metadata.name.as_deref().unwrap_or_default();
+                        tracing::warn!(user = %name, %reason, "invalid IchorUser; it is left out");
+                    }
+                }
+            }
+            match list.metadata.continue_.as_deref() {
+                Some(token) if !token.is_empty() => {
+                    if page == MAX_LIST_PAGES {
+                        tracing::warn!(
+                            max = LIST_PAGE as usize * MAX_LIST_PAGES,
+                            "more IchorUser objects than listed; the rest are left out"
+                        );
+                    }
+                    params = params.continue_token(token);
+                }
+                _ => break,
+            }
+        }
+        users.sort_by(|a, b| a.name.cmp(&b.name));
+        users.dedup_by(|a, b| a.name == b.name);
+        if !self.ttl.is_zero() {
+            let mut cache = self.cache();
+            cache.list = Some((now, users.clone()));
+        }
+        for user in &users {
+            self.remember(&user.name, Some(user.clone()), now);
+        }
+        Ok(users)
+    }
+
+    async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError> {
+        let secret = self.get_secret().await?;
+        let version = secret_version(&secret)?;
+        let entry = match secret.data.as_ref().and_then(|data| data.get(name)) {
+            Some(bytes) => {
+                Some(CredentialsEntry::parse(name, &bytes.0).map_err(|e| redact::corrupt(name, &e))?)
+            }
+            None => None,
+        };
+        Ok((entry, version))
+    }
+
+    async fn write_credentials(
+        &self,
+        name: &str,
+        expected: &Version,
+        entry: Option<&CredentialsEntry>,
+    ) -> Result<Version, StoreError> {
+        super::convert::check_user_name(name)?;
+        if expected.0.is_empty() {
+            // An empty resourceVersion is no precondition at all to the API server: the write
+            // would overwrite blindly. No read ever returns one, so it cannot be current.
+            return Err(StoreError::Conflict(name.to_owned()));
+        }
+        let value = match entry {
+            Some(entry) => {
+                let json = entry.to_json(name).map_err(|e| redact::corrupt(name, &e))?;
+                serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(json))
+            }
+            None => serde_json::Value::Null,
+        };
+        let patch = merge_patch(name, expected, value);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        let request = self
+            .secrets
+            .patch(CREDENTIALS_SECRET_NAME, &params, &Patch::Merge(&patch))
+            .map_err(|e| {
+                StoreError::Unavailable(format!("cannot build the request for {}: {e}", secret_ref()))
+            })?;
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(|e| secret_error(&e, Some(name)))?;
+        secret_version(&parse_secret(&text)?)
+    }
+
+    fn invalidate(&self, name: &str) {
+        let mut cache = self.cache();
+        cache.users.remove(name);
+        cache.list = None;
+    }
+}
+
+/// The merge patch setting (or, with `null`, removing) exactly one key, guarded by the version.
+fn merge_patch(name: &str, expected: &Version, value: serde_json::Value) -> serde_json::Value {
+    let mut data = serde_json::Map::new();
+    data.insert(name.to_owned(), value);
+    serde_json::json!({
+        "metadata": { "resourceVersion": expected.0 },
+        "data": data,
+    })
+}
+
+fn secret_ref() -> String {
+    format!("Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME}")
+}
+
+/// Parses the Secret from the API's text, with an error that carries no content.
+fn parse_secret(text: &str) -> Result<Secret, StoreError> {
+    serde_json::from_str(text).map_err(|e| {
+        StoreError::Unavailable(format!(
+            "the Kubernetes API answered with a {} that cannot be parsed: line {} column {}",
+            secret_ref(),
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+fn secret_version(secret: &Secret) -> Result<Version, StoreError> {
+    match secret.metadata.resource_version.as_deref() {
+        Some(v) if !v.is_empty() => Ok(Version(v.to_owned())),
+        _ => Err(StoreError::Unavailable(format!(
+            "the Kubernetes API answered with a {} without metadata.resourceVersion",
+            secret_ref()
+        ))),
+    }
+}
+
+/// Maps a failed Secret call: 404 is a missing Secret, 409 (on a write for `user`) a conflict,
+/// anything else unavailable. Only the status code and reason are kept from an API answer.
+fn secret_error(error: &kube::Error, user: Option<&str>) -> StoreError {
+    match (error, user) {
+        (kube::Error::Api(status), _) if status.code == 404 => StoreError::Missing(format!(
+            "{} does not exist; the controller (or `ichor init`) creates it",
+            secret_ref()
+        )),
+        (kube::Error::Api(status), Some(user)) if status.code == 409 => StoreError::Conflict(user.to_owned()),
+        (kube::Error::Api(status), _) => StoreError::Unavailable(format!(
+            "{}: the Kubernetes API answered {} {}",
+            secret_ref(),
+            status.code,
+            status.reason
+        )),
+        (other, _) => StoreError::Unavailable(format!("{}: {}", secret_ref(), transport_text(other))),
+    }
+}
+
+/// Maps a failed `IchorUser` call (a 404 never reaches here: `get_opt` makes it `None`).
+fn user_error(error: &kube::Error, name: &str) -> StoreError {
+    match error {
+        kube::Error::Api(status) => StoreError::Unavailable(format!(
+            "IchorUser {NAMESPACE}/{name}: the Kubernetes API answered {} {}",
+            status.code, status.reason
+        )),
+        other => StoreError::Unavailable(format!("IchorUser {NAMESPACE}/{name}: {}", transport_text(other))),
+    }
+}
+
+/// A transport error's text, bounded and with quoted values removed.
+fn transport_text(error: &kube::Error) -> String {
+    let text = redact::redact_quoted(&error.to_string());
+    if text.chars().count() > MAX_ERROR_TEXT {
+        let mut cut: String = text.chars().take(MAX_ERROR_TEXT).collect();
+        cut.push('…');
+        cut
+    } else {
+        text
+    }
+}
