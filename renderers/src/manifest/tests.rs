@@ -138,8 +138,8 @@ fn reports_every_unknown_field_of_a_user() {
     assert_eq!(
         errors("u.yaml", &text),
         [
-            "u.yaml: document 1: extra: unknown field; check its spelling",
             "u.yaml: document 1: spec.displayname: unknown field; check its spelling",
+            "u.yaml: document 1: extra: unknown field; check its spelling",
         ]
     );
 }
