@@ -205,11 +205,17 @@ impl<T: Send + Sync + 'static> Watched<T> {
             wake: tx.clone(),
         });
         let watched = Watched { inner };
+        // Subscribe before the first read, so no change between the two is missed.
+        let watcher = if options.file_events {
+            try_watch(&name, &directories(&watched.inner.paths), &tx, false)
+        } else {
+            None
+        };
         watched.check_now();
         let weak = Arc::downgrade(&watched.inner);
         std::thread::Builder::new()
             .name(format!("watch-{name}"))
-            .spawn(move || watch_loop(weak, tx, rx))
+            .spawn(move || watch_loop(weak, watcher, tx, rx))
             .map_err(|source| WatchError { name, source })?;
         Ok(watched)
     }
@@ -365,28 +371,40 @@ fn start_watcher(dirs: &BTreeSet<PathBuf>, tx: &mpsc::Sender<Wake>) -> notify::R
     Ok(watcher)
 }
 
-fn watch_loop<T>(weak: Weak<Inner<T>>, tx: mpsc::Sender<Wake>, rx: mpsc::Receiver<Wake>) {
+/// Subscribes to the events of `dirs`; on failure logs once (unless `quiet`) and returns None.
+fn try_watch(
+    name: &str,
+    dirs: &BTreeSet<PathBuf>,
+    tx: &mpsc::Sender<Wake>,
+    quiet: bool,
+) -> Option<notify::RecommendedWatcher> {
+    match start_watcher(dirs, tx) {
+        Ok(w) => Some(w),
+        Err(error) => {
+            if !quiet {
+                tracing::warn!(watched = %name, %error, "cannot watch the directory; relying on the poll");
+            }
+            None
+        }
+    }
+}
+
+fn watch_loop<T>(
+    weak: Weak<Inner<T>>,
+    mut watcher: Option<notify::RecommendedWatcher>,
+    tx: mpsc::Sender<Wake>,
+    rx: mpsc::Receiver<Wake>,
+) {
     let Some((options, dirs, name)) = weak
         .upgrade()
         .map(|i| (i.options, directories(&i.paths), i.name.clone()))
     else {
         return;
     };
-    let mut watcher = None;
-    let mut watch_error_logged = false;
     loop {
+        // A directory missing at start (created later): retry at each poll, quietly.
         if options.file_events && watcher.is_none() {
-            match start_watcher(&dirs, &tx) {
-                Ok(w) => {
-                    watcher = Some(w);
-                    watch_error_logged = false;
-                }
-                Err(error) if !watch_error_logged => {
-                    watch_error_logged = true;
-                    tracing::warn!(watched = %name, %error, "cannot watch the directory; relying on the poll");
-                }
-                Err(_) => {}
-            }
+            watcher = try_watch(&name, &dirs, &tx, true);
         }
         match rx.recv_timeout(options.poll_interval) {
             Ok(Wake::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
