@@ -207,3 +207,42 @@ async fn handshakes_fail_until_a_pair_is_loaded() {
     let _ = stop.send(());
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn shutdown_drops_requests_still_running_after_the_grace_period() {
+    let ca = Ca::new();
+    let dir = tempfile::tempdir().unwrap();
+    write_pair(dir.path(), &ca.leaf(2031));
+    let pair = watch_pair("tls", &PairFiles::in_secret_dir(dir.path()), manual()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = axum::Router::new().route(
+        "/hang",
+        axum::routing::get(|| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            "never"
+        }),
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let options = ServeOptions {
+        shutdown_grace: Duration::from_millis(300),
+        ..ServeOptions::default()
+    };
+    let task = tokio::spawn(serve(
+        listener,
+        server_config(pair).unwrap(),
+        router,
+        async {
+            let _ = rx.await;
+        },
+        options,
+    ));
+    let client = https_client(&ca.pem, addr);
+    let hung = tokio::spawn(async move { client.get(format!("https://localhost:{}/hang", addr.port())).send().await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    let _ = tx.send(());
+    tokio::time::timeout(Duration::from_secs(5), task).await.expect("serve returns").unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "bounded by the grace period");
+    assert!(hung.await.unwrap().is_err(), "the hung request was cut");
+}
