@@ -87,7 +87,12 @@ pub struct Flags {
     pub external_url: String,
 
     /// Address of the external HTTPS listener (OIDC, UI, API, health, metrics).
-    #[arg(long, env = "ICHOR_ISSUER_LISTEN", default_value = "0.0.0.0:8443", value_name = "ADDR:PORT")]
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_LISTEN",
+        default_value = "0.0.0.0:8443",
+        value_name = "ADDR:PORT"
+    )]
     pub listen: SocketAddr,
 
     /// Address of the internal HTTPS listener (discovery and JWKS for the kube-apiserver, served
@@ -130,17 +135,32 @@ pub struct Flags {
     pub local_state_dir: Option<PathBuf>,
 
     /// Lifetime of an ID token when `IchorInstallation.spec.users` does not set one (1m to 15m).
-    #[arg(long, env = "ICHOR_ISSUER_TOKEN_TTL", default_value = "5m", value_name = "DURATION")]
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_TOKEN_TTL",
+        default_value = "5m",
+        value_name = "DURATION"
+    )]
     pub token_ttl: String,
 
     /// Absolute lifetime of a refresh-token family when `IchorInstallation.spec.users` does not
     /// set one (1h to 720h).
-    #[arg(long, env = "ICHOR_ISSUER_REFRESH_LIFETIME", default_value = "12h", value_name = "DURATION")]
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_REFRESH_LIFETIME",
+        default_value = "12h",
+        value_name = "DURATION"
+    )]
     pub refresh_lifetime: String,
 
     /// A network (CIDR) of reverse proxies whose `X-Forwarded-For` is believed; repeatable
     /// (comma-separated in the environment variable).
-    #[arg(long, env = "ICHOR_ISSUER_TRUSTED_PROXY", value_name = "CIDR", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_TRUSTED_PROXY",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
     pub trusted_proxy: Vec<String>,
 
     /// Log line format.
@@ -284,7 +304,9 @@ fn parse_external_url(given: &str) -> Result<(String, url::Url), ConfigError> {
         given: given.to_owned(),
     })?;
     if url.scheme() != "https" {
-        return Err(shape("must use https (the issuer of a kube-apiserver must be https)"));
+        return Err(shape(
+            "must use https (the issuer of a kube-apiserver must be https)",
+        ));
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(shape("has no host"));
@@ -476,7 +498,8 @@ where
         ExternalTls::IchorLeaf => internal_pair.clone(),
     };
 
-    let mut reloads: Vec<Arc<dyn ReloadStatus>> = vec![Arc::new(keys.clone()), Arc::new(internal_pair.clone())];
+    let mut reloads: Vec<Arc<dyn ReloadStatus>> =
+        vec![Arc::new(keys.clone()), Arc::new(internal_pair.clone())];
     if matches!(config.external_tls, ExternalTls::Operator(_)) {
         reloads.push(Arc::new(external_pair.clone()));
     }
@@ -516,8 +539,20 @@ where
         "serving"
     );
     tokio::join!(
-        serve(listeners.external, external_tls, app.external, stopped(stop_rx.clone()), options.serve),
-        serve(listeners.internal, internal_tls, app.internal, stopped(stop_rx), options.serve),
+        serve(
+            listeners.external,
+            external_tls,
+            app.external,
+            stopped(stop_rx.clone()),
+            options.serve
+        ),
+        serve(
+            listeners.internal,
+            internal_tls,
+            app.internal,
+            stopped(stop_rx),
+            options.serve
+        ),
     );
     tracing::info!("stopped");
     Ok(())
@@ -549,7 +584,9 @@ pub async fn shutdown_signal() {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -578,7 +615,14 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         let listeners = Listeners::bind(&config).await?;
-        run(config, listeners, RunOptions::default(), oidc_routers, shutdown_signal()).await
+        run(
+            config,
+            listeners,
+            RunOptions::default(),
+            oidc_routers,
+            shutdown_signal(),
+        )
+        .await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -29,7 +29,10 @@ fn the_defaults_serve_the_ichor_leaf_on_8443_and_8444_with_the_kubernetes_store(
     assert_eq!(c.internal_listen.to_string(), "0.0.0.0:8444");
     assert_eq!(c.external_tls, ExternalTls::IchorLeaf);
     assert_eq!(c.ichor_tls, PairFiles::in_secret_dir("/var/run/ichor/oidc-tls"));
-    assert_eq!(c.keys_file.to_str(), Some("/var/run/ichor/oidc-signing/keys.json"));
+    assert_eq!(
+        c.keys_file.to_str(),
+        Some("/var/run/ichor/oidc-signing/keys.json")
+    );
     assert_eq!(c.store, StoreConfig::Kube);
     assert_eq!(c.token_ttl, SignedDuration::from_mins(5));
     assert_eq!(c.refresh_lifetime, SignedDuration::from_hours(12));
@@ -52,7 +55,10 @@ fn refuses_an_external_url_that_is_not_https_naming_the_flag() {
         ("https://user:pw@ichor.example.com", "user name or password"),
     ] {
         let err = parse(&["--external-url", url]).unwrap_err();
-        assert!(err.starts_with("--external-url") && err.contains(expect), "{url}: {err}");
+        assert!(
+            err.starts_with("--external-url") && err.contains(expect),
+            "{url}: {err}"
+        );
     }
 }
 
@@ -80,7 +86,15 @@ fn the_operator_certificate_needs_both_files() {
 fn the_local_store_needs_its_two_directories_and_the_kube_store_refuses_them() {
     let err = with_url(&["--store", "local", "--local-users-dir", "/u"]).unwrap_err();
     assert_eq!(err, "--store local needs --local-state-dir");
-    let c = with_url(&["--store", "local", "--local-users-dir", "/u", "--local-state-dir", "/s"]).unwrap();
+    let c = with_url(&[
+        "--store",
+        "local",
+        "--local-users-dir",
+        "/u",
+        "--local-state-dir",
+        "/s",
+    ])
+    .unwrap();
     assert_eq!(
         c.store,
         StoreConfig::Local {
@@ -101,39 +115,64 @@ fn durations_parse_and_are_bounded_naming_the_flag() {
     assert_eq!(c.token_ttl, SignedDuration::from_secs(90));
 
     let err = with_url(&["--token-ttl", "16m"]).unwrap_err();
-    assert_eq!(err, "--token-ttl \"16m\" is out of range; it must be from 1m to 15m");
+    assert_eq!(
+        err,
+        "--token-ttl \"16m\" is out of range; it must be from 1m to 15m"
+    );
     let err = with_url(&["--token-ttl", "59s"]).unwrap_err();
     assert!(err.starts_with("--token-ttl \"59s\" is out of range"), "{err}");
     let err = with_url(&["--refresh-lifetime", "721h"]).unwrap_err();
-    assert!(err.starts_with("--refresh-lifetime \"721h\" is out of range"), "{err}");
+    assert!(
+        err.starts_with("--refresh-lifetime \"721h\" is out of range"),
+        "{err}"
+    );
     let err = with_url(&["--refresh-lifetime", "59m"]).unwrap_err();
     assert!(err.starts_with("--refresh-lifetime"), "{err}");
     let err = with_url(&["--token-ttl", "five minutes"]).unwrap_err();
-    assert!(err.starts_with("--token-ttl \"five minutes\" is not a duration"), "{err}");
+    assert!(
+        err.starts_with("--token-ttl \"five minutes\" is not a duration"),
+        "{err}"
+    );
 }
 
 #[test]
 fn trusted_proxies_repeat_and_a_bad_one_names_the_flag() {
     let c = with_url(&["--trusted-proxy", "10.0.0.0/8", "--trusted-proxy", "fd00::/8"]).unwrap();
     assert_eq!(
-        c.trusted_proxies.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        c.trusted_proxies
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         ["10.0.0.0/8", "fd00::/8"]
     );
     let err = with_url(&["--trusted-proxy", "10.0.0.1/8"]).unwrap_err();
-    assert!(err.starts_with("--trusted-proxy: 10.0.0.1/8 has host bits set"), "{err}");
+    assert!(
+        err.starts_with("--trusted-proxy: 10.0.0.1/8 has host bits set"),
+        "{err}"
+    );
 }
 
 #[test]
 fn the_two_listeners_need_different_addresses() {
     let err = with_url(&["--listen", "0.0.0.0:8444"]).unwrap_err();
-    assert!(err.starts_with("--listen and --internal-listen are both 0.0.0.0:8444"), "{err}");
+    assert!(
+        err.starts_with("--listen and --internal-listen are both 0.0.0.0:8444"),
+        "{err}"
+    );
 }
 
 #[test]
 fn unknown_store_and_log_format_values_are_refused_by_clap() {
     assert!(with_url(&["--store", "etcd"]).unwrap_err().contains("--store"));
-    assert!(with_url(&["--log-format", "xml"]).unwrap_err().contains("--log-format"));
-    assert_eq!(with_url(&["--log-format", "json"]).unwrap().log_format, LogFormat::Json);
+    assert!(
+        with_url(&["--log-format", "xml"])
+            .unwrap_err()
+            .contains("--log-format")
+    );
+    assert_eq!(
+        with_url(&["--log-format", "json"]).unwrap().log_format,
+        LogFormat::Json
+    );
 }
 
 #[test]
@@ -145,9 +184,17 @@ fn every_flag_has_an_environment_variable_and_help_shows_examples() {
         if id == "help" || id == "version" {
             continue;
         }
-        let env = arg.get_env().unwrap_or_else(|| panic!("--{id} has no environment variable"));
-        assert!(env.to_string_lossy().starts_with("ICHOR_ISSUER_"), "--{id}: {env:?}");
+        let env = arg
+            .get_env()
+            .unwrap_or_else(|| panic!("--{id} has no environment variable"));
+        assert!(
+            env.to_string_lossy().starts_with("ICHOR_ISSUER_"),
+            "--{id}: {env:?}"
+        );
     }
     let help = Flags::command().render_long_help().to_string();
-    assert!(help.contains("Examples:") && help.contains("--tls-cert-file /etc/ichor"), "{help}");
+    assert!(
+        help.contains("Examples:") && help.contains("--tls-cert-file /etc/ichor"),
+        "{help}"
+    );
 }

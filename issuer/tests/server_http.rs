@@ -9,7 +9,7 @@ use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
 use clap::Parser as _;
-use ichor_issuer::cli::{Flags, Listeners, RunOptions, Routers, Served, run};
+use ichor_issuer::cli::{Flags, Listeners, Routers, RunOptions, Served, run};
 use ichor_issuer::server::reload::WatchOptions;
 use server_common::*;
 use std::net::SocketAddr;
@@ -27,10 +27,16 @@ struct Harness {
 
 fn test_routers(served: &Served) -> Routers {
     // What an OIDC handler does on issuing a token: the counter shows in /metrics.
-    served.metrics.counters().token_issued("authorization_code", "ichor-kube");
+    served
+        .metrics
+        .counters()
+        .token_issued("authorization_code", "ichor-kube");
     Routers {
         external: Router::new()
-            .route("/peer", get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }))
+            .route(
+                "/peer",
+                get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
+            )
             .route(
                 "/slow",
                 get(|| async {
@@ -60,9 +66,15 @@ async fn start(ca: &Ca, args: &[&str]) -> Harness {
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        run(config, Listeners { external, internal }, options, test_routers, async {
-            let _ = rx.await;
-        })
+        run(
+            config,
+            Listeners { external, internal },
+            options,
+            test_routers,
+            async {
+                let _ = rx.await;
+            },
+        )
         .await
         .unwrap();
     });
@@ -161,11 +173,17 @@ async fn readyz_is_503_naming_what_is_missing_until_keys_and_tls_are_loaded() {
 
     std::fs::write(&f.keys, keys_json("k-1", "2027-01-01T00:00:00Z")).unwrap();
     eventually("keys loaded", 10, || async {
-        h.get("/readyz").await.1.contains("\"waitingFor\":[\"tls-internal\"]")
+        h.get("/readyz")
+            .await
+            .1
+            .contains("\"waitingFor\":[\"tls-internal\"]")
     })
     .await;
     write_pair(&f.ichor_tls, &ca.leaf(2030));
-    eventually("ready", 10, || async { h.get("/readyz").await == (200, "{\"ready\":true}".into()) }).await;
+    eventually("ready", 10, || async {
+        h.get("/readyz").await == (200, "{\"ready\":true}".into())
+    })
+    .await;
     h.stop().await;
 }
 
@@ -182,7 +200,10 @@ async fn metrics_expose_key_ages_certificate_expiry_and_reload_failures() {
     eventually("ready", 10, || async { h.get("/readyz").await.0 == 200 }).await;
     std::fs::write(&f.keys, b"{ broken").unwrap();
     eventually("the broken keys.json is counted", 10, || async {
-        h.get("/metrics").await.1.contains("ichor_issuer_reload_failures_total{file=\"keys\"} 1")
+        h.get("/metrics")
+            .await
+            .1
+            .contains("ichor_issuer_reload_failures_total{file=\"keys\"} 1")
     })
     .await;
 
@@ -199,10 +220,17 @@ async fn metrics_expose_key_ages_certificate_expiry_and_reload_failures() {
             .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"));
         line.rsplit(' ').next().unwrap().parse().unwrap()
     };
-    let expected_age = jiff::Timestamp::now().duration_since(ts("2025-01-01T00:00:00Z")).as_secs_f64();
+    let expected_age = jiff::Timestamp::now()
+        .duration_since(ts("2025-01-01T00:00:00Z"))
+        .as_secs_f64();
     for kind in ["rsa", "hmac"] {
-        let age = value(&format!("ichor_issuer_signing_key_age_seconds{{kind=\"{kind}\"}}"));
-        assert!((age - expected_age).abs() < 60.0, "{kind} age {age} vs {expected_age}");
+        let age = value(&format!(
+            "ichor_issuer_signing_key_age_seconds{{kind=\"{kind}\"}}"
+        ));
+        assert!(
+            (age - expected_age).abs() < 60.0,
+            "{kind} age {age} vs {expected_age}"
+        );
     }
     assert_eq!(
         value("ichor_issuer_certificate_expiry_timestamp_seconds{listener=\"external\"}") as i64,
@@ -212,13 +240,23 @@ async fn metrics_expose_key_ages_certificate_expiry_and_reload_failures() {
         value("ichor_issuer_certificate_expiry_timestamp_seconds{listener=\"internal\"}") as i64,
         leaf.not_after
     );
-    assert_eq!(value("ichor_issuer_reload_failures_total{file=\"tls-internal\"}"), 0.0);
-    assert_eq!(value("ichor_issuer_file_loaded{file=\"keys\"}"), 1.0, "the previous keys serve");
+    assert_eq!(
+        value("ichor_issuer_reload_failures_total{file=\"tls-internal\"}"),
+        0.0
+    );
+    assert_eq!(
+        value("ichor_issuer_file_loaded{file=\"keys\"}"),
+        1.0,
+        "the previous keys serve"
+    );
     assert_eq!(
         value("ichor_issuer_tokens_issued_total{grant=\"authorization_code\",audience=\"ichor-kube\"}"),
         1.0
     );
-    assert!(text.contains("# TYPE ichor_issuer_refresh_reuse_detections counter"), "{text}");
+    assert!(
+        text.contains("# TYPE ichor_issuer_refresh_reuse_detections counter"),
+        "{text}"
+    );
     assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
     h.stop().await;
 }
@@ -248,9 +286,16 @@ async fn the_internal_listener_serves_its_routes_only() {
     let a = args(&f, true);
     let h = start(&ca, &strs(&a)).await;
     let get = |p: &str| h.client_int.get(h.int(p)).send();
-    assert_eq!(get("/.well-known/openid-configuration").await.unwrap().status(), 200);
+    assert_eq!(
+        get("/.well-known/openid-configuration").await.unwrap().status(),
+        200
+    );
     for path in ["/healthz", "/readyz", "/metrics", "/peer"] {
-        assert_eq!(get(path).await.unwrap().status(), 404, "{path} on the internal listener");
+        assert_eq!(
+            get(path).await.unwrap().status(),
+            404,
+            "{path} on the internal listener"
+        );
     }
     h.stop().await;
 }
@@ -290,6 +335,12 @@ async fn shutdown_lets_in_flight_requests_finish_and_refuses_new_connections() {
     let started = std::time::Instant::now();
     h.stop().await;
     assert_eq!(slow.await.unwrap(), (200, "finished".to_owned()));
-    assert!(started.elapsed() >= Duration::from_millis(200), "run waited for the request");
-    assert!(tokio::net::TcpStream::connect(external).await.is_err(), "the listener is closed");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "run waited for the request"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(external).await.is_err(),
+        "the listener is closed"
+    );
 }

@@ -69,7 +69,11 @@ async fn a_file_missing_at_start_is_loaded_by_the_poll_once_it_appears() {
     assert_eq!(keys.reload_failures(), 1, "the missing file is one failure");
     std::fs::write(&path, keys_json("k-late", "2027-01-01T00:00:00Z")).unwrap();
     wait_for_kid(&keys, "k-late").await;
-    assert_eq!(keys.reload_failures(), 1, "a missing file seen at every poll counts once");
+    assert_eq!(
+        keys.reload_failures(),
+        1,
+        "a missing file seen at every poll counts once"
+    );
 }
 
 #[tokio::test]
@@ -118,7 +122,11 @@ async fn a_half_written_keys_json_keeps_the_previous_document_until_it_is_comple
     let keys = watch_keys(&path, manual());
 
     // Written in place, in two chunks, checked in between.
-    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
     f.write_all(&full.as_bytes()[..full.len() / 2]).unwrap();
     f.flush().unwrap();
     let outcome = keys.check_now();
@@ -126,7 +134,11 @@ async fn a_half_written_keys_json_keeps_the_previous_document_until_it_is_comple
         matches!(outcome, CheckOutcome::Failed(LoadError::Parse { .. })),
         "{outcome:?}"
     );
-    assert_eq!(rsa_kid(&keys.current().unwrap()), "k-1", "the previous document serves");
+    assert_eq!(
+        rsa_kid(&keys.current().unwrap()),
+        "k-1",
+        "the previous document serves"
+    );
     assert!(keys.reload_failures() >= 1);
 
     f.write_all(&full.as_bytes()[full.len() / 2..]).unwrap();
@@ -142,7 +154,10 @@ async fn garbage_keeps_the_previous_document_and_counts_one_failure() {
     std::fs::write(&path, keys_json("k-1", "2027-01-01T00:00:00Z")).unwrap();
     let keys = Watched::file("keys", &path, KeysDocument::parse, poll_only()).unwrap();
     write_atomic(&path, b"\x00\x01 not json at all");
-    eventually("the failure is seen", 10, || async { keys.reload_failures() == 1 }).await;
+    eventually("the failure is seen", 10, || async {
+        keys.reload_failures() == 1
+    })
+    .await;
     // Several more polls of the same garbage: still one failure.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(keys.reload_failures(), 1);
@@ -163,7 +178,10 @@ async fn a_file_over_the_size_limit_is_refused_without_parsing() {
     write_atomic(&path, &vec![b' '; 8 * 1024 + 1]);
     let outcome = keys.check_now();
     assert!(
-        matches!(&outcome, CheckOutcome::Failed(LoadError::TooLarge { limit: 8192, .. })),
+        matches!(
+            &outcome,
+            CheckOutcome::Failed(LoadError::TooLarge { limit: 8192, .. })
+        ),
         "{outcome:?}"
     );
     assert_eq!(rsa_kid(&keys.current().unwrap()), "k-1");
@@ -239,5 +257,8 @@ fn a_refused_file_is_logged_with_its_path_and_error_but_not_its_content() {
     assert!(!log.contains(key_line), "key material leaked into the log: {log}");
     assert!(!log.contains("BEGIN PRIVATE KEY"), "{log}");
     let secret = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, [7u8; 32]);
-    assert!(!log.contains(&secret), "the HMAC secret leaked into the log: {log}");
+    assert!(
+        !log.contains(&secret),
+        "the HMAC secret leaked into the log: {log}"
+    );
 }

@@ -82,8 +82,12 @@ fn a_pair_error_never_shows_key_material() {
     let ca = Ca::new();
     let (a, b) = (ca.leaf(2031), ca.leaf(2031));
     let texts = [
-        TlsPair::parse(a.cert_pem.as_bytes(), b.key_pem.as_bytes()).unwrap_err().to_string(),
-        TlsPair::parse(a.cert_pem.as_bytes(), &b.key_pem.as_bytes()[..60]).unwrap_err().to_string(),
+        TlsPair::parse(a.cert_pem.as_bytes(), b.key_pem.as_bytes())
+            .unwrap_err()
+            .to_string(),
+        TlsPair::parse(a.cert_pem.as_bytes(), &b.key_pem.as_bytes()[..60])
+            .unwrap_err()
+            .to_string(),
     ];
     let key_line = b.key_pem.lines().nth(1).unwrap();
     for t in texts {
@@ -181,7 +185,10 @@ async fn a_broken_renewal_keeps_the_previous_certificate_serving() {
     write_atomic(&dir.path().join("tls.crt"), renewed.cert_pem.as_bytes());
     assert!(matches!(pair.check_now(), CheckOutcome::Failed(_)));
     assert_eq!(presented_leaf(addr, &ca.pem).await.unwrap(), first.der);
-    write_atomic(&dir.path().join("tls.key"), b"-----BEGIN PRIVATE KEY-----\nAAAA\n");
+    write_atomic(
+        &dir.path().join("tls.key"),
+        b"-----BEGIN PRIVATE KEY-----\nAAAA\n",
+    );
     assert!(matches!(pair.check_now(), CheckOutcome::Failed(_)));
     assert_eq!(presented_leaf(addr, &ca.pem).await.unwrap(), first.der);
     assert_eq!(pair.reload_failures(), 2);
@@ -238,11 +245,22 @@ async fn shutdown_drops_requests_still_running_after_the_grace_period() {
         options,
     ));
     let client = https_client(&ca.pem, addr);
-    let hung = tokio::spawn(async move { client.get(format!("https://localhost:{}/hang", addr.port())).send().await });
+    let hung = tokio::spawn(async move {
+        client
+            .get(format!("https://localhost:{}/hang", addr.port()))
+            .send()
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = std::time::Instant::now();
     let _ = tx.send(());
-    tokio::time::timeout(Duration::from_secs(5), task).await.expect("serve returns").unwrap();
-    assert!(started.elapsed() < Duration::from_secs(3), "bounded by the grace period");
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("serve returns")
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "bounded by the grace period"
+    );
     assert!(hung.await.unwrap().is_err(), "the hung request was cut");
 }

@@ -47,7 +47,11 @@ fn bits(addr: IpAddr) -> (u128, u8) {
 }
 
 fn mask(prefix: u8, width: u8) -> u128 {
-    let all: u128 = if width == 32 { u128::from(u32::MAX) } else { u128::MAX };
+    let all: u128 = if width == 32 {
+        u128::from(u32::MAX)
+    } else {
+        u128::MAX
+    };
     if prefix == 0 {
         0
     } else {
@@ -84,7 +88,9 @@ impl FromStr for Cidr {
     type Err = CidrError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (addr, prefix) = s.split_once('/').ok_or_else(|| CidrError::NoPrefix(s.to_owned()))?;
+        let (addr, prefix) = s
+            .split_once('/')
+            .ok_or_else(|| CidrError::NoPrefix(s.to_owned()))?;
         let network: IpAddr = addr.parse().map_err(|_| CidrError::BadAddress(addr.to_owned()))?;
         let (value, width) = bits(network);
         let prefix: u8 = prefix
@@ -160,9 +166,21 @@ mod tests {
     #[test]
     fn refuses_a_missing_or_out_of_range_prefix_and_a_bad_address() {
         assert!(matches!("10.0.0.0".parse::<Cidr>(), Err(CidrError::NoPrefix(_))));
-        assert!(matches!("10.0.0.0/33".parse::<Cidr>(), Err(CidrError::BadPrefix { max: 32, .. })));
-        assert!(matches!("::/129".parse::<Cidr>(), Err(CidrError::BadPrefix { max: 128, .. })));
-        assert!(matches!("10.0.0.0/+8".parse::<Cidr>(), Err(CidrError::BadPrefix { .. })));
-        assert!(matches!("example/8".parse::<Cidr>(), Err(CidrError::BadAddress(_))));
+        assert!(matches!(
+            "10.0.0.0/33".parse::<Cidr>(),
+            Err(CidrError::BadPrefix { max: 32, .. })
+        ));
+        assert!(matches!(
+            "::/129".parse::<Cidr>(),
+            Err(CidrError::BadPrefix { max: 128, .. })
+        ));
+        assert!(matches!(
+            "10.0.0.0/+8".parse::<Cidr>(),
+            Err(CidrError::BadPrefix { .. })
+        ));
+        assert!(matches!(
+            "example/8".parse::<Cidr>(),
+            Err(CidrError::BadAddress(_))
+        ));
     }
 }

@@ -41,7 +41,11 @@ impl Readiness {
     }
 
     /// Adds a named predicate.
-    pub fn require(mut self, name: impl Into<String>, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+    pub fn require(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.checks.push((name.into(), Arc::new(check)));
         self
     }
@@ -107,7 +111,10 @@ async fn render_metrics(State(state): State<HealthState>) -> Response {
         Ok(text) => no_store(
             (
                 StatusCode::OK,
-                [(header::CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE))],
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE),
+                )],
                 text,
             )
                 .into_response(),

@@ -139,7 +139,14 @@ impl Sources {
 impl fmt::Debug for Sources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sources")
-            .field("reloads", &self.reloads.iter().map(|r| r.name().to_owned()).collect::<Vec<_>>())
+            .field(
+                "reloads",
+                &self
+                    .reloads
+                    .iter()
+                    .map(|r| r.name().to_owned())
+                    .collect::<Vec<_>>(),
+            )
             .field("certificates", &self.certificates)
             .field("key_times", &self.key_times.is_some())
             .finish()
@@ -163,7 +170,11 @@ impl Metrics {
             "ID tokens issued, by grant and audience",
             counters.tokens_issued.clone(),
         );
-        registry.register("login_failures", "Failed logins, by reason", counters.login_failures.clone());
+        registry.register(
+            "login_failures",
+            "Failed logins, by reason",
+            counters.login_failures.clone(),
+        );
         registry.register(
             "backoff_hits",
             "Requests refused by the per-user or per-source back-off",
@@ -242,7 +253,10 @@ impl prometheus_client::collector::Collector for ScrapeCollector {
         )?;
         for r in &self.sources.reloads {
             m.encode_family(&[("file", r.name())])?
-                .encode_counter::<NoLabelSet, _, u64>(&r.reload_failures(), None::<&Exemplar<NoLabelSet, u64>>)?;
+                .encode_counter::<NoLabelSet, _, u64>(
+                    &r.reload_failures(),
+                    None::<&Exemplar<NoLabelSet, u64>>,
+                )?;
         }
 
         let mut m = encoder.encode_descriptor(

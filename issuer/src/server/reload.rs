@@ -272,7 +272,9 @@ fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
     };
     let file = std::fs::File::open(path).map_err(read_err)?;
     let mut buf = Vec::new();
-    file.take(max.saturating_add(1)).read_to_end(&mut buf).map_err(read_err)?;
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(read_err)?;
     if buf.len() as u64 > max {
         return Err(LoadError::TooLarge {
             path: path.to_path_buf(),
@@ -353,7 +355,10 @@ fn is_change(kind: &EventKind) -> bool {
     }
 }
 
-fn start_watcher(dirs: &BTreeSet<PathBuf>, tx: &mpsc::Sender<Wake>) -> notify::Result<notify::RecommendedWatcher> {
+fn start_watcher(
+    dirs: &BTreeSet<PathBuf>,
+    tx: &mpsc::Sender<Wake>,
+) -> notify::Result<notify::RecommendedWatcher> {
     let tx = tx.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let wake = match res {

@@ -44,7 +44,9 @@ pub enum TlsPairError {
     )]
     NoKey,
     /// The key is of a type or size ring cannot sign with.
-    #[error("the private key is not usable: {0}; RSA (2048 bits or more), ECDSA P-256/P-384 or Ed25519 is required")]
+    #[error(
+        "the private key is not usable: {0}; RSA (2048 bits or more), ECDSA P-256/P-384 or Ed25519 is required"
+    )]
     UnsupportedKey(String),
     /// The key is not the key of the leaf certificate.
     #[error("the private key does not match the leaf certificate's public key; the files are not one pair")]
@@ -163,7 +165,9 @@ impl WatchedCertResolver {
 
 impl fmt::Debug for WatchedCertResolver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WatchedCertResolver").field("pair", &self.pair).finish()
+        f.debug_struct("WatchedCertResolver")
+            .field("pair", &self.pair)
+            .finish()
     }
 }
 

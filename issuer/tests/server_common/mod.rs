@@ -108,15 +108,21 @@ pub fn ts(s: &str) -> Timestamp {
 /// presented, or the handshake error.
 pub async fn presented_leaf(addr: SocketAddr, ca_pem: &str) -> Result<Vec<u8>, String> {
     let mut roots = rustls::RootCertStore::empty();
-    let ca: CertificateDer<'static> = rustls_pemfile::certs(&mut ca_pem.as_bytes()).next().unwrap().unwrap();
-    roots.add(ca).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
+    let ca: CertificateDer<'static> = rustls_pemfile::certs(&mut ca_pem.as_bytes())
+        .next()
         .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .unwrap();
+    roots.add(ca).unwrap();
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
     let tls = connector
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
@@ -148,7 +154,10 @@ where
         if f().await {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
