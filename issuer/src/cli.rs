@@ -1,7 +1,635 @@
-//! The `ichor-issuer` command line (in progress).
+//! The `ichor-issuer` command line: flags (each with an environment variable), their validation
+//! into a [`Config`], and [`run`], which loads the watched files, binds nothing itself (the
+//! caller passes [`Listeners`]) and serves the two HTTPS listeners:
+//!
+//! - the external listener (default `0.0.0.0:8443`): the OIDC routes, `/healthz`, `/readyz` and
+//!   `/metrics`, with the operator's certificate (`--tls-cert-file`/`--tls-key-file`) or the
+//!   Ichor leaf;
+//! - the internal listener (default `0.0.0.0:8444`): discovery and JWKS only, with the Ichor leaf.
 
-/// Parse flags and run the issuer.
-pub fn main() -> std::process::ExitCode {
-    eprintln!("ichor-issuer: not built yet");
-    std::process::ExitCode::FAILURE
+use crate::server::cidr::Cidr;
+use crate::server::health::{self, Readiness};
+use crate::server::metrics::{Metrics, ReloadStatus, Sources};
+use crate::server::reload::{WatchError, WatchOptions, Watched};
+use crate::server::tls::{self, PairFiles};
+use crate::server::{ServeOptions, serve};
+use axum::Router;
+use clap::{Parser, ValueEnum};
+use ichor_renderers::trust::keys::KeysDocument;
+use jiff::SignedDuration;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+/// Default mount of the `ichor-oidc-tls` Secret (`tls.crt`, `tls.key`).
+pub const DEFAULT_ICHOR_TLS_DIR: &str = "/var/run/ichor/oidc-tls";
+/// Default path of `keys.json` in the mounted `ichor-oidc-signing` Secret.
+pub const DEFAULT_KEYS_FILE: &str = "/var/run/ichor/oidc-signing/keys.json";
+/// Shortest accepted `--token-ttl`.
+pub const MIN_TOKEN_TTL: SignedDuration = SignedDuration::from_mins(1);
+/// Longest accepted `--token-ttl`.
+pub const MAX_TOKEN_TTL: SignedDuration = SignedDuration::from_mins(15);
+/// Shortest accepted `--refresh-lifetime`.
+pub const MIN_REFRESH_LIFETIME: SignedDuration = SignedDuration::from_hours(1);
+/// Longest accepted `--refresh-lifetime`.
+pub const MAX_REFRESH_LIFETIME: SignedDuration = SignedDuration::from_hours(720);
+
+const EXAMPLES: &str = "\
+Examples:
+  # In a cluster (the helm chart's arguments): the Ichor leaf on both listeners
+  ichor-issuer --external-url https://ichor.example.com \\
+    --ichor-tls-dir /var/run/ichor/oidc-tls --keys-file /var/run/ichor/oidc-signing/keys.json
+
+  # The operator's certificate on 8443 (cert-manager renewals are picked up without a restart)
+  ichor-issuer --external-url https://ichor.example.com \\
+    --tls-cert-file /etc/ichor/ui-tls/tls.crt --tls-key-file /etc/ichor/ui-tls/tls.key \\
+    --trusted-proxy 10.0.0.0/8 --log-format json
+
+  # On one machine, with files for users and state
+  ichor-issuer --external-url https://127.0.0.1:8443 --listen 127.0.0.1:8443 \\
+    --internal-listen 127.0.0.1:8444 --store local \\
+    --local-users-dir ./users --local-state-dir ./state \\
+    --ichor-tls-dir ./state/oidc-tls --keys-file ./state/oidc-signing/keys.json";
+
+/// Where users and credentials are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// `IchorUser` objects and the `ichor-user-credentials` Secret (in a cluster).
+    Kube,
+    /// Files: a directory of `IchorUser` manifests and a state directory (`ichor dev`).
+    Local,
+}
+
+/// The log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The flags of `ichor-issuer`, as given (see [`Flags::validate`]).
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "ichor-issuer",
+    version,
+    about = "The Ichor OpenID Connect issuer: sign-in for the Ichor UI and CLI, ID tokens for the kube-apiserver.",
+    after_help = EXAMPLES
+)]
+pub struct Flags {
+    /// The issuer's public URL (https), exactly as the kube-apiserver and the clients see it;
+    /// it is the `iss` of every token.
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_URL", value_name = "URL")]
+    pub external_url: String,
+
+    /// Address of the external HTTPS listener (OIDC, UI, API, health, metrics).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_LISTEN",
+        default_value = "0.0.0.0:8443",
+        value_name = "ADDR:PORT"
+    )]
+    pub listen: SocketAddr,
+
+    /// Address of the internal HTTPS listener (discovery and JWKS for the kube-apiserver, served
+    /// with the Ichor leaf).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_INTERNAL_LISTEN",
+        default_value = "0.0.0.0:8444",
+        value_name = "ADDR:PORT"
+    )]
+    pub internal_listen: SocketAddr,
+
+    /// The operator's certificate chain (PEM) for the external listener; with --tls-key-file.
+    /// Default: the Ichor leaf from --ichor-tls-dir.
+    #[arg(long, env = "ICHOR_ISSUER_TLS_CERT_FILE", value_name = "PATH")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert-file.
+    #[arg(long, env = "ICHOR_ISSUER_TLS_KEY_FILE", value_name = "PATH")]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// The mounted `ichor-oidc-tls` Secret (files `tls.crt` and `tls.key`).
+    #[arg(long, env = "ICHOR_ISSUER_ICHOR_TLS_DIR", default_value = DEFAULT_ICHOR_TLS_DIR, value_name = "DIR")]
+    pub ichor_tls_dir: PathBuf,
+
+    /// The `keys.json` of the mounted `ichor-oidc-signing` Secret.
+    #[arg(long, env = "ICHOR_ISSUER_KEYS_FILE", default_value = DEFAULT_KEYS_FILE, value_name = "PATH")]
+    pub keys_file: PathBuf,
+
+    /// Where users and credentials live.
+    #[arg(long, env = "ICHOR_ISSUER_STORE", value_enum, default_value = "kube")]
+    pub store: StoreKind,
+
+    /// With --store local: the directory of `IchorUser` manifests.
+    #[arg(long, env = "ICHOR_ISSUER_LOCAL_USERS_DIR", value_name = "DIR")]
+    pub local_users_dir: Option<PathBuf>,
+
+    /// With --store local: the directory of credentials and other state.
+    #[arg(long, env = "ICHOR_ISSUER_LOCAL_STATE_DIR", value_name = "DIR")]
+    pub local_state_dir: Option<PathBuf>,
+
+    /// Lifetime of an ID token when `IchorInstallation.spec.users` does not set one (1m to 15m).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_TOKEN_TTL",
+        default_value = "5m",
+        value_name = "DURATION"
+    )]
+    pub token_ttl: String,
+
+    /// Absolute lifetime of a refresh-token family when `IchorInstallation.spec.users` does not
+    /// set one (1h to 720h).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_REFRESH_LIFETIME",
+        default_value = "12h",
+        value_name = "DURATION"
+    )]
+    pub refresh_lifetime: String,
+
+    /// A network (CIDR) of reverse proxies whose `X-Forwarded-For` is believed; repeatable
+    /// (comma-separated in the environment variable).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_TRUSTED_PROXY",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub trusted_proxy: Vec<String>,
+
+    /// Log line format.
+    #[arg(long, env = "ICHOR_ISSUER_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// Where the external listener's certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExternalTls {
+    /// The operator's pair (`--tls-cert-file`, `--tls-key-file`).
+    Operator(PairFiles),
+    /// The Ichor leaf, the same pair as the internal listener.
+    IchorLeaf,
+}
+
+/// The user store chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// Kubernetes objects.
+    Kube,
+    /// Local files.
+    Local {
+        /// `IchorUser` manifests.
+        users_dir: PathBuf,
+        /// Credentials and state.
+        state_dir: PathBuf,
+    },
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The issuer identifier (`iss`): the external URL without a trailing `/`.
+    pub issuer: String,
+    /// The external URL, parsed.
+    pub external_url: url::Url,
+    /// External listener address.
+    pub listen: SocketAddr,
+    /// Internal listener address.
+    pub internal_listen: SocketAddr,
+    /// The external listener's certificate.
+    pub external_tls: ExternalTls,
+    /// The Ichor leaf (`tls.crt`, `tls.key` of `ichor-oidc-tls`).
+    pub ichor_tls: PairFiles,
+    /// `keys.json`.
+    pub keys_file: PathBuf,
+    /// The user store.
+    pub store: StoreConfig,
+    /// Fallback ID token lifetime.
+    pub token_ttl: SignedDuration,
+    /// Fallback refresh-family lifetime.
+    pub refresh_lifetime: SignedDuration,
+    /// Trusted reverse-proxy networks.
+    pub trusted_proxies: Vec<Cidr>,
+    /// Log format.
+    pub log_format: LogFormat,
+}
+
+/// A flag was refused. Each message names the flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `--external-url` is not an absolute URL.
+    #[error("--external-url {given:?} is not an absolute URL like https://ichor.example.com")]
+    ExternalUrlSyntax {
+        /// What was given.
+        given: String,
+    },
+    /// `--external-url` is not https or carries parts an issuer URL may not have.
+    #[error("--external-url {given:?} {problem}")]
+    ExternalUrlShape {
+        /// What was given.
+        given: String,
+        /// What is wrong.
+        problem: &'static str,
+    },
+    /// Only one of the operator pair's flags was given.
+    #[error("--tls-cert-file and --tls-key-file go together: give both, or neither to serve the Ichor leaf")]
+    HalfOperatorPair,
+    /// The two listeners share an address.
+    #[error("--listen and --internal-listen are both {0}; the two listeners need different addresses")]
+    SameListenAddress(SocketAddr),
+    /// A local-store flag is missing.
+    #[error("--store local needs {0}")]
+    LocalStoreFlagMissing(&'static str),
+    /// A local-store flag was given with the Kubernetes store.
+    #[error("{0} is only used with --store local")]
+    LocalStoreFlagWithKube(&'static str),
+    /// A duration does not parse.
+    #[error("{flag} {given:?} is not a duration; write it like 5m, 90s or 12h")]
+    DurationSyntax {
+        /// The flag.
+        flag: &'static str,
+        /// What was given.
+        given: String,
+    },
+    /// A duration is out of range.
+    #[error("{flag} {given:?} is out of range; it must be from {min} to {max}")]
+    DurationRange {
+        /// The flag.
+        flag: &'static str,
+        /// What was given.
+        given: String,
+        /// Smallest accepted.
+        min: &'static str,
+        /// Largest accepted.
+        max: &'static str,
+    },
+    /// A `--trusted-proxy` is not a CIDR.
+    #[error("--trusted-proxy: {0}")]
+    TrustedProxy(#[from] crate::server::cidr::CidrError),
+}
+
+fn parse_duration(
+    flag: &'static str,
+    given: &str,
+    (min, max): (SignedDuration, SignedDuration),
+    (min_text, max_text): (&'static str, &'static str),
+) -> Result<SignedDuration, ConfigError> {
+    let d: SignedDuration = given.trim().parse().map_err(|_| ConfigError::DurationSyntax {
+        flag,
+        given: given.to_owned(),
+    })?;
+    if d < min || d > max {
+        return Err(ConfigError::DurationRange {
+            flag,
+            given: given.to_owned(),
+            min: min_text,
+            max: max_text,
+        });
+    }
+    Ok(d)
+}
+
+fn parse_external_url(given: &str) -> Result<(String, url::Url), ConfigError> {
+    let shape = |problem| ConfigError::ExternalUrlShape {
+        given: given.to_owned(),
+        problem,
+    };
+    let url = url::Url::parse(given).map_err(|_| ConfigError::ExternalUrlSyntax {
+        given: given.to_owned(),
+    })?;
+    if url.scheme() != "https" {
+        return Err(shape(
+            "must use https (the issuer of a kube-apiserver must be https)",
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(shape("has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(shape("must not carry a user name or password"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(shape("must not have a query or a fragment"));
+    }
+    let issuer = url.as_str().trim_end_matches('/').to_owned();
+    Ok((issuer, url))
+}
+
+impl Flags {
+    /// Checks the flags together and builds the [`Config`].
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let (issuer, external_url) = parse_external_url(&self.external_url)?;
+        let external_tls = match (self.tls_cert_file, self.tls_key_file) {
+            (Some(cert), Some(key)) => ExternalTls::Operator(PairFiles { cert, key }),
+            (None, None) => ExternalTls::IchorLeaf,
+            _ => return Err(ConfigError::HalfOperatorPair),
+        };
+        if self.listen == self.internal_listen {
+            return Err(ConfigError::SameListenAddress(self.listen));
+        }
+        let store = match self.store {
+            StoreKind::Kube => {
+                if self.local_users_dir.is_some() {
+                    return Err(ConfigError::LocalStoreFlagWithKube("--local-users-dir"));
+                }
+                if self.local_state_dir.is_some() {
+                    return Err(ConfigError::LocalStoreFlagWithKube("--local-state-dir"));
+                }
+                StoreConfig::Kube
+            }
+            StoreKind::Local => StoreConfig::Local {
+                users_dir: self
+                    .local_users_dir
+                    .ok_or(ConfigError::LocalStoreFlagMissing("--local-users-dir"))?,
+                state_dir: self
+                    .local_state_dir
+                    .ok_or(ConfigError::LocalStoreFlagMissing("--local-state-dir"))?,
+            },
+        };
+        let token_ttl = parse_duration(
+            "--token-ttl",
+            &self.token_ttl,
+            (MIN_TOKEN_TTL, MAX_TOKEN_TTL),
+            ("1m", "15m"),
+        )?;
+        let refresh_lifetime = parse_duration(
+            "--refresh-lifetime",
+            &self.refresh_lifetime,
+            (MIN_REFRESH_LIFETIME, MAX_REFRESH_LIFETIME),
+            ("1h", "720h"),
+        )?;
+        let trusted_proxies = self
+            .trusted_proxy
+            .iter()
+            .map(|c| c.trim().parse::<Cidr>())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Config {
+            issuer,
+            external_url,
+            listen: self.listen,
+            internal_listen: self.internal_listen,
+            external_tls,
+            ichor_tls: PairFiles::in_secret_dir(self.ichor_tls_dir),
+            keys_file: self.keys_file,
+            store,
+            token_ttl,
+            refresh_lifetime,
+            trusted_proxies,
+            log_format: self.log_format,
+        })
+    }
+}
+
+/// How [`run`] watches files and serves (the defaults in production; tests shorten them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Watching of `keys.json` and the TLS pairs.
+    pub watch: WatchOptions,
+    /// Limits and timeouts of both listeners.
+    pub serve: ServeOptions,
+}
+
+/// The two bound sockets.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The external listener.
+    pub external: TcpListener,
+    /// The internal listener.
+    pub internal: TcpListener,
+}
+
+impl Listeners {
+    /// Binds `--listen` and `--internal-listen`.
+    pub async fn bind(config: &Config) -> Result<Self, RunError> {
+        let bind = |addr: SocketAddr, flag: &'static str| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| RunError::Bind { flag, addr, source })
+        };
+        Ok(Listeners {
+            external: bind(config.listen, "--listen").await?,
+            internal: bind(config.internal_listen, "--internal-listen").await?,
+        })
+    }
+}
+
+/// Why [`run`] could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr} ({flag}): {source}")]
+    Bind {
+        /// The flag of the address.
+        flag: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file watcher could not start.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+    /// The TLS configuration was refused.
+    #[error("cannot build the TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// What the OIDC routers are built from: the configuration and the shared, watched state.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// The validated flags.
+    pub config: Arc<Config>,
+    /// `keys.json`, reloaded on change (the lead converts it to `keys::LoadedKeys`).
+    pub keys: Watched<KeysDocument>,
+    /// The metrics registry (its counters go to the request handlers).
+    pub metrics: Arc<Metrics>,
+}
+
+/// The OIDC routers of the two listeners.
+#[derive(Debug, Clone, Default)]
+pub struct Routers {
+    /// Routes of the external listener (8443).
+    pub external: Router,
+    /// Routes of the internal listener (8444): discovery and JWKS only.
+    pub internal: Router,
+}
+
+/// WIRING (lead): the OIDC routers of the binary. Replace the empty routers with
+/// `oidc::external_router(issuer)` and `oidc::internal_router(issuer)` once the OIDC module is
+/// merged, building the `Issuer` from `served` (keys, config, metrics counters, store).
+pub fn oidc_routers(served: &Served) -> Routers {
+    let _ = served;
+    Routers::default()
+}
+
+/// Adds the health, readiness and metrics endpoints to the external router; the internal
+/// listener serves its OIDC routes only.
+pub fn compose(oidc: Routers, health: Router) -> Routers {
+    Routers {
+        external: oidc.external.merge(health),
+        internal: oidc.internal,
+    }
+}
+
+/// Loads the watched files, builds the routers with `routers` and serves both listeners until
+/// `shutdown` completes (then drains in-flight requests, bounded by the serve options).
+pub async fn run<F>(
+    config: Config,
+    listeners: Listeners,
+    options: RunOptions,
+    routers: F,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError>
+where
+    F: FnOnce(&Served) -> Routers,
+{
+    let config = Arc::new(config);
+    let keys = Watched::file("keys", &config.keys_file, KeysDocument::parse, options.watch)?;
+    let internal_pair = tls::watch_pair("tls-internal", &config.ichor_tls, options.watch)?;
+    let external_pair = match &config.external_tls {
+        ExternalTls::Operator(files) => tls::watch_pair("tls-external", files, options.watch)?,
+        ExternalTls::IchorLeaf => internal_pair.clone(),
+    };
+
+    let mut reloads: Vec<Arc<dyn ReloadStatus>> =
+        vec![Arc::new(keys.clone()), Arc::new(internal_pair.clone())];
+    if matches!(config.external_tls, ExternalTls::Operator(_)) {
+        reloads.push(Arc::new(external_pair.clone()));
+    }
+    let metrics = Arc::new(Metrics::new(Sources {
+        reloads: reloads.clone(),
+        certificates: vec![
+            ("external".to_owned(), external_pair.clone()),
+            ("internal".to_owned(), internal_pair.clone()),
+        ],
+        key_times: Some(Sources::key_times_of(keys.clone())),
+    }));
+    let readiness = reloads
+        .into_iter()
+        .fold(Readiness::new(), |r, watched| r.require_loaded(watched));
+
+    let served = Served {
+        config: Arc::clone(&config),
+        keys,
+        metrics: Arc::clone(&metrics),
+    };
+    let app = compose(routers(&served), health::router(Arc::new(readiness), metrics));
+    let external_tls = tls::server_config(external_pair)?;
+    let internal_tls = tls::server_config(internal_pair)?;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    tracing::info!(
+        issuer = %config.issuer,
+        external = ?listeners.external.local_addr().ok(),
+        internal = ?listeners.internal.local_addr().ok(),
+        "serving"
+    );
+    tokio::join!(
+        serve(
+            listeners.external,
+            external_tls,
+            app.external,
+            stopped(stop_rx.clone()),
+            options.serve
+        ),
+        serve(
+            listeners.internal,
+            internal_tls,
+            app.internal,
+            stopped(stop_rx),
+            options.serve
+        ),
+    );
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on SIGTERM or Ctrl-C (SIGINT).
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Parses the flags and runs the issuer: exit 2 on a refused flag, 1 when it cannot start.
+pub fn main() -> ExitCode {
+    let flags = Flags::parse();
+    let config = match flags.validate() {
+        Ok(c) => c,
+        Err(error) => {
+            eprintln!("ichor-issuer: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(config.log_format);
+    // Another provider already installed is fine: every config here names ring explicitly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(error) => {
+            eprintln!("ichor-issuer: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        let listeners = Listeners::bind(&config).await?;
+        run(
+            config,
+            listeners,
+            RunOptions::default(),
+            oidc_routers,
+            shutdown_signal(),
+        )
+        .await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!(%error, "cannot start");
+            eprintln!("ichor-issuer: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }

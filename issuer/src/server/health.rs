@@ -1,0 +1,127 @@
+//! `/healthz` (200 while the process serves), `/readyz` (503 with the list of what is still
+//! missing until every readiness check holds: signing keys and TLS loaded) and `/metrics`
+//! (OpenMetrics text).
+
+use super::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE, ReloadStatus};
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::fmt;
+use std::sync::Arc;
+
+/// Path of the liveness probe.
+pub const HEALTHZ: &str = "/healthz";
+/// Path of the readiness probe.
+pub const READYZ: &str = "/readyz";
+/// Path of the Prometheus scrape.
+pub const METRICS: &str = "/metrics";
+
+type Check = dyn Fn() -> bool + Send + Sync;
+
+/// The conditions under which the process is ready: named predicates, all of which must hold.
+#[derive(Clone, Default)]
+pub struct Readiness {
+    checks: Vec<(String, Arc<Check>)>,
+}
+
+impl fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Readiness")
+            .field("checks", &self.checks.iter().map(|(n, _)| n).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Readiness {
+    /// No condition yet (ready).
+    pub fn new() -> Self {
+        Readiness::default()
+    }
+
+    /// Adds a named predicate.
+    pub fn require(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.checks.push((name.into(), Arc::new(check)));
+        self
+    }
+
+    /// Adds "this watched file set is loaded", named after it.
+    pub fn require_loaded(self, watched: Arc<dyn ReloadStatus>) -> Self {
+        let name = watched.name().to_owned();
+        self.require(name, move || watched.is_loaded())
+    }
+
+    /// The names of the predicates that do not hold now (empty when ready).
+    pub fn waiting_for(&self) -> Vec<&str> {
+        self.checks
+            .iter()
+            .filter(|(_, check)| !check())
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+}
+
+#[derive(Clone)]
+struct HealthState {
+    readiness: Arc<Readiness>,
+    metrics: Arc<Metrics>,
+}
+
+/// The router of the three endpoints.
+pub fn router(readiness: Arc<Readiness>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route(HEALTHZ, get(healthz))
+        .route(READYZ, get(readyz))
+        .route(METRICS, get(render_metrics))
+        .with_state(HealthState { readiness, metrics })
+}
+
+fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn healthz() -> Response {
+    no_store((StatusCode::OK, axum::Json(serde_json::json!({"status": "ok"}))).into_response())
+}
+
+async fn readyz(State(state): State<HealthState>) -> Response {
+    let waiting = state.readiness.waiting_for();
+    let response = if waiting.is_empty() {
+        (StatusCode::OK, axum::Json(serde_json::json!({"ready": true}))).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({"ready": false, "waitingFor": waiting})),
+        )
+            .into_response()
+    };
+    no_store(response)
+}
+
+async fn render_metrics(State(state): State<HealthState>) -> Response {
+    match state.metrics.render() {
+        Ok(text) => no_store(
+            (
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE),
+                )],
+                text,
+            )
+                .into_response(),
+        ),
+        Err(_) => {
+            tracing::warn!("rendering the metrics failed");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The issuer's Prometheus metrics, rendered in the OpenMetrics text format.
+//!
+//! Two kinds: counters the request handlers increment ([`IssuerCounters`]: tokens issued by
+//! grant and audience, login failures, back-off hits, refresh reuse detections), and values
+//! computed at scrape from the watched files ([`Sources`]: age of the signing keys, expiry of the
+//! served certificates, reload failures). Every name starts with `ichor_issuer_`.
+
+use super::reload::Watched;
+use super::tls::TlsPair;
+use ichor_renderers::trust::keys::{KeyTimes as _, KeysDocument};
+use jiff::Timestamp;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::Exemplar;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use std::fmt;
+use std::sync::Arc;
+
+/// Content type of [`Metrics::render`]'s output.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Labels of `ichor_issuer_tokens_issued_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TokenLabels {
+    /// The grant: `authorization_code` or `refresh_token`.
+    pub grant: String,
+    /// The ID token's audience: `ichor-ui` or `ichor-kube`.
+    pub audience: String,
+}
+
+/// Labels of `ichor_issuer_login_failures_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct LoginFailureLabels {
+    /// Why: `bad_credentials`, `disabled`, `backoff`, ….
+    pub reason: String,
+}
+
+/// Labels of `ichor_issuer_backoff_hits_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BackoffLabels {
+    /// Which back-off refused: `user` or `source`.
+    pub scope: String,
+}
+
+/// The counters request handlers increment. Cheap to clone (shared atomics).
+#[derive(Debug, Clone, Default)]
+pub struct IssuerCounters {
+    /// ID tokens issued, by grant and audience.
+    pub tokens_issued: Family<TokenLabels, Counter>,
+    /// Failed logins, by reason.
+    pub login_failures: Family<LoginFailureLabels, Counter>,
+    /// Requests refused by the per-user or per-source back-off.
+    pub backoff_hits: Family<BackoffLabels, Counter>,
+    /// Refresh tokens presented again outside the grace window (the family is revoked).
+    pub refresh_reuse_detections: Counter,
+}
+
+impl IssuerCounters {
+    /// Counts one issued ID token.
+    pub fn token_issued(&self, grant: &str, audience: &str) {
+        self.tokens_issued
+            .get_or_create(&TokenLabels {
+                grant: grant.to_owned(),
+                audience: audience.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// Something reloaded from files, as the metrics and readiness see it (implemented by every
+/// [`Watched`] value, whatever it holds).
+pub trait ReloadStatus: Send + Sync {
+    /// The name (a metric label value).
+    fn name(&self) -> &str;
+    /// Whether a value is loaded.
+    fn is_loaded(&self) -> bool;
+    /// Failed loads since start.
+    fn reload_failures(&self) -> u64;
+}
+
+impl<T: Send + Sync> ReloadStatus for Watched<T> {
+    fn name(&self) -> &str {
+        Watched::name(self)
+    }
+    fn is_loaded(&self) -> bool {
+        Watched::is_loaded(self)
+    }
+    fn reload_failures(&self) -> u64 {
+        Watched::reload_failures(self)
+    }
+}
+
+/// The creation instants of the keys signing at an instant, for the key-age gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SigningKeyTimes {
+    /// `createdAt` of the RSA key signing ID tokens.
+    pub rsa: Option<Timestamp>,
+    /// `createdAt` of the HMAC key signing internal artifacts.
+    pub hmac: Option<Timestamp>,
+}
+
+impl SigningKeyTimes {
+    /// The signing keys of `doc` at `now`.
+    pub fn of(doc: &KeysDocument, now: Timestamp) -> Self {
+        SigningKeyTimes {
+            rsa: doc.signing_key(now).map(|k| k.created_at()),
+            hmac: doc.signing_hmac(now).map(|k| k.created_at()),
+        }
+    }
+}
+
+/// Reads the current signing-key times at scrape (`now` given).
+pub type KeyTimesFn = dyn Fn(Timestamp) -> SigningKeyTimes + Send + Sync;
+
+/// What the scrape-time metrics read.
+#[derive(Clone, Default)]
+pub struct Sources {
+    /// Watched files whose reload failures are exported (label `file`).
+    pub reloads: Vec<Arc<dyn ReloadStatus>>,
+    /// The served certificate of each listener (label `listener`).
+    pub certificates: Vec<(String, Watched<TlsPair>)>,
+    /// The signing keys' creation times.
+    pub key_times: Option<Arc<KeyTimesFn>>,
+}
+
+impl Sources {
+    /// Key times read from a watched `keys.json`.
+    pub fn key_times_of(keys: Watched<KeysDocument>) -> Arc<KeyTimesFn> {
+        Arc::new(move |now| {
+            keys.current()
+                .map(|doc| SigningKeyTimes::of(&doc, now))
+                .unwrap_or_default()
+        })
+    }
+}
+
+impl fmt::Debug for Sources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sources")
+            .field(
+                "reloads",
+                &self
+                    .reloads
+                    .iter()
+                    .map(|r| r.name().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .field("certificates", &self.certificates)
+            .field("key_times", &self.key_times.is_some())
+            .finish()
+    }
+}
+
+/// The metrics registry of one issuer process.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    counters: IssuerCounters,
+}
+
+impl Metrics {
+    /// Registers the counters and the scrape-time collector over `sources`.
+    pub fn new(sources: Sources) -> Self {
+        let counters = IssuerCounters::default();
+        let mut registry = Registry::with_prefix("ichor_issuer");
+        registry.register(
+            "tokens_issued",
+            "ID tokens issued, by grant and audience",
+            counters.tokens_issued.clone(),
+        );
+        registry.register(
+            "login_failures",
+            "Failed logins, by reason",
+            counters.login_failures.clone(),
+        );
+        registry.register(
+            "backoff_hits",
+            "Requests refused by the per-user or per-source back-off",
+            counters.backoff_hits.clone(),
+        );
+        registry.register(
+            "refresh_reuse_detections",
+            "Refresh tokens replayed outside the grace window (family revoked)",
+            counters.refresh_reuse_detections.clone(),
+        );
+        registry.register_collector(Box::new(ScrapeCollector { sources }));
+        Metrics { registry, counters }
+    }
+
+    /// The counters, for the request handlers.
+    pub fn counters(&self) -> &IssuerCounters {
+        &self.counters
+    }
+
+    /// The OpenMetrics text exposition (scrape-time values computed now).
+    pub fn render(&self) -> Result<String, fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+struct ScrapeCollector {
+    sources: Sources,
+}
+
+impl fmt::Debug for ScrapeCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.sources.fmt(f)
+    }
+}
+
+impl prometheus_client::collector::Collector for ScrapeCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        let now = Timestamp::now();
+
+        if let Some(key_times) = &self.sources.key_times {
+            let times = key_times(now);
+            let mut m = encoder.encode_descriptor(
+                "signing_key_age_seconds",
+                "Seconds since createdAt of the key signing now (kind rsa: ID tokens; hmac: internal artifacts)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (kind, created) in [("rsa", times.rsa), ("hmac", times.hmac)] {
+                if let Some(created) = created {
+                    let age = now.duration_since(created).as_secs_f64();
+                    m.encode_family(&[("kind", kind)])?.encode_gauge(&age)?;
+                }
+            }
+        }
+
+        let mut m = encoder.encode_descriptor(
+            "certificate_expiry_timestamp_seconds",
+            "notAfter of the certificate each listener serves, in Unix seconds",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (listener, pair) in &self.sources.certificates {
+            if let Some(pair) = pair.current() {
+                m.encode_family(&[("listener", listener.as_str())])?
+                    .encode_gauge(&pair.not_after().as_second())?;
+            }
+        }
+
+        let mut m = encoder.encode_descriptor(
+            "reload_failures",
+            "Failed loads of a watched file set (the previous value kept serving)",
+            None,
+            MetricType::Counter,
+        )?;
+        for r in &self.sources.reloads {
+            m.encode_family(&[("file", r.name())])?
+                .encode_counter::<NoLabelSet, _, u64>(
+                    &r.reload_failures(),
+                    None::<&Exemplar<NoLabelSet, u64>>,
+                )?;
+        }
+
+        let mut m = encoder.encode_descriptor(
+            "file_loaded",
+            "1 when a watched file set is loaded, 0 while it never loaded",
+            None,
+            MetricType::Gauge,
+        )?;
+        for r in &self.sources.reloads {
+            m.encode_family(&[("file", r.name())])?
+                .encode_gauge(&i64::from(r.is_loaded()))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,200 @@
+//! `ichor-issuer` flags: defaults, environment variables, and refusals naming the flag.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use clap::Parser as _;
+use ichor_issuer::cli::{Config, ConfigError, ExternalTls, Flags, LogFormat, StoreConfig};
+use ichor_issuer::server::tls::PairFiles;
+use jiff::SignedDuration;
+
+fn parse(extra: &[&str]) -> Result<Config, String> {
+    let mut argv = vec!["ichor-issuer"];
+    argv.extend_from_slice(extra);
+    Flags::try_parse_from(argv)
+        .map_err(|e| e.to_string())?
+        .validate()
+        .map_err(|e| e.to_string())
+}
+
+fn with_url(extra: &[&str]) -> Result<Config, String> {
+    let mut argv = vec!["--external-url", "https://ichor.example.com"];
+    argv.extend_from_slice(extra);
+    parse(&argv)
+}
+
+#[test]
+fn the_defaults_serve_the_ichor_leaf_on_8443_and_8444_with_the_kubernetes_store() {
+    let c = with_url(&[]).unwrap();
+    assert_eq!(c.issuer, "https://ichor.example.com");
+    assert_eq!(c.listen.to_string(), "0.0.0.0:8443");
+    assert_eq!(c.internal_listen.to_string(), "0.0.0.0:8444");
+    assert_eq!(c.external_tls, ExternalTls::IchorLeaf);
+    assert_eq!(c.ichor_tls, PairFiles::in_secret_dir("/var/run/ichor/oidc-tls"));
+    assert_eq!(
+        c.keys_file.to_str(),
+        Some("/var/run/ichor/oidc-signing/keys.json")
+    );
+    assert_eq!(c.store, StoreConfig::Kube);
+    assert_eq!(c.token_ttl, SignedDuration::from_mins(5));
+    assert_eq!(c.refresh_lifetime, SignedDuration::from_hours(12));
+    assert!(c.trusted_proxies.is_empty());
+    assert_eq!(c.log_format, LogFormat::Text);
+}
+
+#[test]
+fn the_external_url_is_required() {
+    let err = parse(&[]).unwrap_err();
+    assert!(err.contains("--external-url"), "{err}");
+}
+
+#[test]
+fn refuses_an_external_url_that_is_not_https_naming_the_flag() {
+    for (url, expect) in [
+        ("http://ichor.example.com", "must use https"),
+        ("ichor.example.com", "not an absolute URL"),
+        ("https://ichor.example.com/?a=b", "query or a fragment"),
+        ("https://user:pw@ichor.example.com", "user name or password"),
+    ] {
+        let err = parse(&["--external-url", url]).unwrap_err();
+        assert!(
+            err.starts_with("--external-url") && err.contains(expect),
+            "{url}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_issuer_is_the_external_url_without_its_trailing_slash() {
+    let c = parse(&["--external-url", "https://example.com/ichor/"]).unwrap();
+    assert_eq!(c.issuer, "https://example.com/ichor");
+}
+
+#[test]
+fn the_operator_certificate_needs_both_files() {
+    let err = with_url(&["--tls-cert-file", "/c.crt"]).unwrap_err();
+    assert_eq!(err, ConfigError::HalfOperatorPair.to_string());
+    let c = with_url(&["--tls-cert-file", "/c.crt", "--tls-key-file", "/c.key"]).unwrap();
+    assert_eq!(
+        c.external_tls,
+        ExternalTls::Operator(PairFiles {
+            cert: "/c.crt".into(),
+            key: "/c.key".into()
+        })
+    );
+}
+
+#[test]
+fn the_local_store_needs_its_two_directories_and_the_kube_store_refuses_them() {
+    let err = with_url(&["--store", "local", "--local-users-dir", "/u"]).unwrap_err();
+    assert_eq!(err, "--store local needs --local-state-dir");
+    let c = with_url(&[
+        "--store",
+        "local",
+        "--local-users-dir",
+        "/u",
+        "--local-state-dir",
+        "/s",
+    ])
+    .unwrap();
+    assert_eq!(
+        c.store,
+        StoreConfig::Local {
+            users_dir: "/u".into(),
+            state_dir: "/s".into()
+        }
+    );
+    let err = with_url(&["--local-users-dir", "/u"]).unwrap_err();
+    assert_eq!(err, "--local-users-dir is only used with --store local");
+}
+
+#[test]
+fn durations_parse_and_are_bounded_naming_the_flag() {
+    let c = with_url(&["--token-ttl", "15m", "--refresh-lifetime", "720h"]).unwrap();
+    assert_eq!(c.token_ttl, SignedDuration::from_mins(15));
+    assert_eq!(c.refresh_lifetime, SignedDuration::from_hours(720));
+    let c = with_url(&["--token-ttl", "90s"]).unwrap();
+    assert_eq!(c.token_ttl, SignedDuration::from_secs(90));
+
+    let err = with_url(&["--token-ttl", "16m"]).unwrap_err();
+    assert_eq!(
+        err,
+        "--token-ttl \"16m\" is out of range; it must be from 1m to 15m"
+    );
+    let err = with_url(&["--token-ttl", "59s"]).unwrap_err();
+    assert!(err.starts_with("--token-ttl \"59s\" is out of range"), "{err}");
+    let err = with_url(&["--refresh-lifetime", "721h"]).unwrap_err();
+    assert!(
+        err.starts_with("--refresh-lifetime \"721h\" is out of range"),
+        "{err}"
+    );
+    let err = with_url(&["--refresh-lifetime", "59m"]).unwrap_err();
+    assert!(err.starts_with("--refresh-lifetime"), "{err}");
+    let err = with_url(&["--token-ttl", "five minutes"]).unwrap_err();
+    assert!(
+        err.starts_with("--token-ttl \"five minutes\" is not a duration"),
+        "{err}"
+    );
+}
+
+#[test]
+fn trusted_proxies_repeat_and_a_bad_one_names_the_flag() {
+    let c = with_url(&["--trusted-proxy", "10.0.0.0/8", "--trusted-proxy", "fd00::/8"]).unwrap();
+    assert_eq!(
+        c.trusted_proxies
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["10.0.0.0/8", "fd00::/8"]
+    );
+    let err = with_url(&["--trusted-proxy", "10.0.0.1/8"]).unwrap_err();
+    assert!(
+        err.starts_with("--trusted-proxy: 10.0.0.1/8 has host bits set"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_two_listeners_need_different_addresses() {
+    let err = with_url(&["--listen", "0.0.0.0:8444"]).unwrap_err();
+    assert!(
+        err.starts_with("--listen and --internal-listen are both 0.0.0.0:8444"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_store_and_log_format_values_are_refused_by_clap() {
+    assert!(with_url(&["--store", "etcd"]).unwrap_err().contains("--store"));
+    assert!(
+        with_url(&["--log-format", "xml"])
+            .unwrap_err()
+            .contains("--log-format")
+    );
+    assert_eq!(
+        with_url(&["--log-format", "json"]).unwrap().log_format,
+        LogFormat::Json
+    );
+}
+
+#[test]
+fn every_flag_has_an_environment_variable_and_help_shows_examples() {
+    use clap::CommandFactory as _;
+    let cmd = Flags::command();
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().as_str();
+        if id == "help" || id == "version" {
+            continue;
+        }
+        let env = arg
+            .get_env()
+            .unwrap_or_else(|| panic!("--{id} has no environment variable"));
+        assert!(
+            env.to_string_lossy().starts_with("ICHOR_ISSUER_"),
+            "--{id}: {env:?}"
+        );
+    }
+    let help = Flags::command().render_long_help().to_string();
+    assert!(
+        help.contains("Examples:") && help.contains("--tls-cert-file /etc/ichor"),
+        "{help}"
+    );
+}
