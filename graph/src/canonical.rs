@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
+use crate::diff::Desired;
 use crate::object::Object;
 
 /// A sha256 digest.
@@ -60,21 +61,32 @@ pub fn write_canonical<W: Write>(value: &Value, out: &mut W) -> io::Result<()> {
             out.write_all(b"]")
         }
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            // Already sorted unless serde_json's `preserve_order` is on; sorting is then cheap.
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.write_all(b"{")?;
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                write_string(k, out)?;
-                out.write_all(b":")?;
-                write_canonical(v, out)?;
+            // Already sorted unless serde_json's `preserve_order` is on: then sort a copy.
+            if map.keys().is_sorted() {
+                write_entries(map.iter(), out)
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                write_entries(entries.into_iter(), out)
             }
-            out.write_all(b"}")
         }
     }
+}
+
+fn write_entries<'a, W: Write>(
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+    out: &mut W,
+) -> io::Result<()> {
+    out.write_all(b"{")?;
+    for (i, (k, v)) in entries.enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write_string(k, out)?;
+        out.write_all(b":")?;
+        write_canonical(v, out)?;
+    }
+    out.write_all(b"}")
 }
 
 fn write_string<W: Write>(s: &str, out: &mut W) -> io::Result<()> {
@@ -121,6 +133,36 @@ fn write_object<W: Write>(o: &Object, out: &mut W) -> io::Result<()> {
     out.write_all(b"}")
 }
 
+/// The sha256 of the canonical encoding of `desired` as if serialized
+/// (`{"effects":[{"id":…,"request":…}],"objects":[…]}`), without converting it to JSON.
+pub fn digest_desired(desired: &Desired) -> Digest {
+    let mut w = HashWriter::new();
+    let _ = write_desired(desired, &mut w);
+    w.finish()
+}
+
+fn write_desired<W: Write>(d: &Desired, out: &mut W) -> io::Result<()> {
+    out.write_all(b"{\"effects\":[")?;
+    for (i, e) in d.effects.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(b"{\"id\":")?;
+        write_string(&e.id, out)?;
+        out.write_all(b",\"request\":")?;
+        write_canonical(&e.request, out)?;
+        out.write_all(b"}")?;
+    }
+    out.write_all(b"],\"objects\":[")?;
+    for (i, o) in d.objects.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write_object(o, out)?;
+    }
+    out.write_all(b"]}")
+}
+
 /// The sha256 of raw bytes.
 pub fn digest_bytes(bytes: &[u8]) -> Digest {
     Sha256::digest(bytes).into()
@@ -149,5 +191,28 @@ mod tests {
         o.resource_version = None;
         let as_value = serde_json::to_value(&o).unwrap();
         assert_eq!(digest_object(&o), digest_value(&as_value));
+    }
+
+    #[test]
+    fn digests_a_desired_as_its_canonical_serialization() {
+        let mut o = Object::new("K", "ns", "n", json!({"b": 2, "a": {"z": 1, "y": [null]}}));
+        let mut desired = Desired::default();
+        assert_eq!(
+            digest_desired(&desired),
+            digest_value(&serde_json::to_value(&desired).unwrap())
+        );
+        desired.objects.push(o.clone());
+        o.resource_version = Some("3".into());
+        desired.objects.push(o);
+        desired
+            .effects
+            .push(crate::EffectRequest::new("e1", &json!({"k": [1, 2]})).unwrap());
+        desired
+            .effects
+            .push(crate::EffectRequest::new("e\"2", &json!("x")).unwrap());
+        assert_eq!(
+            digest_desired(&desired),
+            digest_value(&serde_json::to_value(&desired).unwrap())
+        );
     }
 }
