@@ -47,6 +47,16 @@ fn journal(events: usize) -> Vec<u8> {
     w.into_inner()
 }
 
+/// Nanoseconds this thread spent on a CPU (Linux), to measure on a loaded machine.
+fn cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 fn main() {
     let events: usize = std::env::args()
         .nth(1)
@@ -55,14 +65,16 @@ fn main() {
     let bytes = journal(events);
     let mut t = toy();
     let started = Instant::now();
+    let cpu = cpu_ns();
     let report = replay(JournalReader::new(&bytes[..]), &mut t.graph).unwrap();
+    let events = report.events;
+    drop(report);
     let elapsed = started.elapsed();
+    let cpu = cpu_ns().zip(cpu).map(|(b, a)| (b - a) as f64 / 1e9);
     println!(
-        "{} events, {} actions in {:?}: {:.0} events/s",
-        report.events,
-        report.actions.len(),
-        elapsed,
-        report.events as f64 / elapsed.as_secs_f64()
+        "{events} events in {elapsed:?} wall: {:.0} events/s; on-CPU {cpu:.3?} s: {:.0} events/s",
+        events as f64 / elapsed.as_secs_f64(),
+        cpu.map_or(0.0, |c| events as f64 / c),
     );
     let started = Instant::now();
     for a in JournalReader::new(&bytes[..]) {

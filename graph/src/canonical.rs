@@ -15,22 +15,49 @@ use crate::object::Object;
 /// A sha256 digest.
 pub type Digest = [u8; 32];
 
-/// An `io::Write` that feeds a sha256 hasher.
-pub(crate) struct HashWriter(pub(crate) Sha256);
+/// An `io::Write` that feeds a sha256 hasher, gathering the many small writes of an encoding
+/// into blocks first (each hasher update has a fixed cost).
+pub(crate) struct HashWriter {
+    hasher: Sha256,
+    buf: [u8; 512],
+    len: usize,
+}
 
 impl HashWriter {
     pub(crate) fn new() -> Self {
-        Self(Sha256::new())
+        Self {
+            hasher: Sha256::new(),
+            buf: [0; 512],
+            len: 0,
+        }
     }
 
-    pub(crate) fn finish(self) -> Digest {
-        self.0.finalize().into()
+    fn drain(&mut self) {
+        if let Some(pending) = self.buf.get(..self.len) {
+            self.hasher.update(pending);
+        }
+        self.len = 0;
+    }
+
+    pub(crate) fn finish(mut self) -> Digest {
+        self.drain();
+        self.hasher.finalize().into()
     }
 }
 
 impl Write for HashWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.update(buf);
+        let end = self.len + buf.len();
+        match self.buf.get_mut(self.len..end) {
+            Some(room) => {
+                room.copy_from_slice(buf);
+                self.len = end;
+            }
+            None => {
+                self.drain();
+                self.hasher.update(buf);
+            }
+        }
         Ok(buf.len())
     }
 

@@ -97,7 +97,9 @@ impl Primary<'_> {
 #[derive(Debug, Default)]
 struct State {
     slots: Vec<SlotState>,
-    desired: BTreeMap<ObjectKey, BTreeMap<Origin, Object>>,
+    /// Per desired key, the emitting instances and the index of the object in their stored
+    /// output (the objects are not copied: [`emitted_object`] finds them).
+    desired: BTreeMap<ObjectKey, BTreeMap<Origin, usize>>,
     effects: BTreeMap<String, BTreeMap<Origin, EffectRequest>>,
     deadlines: BTreeSet<(Timestamp, Origin)>,
     initialized: bool,
@@ -354,7 +356,7 @@ struct Ctx {
 
 /// The mutable sinks of emitted objects, effects and deadlines.
 struct Sinks<'a> {
-    desired: &'a mut BTreeMap<ObjectKey, BTreeMap<Origin, Object>>,
+    desired: &'a mut BTreeMap<ObjectKey, BTreeMap<Origin, usize>>,
     effects: &'a mut BTreeMap<String, BTreeMap<Origin, EffectRequest>>,
     deadlines: &'a mut BTreeSet<(Timestamp, Origin)>,
 }
@@ -401,19 +403,19 @@ fn update_emissions(
         None => (&[][..], &[][..]),
     };
     let mut new_keys = Vec::with_capacity(objects.len());
-    for object in objects {
+    for (index, object) in objects.iter().enumerate() {
         let key = object.key();
         match sinks.desired.get_mut(&key) {
             Some(by_origin) => match by_origin.get_mut(origin) {
-                Some(o) => o.clone_from(object),
+                Some(i) => *i = index,
                 None => {
-                    by_origin.insert(origin.clone(), object.clone());
+                    by_origin.insert(origin.clone(), index);
                 }
             },
             None => {
                 sinks
                     .desired
-                    .insert(key.clone(), BTreeMap::from([(origin.clone(), object.clone())]));
+                    .insert(key.clone(), BTreeMap::from([(origin.clone(), index)]));
             }
         }
         ctx.diff_keys.insert(key.clone());
@@ -1040,7 +1042,9 @@ impl Graph {
                     nodes: m.keys().map(origin_name).collect(),
                 });
             }
-            let winner = wanted.and_then(|m| m.iter().next());
+            let winner = wanted
+                .and_then(|m| m.iter().next())
+                .and_then(|(o, i)| Some((o, emitted_object(slots, o, *i)?)));
             let reason = winner.map(|(o, _)| {
                 ctx.touched
                     .get(o)
@@ -1160,13 +1164,31 @@ impl Graph {
 
     /// Every object currently desired (the winning node's version), in key order.
     pub fn desired(&self) -> impl Iterator<Item = &Object> + '_ {
-        self.state.desired.values().filter_map(|m| m.values().next())
+        let slots = &self.state.slots;
+        self.state
+            .desired
+            .values()
+            .filter_map(|m| m.iter().next())
+            .filter_map(|(o, i)| emitted_object(slots, o, *i))
     }
 
     /// Every effect currently requested, in id order. An effect stays requested until the
     /// graph observes its result.
     pub fn requested_effects(&self) -> impl Iterator<Item = &EffectRequest> + '_ {
         self.state.effects.values().filter_map(|m| m.values().next())
+    }
+}
+
+/// The `index`th object of the stored output of the emitter instance `origin`.
+fn emitted_object<'a>(slots: &'a [SlotState], origin: &Origin, index: usize) -> Option<&'a Object> {
+    let output = match (slots.get(origin.0)?, &origin.1) {
+        (SlotState::Node(Some(inst)), None) => inst.output.as_ref(),
+        (SlotState::Family { instances, .. }, Some(k)) => instances.get(k)?.output.as_ref(),
+        _ => None,
+    };
+    match output {
+        Some((Output::Desired(d), _)) => d.objects.get(index),
+        _ => None,
     }
 }
 

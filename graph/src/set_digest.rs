@@ -108,7 +108,11 @@ fn key_hash(k: &ObjectKey) -> Digest {
 /// The nibble of `hash` that picks the child at `depth`.
 fn nibble(hash: &Digest, depth: usize) -> usize {
     let byte = hash.get(depth / 2).copied().unwrap_or(0);
-    usize::from(if depth % 2 == 0 { byte >> 4 } else { byte & 0x0f })
+    usize::from(if depth.is_multiple_of(2) {
+        byte >> 4
+    } else {
+        byte & 0x0f
+    })
 }
 
 impl Trie {
