@@ -822,10 +822,12 @@ impl Graph {
 
         for &slot in order.iter() {
             let Some(def) = defs.get(slot) else { continue };
-            let t0 = Instant::now();
+            // Only computed nodes report their time and counters; sources are not timed.
+            let computed = matches!(def.kind, SlotKind::Node { .. } | SlotKind::Family { .. });
+            let t0 = computed.then(Instant::now);
             let mut st = slots.get_mut(slot).map(std::mem::take).unwrap_or_default();
             let mut node = NodeStats {
-                name: def.name.clone(),
+                name: if computed { def.name.clone() } else { String::new() },
                 ..NodeStats::default()
             };
             {
@@ -1009,7 +1011,7 @@ impl Graph {
             if let Some(s) = slots.get_mut(slot) {
                 *s = st;
             }
-            if matches!(def.kind, SlotKind::Node { .. } | SlotKind::Family { .. }) {
+            if let Some(t0) = t0 {
                 node.skipped = node.instances.saturating_sub(node.recomputed + node.failed);
                 node.elapsed = t0.elapsed();
                 stats.recomputed += node.recomputed;
