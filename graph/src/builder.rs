@@ -13,7 +13,10 @@ use serde_json::Value;
 
 use crate::diff::{Desired, Ownership};
 use crate::engine::Graph;
-use crate::inputs::{Family, InputKind, InputSpec, Inputs, NoPrimary, Node, ReadError, Reader, SlotId};
+use crate::inputs::{
+    Family, InputKind, InputSpec, Inputs, NoPrimary, Node, PrimaryRef, ReadError, Reader, SlotId,
+    with_primary,
+};
 use crate::object::{Object, ObjectKey};
 
 static NEXT_BUILDER: AtomicU64 = AtomicU64::new(1);
@@ -64,9 +67,51 @@ impl From<ReadError> for ComputeError {
     }
 }
 
-pub(crate) type Computed = Result<(Value, Option<Timestamp>), ComputeError>;
+/// A node's output as the engine keeps it: a [`Desired`] stays typed (the emitter's objects are
+/// taken from it without a JSON round trip); any other output is held as JSON.
+#[derive(Debug, Clone)]
+pub(crate) enum Output {
+    Json(Value),
+    Desired(Desired),
+}
+
+impl Output {
+    /// Converts a node's output: typed when it is a [`Desired`], JSON otherwise.
+    fn of<O: Serialize + 'static>(out: O) -> Result<Self, ComputeError> {
+        let mut slot = Some(out);
+        if let Some(d) = (&mut slot as &mut dyn std::any::Any)
+            .downcast_mut::<Option<Desired>>()
+            .and_then(Option::take)
+        {
+            return Ok(Output::Desired(d));
+        }
+        let value = slot.as_ref().map(serde_json::to_value).transpose();
+        Ok(Output::Json(
+            value.map_err(ComputeError::Output)?.unwrap_or(Value::Null),
+        ))
+    }
+
+    /// The output as JSON: borrowed when held as JSON.
+    pub(crate) fn json(&self) -> Result<std::borrow::Cow<'_, Value>, serde_json::Error> {
+        match self {
+            Output::Json(v) => Ok(std::borrow::Cow::Borrowed(v)),
+            Output::Desired(d) => serde_json::to_value(d).map(std::borrow::Cow::Owned),
+        }
+    }
+
+    /// The sha256 of the output's canonical JSON encoding.
+    pub(crate) fn digest(&self) -> crate::canonical::Digest {
+        match self {
+            Output::Json(v) => crate::canonical::digest_value(v),
+            Output::Desired(d) => crate::canonical::digest_desired(d),
+        }
+    }
+}
+
+pub(crate) type Computed = Result<(Output, Option<Timestamp>), ComputeError>;
 pub(crate) type ComputeNode = Box<dyn Fn(&Reader<'_>) -> Computed + Send + Sync>;
-pub(crate) type ComputeFamily = Box<dyn Fn(&ObjectKey, &Value, &Reader<'_>) -> Computed + Send + Sync>;
+pub(crate) type ComputeFamily =
+    Box<dyn Fn(&ObjectKey, PrimaryRef<'_>, &Reader<'_>) -> Computed + Send + Sync>;
 
 pub(crate) enum SlotKind {
     Now,
@@ -262,8 +307,7 @@ impl GraphBuilder {
         let compute: ComputeNode = Box::new(move |reader| {
             let values = I::read(reader)?;
             let out = f(&values);
-            let value = serde_json::to_value(&out.value).map_err(ComputeError::Output)?;
-            Ok((value, out.deadline))
+            Ok((Output::of(out.value)?, out.deadline))
         });
         let slot = self.add(
             name,
@@ -300,11 +344,13 @@ impl GraphBuilder {
     {
         let specs = inputs.specs();
         let compute: ComputeFamily = Box::new(move |key, primary, reader| {
-            let p = P::deserialize(primary).map_err(ComputeError::Primary)?;
-            let values = I::read(reader)?;
-            let out = f(key, &p, &values);
-            let value = serde_json::to_value(&out.value).map_err(ComputeError::Output)?;
-            Ok((value, out.deadline))
+            // The own object decodes first, then the inputs, as each failure names its cause.
+            let out = with_primary(primary, |p: &P| -> Result<Timed<O>, ComputeError> {
+                let values = I::read(reader)?;
+                Ok(f(key, p, &values))
+            })
+            .map_err(ComputeError::Primary)??;
+            Ok((Output::of(out.value)?, out.deadline))
         });
         if primary.builder != self.id {
             self.errors.push(BuildError::ForeignHandle {

@@ -9,27 +9,55 @@ use std::io::{self, Write};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
+use crate::diff::Desired;
 use crate::object::Object;
 
 /// A sha256 digest.
 pub type Digest = [u8; 32];
 
-/// An `io::Write` that feeds a sha256 hasher.
-pub(crate) struct HashWriter(pub(crate) Sha256);
+/// An `io::Write` that feeds a sha256 hasher, gathering the many small writes of an encoding
+/// into blocks first (each hasher update has a fixed cost).
+pub(crate) struct HashWriter {
+    hasher: Sha256,
+    buf: [u8; 512],
+    len: usize,
+}
 
 impl HashWriter {
     pub(crate) fn new() -> Self {
-        Self(Sha256::new())
+        Self {
+            hasher: Sha256::new(),
+            buf: [0; 512],
+            len: 0,
+        }
     }
 
-    pub(crate) fn finish(self) -> Digest {
-        self.0.finalize().into()
+    fn drain(&mut self) {
+        if let Some(pending) = self.buf.get(..self.len) {
+            self.hasher.update(pending);
+        }
+        self.len = 0;
+    }
+
+    pub(crate) fn finish(mut self) -> Digest {
+        self.drain();
+        self.hasher.finalize().into()
     }
 }
 
 impl Write for HashWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.update(buf);
+        let end = self.len + buf.len();
+        match self.buf.get_mut(self.len..end) {
+            Some(room) => {
+                room.copy_from_slice(buf);
+                self.len = end;
+            }
+            None => {
+                self.drain();
+                self.hasher.update(buf);
+            }
+        }
         Ok(buf.len())
     }
 
@@ -60,21 +88,32 @@ pub fn write_canonical<W: Write>(value: &Value, out: &mut W) -> io::Result<()> {
             out.write_all(b"]")
         }
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            // Already sorted unless serde_json's `preserve_order` is on; sorting is then cheap.
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.write_all(b"{")?;
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                write_string(k, out)?;
-                out.write_all(b":")?;
-                write_canonical(v, out)?;
+            // Already sorted unless serde_json's `preserve_order` is on: then sort a copy.
+            if map.keys().is_sorted() {
+                write_entries(map.iter(), out)
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                write_entries(entries.into_iter(), out)
             }
-            out.write_all(b"}")
         }
     }
+}
+
+fn write_entries<'a, W: Write>(
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+    out: &mut W,
+) -> io::Result<()> {
+    out.write_all(b"{")?;
+    for (i, (k, v)) in entries.enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write_string(k, out)?;
+        out.write_all(b":")?;
+        write_canonical(v, out)?;
+    }
+    out.write_all(b"}")
 }
 
 fn write_string<W: Write>(s: &str, out: &mut W) -> io::Result<()> {
@@ -121,6 +160,36 @@ fn write_object<W: Write>(o: &Object, out: &mut W) -> io::Result<()> {
     out.write_all(b"}")
 }
 
+/// The sha256 of the canonical encoding of `desired` as if serialized
+/// (`{"effects":[{"id":…,"request":…}],"objects":[…]}`), without converting it to JSON.
+pub fn digest_desired(desired: &Desired) -> Digest {
+    let mut w = HashWriter::new();
+    let _ = write_desired(desired, &mut w);
+    w.finish()
+}
+
+fn write_desired<W: Write>(d: &Desired, out: &mut W) -> io::Result<()> {
+    out.write_all(b"{\"effects\":[")?;
+    for (i, e) in d.effects.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(b"{\"id\":")?;
+        write_string(&e.id, out)?;
+        out.write_all(b",\"request\":")?;
+        write_canonical(&e.request, out)?;
+        out.write_all(b"}")?;
+    }
+    out.write_all(b"],\"objects\":[")?;
+    for (i, o) in d.objects.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write_object(o, out)?;
+    }
+    out.write_all(b"]}")
+}
+
 /// The sha256 of raw bytes.
 pub fn digest_bytes(bytes: &[u8]) -> Digest {
     Sha256::digest(bytes).into()
@@ -149,5 +218,28 @@ mod tests {
         o.resource_version = None;
         let as_value = serde_json::to_value(&o).unwrap();
         assert_eq!(digest_object(&o), digest_value(&as_value));
+    }
+
+    #[test]
+    fn digests_a_desired_as_its_canonical_serialization() {
+        let mut o = Object::new("K", "ns", "n", json!({"b": 2, "a": {"z": 1, "y": [null]}}));
+        let mut desired = Desired::default();
+        assert_eq!(
+            digest_desired(&desired),
+            digest_value(&serde_json::to_value(&desired).unwrap())
+        );
+        desired.objects.push(o.clone());
+        o.resource_version = Some("3".into());
+        desired.objects.push(o);
+        desired
+            .effects
+            .push(crate::EffectRequest::new("e1", &json!({"k": [1, 2]})).unwrap());
+        desired
+            .effects
+            .push(crate::EffectRequest::new("e\"2", &json!("x")).unwrap());
+        assert_eq!(
+            digest_desired(&desired),
+            digest_value(&serde_json::to_value(&desired).unwrap())
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! The evaluation of a built [`Graph`] against a [`World`].
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
 use jiff::Timestamp;
@@ -10,13 +10,14 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::builder::{SlotDef, SlotKind};
+use crate::builder::{Output, SlotDef, SlotKind};
 use crate::canonical::{Digest, digest_object, digest_value};
 use crate::diff::{Action, Cause, Desired, EffectRequest, Ownership, Reason, diff_one};
-use crate::inputs::{Family, InputKind, InputSpec, Node, Reader, SlotId, ValueSource};
+use crate::inputs::{Family, InputKind, InputSpec, Node, PrimaryRef, Reader, SlotId, ValueSource};
 use crate::object::{Object, ObjectKey};
+use crate::set_digest::SetDigest;
 use crate::stats::{EvalStats, NodeStats};
-use crate::world::World;
+use crate::world::{Pending, World};
 
 /// A node instance: `(node, instance key)`; the key is `None` for singleton nodes.
 type Origin = (SlotId, Option<ObjectKey>);
@@ -30,7 +31,7 @@ struct Instance {
     /// recomputation (after a failure).
     input_digest: Option<Digest>,
     /// The last successful output and its digest.
-    output: Option<(Value, Digest)>,
+    output: Option<(Output, Digest)>,
     deadline: Option<Timestamp>,
     cause: Cause,
     /// Join targets per input (`None` for inputs that are not joined), and the primary digest
@@ -64,18 +65,41 @@ enum SlotState {
     #[default]
     Taken,
     Single(Option<Digest>),
-    Kind(BTreeMap<ObjectKey, Digest>),
+    Kind {
+        digests: BTreeMap<ObjectKey, Digest>,
+        /// The digest of the whole kind, kept only when an `All` input reads it.
+        set: Option<SetDigest>,
+    },
     Node(Option<Box<Instance>>),
     Family {
         instances: BTreeMap<ObjectKey, Instance>,
         reverse: Vec<BTreeMap<ObjectKey, BTreeSet<ObjectKey>>>,
+        /// The digest of the whole family, kept only when an `All` input reads it.
+        set: Option<SetDigest>,
     },
+}
+
+/// The own object of a family instance while it is evaluated.
+enum Primary<'a> {
+    Object(&'a Object),
+    Json(Cow<'a, Value>),
+}
+
+impl Primary<'_> {
+    fn as_ref(&self) -> PrimaryRef<'_> {
+        match self {
+            Primary::Object(o) => PrimaryRef::Object(o),
+            Primary::Json(v) => PrimaryRef::Json(v),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct State {
     slots: Vec<SlotState>,
-    desired: BTreeMap<ObjectKey, BTreeMap<Origin, Object>>,
+    /// Per desired key, the emitting instances and the index of the object in their stored
+    /// output (the objects are not copied: [`emitted_object`] finds them).
+    desired: BTreeMap<ObjectKey, BTreeMap<Origin, usize>>,
     effects: BTreeMap<String, BTreeMap<Origin, EffectRequest>>,
     deadlines: BTreeSet<(Timestamp, Origin)>,
     initialized: bool,
@@ -163,12 +187,13 @@ impl ValueSource for Upstream<'_> {
                 .transpose()?
                 .map(Cow::Owned),
             (SlotKind::Node { .. }, Some(SlotState::Node(Some(inst))), None) => {
-                inst.output.as_ref().map(|(v, _)| Cow::Borrowed(v))
+                inst.output.as_ref().map(|(o, _)| o.json()).transpose()?
             }
             (SlotKind::Family { .. }, Some(SlotState::Family { instances, .. }), Some(k)) => instances
                 .get(k)
                 .and_then(|i| i.output.as_ref())
-                .map(|(v, _)| Cow::Borrowed(v)),
+                .map(|(o, _)| o.json())
+                .transpose()?,
             _ => None,
         })
     }
@@ -180,20 +205,38 @@ impl ValueSource for Upstream<'_> {
     ) -> Result<(), serde_json::Error> {
         match (self.defs.get(slot).map(|d| &d.kind), self.slots.get(slot)) {
             (Some(SlotKind::Kind(kind)), _) => {
-                for o in self.world.objects(kind) {
-                    each(&o.key(), &serde_json::to_value(o)?)?;
+                for (k, o) in self.world.entries(kind) {
+                    each(k, &serde_json::to_value(o)?)?;
                 }
             }
             (_, Some(SlotState::Family { instances, .. })) => {
                 for (k, i) in instances {
-                    if let Some((v, _)) = &i.output {
-                        each(k, v)?;
+                    if let Some((o, _)) = &i.output {
+                        each(k, &*o.json()?)?;
                     }
                 }
             }
             _ => {}
         }
         Ok(())
+    }
+
+    fn object(&self, slot: SlotId, key: Option<&ObjectKey>) -> Option<Option<&Object>> {
+        match (&self.defs.get(slot)?.kind, key) {
+            (SlotKind::Object(k), None) => Some(self.world.get(k)),
+            (SlotKind::Kind(kind), Some(k)) if *kind == k.kind => Some(self.world.get(k)),
+            _ => None,
+        }
+    }
+
+    fn for_each_object(&self, slot: SlotId, each: &mut dyn FnMut(&ObjectKey, &Object)) -> bool {
+        match self.defs.get(slot).map(|d| &d.kind) {
+            Some(SlotKind::Kind(kind)) => {
+                self.world.entries(kind).for_each(|(k, o)| each(k, o));
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -207,10 +250,28 @@ impl Upstream<'_> {
         }
     }
 
+    /// The own object of one instance of a family slot, `None` when it has none.
+    fn primary(&self, slot: SlotId, key: &ObjectKey) -> Result<Option<Primary<'_>>, serde_json::Error> {
+        Ok(
+            match (self.defs.get(slot).map(|d| &d.kind), self.slots.get(slot)) {
+                (Some(SlotKind::Kind(kind)), _) if *kind == key.kind => {
+                    self.world.get(key).map(Primary::Object)
+                }
+                (_, Some(SlotState::Family { instances, .. })) => {
+                    match instances.get(key).and_then(|i| i.output.as_ref()) {
+                        Some((o, _)) => Some(Primary::Json(o.json()?)),
+                        None => None,
+                    }
+                }
+                _ => None,
+            },
+        )
+    }
+
     /// The digest of one instance of a family slot, `None` when it has no output.
     fn instance_digest(&self, slot: SlotId, key: &ObjectKey) -> Option<Digest> {
         match self.slots.get(slot)? {
-            SlotState::Kind(d) => d.get(key).copied(),
+            SlotState::Kind { digests, .. } => digests.get(key).copied(),
             SlotState::Family { instances, .. } => instances.get(key)?.output.as_ref().map(|(_, d)| *d),
             _ => None,
         }
@@ -219,7 +280,7 @@ impl Upstream<'_> {
     /// The keys of a family slot's instances that have an output.
     fn instance_keys(&self, slot: SlotId) -> Vec<ObjectKey> {
         match self.slots.get(slot) {
-            Some(SlotState::Kind(d)) => d.keys().cloned().collect(),
+            Some(SlotState::Kind { digests, .. }) => digests.keys().cloned().collect(),
             Some(SlotState::Family { instances, .. }) => instances
                 .iter()
                 .filter(|(_, i)| i.output.is_some())
@@ -229,48 +290,36 @@ impl Upstream<'_> {
         }
     }
 
-    /// The digest over every instance of a family: its keys and output digests, in key order.
+    /// The digest over every instance of a family (keys and output digests): kept up to date
+    /// by the family's evaluation when an `All` input reads it, so reading it is O(1).
     fn all_digest(&self, slot: SlotId) -> Digest {
-        let mut buf = Vec::with_capacity(4096);
-        let mut add = |k: &ObjectKey, d: &Digest| {
-            for part in [&k.kind, &k.namespace, &k.name] {
-                buf.extend_from_slice(&(part.len() as u64).to_le_bytes());
-                buf.extend_from_slice(part.as_bytes());
-            }
-            buf.extend_from_slice(d);
-        };
         match self.slots.get(slot) {
-            Some(SlotState::Kind(ds)) => ds.iter().for_each(|(k, d)| add(k, d)),
+            Some(SlotState::Kind { set: Some(s), .. } | SlotState::Family { set: Some(s), .. }) => s.digest(),
+            // Not maintained (never the case for a slot an `All` input reads): build it.
+            Some(SlotState::Kind { digests, .. }) => {
+                let mut s = SetDigest::default();
+                digests.iter().for_each(|(k, d)| s.insert(k, *d));
+                s.refresh();
+                s.digest()
+            }
             Some(SlotState::Family { instances, .. }) => {
+                let mut s = SetDigest::default();
                 for (k, i) in instances {
                     if let Some((_, d)) = &i.output {
-                        add(k, d);
+                        s.insert(k, *d);
                     }
                 }
+                s.refresh();
+                s.digest()
             }
-            _ => {}
+            _ => SetDigest::default().digest(),
         }
-        Sha256::digest(&buf).into()
     }
 
-    fn input_digest(
-        &self,
-        spec: &InputSpec,
-        join: Option<&ObjectKey>,
-        all_cache: &mut [Option<Digest>],
-    ) -> Option<Digest> {
+    fn input_digest(&self, spec: &InputSpec, join: Option<&ObjectKey>) -> Option<Digest> {
         match &spec.kind {
             InputKind::Single => self.single_digest(spec.slot),
-            InputKind::All => {
-                let cached = all_cache.get(spec.slot).copied().flatten();
-                Some(cached.unwrap_or_else(|| {
-                    let d = self.all_digest(spec.slot);
-                    if let Some(c) = all_cache.get_mut(spec.slot) {
-                        *c = Some(d);
-                    }
-                    d
-                }))
-            }
+            InputKind::All => Some(self.all_digest(spec.slot)),
             InputKind::Joined(_) => {
                 let mut h = Sha256::new();
                 match join {
@@ -296,9 +345,8 @@ impl Upstream<'_> {
 struct Ctx {
     changed_single: Vec<bool>,
     changed_keys: Vec<BTreeSet<ObjectKey>>,
-    all_cache: Vec<Option<Digest>>,
     /// Emitter instances that recomputed or went away, with their reason.
-    touched: BTreeMap<Origin, Reason>,
+    touched: HashMap<Origin, Reason>,
     /// Keys an emitter stopped desiring, with the reason.
     dropped: BTreeMap<ObjectKey, Reason>,
     new_effects: Vec<(String, Origin)>,
@@ -308,7 +356,7 @@ struct Ctx {
 
 /// The mutable sinks of emitted objects, effects and deadlines.
 struct Sinks<'a> {
-    desired: &'a mut BTreeMap<ObjectKey, BTreeMap<Origin, Object>>,
+    desired: &'a mut BTreeMap<ObjectKey, BTreeMap<Origin, usize>>,
     effects: &'a mut BTreeMap<String, BTreeMap<Origin, EffectRequest>>,
     deadlines: &'a mut BTreeSet<(Timestamp, Origin)>,
 }
@@ -335,29 +383,52 @@ fn reason_of(defs: &[SlotDef], origin: &Origin, cause: Cause) -> Reason {
     }
 }
 
+/// What an emitting instance currently emits: desired object keys and effect ids.
+struct Emitted<'a> {
+    objects: &'a mut Vec<ObjectKey>,
+    effects: &'a mut Vec<String>,
+}
+
 /// Replaces what `origin` emits: objects and effects, recording what changed in `ctx`.
 fn update_emissions(
     origin: &Origin,
-    inst: &mut Instance,
-    new: Option<Desired>,
-    reason: &Reason,
+    emitted: Emitted<'_>,
+    new: Option<&Desired>,
+    reason: Reason,
     sinks: &mut Sinks<'_>,
     ctx: &mut Ctx,
 ) {
-    let new = new.unwrap_or_default();
-    let mut new_keys = Vec::with_capacity(new.objects.len());
-    for object in new.objects {
+    let (objects, effects) = match new {
+        Some(d) => (&d.objects[..], &d.effects[..]),
+        None => (&[][..], &[][..]),
+    };
+    let mut new_keys = Vec::with_capacity(objects.len());
+    for (index, object) in objects.iter().enumerate() {
         let key = object.key();
+        match sinks.desired.get_mut(&key) {
+            Some(by_origin) => match by_origin.get_mut(origin) {
+                Some(i) => *i = index,
+                None => {
+                    by_origin.insert(origin.clone(), index);
+                }
+            },
+            None => {
+                sinks
+                    .desired
+                    .insert(key.clone(), BTreeMap::from([(origin.clone(), index)]));
+            }
+        }
         ctx.diff_keys.insert(key.clone());
-        sinks
-            .desired
-            .entry(key.clone())
-            .or_default()
-            .insert(origin.clone(), object);
         new_keys.push(key);
     }
-    for old in std::mem::take(&mut inst.emitted) {
-        if new_keys.contains(&old) {
+    // A set to look old keys up in, for emitters of many objects.
+    let lookup: Option<BTreeSet<&ObjectKey>> = (new_keys.len() > 16).then(|| new_keys.iter().collect());
+    for old in std::mem::take(emitted.objects) {
+        let kept = match &lookup {
+            Some(set) => set.contains(&old),
+            None => new_keys.contains(&old),
+        };
+        if kept {
             continue;
         }
         if let Some(m) = sinks.desired.get_mut(&old) {
@@ -369,19 +440,27 @@ fn update_emissions(
         ctx.diff_keys.insert(old.clone());
         ctx.dropped.insert(old, reason.clone());
     }
-    inst.emitted = new_keys;
+    drop(lookup);
+    *emitted.objects = new_keys;
 
-    let mut new_ids = Vec::with_capacity(new.effects.len());
-    for request in new.effects {
-        let id = request.id.clone();
-        let entry = sinks.effects.entry(id.clone()).or_default();
+    let mut new_ids = Vec::with_capacity(effects.len());
+    for request in effects {
+        let entry = match sinks.effects.get_mut(&request.id) {
+            Some(e) => e,
+            None => sinks.effects.entry(request.id.clone()).or_default(),
+        };
         if entry.is_empty() {
-            ctx.new_effects.push((id.clone(), origin.clone()));
+            ctx.new_effects.push((request.id.clone(), origin.clone()));
         }
-        entry.insert(origin.clone(), request);
-        new_ids.push(id);
+        match entry.get_mut(origin) {
+            Some(r) => r.clone_from(request),
+            None => {
+                entry.insert(origin.clone(), request.clone());
+            }
+        }
+        new_ids.push(request.id.clone());
     }
-    for old in std::mem::take(&mut inst.requested) {
+    for old in std::mem::take(emitted.effects) {
         if new_ids.contains(&old) {
             continue;
         }
@@ -392,8 +471,8 @@ fn update_emissions(
             }
         }
     }
-    inst.requested = new_ids;
-    ctx.touched.insert(origin.clone(), reason.clone());
+    *emitted.effects = new_ids;
+    ctx.touched.insert(origin.clone(), reason);
 }
 
 /// Evaluates one node instance if its inputs' digest changed.
@@ -412,7 +491,7 @@ fn eval_instance(
     };
     let inputs = def.inputs();
     let key = origin.1.as_ref();
-    let mut primary_value: Option<Cow<'_, Value>> = None;
+    let mut primary_value: Option<Primary<'_>> = None;
     let fail = |ctx: &mut Ctx, error: String| {
         ctx.failures.push(NodeFailure {
             node: def.name.clone(),
@@ -421,21 +500,30 @@ fn eval_instance(
         });
         Outcome::Failed
     };
+    let load_primary = |pslot: SlotId| match key.map(|k| up.primary(pslot, k)) {
+        Some(Ok(Some(v))) => Ok(v),
+        Some(Ok(None)) | None => Err(None),
+        Some(Err(e)) => Err(Some(format!("its own object could not be encoded: {e}"))),
+    };
 
     // Join targets follow the primary object; recompute them only when it changed.
     if let Some((pslot, pdigest)) = primary
         && inst.joins_for != Some(pdigest)
     {
         if inputs.iter().any(|s| matches!(s.kind, InputKind::Joined(_))) {
-            let pv = match up.value(pslot, key) {
-                Ok(Some(v)) => v,
-                Ok(None) => return Outcome::Skipped,
-                Err(e) => return fail(ctx, format!("its own object could not be encoded: {e}")),
+            let pv = match load_primary(pslot) {
+                Ok(v) => v,
+                Err(None) => return Outcome::Skipped,
+                Err(Some(e)) => return fail(ctx, e),
             };
             for (i, spec) in inputs.iter().enumerate() {
                 if let InputKind::Joined(join) = &spec.kind {
-                    match join(&pv) {
-                        Ok(t) => inst.joins[i] = t,
+                    match join(pv.as_ref()) {
+                        Ok(t) => {
+                            if let Some(j) = inst.joins.get_mut(i) {
+                                *j = t;
+                            }
+                        }
                         Err(e) => return fail(ctx, format!("the join of input {i} failed: {e}")),
                     }
                 }
@@ -450,11 +538,7 @@ fn eval_instance(
         digests.push(d);
     }
     for (i, spec) in inputs.iter().enumerate() {
-        match up.input_digest(
-            spec,
-            inst.joins.get(i).and_then(Option::as_ref),
-            &mut ctx.all_cache,
-        ) {
+        match up.input_digest(spec, inst.joins.get(i).and_then(Option::as_ref)) {
             Some(d) => digests.push(d),
             // An upstream singleton has no output yet (no tick, or it failed): wait.
             None => return Outcome::Skipped,
@@ -489,39 +573,39 @@ fn eval_instance(
         (SlotKind::Family { compute, .. }, Some((pslot, _))) => {
             let pv = match primary_value.take() {
                 Some(v) => v,
-                None => match up.value(pslot, key) {
-                    Ok(Some(v)) => v,
-                    Ok(None) => return Outcome::Skipped,
-                    Err(e) => return fail(ctx, format!("its own object could not be encoded: {e}")),
+                None => match load_primary(pslot) {
+                    Ok(v) => v,
+                    Err(None) => return Outcome::Skipped,
+                    Err(Some(e)) => return fail(ctx, e),
                 },
             };
             match key {
-                Some(k) => compute(k, &pv, &reader),
+                Some(k) => compute(k, pv.as_ref(), &reader),
                 None => return Outcome::Skipped,
             }
         }
         _ => return Outcome::Skipped,
     };
-    let (value, deadline) = match computed {
+    let (output, deadline) = match computed {
         Ok(c) => c,
         Err(e) => {
             inst.input_digest = None;
             return fail(ctx, e.to_string());
         }
     };
-    let out_digest = digest_value(&value);
-    let output_changed = inst.output.as_ref().map(|(_, d)| *d) != Some(out_digest);
-    let desired = if def.emits && output_changed {
-        match Desired::deserialize(&value) {
-            Ok(d) => Some(d),
+    // An emitter's output is a Desired by construction; decode it if it ever arrives as JSON.
+    let output = match (def.emits, output) {
+        (true, Output::Json(v)) => match Desired::deserialize(&v) {
+            Ok(d) => Output::Desired(d),
             Err(e) => {
                 inst.input_digest = None;
                 return fail(ctx, format!("its output is not a Desired: {e}"));
             }
-        }
-    } else {
-        None
+        },
+        (_, o) => o,
     };
+    let out_digest = output.digest();
+    let output_changed = inst.output.as_ref().map(|(_, d)| *d) != Some(out_digest);
 
     if inst.deadline != deadline {
         if let Some(old) = inst.deadline {
@@ -534,9 +618,9 @@ fn eval_instance(
     inst.input_digests = digests;
     inst.input_digest = Some(combined);
     inst.deadline = deadline;
-    inst.cause = cause.clone();
-    inst.output = Some((value, out_digest));
+    // Only a changed output replaces the stored one: an equal digest means an equal value.
     if output_changed {
+        inst.output = Some((output, out_digest));
         if let Some(k) = key {
             if let Some(set) = ctx.changed_keys.get_mut(origin.0) {
                 set.insert(k.clone());
@@ -545,10 +629,25 @@ fn eval_instance(
             *c = true;
         }
         if def.emits {
-            let reason = reason_of(defs, origin, cause);
-            update_emissions(origin, inst, desired, &reason, sinks, ctx);
+            let reason = reason_of(defs, origin, cause.clone());
+            let Instance {
+                output,
+                emitted,
+                requested,
+                ..
+            } = inst;
+            let desired = match output {
+                Some((Output::Desired(d), _)) => Some(&*d),
+                _ => None,
+            };
+            let emitted = Emitted {
+                objects: emitted,
+                effects: requested,
+            };
+            update_emissions(origin, emitted, desired, reason, sinks, ctx);
         }
     }
+    inst.cause = cause;
     Outcome::Recomputed
 }
 
@@ -572,7 +671,11 @@ fn remove_instance(
     }
     if defs.get(origin.0).is_some_and(|d| d.emits) {
         let reason = reason_of(defs, origin, Cause::Removed);
-        update_emissions(origin, &mut inst, None, &reason, sinks, ctx);
+        let emitted = Emitted {
+            objects: &mut inst.emitted,
+            effects: &mut inst.requested,
+        };
+        update_emissions(origin, emitted, None, reason, sinks, ctx);
     }
 }
 
@@ -621,16 +724,35 @@ impl Graph {
     /// Forgets every memo, desired object and requested effect: the next evaluation is a first
     /// one. Use it to evaluate a graph against a new World (e.g. for a replay).
     pub fn reset(&mut self) {
+        // The slots some `All` input reads keep a digest of all their instances.
+        let mut read_whole = vec![false; self.defs.len()];
+        for spec in self.defs.iter().flat_map(SlotDef::inputs) {
+            if let (InputKind::All, Some(r)) = (&spec.kind, read_whole.get_mut(spec.slot)) {
+                *r = true;
+            }
+        }
+        let set = |slot: SlotId| {
+            read_whole
+                .get(slot)
+                .copied()
+                .unwrap_or(false)
+                .then(SetDigest::default)
+        };
         let slots = self
             .defs
             .iter()
-            .map(|d| match &d.kind {
+            .enumerate()
+            .map(|(slot, d)| match &d.kind {
                 SlotKind::Now | SlotKind::Object(_) => SlotState::Single(None),
-                SlotKind::Kind(_) => SlotState::Kind(BTreeMap::new()),
+                SlotKind::Kind(_) => SlotState::Kind {
+                    digests: BTreeMap::new(),
+                    set: set(slot),
+                },
                 SlotKind::Node { .. } => SlotState::Node(None),
                 SlotKind::Family { inputs, .. } => SlotState::Family {
                     instances: BTreeMap::new(),
                     reverse: vec![BTreeMap::new(); inputs.len()],
+                    set: set(slot),
                 },
             })
             .collect();
@@ -662,10 +784,10 @@ impl Graph {
         let mut ctx = Ctx {
             changed_single: vec![false; n],
             changed_keys: vec![BTreeSet::new(); n],
-            all_cache: vec![None; n],
-            touched: BTreeMap::new(),
+            touched: HashMap::new(),
             dropped: BTreeMap::new(),
             new_effects: Vec::new(),
+            // The pending keys join these before the diff.
             diff_keys: if full {
                 world
                     .iter()
@@ -673,7 +795,7 @@ impl Graph {
                     .chain(self.state.desired.keys().cloned())
                     .collect()
             } else {
-                pending.keys.clone()
+                BTreeSet::new()
             },
             failures: Vec::new(),
         };
@@ -700,10 +822,12 @@ impl Graph {
 
         for &slot in order.iter() {
             let Some(def) = defs.get(slot) else { continue };
-            let t0 = Instant::now();
+            // Only computed nodes report their time and counters; sources are not timed.
+            let computed = matches!(def.kind, SlotKind::Node { .. } | SlotKind::Family { .. });
+            let t0 = computed.then(Instant::now);
             let mut st = slots.get_mut(slot).map(std::mem::take).unwrap_or_default();
             let mut node = NodeStats {
-                name: def.name.clone(),
+                name: if computed { def.name.clone() } else { String::new() },
                 ..NodeStats::default()
             };
             {
@@ -731,34 +855,52 @@ impl Graph {
                             ctx.changed_single[slot] = true;
                         }
                     }
-                    (SlotKind::Kind(kind), SlotState::Kind(digests)) => {
+                    (SlotKind::Kind(kind), SlotState::Kind { digests, set }) => {
                         let keys: Vec<ObjectKey> = if full {
                             let mut ks: BTreeSet<ObjectKey> = digests.keys().cloned().collect();
                             ks.extend(world.objects(kind).map(Object::key));
                             ks.into_iter().collect()
                         } else {
-                            pending
-                                .keys
-                                .range(ObjectKey::new(kind.clone(), "", "")..)
-                                .take_while(|k| k.kind == *kind)
-                                .cloned()
-                                .collect()
+                            pending_of_kind(&pending, kind)
                         };
+                        let changed = ctx.changed_keys.get_mut(slot);
+                        let mut changed_here = Vec::new();
                         for k in keys {
                             match world.get(&k) {
                                 Some(o) => {
                                     let d = digest_object(o);
                                     stats.objects_hashed += 1;
-                                    if digests.insert(k.clone(), d) != Some(d) {
-                                        ctx.changed_keys[slot].insert(k);
+                                    let is_new = match digests.get_mut(&k) {
+                                        Some(old) if *old == d => continue,
+                                        Some(old) => {
+                                            *old = d;
+                                            false
+                                        }
+                                        None => true,
+                                    };
+                                    if is_new {
+                                        digests.insert(k.clone(), d);
                                     }
+                                    if let Some(s) = set.as_mut() {
+                                        s.insert(&k, d);
+                                    }
+                                    changed_here.push(k);
                                 }
                                 None => {
                                     if digests.remove(&k).is_some() {
-                                        ctx.changed_keys[slot].insert(k);
+                                        if let Some(s) = set.as_mut() {
+                                            s.remove(&k);
+                                        }
+                                        changed_here.push(k);
                                     }
                                 }
                             }
+                        }
+                        if let Some(c) = changed {
+                            c.extend(changed_here);
+                        }
+                        if let Some(s) = set.as_mut() {
+                            s.refresh();
                         }
                     }
                     (SlotKind::Node { inputs, .. }, SlotState::Node(inst)) => {
@@ -777,7 +919,14 @@ impl Graph {
                         }
                         node.instances = usize::from(inst.as_ref().is_some_and(|i| i.output.is_some()));
                     }
-                    (SlotKind::Family { primary, inputs, .. }, SlotState::Family { instances, reverse }) => {
+                    (
+                        SlotKind::Family { primary, inputs, .. },
+                        SlotState::Family {
+                            instances,
+                            reverse,
+                            set,
+                        },
+                    ) => {
                         let shared_changed = inputs.iter().any(|s| match s.kind {
                             InputKind::Joined(_) => false,
                             _ => {
@@ -785,6 +934,7 @@ impl Graph {
                                     || ctx.changed_keys.get(s.slot).is_some_and(|k| !k.is_empty())
                             }
                         });
+                        let joined = inputs.iter().any(|s| matches!(s.kind, InputKind::Joined(_)));
                         let candidates: BTreeSet<ObjectKey> = if full || shared_changed {
                             let mut c: BTreeSet<ObjectKey> = up.instance_keys(*primary).into_iter().collect();
                             c.extend(instances.keys().cloned());
@@ -805,33 +955,53 @@ impl Graph {
                             c
                         };
                         for key in candidates {
-                            let origin = (slot, Some(key));
-                            let Some(key) = &origin.1 else { continue };
-                            let Some(pdigest) = up.instance_digest(*primary, key) else {
-                                if let Some(inst) = instances.remove(key) {
+                            let Some(pdigest) = up.instance_digest(*primary, &key) else {
+                                if let Some(inst) = instances.remove(&key) {
+                                    if inst.output.is_some()
+                                        && let Some(s) = set.as_mut()
+                                    {
+                                        s.remove(&key);
+                                    }
+                                    let origin = (slot, Some(key));
                                     remove_instance(defs, &origin, inst, reverse, &mut ctx, &mut sinks);
                                 }
                                 continue;
                             };
-                            let mut inst = instances
-                                .remove(key)
-                                .unwrap_or_else(|| Instance::empty(inputs.len()));
-                            let old_joins = inst.joins.clone();
+                            if !instances.contains_key(&key) {
+                                instances.insert(key.clone(), Instance::empty(inputs.len()));
+                            }
+                            let Some(inst) = instances.get_mut(&key) else {
+                                continue;
+                            };
+                            let origin = (slot, Some(key));
+                            let old_joins = joined.then(|| inst.joins.clone());
+                            let before = inst.output.as_ref().map(|(_, d)| *d);
                             let outcome = eval_instance(
                                 defs,
                                 &origin,
                                 Some((*primary, pdigest)),
-                                &mut inst,
+                                inst,
                                 &up,
                                 &mut ctx,
                                 &mut sinks,
                             );
-                            if inst.joins != old_joins {
+                            let Some(key) = &origin.1 else { continue };
+                            if let Some(old_joins) = old_joins
+                                && inst.joins != old_joins
+                            {
                                 unlink_joins(reverse, &old_joins, key);
                                 link_joins(reverse, &inst.joins, key);
                             }
+                            let after = inst.output.as_ref().map(|(_, d)| *d);
+                            if after != before
+                                && let (Some(s), Some(d)) = (set.as_mut(), after)
+                            {
+                                s.insert(key, d);
+                            }
                             tally(&mut node, outcome);
-                            instances.insert(key.clone(), inst);
+                        }
+                        if let Some(s) = set.as_mut() {
+                            s.refresh();
                         }
                         node.instances = instances.len();
                     }
@@ -841,7 +1011,7 @@ impl Graph {
             if let Some(s) = slots.get_mut(slot) {
                 *s = st;
             }
-            if matches!(def.kind, SlotKind::Node { .. } | SlotKind::Family { .. }) {
+            if let Some(t0) = t0 {
                 node.skipped = node.instances.saturating_sub(node.recomputed + node.failed);
                 node.elapsed = t0.elapsed();
                 stats.recomputed += node.recomputed;
@@ -852,6 +1022,9 @@ impl Graph {
         }
 
         // Diff the touched keys only: desired by a recomputed emitter, or observed changed.
+        if !full {
+            ctx.diff_keys.extend(pending.keys);
+        }
         let mut actions = Vec::new();
         let mut conflicts = Vec::new();
         let origin_name = |o: &Origin| {
@@ -871,7 +1044,9 @@ impl Graph {
                     nodes: m.keys().map(origin_name).collect(),
                 });
             }
-            let winner = wanted.and_then(|m| m.iter().next());
+            let winner = wanted
+                .and_then(|m| m.iter().next())
+                .and_then(|(o, i)| Some((o, emitted_object(slots, o, *i)?)));
             let reason = winner.map(|(o, _)| {
                 ctx.touched
                     .get(o)
@@ -937,7 +1112,7 @@ impl Graph {
             return None;
         }
         match self.state.slots.get(node.slot)? {
-            SlotState::Node(Some(i)) => T::deserialize(&i.output.as_ref()?.0).ok(),
+            SlotState::Node(Some(i)) => T::deserialize(&*i.output.as_ref()?.0.json().ok()?).ok(),
             _ => None,
         }
     }
@@ -949,15 +1124,54 @@ impl Graph {
         }
         match self.state.slots.get(family.slot)? {
             SlotState::Family { instances, .. } => {
-                T::deserialize(&instances.get(key)?.output.as_ref()?.0).ok()
+                T::deserialize(&*instances.get(key)?.output.as_ref()?.0.json().ok()?).ok()
             }
             _ => None,
         }
     }
 
+    /// How many entries the memo holds: node instances, join-index entries, entries of the
+    /// whole-family digests, observed-object digests, desired objects, requested effects and
+    /// deadlines. It is bounded by the live objects and instances, never by the number of
+    /// events evaluated: a metric for the runtime, and what the tests hold the engine to.
+    pub fn memo_entries(&self) -> usize {
+        let slots: usize = self
+            .state
+            .slots
+            .iter()
+            .map(|s| match s {
+                SlotState::Taken => 0,
+                SlotState::Single(d) => usize::from(d.is_some()),
+                SlotState::Kind { digests, set } => digests.len() + set.as_ref().map_or(0, SetDigest::len),
+                SlotState::Node(i) => usize::from(i.is_some()),
+                SlotState::Family {
+                    instances,
+                    reverse,
+                    set,
+                } => {
+                    instances.len()
+                        + reverse
+                            .iter()
+                            .flat_map(BTreeMap::values)
+                            .map(BTreeSet::len)
+                            .sum::<usize>()
+                        + set.as_ref().map_or(0, SetDigest::len)
+                }
+            })
+            .sum();
+        let desired: usize = self.state.desired.values().map(BTreeMap::len).sum();
+        let effects: usize = self.state.effects.values().map(BTreeMap::len).sum();
+        slots + desired + effects + self.state.deadlines.len()
+    }
+
     /// Every object currently desired (the winning node's version), in key order.
     pub fn desired(&self) -> impl Iterator<Item = &Object> + '_ {
-        self.state.desired.values().filter_map(|m| m.values().next())
+        let slots = &self.state.slots;
+        self.state
+            .desired
+            .values()
+            .filter_map(|m| m.iter().next())
+            .filter_map(|(o, i)| emitted_object(slots, o, *i))
     }
 
     /// Every effect currently requested, in id order. An effect stays requested until the
@@ -965,6 +1179,29 @@ impl Graph {
     pub fn requested_effects(&self) -> impl Iterator<Item = &EffectRequest> + '_ {
         self.state.effects.values().filter_map(|m| m.values().next())
     }
+}
+
+/// The `index`th object of the stored output of the emitter instance `origin`.
+fn emitted_object<'a>(slots: &'a [SlotState], origin: &Origin, index: usize) -> Option<&'a Object> {
+    let output = match (slots.get(origin.0)?, &origin.1) {
+        (SlotState::Node(Some(inst)), None) => inst.output.as_ref(),
+        (SlotState::Family { instances, .. }, Some(k)) => instances.get(k)?.output.as_ref(),
+        _ => None,
+    };
+    match output {
+        Some((Output::Desired(d), _)) => d.objects.get(index),
+        _ => None,
+    }
+}
+
+/// The pending keys of one kind, in key order.
+fn pending_of_kind(pending: &Pending, kind: &str) -> Vec<ObjectKey> {
+    pending
+        .keys
+        .range(ObjectKey::new(kind, "", "")..)
+        .take_while(|k| k.kind == kind)
+        .cloned()
+        .collect()
 }
 
 fn tally(node: &mut NodeStats, outcome: Outcome) {

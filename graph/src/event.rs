@@ -1,7 +1,7 @@
 //! Events: what happened to the World, in journal order.
 
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::object::{Object, ObjectKey};
 
@@ -70,6 +70,52 @@ impl From<Line> for Entry {
                 event: Event::Tick(now),
             },
         }
+    }
+}
+
+/// The journal line format as one flat record: the fast path of reading. serde decodes an
+/// internally tagged enum ([`Line`]) by buffering the whole line first; this decodes it in one
+/// pass. It accepts only the exact field sets [`Line`] accepts (each field is recorded as
+/// present even when `null`), and anything it refuses is read again as a [`Line`], whose
+/// answer (entry or error) stands.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FlatLine {
+    #[serde(rename = "type")]
+    kind: FlatKind,
+    seq: u64,
+    #[serde(default, deserialize_with = "present")]
+    object: Option<Option<Object>>,
+    #[serde(default, deserialize_with = "present")]
+    key: Option<Option<ObjectKey>>,
+    #[serde(default, deserialize_with = "present")]
+    now: Option<Option<Timestamp>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum FlatKind {
+    Applied,
+    Deleted,
+    Tick,
+}
+
+/// A field that is present (`Some`), holding its value or `None` for `null`.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+impl FlatLine {
+    /// The entry, when the line has exactly the fields of its event kind.
+    pub(crate) fn into_entry(self) -> Option<Entry> {
+        let seq = self.seq;
+        let event = match (self.kind, self.object, self.key, self.now) {
+            (FlatKind::Applied, Some(Some(object)), None, None) => Event::Applied(object),
+            (FlatKind::Deleted, None, Some(Some(key)), None) => Event::Deleted(key),
+            (FlatKind::Tick, None, None, Some(Some(now))) => Event::Tick(now),
+            _ => return None,
+        };
+        Some(Entry { seq, event })
     }
 }
 

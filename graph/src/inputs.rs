@@ -7,6 +7,7 @@
 //! as `Option<T>`. Internally values travel as JSON; the types are checked when the graph is
 //! built, because a handle can only be made by registering a node of that type.
 
+use std::any::{Any, TypeId};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::object::ObjectKey;
+use crate::object::{Object, ObjectKey};
 
 /// The index of a registered node in its graph.
 pub(crate) type SlotId = usize;
@@ -63,7 +64,42 @@ pub struct Joined<P, T> {
 
 /// A join function with its input type erased: primary value → target key.
 pub(crate) type ErasedJoin =
-    Arc<dyn Fn(&Value) -> Result<Option<ObjectKey>, serde_json::Error> + Send + Sync>;
+    Arc<dyn Fn(PrimaryRef<'_>) -> Result<Option<ObjectKey>, serde_json::Error> + Send + Sync>;
+
+/// The own object of a family instance as the engine holds it: an observed [`Object`] straight
+/// from the World (no JSON round trip when the node reads it as an `Object`), or the JSON
+/// output of an upstream family.
+#[derive(Clone, Copy)]
+pub(crate) enum PrimaryRef<'a> {
+    Object(&'a Object),
+    Json(&'a Value),
+}
+
+/// Moves `value` into a `T` when it is one (a type check, no copy); `None` otherwise.
+pub(crate) fn cast<T: 'static, U: 'static>(value: U) -> Option<T> {
+    let mut slot = Some(value);
+    (&mut slot as &mut dyn Any)
+        .downcast_mut::<Option<T>>()
+        .and_then(Option::take)
+}
+
+/// Calls `f` with the primary as a `&P`: borrowed when it is an observed object read as an
+/// `Object`, decoded from JSON otherwise.
+pub(crate) fn with_primary<P, R>(
+    primary: PrimaryRef<'_>,
+    f: impl FnOnce(&P) -> R,
+) -> Result<R, serde_json::Error>
+where
+    P: DeserializeOwned + 'static,
+{
+    match primary {
+        PrimaryRef::Object(o) => match (o as &dyn Any).downcast_ref::<P>() {
+            Some(p) => Ok(f(p)),
+            None => Ok(f(&P::deserialize(serde_json::to_value(o)?)?)),
+        },
+        PrimaryRef::Json(v) => Ok(f(&P::deserialize(v)?)),
+    }
+}
 
 macro_rules! copy_handle {
     ($name:ident) => {
@@ -120,7 +156,7 @@ impl<T> Family<T> {
         P: DeserializeOwned + 'static,
         F: Fn(&P) -> Option<ObjectKey> + Send + Sync + 'static,
     {
-        let erased: ErasedJoin = Arc::new(move |v: &Value| Ok(join(&P::deserialize(v)?)));
+        let erased: ErasedJoin = Arc::new(move |p: PrimaryRef<'_>| with_primary(p, |p: &P| join(p)));
         Joined {
             slot: self.slot,
             builder: self.builder,
@@ -168,6 +204,12 @@ pub(crate) trait ValueSource {
         slot: SlotId,
         each: &mut dyn FnMut(&ObjectKey, &Value) -> Result<(), serde_json::Error>,
     ) -> Result<(), serde_json::Error>;
+    /// For a slot read straight from the World (one object, or every object of a kind): the
+    /// observed object (`Some(None)` when absent); `None` for computed slots.
+    fn object(&self, slot: SlotId, key: Option<&ObjectKey>) -> Option<Option<&Object>>;
+    /// For a slot holding every observed object of a kind: calls `each` with each of them in
+    /// key order and returns `true`; `false` (and no call) for other slots.
+    fn for_each_object(&self, slot: SlotId, each: &mut dyn FnMut(&ObjectKey, &Object)) -> bool;
 }
 
 /// A reading failure: an upstream value did not decode as the input's type.
@@ -190,16 +232,35 @@ impl Reader<'_> {
         self.specs.get(i).ok_or_else(missing)
     }
 
-    fn single<T: DeserializeOwned>(&self, i: usize) -> Result<T, ReadError> {
+    fn single<T: DeserializeOwned + 'static>(&self, i: usize) -> Result<T, ReadError> {
         let spec = self.slot(i)?;
+        // An observed object read as `Option<Object>`: one clone, no JSON round trip.
+        if let Some(o) = self.source.object(spec.slot, None)
+            && let Some(t) = cast::<T, _>(o.cloned())
+        {
+            return Ok(t);
+        }
         let v = self.source.value(spec.slot, None)?.ok_or_else(missing)?;
         Ok(T::deserialize(&*v)?)
     }
 
-    fn all<T: DeserializeOwned>(&self, i: usize) -> Result<BTreeMap<ObjectKey, T>, ReadError> {
+    fn all<T: DeserializeOwned + 'static>(&self, i: usize) -> Result<BTreeMap<ObjectKey, T>, ReadError> {
         let spec = self.slot(i)?;
         // Instances come in key order: collect, then bulk-build the map without searching.
         let mut out = Vec::new();
+        if TypeId::of::<T>() == TypeId::of::<Object>() {
+            let mut mismatch = false;
+            let handled = self
+                .source
+                .for_each_object(spec.slot, &mut |k, o| match cast::<T, _>(o.clone()) {
+                    Some(t) => out.push((k.clone(), t)),
+                    None => mismatch = true,
+                });
+            if handled && !mismatch {
+                return Ok(out.into_iter().collect());
+            }
+            out.clear();
+        }
         self.source.for_each_instance(spec.slot, &mut |k, v| {
             out.push((k.clone(), T::deserialize(v)?));
             Ok(())
@@ -207,11 +268,16 @@ impl Reader<'_> {
         Ok(out.into_iter().collect())
     }
 
-    fn joined<T: DeserializeOwned>(&self, i: usize) -> Result<Option<T>, ReadError> {
+    fn joined<T: DeserializeOwned + 'static>(&self, i: usize) -> Result<Option<T>, ReadError> {
         let spec = self.slot(i)?;
         let Some(Some(target)) = self.joins.get(i) else {
             return Ok(None);
         };
+        if let Some(o) = self.source.object(spec.slot, Some(target))
+            && let Some(t) = cast::<Option<T>, _>(o.cloned())
+        {
+            return Ok(t);
+        }
         match self.source.value(spec.slot, Some(target))? {
             Some(v) => Ok(Some(T::deserialize(&*v)?)),
             None => Ok(None),
@@ -229,7 +295,7 @@ pub trait Input<P> {
     fn read(reader: &Reader<'_>, index: usize) -> Result<Self::Value, ReadError>;
 }
 
-impl<P, T: DeserializeOwned> Input<P> for Node<T> {
+impl<P, T: DeserializeOwned + 'static> Input<P> for Node<T> {
     type Value = T;
     fn spec(&self) -> InputSpec {
         InputSpec {
@@ -243,7 +309,7 @@ impl<P, T: DeserializeOwned> Input<P> for Node<T> {
     }
 }
 
-impl<P, T: DeserializeOwned> Input<P> for All<T> {
+impl<P, T: DeserializeOwned + 'static> Input<P> for All<T> {
     type Value = BTreeMap<ObjectKey, T>;
     fn spec(&self) -> InputSpec {
         InputSpec {
@@ -257,7 +323,7 @@ impl<P, T: DeserializeOwned> Input<P> for All<T> {
     }
 }
 
-impl<P, T: DeserializeOwned> Input<P> for Joined<P, T> {
+impl<P, T: DeserializeOwned + 'static> Input<P> for Joined<P, T> {
     type Value = Option<T>;
     fn spec(&self) -> InputSpec {
         InputSpec {
@@ -293,7 +359,7 @@ impl<P> Inputs<P> for () {
 
 macro_rules! single_inputs {
     ($($ty:ident),*) => {$(
-        impl<P, T: DeserializeOwned> Inputs<P> for $ty<T> {
+        impl<P, T: DeserializeOwned + 'static> Inputs<P> for $ty<T> {
             type Values = <Self as Input<P>>::Value;
             fn specs(&self) -> Vec<InputSpec> {
                 vec![<Self as Input<P>>::spec(self)]
@@ -306,7 +372,7 @@ macro_rules! single_inputs {
 }
 single_inputs!(Node, All);
 
-impl<P, T: DeserializeOwned> Inputs<P> for Joined<P, T> {
+impl<P, T: DeserializeOwned + 'static> Inputs<P> for Joined<P, T> {
     type Values = Option<T>;
     fn specs(&self) -> Vec<InputSpec> {
         vec![<Self as Input<P>>::spec(self)]

@@ -18,7 +18,7 @@ use std::io::{self, BufRead, Read as _, Write};
 use serde_json::{Map, Value};
 
 use crate::canonical::{digest_bytes, digest_value};
-use crate::event::{EVENT_KINDS, Entry, Event, Line, LineRef};
+use crate::event::{EVENT_KINDS, Entry, Event, FlatLine, Line, LineRef};
 use crate::object::Object;
 
 /// The default longest accepted journal line: 4 MiB.
@@ -347,9 +347,15 @@ impl<R: BufRead> JournalReader<R> {
     }
 
     fn parse(&mut self, line: u64) -> Result<Entry, JournalError> {
-        let entry: Entry = match serde_json::from_slice::<Line>(&self.buf) {
-            Ok(l) => l.into(),
-            Err(source) => return Err(classify(line, &self.buf, source)),
+        let fast = serde_json::from_slice::<FlatLine>(&self.buf)
+            .ok()
+            .and_then(FlatLine::into_entry);
+        let entry: Entry = match fast {
+            Some(e) => e,
+            None => match serde_json::from_slice::<Line>(&self.buf) {
+                Ok(l) => l.into(),
+                Err(source) => return Err(classify(line, &self.buf, source)),
+            },
         };
         if let Some(previous) = self.last_seq {
             if entry.seq == previous {
@@ -542,6 +548,52 @@ mod tests {
         assert_eq!(w.append(&tick).unwrap(), 5);
     }
 
+    /// What the reference parser (the tagged [`Line`]) makes of a line: the entry, or `None`.
+    fn reference(line: &str) -> Option<Entry> {
+        serde_json::from_str::<Line>(line).ok().map(Entry::from)
+    }
+
+    fn fast(line: &str) -> Option<Entry> {
+        serde_json::from_str::<FlatLine>(line)
+            .ok()
+            .and_then(FlatLine::into_entry)
+    }
+
+    #[test]
+    fn the_fast_reading_path_accepts_exactly_what_the_tagged_format_accepts() {
+        let lines = [
+            r#"{"type":"applied","seq":1,"object":{"kind":"K","namespace":"n","name":"a","value":{"b":[1,2.5,"x\"y"],"a":null}}}"#,
+            r#"{"seq":2,"object":{"name":"a","kind":"K","resourceVersion":"9"},"type":"applied"}"#,
+            r#"{"type":"deleted","seq":3,"key":{"kind":"K","name":"a"}}"#,
+            r#"{"type":"tick","seq":4,"now":"2027-01-01T00:00:00Z"}"#,
+            // Extra fields of another kind, even null ones, are refused by both.
+            r#"{"type":"applied","seq":5,"object":{"kind":"K","name":"a"},"key":null}"#,
+            r#"{"type":"tick","seq":6,"now":"2027-01-01T00:00:00Z","object":null}"#,
+            r#"{"type":"applied","seq":7,"object":null}"#,
+            r#"{"type":"applied","seq":8}"#,
+            r#"{"type":"deleted","seq":9,"key":{"kind":"K","name":"a"},"extra":1}"#,
+            r#"{"type":"boom","seq":10}"#,
+            r#"{"type":"tick","seq":-1,"now":"2027-01-01T00:00:00Z"}"#,
+            r#"{"type":"tick","seq":11,"seq":12,"now":"2027-01-01T00:00:00Z"}"#,
+            r#"{"type":"tick","type":"tick","seq":13,"now":"2027-01-01T00:00:00Z"}"#,
+        ];
+        for line in lines {
+            let reference = reference(line);
+            // The fast path may refuse what the reference accepts (it then falls back), but it
+            // never accepts anything else, nor reads it differently.
+            if let Some(entry) = fast(line) {
+                assert_eq!(Some(entry), reference, "{line}");
+            }
+        }
+        assert!(fast(lines[0]).is_some() && fast(lines[1]).is_some());
+        assert!(fast(lines[2]).is_some() && fast(lines[3]).is_some());
+        // Through the reader, every line reads as the reference says.
+        for line in lines {
+            let read = JournalReader::new(line.as_bytes()).next().and_then(Result::ok);
+            assert_eq!(read, reference(line), "{line}");
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn any_bytes_read_as_entries_or_errors_without_panicking(
@@ -562,6 +614,11 @@ mod tests {
                 0..20,
             )
         ) {
+            for line in &lines {
+                if let Some(entry) = fast(line) {
+                    proptest::prop_assert_eq!(Some(entry), reference(line));
+                }
+            }
             let text = lines.join("\n");
             let mut last = None;
             for e in JournalReader::new(text.as_bytes()).flatten() {

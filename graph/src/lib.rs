@@ -61,6 +61,7 @@ mod inputs;
 pub mod journal;
 mod object;
 mod replay;
+mod set_digest;
 mod stats;
 mod world;
 

@@ -39,9 +39,16 @@ impl World {
         match event {
             Event::Applied(object) => {
                 let key = object.key();
-                let objects = self.kinds.entry(object.kind.clone()).or_default();
-                if objects.insert(key.clone(), object).is_none() {
-                    self.len += 1;
+                let objects = match self.kinds.get_mut(&object.kind) {
+                    Some(objects) => objects,
+                    None => self.kinds.entry(object.kind.clone()).or_default(),
+                };
+                match objects.get_mut(&key) {
+                    Some(slot) => *slot = object,
+                    None => {
+                        objects.insert(key.clone(), object);
+                        self.len += 1;
+                    }
                 }
                 self.pending.keys.insert(key);
             }
@@ -73,6 +80,14 @@ impl World {
     /// Every object of one kind, in key order.
     pub fn objects<'a>(&'a self, kind: &str) -> impl Iterator<Item = &'a Object> + 'a {
         self.kinds.get(kind).into_iter().flat_map(|m| m.values())
+    }
+
+    /// Every object of one kind with its key, in key order.
+    pub(crate) fn entries<'a>(
+        &'a self,
+        kind: &str,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Object)> + 'a {
+        self.kinds.get(kind).into_iter().flat_map(|m| m.iter())
     }
 
     /// How many objects of one kind are observed.

@@ -366,3 +366,50 @@ fn replay_stops_at_a_bad_line_naming_it_and_keeps_the_decisions_before_it() {
     assert_eq!(err.partial.events, 1);
     assert_eq!(err.partial.actions.len(), 2);
 }
+
+#[test]
+fn the_memo_stays_bounded_by_the_live_objects_however_many_events_are_evaluated() {
+    let mut t = toy();
+    let mut world = world_of(populate(100, 10));
+    converge(&mut t.graph, &mut world);
+    let settled = t.graph.memo_entries();
+    // 100 users (2 instances and 2 digests each, a status desired), 10 clusters, 30 machines...
+    assert!(settled > 400, "{settled}");
+
+    // 5,000 events that edit, delete and re-create users, re-point machines and tick, each
+    // evaluated on its own: the memo never outgrows the settled World it keeps returning to.
+    let mut largest = 0;
+    for i in 0..5_000u64 {
+        let event = match i % 5 {
+            0 => Event::Applied(user(&format!("u{}", i % 100), i % 3 == 0, &format!("n{i}"))),
+            1 => Event::Deleted(ObjectKey::new("User", NS, format!("u{}", i % 100))),
+            2 => Event::Applied(machine(
+                &format!("c{}-m1", i % 10),
+                &format!("c{}", (i / 5) % 10),
+                "worker",
+            )),
+            3 => Event::Tick(at(1_000 + i as i64)),
+            // Re-creates the user deleted three events ago.
+            _ => Event::Applied(user(&format!("u{}", (i - 3) % 100), true, "back")),
+        };
+        world.apply(event);
+        t.graph.evaluate(&mut world);
+        largest = largest.max(t.graph.memo_entries());
+    }
+    assert!(largest <= settled, "{largest} > {settled}");
+
+    // Back to the original objects: exactly the original memo size.
+    for e in populate(100, 10) {
+        world.apply(e);
+    }
+    converge(&mut t.graph, &mut world);
+    assert_eq!(t.graph.memo_entries(), settled);
+
+    // Deleting every input object empties the memo but for the singletons.
+    let keys: Vec<ObjectKey> = world.iter().map(Object::key).collect();
+    for k in keys {
+        world.apply(Event::Deleted(k));
+    }
+    t.graph.evaluate(&mut world);
+    assert!(t.graph.memo_entries() < 10, "{}", t.graph.memo_entries());
+}
