@@ -430,13 +430,14 @@ impl Harness {
     }
 
     pub async fn exchange(&self, code: &str, client: &str, redirect: &str, verifier: &str) -> Reply {
-        let mut q = url::form_urlencoded::Serializer::new(String::new());
-        q.append_pair("grant_type", "authorization_code")
-            .append_pair("code", code)
-            .append_pair("client_id", client)
-            .append_pair("redirect_uri", redirect)
-            .append_pair("code_verifier", verifier);
-        self.post_form("/oidc/token", &q.finish()).await
+        let body = form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("client_id", client),
+            ("redirect_uri", redirect),
+            ("code_verifier", verifier),
+        ]);
+        self.post_form("/oidc/token", &body).await
     }
 
     /// A full CLI sign-in with `offline_access`: the token response.
@@ -448,27 +449,31 @@ impl Harness {
     }
 
     pub async fn refresh(&self, token: &str, client: &str, audience: Option<&str>) -> Reply {
-        let mut q = url::form_urlencoded::Serializer::new(String::new());
-        q.append_pair("grant_type", "refresh_token")
-            .append_pair("refresh_token", token)
-            .append_pair("client_id", client);
+        let mut pairs = vec![("grant_type", "refresh_token"), ("refresh_token", token), ("client_id", client)];
         if let Some(a) = audience {
-            q.append_pair("audience", a);
+            pairs.push(("audience", a));
         }
-        self.post_form("/oidc/token", &q.finish()).await
+        let body = form(&pairs);
+        self.post_form("/oidc/token", &body).await
     }
 
-    pub async fn revoke(&self, form: &[(&str, &str)]) -> Reply {
-        let mut q = url::form_urlencoded::Serializer::new(String::new());
-        for (k, v) in form {
-            q.append_pair(k, v);
-        }
-        self.post_form("/oidc/revoke", &q.finish()).await
+    pub async fn revoke(&self, pairs: &[(&str, &str)]) -> Reply {
+        let body = form(pairs);
+        self.post_form("/oidc/revoke", &body).await
     }
 
     pub fn keys(&self) -> Arc<LoadedKeys> {
         self.ring.load().expect("keys")
     }
+}
+
+/// An urlencoded form body.
+pub fn form(pairs: &[(&str, &str)]) -> String {
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        q.append_pair(k, v);
+    }
+    q.finish()
 }
 
 /// The claims of a JWT, decoded without verification (for assertions).
