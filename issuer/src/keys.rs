@@ -67,7 +67,10 @@ impl fmt::Debug for LoadedKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LoadedKeys")
             .field("rsa", &self.rsa.keys().collect::<Vec<_>>())
-            .field("hmac", &self.document.hmac().iter().map(|k| k.kid()).collect::<Vec<_>>())
+            .field(
+                "hmac",
+                &self.document.hmac().iter().map(|k| k.kid()).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }

@@ -284,7 +284,11 @@ fn parse(token: &str) -> Result<Parsed<'_>, TokenError> {
     let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
         return Err(TokenError::Malformed("it must have exactly three segments"));
     };
-    let decode = |seg: &str| URL_SAFE_NO_PAD.decode(seg).map_err(|_| TokenError::Malformed("bad base64url"));
+    let decode = |seg: &str| {
+        URL_SAFE_NO_PAD
+            .decode(seg)
+            .map_err(|_| TokenError::Malformed("bad base64url"))
+    };
     let header: Header = serde_json::from_slice(&decode(h)?)
         .map_err(|_| TokenError::Malformed("the header is not {alg, kid, typ}"))?;
     let signing_input = &token[..h.len() + 1 + p.len()];
@@ -328,7 +332,11 @@ pub fn unix_seconds(now: Timestamp) -> i64 {
 ///
 /// # Errors
 /// [`TokenError::NoSigningKey`] when no RSA key is active, [`TokenError::Sign`] on a crypto error.
-pub fn sign_id_token(keys: &LoadedKeys, claims: &IdTokenClaims, now: Timestamp) -> Result<String, TokenError> {
+pub fn sign_id_token(
+    keys: &LoadedKeys,
+    claims: &IdTokenClaims,
+    now: Timestamp,
+) -> Result<String, TokenError> {
     let key = keys.signing_key(now).ok_or(TokenError::NoSigningKey)?;
     encode("RS256", key.kid, TYP_ID_TOKEN, claims, |input| {
         key.signer
@@ -431,7 +439,13 @@ mod tests {
 
     fn keys() -> LoadedKeys {
         let t = ts("2026-01-01T00:00:00Z");
-        let rsa = RsaKey::new("k-1".into(), PrivateKeyPem::new(PEM.into()).expect("pem"), t, t, None);
+        let rsa = RsaKey::new(
+            "k-1".into(),
+            PrivateKeyPem::new(PEM.into()).expect("pem"),
+            t,
+            t,
+            None,
+        );
         let h1 = HmacKey::new("h-1".into(), HmacSecret::new([1; 32]), t, t, None);
         let h2 = HmacKey::new(
             "h-2".into(),

@@ -19,7 +19,9 @@ fn refresh_of(v: &serde_json::Value) -> String {
 #[tokio::test]
 async fn a_code_used_twice_is_refused_and_the_family_it_started_is_revoked() {
     let h = Harness::new();
-    let code = h.code("alice", "ichor-cli", CLI_REDIRECT, "openid offline_access", "").await;
+    let code = h
+        .code("alice", "ichor-cli", CLI_REDIRECT, "openid offline_access", "")
+        .await;
     let first = h.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
     assert_eq!(first.status, StatusCode::OK);
     let refresh = refresh_of(&first.json());
@@ -28,7 +30,10 @@ async fn a_code_used_twice_is_refused_and_the_family_it_started_is_revoked() {
     let second = h.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
     assert_eq!(second.status, StatusCode::BAD_REQUEST);
     assert_eq!(second.error(), "invalid_grant");
-    assert!(h.store.entry("alice").expect("entry").families.is_empty(), "family revoked");
+    assert!(
+        h.store.entry("alice").expect("entry").families.is_empty(),
+        "family revoked"
+    );
     let reply = h.refresh(&refresh, "ichor-cli", None).await;
     assert_eq!(reply.error(), "invalid_grant");
     assert!(h.metrics().contains("ichor_issuer_code_replays_total 1"));
@@ -88,7 +93,10 @@ async fn plain_pkce_is_refused_at_authorize() {
     assert_eq!(reply.status, StatusCode::FOUND);
     let location = reply.location();
     assert!(location.starts_with(CLI_REDIRECT), "{location}");
-    assert_eq!(query_param(&location, "error").as_deref(), Some("invalid_request"));
+    assert_eq!(
+        query_param(&location, "error").as_deref(),
+        Some("invalid_request")
+    );
     assert_eq!(query_param(&location, "state").as_deref(), Some("st-1"));
     assert_eq!(query_param(&location, "iss").as_deref(), Some(ISSUER));
 }
@@ -110,7 +118,10 @@ async fn a_redirect_uri_that_differs_in_any_way_is_refused_without_a_redirect() 
     }
     // At the token endpoint, a redirect URI other than the authorization request's is refused.
     let code = h.code("alice", "ichor-cli", CLI_REDIRECT, "openid", "").await;
-    for bad in ["http://127.0.0.1:38124/callback", "http://localhost:38123/callback"] {
+    for bad in [
+        "http://127.0.0.1:38124/callback",
+        "http://localhost:38123/callback",
+    ] {
         let reply = h.exchange(&code, "ichor-cli", bad, VERIFIER).await;
         assert_eq!(reply.error(), "invalid_grant", "{bad}");
     }
@@ -119,7 +130,9 @@ async fn a_redirect_uri_that_differs_in_any_way_is_refused_without_a_redirect() 
 #[tokio::test]
 async fn an_unknown_client_gets_an_error_page_and_no_redirect() {
     let h = Harness::new();
-    let reply = h.get(&Harness::authorize_query("evil", CLI_REDIRECT, "openid", "")).await;
+    let reply = h
+        .get(&Harness::authorize_query("evil", CLI_REDIRECT, "openid", ""))
+        .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert!(reply.headers.get("location").is_none());
     assert!(reply.text().contains("client_id"));
@@ -128,7 +141,9 @@ async fn an_unknown_client_gets_an_error_page_and_no_redirect() {
 #[tokio::test]
 async fn the_redirect_flow_sends_the_browser_to_the_sign_in_page_with_a_ticket() {
     let h = Harness::new();
-    let reply = h.get(&Harness::authorize_query("ichor-cli", CLI_REDIRECT, "openid", "")).await;
+    let reply = h
+        .get(&Harness::authorize_query("ichor-cli", CLI_REDIRECT, "openid", ""))
+        .await;
     assert_eq!(reply.status, StatusCode::FOUND);
     let location = reply.location();
     assert!(location.starts_with("/oidc/login?ticket="), "{location}");
@@ -154,7 +169,9 @@ async fn a_ticket_used_as_a_code_is_refused() {
 #[tokio::test]
 async fn a_code_used_as_a_refresh_token_is_refused() {
     let h = Harness::new();
-    let code = h.code("alice", "ichor-cli", CLI_REDIRECT, "openid offline_access", "").await;
+    let code = h
+        .code("alice", "ichor-cli", CLI_REDIRECT, "openid offline_access", "")
+        .await;
     let reply = h.refresh(&code, "ichor-cli", None).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.error(), "invalid_grant");
@@ -184,7 +201,11 @@ async fn a_code_issued_before_not_before_is_refused() {
     let h = Harness::new();
     let code = h.code("alice", "ichor-cli", CLI_REDIRECT, "openid", "").await;
     h.clock.advance(SignedDuration::from_secs(1));
-    let revoked = h.store.entry("alice").expect("entry").revoke_all(h.clock.now_ts());
+    let revoked = h
+        .store
+        .entry("alice")
+        .expect("entry")
+        .revoke_all(h.clock.now_ts());
     h.store.set_entry("alice", revoked);
     let reply = h.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
     assert_eq!(reply.error(), "invalid_grant");
@@ -202,14 +223,20 @@ async fn the_browser_client_cannot_ask_for_the_kubernetes_audience() {
 #[tokio::test]
 async fn a_store_outage_is_a_503_that_says_nothing_about_the_user() {
     let h = Harness::new();
-    let code = h.code("alice", "ichor-cli", CLI_REDIRECT, "openid offline_access", "").await;
-    h.store.unavailable.store(true, std::sync::atomic::Ordering::SeqCst);
+    let code = h
+        .code("alice", "ichor-cli", CLI_REDIRECT, "openid offline_access", "")
+        .await;
+    h.store
+        .unavailable
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let reply = h.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(reply.error(), "temporarily_unavailable");
     assert!(!reply.text().contains("alice"));
     // The code was released: it works once the store is back.
-    h.store.unavailable.store(false, std::sync::atomic::Ordering::SeqCst);
+    h.store
+        .unavailable
+        .store(false, std::sync::atomic::Ordering::SeqCst);
     let reply = h.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
 }
@@ -232,19 +259,30 @@ async fn a_refresh_rotates_and_answers_a_fresh_id_token() {
     assert!(claims(id).get("nonce").is_none());
     let fam = h.store.entry("alice").expect("entry").families;
     assert_eq!(fam.values().next().map(|f| f.generation), Some(2));
-    assert!(h.metrics().contains("grant=\"refresh_token\",audience=\"ichor-kube\"} 1"));
+    assert!(
+        h.metrics()
+            .contains("grant=\"refresh_token\",audience=\"ichor-kube\"} 1")
+    );
 }
 
 #[tokio::test]
 async fn a_refresh_can_ask_the_cli_family_for_an_ichor_ui_token() {
     let h = Harness::new();
     let session = h.cli_session("alice").await;
-    let reply = h.refresh(&refresh_of(&session), "ichor-cli", Some("ichor-ui")).await;
+    let reply = h
+        .refresh(&refresh_of(&session), "ichor-cli", Some("ichor-ui"))
+        .await;
     assert_eq!(reply.status, StatusCode::OK);
-    assert_eq!(claims(reply.json()["id_token"].as_str().expect("id"))["aud"], "ichor-ui");
+    assert_eq!(
+        claims(reply.json()["id_token"].as_str().expect("id"))["aud"],
+        "ichor-ui"
+    );
     // Without the parameter the family's audience is kept.
     let reply = h.refresh(&refresh_of(&reply.json()), "ichor-cli", None).await;
-    assert_eq!(claims(reply.json()["id_token"].as_str().expect("id"))["aud"], "ichor-kube");
+    assert_eq!(
+        claims(reply.json()["id_token"].as_str().expect("id"))["aud"],
+        "ichor-kube"
+    );
 }
 
 #[tokio::test]
@@ -271,7 +309,10 @@ async fn a_refresh_token_reused_after_the_grace_window_revokes_the_family() {
     let newer = h.refresh(&b, "ichor-cli", None).await;
     assert_eq!(newer.error(), "invalid_grant", "the newer token is dead too");
     assert!(h.store.entry("alice").expect("entry").families.is_empty());
-    assert!(h.metrics().contains("ichor_issuer_refresh_reuse_detections_total 1"));
+    assert!(
+        h.metrics()
+            .contains("ichor_issuer_refresh_reuse_detections_total 1")
+    );
 }
 
 #[tokio::test]
@@ -295,7 +336,11 @@ async fn ten_concurrent_refreshes_with_one_token_all_succeed_with_one_generation
     assert_eq!(successors.len(), 1, "one successor for all ten");
     let entry = h.store.entry("alice").expect("entry");
     assert_eq!(entry.families.len(), 1, "one family");
-    assert_eq!(entry.families.values().next().map(|f| f.generation), Some(2), "one step");
+    assert_eq!(
+        entry.families.values().next().map(|f| f.generation),
+        Some(2),
+        "one step"
+    );
 }
 
 #[tokio::test]
@@ -329,7 +374,12 @@ async fn a_refresh_token_issued_before_not_before_is_refused() {
     h.store.set_entry("alice", entry);
     let reply = h.refresh(&a, "ichor-cli", None).await;
     assert_eq!(reply.error(), "invalid_grant");
-    assert!(reply.json()["error_description"].as_str().expect("d").contains("notBefore"));
+    assert!(
+        reply.json()["error_description"]
+            .as_str()
+            .expect("d")
+            .contains("notBefore")
+    );
 }
 
 #[tokio::test]
@@ -338,7 +388,8 @@ async fn a_revoked_family_no_longer_refreshes() {
     let a = refresh_of(&h.cli_session("alice").await);
     let entry = h.store.entry("alice").expect("entry");
     let fam = entry.families.keys().next().expect("fam").clone();
-    h.store.set_entry("alice", entry.revoke_family(&fam).expect("revoked"));
+    h.store
+        .set_entry("alice", entry.revoke_family(&fam).expect("revoked"));
     let reply = h.refresh(&a, "ichor-cli", None).await;
     assert_eq!(reply.error(), "invalid_grant");
 }
@@ -357,7 +408,10 @@ async fn the_absolute_lifetime_is_never_extended_by_rotation() {
         assert_eq!(claims(&token)["exp"], exp);
     }
     h.clock.advance(SignedDuration::from_hours(3));
-    assert_eq!(h.refresh(&token, "ichor-cli", None).await.error(), "invalid_grant");
+    assert_eq!(
+        h.refresh(&token, "ichor-cli", None).await.error(),
+        "invalid_grant"
+    );
 }
 
 #[tokio::test]
@@ -365,22 +419,36 @@ async fn a_refresh_token_of_another_client_is_refused() {
     let h = Harness::new();
     let a = refresh_of(&h.cli_session("alice").await);
     assert_eq!(h.refresh(&a, "ichor-ui", None).await.error(), "invalid_grant");
-    assert_eq!(h.refresh(&a, "nobody", None).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        h.refresh(&a, "nobody", None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
 }
 
 #[tokio::test]
 async fn the_browser_client_rotates_its_refresh_token_with_the_ichor_ui_audience() {
     let h = Harness::new();
-    let code = h.code("alice", "ichor-ui", UI_REDIRECT, "openid offline_access", "").await;
+    let code = h
+        .code("alice", "ichor-ui", UI_REDIRECT, "openid offline_access", "")
+        .await;
     let reply = h.exchange(&code, "ichor-ui", UI_REDIRECT, VERIFIER).await;
     assert_eq!(reply.status, StatusCode::OK);
     let a = refresh_of(&reply.json());
-    assert_eq!(claims(reply.json()["id_token"].as_str().expect("id"))["aud"], "ichor-ui");
+    assert_eq!(
+        claims(reply.json()["id_token"].as_str().expect("id"))["aud"],
+        "ichor-ui"
+    );
     let b = h.refresh(&a, "ichor-ui", None).await;
     assert_eq!(b.status, StatusCode::OK);
     assert_ne!(refresh_of(&b.json()), a);
-    assert_eq!(claims(b.json()["id_token"].as_str().expect("id"))["aud"], "ichor-ui");
-    assert_eq!(h.refresh(&a, "ichor-ui", Some("ichor-kube")).await.error(), "invalid_request");
+    assert_eq!(
+        claims(b.json()["id_token"].as_str().expect("id"))["aud"],
+        "ichor-ui"
+    );
+    assert_eq!(
+        h.refresh(&a, "ichor-ui", Some("ichor-kube")).await.error(),
+        "invalid_request"
+    );
 }
 
 #[tokio::test]
@@ -396,16 +464,26 @@ async fn several_families_per_user_live_side_by_side() {
 #[tokio::test]
 async fn garbage_and_unknown_grant_types_get_rfc_6749_errors() {
     let h = Harness::new();
-    assert_eq!(h.refresh("garbage", "ichor-cli", None).await.error(), "invalid_grant");
-    let reply = h.post_form("/oidc/token", "grant_type=password&client_id=ichor-cli").await;
+    assert_eq!(
+        h.refresh("garbage", "ichor-cli", None).await.error(),
+        "invalid_grant"
+    );
+    let reply = h
+        .post_form("/oidc/token", "grant_type=password&client_id=ichor-cli")
+        .await;
     assert_eq!(reply.error(), "unsupported_grant_type");
     let reply = h
         .post_form("/oidc/token", "grant_type=refresh_token&grant_type=refresh_token")
         .await;
     assert_eq!(reply.error(), "invalid_request");
-    let reply = h.post_json("/oidc/token", serde_json::json!({"grant_type": "refresh_token"})).await;
+    let reply = h
+        .post_json("/oidc/token", serde_json::json!({"grant_type": "refresh_token"}))
+        .await;
     assert_eq!(reply.error(), "invalid_request");
     let big = format!("grant_type=refresh_token&refresh_token={}", "a".repeat(20 * 1024));
-    assert_eq!(h.post_form("/oidc/token", &big).await.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        h.post_form("/oidc/token", &big).await.status,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
     assert_eq!(reply.headers["cache-control"], "no-store");
 }

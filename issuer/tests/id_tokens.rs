@@ -42,7 +42,8 @@ async fn an_id_token_has_the_claims_and_header_the_kube_apiserver_needs() {
     assert_eq!(c["exp"], now + 300);
     assert_eq!(session["expires_in"], 300);
     assert_eq!(session["token_type"], "Bearer");
-    let verified = tokens::verify_id_token(&h.keys(), token, ISSUER, "ichor-kube", h.clock.now_ts()).expect("ok");
+    let verified =
+        tokens::verify_id_token(&h.keys(), token, ISSUER, "ichor-kube", h.clock.now_ts()).expect("ok");
     assert_eq!(verified.sub, "alice");
 }
 
@@ -50,7 +51,8 @@ async fn an_id_token_has_the_claims_and_header_the_kube_apiserver_needs() {
 async fn a_token_for_another_audience_is_refused() {
     let h = Harness::new();
     let token = ui_token(&h).await;
-    let err = tokens::verify_id_token(&h.keys(), &token, ISSUER, "ichor-kube", h.clock.now_ts()).expect_err("aud");
+    let err =
+        tokens::verify_id_token(&h.keys(), &token, ISSUER, "ichor-kube", h.clock.now_ts()).expect_err("aud");
     assert_eq!(err, TokenError::Audience("ichor-kube".into()));
     assert!(h.issuer.verify_id_token(&token, "ichor-ui").is_ok());
 }
@@ -62,7 +64,10 @@ async fn an_expired_token_is_refused() {
     h.clock.advance(SignedDuration::from_secs(299));
     assert!(h.issuer.verify_id_token(&token, "ichor-ui").is_ok());
     h.clock.advance(SignedDuration::from_secs(1));
-    assert_eq!(h.issuer.verify_id_token(&token, "ichor-ui"), Err(TokenError::Expired));
+    assert_eq!(
+        h.issuer.verify_id_token(&token, "ichor-ui"),
+        Err(TokenError::Expired)
+    );
 }
 
 #[tokio::test]
@@ -73,7 +78,10 @@ async fn a_tampered_payload_is_refused() {
     let mut c = claims(&token);
     c["groups"] = serde_json::json!(["admin", "superuser"]);
     let forged = format!("{}.{}.{}", parts[0], b64(c.to_string().as_bytes()), parts[2]);
-    assert_eq!(h.issuer.verify_id_token(&forged, "ichor-ui"), Err(TokenError::Signature));
+    assert_eq!(
+        h.issuer.verify_id_token(&forged, "ichor-ui"),
+        Err(TokenError::Signature)
+    );
 }
 
 #[tokio::test]
@@ -84,7 +92,10 @@ async fn a_tampered_signature_is_refused() {
     let mut sig = URL_SAFE_NO_PAD.decode(parts[2]).expect("sig");
     sig[10] ^= 0x01;
     let forged = format!("{}.{}.{}", parts[0], parts[1], b64(&sig));
-    assert_eq!(h.issuer.verify_id_token(&forged, "ichor-ui"), Err(TokenError::Signature));
+    assert_eq!(
+        h.issuer.verify_id_token(&forged, "ichor-ui"),
+        Err(TokenError::Signature)
+    );
 }
 
 #[tokio::test]
@@ -109,15 +120,25 @@ async fn an_hs256_token_is_refused_as_an_id_token() {
     // A genuine HS256 artifact of this issuer (the refresh token) ...
     let session = h.cli_session("alice").await;
     let refresh = session["refresh_token"].as_str().expect("refresh");
-    let err = h.issuer.verify_id_token(refresh, "ichor-kube").expect_err("hs256");
+    let err = h
+        .issuer
+        .verify_id_token(refresh, "ichor-kube")
+        .expect_err("hs256");
     assert!(matches!(err, TokenError::Algorithm { .. }), "{err:?}");
     // ... and the classic confusion: HS256 keyed with the public key, typ JWT, a real kid.
     let id = session["id_token"].as_str().expect("id");
     let kid = jose_header(id)["kid"].as_str().expect("kid").to_owned();
     let header = serde_json::json!({"alg": "HS256", "kid": kid, "typ": "JWT"});
-    let input = format!("{}.{}", b64(header.to_string().as_bytes()), id.split('.').nth(1).expect("p"));
+    let input = format!(
+        "{}.{}",
+        b64(header.to_string().as_bytes()),
+        id.split('.').nth(1).expect("p")
+    );
     let forged = format!("{input}.{}", b64(&[0u8; 32]));
-    let err = h.issuer.verify_id_token(&forged, "ichor-kube").expect_err("confusion");
+    let err = h
+        .issuer
+        .verify_id_token(&forged, "ichor-kube")
+        .expect_err("confusion");
     assert!(matches!(err, TokenError::Algorithm { .. }), "{err:?}");
 }
 
@@ -141,7 +162,11 @@ async fn a_key_rotation_in_the_middle_of_a_session_logs_no_one_out() {
     let doc1 = realize(&plan, Some(&doc0), &mut pem_index);
     h.ring.store(LoadedKeys::from_document(&doc1).expect("load"));
     let jwks = h.get("/oidc/jwks").await.json();
-    assert_eq!(jwks["keys"].as_array().map(Vec::len), Some(2), "both keys are published");
+    assert_eq!(
+        jwks["keys"].as_array().map(Vec::len),
+        Some(2),
+        "both keys are published"
+    );
 
     // Before activation: still the old key; the refresh token signed by the old HMAC key works.
     h.clock.advance(SignedDuration::from_mins(8));

@@ -72,7 +72,9 @@ pub fn validate(params: &Params, ui_redirect: &str) -> Result<AuthorizeRequest, 
         .map_err(|e| untrusted(&e.to_string()))?
         .ok_or_else(|| untrusted("redirect_uri: required"))?;
     if !request::redirect_uri_allowed(client, redirect_uri, ui_redirect) {
-        return Err(untrusted("redirect_uri: not a registered redirect URI of this client"));
+        return Err(untrusted(
+            "redirect_uri: not a registered redirect URI of this client",
+        ));
     }
     let state = match params.get("state") {
         Ok(Some(s)) if request::opaque_ok(s) => Some(s.to_owned()),
@@ -84,7 +86,11 @@ pub fn validate(params: &Params, ui_redirect: &str) -> Result<AuthorizeRequest, 
         error,
         description,
     };
-    let get = |name: &'static str| params.get(name).map_err(|e| fail("invalid_request", e.to_string()));
+    let get = |name: &'static str| {
+        params
+            .get(name)
+            .map_err(|e| fail("invalid_request", e.to_string()))
+    };
     match get("response_type")? {
         Some("code") => {}
         Some(_) => {
@@ -101,7 +107,10 @@ pub fn validate(params: &Params, ui_redirect: &str) -> Result<AuthorizeRequest, 
         _ => {
             return Err(fail(
                 "invalid_request",
-                format!("state: required, 1 to {} visible ASCII characters", request::MAX_OPAQUE_LEN),
+                format!(
+                    "state: required, 1 to {} visible ASCII characters",
+                    request::MAX_OPAQUE_LEN
+                ),
             ));
         }
     };
@@ -110,7 +119,10 @@ pub fn validate(params: &Params, ui_redirect: &str) -> Result<AuthorizeRequest, 
         _ => {
             return Err(fail(
                 "invalid_request",
-                format!("nonce: required, 1 to {} visible ASCII characters", request::MAX_OPAQUE_LEN),
+                format!(
+                    "nonce: required, 1 to {} visible ASCII characters",
+                    request::MAX_OPAQUE_LEN
+                ),
             ));
         }
     };
@@ -118,8 +130,8 @@ pub fn validate(params: &Params, ui_redirect: &str) -> Result<AuthorizeRequest, 
         .map_err(|e| fail("invalid_scope", e.to_string()))?;
     let code_challenge = request::check_challenge(get("code_challenge")?, get("code_challenge_method")?)
         .map_err(|e| fail("invalid_request", e.to_string()))?;
-    let audience =
-        request::resolve_audience(client, get("audience")?).map_err(|e| fail("invalid_request", e.to_string()))?;
+    let audience = request::resolve_audience(client, get("audience")?)
+        .map_err(|e| fail("invalid_request", e.to_string()))?;
     for unsupported in ["request", "request_uri"] {
         if get(unsupported)?.is_some() {
             return Err(fail(
@@ -160,9 +172,10 @@ pub(crate) fn found(location: &str) -> Response {
         Ok(value) => {
             let mut response = StatusCode::FOUND.into_response();
             response.headers_mut().insert(header::LOCATION, value);
-            response
-                .headers_mut()
-                .insert(header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
+            response.headers_mut().insert(
+                header::CACHE_CONTROL,
+                axum::http::HeaderValue::from_static("no-store"),
+            );
             response
         }
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
@@ -237,9 +250,10 @@ pub(crate) async fn authorize(State(issuer): State<Arc<Issuer>>, uri: Uri, heade
     };
     if json {
         let mut response = Json(TicketBody { ticket }).into_response();
-        response
-            .headers_mut()
-            .insert(header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            axum::http::HeaderValue::from_static("no-store"),
+        );
         response
     } else {
         found(&format!("/oidc/login?ticket={ticket}"))
@@ -293,13 +307,18 @@ mod tests {
 
     #[test]
     fn an_unknown_client_or_redirect_is_never_redirected() {
-        let p = Params::parse(b"client_id=other&redirect_uri=http%3A%2F%2F127.0.0.1%3A1%2Fcallback").expect("p");
+        let p =
+            Params::parse(b"client_id=other&redirect_uri=http%3A%2F%2F127.0.0.1%3A1%2Fcallback").expect("p");
         assert!(matches!(validate(&p, UI), Err(AuthorizeError::Untrusted(_))));
-        let p = Params::parse(b"client_id=ichor-ui&redirect_uri=https%3A%2F%2Fevil.example%2Fauth%2Fcallback")
-            .expect("p");
+        let p =
+            Params::parse(b"client_id=ichor-ui&redirect_uri=https%3A%2F%2Fevil.example%2Fauth%2Fcallback")
+                .expect("p");
         assert!(matches!(validate(&p, UI), Err(AuthorizeError::Untrusted(_))));
         let p = params("&client_id=ichor-cli");
-        assert!(matches!(validate(&p, UI), Err(AuthorizeError::Untrusted(_))), "repeated client_id");
+        assert!(
+            matches!(validate(&p, UI), Err(AuthorizeError::Untrusted(_))),
+            "repeated client_id"
+        );
     }
 
     #[test]

@@ -132,7 +132,9 @@ pub(crate) async fn internal(State(issuer): State<Arc<Issuer>>, uri: Uri, header
         .and_then(|h| h.to_str().ok())
         .or_else(|| uri.authority().map(|a| a.as_str()));
     match host {
-        Some(host) if host_ok(host) => no_cache(Json(internal_document(issuer.issuer(), host)).into_response()),
+        Some(host) if host_ok(host) => {
+            no_cache(Json(internal_document(issuer.issuer(), host)).into_response())
+        }
         _ => OAuthError::new(
             StatusCode::BAD_REQUEST,
             "invalid_request",
@@ -145,7 +147,9 @@ pub(crate) async fn internal(State(issuer): State<Arc<Issuer>>, uri: Uri, header
 pub(crate) async fn jwks(State(issuer): State<Arc<Issuer>>) -> Response {
     match issuer.keys().load() {
         Some(keys) => no_cache(Json(keys.jwks(issuer.now())).into_response()),
-        None => no_cache(OAuthError::unavailable("the signing keys are not loaded yet; the JWKS").into_response()),
+        None => {
+            no_cache(OAuthError::unavailable("the signing keys are not loaded yet; the JWKS").into_response())
+        }
     }
 }
 
@@ -155,7 +159,11 @@ mod tests {
 
     #[test]
     fn only_plain_host_and_port_values_are_used_in_the_jwks_uri() {
-        for ok in ["10.96.0.12:8444", "ichor-ui-service.ichor-system.svc", "[fd00::1]:8444"] {
+        for ok in [
+            "10.96.0.12:8444",
+            "ichor-ui-service.ichor-system.svc",
+            "[fd00::1]:8444",
+        ] {
             assert!(host_ok(ok), "{ok}");
         }
         for bad in ["", "evil.example/x", "a@b", "a b", "host:8444?x", "a#b"] {

@@ -139,7 +139,8 @@ impl UserBackoff {
             }
             AttemptOutcome::Failure => {
                 state.failures = state.failures.saturating_add(1);
-                state.blocked_until = backoff_after(state.failures).map(|d| now.saturating_add(d).unwrap_or(now));
+                state.blocked_until =
+                    backoff_after(state.failures).map(|d| now.saturating_add(d).unwrap_or(now));
             }
             AttemptOutcome::Abandoned => {}
         }
@@ -255,7 +256,11 @@ impl TokenBuckets {
                 }
             }
         }
-        let (tokens, last) = self.buckets.get(&key).copied().unwrap_or((self.policy.burst, now));
+        let (tokens, last) = self
+            .buckets
+            .get(&key)
+            .copied()
+            .unwrap_or((self.policy.burst, now));
         let level = self.level(tokens, last, now);
         if level >= 1.0 {
             self.buckets.insert(key, (level - 1.0, now));
@@ -272,8 +277,15 @@ impl TokenBuckets {
 
 #[derive(Debug, Clone)]
 enum CodeUse {
-    Redeeming { exp: i64, replayed: bool },
-    Redeemed { exp: i64, user: String, family: Option<String> },
+    Redeeming {
+        exp: i64,
+        replayed: bool,
+    },
+    Redeemed {
+        exp: i64,
+        user: String,
+        family: Option<String>,
+    },
 }
 
 impl CodeUse {
@@ -331,13 +343,8 @@ impl CodeLedger {
                 return CodeClaim::Full;
             }
         }
-        self.codes.insert(
-            jti.to_owned(),
-            CodeUse::Redeeming {
-                exp,
-                replayed: false,
-            },
-        );
+        self.codes
+            .insert(jti.to_owned(), CodeUse::Redeeming { exp, replayed: false });
         CodeClaim::First
     }
 
@@ -382,9 +389,7 @@ impl CodeLedger {
 
 /// A malformed trusted-proxy entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "trusted proxy {0:?}: write an IP address or a CIDR block such as 10.0.0.0/8 or fd00::/8"
-)]
+#[error("trusted proxy {0:?}: write an IP address or a CIDR block such as 10.0.0.0/8 or fd00::/8")]
 pub struct TrustedProxyError(pub String);
 
 /// The proxies whose `X-Forwarded-For` is believed: a list of CIDR blocks.
@@ -448,7 +453,11 @@ impl TrustedProxies {
 /// trusted proxies, and the first untrusted address is the source. A malformed entry stops the
 /// walk at the last good hop (a trusted proxy), so a forged value never wins; `None` when the
 /// peer is unknown.
-pub fn source_address(peer: Option<IpAddr>, forwarded_for: &[&str], trusted: &TrustedProxies) -> Option<IpAddr> {
+pub fn source_address(
+    peer: Option<IpAddr>,
+    forwarded_for: &[&str],
+    trusted: &TrustedProxies,
+) -> Option<IpAddr> {
     let peer = peer?.to_canonical();
     if !trusted.contains(peer) {
         return Some(peer);

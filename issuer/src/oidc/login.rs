@@ -97,14 +97,18 @@ fn is_json_body(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"))
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
 }
 
 /// The three fields of the POST, from a JSON body or a form.
 fn fields(headers: &HeaderMap, body: &[u8]) -> Result<(String, String, Password), String> {
     if is_json_body(headers) {
-        let login: JsonLogin =
-            serde_json::from_slice(body).map_err(|_| "the body must be {ticket, username, password}".to_owned())?;
+        let login: JsonLogin = serde_json::from_slice(body)
+            .map_err(|_| "the body must be {ticket, username, password}".to_owned())?;
         return Ok((login.ticket, login.username, Password::new(login.password)));
     }
     let params = Params::parse(body).map_err(|e| e.to_string())?;
@@ -128,20 +132,23 @@ pub(crate) async fn submit(
         Ok(f) => f,
         Err(m) => return respond_failure(&issuer, json, None, "", "", Failure::BadRequest(m)),
     };
-    let claims = issuer
-        .keys()
-        .load()
-        .and_then(|keys| tokens::verify_artifact::<TicketClaims>(&keys, &ticket, issuer.issuer(), issuer.now()).ok());
+    let claims = issuer.keys().load().and_then(|keys| {
+        tokens::verify_artifact::<TicketClaims>(&keys, &ticket, issuer.issuer(), issuer.now()).ok()
+    });
     let Some(claims) = claims else {
         return respond_failure(&issuer, json, None, "", "", Failure::BadTicket);
     };
     match sign_in(&issuer, source, &claims, &username, password).await {
         Ok(redirect) => {
             if json {
-                let mut response = Json(RedirectBody { redirect_uri: redirect }).into_response();
-                response
-                    .headers_mut()
-                    .insert(header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-store"));
+                let mut response = Json(RedirectBody {
+                    redirect_uri: redirect,
+                })
+                .into_response();
+                response.headers_mut().insert(
+                    header::CACHE_CONTROL,
+                    axum::http::HeaderValue::from_static("no-store"),
+                );
                 response
             } else {
                 found(&redirect)
@@ -182,7 +189,9 @@ async fn sign_in(
     let name = (username.len() <= MAX_USERNAME_FIELD)
         .then(|| UserName::parse(username).ok())
         .flatten();
-    let key = name.as_ref().map_or_else(|| "\u{0}invalid".to_owned(), |n| n.as_str().to_owned());
+    let key = name
+        .as_ref()
+        .map_or_else(|| "\u{0}invalid".to_owned(), |n| n.as_str().to_owned());
     if let Admission::Blocked { retry_after } = lock(&issuer.backoff).admit(&key, now) {
         issuer.metrics.backoff_hit("user_backoff");
         return Err(Failure::Limited {
@@ -230,7 +239,8 @@ async fn sign_in(
             tracing::error!(error = %e, "password check failed");
             Failure::Unavailable
         })?;
-    let (Checked::Valid { rehash }, Some(user), Some(entry), Some(name)) = (checked, user, entry, name) else {
+    let (Checked::Valid { rehash }, Some(user), Some(entry), Some(name)) = (checked, user, entry, name)
+    else {
         reservation.outcome = AttemptOutcome::Failure;
         reservation.at = issuer.now();
         issuer.metrics.login_failure("invalid_credentials");
@@ -283,7 +293,11 @@ async fn sign_in(
     })?;
     Ok(with_query(
         &ticket.redirect_uri,
-        &[("code", &code), ("state", &ticket.state), ("iss", issuer.issuer())],
+        &[
+            ("code", &code),
+            ("state", &ticket.state),
+            ("iss", issuer.issuer()),
+        ],
     ))
 }
 
@@ -304,8 +318,12 @@ fn respond_failure(
         let e = match failure {
             Failure::BadTicket => OAuthError::invalid_request(BAD_TICKET),
             Failure::BadRequest(m) => OAuthError::invalid_request(m),
-            Failure::Limited { retry_after } => OAuthError::slow_down(jiff::SignedDuration::from_secs(retry_after)),
-            Failure::WrongCredentials => OAuthError::new(StatusCode::UNAUTHORIZED, "access_denied", WRONG_CREDENTIALS),
+            Failure::Limited { retry_after } => {
+                OAuthError::slow_down(jiff::SignedDuration::from_secs(retry_after))
+            }
+            Failure::WrongCredentials => {
+                OAuthError::new(StatusCode::UNAUTHORIZED, "access_denied", WRONG_CREDENTIALS)
+            }
             Failure::Disabled => OAuthError::new(StatusCode::FORBIDDEN, "access_denied", DISABLED),
             Failure::MustChange => OAuthError::new(StatusCode::FORBIDDEN, "access_denied", MUST_CHANGE),
             Failure::Unavailable => OAuthError::unavailable("sign-in"),
@@ -330,9 +348,10 @@ fn respond_failure(
                     username,
                 ),
             );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(retry_after.max(1)));
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                axum::http::HeaderValue::from(retry_after.max(1)),
+            );
             response
         }
         (Failure::Unavailable, Some(_)) => page::html(

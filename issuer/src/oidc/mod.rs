@@ -153,7 +153,9 @@ pub struct Issuer {
 
 impl std::fmt::Debug for Issuer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Issuer").field("issuer", &self.issuer).finish_non_exhaustive()
+        f.debug_struct("Issuer")
+            .field("issuer", &self.issuer)
+            .finish_non_exhaustive()
     }
 }
 
@@ -275,7 +277,8 @@ impl FromRequestParts<Arc<Issuer>> for Source {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .collect();
-        let ip = limits::source_address(peer, &xff, &state.trusted_proxies).unwrap_or(Ipv4Addr::UNSPECIFIED.into());
+        let ip = limits::source_address(peer, &xff, &state.trusted_proxies)
+            .unwrap_or(Ipv4Addr::UNSPECIFIED.into());
         Ok(Source(ip))
     }
 }

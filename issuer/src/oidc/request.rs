@@ -256,8 +256,16 @@ mod tests {
 
     #[test]
     fn the_cli_redirect_is_the_literal_loopback_address_with_any_port() {
-        assert!(redirect_uri_allowed(Client::Cli, "http://127.0.0.1:8400/callback", UI));
-        assert!(redirect_uri_allowed(Client::Cli, "http://127.0.0.1:65535/callback", UI));
+        assert!(redirect_uri_allowed(
+            Client::Cli,
+            "http://127.0.0.1:8400/callback",
+            UI
+        ));
+        assert!(redirect_uri_allowed(
+            Client::Cli,
+            "http://127.0.0.1:65535/callback",
+            UI
+        ));
         for bad in [
             "http://localhost:8400/callback",
             "https://127.0.0.1:8400/callback",
@@ -294,8 +302,14 @@ mod tests {
         assert_eq!(resolve_audience(Client::Ui, None), Ok(AUD_UI));
         assert_eq!(resolve_audience(Client::Cli, None), Ok(AUD_KUBE));
         assert_eq!(resolve_audience(Client::Cli, Some(AUD_UI)), Ok(AUD_UI));
-        assert_eq!(resolve_audience(Client::Ui, Some(AUD_KUBE)), Err(AudienceError::NotForClient));
-        assert_eq!(resolve_audience(Client::Cli, Some("kubernetes")), Err(AudienceError::Unknown));
+        assert_eq!(
+            resolve_audience(Client::Ui, Some(AUD_KUBE)),
+            Err(AudienceError::NotForClient)
+        );
+        assert_eq!(
+            resolve_audience(Client::Cli, Some("kubernetes")),
+            Err(AudienceError::Unknown)
+        );
     }
 
     #[test]
@@ -310,17 +324,44 @@ mod tests {
     fn pkce_accepts_only_s256_and_checks_the_verifier_alphabet() {
         let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
         let challenge = s256_challenge(verifier);
-        assert_eq!(challenge, "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", "RFC 7636 appendix B");
-        assert_eq!(check_challenge(Some(&challenge), Some("S256")), Ok(challenge.clone()));
+        assert_eq!(
+            challenge, "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+            "RFC 7636 appendix B"
+        );
+        assert_eq!(
+            check_challenge(Some(&challenge), Some("S256")),
+            Ok(challenge.clone())
+        );
         assert_eq!(check_challenge(Some(&challenge), None), Err(PkceError::Method));
-        assert_eq!(check_challenge(Some(&challenge), Some("plain")), Err(PkceError::Method));
-        assert_eq!(check_challenge(None, Some("S256")), Err(PkceError::MissingChallenge));
-        assert_eq!(check_challenge(Some("short"), Some("S256")), Err(PkceError::Challenge));
+        assert_eq!(
+            check_challenge(Some(&challenge), Some("plain")),
+            Err(PkceError::Method)
+        );
+        assert_eq!(
+            check_challenge(None, Some("S256")),
+            Err(PkceError::MissingChallenge)
+        );
+        assert_eq!(
+            check_challenge(Some("short"), Some("S256")),
+            Err(PkceError::Challenge)
+        );
         assert_eq!(check_verifier(verifier, &challenge), Ok(()));
-        assert_eq!(check_verifier(&"a".repeat(43), &challenge), Err(PkceError::Mismatch));
-        assert_eq!(check_verifier(&"a".repeat(42), &challenge), Err(PkceError::Verifier));
-        assert_eq!(check_verifier(&"a".repeat(129), &challenge), Err(PkceError::Verifier));
-        assert_eq!(check_verifier(&format!("{}+", "a".repeat(43)), &challenge), Err(PkceError::Verifier));
+        assert_eq!(
+            check_verifier(&"a".repeat(43), &challenge),
+            Err(PkceError::Mismatch)
+        );
+        assert_eq!(
+            check_verifier(&"a".repeat(42), &challenge),
+            Err(PkceError::Verifier)
+        );
+        assert_eq!(
+            check_verifier(&"a".repeat(129), &challenge),
+            Err(PkceError::Verifier)
+        );
+        assert_eq!(
+            check_verifier(&format!("{}+", "a".repeat(43)), &challenge),
+            Err(PkceError::Verifier)
+        );
     }
 
     #[test]

@@ -59,7 +59,12 @@ pub(crate) async fn revoke(
     }
 }
 
-async fn run(issuer: &Issuer, source: std::net::IpAddr, headers: &HeaderMap, body: &[u8]) -> Result<(), OAuthError> {
+async fn run(
+    issuer: &Issuer,
+    source: std::net::IpAddr,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), OAuthError> {
     rate_limit(issuer, source)?;
     if !is_form(headers) {
         return Err(OAuthError::invalid_request(
@@ -79,7 +84,8 @@ async fn run(issuer: &Issuer, source: std::net::IpAddr, headers: &HeaderMap, bod
     let Some(keys) = issuer.keys().load() else {
         return Err(OAuthError::server_error("the signing keys are not loaded"));
     };
-    let Ok(claims) = tokens::verify_artifact::<RefreshClaims>(&keys, token, issuer.issuer(), issuer.now()) else {
+    let Ok(claims) = tokens::verify_artifact::<RefreshClaims>(&keys, token, issuer.issuer(), issuer.now())
+    else {
         return Ok(());
     };
     if claims.client_id != client.id() {

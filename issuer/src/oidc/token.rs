@@ -72,7 +72,9 @@ fn form_body(headers: &HeaderMap, body: &[u8]) -> Result<Params, OAuthError> {
 }
 
 pub(crate) fn param<'a>(params: &'a Params, name: &'static str) -> Result<Option<&'a str>, OAuthError> {
-    params.get(name).map_err(|e| OAuthError::invalid_request(e.to_string()))
+    params
+        .get(name)
+        .map_err(|e| OAuthError::invalid_request(e.to_string()))
 }
 
 fn required<'a>(params: &'a Params, name: &'static str) -> Result<&'a str, OAuthError> {
@@ -268,11 +270,14 @@ async fn redeem(
     now: Timestamp,
 ) -> Result<(TokenResponse, Option<String>), OAuthError> {
     let user = live_user(issuer, &code.sub).await?;
-    let session_start = Timestamp::from_second(code.iat).map_err(|_| OAuthError::invalid_grant("code: bad iat"))?;
+    let session_start =
+        Timestamp::from_second(code.iat).map_err(|_| OAuthError::invalid_grant("code: bad iat"))?;
     let check = |entry: Option<&CredentialsEntry>| -> Result<CredentialsEntry, OAuthError> {
         let entry = entry.ok_or_else(|| OAuthError::invalid_grant("the user has no password any more"))?;
         if !entry.accepts_issued_at(session_start) {
-            return Err(OAuthError::invalid_grant("the sign-in predates the user's notBefore"));
+            return Err(OAuthError::invalid_grant(
+                "the sign-in predates the user's notBefore",
+            ));
         }
         if entry.must_change && code.audience == AUD_KUBE {
             return Err(OAuthError::invalid_grant(
@@ -296,9 +301,16 @@ async fn redeem(
         let family = entry
             .family(&fam)
             .ok_or_else(|| OAuthError::server_error("the new family was not stored"))?;
-        (Some(refresh_token(issuer, keys, &code.sub, &fam, family, now)?), Some(fam))
+        (
+            Some(refresh_token(issuer, keys, &code.sub, &fam, family, now)?),
+            Some(fam),
+        )
     } else {
-        let (entry, _) = issuer.store.read_credentials(&code.sub).await.map_err(store_error)?;
+        let (entry, _) = issuer
+            .store
+            .read_credentials(&code.sub)
+            .await
+            .map_err(store_error)?;
         check(entry.as_ref())?;
         (None, None)
     };
@@ -357,7 +369,9 @@ async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse
     let claims = tokens::verify_artifact::<RefreshClaims>(&keys, token, issuer.issuer(), now)
         .map_err(|e| OAuthError::invalid_grant(format!("refresh_token: {e}")))?;
     if claims.client_id != client.id() {
-        return Err(OAuthError::invalid_grant("refresh_token: issued to another client"));
+        return Err(OAuthError::invalid_grant(
+            "refresh_token: issued to another client",
+        ));
     }
     let audience = request::resolve_audience(client, requested.or(Some(claims.audience.as_str())))
         .map_err(|e| OAuthError::invalid_request(e.to_string()))?;
@@ -378,7 +392,10 @@ async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse
                 Some(family) => Change::Keep(Refreshed::Issued { family }),
                 None => Change::Keep(Refreshed::Refused(RefusalReason::UnknownFamily)),
             },
-            Rotation::Refused { entry: Some(next), reason } => Change::Put(next, Refreshed::Refused(reason)),
+            Rotation::Refused {
+                entry: Some(next),
+                reason,
+            } => Change::Put(next, Refreshed::Refused(reason)),
             Rotation::Refused { entry: None, reason } => Change::Keep(Refreshed::Refused(reason)),
         })
     })
@@ -387,7 +404,11 @@ async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse
     issuer.store.invalidate(&claims.sub);
     let family = match outcome {
         Refreshed::Issued { family } => family,
-        Refreshed::NoEntry => return Err(OAuthError::invalid_grant("refresh_token: the user has no credentials")),
+        Refreshed::NoEntry => {
+            return Err(OAuthError::invalid_grant(
+                "refresh_token: the user has no credentials",
+            ));
+        }
         Refreshed::MustChange => {
             return Err(OAuthError::invalid_grant(
                 "change your password first: no ichor-kube token is issued until then",

@@ -284,12 +284,18 @@ impl Reply {
 }
 
 pub fn entry(must_change: bool) -> CredentialsEntry {
-    CredentialsEntry::new(password_hash(), start() - SignedDuration::from_hours(24), must_change)
+    CredentialsEntry::new(
+        password_hash(),
+        start() - SignedDuration::from_hours(24),
+        must_change,
+    )
 }
 
 pub fn query_param(url: &str, name: &str) -> Option<String> {
     let url = url::Url::parse(url).ok()?;
-    url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+    url.query_pairs()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 impl Harness {
@@ -348,8 +354,14 @@ impl Harness {
         let response = router.clone().oneshot(req).await.expect("infallible");
         let status = response.status();
         let headers = response.headers().clone();
-        let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("body");
-        Reply { status, headers, body }
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        Reply {
+            status,
+            headers,
+            body,
+        }
     }
 
     pub async fn send(&self, req: Request<Body>) -> Reply {
@@ -357,7 +369,8 @@ impl Harness {
     }
 
     pub async fn get(&self, uri: &str) -> Reply {
-        self.send(Request::get(uri).body(Body::empty()).expect("req")).await
+        self.send(Request::get(uri).body(Body::empty()).expect("req"))
+            .await
     }
 
     pub async fn get_json(&self, uri: &str) -> Reply {
@@ -406,7 +419,9 @@ impl Harness {
 
     /// A ticket from the JSON authorize flow.
     pub async fn ticket(&self, client: &str, redirect: &str, scope: &str, extra: &str) -> String {
-        let reply = self.get_json(&Self::authorize_query(client, redirect, scope, extra)).await;
+        let reply = self
+            .get_json(&Self::authorize_query(client, redirect, scope, extra))
+            .await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
         reply.json()["ticket"].as_str().expect("ticket").to_owned()
     }
@@ -424,7 +439,10 @@ impl Harness {
         let ticket = self.ticket(client, redirect, scope, extra).await;
         let reply = self.login(&ticket, user, PASSWORD).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
-        let redirect_uri = reply.json()["redirect_uri"].as_str().expect("redirect").to_owned();
+        let redirect_uri = reply.json()["redirect_uri"]
+            .as_str()
+            .expect("redirect")
+            .to_owned();
         assert_eq!(query_param(&redirect_uri, "state").as_deref(), Some("st-1"));
         query_param(&redirect_uri, "code").expect("code")
     }
@@ -442,14 +460,20 @@ impl Harness {
 
     /// A full CLI sign-in with `offline_access`: the token response.
     pub async fn cli_session(&self, user: &str) -> serde_json::Value {
-        let code = self.code(user, "ichor-cli", CLI_REDIRECT, "openid offline_access", "").await;
+        let code = self
+            .code(user, "ichor-cli", CLI_REDIRECT, "openid offline_access", "")
+            .await;
         let reply = self.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
         reply.json()
     }
 
     pub async fn refresh(&self, token: &str, client: &str, audience: Option<&str>) -> Reply {
-        let mut pairs = vec![("grant_type", "refresh_token"), ("refresh_token", token), ("client_id", client)];
+        let mut pairs = vec![
+            ("grant_type", "refresh_token"),
+            ("refresh_token", token),
+            ("client_id", client),
+        ];
         if let Some(a) = audience {
             pairs.push(("audience", a));
         }
