@@ -127,6 +127,49 @@ async fn five_failures_make_the_user_back_off_even_with_the_right_password() {
     assert!(h.metrics().contains("reason=\"user_backoff\"} 1"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_wrong_attempts_cannot_slip_past_the_back_off() {
+    let h = std::sync::Arc::new(Harness::new());
+    let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let (h, ticket) = (std::sync::Arc::clone(&h), ticket.clone());
+            tokio::spawn(async move { h.login(&ticket, "alice", "wrong password here").await.status })
+        })
+        .collect();
+    let mut verified = 0;
+    for t in tasks {
+        match t.await.expect("join") {
+            StatusCode::UNAUTHORIZED => verified += 1,
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(verified <= 5, "{verified} attempts were verified");
+    let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
+    assert_eq!(
+        h.login(&ticket, "alice", PASSWORD).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn the_sign_in_page_without_a_ticket_is_an_error() {
+    let h = Harness::new();
+    let reply = h.get("/oidc/login").await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(reply.text().contains("expired or is invalid"));
+    assert_eq!(reply.headers[header::CACHE_CONTROL], "no-store");
+    let css = h.get("/oidc/assets/login.css").await;
+    assert_eq!(css.status, StatusCode::OK);
+    assert!(
+        css.headers[header::CONTENT_TYPE]
+            .to_str()
+            .expect("ct")
+            .starts_with("text/css")
+    );
+}
+
 #[tokio::test]
 async fn a_store_outage_at_sign_in_is_a_503_without_user_information() {
     let h = Harness::new();

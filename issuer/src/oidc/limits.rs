@@ -98,7 +98,7 @@ impl UserBackoff {
             blocked_until: None,
             last_seen: now,
         });
-        if state.blocked_until.is_none()
+        if state.blocked_until.is_none_or(|u| u <= now)
             && state.in_flight == 0
             && now.duration_since(state.last_seen) >= BACKOFF_FORGET
         {
@@ -514,6 +514,24 @@ mod tests {
         assert_eq!(admitted, 5);
         (0..5).for_each(|_| b.finish("bob", AttemptOutcome::Failure, at(0)));
         assert!(matches!(b.admit("bob", at(0)), Admission::Blocked { .. }));
+    }
+
+    #[test]
+    fn failures_are_forgotten_an_hour_after_the_last_attempt() {
+        let mut b = UserBackoff::new();
+        for i in 0..6 {
+            assert_eq!(b.admit("dave", at(i * 10)), Admission::Admitted);
+            b.finish("dave", AttemptOutcome::Failure, at(i * 10));
+        }
+        assert!(matches!(b.admit("dave", at(51)), Admission::Blocked { .. }));
+        let later = at(51 + BACKOFF_FORGET.as_secs());
+        assert_eq!(b.admit("dave", later), Admission::Admitted);
+        b.finish("dave", AttemptOutcome::Failure, later);
+        assert_eq!(
+            b.admit("dave", later),
+            Admission::Admitted,
+            "one failure is below the threshold"
+        );
     }
 
     #[test]

@@ -284,6 +284,11 @@ impl FromRequestParts<Arc<Issuer>> for Source {
 }
 
 /// The external listener's routes (8443).
+///
+/// The rate limits key on the peer address: serve the router with
+/// `into_make_service_with_connect_info::<SocketAddr>()`, or insert `ConnectInfo<SocketAddr>`
+/// into each request's extensions when driving hyper directly (TLS); without it every request
+/// shares the bucket of `0.0.0.0`.
 pub fn external_router(issuer: Arc<Issuer>) -> Router {
     Router::new()
         .route("/.well-known/openid-configuration", get(discovery::external))
