@@ -1,1 +1,0 @@
-//! oidc (in progress).

@@ -1,0 +1,381 @@
+//! `/oidc/login`: the sign-in page (GET, behind `?ticket=`) and the sign-in itself (POST, a form
+//! or JSON), which turns a valid ticket and the right password into a 60-second code.
+//!
+//! Order of the POST: the ticket (cheap, refuses forged requests), the per-source bucket, the
+//! per-user back-off (the attempt is reserved before anything is verified), the user and the
+//! credentials entry (read together, also for unknown users so the store's timing says
+//! nothing), one argon2id verification (the dummy hash when there is no user or no password),
+//! then the user's state (disabled, must change) — only after a correct password, so those
+//! answers reveal nothing to someone without it.
+
+use std::sync::{Arc, Mutex};
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode, Uri, header},
+    response::{IntoResponse, Response},
+};
+use ichor_renderers::auth::{Password, UserName};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Issuer, Source,
+    authorize::{found, wants_json, with_query},
+    errors::OAuthError,
+    limits::{Admission, AttemptOutcome, UserBackoff},
+    lock, page,
+    passwords::{self, Checked},
+    request::{AUD_KUBE, Params},
+};
+use crate::{
+    store::{Change, StoreError, modify_credentials},
+    tokens::{self, CodeClaims, TicketClaims},
+};
+
+/// The generic refusal: the same for an unknown user and a wrong password.
+pub const WRONG_CREDENTIALS: &str = "The user name or password is incorrect.";
+/// After a correct password: the account is disabled.
+pub const DISABLED: &str = "This account is disabled. Ask an administrator to enable it.";
+/// After a correct password: no Kubernetes token until the password is changed.
+pub const MUST_CHANGE: &str = "You must change your password before you can get a Kubernetes token. \
+                               Sign in to the Ichor web UI, change your password, then sign in here again.";
+/// The ticket is missing, forged or older than 5 minutes.
+pub const BAD_TICKET: &str = "This sign-in request has expired or is invalid.";
+/// The longest user name field accepted (longer ones are unknown users).
+const MAX_USERNAME_FIELD: usize = 253;
+/// The longest password field read (longer ones cost a dummy hash and are refused).
+const MAX_PASSWORD_FIELD: usize = 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonLogin {
+    ticket: String,
+    username: String,
+    password: String,
+}
+
+#[derive(Serialize)]
+struct RedirectBody {
+    redirect_uri: String,
+}
+
+/// Why a sign-in was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Failure {
+    BadTicket,
+    BadRequest(String),
+    Limited { retry_after: i64 },
+    WrongCredentials,
+    Disabled,
+    MustChange,
+    Unavailable,
+}
+
+pub(crate) async fn page(State(issuer): State<Arc<Issuer>>, uri: Uri) -> Response {
+    let ticket = Params::parse(uri.query().unwrap_or("").as_bytes())
+        .ok()
+        .and_then(|p| p.get("ticket").ok().flatten().map(str::to_owned));
+    let Some(ticket) = ticket else {
+        return page::html(StatusCode::BAD_REQUEST, page::message(BAD_TICKET));
+    };
+    let Some(keys) = issuer.keys().load() else {
+        return page::html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            page::message("Sign-in is temporarily unavailable. Try again in a moment."),
+        );
+    };
+    match tokens::verify_artifact::<TicketClaims>(&keys, &ticket, issuer.issuer(), issuer.now()) {
+        Ok(_) => page::html(StatusCode::OK, page::login_form(&ticket, None, "")),
+        Err(_) => page::html(StatusCode::BAD_REQUEST, page::message(BAD_TICKET)),
+    }
+}
+
+fn is_json_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        })
+}
+
+/// The three fields of the POST, from a JSON body or a form.
+fn fields(headers: &HeaderMap, body: &[u8]) -> Result<(String, String, Password), String> {
+    if is_json_body(headers) {
+        let login: JsonLogin = serde_json::from_slice(body)
+            .map_err(|_| "the body must be {ticket, username, password}".to_owned())?;
+        return Ok((login.ticket, login.username, Password::new(login.password)));
+    }
+    let params = Params::parse(body).map_err(|e| e.to_string())?;
+    let get = |n: &'static str| {
+        params
+            .get(n)
+            .map_err(|e| e.to_string())
+            .map(|v| v.unwrap_or("").to_owned())
+    };
+    Ok((get("ticket")?, get("username")?, Password::new(get("password")?)))
+}
+
+pub(crate) async fn submit(
+    State(issuer): State<Arc<Issuer>>,
+    Source(source): Source,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let json = is_json_body(&headers) || wants_json(&headers);
+    let (ticket, username, password) = match fields(&headers, &body) {
+        Ok(f) => f,
+        Err(m) => return respond_failure(&issuer, json, None, "", "", Failure::BadRequest(m)),
+    };
+    let claims = issuer.keys().load().and_then(|keys| {
+        tokens::verify_artifact::<TicketClaims>(&keys, &ticket, issuer.issuer(), issuer.now()).ok()
+    });
+    let Some(claims) = claims else {
+        return respond_failure(&issuer, json, None, "", "", Failure::BadTicket);
+    };
+    match sign_in(&issuer, source, &claims, &username, password).await {
+        Ok(redirect) => {
+            if json {
+                let mut response = Json(RedirectBody {
+                    redirect_uri: redirect,
+                })
+                .into_response();
+                response.headers_mut().insert(
+                    header::CACHE_CONTROL,
+                    axum::http::HeaderValue::from_static("no-store"),
+                );
+                response
+            } else {
+                found(&redirect)
+            }
+        }
+        Err(failure) => respond_failure(&issuer, json, Some(&claims), &ticket, &username, failure),
+    }
+}
+
+/// Releases a back-off reservation when dropped (a cancelled request counts nothing).
+struct Reservation {
+    backoff: Arc<Mutex<UserBackoff>>,
+    key: String,
+    outcome: AttemptOutcome,
+    at: Timestamp,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        lock(&self.backoff).finish(&self.key, self.outcome, self.at);
+    }
+}
+
+async fn sign_in(
+    issuer: &Arc<Issuer>,
+    source: std::net::IpAddr,
+    ticket: &TicketClaims,
+    username: &str,
+    password: Password,
+) -> Result<String, Failure> {
+    let now = issuer.now();
+    if let Err(wait) = lock(&issuer.login_buckets).take(source, now) {
+        issuer.metrics.backoff_hit("source_rate");
+        return Err(Failure::Limited {
+            retry_after: wait.as_secs(),
+        });
+    }
+    let name = (username.len() <= MAX_USERNAME_FIELD)
+        .then(|| UserName::parse(username).ok())
+        .flatten();
+    let key = name
+        .as_ref()
+        .map_or_else(|| "\u{0}invalid".to_owned(), |n| n.as_str().to_owned());
+    if let Admission::Blocked { retry_after } = lock(&issuer.backoff).admit(&key, now) {
+        issuer.metrics.backoff_hit("user_backoff");
+        return Err(Failure::Limited {
+            retry_after: retry_after.as_secs().max(1),
+        });
+    }
+    let mut reservation = Reservation {
+        backoff: Arc::clone(&issuer.backoff),
+        key,
+        outcome: AttemptOutcome::Abandoned,
+        at: now,
+    };
+
+    let (user, entry) = match &name {
+        Some(name) => {
+            let (user, creds) = tokio::join!(
+                issuer.store.get_user(name.as_str()),
+                issuer.store.read_credentials(name.as_str())
+            );
+            let user = user.map_err(|e| unavailable(&e))?;
+            let entry = match creds {
+                Ok((entry, _)) => entry,
+                Err(StoreError::Corrupt { .. }) => {
+                    tracing::warn!(user = %name.as_str(), "the credentials entry is unreadable; refusing sign-in");
+                    None
+                }
+                Err(e) => return Err(unavailable(&e)),
+            };
+            (user, entry)
+        }
+        None => (None, None),
+    };
+    let password = if password.len_bytes() > MAX_PASSWORD_FIELD {
+        Password::new("")
+    } else {
+        password
+    };
+    let phc = match (&user, &entry) {
+        (Some(_), Some(entry)) => Some(entry.hash.clone()),
+        _ => None,
+    };
+    let checked = passwords::check(&issuer.hash_permits, username, password, phc.clone())
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "password check failed");
+            Failure::Unavailable
+        })?;
+    let (Checked::Valid { rehash }, Some(user), Some(entry), Some(name)) = (checked, user, entry, name)
+    else {
+        reservation.outcome = AttemptOutcome::Failure;
+        reservation.at = issuer.now();
+        issuer.metrics.login_failure("invalid_credentials");
+        return Err(Failure::WrongCredentials);
+    };
+    reservation.outcome = AttemptOutcome::Success;
+    drop(reservation);
+
+    if user.disabled {
+        issuer.metrics.login_failure("disabled");
+        return Err(Failure::Disabled);
+    }
+    if entry.must_change && ticket.audience == AUD_KUBE {
+        issuer.metrics.login_failure("must_change");
+        return Err(Failure::MustChange);
+    }
+    if let Some(new_hash) = rehash {
+        let old = phc.unwrap_or_default();
+        let result = modify_credentials(issuer.store.as_ref(), name.as_str(), |current| {
+            Ok::<_, StoreError>(match current {
+                Some(c) if c.hash == old => Change::Put(c.with_rehashed_password(new_hash.clone()), ()),
+                _ => Change::Keep(()),
+            })
+        })
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(user = %name.as_str(), error = %e, "storing the rehashed password failed");
+        }
+    }
+
+    let keys = issuer.keys().load().ok_or(Failure::Unavailable)?;
+    let now = issuer.now();
+    let iat = tokens::unix_seconds(now);
+    let code = CodeClaims {
+        iss: issuer.issuer().to_owned(),
+        jti: super::token::random_id().map_err(|_| Failure::Unavailable)?,
+        client_id: ticket.client_id.clone(),
+        redirect_uri: ticket.redirect_uri.clone(),
+        sub: name.as_str().to_owned(),
+        nonce: ticket.nonce.clone(),
+        code_challenge: ticket.code_challenge.clone(),
+        offline_access: ticket.offline_access,
+        audience: ticket.audience.clone(),
+        iat,
+        exp: iat + tokens::CODE_TTL.as_secs(),
+    };
+    let code = tokens::sign_artifact(&keys, &code, now, now).map_err(|e| {
+        tracing::error!(error = %e, "cannot sign an authorization code");
+        Failure::Unavailable
+    })?;
+    Ok(with_query(
+        &ticket.redirect_uri,
+        &[
+            ("code", &code),
+            ("state", &ticket.state),
+            ("iss", issuer.issuer()),
+        ],
+    ))
+}
+
+fn unavailable(e: &StoreError) -> Failure {
+    tracing::warn!(error = %e, "user store unavailable during sign-in");
+    Failure::Unavailable
+}
+
+fn respond_failure(
+    issuer: &Issuer,
+    json: bool,
+    ticket: Option<&TicketClaims>,
+    raw_ticket: &str,
+    username: &str,
+    failure: Failure,
+) -> Response {
+    if json {
+        let e = match failure {
+            Failure::BadTicket => OAuthError::invalid_request(BAD_TICKET),
+            Failure::BadRequest(m) => OAuthError::invalid_request(m),
+            Failure::Limited { retry_after } => {
+                OAuthError::slow_down(jiff::SignedDuration::from_secs(retry_after))
+            }
+            Failure::WrongCredentials => {
+                OAuthError::new(StatusCode::UNAUTHORIZED, "access_denied", WRONG_CREDENTIALS)
+            }
+            Failure::Disabled => OAuthError::new(StatusCode::FORBIDDEN, "access_denied", DISABLED),
+            Failure::MustChange => OAuthError::new(StatusCode::FORBIDDEN, "access_denied", MUST_CHANGE),
+            Failure::Unavailable => OAuthError::unavailable("sign-in"),
+        };
+        return e.into_response();
+    }
+    match (failure, ticket) {
+        (Failure::Disabled, Some(t)) => deny_to_client(issuer, t, DISABLED),
+        (Failure::MustChange, Some(t)) => deny_to_client(issuer, t, MUST_CHANGE),
+        (Failure::WrongCredentials, Some(_)) => page::html(
+            StatusCode::UNAUTHORIZED,
+            page::login_form(raw_ticket, Some(WRONG_CREDENTIALS), username),
+        ),
+        (Failure::Limited { retry_after }, Some(_)) => {
+            let mut response = page::html(
+                StatusCode::TOO_MANY_REQUESTS,
+                page::login_form(
+                    raw_ticket,
+                    Some(&format!(
+                        "Too many sign-in attempts. Wait {retry_after} seconds and try again."
+                    )),
+                    username,
+                ),
+            );
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                axum::http::HeaderValue::from(retry_after.max(1)),
+            );
+            response
+        }
+        (Failure::Unavailable, Some(_)) => page::html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            page::login_form(
+                raw_ticket,
+                Some("Sign-in is temporarily unavailable. Try again in a moment."),
+                username,
+            ),
+        ),
+        (Failure::BadRequest(m), _) => page::html(StatusCode::BAD_REQUEST, page::message(&m)),
+        _ => page::html(StatusCode::BAD_REQUEST, page::message(BAD_TICKET)),
+    }
+}
+
+/// RFC 6749 4.1.2.1: `access_denied` back to the client, which shows or prints it.
+fn deny_to_client(issuer: &Issuer, ticket: &TicketClaims, description: &str) -> Response {
+    found(&with_query(
+        &ticket.redirect_uri,
+        &[
+            ("error", "access_denied"),
+            ("error_description", description),
+            ("state", &ticket.state),
+            ("iss", issuer.issuer()),
+        ],
+    ))
+}

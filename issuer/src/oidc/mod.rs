@@ -1,0 +1,330 @@
+//! The OpenID Connect endpoints: a small, stateless OP for the two fixed public clients.
+//!
+//! - [`external_router`] (8443): discovery, JWKS, `/oidc/authorize`, `/oidc/login` (the
+//!   sign-in page and its form), `/oidc/token`, `/oidc/revoke`, the page's stylesheet.
+//! - [`internal_router`] (8444): only discovery and JWKS, for the kube-apiserver; the discovery
+//!   document's `issuer` is the external URL and its `jwks_uri` is on the host the caller used.
+//!
+//! # Flow
+//! `GET /oidc/authorize` checks the request (client, exact redirect URI, `response_type=code`,
+//! PKCE S256, `state`, `nonce`, scope, audience) and answers a signed 5-minute ticket: a 302 to
+//! `/oidc/login?ticket=…`, or `{"ticket": …}` with `Accept: application/json` (same checks).
+//! `POST /oidc/login` verifies the ticket and the password and answers a 60-second code: a 302
+//! to the redirect URI with `code`, `state` and `iss` (RFC 9207), or `{"redirect_uri": …}` for
+//! a JSON request. `POST /oidc/token` redeems the code (PKCE, exact redirect URI, single use per
+//! replica) or rotates a refresh token, and always answers a fresh ID token.
+//!
+//! # Errors at `/oidc/authorize`
+//! An unknown client, a missing or non-matching redirect URI, or a repeated `client_id` or
+//! `redirect_uri` is an HTML error page (400) — never a redirect, since the target is not
+//! trusted. Once the client and the redirect URI are valid, every other problem is redirected
+//! back to the client with `error` (`invalid_request`, `unsupported_response_type`,
+//! `invalid_scope`), `error_description`, the `state` if it was acceptable, and `iss` (RFC 6749
+//! 4.1.2.1). The JSON variant never redirects: every failure is a 400 JSON error.
+//!
+//! # Guarantees
+//! - Sign-in is CSRF-safe by construction: the form carries the signed ticket and no cookie or
+//!   other ambient authority exists. The page runs no script at all and is served with
+//!   `Content-Security-Policy: default-src 'self'; script-src 'self'; frame-ancestors 'none'`.
+//! - An unknown user costs one argon2id verification of a dummy hash, like a wrong password,
+//!   and gets the same answer. At most two hashes run at once per process.
+//! - A store that cannot be reached yields 503 (500 `server_error` at the revocation endpoint,
+//!   as the seed says) and never says anything about the user.
+//! - Bodies are limited to [`MAX_BODY_BYTES`].
+
+mod authorize;
+mod discovery;
+mod errors;
+pub mod limits;
+mod login;
+mod metrics;
+mod page;
+mod passwords;
+pub mod request;
+mod revoke;
+mod token;
+
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use arc_swap::ArcSwap;
+use axum::{
+    Router,
+    extract::{ConnectInfo, DefaultBodyLimit, FromRequestParts},
+    http::request::Parts,
+    routing::{get, post},
+};
+use ichor_renderers::crd::UsersSettings;
+use jiff::Timestamp;
+use prometheus_client::registry::Registry;
+use tokio::sync::Semaphore;
+
+pub use limits::{TrustedProxies, TrustedProxyError};
+pub use metrics::Metrics;
+
+use crate::{keys::KeyRing, store::UserStore};
+
+/// The largest request body accepted by any endpoint, in bytes.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// How many password hashes may be computed at once (64 MiB each).
+pub const HASH_PERMITS: usize = 2;
+
+/// Where "now" comes from. The system clock in production; tests drive a manual one.
+pub trait Clock: Send + Sync + 'static {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
+/// The runtime settings (`IchorInstallation.spec.users`), read per issued token. The server
+/// stores a new value when the installation changes; the flags give the first value.
+#[derive(Debug)]
+pub struct Settings {
+    current: ArcSwap<UsersSettings>,
+}
+
+impl Settings {
+    /// Settings starting at `initial`.
+    pub fn new(initial: UsersSettings) -> Self {
+        Settings {
+            current: ArcSwap::from_pointee(initial),
+        }
+    }
+
+    /// The current settings.
+    pub fn get(&self) -> Arc<UsersSettings> {
+        self.current.load_full()
+    }
+
+    /// Replaces the settings.
+    pub fn store(&self, settings: UsersSettings) {
+        self.current.store(Arc::new(settings));
+    }
+}
+
+/// Why the issuer configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The external URL is not an absolute https URL without query or fragment.
+    #[error(
+        "external URL {0:?}: must be an absolute https URL (http only for a loopback address) \
+         without query, fragment or user info"
+    )]
+    ExternalUrl(String),
+}
+
+/// What the issuer is configured with.
+#[derive(Debug, Clone)]
+pub struct IssuerConfig {
+    /// The external URL, which is the issuer (`iss`); a trailing `/` is removed.
+    pub external_url: String,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: TrustedProxies,
+}
+
+/// The issuer: configuration, keys, the user store, the limits and the metrics. Share it as
+/// `Arc<Issuer>` with the routers.
+pub struct Issuer {
+    issuer: String,
+    ui_redirect: String,
+    trusted_proxies: TrustedProxies,
+    keys: Arc<KeyRing>,
+    store: Arc<dyn UserStore>,
+    settings: Arc<Settings>,
+    clock: Arc<dyn Clock>,
+    metrics: Metrics,
+    hash_permits: Arc<Semaphore>,
+    backoff: Arc<Mutex<limits::UserBackoff>>,
+    login_buckets: Mutex<limits::TokenBuckets>,
+    token_buckets: Mutex<limits::TokenBuckets>,
+    codes: Mutex<limits::CodeLedger>,
+}
+
+impl std::fmt::Debug for Issuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issuer")
+            .field("issuer", &self.issuer)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_external_url(raw: &str) -> Result<String, ConfigError> {
+    let err = || ConfigError::ExternalUrl(raw.chars().take(256).collect());
+    let trimmed = raw.strip_suffix('/').unwrap_or(raw);
+    let url = url::Url::parse(trimmed).map_err(|_| err())?;
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost",
+        None => return Err(err()),
+    };
+    let scheme_ok = url.scheme() == "https" || (url.scheme() == "http" && loopback);
+    if !scheme_ok
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || !url.username().is_empty()
+        || url.password().is_some()
+    {
+        return Err(err());
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// Locks a mutex, recovering from poisoning (the data are counters; a panic elsewhere must not
+/// take the endpoints down).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Issuer {
+    /// Builds the issuer and registers its metrics into `registry`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for a bad external URL.
+    pub fn new(
+        config: IssuerConfig,
+        keys: Arc<KeyRing>,
+        store: Arc<dyn UserStore>,
+        settings: Arc<Settings>,
+        registry: &mut Registry,
+    ) -> Result<Issuer, ConfigError> {
+        let issuer = check_external_url(&config.external_url)?;
+        Ok(Issuer {
+            ui_redirect: format!("{issuer}/auth/callback"),
+            issuer,
+            trusted_proxies: config.trusted_proxies,
+            keys,
+            store,
+            settings,
+            clock: Arc::new(SystemClock),
+            metrics: Metrics::register(registry),
+            hash_permits: Arc::new(Semaphore::new(HASH_PERMITS)),
+            backoff: Arc::new(Mutex::new(limits::UserBackoff::new())),
+            login_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::LOGIN)),
+            token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN)),
+            codes: Mutex::new(limits::CodeLedger::new()),
+        })
+    }
+
+    /// The same issuer reading time from `clock` (tests).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Issuer {
+        self.clock = clock;
+        self
+    }
+
+    /// The issuer identifier (the external URL, no trailing slash).
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// The only redirect URI of `ichor-ui`.
+    pub fn ui_redirect(&self) -> &str {
+        &self.ui_redirect
+    }
+
+    /// The shared keys.
+    pub fn keys(&self) -> &Arc<KeyRing> {
+        &self.keys
+    }
+
+    /// Verifies an `ichor-ui` (or other audience) ID token of this issuer at the current time,
+    /// for the `UserService` bearer check.
+    ///
+    /// # Errors
+    /// [`crate::tokens::TokenError`]; `NoSigningKey` when no keys are loaded.
+    pub fn verify_id_token(
+        &self,
+        token: &str,
+        audience: &str,
+    ) -> Result<crate::tokens::IdTokenClaims, crate::tokens::TokenError> {
+        let keys = self.keys.load().ok_or(crate::tokens::TokenError::NoSigningKey)?;
+        crate::tokens::verify_id_token(&keys, token, &self.issuer, audience, self.clock.now())
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+}
+
+/// The source address of a request ([`limits::source_address`] over the peer from
+/// `ConnectInfo<SocketAddr>` and `X-Forwarded-For`). A request without `ConnectInfo` counts as
+/// coming from `0.0.0.0`, so such requests share one rate-limit bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Source(pub IpAddr);
+
+impl FromRequestParts<Arc<Issuer>> for Source {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<Issuer>) -> Result<Self, Self::Rejection> {
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip());
+        let xff: Vec<&str> = parts
+            .headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let ip = limits::source_address(peer, &xff, &state.trusted_proxies)
+            .unwrap_or(Ipv4Addr::UNSPECIFIED.into());
+        Ok(Source(ip))
+    }
+}
+
+/// The external listener's routes (8443).
+///
+/// The rate limits key on the peer address: serve the router with
+/// `into_make_service_with_connect_info::<SocketAddr>()`, or insert `ConnectInfo<SocketAddr>`
+/// into each request's extensions when driving hyper directly (TLS); without it every request
+/// shares the bucket of `0.0.0.0`.
+pub fn external_router(issuer: Arc<Issuer>) -> Router {
+    Router::new()
+        .route("/.well-known/openid-configuration", get(discovery::external))
+        .route("/oidc/jwks", get(discovery::jwks))
+        .route("/oidc/authorize", get(authorize::authorize))
+        .route("/oidc/login", get(login::page).post(login::submit))
+        .route("/oidc/token", post(token::token))
+        .route("/oidc/revoke", post(revoke::revoke))
+        .route("/oidc/assets/login.css", get(page::stylesheet))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(issuer)
+}
+
+/// The internal listener's routes (8444): discovery and JWKS only.
+pub fn internal_router(issuer: Arc<Issuer>) -> Router {
+    Router::new()
+        .route("/.well-known/openid-configuration", get(discovery::internal))
+        .route("/oidc/jwks", get(discovery::jwks))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(issuer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_external_url;
+
+    #[test]
+    fn the_external_url_must_be_https_except_on_loopback() {
+        assert_eq!(
+            check_external_url("https://ichor.example.com/").as_deref(),
+            Ok("https://ichor.example.com")
+        );
+        assert!(check_external_url("http://127.0.0.1:8443").is_ok());
+        assert!(check_external_url("http://ichor.example.com").is_err());
+        assert!(check_external_url("https://ichor.example.com/?x=1").is_err());
+        assert!(check_external_url("https://user@ichor.example.com").is_err());
+        assert!(check_external_url("ichor.example.com").is_err());
+    }
+}

@@ -1,0 +1,442 @@
+//! `POST /oidc/token`: the `authorization_code` grant (PKCE S256, exact redirect URI, 60-second
+//! single-use code) and the `refresh_token` grant (rotation with reuse detection, the 10-second
+//! grace window, absolute lifetime). Every success answers a fresh ID token.
+//!
+//! Every bad, expired, replayed or foreign code or refresh token is `invalid_grant`.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, HeaderValue, header},
+    response::{IntoResponse, Response},
+};
+use ichor_renderers::auth::credentials::{CredentialsEntry, Family, RefusalReason, Rotation};
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::{
+    Issuer, Source,
+    errors::OAuthError,
+    limits::CodeClaim,
+    lock,
+    request::{self, AUD_KUBE, Client, Params},
+};
+use crate::{
+    keys::{LoadedKeys, b64},
+    store::{Change, StoreError, StoredUser, modify_credentials},
+    tokens::{self, CodeClaims, IdTokenClaims, RefreshClaims},
+};
+
+/// A random 128-bit identifier, base64url (family ids, code ids).
+///
+/// # Errors
+/// The operating system's random source failed.
+pub fn random_id() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(b64(&bytes))
+}
+
+/// The successful token response (RFC 6749 5.1, OIDC Core 3.1.3.3). `access_token` is the ID
+/// token itself: it is the only bearer credential (the `UserService` and the kube-apiserver
+/// both verify it as an ID token).
+#[derive(Debug, Serialize)]
+struct TokenResponse {
+    access_token: String,
+    token_type: &'static str,
+    expires_in: i64,
+    id_token: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refresh_token: Option<String>,
+    scope: &'static str,
+}
+
+fn form_body(headers: &HeaderMap, body: &[u8]) -> Result<Params, OAuthError> {
+    let is_form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+        });
+    if !is_form {
+        return Err(OAuthError::invalid_request(
+            "the body must be application/x-www-form-urlencoded",
+        ));
+    }
+    Params::parse(body).map_err(|e| OAuthError::invalid_request(e.to_string()))
+}
+
+pub(crate) fn param<'a>(params: &'a Params, name: &'static str) -> Result<Option<&'a str>, OAuthError> {
+    params
+        .get(name)
+        .map_err(|e| OAuthError::invalid_request(e.to_string()))
+}
+
+fn required<'a>(params: &'a Params, name: &'static str) -> Result<&'a str, OAuthError> {
+    param(params, name)?.ok_or_else(|| OAuthError::invalid_request(format!("{name}: required")))
+}
+
+/// Reads and checks `client_id` (public clients: the id is the only authentication).
+pub(crate) fn client(params: &Params) -> Result<Client, OAuthError> {
+    param(params, "client_id")?
+        .and_then(Client::from_id)
+        .ok_or_else(OAuthError::invalid_client)
+}
+
+/// Applies the per-source bucket shared by the token and revocation endpoints.
+pub(crate) fn rate_limit(issuer: &Issuer, source: std::net::IpAddr) -> Result<(), OAuthError> {
+    lock(&issuer.token_buckets)
+        .take(source, issuer.now())
+        .map_err(|wait| {
+            issuer.metrics.backoff_hit("source_rate");
+            OAuthError::slow_down(wait)
+        })
+}
+
+fn store_error(e: StoreError) -> OAuthError {
+    match e {
+        StoreError::Corrupt { user, .. } => {
+            tracing::error!(user = %user, "credentials entry unreadable");
+            OAuthError::server_error("the user's stored credentials are unreadable")
+        }
+        e => {
+            tracing::warn!(error = %e, "user store unavailable");
+            OAuthError::unavailable("the user store")
+        }
+    }
+}
+
+pub(crate) async fn token(
+    State(issuer): State<Arc<Issuer>>,
+    Source(source): Source,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        rate_limit(&issuer, source)?;
+        let params = form_body(&headers, &body)?;
+        match required(&params, "grant_type")? {
+            "authorization_code" => code_grant(&issuer, &params).await,
+            "refresh_token" => refresh_grant(&issuer, &params).await,
+            _ => Err(OAuthError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "unsupported_grant_type",
+                "grant_type: must be authorization_code or refresh_token",
+            )),
+        }
+    }
+    .await;
+    match result {
+        Ok(body) => {
+            let mut response = Json(body).into_response();
+            let h = response.headers_mut();
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+            response
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+fn keys(issuer: &Issuer) -> Result<Arc<LoadedKeys>, OAuthError> {
+    issuer
+        .keys()
+        .load()
+        .ok_or_else(|| OAuthError::unavailable("the signing keys"))
+}
+
+/// The user for a grant: present and enabled, else `invalid_grant`.
+async fn live_user(issuer: &Issuer, name: &str) -> Result<StoredUser, OAuthError> {
+    match issuer.store.get_user(name).await.map_err(store_error)? {
+        None => Err(OAuthError::invalid_grant("the user no longer exists")),
+        Some(u) if u.disabled => Err(OAuthError::invalid_grant("the user is disabled")),
+        Some(u) => Ok(u),
+    }
+}
+
+fn id_token(
+    issuer: &Issuer,
+    keys: &LoadedKeys,
+    user: &StoredUser,
+    audience: &str,
+    nonce: Option<String>,
+    now: Timestamp,
+) -> Result<(String, i64), OAuthError> {
+    let ttl = issuer.settings.get().token_ttl.as_secs();
+    let iat = tokens::unix_seconds(now);
+    let claims = IdTokenClaims {
+        iss: issuer.issuer().to_owned(),
+        sub: user.name.clone(),
+        aud: audience.to_owned(),
+        exp: iat + ttl,
+        iat,
+        nonce,
+        groups: user.roles.clone(),
+    };
+    let token = tokens::sign_id_token(keys, &claims, now).map_err(|e| {
+        tracing::error!(error = %e, "cannot sign an ID token");
+        OAuthError::unavailable("the signing key")
+    })?;
+    Ok((token, ttl))
+}
+
+/// The refresh token of generation `generation` of `family`, signed with the HMAC key of the
+/// instant the generation was made (deterministic: the grace window re-creates it exactly).
+fn refresh_token(
+    issuer: &Issuer,
+    keys: &LoadedKeys,
+    sub: &str,
+    fam: &str,
+    family: &Family,
+    now: Timestamp,
+) -> Result<String, OAuthError> {
+    let claims = RefreshClaims {
+        iss: issuer.issuer().to_owned(),
+        sub: sub.to_owned(),
+        client_id: family.client.clone(),
+        audience: family.aud.clone(),
+        fam: fam.to_owned(),
+        generation: family.generation,
+        iat: family.iat.as_second(),
+        exp: family.exp.as_second(),
+    };
+    let key_at = family.rotated_at.unwrap_or(family.iat);
+    tokens::sign_artifact(keys, &claims, key_at, now).map_err(|e| {
+        tracing::error!(error = %e, "cannot sign a refresh token");
+        OAuthError::unavailable("the signing key")
+    })
+}
+
+async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, OAuthError> {
+    let client = client(params)?;
+    let code = required(params, "code")?;
+    let redirect_uri = required(params, "redirect_uri")?;
+    let verifier = required(params, "code_verifier")?;
+    let keys = keys(issuer)?;
+    let now = issuer.now();
+    let claims = tokens::verify_artifact::<CodeClaims>(&keys, code, issuer.issuer(), now)
+        .map_err(|e| OAuthError::invalid_grant(format!("code: {e}")))?;
+    if claims.client_id != client.id() {
+        return Err(OAuthError::invalid_grant("code: issued to another client"));
+    }
+    if claims.redirect_uri != redirect_uri {
+        return Err(OAuthError::invalid_grant(
+            "redirect_uri: differs from the authorization request",
+        ));
+    }
+    request::check_verifier(verifier, &claims.code_challenge)
+        .map_err(|e| OAuthError::invalid_grant(e.to_string()))?;
+
+    let claim = lock(&issuer.codes).claim(&claims.jti, claims.exp, now);
+    match claim {
+        CodeClaim::First => {}
+        CodeClaim::Full => return Err(OAuthError::unavailable("the code ledger")),
+        CodeClaim::Replay { revoke } => {
+            issuer.metrics.code_replays.inc();
+            if let Some((user, fam)) = revoke {
+                revoke_family(issuer, &user, &fam).await;
+            }
+            return Err(OAuthError::invalid_grant("code: already used"));
+        }
+    }
+    let result = redeem(issuer, &keys, &claims, client, now).await;
+    match &result {
+        Ok((_, family)) => {
+            let replayed = lock(&issuer.codes).complete(&claims.jti, &claims.sub, family.clone());
+            if replayed && let Some(fam) = family {
+                revoke_family(issuer, &claims.sub, fam).await;
+            }
+        }
+        Err(e) if e.error == "temporarily_unavailable" => lock(&issuer.codes).release(&claims.jti),
+        Err(_) => {
+            lock(&issuer.codes).complete(&claims.jti, &claims.sub, None);
+        }
+    }
+    result.map(|(response, _)| response)
+}
+
+/// The second half of the code grant, after the code was claimed: user, credentials, family,
+/// tokens. Returns the response and the family started (if any).
+async fn redeem(
+    issuer: &Issuer,
+    keys: &LoadedKeys,
+    code: &CodeClaims,
+    client: Client,
+    now: Timestamp,
+) -> Result<(TokenResponse, Option<String>), OAuthError> {
+    let user = live_user(issuer, &code.sub).await?;
+    let session_start =
+        Timestamp::from_second(code.iat).map_err(|_| OAuthError::invalid_grant("code: bad iat"))?;
+    let check = |entry: Option<&CredentialsEntry>| -> Result<CredentialsEntry, OAuthError> {
+        let entry = entry.ok_or_else(|| OAuthError::invalid_grant("the user has no password any more"))?;
+        if !entry.accepts_issued_at(session_start) {
+            return Err(OAuthError::invalid_grant(
+                "the sign-in predates the user's notBefore",
+            ));
+        }
+        if entry.must_change && code.audience == AUD_KUBE {
+            return Err(OAuthError::invalid_grant(
+                "change your password first: no ichor-kube token is issued until then",
+            ));
+        }
+        Ok(entry.clone())
+    };
+    let (refresh, family_id) = if code.offline_access {
+        let fam = random_id().map_err(|_| OAuthError::server_error("no randomness for a family id"))?;
+        let lifetime = issuer.settings.get().refresh_lifetime.as_signed();
+        let entry = modify_credentials(issuer.store.as_ref(), &code.sub, |current| {
+            let entry = check(current)?;
+            let next = entry
+                .start_family(&fam, client.id(), &code.audience, now, lifetime)
+                .map_err(|e| OAuthError::server_error(e.to_string()))?;
+            Ok::<_, OAuthError>(Change::Put(next.clone(), next))
+        })
+        .await?;
+        issuer.store.invalidate(&code.sub);
+        let family = entry
+            .family(&fam)
+            .ok_or_else(|| OAuthError::server_error("the new family was not stored"))?;
+        (
+            Some(refresh_token(issuer, keys, &code.sub, &fam, family, now)?),
+            Some(fam),
+        )
+    } else {
+        let (entry, _) = issuer
+            .store
+            .read_credentials(&code.sub)
+            .await
+            .map_err(store_error)?;
+        check(entry.as_ref())?;
+        (None, None)
+    };
+    let (id_token, ttl) = id_token(issuer, keys, &user, &code.audience, Some(code.nonce.clone()), now)?;
+    issuer.metrics.issued("authorization_code", &code.audience);
+    Ok((
+        TokenResponse {
+            access_token: id_token.clone(),
+            token_type: "Bearer",
+            expires_in: ttl,
+            id_token,
+            scope: if refresh.is_some() {
+                "openid offline_access"
+            } else {
+                "openid"
+            },
+            refresh_token: refresh,
+        },
+        family_id,
+    ))
+}
+
+impl From<StoreError> for OAuthError {
+    fn from(e: StoreError) -> Self {
+        store_error(e)
+    }
+}
+
+/// Removes a family (code replay, reuse); failures are logged, the caller refuses anyway.
+pub(crate) async fn revoke_family(issuer: &Issuer, user: &str, fam: &str) {
+    let result = modify_credentials(issuer.store.as_ref(), user, |current| {
+        Ok::<_, StoreError>(match current.and_then(|c| c.revoke_family(fam)) {
+            Some(next) => Change::Put(next, ()),
+            None => Change::Keep(()),
+        })
+    })
+    .await;
+    if let Err(e) = result {
+        tracing::warn!(user = %user, error = %e, "could not revoke a refresh family");
+    }
+}
+
+enum Refreshed {
+    Issued { family: Family },
+    Refused(RefusalReason),
+    MustChange,
+    NoEntry,
+}
+
+async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, OAuthError> {
+    let client = client(params)?;
+    let token = required(params, "refresh_token")?;
+    let requested = param(params, "audience")?;
+    let keys = keys(issuer)?;
+    let now = issuer.now();
+    let claims = tokens::verify_artifact::<RefreshClaims>(&keys, token, issuer.issuer(), now)
+        .map_err(|e| OAuthError::invalid_grant(format!("refresh_token: {e}")))?;
+    if claims.client_id != client.id() {
+        return Err(OAuthError::invalid_grant(
+            "refresh_token: issued to another client",
+        ));
+    }
+    let audience = request::resolve_audience(client, requested.or(Some(claims.audience.as_str())))
+        .map_err(|e| OAuthError::invalid_request(e.to_string()))?;
+    let user = live_user(issuer, &claims.sub).await?;
+    let outcome = modify_credentials(issuer.store.as_ref(), &claims.sub, |current| {
+        let Some(entry) = current else {
+            return Ok::<_, StoreError>(Change::Keep(Refreshed::NoEntry));
+        };
+        if entry.must_change && audience == AUD_KUBE {
+            return Ok(Change::Keep(Refreshed::MustChange));
+        }
+        Ok(match entry.rotate_family(&claims.fam, claims.generation, now) {
+            Rotation::Rotated { entry, .. } => match entry.family(&claims.fam).cloned() {
+                Some(family) => Change::Put(entry, Refreshed::Issued { family }),
+                None => Change::Keep(Refreshed::Refused(RefusalReason::UnknownFamily)),
+            },
+            Rotation::Grace { .. } => match entry.family(&claims.fam).cloned() {
+                Some(family) => Change::Keep(Refreshed::Issued { family }),
+                None => Change::Keep(Refreshed::Refused(RefusalReason::UnknownFamily)),
+            },
+            Rotation::Refused {
+                entry: Some(next),
+                reason,
+            } => Change::Put(next, Refreshed::Refused(reason)),
+            Rotation::Refused { entry: None, reason } => Change::Keep(Refreshed::Refused(reason)),
+        })
+    })
+    .await
+    .map_err(store_error)?;
+    issuer.store.invalidate(&claims.sub);
+    let family = match outcome {
+        Refreshed::Issued { family } => family,
+        Refreshed::NoEntry => {
+            return Err(OAuthError::invalid_grant(
+                "refresh_token: the user has no credentials",
+            ));
+        }
+        Refreshed::MustChange => {
+            return Err(OAuthError::invalid_grant(
+                "change your password first: no ichor-kube token is issued until then",
+            ));
+        }
+        Refreshed::Refused(reason) => {
+            let why = match reason {
+                RefusalReason::UnknownFamily => "the session was revoked or has ended",
+                RefusalReason::Expired => "the session reached its absolute lifetime",
+                RefusalReason::BeforeNotBefore => "the session predates the user's notBefore",
+                RefusalReason::Reuse { .. } => {
+                    issuer.metrics.refresh_reuse_detections.inc();
+                    tracing::warn!(user = %claims.sub, "refresh token reused; family revoked");
+                    "the token was already used; the session is revoked"
+                }
+            };
+            return Err(OAuthError::invalid_grant(format!("refresh_token: {why}")));
+        }
+    };
+    let refresh = refresh_token(issuer, &keys, &claims.sub, &claims.fam, &family, now)?;
+    let (id_token, ttl) = id_token(issuer, &keys, &user, audience, None, now)?;
+    issuer.metrics.issued("refresh_token", audience);
+    Ok(TokenResponse {
+        access_token: id_token.clone(),
+        token_type: "Bearer",
+        expires_in: ttl,
+        id_token,
+        refresh_token: Some(refresh),
+        scope: "openid offline_access",
+    })
+}
