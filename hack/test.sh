@@ -37,6 +37,9 @@ fi
 step "generated CRDs are in sync with the Rust types"
 cargo run --quiet --locked -p ichor-renderers --bin crdgen -- --check
 
+step "helm chart: render, lint, Kubernetes schemas, RBAC checks, snapshots (golden/chart/)"
+hack/chart/test.sh
+
 step "tests (insta in check mode)"
 export INSTA_UPDATE=no INSTA_FORCE_PASS=0 CI="${CI:-true}"
 cargo nextest run --workspace --locked --no-fail-fast --profile ci

@@ -13,6 +13,7 @@ use crate::server::metrics::{Metrics, ReloadStatus, Sources};
 use crate::server::reload::{WatchError, WatchOptions, Watched};
 use crate::server::tls::{self, PairFiles};
 use crate::server::{ServeOptions, serve};
+use crate::store::UserStore;
 use axum::Router;
 use clap::{Parser, ValueEnum};
 use ichor_renderers::trust::keys::KeysDocument;
@@ -439,6 +440,12 @@ pub enum RunError {
     /// The TLS configuration was refused.
     #[error("cannot build the TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    /// The OIDC issuer could not be built.
+    #[error("cannot build the issuer: {0}")]
+    Issuer(String),
+    /// The user store could not be reached at start-up.
+    #[error("cannot open the user store: {0}")]
+    Store(String),
 }
 
 /// What the OIDC routers are built from: the configuration and the shared, watched state.
@@ -461,12 +468,91 @@ pub struct Routers {
     pub internal: Router,
 }
 
-/// WIRING (lead): the OIDC routers of the binary. Replace the empty routers with
-/// `oidc::external_router(issuer)` and `oidc::internal_router(issuer)` once the OIDC module is
-/// merged, building the `Issuer` from `served` (keys, config, metrics counters, store).
-pub fn oidc_routers(served: &Served) -> Routers {
-    let _ = served;
-    Routers::default()
+/// The OIDC routers of the binary: an [`Issuer`](crate::oidc::Issuer) over `store`, whose
+/// signing keys follow the watched `keys.json` (a document whose keys cannot be loaded keeps the
+/// previous keys serving), and whose counters join the process's `/metrics`.
+///
+/// # Errors
+/// [`RunError::Issuer`] when the issuer refuses the configuration.
+pub fn oidc_routers(served: &Served, store: Arc<dyn UserStore>) -> Result<Routers, RunError> {
+    use crate::{
+        keys::{KeyRing, LoadedKeys},
+        oidc::{Issuer, IssuerConfig, Settings, TrustedProxies},
+    };
+    use ichor_renderers::crd::{GoDuration, UsersSettings};
+
+    let ring = Arc::new(KeyRing::new());
+    let load = {
+        let ring = Arc::clone(&ring);
+        move |doc: Option<Arc<KeysDocument>>| {
+            let Some(doc) = doc else { return };
+            match LoadedKeys::from_document(&doc) {
+                Ok(keys) => ring.store(keys),
+                Err(error) => {
+                    tracing::warn!(%error, "keys.json parsed but its keys cannot be used; keeping the previous keys")
+                }
+            }
+        }
+    };
+    load(served.keys.current());
+    let mut changes = served.keys.subscribe();
+    let keys = served.keys.clone();
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            load(keys.current());
+        }
+    });
+
+    let config = &served.config;
+    let settings = Arc::new(Settings::new(UsersSettings {
+        token_ttl: GoDuration::from_secs(config.token_ttl.as_secs()),
+        refresh_lifetime: GoDuration::from_secs(config.refresh_lifetime.as_secs()),
+        kube_api_server_url: None,
+        kube_api_tls_server_name: None,
+    }));
+    let proxies: Vec<String> = config.trusted_proxies.iter().map(ToString::to_string).collect();
+    let trusted_proxies = TrustedProxies::parse(&proxies).map_err(|e| RunError::Issuer(e.to_string()))?;
+    let mut built = None;
+    served.metrics.handlers(|registry| {
+        built = Some(Issuer::new(
+            IssuerConfig {
+                external_url: config.issuer.clone(),
+                trusted_proxies,
+            },
+            ring,
+            store,
+            settings,
+            registry,
+        ));
+    });
+    let issuer = match built {
+        Some(Ok(issuer)) => Arc::new(issuer),
+        Some(Err(e)) => return Err(RunError::Issuer(e.to_string())),
+        None => return Err(RunError::Issuer("the metrics registry was not available".into())),
+    };
+    Ok(Routers {
+        external: crate::oidc::external_router(Arc::clone(&issuer)),
+        internal: crate::oidc::internal_router(issuer),
+    })
+}
+
+/// Opens the configured user store.
+///
+/// # Errors
+/// [`RunError::Store`] when the Kubernetes client cannot be configured.
+pub async fn open_store(config: &Config) -> Result<Arc<dyn UserStore>, RunError> {
+    match &config.store {
+        StoreConfig::Kube => {
+            let client = kube::Client::try_default()
+                .await
+                .map_err(|e| RunError::Store(e.to_string()))?;
+            Ok(Arc::new(crate::store::kube::KubeStore::new(client)))
+        }
+        StoreConfig::Local { users_dir, state_dir } => Ok(Arc::new(crate::store::local::LocalStore::new(
+            users_dir.clone(),
+            state_dir.clone(),
+        ))),
+    }
 }
 
 /// Adds the health, readiness and metrics endpoints to the external router; the internal
@@ -488,7 +574,7 @@ pub async fn run<F>(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError>
 where
-    F: FnOnce(&Served) -> Routers,
+    F: FnOnce(&Served) -> Result<Routers, RunError>,
 {
     let config = Arc::new(config);
     let keys = Watched::file("keys", &config.keys_file, KeysDocument::parse, options.watch)?;
@@ -520,7 +606,7 @@ where
         keys,
         metrics: Arc::clone(&metrics),
     };
-    let app = compose(routers(&served), health::router(Arc::new(readiness), metrics));
+    let app = compose(routers(&served)?, health::router(Arc::new(readiness), metrics));
     let external_tls = tls::server_config(external_pair)?;
     let internal_tls = tls::server_config(internal_pair)?;
 
@@ -615,11 +701,12 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         let listeners = Listeners::bind(&config).await?;
+        let store = open_store(&config).await?;
         run(
             config,
             listeners,
             RunOptions::default(),
-            oidc_routers,
+            move |served| oidc_routers(served, store),
             shutdown_signal(),
         )
         .await

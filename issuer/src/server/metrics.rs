@@ -9,65 +9,15 @@ use super::reload::Watched;
 use super::tls::TlsPair;
 use ichor_renderers::trust::keys::{KeyTimes as _, KeysDocument};
 use jiff::Timestamp;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::exemplar::Exemplar;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use std::fmt;
 use std::sync::Arc;
 
 /// Content type of [`Metrics::render`]'s output.
 pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// Labels of `ichor_issuer_tokens_issued_total`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct TokenLabels {
-    /// The grant: `authorization_code` or `refresh_token`.
-    pub grant: String,
-    /// The ID token's audience: `ichor-ui` or `ichor-kube`.
-    pub audience: String,
-}
-
-/// Labels of `ichor_issuer_login_failures_total`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct LoginFailureLabels {
-    /// Why: `bad_credentials`, `disabled`, `backoff`, ….
-    pub reason: String,
-}
-
-/// Labels of `ichor_issuer_backoff_hits_total`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct BackoffLabels {
-    /// Which back-off refused: `user` or `source`.
-    pub scope: String,
-}
-
-/// The counters request handlers increment. Cheap to clone (shared atomics).
-#[derive(Debug, Clone, Default)]
-pub struct IssuerCounters {
-    /// ID tokens issued, by grant and audience.
-    pub tokens_issued: Family<TokenLabels, Counter>,
-    /// Failed logins, by reason.
-    pub login_failures: Family<LoginFailureLabels, Counter>,
-    /// Requests refused by the per-user or per-source back-off.
-    pub backoff_hits: Family<BackoffLabels, Counter>,
-    /// Refresh tokens presented again outside the grace window (the family is revoked).
-    pub refresh_reuse_detections: Counter,
-}
-
-impl IssuerCounters {
-    /// Counts one issued ID token.
-    pub fn token_issued(&self, grant: &str, audience: &str) {
-        self.tokens_issued
-            .get_or_create(&TokenLabels {
-                grant: grant.to_owned(),
-                audience: audience.to_owned(),
-            })
-            .inc();
-    }
-}
 
 /// Something reloaded from files, as the metrics and readiness see it (implemented by every
 /// [`Watched`] value, whatever it holds).
@@ -153,51 +103,44 @@ impl fmt::Debug for Sources {
     }
 }
 
-/// The metrics registry of one issuer process.
+/// The metrics registry of one issuer process: the scrape-time values computed here, plus the
+/// request handlers' counters, registered by the OIDC module into [`Metrics::handlers`].
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    counters: IssuerCounters,
+    handlers: std::sync::Mutex<Registry>,
 }
 
 impl Metrics {
     /// Registers the counters and the scrape-time collector over `sources`.
     pub fn new(sources: Sources) -> Self {
-        let counters = IssuerCounters::default();
         let mut registry = Registry::with_prefix("ichor_issuer");
-        registry.register(
-            "tokens_issued",
-            "ID tokens issued, by grant and audience",
-            counters.tokens_issued.clone(),
-        );
-        registry.register(
-            "login_failures",
-            "Failed logins, by reason",
-            counters.login_failures.clone(),
-        );
-        registry.register(
-            "backoff_hits",
-            "Requests refused by the per-user or per-source back-off",
-            counters.backoff_hits.clone(),
-        );
-        registry.register(
-            "refresh_reuse_detections",
-            "Refresh tokens replayed outside the grace window (family revoked)",
-            counters.refresh_reuse_detections.clone(),
-        );
         registry.register_collector(Box::new(ScrapeCollector { sources }));
-        Metrics { registry, counters }
+        Metrics {
+            registry,
+            handlers: std::sync::Mutex::new(Registry::default()),
+        }
     }
 
-    /// The counters, for the request handlers.
-    pub fn counters(&self) -> &IssuerCounters {
-        &self.counters
+    /// Lets `register` add the request handlers' metrics (full names, `ichor_issuer_…`).
+    pub fn handlers(&self, register: impl FnOnce(&mut Registry)) {
+        let mut handlers = self
+            .handlers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        register(&mut handlers);
     }
 
     /// The OpenMetrics text exposition (scrape-time values computed now).
     pub fn render(&self) -> Result<String, fmt::Error> {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        prometheus_client::encoding::text::encode_registry(&mut out, &self.registry)?;
+        let handlers = self
+            .handlers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        prometheus_client::encoding::text::encode_registry(&mut out, &handlers)?;
+        prometheus_client::encoding::text::encode_eof(&mut out)?;
         Ok(out)
     }
 }
