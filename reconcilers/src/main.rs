@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use ichor_graph::JournalReader;
-use ichor_reconcilers::identity::{Controller, replay};
+use ichor_reconcilers::identity::{Controller, replay_with};
 use ichor_reconcilers::sim::Sim;
 use ichor_reconcilers::sim::workload::{Workload, generate};
 
@@ -65,7 +65,11 @@ fn run_replay(journal: &PathBuf, summary: bool, profile: bool) -> anyhow::Result
     let file = File::open(journal).with_context(|| format!("cannot open journal {}", journal.display()))?;
     let mut controller = Controller::new().context("the identity graph did not build")?;
     let started = std::time::Instant::now();
-    match replay(JournalReader::new(BufReader::new(file)), &mut controller) {
+    match replay_with(
+        JournalReader::new(BufReader::new(file)),
+        &mut controller,
+        !summary,
+    ) {
         Ok(report) => {
             let secs = started.elapsed().as_secs_f64();
             let text = if summary {

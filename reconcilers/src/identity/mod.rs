@@ -63,7 +63,9 @@ use ichor_renderers::trust::{CA_SECRET, NAMESPACE, SIGNING_SECRET, TLS_SECRET, T
 pub use conditions::StatusWrite;
 pub use nodes::{Certificates, ClusterAuth, IssuerServiceOut, Settings, TrustOut};
 pub use project::{CREDENTIALS_KEY_KIND, derived_events, fold};
-pub use replay::{Controller, IdentityReplayError, RenderChange, ReplayLine, ReplayReport, replay};
+pub use replay::{
+    Controller, IdentityReplayError, RenderChange, ReplayLine, ReplayReport, replay, replay_with,
+};
 
 /// Label marking the objects this graph owns whole (and so may delete as orphans).
 pub const OWNER_LABEL: &str = "identity.ichor.maesh.dev/owner";

@@ -262,7 +262,7 @@ pub enum CertState {
     /// The certificate.
     Read {
         /// Its facts.
-        facts: CertSummary,
+        facts: Box<CertSummary>,
         /// Its PEM (certificates are public).
         pem: String,
     },
@@ -271,7 +271,7 @@ pub enum CertState {
 impl CertState {
     fn facts(&self) -> Option<CertFacts> {
         match self {
-            CertState::Read { facts, .. } => Some(facts.into()),
+            CertState::Read { facts, .. } => Some(facts.as_ref().into()),
             _ => None,
         }
     }
@@ -307,7 +307,7 @@ fn cert_state(secret: Option<&Object>, what: &str) -> CertState {
             },
             Ok(pem) => match CertFacts::from_pem(&pem, what) {
                 Ok(f) => CertState::Read {
-                    facts: (&f).into(),
+                    facts: Box::new((&f).into()),
                     pem,
                 },
                 Err(e) => CertState::Unreadable { error: e.to_string() },

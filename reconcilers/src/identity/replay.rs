@@ -119,6 +119,12 @@ impl Controller {
         out
     }
 
+    /// Makes the next evaluation look at everything and diff every desired and owned object
+    /// (the periodic safety net; a settled World then decides nothing).
+    pub fn resync(&mut self) {
+        self.graph.resync();
+    }
+
     /// The graph.
     pub fn graph(&self) -> &Graph {
         &self.graph
@@ -161,6 +167,12 @@ pub struct ReplayReport {
     pub actions: u64,
     /// Per node (by name): instances recomputed and time spent, over the whole replay.
     pub nodes: BTreeMap<String, NodeTotals>,
+    /// Render changes and failures counted (kept even when the lines are not).
+    pub renders: u64,
+    /// Node failures counted.
+    pub failures: u64,
+    /// Whether the lines are kept (a summary replay of a large journal keeps counts only).
+    pub keep_lines: bool,
 }
 
 /// What one node cost over a replay.
@@ -175,19 +187,9 @@ pub struct NodeTotals {
 impl ReplayReport {
     /// The summary line: events, evaluations, actions.
     pub fn summary(&self) -> String {
-        let renders = self
-            .lines
-            .iter()
-            .filter(|(_, l)| matches!(l, ReplayLine::Render(_)))
-            .count();
-        let failures = self
-            .lines
-            .iter()
-            .filter(|(_, l)| matches!(l, ReplayLine::Failure(_)))
-            .count();
         format!(
-            "{} events, {} evaluations, {} actions, {renders} render changes, {failures} failures",
-            self.events, self.evaluations, self.actions
+            "{} events, {} evaluations, {} actions, {} render changes, {} failures",
+            self.events, self.evaluations, self.actions, self.renders, self.failures
         )
     }
 
@@ -200,6 +202,11 @@ impl ReplayReport {
             t.elapsed += n.elapsed;
         }
         self.actions += eval.actions.len() as u64;
+        self.renders += renders.len() as u64;
+        self.failures += eval.failures.len() as u64;
+        if !self.keep_lines {
+            return;
+        }
         self.lines
             .extend(eval.actions.into_iter().map(|a| (seq, ReplayLine::Action(a))));
         self.lines
@@ -213,7 +220,7 @@ impl ReplayReport {
     /// One line per node: instances recomputed and time spent, most expensive first.
     pub fn profile(&self) -> String {
         let mut nodes: Vec<(&String, &NodeTotals)> = self.nodes.iter().collect();
-        nodes.sort_by(|a, b| b.1.elapsed.cmp(&a.1.elapsed));
+        nodes.sort_by_key(|n| std::cmp::Reverse(n.1.elapsed));
         nodes
             .iter()
             .map(|(name, t)| {
@@ -296,10 +303,26 @@ pub fn replay<R: BufRead>(
     journal: JournalReader<R>,
     controller: &mut Controller,
 ) -> Result<ReplayReport, IdentityReplayError> {
+    replay_with(journal, controller, true)
+}
+
+/// [`replay`], keeping every line (`keep_lines`) or only the counts (for large journals: the
+/// memory then stays that of the World and the graph).
+///
+/// # Errors
+/// The first bad journal line, with the decisions before it.
+pub fn replay_with<R: BufRead>(
+    journal: JournalReader<R>,
+    controller: &mut Controller,
+    keep_lines: bool,
+) -> Result<ReplayReport, IdentityReplayError> {
     controller.graph.reset();
     controller.world = World::new();
     controller.renders.clear();
-    let mut report = ReplayReport::default();
+    let mut report = ReplayReport {
+        keep_lines,
+        ..ReplayReport::default()
+    };
     for item in journal {
         let entry = match item {
             Ok(e) => e,

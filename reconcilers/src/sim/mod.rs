@@ -155,6 +155,11 @@ impl<W: Write> Sim<W> {
         &self.controller
     }
 
+    /// The controller, to evaluate by hand (tests, benchmarks).
+    pub fn controller_mut(&mut self) -> &mut Controller {
+        &mut self.controller
+    }
+
     /// The journal writer's output.
     pub fn into_journal(self) -> W {
         self.journal.into_inner()

@@ -151,7 +151,7 @@ pub fn generate<W: Write>(sim: &mut Sim<W>, w: Workload) -> Result<(), SimError>
     sim.settle()?;
 
     let mut rng = Rng(w.seed.max(1));
-    let mut temp_alive = vec![false; 100];
+    let mut temp_alive = [false; 100];
     let mut generation = vec![1i64; w.users];
     let mut urls_flipped = vec![false; clusters];
     while sim.journal.last_seq().unwrap_or(0) < w.events {
