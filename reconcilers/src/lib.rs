@@ -1,2 +1,10 @@
-//! reconcilers
+//! The Ichor identity controller. This crate holds, so far:
+//!
+//! - [`identity`]: the identity graph (pure: no client, no clock), its credentials projection,
+//!   and the offline replay of a journal;
+//! - [`sim`]: a deterministic stand-in for the applier (fake key generation, rcgen certificates)
+//!   that drives the graph to its fixed point, for tests, golden journals and benchmarks.
 #![forbid(unsafe_code)]
+
+pub mod identity;
+pub mod sim;

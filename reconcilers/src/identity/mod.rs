@@ -1,0 +1,264 @@
+//! The identity graph of ARCHITECTURE.md on the `ichor-graph` engine: pure, no client, no clock.
+//!
+//! ```text
+//! IchorInstallation ─► settings ─┐
+//! now ───────────────────────────┼─► signing-keys (emit: keys.json Secret, generate-*-key)
+//! Secret ichor-oidc-signing ─────┘
+//! Secrets ichor-oidc-ca, ichor-oidc-tls ─► certificates ─┬─► certificate-effects (emit: issue-ca, issue-leaf)
+//! Services (component=issuer) ─► issuer-service ─────────┤    (with now)
+//! ConfigMap ichor-oidc-trust (observed) ─────────────────┴─► trust ─► trust-configmap (emit)
+//!                                                              │
+//! TalosCluster ─► cluster-auth[cluster] ◄──────────────────────┘
+//! TalosMachine ─► machine-conditions[machine] (joined to its cluster) ─► machine-status[machine] (emit, with now)
+//! IchorUser ─► user-conditions[user] (joined to its credentials key) ─► user-status[user] (emit, with now)
+//! credentials key ─► credentials-gc[key] (joined to user-exists[its IchorUser]) (emit: remove-credentials-key)
+//! ```
+//!
+//! # Design notes
+//! - **Desired trust, not observed.** Clusters render from the `trust` node's output (what
+//!   `ichor-oidc-trust` must say), so a ClusterIP or CA change reaches every Ichor-issuer
+//!   cluster in the same evaluation as the new ConfigMap.
+//! - **Status writes and the clock.** Conditions are computed per object without the clock
+//!   ([`conditions::merge`]): an object whose conditions are already observed yields `None`,
+//!   and one whose status, reason or message differ yields the whole list to write, the
+//!   transition times it cannot know left `null`. A second family stamps them with `now`
+//!   (`lastTransitionTime` changes only with the status; an equal condition is never
+//!   rewritten). A status write is a desired object whose value holds only `status` (the
+//!   applier writes it to the status subresource); `conditions` is written whole, other
+//!   condition types kept as observed. Cost: a tick recomputes the stamping instance of every
+//!   user and machine (a `null` in, nothing out: about 2 µs each, no action), so the controller
+//!   should tick at deadlines and at most once a second while events arrive
+//!   (`lastTransitionTime` has one-second precision anyway).
+//! - **Credentials.** Users join one derived object per credentials key ([`project`]), so a
+//!   sign-in (which rewrites the Secret) recomputes nothing, and a new password recomputes one
+//!   user. Garbage collection of a key whose `IchorUser` is gone is the *effect*
+//!   `remove-credentials-key <user>` (not a desired object: the applier removes that one key by
+//!   JSON merge patch with the Secret's resourceVersion, since users' entries are written by the
+//!   issuer and must never be overwritten whole). Nothing is collected while no `IchorUser` is
+//!   observed at all (the credentials Secret arriving before the users' list must not empty
+//!   it); beyond that, the controller must fold the initial list of every watched kind before
+//!   its first evaluation, or a key would look orphaned. (A replay evaluates after every event,
+//!   so a journal whose credentials come before its users reports such removals.)
+//! - **Secrets and ownership.** The Secrets hold material only effects can produce, so the
+//!   graph never desires them whole and never owns them: only objects labelled
+//!   [`OWNER_LABEL`]`=`[`OWNER_VALUE`] (the trust ConfigMap) can be deleted as orphans. The graph
+//!   never deletes an `IchorUser`, a `TalosMachine` or a Secret, whatever their labels.
+//! - **Redacted journals.** A journal written with the default redaction holds `{"sha256": …}`
+//!   instead of Secret values. Nodes treat such a value as *present but unreadable*: the keys
+//!   node plans nothing (never requests keys because of it), the certificate node decides
+//!   nothing, and the trust node keeps the observed ConfigMap. Credentials keys stay visible
+//!   (key names are not redacted), so user conditions and garbage collection replay exactly.
+//!   The golden journals are written unredacted (test material only) to replay every decision.
+
+pub mod conditions;
+pub mod effects;
+pub mod nodes;
+pub mod project;
+mod read;
+pub mod replay;
+
+use ichor_graph::{BuildError, Family, Graph, GraphBuilder, Node, Object, ObjectKey, Ownership};
+use ichor_renderers::trust::{CA_SECRET, NAMESPACE, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
+
+pub use conditions::StatusWrite;
+pub use nodes::{Certificates, ClusterAuth, IssuerServiceOut, Settings, TrustOut};
+pub use project::{CREDENTIALS_KEY_KIND, derived_events, fold};
+pub use replay::{
+    Controller, IdentityReplayError, RenderChange, ReplayLine, ReplayReport, replay, replay_with,
+};
+
+/// Label marking the objects this graph owns whole (and so may delete as orphans).
+pub const OWNER_LABEL: &str = "identity.ichor.maesh.dev/owner";
+/// Value of [`OWNER_LABEL`].
+pub const OWNER_VALUE: &str = "ichor-controller";
+/// Label value (`app.kubernetes.io/component`) selecting the issuer Service in `ichor-system`.
+pub const ISSUER_COMPONENT: &str = "issuer";
+/// Key of the certificate in `ichor-oidc-ca` and `ichor-oidc-tls`.
+pub const TLS_CERT_KEY: &str = "tls.crt";
+/// Key of the private key in `ichor-oidc-ca` and `ichor-oidc-tls`.
+pub const TLS_KEY_KEY: &str = "tls.key";
+/// Key of the CA certificate in `ichor-oidc-tls`.
+pub const CA_CERT_KEY: &str = "ca.crt";
+
+/// Node names, as they appear in every action's reason.
+pub mod names {
+    /// `now`.
+    pub const NOW: &str = "now";
+    /// Settings from `IchorInstallation`.
+    pub const SETTINGS: &str = "settings";
+    /// The key timeline.
+    pub const SIGNING_KEYS: &str = "signing-keys";
+    /// The certificates as observed.
+    pub const CERTIFICATES: &str = "certificates";
+    /// The CA and leaf decisions.
+    pub const CERTIFICATE_EFFECTS: &str = "certificate-effects";
+    /// The issuer Service.
+    pub const ISSUER_SERVICE: &str = "issuer-service";
+    /// The desired trust facts.
+    pub const TRUST: &str = "trust";
+    /// The desired trust ConfigMap.
+    pub const TRUST_CONFIGMAP: &str = "trust-configmap";
+    /// Per cluster render.
+    pub const CLUSTER_AUTH: &str = "cluster-auth";
+    /// Per machine condition.
+    pub const MACHINE_CONDITIONS: &str = "machine-conditions";
+    /// Machine status writes.
+    pub const MACHINE_STATUS: &str = "machine-status";
+    /// Per user conditions.
+    pub const USER_CONDITIONS: &str = "user-conditions";
+    /// User status writes.
+    pub const USER_STATUS: &str = "user-status";
+    /// A constant per existing user.
+    pub const USER_EXISTS: &str = "user-exists";
+    /// Whether any IchorUser is observed (guards garbage collection).
+    pub const USERS_OBSERVED: &str = "users-observed";
+    /// Credentials garbage collection.
+    pub const CREDENTIALS_GC: &str = "credentials-gc";
+}
+
+/// Handles to the nodes whose outputs are useful outside the graph (reports, tests).
+#[derive(Debug, Clone, Copy)]
+pub struct Identity {
+    /// The settings.
+    pub settings: Node<Settings>,
+    /// The issuer Service.
+    pub issuer_service: Node<IssuerServiceOut>,
+    /// The certificates.
+    pub certificates: Node<Certificates>,
+    /// The desired trust.
+    pub trust: Node<TrustOut>,
+    /// Per cluster render.
+    pub clusters: Family<ClusterAuth>,
+    /// Per user pending write.
+    pub users: Family<Option<StatusWrite>>,
+    /// Per machine pending write.
+    pub machines: Family<Option<StatusWrite>>,
+}
+
+fn secret(name: &str) -> ObjectKey {
+    ObjectKey::new("Secret", NAMESPACE, name)
+}
+
+/// Builds the identity graph and returns it with its handles.
+///
+/// # Errors
+/// A registration mistake (a bug of this function; the tests build it).
+pub fn build() -> Result<(Graph, Identity), BuildError> {
+    let mut b = GraphBuilder::new();
+    b.ownership(Ownership::new(OWNER_LABEL, OWNER_VALUE));
+    let now = b.now();
+    let installations = b.objects("installations", "IchorInstallation");
+    let services = b.objects("services", "Service");
+    let users = b.objects("users", "IchorUser");
+    let clusters = b.objects("clusters", "TalosCluster");
+    let machines = b.objects("machines", "TalosMachine");
+    let credential_keys = b.objects("credentials-keys", CREDENTIALS_KEY_KIND);
+    let signing_secret = b.object("signing-secret", secret(SIGNING_SECRET));
+    let ca_secret = b.object("ca-secret", secret(CA_SECRET));
+    let tls_secret = b.object("tls-secret", secret(TLS_SECRET));
+    let observed_trust = b.object(
+        "observed-trust-configmap",
+        ObjectKey::new("ConfigMap", NAMESPACE, TRUST_CONFIGMAP),
+    );
+
+    let settings = b.node(names::SETTINGS, installations.all(), nodes::settings);
+    let signing = b.node_timed(
+        names::SIGNING_KEYS,
+        (now, signing_secret, settings),
+        |(now, secret, settings)| nodes::signing_keys(*now, secret, settings),
+    );
+    b.emit(&signing);
+
+    let issuer_service = b.node(names::ISSUER_SERVICE, services.all(), nodes::issuer_service);
+    let certificates = b.node(names::CERTIFICATES, (ca_secret, tls_secret), |(ca, tls)| {
+        nodes::certificates(ca, tls)
+    });
+    let cert_effects = b.node_timed(
+        names::CERTIFICATE_EFFECTS,
+        (now, certificates, issuer_service),
+        |(now, certs, svc)| nodes::certificate_effects(*now, certs, svc),
+    );
+    b.emit(&cert_effects);
+
+    let trust = b.node(
+        names::TRUST,
+        (issuer_service, certificates, observed_trust),
+        |(svc, certs, observed)| nodes::trust(svc, certs, observed),
+    );
+    let trust_cm = b.node(names::TRUST_CONFIGMAP, trust, nodes::trust_configmap);
+    b.emit(&trust_cm);
+
+    let cluster_auth = b.family(
+        names::CLUSTER_AUTH,
+        &clusters,
+        trust,
+        |key, cluster: &Object, trust| nodes::cluster_auth(key, cluster, trust),
+    );
+    let machine_conditions = b.family(
+        names::MACHINE_CONDITIONS,
+        &machines,
+        cluster_auth.joined(|m: &Object| nodes::machine_cluster(m)),
+        |key, machine: &Object, cluster| nodes::machine_condition(key, machine, cluster),
+    );
+    let machine_status = b.family(
+        names::MACHINE_STATUS,
+        &machine_conditions,
+        now,
+        |key, write: &Option<StatusWrite>, now| nodes::status_object(key, write, *now),
+    );
+    b.emit(&machine_status);
+
+    let user_conditions = b.family(
+        names::USER_CONDITIONS,
+        &users,
+        credential_keys.joined(|u: &Object| Some(project::credentials_key(&u.name))),
+        |key, user: &Object, creds| nodes::user_conditions(key, user, creds),
+    );
+    let user_status = b.family(
+        names::USER_STATUS,
+        &user_conditions,
+        now,
+        |key, write: &Option<StatusWrite>, now| nodes::status_object(key, write, *now),
+    );
+    b.emit(&user_status);
+
+    // GC joins a constant per user, so it recomputes when a user comes or goes, never when
+    // one changes.
+    let user_exists = b.family(names::USER_EXISTS, &users, (), |_, _: &Object, _| true);
+    let users_observed = b.node(names::USERS_OBSERVED, user_exists.all(), |all| !all.is_empty());
+    let gc = b.family(
+        names::CREDENTIALS_GC,
+        &credential_keys,
+        (
+            user_exists.joined(|k: &Object| Some(ObjectKey::new("IchorUser", NAMESPACE, k.name.clone()))),
+            users_observed,
+        ),
+        |key, _k: &Object, (user, observed)| nodes::credentials_gc(key, user, *observed),
+    );
+    b.emit(&gc);
+
+    let graph = b.build()?;
+    Ok((
+        graph,
+        Identity {
+            settings,
+            issuer_service,
+            certificates,
+            trust,
+            clusters: cluster_auth,
+            users: user_conditions,
+            machines: machine_conditions,
+        },
+    ))
+}
+
+/// The identity graph (see [`build`] for the handles too).
+///
+/// # Errors
+/// A registration mistake.
+pub fn graph() -> Result<Graph, BuildError> {
+    build().map(|(g, _)| g)
+}
+
+#[cfg(test)]
+mod tests;

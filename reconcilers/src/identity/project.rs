@@ -1,0 +1,107 @@
+//! The credentials projection: one derived object per key of `ichor-user-credentials`.
+//!
+//! The credentials Secret holds one key per user and changes on every sign-in (refresh-token
+//! families). If every user's node read the whole Secret, each sign-in would recompute every
+//! user, and the Secret (one entry per user) would be decoded once per user: quadratic. So before
+//! an event is folded into the World, [`derived_events`] turns a change of that Secret into
+//! events about derived objects of kind [`CREDENTIALS_KEY_KIND`], one per key, holding no secret
+//! material (an empty value: only the key's existence matters). A user's node joins the one
+//! derived object named after the user; a sign-in that rewrites an existing key changes nothing
+//! derived, so nothing recomputes.
+//!
+//! Derived events are a pure function of the World before the event and the event, so they are
+//! never journaled: a replay derives them again ([`fold`] is used by both).
+
+use ichor_graph::{Event, Object, ObjectKey, World};
+use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
+use ichor_renderers::trust::NAMESPACE;
+use serde_json::json;
+
+use super::read::secret_keys;
+
+/// The kind of the derived per-key objects. Never written to a cluster or a journal.
+pub const CREDENTIALS_KEY_KIND: &str = "ichor.identity/CredentialsKey";
+
+/// The key of the credentials Secret.
+pub fn credentials_secret_key() -> ObjectKey {
+    ObjectKey::new("Secret", NAMESPACE, CREDENTIALS_SECRET_NAME)
+}
+
+/// The derived object for one user's key.
+pub fn credentials_key(user: &str) -> ObjectKey {
+    ObjectKey::new(CREDENTIALS_KEY_KIND, NAMESPACE, user)
+}
+
+fn is_credentials(kind: &str, namespace: &str, name: &str) -> bool {
+    kind == "Secret" && namespace == NAMESPACE && name == CREDENTIALS_SECRET_NAME
+}
+
+/// The derived events of `event` against the World as it is *before* `event` is folded.
+pub fn derived_events(world: &World, event: &Event) -> Vec<Event> {
+    let new_keys = match event {
+        Event::Applied(o) if is_credentials(&o.kind, &o.namespace, &o.name) => secret_keys(o),
+        Event::Deleted(k) if is_credentials(&k.kind, &k.namespace, &k.name) => Vec::new(),
+        _ => return Vec::new(),
+    };
+    let old_keys = world
+        .get(&credentials_secret_key())
+        .map(secret_keys)
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for gone in old_keys.iter().filter(|k| new_keys.binary_search(k).is_err()) {
+        out.push(Event::Deleted(credentials_key(gone)));
+    }
+    for added in new_keys.iter().filter(|k| old_keys.binary_search(k).is_err()) {
+        out.push(Event::Applied(Object::new(
+            CREDENTIALS_KEY_KIND,
+            NAMESPACE,
+            added.clone(),
+            json!({}),
+        )));
+    }
+    out
+}
+
+/// Folds `event` and its derived events into the World.
+pub fn fold(world: &mut World, event: Event) {
+    let derived = derived_events(world, &event);
+    world.apply(event);
+    for d in derived {
+        world.apply(d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn creds(keys: &[&str]) -> Event {
+        let data: serde_json::Map<String, serde_json::Value> =
+            keys.iter().map(|k| ((*k).to_owned(), json!("e30="))).collect();
+        Event::Applied(Object::new(
+            "Secret",
+            NAMESPACE,
+            CREDENTIALS_SECRET_NAME,
+            json!({ "data": data }),
+        ))
+    }
+
+    #[test]
+    fn one_derived_object_follows_each_credentials_key() {
+        let mut w = World::new();
+        fold(&mut w, creds(&["alice", "bob"]));
+        assert_eq!(w.count(CREDENTIALS_KEY_KIND), 2);
+        fold(&mut w, creds(&["bob", "carol"]));
+        assert!(w.get(&credentials_key("alice")).is_none());
+        assert!(w.get(&credentials_key("carol")).is_some());
+        fold(&mut w, Event::Deleted(credentials_secret_key()));
+        assert_eq!(w.count(CREDENTIALS_KEY_KIND), 0);
+    }
+
+    #[test]
+    fn rewriting_an_existing_key_derives_nothing() {
+        let mut w = World::new();
+        fold(&mut w, creds(&["alice"]));
+        assert!(derived_events(&w, &creds(&["alice"])).is_empty());
+    }
+}

@@ -1,0 +1,300 @@
+//! Tests of the identity graph as a whole: incremental cost, fixed point, determinism of
+//! replay, and redacted inputs.
+
+use ichor_graph::{Action, Event, JournalReader, Object};
+use jiff::SignedDuration;
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::{Controller, build, names, replay};
+use crate::sim::fixtures::{self, Auth};
+use crate::sim::workload::{self, Workload, start};
+use crate::sim::{Sim, secret};
+
+fn settled(users: usize, clusters: usize, machines: usize) -> Sim<std::io::Sink> {
+    let mut sim = Sim::new(std::io::sink()).expect("the graph builds");
+    let w = Workload {
+        users,
+        clusters,
+        machines,
+        events: 0,
+        seed: 1,
+    };
+    workload::generate(&mut sim, w).expect("the setup settles");
+    sim
+}
+
+fn user(sim: &Sim<std::io::Sink>, name: &str) -> Object {
+    sim.controller()
+        .world()
+        .objects("IchorUser")
+        .find(|o| o.name == name)
+        .cloned()
+        .expect("the user exists")
+}
+
+#[test]
+fn the_graph_builds() {
+    assert!(build().is_ok());
+}
+
+#[test]
+fn a_one_user_change_recomputes_only_that_users_nodes() {
+    let mut sim = settled(50, 3, 6);
+    let mut u = user(&sim, "user-00007");
+    u.value["spec"]["displayName"] = json!("Someone Else");
+    u.value["metadata"]["generation"] = json!(2);
+    sim.push(Event::Applied(u)).expect("journaled");
+    let (eval, renders) = sim.controller_mut().evaluate();
+    let recomputed = |n: &str| eval.stats.node(n).map_or(0, |s| s.recomputed);
+    assert_eq!(recomputed(names::USER_CONDITIONS), 1);
+    assert_eq!(recomputed(names::USER_STATUS), 1);
+    assert_eq!(recomputed(names::USER_EXISTS), 1);
+    let others: usize = eval
+        .stats
+        .nodes
+        .iter()
+        .filter(|n| {
+            ![names::USER_CONDITIONS, names::USER_STATUS, names::USER_EXISTS].contains(&n.name.as_str())
+        })
+        .map(|n| n.recomputed)
+        .sum();
+    assert_eq!(others, 0, "{:#?}", eval.stats.nodes);
+    assert!(renders.is_empty());
+    // The new generation is a status write of that user only.
+    assert_eq!(eval.actions.len(), 1);
+    assert!(matches!(&eval.actions[0], Action::Apply { object, .. } if object.name == "user-00007"));
+}
+
+#[test]
+fn a_display_name_change_at_the_same_generation_writes_nothing() {
+    let mut sim = settled(10, 1, 3);
+    let mut u = user(&sim, "user-00003");
+    u.value["spec"]["displayName"] = json!("Quietly Renamed");
+    sim.push(Event::Applied(u)).expect("journaled");
+    let (eval, _) = sim.controller_mut().evaluate();
+    assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+    assert_eq!(eval.stats.node(names::USER_STATUS).map(|s| s.recomputed), Some(0));
+}
+
+#[test]
+fn a_settled_installation_diffed_in_full_decides_nothing() {
+    let mut sim = settled(20, 2, 6);
+    sim.controller_mut().resync();
+    let (eval, _) = sim.controller_mut().evaluate();
+    assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+    assert!(eval.failures.is_empty(), "{:?}", eval.failures);
+}
+
+#[test]
+fn a_tick_in_the_steady_state_decides_nothing() {
+    let mut sim = settled(20, 2, 6);
+    sim.push(Event::Tick(start() + SignedDuration::from_hours(1)))
+        .expect("journaled");
+    let (eval, _) = sim.controller_mut().evaluate();
+    assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+}
+
+#[test]
+fn the_first_keys_get_stable_effect_ids_from_the_planning_minute() {
+    let mut c = Controller::new().expect("builds");
+    c.fold(Event::Applied(fixtures::installation("5m", "12h")));
+    c.fold(Event::Tick(start() + SignedDuration::from_secs(42)));
+    let (eval, _) = c.evaluate();
+    let ids: Vec<String> = eval
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Effect { request, .. } => Some(request.id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "generate-rsa-key k-20270101-0000",
+            "generate-hmac-key h-20270101-0000"
+        ]
+    );
+}
+
+#[test]
+fn redacted_secrets_are_present_but_unreadable_and_request_nothing() {
+    let redacted = json!({"sha256": "00"});
+    let mut c = Controller::new().expect("builds");
+    c.fold(Event::Applied(fixtures::installation("5m", "12h")));
+    c.fold(Event::Applied(fixtures::issuer_service("10.96.0.10")));
+    for (name, key) in [
+        ("ichor-oidc-signing", "keys.json"),
+        ("ichor-oidc-ca", "tls.crt"),
+        ("ichor-oidc-tls", "tls.crt"),
+    ] {
+        let mut s = secret(name, &[], "Opaque");
+        s.value["data"] = json!({ key: redacted.clone() });
+        c.fold(Event::Applied(s));
+    }
+    c.fold(Event::Tick(start()));
+    let (eval, _) = c.evaluate();
+    assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+    let trust = c.graph().output(&c.handles().trust).expect("trust is computed");
+    assert_eq!(trust.source, super::nodes::TrustSource::Unavailable);
+}
+
+#[test]
+fn an_unparsable_keys_document_is_never_replaced() {
+    let mut c = Controller::new().expect("builds");
+    c.fold(Event::Applied(secret(
+        "ichor-oidc-signing",
+        &[("keys.json", b"{not json")],
+        "Opaque",
+    )));
+    c.fold(Event::Tick(start()));
+    let (eval, _) = c.evaluate();
+    assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+}
+
+#[test]
+fn credentials_are_not_collected_while_no_user_is_observed() {
+    let mut c = Controller::new().expect("builds");
+    c.fold(Event::Applied(fixtures::credentials(&["alice", "bob"])));
+    let (eval, _) = c.evaluate();
+    assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+    c.fold(Event::Applied(fixtures::user("alice", &["viewer"], false, 1)));
+    let (eval, _) = c.evaluate();
+    let ids: Vec<String> = eval.actions.iter().map(ToString::to_string).collect();
+    assert!(
+        ids.iter()
+            .any(|a| a.starts_with("effect remove-credentials-key bob")),
+        "{ids:?}"
+    );
+    assert!(
+        !ids.iter().any(|a| a.contains("remove-credentials-key alice")),
+        "{ids:?}"
+    );
+}
+
+/// One change a proptest applies to a small installation.
+#[derive(Debug, Clone)]
+enum Op {
+    AddUser(u8),
+    DeleteUser(u8),
+    Disable(u8, bool),
+    Passwords(u8),
+    ServiceIp(u8),
+    ClusterAuth(bool),
+    MachineApplied(u8, bool),
+    Tick(u16),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u8..6).prop_map(Op::AddUser),
+        (0u8..6).prop_map(Op::DeleteUser),
+        (0u8..6, any::<bool>()).prop_map(|(u, d)| Op::Disable(u, d)),
+        any::<u8>().prop_map(Op::Passwords),
+        (10u8..13).prop_map(Op::ServiceIp),
+        any::<bool>().prop_map(Op::ClusterAuth),
+        (0u8..3, any::<bool>()).prop_map(|(m, c)| Op::MachineApplied(m, c)),
+        (1u16..2000).prop_map(Op::Tick),
+    ]
+}
+
+fn run<W: std::io::Write>(sim: &mut Sim<W>, ops: &[Op]) -> Result<(), crate::sim::SimError> {
+    let mut now = start();
+    sim.push(Event::Applied(fixtures::installation("5m", "12h")))?;
+    sim.push(Event::Applied(fixtures::issuer_service("10.96.0.10")))?;
+    sim.push(Event::Applied(fixtures::cluster("prod", 1, Auth::Ichor)))?;
+    for m in 0..3 {
+        sim.push(Event::Applied(fixtures::control_plane(
+            &format!("cp-{m}"),
+            "prod",
+            "10.0.0.1",
+            &[],
+        )))?;
+    }
+    sim.step(Event::Tick(now))?;
+    let name = |u: u8| format!("u{u}");
+    for op in ops {
+        let event = match op {
+            Op::AddUser(u) => Event::Applied(fixtures::user(&name(*u), &["viewer"], false, 1)),
+            Op::DeleteUser(u) => fixtures::deleted(&fixtures::user(&name(*u), &[], false, 1)),
+            Op::Disable(u, d) => Event::Applied(fixtures::user(&name(*u), &["viewer"], *d, 2)),
+            Op::Passwords(mask) => {
+                let names: Vec<String> = (0..6u8).filter(|u| mask & (1 << u) != 0).map(name).collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                Event::Applied(fixtures::credentials(&refs))
+            }
+            Op::ServiceIp(last) => Event::Applied(fixtures::issuer_service(&format!("10.96.0.{last}"))),
+            Op::ClusterAuth(ichor) => {
+                let auth = if *ichor { Auth::Ichor } else { Auth::External };
+                Event::Applied(fixtures::cluster("prod", 1, auth))
+            }
+            Op::MachineApplied(m, current) => {
+                let key = ichor_graph::ObjectKey::new("TalosMachine", "ichor-system", format!("cp-{m}"));
+                let Some(o) = sim.controller().world().get(&key).cloned() else {
+                    continue;
+                };
+                let applied: Vec<(String, String)> = if *current {
+                    let c = sim.controller();
+                    c.graph()
+                        .instance(
+                            &c.handles().clusters,
+                            &ichor_graph::ObjectKey::new("TalosCluster", "ichor-system", "prod"),
+                        )
+                        .map(|a| a.documents.into_iter().collect())
+                        .unwrap_or_default()
+                } else {
+                    vec![("KubeAuthenticationConfig".into(), "0".repeat(64))]
+                };
+                Event::Applied(fixtures::with_applied(&o, &applied))
+            }
+            Op::Tick(mins) => {
+                now += SignedDuration::from_mins(i64::from(*mins));
+                Event::Tick(now)
+            }
+        };
+        sim.step(event)?;
+    }
+    sim.flush()
+}
+
+fn replayed(journal: &[u8]) -> String {
+    let mut c = Controller::new().expect("builds");
+    replay(JournalReader::new(journal), &mut c)
+        .expect("the journal replays")
+        .to_string()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn feeding_actions_back_reaches_a_fixed_point(ops in prop::collection::vec(op(), 1..25)) {
+        let mut sim = Sim::new(std::io::sink()).expect("builds");
+        sim.record = false;
+        // Every step settles (or the run fails with NoFixedPoint).
+        run(&mut sim, &ops).expect("every change settles");
+        sim.controller_mut().resync();
+        let (eval, _) = sim.controller_mut().evaluate();
+        prop_assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+    }
+
+    #[test]
+    fn the_same_journal_replays_to_the_same_actions(ops in prop::collection::vec(op(), 1..20)) {
+        let mut sim = Sim::new(Vec::new()).expect("builds");
+        run(&mut sim, &ops).expect("every change settles");
+        let journal = sim.into_journal();
+        let first = replayed(&journal);
+        prop_assert_eq!(&first, &replayed(&journal));
+    }
+}
+
+#[test]
+fn a_bad_journal_line_stops_the_replay_with_its_line_number() {
+    let journal =
+        b"{\"type\":\"tick\",\"seq\":1,\"now\":\"2027-01-01T00:00:00Z\"}\n{\"type\":\"nope\",\"seq\":2}\n";
+    let mut c = Controller::new().expect("builds");
+    let err = replay(JournalReader::new(&journal[..]), &mut c).expect_err("line 2 is bad");
+    assert!(err.to_string().contains("line 2"), "{err}");
+    assert_eq!(err.partial.events, 1);
+}

@@ -1,0 +1,119 @@
+//! Input objects for simulations: installations, the issuer Service, clusters, machines, users
+//! and the credentials Secret, as the watchers would deliver them.
+
+use ichor_graph::{Event, Object, ObjectKey};
+use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
+use ichor_renderers::trust::NAMESPACE;
+use serde_json::{Map, Value, json};
+
+use super::secret;
+
+/// The `IchorInstallation` named `ichor` with the given token TTL and refresh lifetime.
+pub fn installation(token_ttl: &str, refresh_lifetime: &str) -> Object {
+    Object::new(
+        "IchorInstallation",
+        "",
+        "ichor",
+        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorInstallation",
+            "metadata": {"name": "ichor"},
+            "spec": {"users": {"tokenTTL": token_ttl, "refreshLifetime": refresh_lifetime}}}),
+    )
+}
+
+/// The issuer Service with the given ClusterIP.
+pub fn issuer_service(cluster_ip: &str) -> Object {
+    Object::new(
+        "Service",
+        NAMESPACE,
+        "ichor-issuer",
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "ichor-issuer", "namespace": NAMESPACE,
+                "labels": {"app.kubernetes.io/component": "issuer", "app.kubernetes.io/part-of": "ichor"}},
+            "spec": {"clusterIP": cluster_ip, "ports": [{"name": "internal", "port": 8444}]}}),
+    )
+}
+
+/// How a cluster authenticates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// Ichor's issuer only.
+    Ichor,
+    /// One external provider only.
+    External,
+}
+
+/// A `TalosCluster` on contract v1.14 with endpoint `https://10.<n>.0.5:6443`.
+pub fn cluster(name: &str, n: u32, auth: Auth) -> Object {
+    let authentication = match auth {
+        Auth::Ichor => json!({"ichor": {"enabled": true, "url": "https://ichor.example.com"}}),
+        Auth::External => json!({"external": [{"issuerURL": "https://idp.example.org/realms/main",
+            "audiences": ["kubernetes"]}]}),
+    };
+    Object::new(
+        "TalosCluster",
+        NAMESPACE,
+        name,
+        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosCluster",
+            "metadata": {"name": name, "namespace": NAMESPACE, "generation": 1},
+            "spec": {"versionContract": "v1.14", "endpoint": format!("https://10.{}.{}.5:6443", n / 250, n % 250),
+                "authentication": authentication}}),
+    )
+}
+
+/// A control-plane `TalosMachine` of `cluster`, reporting the given applied document hashes.
+pub fn control_plane(name: &str, cluster: &str, address: &str, applied: &[(&str, &str)]) -> Object {
+    let applied: Map<String, Value> = applied.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
+    let mut value = json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosMachine",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"cluster": cluster, "role": "controlplane", "address": address}});
+    if !applied.is_empty() {
+        value["status"] = json!({"appliedDocumentHashes": applied});
+    }
+    Object::new("TalosMachine", NAMESPACE, name, value)
+}
+
+/// The machine with its applied document hashes replaced (what the machine controller reports
+/// after `ichor config apply`), keeping its conditions.
+pub fn with_applied(machine: &Object, applied: &[(String, String)]) -> Object {
+    let mut m = machine.clone();
+    let map: Map<String, Value> = applied.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    m.value["status"]["appliedDocumentHashes"] = Value::Object(map);
+    m.resource_version = None;
+    m
+}
+
+/// An `IchorUser` at the given generation.
+pub fn user(name: &str, roles: &[&str], disabled: bool, generation: i64) -> Object {
+    Object::new(
+        "IchorUser",
+        NAMESPACE,
+        name,
+        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+            "metadata": {"name": name, "namespace": NAMESPACE, "generation": generation},
+            "spec": {"displayName": name, "roles": roles, "disabled": disabled}}),
+    )
+}
+
+/// The credentials Secret with one (fake, unparsed by the graph) entry per user.
+pub fn credentials(users: &[&str]) -> Object {
+    let entries: Vec<(String, Vec<u8>)> = users
+        .iter()
+        .map(|u| {
+            let entry = format!(
+                "{{\"v\":1,\"hash\":\"$argon2id$v=19$m=65536,t=3,p=4$fake-{u}\",\"notBefore\":\"2027-01-01T00:00:00Z\",\"mustChange\":false}}"
+            );
+            ((*u).to_owned(), entry.into_bytes())
+        })
+        .collect();
+    let refs: Vec<(&str, &[u8])> = entries.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+    secret(CREDENTIALS_SECRET_NAME, &refs, "Opaque")
+}
+
+/// The deletion event of an object.
+pub fn deleted(o: &Object) -> Event {
+    Event::Deleted(ObjectKey::new(
+        o.kind.clone(),
+        o.namespace.clone(),
+        o.name.clone(),
+    ))
+}
