@@ -1,0 +1,511 @@
+#!/usr/bin/env python3
+"""Chart tests for helm/ichor, run by hack/chart/test.sh in its venv.
+
+Renders the chart with the real Helm engine (helm-python-sdk: Helm's Go SDK behind a C ABI) for
+each configuration in CONFIGS, then:
+
+1. lints it (strict: warnings fail; Helm's lint reports `fail` calls only as log lines, so the
+   refusals are tested by rendering, below);
+2. validates every rendered object, the CRDs included, against the Kubernetes 1.34 OpenAPI
+   schemas with kubernetes-validate in strict mode (unknown fields fail). Custom objects
+   (group ichor.maesh.dev) would be skipped; the chart renders none;
+3. checks the RBAC: no Role or ClusterRole grants `*`, `escalate` or `bind`; `secrets` only in the
+   controller's and the issuer's own roles and there exactly the named Secrets below; the verb
+   `impersonate` only in the issuer's ClusterRole and there exactly users plus the ichor:
+   groups; the user-facing roles (every object of files/ichor-roles.yaml) contain none of them;
+   the defaults bind no cluster-admin to ichor:admin;
+4. checks the rest of the contract (names, ports, probes, pod security, webhooks, users off);
+5. compares the rendered YAML with the committed snapshot golden/chart/<config>.yaml
+   (`--update` rewrites the snapshots instead; review the diff and commit it);
+6. renders refused configurations and checks each fails with the expected message.
+
+Exit status 0 when everything holds; every failure is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import helm_python as helm
+import kubernetes_validate.utils as kv
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "ichor"
+ROLES_FILE = CHART / "files" / "ichor-roles.yaml"
+GOLDEN = ROOT / "golden" / "chart"
+NAMESPACE = "ichor-system"
+RELEASE = "ichor"
+KUBE_VERSION = "1.34"
+
+# name -> values file (None: the chart's defaults)
+CONFIGS: dict[str, Path | None] = {
+    "default": None,
+    "users-on": ROOT / "hack" / "chart" / "values-users-on.yaml",
+}
+
+# The exact (verb, Secret name) pairs each role may hold; None is "any name" (create only).
+SECRET_GRANTS: dict[tuple[str, str], set[tuple[str, str | None]]] = {
+    ("Role", "ichor-controller"): {
+        *{
+            (verb, name)
+            for verb in ("get", "list", "watch", "update", "patch")
+            for name in ("ichor-oidc-signing", "ichor-oidc-ca", "ichor-oidc-tls", "ichor-webhook-tls")
+        },
+        *{(verb, "ichor-user-credentials") for verb in ("get", "list", "watch", "patch")},
+        ("create", None),
+    },
+    ("Role", "ichor-issuer"): {
+        ("get", "ichor-user-credentials"),
+        ("update", "ichor-user-credentials"),
+        ("patch", "ichor-user-credentials"),
+        ("get", "ichor-oidc-signing"),
+        ("get", "ichor-oidc-tls"),
+    },
+}
+ISSUER_IMPERSONATION_ROLE = ("ClusterRole", "ichor-issuer")
+BUILT_IN_GROUPS = ["ichor:viewer", "ichor:operator", "ichor:admin"]
+
+
+class Failures:
+    """Collects failed checks so one run reports all of them."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def check(self, ok: bool, message: str) -> bool:
+        if not ok:
+            self.items.append(message)
+        return ok
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def load_values(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    loaded = yaml.safe_load(path.read_text())
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def render(chart_dir: Path, values: dict[str, Any] | None, namespace: str = NAMESPACE) -> str:
+    """The chart as `helm template --include-crds` prints it: one `# Source:` per document."""
+    with helm.Chart.load(chart_dir) as chart:
+        manifests = chart.render(values, name=RELEASE, namespace=namespace, is_install=True)
+        sources = [(crd["filename"], crd["data"]) for crd in chart.crds]
+    sources += sorted((path, text) for path, text in manifests.items() if not path.endswith("NOTES.txt"))
+    out: list[str] = []
+    for path, text in sources:
+        for doc in split_documents(text):
+            out.append(f"---\n# Source: {path}\n{doc}\n")
+    return "".join(out)
+
+
+def split_documents(text: str) -> list[str]:
+    """Documents of a YAML stream that hold an object (comment-only ones are dropped)."""
+    docs: list[str] = []
+    current: list[str] = []
+    for line in text.splitlines() + ["---"]:
+        if line.rstrip() == "---":
+            doc = "\n".join(current).strip("\n")
+            if doc.strip() and yaml.safe_load(doc) is not None:
+                docs.append(doc)
+            current = []
+        else:
+            current.append(line)
+    return docs
+
+
+def objects_of(rendered: str) -> list[dict[str, Any]]:
+    return [o for o in yaml.safe_load_all(rendered) if o is not None]
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str]:
+    return (obj["kind"], obj["metadata"]["name"])
+
+
+# --- checks ----------------------------------------------------------------------------------
+
+
+def check_lint(f: Failures, config: str, values: dict[str, Any] | None) -> None:
+    report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE, kube_version=f"v{KUBE_VERSION}.0")
+    for message in report.get("messages", []):
+        # 1 = info ("icon is recommended"); 2 = warning and 3 = error fail in strict mode.
+        f.check(message["severity"] <= 1, f"[{config}] helm lint: {message['path']}: {message['error']}")
+    for error in report.get("errors") or []:
+        f.check(False, f"[{config}] helm lint: {error}")
+
+
+def check_schemas(f: Failures, config: str, objects: list[dict[str, Any]]) -> int:
+    validated = 0
+    for obj in objects:
+        name = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+        if str(obj.get("apiVersion", "")).startswith("ichor.maesh.dev/"):
+            continue  # a custom object: its CRD's schema applies, not Kubernetes'
+        try:
+            kv.validate(obj, KUBE_VERSION, strict=True)
+            validated += 1
+        except kv.ValidationError as e:
+            path = ".".join(str(p) for p in e.path)
+            f.check(False, f"[{config}] {name} is not a valid Kubernetes {KUBE_VERSION} object: {path}: {e.message}")
+        except kv.SchemaNotFoundError as e:
+            f.check(False, f"[{config}] {name}: {e.message}")
+    return validated
+
+
+def role_grants(rules: list[dict[str, Any]], resource: str) -> set[tuple[str, str | None]]:
+    """(verb, name) pairs a role grants on core `resource`; name None is every name."""
+    grants: set[tuple[str, str | None]] = set()
+    for rule in rules:
+        if "" not in rule.get("apiGroups", []) or resource not in rule.get("resources", []):
+            continue
+        names = rule.get("resourceNames") or [None]
+        grants |= {(verb, name) for verb in rule.get("verbs", []) for name in names}
+    return grants
+
+
+def user_facing_objects() -> list[tuple[str, str]]:
+    """Kind and name of every object of files/ichor-roles.yaml (the user-facing roles)."""
+    docs = [d for d in yaml.safe_load_all(ROLES_FILE.read_text()) if d]
+    return [key(d) for d in docs]
+
+
+def check_rbac(f: Failures, config: str, objects: list[dict[str, Any]], values: dict[str, Any]) -> None:
+    by_key = {key(o): o for o in objects}
+    roles = {k: o for k, o in by_key.items() if k[0] in ("Role", "ClusterRole")}
+    bindings = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    users_on = values["ichorUI"]["users"]["enabled"]
+
+    # The user-facing roles are exactly the objects of the one source file.
+    source = user_facing_objects()
+    for k in source:
+        f.check(k in by_key, f"[{config}] {k[0]} {k[1]} of files/ichor-roles.yaml is not rendered")
+    for name, group in zip(["ichor-viewer", "ichor-operator", "ichor-admin"], BUILT_IN_GROUPS):
+        f.check(("ClusterRole", name) in source, f"files/ichor-roles.yaml has no ClusterRole {name}")
+        binding = by_key.get(("ClusterRoleBinding", name), {})
+        f.check(
+            binding.get("roleRef", {}).get("name") == name
+            and {"kind": "Group", "name": group, "apiGroup": "rbac.authorization.k8s.io"} in binding.get("subjects", []),
+            f"[{config}] ClusterRoleBinding {name} does not bind ClusterRole {name} to Group {group}",
+        )
+    user_facing = {k for k in source if k[0] in ("Role", "ClusterRole")}
+
+    for k, role in roles.items():
+        label = f"[{config}] {k[0]} {k[1]}"
+        rules = role.get("rules") or []
+        f.check("aggregationRule" not in role, f"{label} aggregates other roles; nothing here may")
+        for rule in rules:
+            every = [*rule.get("apiGroups", []), *rule.get("resources", []), *rule.get("verbs", [])]
+            every += [*rule.get("resourceNames", []), *rule.get("nonResourceURLs", [])]
+            f.check(not any("*" in item for item in every), f"{label} has a wildcard: {rule}")
+            f.check(not {"escalate", "bind"} & set(rule.get("verbs", [])), f"{label} grants escalate or bind: {rule}")
+            mentions_secrets = "secrets" in rule.get("resources", [])
+            impersonates = "impersonate" in rule.get("verbs", [])
+            if k in user_facing:
+                f.check(not mentions_secrets, f"{label} (user-facing) mentions secrets: {rule}")
+                f.check(not impersonates, f"{label} (user-facing) grants impersonate: {rule}")
+            if mentions_secrets:
+                f.check(k in SECRET_GRANTS, f"{label} mentions secrets; only the controller and issuer roles may")
+                names = rule.get("resourceNames")
+                f.check(
+                    bool(names) or rule.get("verbs") == ["create"],
+                    f"{label} has a secrets rule without resourceNames that is not create-only: {rule}",
+                )
+            if impersonates:
+                f.check(k == ISSUER_IMPERSONATION_ROLE, f"{label} grants impersonate; only the issuer's ClusterRole may")
+        if k in SECRET_GRANTS:
+            got = role_grants(rules, "secrets")
+            want = SECRET_GRANTS[k]
+            f.check(got == want, f"{label} secrets grants differ: extra {sorted(got - want, key=str)}, missing {sorted(want - got, key=str)}")
+
+    # Impersonation: users (no names can be listed), and groups exactly ichor:<role>.
+    issuer_role = roles.get(ISSUER_IMPERSONATION_ROLE)
+    f.check((issuer_role is not None) == users_on, f"[{config}] ClusterRole ichor-issuer rendered = {issuer_role is not None}, users on = {users_on}")
+    if issuer_role is not None:
+        custom = [f"ichor:{r}" for r in values["ichorUI"]["users"].get("customRoles", [])]
+        imp = [r for r in issuer_role["rules"] if "impersonate" in r["verbs"]]
+        targets = sorted((res, tuple(r.get("resourceNames") or ())) for r in imp for res in r["resources"])
+        want = sorted([("users", ()), ("groups", tuple(BUILT_IN_GROUPS + custom))])
+        f.check(targets == want, f"[{config}] ichor-issuer impersonation is {targets}, want {want}")
+        f.check(all(r["verbs"] == ["impersonate"] for r in imp), f"[{config}] ichor-issuer impersonate rules carry other verbs")
+
+    # Bindings: every role they name exists (or is a well-known one), and cluster-admin for
+    # ichor:admin only when asked for.
+    admin_roles = set(values["ichorUI"]["users"]["clusterAdminRoles"])
+    bound_to_admin: set[str] = set()
+    for b in bindings:
+        ref = b["roleRef"]
+        subjects = b.get("subjects", [])
+        if any(s.get("kind") == "Group" and s.get("name") == "ichor:admin" for s in subjects):
+            bound_to_admin.add(ref["name"])
+        if ref["name"] not in admin_roles:
+            f.check((ref["kind"], ref["name"]) in roles, f"[{config}] {b['kind']} {b['metadata']['name']} refers to {ref['kind']} {ref['name']}, which the chart does not render")
+        for s in subjects:
+            if s.get("kind") == "ServiceAccount":
+                f.check(s.get("namespace") == NAMESPACE and s.get("name") == b["metadata"]["name"], f"[{config}] {b['kind']} {b['metadata']['name']} binds ServiceAccount {s}")
+    from_source = {
+        d["roleRef"]["name"]
+        for d in yaml.safe_load_all(ROLES_FILE.read_text())
+        if d and d["kind"].endswith("Binding")
+        and any(s.get("kind") == "Group" and s.get("name") == "ichor:admin" for s in d.get("subjects", []))
+    }
+    f.check(
+        bound_to_admin == from_source | admin_roles,
+        f"[{config}] roles bound to ichor:admin are {sorted(bound_to_admin)}",
+    )
+    if config == "default":
+        # Whatever values.yaml says: a default install binds nothing more to ichor:admin than
+        # the source file does, and cluster-admin to nobody.
+        f.check(bound_to_admin == from_source, f"[{config}] the defaults bind {sorted(bound_to_admin - from_source)} to ichor:admin")
+        f.check(
+            not any(b["roleRef"]["name"] == "cluster-admin" for b in bindings),
+            f"[{config}] the defaults bind cluster-admin",
+        )
+    else:
+        f.check("cluster-admin" not in admin_roles or "cluster-admin" in bound_to_admin, f"[{config}] clusterAdminRoles [cluster-admin] renders no binding")
+
+
+def containers(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = obj["spec"]["template"]["spec"]
+    return spec.get("initContainers", []) + spec["containers"]
+
+
+def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], values: dict[str, Any]) -> None:
+    by_key = {key(o): o for o in objects}
+    users_on = values["ichorUI"]["users"]["enabled"]
+
+    for o in objects:
+        f.check(o["metadata"].get("namespace") in (None, NAMESPACE), f"[{config}] {key(o)} is outside {NAMESPACE}")
+
+    issuer_kinds = [k for k, o in by_key.items() if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "issuer"]
+    if not users_on:
+        f.check(not issuer_kinds, f"[{config}] users are off but issuer objects are rendered: {issuer_kinds}")
+        f.check(("Service", "ichor-issuer-external") not in by_key, f"[{config}] users off renders the external Service")
+
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    f.check(
+        sorted(d["metadata"]["name"] for d in deployments) == (["ichor-controller", "ichor-issuer"] if users_on else ["ichor-controller"]),
+        f"[{config}] Deployments are {[d['metadata']['name'] for d in deployments]}",
+    )
+    for d in deployments:
+        label = f"[{config}] Deployment {d['metadata']['name']}"
+        pod = d["spec"]["template"]["spec"]
+        psc = pod.get("securityContext", {})
+        f.check(psc.get("runAsNonRoot") is True, f"{label}: pod runAsNonRoot is not true")
+        f.check(psc.get("seccompProfile", {}).get("type") == "RuntimeDefault", f"{label}: pod seccomp is not RuntimeDefault")
+        f.check(d["spec"]["replicas"] == 2, f"{label}: replicas {d['spec']['replicas']}, want 2")
+        for c in containers(d):
+            sc = c.get("securityContext", {})
+            f.check(sc.get("allowPrivilegeEscalation") is False, f"{label}/{c['name']}: allowPrivilegeEscalation is not false")
+            f.check(sc.get("readOnlyRootFilesystem") is True, f"{label}/{c['name']}: readOnlyRootFilesystem is not true")
+            f.check(sc.get("runAsNonRoot") is True, f"{label}/{c['name']}: runAsNonRoot is not true")
+            f.check(sc.get("capabilities", {}).get("drop") == ["ALL"], f"{label}/{c['name']}: capabilities are not drop [ALL]")
+            f.check(sc.get("seccompProfile", {}).get("type") == "RuntimeDefault", f"{label}/{c['name']}: seccomp is not RuntimeDefault")
+            f.check("livenessProbe" in c and "readinessProbe" in c, f"{label}/{c['name']}: probes missing")
+            for m in c.get("volumeMounts", []):
+                if m["name"] != "tmp":
+                    f.check(m.get("readOnly") is True, f"{label}/{c['name']}: mount {m['name']} is not read-only")
+
+    controller = by_key.get(("Deployment", "ichor-controller"))
+    if f.check(controller is not None, f"[{config}] no Deployment ichor-controller"):
+        c = controller["spec"]["template"]["spec"]["containers"][0]
+        args = c.get("args", [])
+        f.check("--leader-elect" in args, f"[{config}] the controller is not started with --leader-elect")
+        port = args[args.index("--webhook-port") + 1] if "--webhook-port" in args[:-1] else None
+        f.check(port == "9443", f"[{config}] the controller is not started with --webhook-port 9443")
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        f.check(ports == {"webhook": 9443, "http-metrics": 8080}, f"[{config}] controller ports {ports}")
+        f.check(c["livenessProbe"]["httpGet"]["path"] == "/healthz" and c["readinessProbe"]["httpGet"]["path"] == "/readyz", f"[{config}] controller probes")
+        vols = {v["name"]: v for v in controller["spec"]["template"]["spec"]["volumes"]}
+        f.check(vols.get("webhook-tls", {}).get("secret", {}).get("secretName") == "ichor-webhook-tls", f"[{config}] the controller does not mount ichor-webhook-tls")
+
+    issuer = by_key.get(("Deployment", "ichor-issuer"))
+    if users_on and f.check(issuer is not None, f"[{config}] users on but no Deployment ichor-issuer"):
+        spec = issuer["spec"]["template"]["spec"]
+        c = spec["containers"][0]
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        u = values["ichorUI"]["users"]
+        f.check(env.get("ICHOR_ISSUER_STORE") == "kube", f"[{config}] issuer store is {env.get('ICHOR_ISSUER_STORE')}")
+        f.check(env.get("ICHOR_ISSUER_EXTERNAL_URL") == u["externalURL"], f"[{config}] issuer external URL")
+        f.check(env.get("ICHOR_ISSUER_TOKEN_TTL") == u["tokenTTL"] and env.get("ICHOR_ISSUER_REFRESH_LIFETIME") == u["refreshLifetime"], f"[{config}] issuer lifetimes")
+        f.check(env.get("ICHOR_ISSUER_KEYS_FILE") == "/var/run/ichor/oidc-signing/keys.json" and env.get("ICHOR_ISSUER_ICHOR_TLS_DIR") == "/var/run/ichor/oidc-tls", f"[{config}] issuer mount paths")
+        f.check(all(k.startswith("ICHOR_ISSUER_") for k in env), f"[{config}] issuer env not ICHOR_ISSUER_*: {sorted(env)}")
+        vols = {v["name"]: v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
+        f.check({"oidc-signing": "ichor-oidc-signing", "oidc-tls": "ichor-oidc-tls"}.items() <= vols.items(), f"[{config}] issuer volumes {vols}")
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        f.check(mounts.get("oidc-signing") == "/var/run/ichor/oidc-signing" and mounts.get("oidc-tls") == "/var/run/ichor/oidc-tls", f"[{config}] issuer mounts {mounts}")
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        f.check(ports == {"https": 8443, "https-internal": 8444}, f"[{config}] issuer ports {ports}")
+        ready = c["readinessProbe"].get("httpGet", {})
+        f.check(ready.get("path") == "/readyz" and ready.get("scheme") == "HTTPS" and ready.get("port") == "https", f"[{config}] issuer readiness probe {ready}")
+        f.check("podAntiAffinity" in spec.get("affinity", {}), f"[{config}] issuer has no pod anti-affinity")
+        pdb = by_key.get(("PodDisruptionBudget", "ichor-issuer"))
+        f.check(pdb is not None and pdb["spec"]["selector"]["matchLabels"] == issuer["spec"]["selector"]["matchLabels"], f"[{config}] issuer PDB missing or selecting other pods")
+        svc = by_key.get(("Service", "ichor-issuer"))
+        if f.check(svc is not None, f"[{config}] no Service ichor-issuer"):
+            f.check(svc["spec"]["type"] == "ClusterIP", f"[{config}] Service ichor-issuer is {svc['spec']['type']}")
+            f.check(svc["metadata"]["labels"].get("app.kubernetes.io/component") == "issuer", f"[{config}] Service ichor-issuer lacks component=issuer")
+            f.check(sorted(p["port"] for p in svc["spec"]["ports"]) == [8443, 8444], f"[{config}] Service ichor-issuer ports")
+        issuer_services = [o for o in objects if o["kind"] == "Service" and o["metadata"]["labels"].get("app.kubernetes.io/component") == "issuer"]
+        f.check(len(issuer_services) == 1, f"[{config}] {len(issuer_services)} Services carry component=issuer; the controller needs exactly one")
+
+    # The admission webhooks.
+    vwc = by_key.get(("ValidatingWebhookConfiguration", "ichor-identity"))
+    if f.check(vwc is not None, f"[{config}] no ValidatingWebhookConfiguration ichor-identity"):
+        want = {
+            "ichorusers": (["CREATE", "UPDATE", "DELETE"], "/validate/ichorusers"),
+            "talosclusters": (["CREATE", "UPDATE"], "/validate/talosclusters"),
+            "talosoperations": (["CREATE"], "/validate/talosoperations"),
+        }
+        got = {}
+        for w in vwc["webhooks"]:
+            label = f"[{config}] webhook {w['name']}"
+            f.check(w["failurePolicy"] == "Fail" and w["timeoutSeconds"] == 5 and w["sideEffects"] == "None", f"{label}: policy/timeout/side effects")
+            f.check(w["admissionReviewVersions"] == ["v1"], f"{label}: admissionReviewVersions")
+            f.check("caBundle" not in w["clientConfig"], f"{label}: caBundle is rendered (the controller keeps it)")
+            svc = w["clientConfig"]["service"]
+            f.check((svc["name"], svc["namespace"], svc.get("port")) == ("ichor-controller-webhook", NAMESPACE, 443), f"{label}: service {svc}")
+            for rule in w["rules"]:
+                for r in rule["resources"]:
+                    got[r] = (rule["operations"], svc.get("path"))
+        f.check(got == want, f"[{config}] webhooks {got}, want {want}")
+        ws = by_key.get(("Service", "ichor-controller-webhook"))
+        f.check(ws is not None and ws["spec"]["ports"][0]["port"] == 443 and ws["spec"]["ports"][0]["targetPort"] == "webhook", f"[{config}] Service ichor-controller-webhook is not 443 -> webhook (9443)")
+
+
+def check_snapshot(f: Failures, config: str, rendered: str, update: bool) -> None:
+    path = GOLDEN / f"{config}.yaml"
+    header = (
+        f"# Snapshot of `helm template` of helm/ichor, configuration {config!r} (hack/chart/check.py).\n"
+        "# Do not edit: `hack/chart/test.sh --update` rewrites it; review the diff and commit it.\n"
+    )
+    text = header + rendered
+    if update:
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            print(f"updated {path.relative_to(ROOT)}")
+        return
+    if not f.check(path.exists(), f"[{config}] snapshot {path.relative_to(ROOT)} is missing (run hack/chart/test.sh --update)"):
+        return
+    old = path.read_text()
+    if old != text:
+        diff = "".join(difflib.unified_diff(old.splitlines(True), text.splitlines(True), str(path.relative_to(ROOT)), "rendered", n=2))
+        f.check(False, f"[{config}] the rendered chart differs from {path.relative_to(ROOT)} (hack/chart/test.sh --update, then review):\n{diff}")
+
+
+# --- refusals --------------------------------------------------------------------------------
+
+
+def users(**kw: Any) -> dict[str, Any]:
+    return {"ichorUI": {"users": {"enabled": True, "externalURL": "https://ichor.example.com", **kw}}}
+
+
+REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
+    # (what, values, namespace, a piece of the expected error)
+    ("users on without externalURL", users(externalURL=""), NAMESPACE, "externalURL"),
+    ("an http externalURL", users(externalURL="http://ichor.example.com"), NAMESPACE, "externalURL"),
+    ("an externalURL with a query", users(externalURL="https://ichor.example.com/?a=b"), NAMESPACE, "externalURL"),
+    ("a typo in a top-level key", {"controler": {"replicas": 3}}, NAMESPACE, "additional properties 'controler' not allowed"),
+    ("a typo in a nested key", {"ichorUI": {"users": {"enable": True}}}, NAMESPACE, "additional properties 'enable' not allowed"),
+    ("a tokenTTL over 15m", users(tokenTTL="30m"), NAMESPACE, "ichorUI.users.tokenTTL \"30m\" is out of range"),
+    ("a tokenTTL under 1m", users(tokenTTL="59s"), NAMESPACE, "ichorUI.users.tokenTTL \"59s\" is out of range"),
+    ("a tokenTTL of 0s", users(tokenTTL="0s"), NAMESPACE, "tokenTTL"),
+    ("a refreshLifetime over 720h", users(refreshLifetime="721h"), NAMESPACE, "ichorUI.users.refreshLifetime \"721h\" is out of range"),
+    ("a refreshLifetime without a unit", users(refreshLifetime="12"), NAMESPACE, "refreshLifetime"),
+    ("a custom role named like a built-in one", users(customRoles=["admin"]), NAMESPACE, "customRoles"),
+    ("a clusterAdminRoles entry twice", users(clusterAdminRoles=["cluster-admin", "cluster-admin"]), NAMESPACE, "clusterAdminRoles"),
+    ("one replica count of zero", {"issuer": {"replicas": 0}}, NAMESPACE, "replicas"),
+    ("another namespace", {}, "default", "Ichor installs into the namespace ichor-system only"),
+]
+
+# The template refusals behind the schema (for `--skip-schema-validation`): rendered from a copy
+# of the chart without values.schema.json.
+TEMPLATE_REFUSALS: list[tuple[str, dict[str, Any], str]] = [
+    ("users on without externalURL", users(externalURL=""), "ichorUI.users.externalURL is required"),
+    ("an http externalURL", users(externalURL="http://ichor.example.com"), "must use https"),
+    ("a tokenTTL in hours", users(tokenTTL="1h"), "tokenTTL \"1h\" is out of range"),
+]
+
+
+def expect_refusal(f: Failures, what: str, run: Callable[[], str], needle: str) -> None:
+    try:
+        run()
+    except helm.HelmError as e:
+        f.check(needle in str(e), f"refusal of {what}: the error does not mention {needle!r}: {e}")
+        return
+    f.check(False, f"{what} was accepted; it must be refused")
+
+
+def check_refusals(f: Failures) -> None:
+    for what, values, namespace, needle in REFUSALS:
+        expect_refusal(f, what, lambda: render(CHART, values, namespace), needle)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "ichor"
+        shutil.copytree(CHART, copy)
+        (copy / "values.schema.json").unlink()
+        for what, values, needle in TEMPLATE_REFUSALS:
+            expect_refusal(f, f"{what} (schema skipped)", lambda: render(copy, values), needle)
+    # The roles file is the one source of the built-in roles: without it the chart refuses to
+    # render rather than ship without roles.
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "ichor"
+        shutil.copytree(CHART, copy)
+        (copy / "files" / "ichor-roles.yaml").write_text("# nothing\n")
+        expect_refusal(f, "an empty roles file", lambda: render(copy, None), "files/ichor-roles.yaml")
+        (copy / "files" / "ichor-roles.yaml").write_text("apiVersion: v1\nkind: Secret\nmetadata:\n  name: x\n")
+        expect_refusal(f, "a Secret in the roles file", lambda: render(copy, None), "is not an RBAC object")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--update", action="store_true", help="rewrite the snapshots instead of comparing")
+    args = parser.parse_args()
+    helm.disable_logging()
+
+    if not ROLES_FILE.exists():
+        print(f"chart: {ROLES_FILE.relative_to(ROOT)} is missing; it is the one source of the built-in roles", file=sys.stderr)
+        return 1
+
+    f = Failures()
+    with helm.Chart.load(CHART) as chart:
+        defaults = chart.values
+    for config, values_file in CONFIGS.items():
+        values = load_values(values_file)
+        with helm.Chart.load(CHART) as chart:
+            merged = chart.merge_values(values)
+        check_lint(f, config, values)
+        try:
+            rendered = render(CHART, values)
+        except helm.HelmError as e:
+            f.check(False, f"[{config}] does not render: {e}")
+            continue
+        objects = objects_of(rendered)
+        validated = check_schemas(f, config, objects)
+        check_rbac(f, config, objects, merged)
+        check_workloads(f, config, objects, merged)
+        check_snapshot(f, config, rendered, args.update)
+        print(f"chart [{config}]: {len(objects)} objects rendered, {validated} valid against Kubernetes {KUBE_VERSION} (strict)")
+    f.check(defaults["ichorUI"]["users"]["enabled"] is False, "users are not off by default")
+    f.check(defaults["ichorUI"]["users"]["clusterAdminRoles"] == [], "clusterAdminRoles is not empty by default")
+    check_refusals(f)
+    print(f"chart: {len(REFUSALS) + len(TEMPLATE_REFUSALS) + 2} refused configurations checked")
+
+    for item in f.items:
+        print(f"FAIL {item}", file=sys.stderr)
+    if f.items:
+        print(f"chart: {len(f.items)} check(s) failed", file=sys.stderr)
+        return 1
+    print("chart: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

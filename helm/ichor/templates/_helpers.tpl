@@ -1,0 +1,100 @@
+{{/*
+Shared definitions. Object names are fixed (they are the contract the controller, the issuer,
+the CLI and the kube-apiserver rely on); only the labels carry the release.
+*/}}
+
+{{/* The one namespace Ichor runs in. */}}
+{{- define "ichor.namespace" -}}ichor-system{{- end -}}
+
+{{/* Refuses a release outside ichor-system, and checks the users settings. Included by every
+template that renders a namespaced object, so `helm template` fails as `helm install` does. */}}
+{{- define "ichor.checks" -}}
+{{- if ne .Release.Namespace (include "ichor.namespace" .) -}}
+{{- fail (printf "Ichor installs into the namespace ichor-system only (its object names are a contract), not %q: use `helm install ichor helm/ichor -n ichor-system --create-namespace`" .Release.Namespace) -}}
+{{- end -}}
+{{- $u := .Values.ichorUI.users -}}
+{{- if $u.enabled -}}
+{{- if not $u.externalURL -}}
+{{- fail "ichorUI.users.externalURL is required when ichorUI.users.enabled is true: the issuer's public https URL, e.g. https://ichor.example.com" -}}
+{{- end -}}
+{{- if not (hasPrefix "https://" $u.externalURL) -}}
+{{- fail (printf "ichorUI.users.externalURL %q must use https (the issuer of a kube-apiserver must be https)" $u.externalURL) -}}
+{{- end -}}
+{{- $ttl := include "ichor.seconds" $u.tokenTTL | atoi -}}
+{{- if or (lt $ttl 60) (gt $ttl 900) -}}
+{{- fail (printf "ichorUI.users.tokenTTL %q is out of range; it must be from 1m to 15m" $u.tokenTTL) -}}
+{{- end -}}
+{{- $life := include "ichor.seconds" $u.refreshLifetime | atoi -}}
+{{- if or (lt $life 3600) (gt $life 2592000) -}}
+{{- fail (printf "ichorUI.users.refreshLifetime %q is out of range; it must be from 1h to 720h" $u.refreshLifetime) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A duration of one unit (90s, 5m, 12h) in seconds; anything else is 0 (out of range). */}}
+{{- define "ichor.seconds" -}}
+{{- $d := toString . -}}
+{{- if regexMatch "^[0-9]+[smh]$" $d -}}
+{{- $n := regexFind "^[0-9]+" $d | atoi -}}
+{{- $unit := regexFind "[smh]$" $d -}}
+{{- if eq $unit "s" -}}{{ $n }}{{- else if eq $unit "m" -}}{{ mul $n 60 }}{{- else -}}{{ mul $n 3600 }}{{- end -}}
+{{- else -}}0{{- end -}}
+{{- end -}}
+
+{{/* Labels every object of the chart carries. Argument: dict "ctx" . "component" name. */}}
+{{- define "ichor.labels" -}}
+app.kubernetes.io/name: ichor
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/part-of: ichor
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* Pod selector labels: stable across releases (a Deployment's selector is immutable). */}}
+{{- define "ichor.selectorLabels" -}}
+app.kubernetes.io/name: ichor
+app.kubernetes.io/component: {{ . }}
+{{- end -}}
+
+{{/* An image reference. Argument: dict "ctx" . "image" .Values.x.image. */}}
+{{- define "ichor.image" -}}
+{{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) -}}
+{{- end -}}
+
+{{/* The pod security context: non-root (distroless nonroot, 65532), RuntimeDefault seccomp,
+and fsGroup so the 0440 Secret volumes are readable by the process. Not configurable. */}}
+{{- define "ichor.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The container security context (the "restricted" Pod Security Standard). */}}
+{{- define "ichor.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The soft anti-affinity used when .affinity is empty. Argument: component name. */}}
+{{- define "ichor.softAntiAffinity" -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "ichor.selectorLabels" . | nindent 12 }}
+{{- end -}}
