@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod api;
 pub mod cli;
 pub mod keys;
 pub mod oidc;
