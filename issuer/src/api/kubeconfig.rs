@@ -260,6 +260,17 @@ mod tests {
     }
 
     #[test]
+    fn renders_the_url_override_alone() {
+        let s = settings(Some("https://kube.example.com"));
+        let yaml = render(&KubeconfigInput {
+            server: server_url(&s, "https://10.0.0.10:6443"),
+            ..input()
+        })
+        .unwrap();
+        insta::assert_snapshot!(yaml);
+    }
+
+    #[test]
     fn the_exec_block_is_exactly_the_spec_shape() {
         let yaml = render(&input()).unwrap();
         let doc: serde_yaml::Value = serde_yaml::from_str(&yaml).unwrap();

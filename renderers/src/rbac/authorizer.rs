@@ -172,7 +172,7 @@ impl Authorizer {
 fn applies_to(subject: &Subject, subjects: &[RbacSubject], binding_namespace: &str) -> bool {
     subjects.iter().any(|s| match s.kind.as_str() {
         "User" => s.name == subject.user,
-        "Group" => subject.groups.iter().any(|g| *g == s.name),
+        "Group" => subject.groups.contains(&s.name),
         "ServiceAccount" => {
             let ns = s
                 .namespace
