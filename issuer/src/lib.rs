@@ -2,12 +2,14 @@
 //! (`ichor-ui`, `ichor-cli`), reading the signing keys and TLS material the controller produces
 //! (read-only) and writing only user data (credentials entries).
 //!
-//! Modules: [`keys`] (the loaded signing material and the JWKS), [`tokens`] (ID tokens and the
-//! HMAC artifacts: ticket, code, refresh token), [`store`] (users and credentials), [`oidc`]
-//! (the HTTP endpoints), [`server`] (TLS listeners, reload, health, metrics) and [`cli`] (flags).
+//! Modules: [`api`] (the `UserService`, gRPC and gRPC-web), [`keys`] (the loaded signing material
+//! and the JWKS), [`tokens`] (ID tokens and the HMAC artifacts: ticket, code, refresh token),
+//! [`store`] (users and credentials), [`oidc`] (the HTTP endpoints), [`server`] (TLS listeners,
+//! reload, health, metrics) and [`cli`] (flags).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
+pub mod api;
 pub mod cli;
 pub mod keys;
 pub mod oidc;

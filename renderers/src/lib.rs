@@ -13,5 +13,6 @@ pub mod cluster;
 pub mod crd;
 pub mod fieldmeta;
 pub mod manifest;
+pub mod rbac;
 pub mod rollout;
 pub mod trust;

@@ -1,0 +1,70 @@
+//! The generated `ichor.v1alpha1` protobuf messages, the `UserService` server trait and its
+//! client, from `proto/ichor/v1alpha1/user.proto`.
+//!
+//! Messages that carry a password have a hand-written `Debug` that prints no password, so a
+//! request can never leak one into a log line.
+#![allow(missing_docs, clippy::all, clippy::pedantic, clippy::unwrap_used)]
+
+use std::fmt;
+
+tonic::include_proto!("ichor.v1alpha1");
+
+const REDACTED: &str = "<redacted>";
+
+impl fmt::Debug for CreateUserRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let initial = match &self.initial_password {
+            None => "none",
+            Some(create_user_request::InitialPassword::Password(_)) => REDACTED,
+            Some(create_user_request::InitialPassword::GeneratePassword(_)) => "generate",
+        };
+        f.debug_struct("CreateUserRequest")
+            .field("name", &self.name)
+            .field("display_name", &self.display_name)
+            .field("email", &self.email)
+            .field("roles", &self.roles)
+            .field("disabled", &self.disabled)
+            .field("initial_password", &initial)
+            .finish()
+    }
+}
+
+impl fmt::Debug for CreateUserResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CreateUserResponse")
+            .field("user", &self.user)
+            .field("generated_password", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for SetPasswordRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let new = match &self.new_password {
+            None => "none",
+            Some(set_password_request::NewPassword::Password(_)) => REDACTED,
+            Some(set_password_request::NewPassword::Generate(_)) => "generate",
+        };
+        f.debug_struct("SetPasswordRequest")
+            .field("name", &self.name)
+            .field("new_password", &new)
+            .finish()
+    }
+}
+
+impl fmt::Debug for SetPasswordResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SetPasswordResponse")
+            .field("generated_password", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ChangeOwnPasswordRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChangeOwnPasswordRequest")
+            .field("old_password", &REDACTED)
+            .field("new_password", &REDACTED)
+            .finish()
+    }
+}

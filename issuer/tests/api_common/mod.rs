@@ -1,0 +1,286 @@
+//! Helpers shared by the `api_*` tests: a `UserApi` over a `LocalStore` in a temporary
+//! directory, the in-process RBAC review, a fake bearer verifier and a settable clock.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::{
+    sync::{Arc, Mutex, OnceLock},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use ichor_issuer::{
+    api::{
+        ApiConfig, ApiError, BearerClaims, BearerError, BearerVerifier, Clock, ClusterInfo,
+        LocalAccessReview, UserApi, UserBackend,
+    },
+    store::{StoreError, StoredUser, UserStore, Version, local::LocalStore},
+};
+use ichor_renderers::{
+    auth::{
+        Password,
+        credentials::CredentialsEntry,
+        hash::{DUMMY_PHC, hash_password},
+    },
+    crd::{IchorUser, IchorUserSpec, NAMESPACE},
+    rbac::{Authorizer, Policy},
+};
+use jiff::Timestamp;
+use tonic::{Code, Request, Status};
+
+pub const ISSUER: &str = "https://ichor.example.com";
+pub const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIBATAKBggqhkjOPQQDAjAVMRMwEQYDVQQDEwprdWJl\n-----END CERTIFICATE-----\n";
+/// The password of every seeded user whose hash is real (see [`real_hash`]).
+pub const PASSWORD: &str = "correct horse battery";
+
+pub fn t0() -> Timestamp {
+    "2026-11-05T10:00:00Z".parse().unwrap()
+}
+
+/// A clock the test moves.
+#[derive(Debug)]
+pub struct TestClock(Mutex<Timestamp>);
+
+impl TestClock {
+    pub fn set(&self, t: Timestamp) {
+        *self.0.lock().unwrap() = t;
+    }
+    pub fn get(&self) -> Timestamp {
+        *self.0.lock().unwrap()
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> Timestamp {
+        self.get()
+    }
+}
+
+/// Tokens are `sub@iat-seconds[@groups,…]`; `bad` and anything else unparseable are refused.
+#[derive(Debug, Default)]
+pub struct FakeVerifier;
+
+impl BearerVerifier for FakeVerifier {
+    fn verify(&self, token: &str, now: Timestamp) -> Result<BearerClaims, BearerError> {
+        let mut parts = token.split('@');
+        let (Some(sub), Some(iat)) = (parts.next(), parts.next()) else {
+            return Err(BearerError("signature invalid".into()));
+        };
+        let iat = Timestamp::from_second(iat.parse().map_err(|_| BearerError("bad iat".into()))?)
+            .map_err(|_| BearerError("bad iat".into()))?;
+        let groups = parts
+            .next()
+            .map(|g| g.split(',').map(str::to_owned).collect())
+            .unwrap_or_default();
+        let exp = iat + jiff::SignedDuration::from_mins(5);
+        if exp <= now {
+            return Err(BearerError("expired".into()));
+        }
+        Ok(BearerClaims {
+            sub: sub.to_owned(),
+            groups,
+            iat,
+            exp,
+        })
+    }
+}
+
+/// A real argon2id hash of [`PASSWORD`] (made once per test binary).
+pub fn real_hash() -> String {
+    static HASH: OnceLock<String> = OnceLock::new();
+    HASH.get_or_init(|| hash_password(&Password::new(PASSWORD), &[7u8; 16]).unwrap())
+        .clone()
+}
+
+pub type Api<B = LocalStore> = UserApi<B, LocalAccessReview, FakeVerifier>;
+
+pub struct Env<B: UserBackend = LocalStore> {
+    pub dir: tempfile::TempDir,
+    pub store: Arc<B>,
+    pub api: Api<B>,
+    pub clock: Arc<TestClock>,
+    pub config_settings: Arc<arc_swap::ArcSwap<ichor_renderers::crd::UsersSettings>>,
+}
+
+pub fn local_store(dir: &tempfile::TempDir) -> LocalStore {
+    LocalStore::new(dir.path().join("users"), dir.path().join("state")).with_user_ttl(Duration::ZERO)
+}
+
+pub fn authorizer(extra: Option<&str>) -> Authorizer {
+    let mut policy = Policy::builtin().unwrap();
+    if let Some(yaml) = extra {
+        policy = policy.extend(Policy::parse(yaml).unwrap());
+    }
+    Authorizer::new(policy)
+}
+
+pub fn env() -> Env {
+    env_with(None)
+}
+
+pub fn env_with(extra_rbac: Option<&str>) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(local_store(&dir));
+    env_over(dir, store, extra_rbac)
+}
+
+pub fn env_over<B: UserBackend>(dir: tempfile::TempDir, store: Arc<B>, extra_rbac: Option<&str>) -> Env<B> {
+    let (api, clock, config_settings) = build_api(Arc::clone(&store), extra_rbac);
+    Env {
+        dir,
+        store,
+        api,
+        clock,
+        config_settings,
+    }
+}
+
+/// A service over `store` with the built-in roles (plus `extra_rbac`), the fake verifier, a
+/// clock at [`t0`], no session cache and the `prod` cluster.
+pub fn build_api<B: UserBackend>(
+    store: Arc<B>,
+    extra_rbac: Option<&str>,
+) -> (
+    Api<B>,
+    Arc<TestClock>,
+    Arc<arc_swap::ArcSwap<ichor_renderers::crd::UsersSettings>>,
+) {
+    let clock = Arc::new(TestClock(Mutex::new(t0())));
+    let mut config = ApiConfig::new(
+        ISSUER,
+        Some(ClusterInfo {
+            name: "prod".into(),
+            endpoint: "https://10.0.0.10:6443".into(),
+            ca_pem: CA_PEM.into(),
+        }),
+    )
+    .unwrap();
+    config.session_ttl = Duration::ZERO;
+    let settings = Arc::clone(&config.settings);
+    let api = UserApi::new(
+        store,
+        LocalAccessReview::new(authorizer(extra_rbac)),
+        FakeVerifier,
+        Arc::clone(&clock) as Arc<dyn Clock>,
+        config,
+    );
+    (api, clock, settings)
+}
+
+impl<B: UserBackend> Env<B> {
+    /// Seeds a user object and (unless `hash` is `None`) its credentials entry.
+    pub async fn seed(
+        &self,
+        name: &str,
+        roles: &[&str],
+        disabled: bool,
+        hash: Option<&str>,
+        must_change: bool,
+    ) {
+        let spec = IchorUserSpec {
+            display_name: Some(format!("{name} display")),
+            email: Some(format!("{name}@example.com")),
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            disabled,
+        };
+        let mut user = IchorUser::new(name, spec);
+        user.metadata.namespace = Some(NAMESPACE.into());
+        self.store.create_user(&user).await.unwrap();
+        if let Some(hash) = hash {
+            let entry = CredentialsEntry::new(
+                hash.to_owned(),
+                t0() - jiff::SignedDuration::from_hours(1),
+                must_change,
+            );
+            self.put_entry(name, Some(&entry)).await;
+        }
+    }
+
+    pub async fn put_entry(&self, name: &str, entry: Option<&CredentialsEntry>) {
+        let (_, version) = self.store.read_credentials(name).await.unwrap();
+        self.store.write_credentials(name, &version, entry).await.unwrap();
+    }
+
+    /// The usual cast, each with password [`PASSWORD`]: `admin` (admin), `op` (operator), `view`
+    /// (viewer), `nobody` (no role), and `target` (viewer, a dummy hash) to act on.
+    pub async fn cast(&self) {
+        let hash = real_hash();
+        self.seed("admin", &["admin"], false, Some(&hash), false).await;
+        self.seed("op", &["operator"], false, Some(&hash), false).await;
+        self.seed("view", &["viewer"], false, Some(&hash), false).await;
+        self.seed("nobody", &[], false, Some(&hash), false).await;
+        self.seed("target", &["viewer"], false, Some(DUMMY_PHC), false)
+            .await;
+    }
+
+    pub async fn entry(&self, name: &str) -> Option<CredentialsEntry> {
+        self.store.read_credentials(name).await.unwrap().0
+    }
+
+    pub async fn user(&self, name: &str) -> Option<StoredUser> {
+        self.store.get_user(name).await.unwrap()
+    }
+}
+
+/// A token for `sub` issued now.
+pub fn token(sub: &str, now: Timestamp) -> String {
+    format!("{sub}@{}", now.as_second())
+}
+
+/// A request carrying `authorization: Bearer <token>`.
+pub fn req<T>(token: &str, message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    request
+}
+
+pub fn assert_status<T: std::fmt::Debug>(result: Result<T, Status>, code: Code, contains: &str) {
+    let status = result.expect_err("the call should have been refused");
+    assert_eq!(status.code(), code, "{status:?}");
+    assert!(
+        status.message().contains(contains),
+        "{:?} lacks {contains:?}",
+        status.message()
+    );
+}
+
+/// A backend that delegates to a local store but whose credentials writes fail.
+pub struct FailingCredentials(pub LocalStore);
+
+#[async_trait]
+impl UserStore for FailingCredentials {
+    async fn get_user(&self, name: &str) -> Result<Option<StoredUser>, StoreError> {
+        self.0.get_user(name).await
+    }
+    async fn list_users(&self) -> Result<Vec<StoredUser>, StoreError> {
+        self.0.list_users().await
+    }
+    async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError> {
+        self.0.read_credentials(name).await
+    }
+    async fn write_credentials(
+        &self,
+        _name: &str,
+        _expected: &Version,
+        _entry: Option<&CredentialsEntry>,
+    ) -> Result<Version, StoreError> {
+        Err(StoreError::Unavailable("injected failure".into()))
+    }
+    fn invalidate(&self, name: &str) {
+        self.0.invalidate(name);
+    }
+}
+
+#[async_trait]
+impl UserBackend for FailingCredentials {
+    async fn create_user(&self, user: &IchorUser) -> Result<(), ApiError> {
+        UserBackend::create_user(&self.0, user).await
+    }
+    async fn update_user(&self, user: &IchorUser) -> Result<(), ApiError> {
+        UserBackend::update_user(&self.0, user).await
+    }
+    async fn delete_user(&self, name: &str) -> Result<(), ApiError> {
+        UserBackend::delete_user(&self.0, name).await
+    }
+}
