@@ -39,6 +39,9 @@ pub enum OutputFormat {
 /// The commands of `ichor`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Sign in to an Ichor issuer; the kubectl credential plugin.
+    #[command(subcommand)]
+    Auth(commands::auth::AuthCommand),
     /// Work with kube-apiserver AuthenticationConfiguration files.
     #[command(subcommand)]
     Authn(commands::authn::AuthnCommand),
@@ -57,6 +60,7 @@ pub fn main() -> ExitCode {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
+        Command::Auth(cmd) => commands::auth::run(cmd, cli.output),
         Command::Authn(cmd) => commands::authn::run(cmd, cli.output),
         Command::Render(args) => commands::render::run(args, cli.output),
         Command::Completion(args) => commands::completion::run(args),
