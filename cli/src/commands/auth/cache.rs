@@ -127,7 +127,7 @@ pub enum Loaded {
     /// No file.
     Absent,
     /// A valid entry for the key asked for.
-    Usable(CacheEntry),
+    Usable(Box<CacheEntry>),
     /// A file that cannot be used (corrupt, too large, another version, another login); it
     /// is treated as absent and replaced by the next write.
     Unusable(String),
@@ -191,7 +191,7 @@ impl CacheDir {
             Ok(None) => Loaded::Absent,
             Err(reason) => Loaded::Unusable(reason),
             Ok(Some(bytes)) => match parse(&bytes) {
-                Ok(entry) if entry.key() == *key => Loaded::Usable(entry),
+                Ok(entry) if entry.key() == *key => Loaded::Usable(Box::new(entry)),
                 Ok(_) => {
                     Loaded::Unusable("it holds another login (issuer, client or audience differ)".into())
                 }
@@ -462,7 +462,7 @@ mod tests {
         assert_eq!(mode(&home.path().join(".ichor")), 0o700);
         assert_eq!(mode(&dir.file_for(&key())), 0o600);
         match dir.load(&key()) {
-            Loaded::Usable(e) => assert_eq!(e, entry(2000)),
+            Loaded::Usable(e) => assert_eq!(*e, entry(2000)),
             other => panic!("{other:?}"),
         }
     }

@@ -49,7 +49,7 @@ fn slow_path(
     let key = target.key();
     let _lock = dir.lock(&key)?;
     let cached = match dir.load(&key) {
-        Loaded::Usable(e) => Some(e),
+        Loaded::Usable(e) => Some(*e),
         Loaded::Absent => None,
         Loaded::Unusable(reason) => {
             eprintln!(
