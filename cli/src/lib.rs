@@ -40,7 +40,17 @@ pub enum OutputFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Sign in to an Ichor issuer; the kubectl credential plugin.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "\
+Logins are cached per issuer, client and audience in ~/.ichor/auth/ (directory 0700, files 0600).
+
+Examples:
+  ichor auth login --issuer https://ichor.example.com
+  ichor auth token --issuer https://ichor.example.com
+  ichor auth status -o json
+  ichor auth logout --issuer https://ichor.example.com"
+    )]
     Auth(commands::auth::AuthCommand),
     /// Work with kube-apiserver AuthenticationConfiguration files.
     #[command(subcommand)]

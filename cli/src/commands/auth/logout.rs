@@ -2,7 +2,9 @@
 //!
 //! Revocation is best effort: every matching refresh token is sent to its issuer's RFC 7009
 //! endpoint concurrently, with [`REVOKE_BUDGET`] for all of them together; a failure only
-//! warns. The cache files are deleted in every case.
+//! warns. The cache files are deleted in every case. No login lock is taken: a concurrent
+//! `ichor auth token` could otherwise hold it for the length of a browser login, and a refresh
+//! that lands after the delete only recreates a login the user can log out of again.
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
