@@ -258,6 +258,10 @@ fn without_a_login_a_non_interactive_run_names_the_login_command() {
             "{stderr}"
         );
     }
+    assert!(
+        !home.path().join(".ichor").exists(),
+        "a failed run creates nothing"
+    );
 }
 
 #[test]
@@ -510,4 +514,51 @@ fn an_unreadable_ca_file_is_named_in_the_error() {
             "{stderr}"
         );
     }
+}
+
+#[test]
+fn over_https_the_issuer_is_trusted_through_the_ca_file_and_refused_without_it() {
+    let home = tempfile::tempdir().unwrap();
+    let ca = home.path().join("ichor-ca.pem");
+    let op = FakeOp::start_tls(&ca);
+    assert!(op.issuer().starts_with("https://"));
+    op.state.seed_refresh("tls-refresh-token");
+    let mut entry = seed(
+        home.path(),
+        op.issuer(),
+        "ichor-kube",
+        CACHED_TOKEN,
+        now() - 10,
+        Some("tls-refresh-token"),
+    );
+    entry.endpoints = None;
+    cache_dir(home.path()).store(&entry).unwrap();
+
+    // Without the CA, the TLS handshake fails and the cache is kept for a later try.
+    let out = ichor(home.path(), &["auth", "token", "--issuer", op.issuer()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("discovery at https://127.0.0.1"), "{stderr}");
+    assert!(
+        cache_dir(home.path())
+            .file_for(&key(op.issuer(), "ichor-kube"))
+            .exists()
+    );
+
+    let out = ichor(
+        home.path(),
+        &[
+            "auth",
+            "token",
+            "--issuer",
+            op.issuer(),
+            "--ca-file",
+            ca.to_str().unwrap(),
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_no_secret(&stderr, &op.state.secrets());
+    assert!(op.state.secrets().contains(&stdout_token(&text(&out.stdout))));
+    assert_eq!((op.state.discovery_hits(), op.state.refresh_hits()), (1, 1));
 }

@@ -111,6 +111,58 @@ impl FakeOp {
 
     /// `refresh_delay` holds each refresh answer back, so concurrent callers overlap.
     pub fn start_with(refresh_delay: Duration) -> Self {
+        let (op, listener, app) = Self::build("http", refresh_delay);
+        op.runtime.spawn(async move { axum::serve(listener, app).await });
+        op
+    }
+
+    /// The same provider over https at 127.0.0.1, with a certificate from a fresh CA whose PEM
+    /// is written to `ca_pem`.
+    pub fn start_tls(ca_pem: &Path) -> Self {
+        let (op, listener, app) = Self::build("https", Duration::ZERO);
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+        std::fs::write(ca_pem, ca.pem()).unwrap();
+        let leaf_key = rcgen::KeyPair::generate().unwrap();
+        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&leaf_key, &ca)
+            .unwrap();
+        let config =
+            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(
+                    vec![leaf.der().clone()],
+                    rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+                )
+                .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        op.runtime.spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let (acceptor, app) = (acceptor.clone(), app.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper_util::service::TowerToHyperService::new(app);
+                    let _ =
+                        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .await;
+                });
+            }
+        });
+        op
+    }
+
+    fn build(scheme: &str, refresh_delay: Duration) -> (Self, tokio::net::TcpListener, Router) {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -119,7 +171,7 @@ impl FakeOp {
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
-        let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let base = format!("{scheme}://127.0.0.1:{}", listener.local_addr().unwrap().port());
         let state = Arc::new(OpState {
             base,
             discovery_hits: AtomicUsize::new(0),
@@ -140,8 +192,7 @@ impl FakeOp {
             .route("/oidc/token", post(token))
             .route("/oidc/revoke", post(revoke))
             .with_state(state.clone());
-        runtime.spawn(async move { axum::serve(listener, app).await });
-        Self { state, runtime }
+        (Self { state, runtime }, listener, app)
     }
 
     pub fn issuer(&self) -> &str {

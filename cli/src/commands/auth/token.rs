@@ -32,12 +32,16 @@ pub fn run(target: Target, ca_file: Option<PathBuf>) -> Result<ExitCode, AuthErr
     let dir = CacheDir::from_env()?;
     let info = exec_credential::parse_exec_info(std::env::var("KUBERNETES_EXEC_INFO").ok().as_deref());
     let key = target.key();
-    if let Loaded::Usable(entry) = dir.load(&key)
-        && entry.is_fresh(Timestamp::now())
-    {
-        return print_credential(&info, &entry);
+    let interactive = exec_credential::interactive_allowed(&info, std::io::stdin().is_terminal());
+    match dir.load(&key) {
+        Loaded::Usable(entry) if entry.is_fresh(Timestamp::now()) => print_credential(&info, &entry),
+        // Nothing to refresh and no way to sign in: fail at once, without creating anything.
+        Loaded::Absent if !interactive => Err(login_required(&target)),
+        Loaded::Usable(entry) if entry.refresh_token.is_none() && !interactive => {
+            Err(login_required(&target))
+        }
+        _ => slow_path(&dir, &target, ca_file, &info, interactive),
     }
-    slow_path(&dir, &target, ca_file, &info)
 }
 
 fn slow_path(
@@ -45,6 +49,7 @@ fn slow_path(
     target: &Target,
     ca_file: Option<PathBuf>,
     info: &ExecInfo,
+    interactive: bool,
 ) -> Result<ExitCode, AuthError> {
     let key = target.key();
     let _lock = dir.lock(&key)?;
@@ -66,7 +71,6 @@ fn slow_path(
     {
         return print_credential(info, entry);
     }
-    let interactive = exec_credential::interactive_allowed(info, std::io::stdin().is_terminal());
     let refreshable = cached.filter(|e| e.refresh_token.is_some());
     if refreshable.is_none() && !interactive {
         return Err(login_required(target));
