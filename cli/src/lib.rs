@@ -39,6 +39,19 @@ pub enum OutputFormat {
 /// The commands of `ichor`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Sign in to an Ichor issuer; the kubectl credential plugin.
+    #[command(
+        subcommand,
+        after_help = "\
+Logins are cached per issuer, client and audience in ~/.ichor/auth/ (directory 0700, files 0600).
+
+Examples:
+  ichor auth login --issuer https://ichor.example.com
+  ichor auth token --issuer https://ichor.example.com
+  ichor auth status -o json
+  ichor auth logout --issuer https://ichor.example.com"
+    )]
+    Auth(commands::auth::AuthCommand),
     /// Work with kube-apiserver AuthenticationConfiguration files.
     #[command(subcommand)]
     Authn(commands::authn::AuthnCommand),
@@ -57,6 +70,7 @@ pub fn main() -> ExitCode {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
+        Command::Auth(cmd) => commands::auth::run(cmd, cli.output),
         Command::Authn(cmd) => commands::authn::run(cmd, cli.output),
         Command::Render(args) => commands::render::run(args, cli.output),
         Command::Completion(args) => commands::completion::run(args),

@@ -1,5 +1,6 @@
 //! One module per command.
 
+pub mod auth;
 pub mod authn;
 pub mod completion;
 pub mod render;

@@ -1,0 +1,135 @@
+//! `ichor auth token`: the client-go exec plugin.
+//!
+//! # Guarantees
+//! - Fast path: with a cached ID token that has at least 30 s left, the command parses its
+//!   flags, reads one file and prints. No lock, no async runtime, no network.
+//! - Slow path: the login's lock is taken and the cache read again, so of many concurrent runs
+//!   one refreshes and the others print its result. Only then is a runtime built.
+//! - stdout carries only the `ExecCredential`; every diagnostic goes to stderr; no token is
+//!   ever written anywhere but stdout and the cache.
+
+use std::{
+    io::{IsTerminal, Write},
+    path::PathBuf,
+    process::ExitCode,
+};
+
+use jiff::Timestamp;
+
+use super::{
+    cache::{CacheDir, CacheEntry, Loaded},
+    error::AuthError,
+    exec_credential::{self, ExecInfo},
+    flow::{self, DEFAULT_LOGIN_TIMEOUT, LoginOptions, Target},
+    oidc::OidcClient,
+};
+
+/// Runs `ichor auth token`.
+///
+/// # Errors
+/// See [`AuthError`]; the message says which command to run when a login is needed.
+pub fn run(target: Target, ca_file: Option<PathBuf>) -> Result<ExitCode, AuthError> {
+    let dir = CacheDir::from_env()?;
+    let info = exec_credential::parse_exec_info(std::env::var("KUBERNETES_EXEC_INFO").ok().as_deref());
+    let key = target.key();
+    let interactive = exec_credential::interactive_allowed(&info, std::io::stdin().is_terminal());
+    match dir.load(&key) {
+        Loaded::Usable(entry) if entry.is_fresh(Timestamp::now()) => print_credential(&info, &entry),
+        // Nothing to refresh and no way to sign in: fail at once, without creating anything.
+        Loaded::Absent if !interactive => Err(login_required(&target)),
+        Loaded::Usable(entry) if entry.refresh_token.is_none() && !interactive => {
+            Err(login_required(&target))
+        }
+        _ => slow_path(&dir, &target, ca_file, &info, interactive),
+    }
+}
+
+fn slow_path(
+    dir: &CacheDir,
+    target: &Target,
+    ca_file: Option<PathBuf>,
+    info: &ExecInfo,
+    interactive: bool,
+) -> Result<ExitCode, AuthError> {
+    let key = target.key();
+    let _lock = dir.lock(&key)?;
+    let cached = match dir.load(&key) {
+        Loaded::Usable(e) => Some(*e),
+        Loaded::Absent => None,
+        Loaded::Unusable(reason) => {
+            eprintln!(
+                "warning: {}: unusable login cache, replacing it ({reason})",
+                dir.file_for(&key).display()
+            );
+            dir.remove(&key)?;
+            None
+        }
+    };
+    let now = Timestamp::now();
+    if let Some(entry) = &cached
+        && entry.is_fresh(now)
+    {
+        return print_credential(info, entry);
+    }
+    let refreshable = cached.filter(|e| e.refresh_token.is_some());
+    if refreshable.is_none() && !interactive {
+        return Err(login_required(target));
+    }
+    let entry = flow::runtime()?.block_on(async {
+        let client = OidcClient::new(ca_file.as_deref())?;
+        if let Some(entry) = &refreshable {
+            match flow::refresh(&client, target, entry, now).await {
+                Ok(fresh) => return Ok(fresh),
+                Err(e) if e.is_invalid_grant() => {
+                    dir.remove(&key)?;
+                    let description = match &e {
+                        AuthError::OAuth {
+                            description: Some(d), ..
+                        } => d.clone(),
+                        _ => "the refresh token was refused".to_owned(),
+                    };
+                    if !interactive {
+                        return Err(AuthError::SessionEnded {
+                            issuer: target.issuer.to_string(),
+                            description,
+                            login_command: target.login_command(),
+                        });
+                    }
+                    eprintln!(
+                        "The session at {} has ended ({description}); signing in again.",
+                        target.issuer
+                    );
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let options = LoginOptions {
+            open_browser: true,
+            timeout: DEFAULT_LOGIN_TIMEOUT,
+        };
+        flow::login(&client, target, options, now).await
+    })?;
+    dir.store(&entry)?;
+    print_credential(info, &entry)
+}
+
+fn login_required(target: &Target) -> AuthError {
+    AuthError::LoginRequired {
+        issuer: target.issuer.to_string(),
+        audience: target.audience.clone(),
+        login_command: target.login_command(),
+    }
+}
+
+fn print_credential(info: &ExecInfo, entry: &CacheEntry) -> Result<ExitCode, AuthError> {
+    let text = exec_credential::render(info.api_version, entry.id_token.expose(), entry.id_token_exp)
+        .map_err(|reason| AuthError::IdToken {
+            issuer: entry.issuer.clone(),
+            reason,
+        })?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(AuthError::Stdout)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Wall time of `ichor auth token` on its fast path (a cached ID token with time left), next to
+# /bin/true in the same run, so process start-up is visible as the floor. Target: median < 5 ms.
+#
+# The issuer URL points at a closed loopback port: if the fast path touched the network, the
+# command would fail, and the script checks that it succeeds first.
+#
+# Usage: hack/bench/auth-token.sh [RUNS]     (uses hyperfine when installed; else a date loop)
+set -euo pipefail
+
+runs="${1:-300}"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+target="${CARGO_TARGET_DIR:-$root/target}"
+
+cargo build --release -q -p ichor-cli --manifest-path "$root/Cargo.toml"
+bin="$target/release/ichor"
+
+home="$(mktemp -d)"
+trap 'rm -rf "$home"' EXIT
+issuer="http://127.0.0.1:9"          # the discard port: nothing answers there
+client="ichor-cli"
+audience="ichor-kube"
+
+# The cache file name: hex SHA-256 over each part prefixed with its length as a big-endian u64
+# (CacheKey::file_stem).
+stem="$(
+  for part in "$issuer" "$client" "$audience"; do
+    printf '\x00\x00\x00\x00\x00\x00\x00'
+    printf "\\x$(printf %02x "${#part}")"
+    printf '%s' "$part"
+  done | sha256sum | cut -d' ' -f1
+)"
+mkdir -p -m 0700 "$home/.ichor/auth"
+exp=$(( $(date +%s) + 3600 ))
+umask 077
+cat > "$home/.ichor/auth/$stem.json" <<JSON
+{
+  "v": 1,
+  "issuer": "$issuer",
+  "clientId": "$client",
+  "audience": "$audience",
+  "endpoints": null,
+  "subject": "bench",
+  "groups": ["viewer"],
+  "idToken": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJiZW5jaCJ9.c2lnbmF0dXJl",
+  "idTokenExp": $exp,
+  "refreshToken": null
+}
+JSON
+
+cmd=("$bin" auth token --issuer "$issuer" --client-id "$client" --audience "$audience")
+HOME="$home" "${cmd[@]}" >/dev/null || { echo "ichor auth token failed on the fast path" >&2; exit 1; }
+
+if command -v hyperfine >/dev/null; then
+  json="$home/hyperfine.json"
+  HOME="$home" hyperfine -N --warmup 30 --runs "$runs" --export-json "$json" \
+    "${cmd[*]}" "/bin/true" >&2
+  # Medians in ms from the exported JSON (no jq needed).
+  for i in 0 1; do
+    python3 - "$json" "$i" <<'PY' 2>/dev/null || true
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]
+print(f"median {r['median'] * 1000:.2f} ms  {r['command'].split()[0].rsplit('/', 1)[-1]}")
+PY
+  done
+else
+  median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f", m/1e6}'; }
+  time_runs() {
+    for _ in $(seq "$runs"); do
+      s=$(date +%s%N); "$@" >/dev/null; e=$(date +%s%N); echo $((e - s))
+    done
+  }
+  export HOME="$home"
+  echo "median $(time_runs "${cmd[@]}" | median) ms  ichor auth token"
+  echo "median $(time_runs /bin/true | median) ms  /bin/true"
+fi
