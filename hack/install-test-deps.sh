@@ -2,6 +2,7 @@
 # Installs the third-party consumers the tests run against (../shared/spec/real-consumers.md),
 # when missing, and builds the small harnesses under hack/conformance/. Idempotent.
 # The build output goes to $ICHOR_BUILD_DIR (default: .build in the repository).
+# Usage: hack/install-test-deps.sh [--bench]   (--bench: also nginx and wrk for hack/bench/issuer.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${ICHOR_BUILD_DIR:-$PWD/.build}"
@@ -30,3 +31,12 @@ if [[ ! -x "$verify" || hack/conformance/go-oidc/verify.go -nt "$verify" ]]; the
   (cd "$gopath/src/ichor/go-oidc-verify" && GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" GOCACHE="$build/gocache" go build -o "$verify" .)
 fi
 echo "go-oidc verifier: $verify"
+
+# nginx and wrk: the reference server and the load generator of hack/bench/issuer.sh.
+if [[ "${1:-}" == "--bench" ]]; then
+  if ! command -v wrk >/dev/null || { ! command -v nginx >/dev/null && [[ ! -x /usr/sbin/nginx ]]; }; then
+    echo "installing nginx and wrk"
+    apt_install nginx wrk
+  fi
+  echo "bench tools: $(command -v wrk) $(command -v nginx || echo /usr/sbin/nginx)"
+fi

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Issuer benchmarks, loopback only, release build, bounded (about two minutes in all):
+#  (a) refresh-grant throughput and p50/p99 latency, 64 clients each rotating its own family,
+#      against `openssl speed -multi 2 rsa3072` signatures/s measured in the same run (each
+#      refresh costs one RSA-3072 signature; target: at least 80 % of that rate);
+#  (b) discovery and JWKS requests/s against nginx serving the same bytes over TLS with the same
+#      certificate (wrk -t2 -c64 -d10s; target: ours at least nginx's);
+#  (c) peak RSS (VmHWM) of a fresh issuer under 100 concurrent sign-ins (the argon2 semaphore of
+#      two should hold it near base + 2 x 64 MiB).
+# The table goes to hack/bench/results/issuer-<date>.md (printed too).
+# Usage: hack/bench/issuer.sh [seconds per measurement, default 10]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+seconds="${1:-10}"
+target="${CARGO_TARGET_DIR:-$root/target}"
+export PATH="$PATH:/usr/sbin"
+
+hack/install-test-deps.sh --bench >/dev/null
+
+cargo build --quiet --release -p ichor-issuer --bin ichor-issuer --example issuer_load
+bin="$target/release/ichor-issuer"
+load="$target/release/examples/issuer_load"
+
+work=$(mktemp -d /tmp/ichor-bench-issuer.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+vm() { awk -v k="$2:" '$1==k {print int($2/1024)}' "/proc/$1/status"; }   # MiB
+
+"$load" setup --dir "$work" --users 100 >/dev/null
+ca="$work/ca.crt"
+
+issuer_pid=""
+url=""
+start_issuer() {
+  local ext int
+  ext=$(free_port); int=$(free_port)
+  url="https://127.0.0.1:$ext"
+  RUST_LOG=warn "$bin" --external-url "$url" --listen "127.0.0.1:$ext" --internal-listen "127.0.0.1:$int" \
+    --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 \
+    --store local --local-users-dir "$work/users" --local-state-dir "$work/state" \
+    2>>"$work/issuer.log" &
+  issuer_pid=$!
+  pids+=("$issuer_pid")
+  for _ in $(seq 1 200); do
+    curl -fsS --cacert "$ca" "$url/readyz" >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  echo "the issuer did not become ready; its log:" >&2
+  cat "$work/issuer.log" >&2
+  exit 1
+}
+stop_issuer() { kill "$issuer_pid"; wait "$issuer_pid" 2>/dev/null || true; }
+
+# --- (a) refresh throughput against RSA-3072 signing ---------------------------------------------
+echo "==> openssl speed -multi 2 rsa3072"
+speed=$(openssl speed -multi 2 -seconds "$seconds" rsa3072 2>/dev/null | awk '/^rsa 3072 bits/ {v=$(NF-1)} END {print v}')
+echo "openssl: $speed sign/s"
+
+start_issuer
+echo "==> refresh grant, 64 clients, ${seconds}s"
+refresh_out=$("$load" refresh --issuer "$url" --ca "$ca" --clients 64 --seconds "$seconds")
+echo "$refresh_out"
+field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
+rps=$(field rps "$refresh_out"); p50=$(field p50_ms "$refresh_out"); p99=$(field p99_ms "$refresh_out")
+ok=$(field ok "$refresh_out"); errs=$(field errors "$refresh_out")
+pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f", 100*a/b}'; }
+ratio=$(pct "$rps" "$speed")
+
+# The same router and TLS serving code on an in-memory store (one version per user): the
+# issuer's own ceiling with the credentials store taken out.
+mport=$(free_port)
+"$load" serve-memory --dir "$work" --port "$mport" >/dev/null 2>>"$work/memory.log" &
+mem_pid=$!
+pids+=("$mem_pid")
+for _ in $(seq 1 200); do curl -fsS --cacert "$ca" "https://127.0.0.1:$mport/oidc/jwks" >/dev/null 2>&1 && break; sleep 0.05; done
+echo "==> refresh grant on the in-memory store, 64 clients, ${seconds}s"
+mem_out=$("$load" refresh --issuer "https://127.0.0.1:$mport" --ca "$ca" --clients 64 --seconds "$seconds")
+echo "$mem_out"
+kill "$mem_pid"; wait "$mem_pid" 2>/dev/null || true
+mrps=$(field rps "$mem_out"); mp50=$(field p50_ms "$mem_out"); mp99=$(field p99_ms "$mem_out")
+mok=$(field ok "$mem_out"); merrs=$(field errors "$mem_out")
+mratio=$(pct "$mrps" "$speed")
+
+# --- (b) discovery and JWKS against nginx -------------------------------------------------------
+mkdir -p "$work/www/.well-known" "$work/www/oidc"
+curl -fsS --cacert "$ca" "$url/.well-known/openid-configuration" -o "$work/www/.well-known/openid-configuration"
+curl -fsS --cacert "$ca" "$url/oidc/jwks" -o "$work/www/oidc/jwks"
+chmod 755 "$work" "$work/www" "$work/www/.well-known" "$work/www/oidc"
+chmod 644 "$work/www/.well-known/openid-configuration" "$work/www/oidc/jwks"
+nport=$(free_port)
+cat >"$work/nginx.conf" <<EOF
+worker_processes 2;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx-body;
+  proxy_temp_path $work/nginx-proxy;
+  fastcgi_temp_path $work/nginx-fastcgi;
+  uwsgi_temp_path $work/nginx-uwsgi;
+  scgi_temp_path $work/nginx-scgi;
+  server {
+    listen 127.0.0.1:$nport ssl;
+    ssl_certificate $work/tls/tls.crt;
+    ssl_certificate_key $work/tls/tls.key;
+    root $work/www;
+    default_type application/json;
+    add_header Cache-Control no-cache;
+  }
+}
+EOF
+nginx -c "$work/nginx.conf" -p "$work" -g 'daemon off;' &
+pids+=("$!")
+for _ in $(seq 1 100); do curl -fsS -k "https://127.0.0.1:$nport/oidc/jwks" >/dev/null 2>&1 && break; sleep 0.05; done
+cmp <(curl -fsS --cacert "$ca" "https://127.0.0.1:$nport/oidc/jwks") "$work/www/oidc/jwks"
+
+bench_wrk() { # url -> requests/s and latency
+  local out
+  out=$(wrk -t2 -c64 -d"${seconds}s" --latency "$1")
+  echo "$(awk '/^Requests\/sec:/ {print $2}' <<<"$out") $(awk '/^ +50%/ {print $2}' <<<"$out") $(awk '/^ +99%/ {print $2}' <<<"$out")"
+}
+declare -A wrk_res
+for path in /.well-known/openid-configuration /oidc/jwks; do
+  echo "==> wrk $path (ours, then nginx)"
+  wrk_res["ours$path"]=$(bench_wrk "$url$path")
+  wrk_res["nginx$path"]=$(bench_wrk "https://127.0.0.1:$nport$path")
+  echo "ours: ${wrk_res["ours$path"]}   nginx: ${wrk_res["nginx$path"]}"
+done
+hwm_after_load=$(vm "$issuer_pid" VmHWM)
+stop_issuer
+
+# --- (c) memory under 100 concurrent sign-ins, on a fresh process -------------------------------
+start_issuer
+base_rss=$(vm "$issuer_pid" VmRSS); base_hwm=$(vm "$issuer_pid" VmHWM)
+echo "==> 100 concurrent sign-ins"
+logins_out=$("$load" logins --issuer "$url" --ca "$ca" --count 100)
+echo "$logins_out"
+peak=$(vm "$issuer_pid" VmHWM)
+stop_issuer
+
+# --- report ----------------------------------------------------------------------------------------
+row() { # name ours nginx
+  read -r o50 o_p50 o_p99 <<<"$2"; read -r n50 n_p50 n_p99 <<<"$3"
+  printf '| %s | %s (p50 %s, p99 %s) | %s (p50 %s, p99 %s) | %s %% |\n' "$1" "$o50" "$o_p50" "$o_p99" \
+    "$n50" "$n_p50" "$n_p99" "$(pct "$o50" "$n50")"
+}
+mkdir -p hack/bench/results
+out="hack/bench/results/issuer-$(date -u +%F).md"
+{
+  echo "# Issuer benchmark, $(date -u +%FT%TZ)"
+  echo
+  echo "Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r)."
+  echo "Release build, loopback, ${seconds} s per measurement; \`hack/bench/issuer.sh\` (commit $(git rev-parse --short HEAD))."
+  echo "Store: local files (credentials.json, fsync on every write) in $(df -P "$work" | awk 'NR==2 {print $1}')."
+  echo
+  echo "## (a) Refresh grant, 64 concurrent clients, one family each"
+  echo
+  echo "\`openssl speed -multi 2 rsa3072\`: **$speed sign/s** (target for refreshes: >= 80 % of it)."
+  echo
+  echo "| issuer | refresh grants/s | ok / errors | p50 | p99 | of signing rate |"
+  echo "|---|---|---|---|---|---|"
+  echo "| ichor-issuer binary, local store (credentials.json) | $rps | $ok / $errs | $p50 ms | $p99 ms | $ratio % |"
+  echo "| same router and TLS, in-memory store (one version per user) | $mrps | $mok / $merrs | $mp50 ms | $mp99 ms | $mratio % |"
+  echo
+  echo '```'
+  echo "$refresh_out"
+  echo "$mem_out"
+  echo '```'
+  echo
+  echo "## (b) Discovery and JWKS, \`wrk -t2 -c64 -d${seconds}s\` over TLS (same certificate, same bytes)"
+  echo
+  echo "| path | ichor-issuer req/s | nginx req/s | ours / nginx |"
+  echo "|---|---|---|---|"
+  row /.well-known/openid-configuration "${wrk_res[ours/.well-known/openid-configuration]}" "${wrk_res[nginx/.well-known/openid-configuration]}"
+  row /oidc/jwks "${wrk_res[ours/oidc/jwks]}" "${wrk_res[nginx/oidc/jwks]}"
+  echo
+  echo "Peak RSS of that issuer process after (a) and (b): $hwm_after_load MiB."
+  echo
+  echo "## (c) 100 concurrent sign-ins on a fresh issuer"
+  echo
+  echo "| measure | value |"
+  echo "|---|---|"
+  echo "| RSS after start | $base_rss MiB (VmHWM $base_hwm MiB) |"
+  echo "| VmHWM after the flood | $peak MiB (+$((peak - base_hwm)) MiB; two argon2id instances = 128 MiB) |"
+  echo
+  echo '```'
+  echo "$logins_out"
+  echo '```'
+} >"$out"
+echo
+cat "$out"
+echo "written: $out"

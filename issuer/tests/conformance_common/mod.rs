@@ -1,0 +1,480 @@
+//! Shared harness of the `conformance_*` tests: the REAL `ichor-issuer` binary started on
+//! loopback with a test CA and leaf (rcgen), a `keys.json` made by the controller's own key
+//! timeline, and the local store holding one user whose password is hashed by
+//! `ichor_renderers::auth::hash`; an HTTPS client trusting the test CA; and a sign-in driven
+//! through the real endpoints (authorize as JSON → ticket → login → code → token).
+//!
+//! Third-party consumers (the go-oidc verifier) are found under `$ICHOR_BUILD_DIR`; when one is
+//! missing the test skips with a message, unless `ICHOR_REQUIRE_CONSUMERS=1`, then it fails.
+#![allow(
+    dead_code,
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use ichor_renderers::{
+    auth::{Password, credentials::CredentialsEntry, hash::hash_password},
+    trust::{
+        HmacKey, KeyEffect, KeysDocument, KeysPlan, RsaKey, TimelineSettings,
+        keys::{HmacSecret, PrivateKeyPem},
+    },
+};
+use jiff::{SignedDuration, Timestamp};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, date_time_ymd};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const USER: &str = "alice";
+pub const PASSWORD: &str = "correct horse battery staple";
+pub const CLI_REDIRECT: &str = "http://127.0.0.1:38123/callback";
+pub const PEMS: [&str; 3] = [
+    include_str!("../fixtures/rsa3072-1.pkcs8.pem"),
+    include_str!("../fixtures/rsa3072-2.pkcs8.pem"),
+    include_str!("../fixtures/rsa3072-3.pkcs8.pem"),
+];
+
+/// A test CA and a leaf for `localhost` and 127.0.0.1 (PEM).
+pub struct Pki {
+    pub ca_pem: String,
+    pub leaf_pem: String,
+    pub leaf_key_pem: String,
+}
+
+impl Pki {
+    pub fn new() -> Pki {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "ichor conformance test CA");
+        ca.not_before = date_time_ymd(2020, 1, 1);
+        ca.not_after = date_time_ymd(2090, 1, 1);
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = Issuer::new(ca, ca_key);
+        let leaf_key = KeyPair::generate().unwrap();
+        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+        leaf.distinguished_name.push(DnType::CommonName, "localhost");
+        leaf.use_authority_key_identifier_extension = true;
+        leaf.not_before = date_time_ymd(2020, 1, 1);
+        leaf.not_after = date_time_ymd(2090, 1, 1);
+        let leaf_pem = leaf.signed_by(&leaf_key, &issuer).unwrap().pem();
+        Pki {
+            ca_pem,
+            leaf_pem,
+            leaf_key_pem: leaf_key.serialize_pem(),
+        }
+    }
+}
+
+/// The controller's key timeline settings used here: 15-minute maximum token TTL, 48-hour
+/// refresh lifetime, a rotation every 24 hours.
+pub fn timeline_settings() -> TimelineSettings {
+    TimelineSettings::new(SignedDuration::from_mins(15), SignedDuration::from_hours(48))
+        .unwrap()
+        .with_rotation_period(SignedDuration::from_hours(24))
+        .unwrap()
+}
+
+/// Performs a plan's effects as the controller's applier does, with the fixture RSA keys
+/// (`next` counts the keys made so far, to pick a different fixture each time).
+pub fn realize(plan: &KeysPlan, current: Option<&KeysDocument>, next: &mut usize) -> KeysDocument {
+    let mut doc = plan.apply_changes(current);
+    for effect in &plan.effects {
+        let k = effect.key();
+        match effect {
+            KeyEffect::GenerateRsa(_) => {
+                let pem = PrivateKeyPem::new(PEMS[*next % PEMS.len()].to_owned()).unwrap();
+                *next += 1;
+                let key = RsaKey::new(k.kid.clone(), pem, k.created_at, k.active_from, k.retire_after);
+                doc.insert_rsa(key.unwrap()).unwrap();
+            }
+            KeyEffect::GenerateHmac(_) => {
+                let secret = HmacSecret::new([u8::try_from(*next % 250).unwrap() + 1; 32]);
+                *next += 1;
+                let key = HmacKey::new(k.kid.clone(), secret, k.created_at, k.active_from, k.retire_after);
+                doc.insert_hmac(key.unwrap()).unwrap();
+            }
+        }
+    }
+    doc
+}
+
+/// A free loopback port (bound and released; the issuer binds it right after).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The go-oidc v2 verifier harness, or `None` (after printing why) when the test should skip.
+/// Panics when it is missing and `ICHOR_REQUIRE_CONSUMERS=1`.
+pub fn go_oidc_verifier() -> Option<PathBuf> {
+    let build = std::env::var_os("ICHOR_BUILD_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.build"));
+    let path = build.join("go-oidc-verify");
+    if path.is_file() {
+        return Some(path);
+    }
+    let why = format!(
+        "the go-oidc v2 verifier is missing at {}; run hack/install-test-deps.sh",
+        path.display()
+    );
+    if std::env::var("ICHOR_REQUIRE_CONSUMERS").as_deref() == Ok("1") {
+        panic!("{why} (ICHOR_REQUIRE_CONSUMERS=1)");
+    }
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+/// Options of one issuer process.
+pub struct Options {
+    pub token_ttl: &'static str,
+    /// Extra environment (e.g. `RUST_LOG`).
+    pub env: Vec<(&'static str, String)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            token_ttl: "5m",
+            env: Vec::new(),
+        }
+    }
+}
+
+/// A running `ichor-issuer` process and its files; killed on drop.
+pub struct RunningIssuer {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub external: SocketAddr,
+    pub internal: SocketAddr,
+    /// The external URL, `https://127.0.0.1:<port>` (the `iss`).
+    pub issuer: String,
+    pub ca_pem: String,
+    pub ca_path: PathBuf,
+    pub keys_path: PathBuf,
+    /// The keys document currently written.
+    pub keys: KeysDocument,
+    /// Fixture keys used so far (see [`realize`]).
+    pub keys_made: usize,
+    pub client: reqwest::Client,
+}
+
+impl Drop for RunningIssuer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The YAML of an `IchorUser`.
+pub fn user_yaml(name: &str, roles: &str) -> String {
+    format!(
+        "apiVersion: ichor.maesh.dev/v1alpha1\nkind: IchorUser\n\
+         metadata:\n  name: {name}\n  namespace: ichor-system\n\
+         spec:\n  displayName: {name} display\n  roles: {roles}\n"
+    )
+}
+
+/// `<state>/credentials.json` with one entry per user, all with the same password hash.
+pub fn credentials_json(users: &[&str], hash: &str, not_before: Timestamp) -> String {
+    let mut entries = serde_json::Map::new();
+    for user in users {
+        let entry = CredentialsEntry::new(hash.to_owned(), not_before, false);
+        let value: serde_json::Value = serde_json::from_str(&entry.to_json(user).unwrap()).unwrap();
+        entries.insert((*user).to_owned(), value);
+    }
+    serde_json::json!({"generation": 1, "entries": entries}).to_string()
+}
+
+/// The argon2id hash of [`PASSWORD`].
+pub fn password_hash() -> String {
+    hash_password(&Password::new(PASSWORD), &[7; 16]).unwrap()
+}
+
+impl RunningIssuer {
+    /// Starts the binary with `alice` (admin) and keys whose first RSA key was created
+    /// `key_age` ago; waits for `/readyz`.
+    pub async fn start(options: Options) -> RunningIssuer {
+        Self::start_with(options, SignedDuration::from_hours(30)).await
+    }
+
+    pub async fn start_with(options: Options, key_age: SignedDuration) -> RunningIssuer {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::new();
+        let tls = dir.path().join("tls");
+        let users = dir.path().join("users");
+        let state = dir.path().join("state");
+        for d in [&tls, &users, &state] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        std::fs::write(tls.join("tls.crt"), &pki.leaf_pem).unwrap();
+        std::fs::write(tls.join("tls.key"), &pki.leaf_key_pem).unwrap();
+        let ca_path = dir.path().join("ca.crt");
+        std::fs::write(&ca_path, &pki.ca_pem).unwrap();
+        std::fs::write(users.join("alice.yaml"), user_yaml(USER, "[admin]")).unwrap();
+        let now = Timestamp::now();
+        std::fs::write(
+            state.join("credentials.json"),
+            credentials_json(&[USER], &password_hash(), now - SignedDuration::from_hours(1)),
+        )
+        .unwrap();
+
+        let created = now - key_age;
+        let mut keys_made = 0;
+        let plan = ichor_renderers::trust::plan(created, None, &timeline_settings());
+        let keys = realize(&plan, None, &mut keys_made);
+        let keys_path = dir.path().join("keys.json");
+        std::fs::write(&keys_path, keys.to_json()).unwrap();
+
+        let (external, internal) = (free_port(), free_port());
+        let issuer = format!("https://127.0.0.1:{external}");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ichor-issuer"));
+        cmd.args(["--external-url", &issuer])
+            .args(["--listen", &format!("127.0.0.1:{external}")])
+            .args(["--internal-listen", &format!("127.0.0.1:{internal}")])
+            .arg("--ichor-tls-dir")
+            .arg(&tls)
+            .arg("--keys-file")
+            .arg(&keys_path)
+            .args(["--store", "local", "--token-ttl", options.token_ttl])
+            .arg("--local-users-dir")
+            .arg(&users)
+            .arg("--local-state-dir")
+            .arg(&state)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in &options.env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        let client = https_client(&pki.ca_pem);
+        let mut running = RunningIssuer {
+            child,
+            dir,
+            external: ([127, 0, 0, 1], external).into(),
+            internal: ([127, 0, 0, 1], internal).into(),
+            issuer,
+            ca_pem: pki.ca_pem,
+            ca_path,
+            keys_path,
+            keys,
+            keys_made,
+            client,
+        };
+        running.wait_ready().await;
+        running
+    }
+
+    async fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let url = format!("{}/readyz", self.issuer);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("ichor-issuer exited before it was ready: {status}");
+            }
+            if let Ok(r) = self.client.get(&url).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ichor-issuer was not ready within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn internal_discovery(&self) -> String {
+        format!(
+            "https://127.0.0.1:{}/.well-known/openid-configuration",
+            self.internal.port()
+        )
+    }
+
+    /// Plans the key timeline at `at` over the current document, performs it and writes the
+    /// result over keys.json (atomically, as the kubelet updates a Secret volume).
+    pub fn rotate_keys_at(&mut self, at: Timestamp) -> KeysDocument {
+        let plan = ichor_renderers::trust::plan(at, Some(&self.keys), &timeline_settings());
+        let doc = realize(&plan, Some(&self.keys), &mut self.keys_made);
+        let tmp = self.keys_path.with_extension("tmp");
+        std::fs::write(&tmp, doc.to_json()).unwrap();
+        std::fs::rename(&tmp, &self.keys_path).unwrap();
+        self.keys = doc.clone();
+        doc
+    }
+
+    /// The kids of the JWKS served on the external listener.
+    pub async fn jwks_kids(&self) -> Vec<String> {
+        let jwks: serde_json::Value = self
+            .client
+            .get(format!("{}/oidc/jwks", self.issuer))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        jwks["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Signs `user` in through the real endpoints for `ichor-cli` (loopback redirect) with
+    /// `openid offline_access` and returns the token response.
+    pub async fn cli_sign_in(&self, audience: Option<&str>) -> serde_json::Value {
+        let verifier = "conformance-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
+        let challenge = ichor_issuer::oidc::request::s256_challenge(verifier);
+        let mut query = vec![
+            ("response_type", "code"),
+            ("client_id", "ichor-cli"),
+            ("redirect_uri", CLI_REDIRECT),
+            ("state", "st-conformance"),
+            ("nonce", "no-conformance"),
+            ("scope", "openid offline_access"),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+        ];
+        if let Some(a) = audience {
+            query.push(("audience", a));
+        }
+        let ticket: serde_json::Value = ok_json(
+            self.client
+                .get(format!("{}/oidc/authorize", self.issuer))
+                .query(&query)
+                .header("accept", "application/json")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        let login: serde_json::Value = ok_json(
+            self.client
+                .post(format!("{}/oidc/login", self.issuer))
+                .json(&serde_json::json!({
+                    "ticket": ticket["ticket"], "username": USER, "password": PASSWORD
+                }))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        let redirect = url::Url::parse(login["redirect_uri"].as_str().unwrap()).unwrap();
+        let code = redirect
+            .query_pairs()
+            .find(|(k, _)| k == "code")
+            .map(|(_, v)| v.into_owned())
+            .unwrap();
+        ok_json(
+            self.client
+                .post(format!("{}/oidc/token", self.issuer))
+                .form(&[
+                    ("grant_type", "authorization_code"),
+                    ("code", code.as_str()),
+                    ("client_id", "ichor-cli"),
+                    ("redirect_uri", CLI_REDIRECT),
+                    ("code_verifier", verifier),
+                ])
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// Rotates a refresh token through `/oidc/token`.
+    pub async fn refresh(&self, refresh_token: &str) -> serde_json::Value {
+        ok_json(
+            self.client
+                .post(format!("{}/oidc/token", self.issuer))
+                .form(&[
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", refresh_token),
+                    ("client_id", "ichor-cli"),
+                ])
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+}
+
+/// The body of a 200 response as JSON; panics with the body otherwise.
+pub async fn ok_json(response: reqwest::Response) -> serde_json::Value {
+    let status = response.status();
+    let body = response.text().await.unwrap();
+    assert!(status.is_success(), "HTTP {status}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// An HTTPS client trusting only the test CA; it follows no redirect.
+pub fn https_client(ca_pem: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+/// The outcome of one go-oidc verification: exit success and its output.
+pub struct Verdict {
+    pub accepted: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the go-oidc verifier on `token` for `audience` (optionally through `discovery`).
+pub async fn go_oidc_verify(
+    verifier: &Path,
+    issuer: &RunningIssuer,
+    audience: &str,
+    discovery: Option<&str>,
+    token: &str,
+) -> Verdict {
+    let mut cmd = tokio::process::Command::new(verifier);
+    cmd.args(["-issuer", &issuer.issuer, "-aud", audience, "-token", token])
+        .arg("-ca")
+        .arg(&issuer.ca_path);
+    if let Some(d) = discovery {
+        cmd.args(["-discovery", d]);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("go-oidc-verify finished within 60 s")
+        .unwrap();
+    Verdict {
+        accepted: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The header of a JWT, decoded without verification.
+pub fn jose_header(token: &str) -> serde_json::Value {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    let header = token.split('.').next().unwrap();
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap()
+}
