@@ -319,7 +319,9 @@ impl UserApiClient {
     /// # Errors
     /// The refusal as a sentence.
     pub async fn get_user(&mut self, name: &str) -> Result<User, ApiClientError> {
-        let request = self.request(GetUserRequest { name: name.to_owned() });
+        let request = self.request(GetUserRequest {
+            name: name.to_owned(),
+        });
         let response = self.client.clone().get_user(request).await;
         response
             .map_err(self.refused("GetUser"))?
@@ -332,7 +334,10 @@ impl UserApiClient {
     ///
     /// # Errors
     /// The refusal as a sentence.
-    pub async fn create_user(&mut self, request: CreateUserRequest) -> Result<CreateUserResponse, ApiClientError> {
+    pub async fn create_user(
+        &mut self,
+        request: CreateUserRequest,
+    ) -> Result<CreateUserResponse, ApiClientError> {
         let request = self.request(request);
         let response = self.client.clone().create_user(request).await;
         Ok(response.map_err(self.refused("CreateUser"))?.into_inner())
@@ -353,7 +358,9 @@ impl UserApiClient {
     /// # Errors
     /// The refusal as a sentence.
     pub async fn delete_user(&mut self, name: &str) -> Result<(), ApiClientError> {
-        let request = self.request(DeleteUserRequest { name: name.to_owned() });
+        let request = self.request(DeleteUserRequest {
+            name: name.to_owned(),
+        });
         let response = self.client.clone().delete_user(request).await;
         response.map_err(self.refused("DeleteUser"))?;
         Ok(())
@@ -363,7 +370,10 @@ impl UserApiClient {
     ///
     /// # Errors
     /// The refusal as a sentence.
-    pub async fn set_password(&mut self, request: SetPasswordRequest) -> Result<SetPasswordResponse, ApiClientError> {
+    pub async fn set_password(
+        &mut self,
+        request: SetPasswordRequest,
+    ) -> Result<SetPasswordResponse, ApiClientError> {
         let request = self.request(request);
         let response = self.client.clone().set_password(request).await;
         Ok(response.map_err(self.refused("SetPassword"))?.into_inner())
@@ -374,7 +384,9 @@ impl UserApiClient {
     /// # Errors
     /// The refusal as a sentence.
     pub async fn revoke_sessions(&mut self, name: &str) -> Result<(), ApiClientError> {
-        let request = self.request(RevokeSessionsRequest { name: name.to_owned() });
+        let request = self.request(RevokeSessionsRequest {
+            name: name.to_owned(),
+        });
         let response = self.client.clone().revoke_sessions(request).await;
         response.map_err(self.refused("RevokeSessions"))?;
         Ok(())
@@ -390,7 +402,10 @@ impl UserApiClient {
             ca_file: ca_file.unwrap_or_default().to_owned(),
         });
         let response = self.client.clone().get_my_kubeconfig(request).await;
-        Ok(response.map_err(self.refused("GetMyKubeconfig"))?.into_inner().kubeconfig)
+        Ok(response
+            .map_err(self.refused("GetMyKubeconfig"))?
+            .into_inner()
+            .kubeconfig)
     }
 
     /// `WhoAmI`.
@@ -447,7 +462,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ca.pem");
         std::fs::write(&path, "not a certificate").unwrap();
-        let e = channel(&IssuerUrl::parse("https://ichor.example.com").unwrap(), Some(&path)).unwrap_err();
+        let e = channel(
+            &IssuerUrl::parse("https://ichor.example.com").unwrap(),
+            Some(&path),
+        )
+        .unwrap_err();
         assert!(e.to_string().starts_with("--ca-file"), "{e}");
     }
 }

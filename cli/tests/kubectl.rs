@@ -116,8 +116,10 @@ async fn token(State(s): State<Arc<Shared>>, Form(f): Form<HashMap<String, Strin
     let next = format!("refresh-{}", s.counter.fetch_add(1, Ordering::SeqCst));
     s.valid_refresh.lock().unwrap().insert(next.clone());
     let id = s.mint(&get("audience"), 300);
-    Json(serde_json::json!({"id_token": id, "access_token": id, "token_type": "Bearer",
-        "expires_in": 300, "refresh_token": next}))
+    Json(
+        serde_json::json!({"id_token": id, "access_token": id, "token_type": "Bearer",
+        "expires_in": 300, "refresh_token": next}),
+    )
     .into_response()
 }
 
@@ -145,8 +147,10 @@ fn authorized(s: &Shared, headers: &HeaderMap) -> Result<(), Response> {
             s.refused.lock().unwrap().push(bearer);
             Err((
                 StatusCode::UNAUTHORIZED,
-                Json(serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                    "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401})),
+                Json(
+                    serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
+                ),
             )
                 .into_response())
         }
@@ -157,8 +161,10 @@ async fn version(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if let Err(r) = authorized(&s, &headers) {
         return r;
     }
-    Json(serde_json::json!({"major": "1", "minor": "34", "gitVersion": "v1.34.0-ichor-test",
-        "platform": "linux/amd64"}))
+    Json(
+        serde_json::json!({"major": "1", "minor": "34", "gitVersion": "v1.34.0-ichor-test",
+        "platform": "linux/amd64"}),
+    )
     .into_response()
 }
 
@@ -290,7 +296,11 @@ fn kubectl_signs_in_through_ichor_auth_token_refreshes_after_expiry_and_fails_cl
     // 2. An expired ID token and a refresh token: the plugin refreshes once, kubectl gets through
     // with the new token, and the expired one never reaches the API server.
     let expired = w.shared.mint("ichor-kube", -60);
-    w.shared.valid_refresh.lock().unwrap().insert("refresh-seed".into());
+    w.shared
+        .valid_refresh
+        .lock()
+        .unwrap()
+        .insert("refresh-seed".into());
     seed_login(
         &w.home(),
         &base,
@@ -313,7 +323,10 @@ fn kubectl_signs_in_through_ichor_auth_token_refreshes_after_expiry_and_fails_cl
     assert_eq!(w.refreshes(), 1, "the stored token is reused");
     let stderr = text(&out.stderr);
     for t in accepted.iter().chain([&expired]) {
-        assert!(!stderr.contains(t.as_str()), "a token leaked into kubectl's stderr");
+        assert!(
+            !stderr.contains(t.as_str()),
+            "a token leaked into kubectl's stderr"
+        );
     }
 
     // 3. After logout, kubectl fails and shows the plugin's instruction.
@@ -331,7 +344,11 @@ fn kubectl_signs_in_through_ichor_auth_token_refreshes_after_expiry_and_fails_cl
     .output()
     .unwrap();
     assert!(out.status.success(), "logout failed: {}", text(&out.stderr));
-    assert_eq!(w.shared.revoked.lock().unwrap().len(), 1, "the refresh token was revoked");
+    assert_eq!(
+        w.shared.revoked.lock().unwrap().len(),
+        1,
+        "the refresh token was revoked"
+    );
     let out = w.kubectl(&["get", "--raw", "/version"]);
     assert_ne!(out.status.code(), Some(0));
     let stderr = text(&out.stderr);

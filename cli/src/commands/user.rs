@@ -157,7 +157,12 @@ pub struct CreateArgs {
     #[arg(long)]
     pub bootstrap: bool,
     /// Ichor's external URL (not used with --bootstrap).
-    #[arg(long, value_name = "URL", env = "ICHOR_ISSUER", required_unless_present = "bootstrap")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "ICHOR_ISSUER",
+        required_unless_present = "bootstrap"
+    )]
     pub issuer: Option<String>,
     /// A PEM file of CA certificates trusted for the issuer, on top of the system's roots.
     #[arg(long, value_name = "FILE", env = "ICHOR_CA_FILE")]
@@ -291,7 +296,9 @@ async fn run_api(cmd: UserCommand, format: OutputFormat) -> anyhow::Result<ExitC
             let initial = if args.generate {
                 Some(InitialPassword::GeneratePassword(true))
             } else if args.password_stdin {
-                Some(InitialPassword::Password(read_password_stdin()?.expose().to_owned()))
+                Some(InitialPassword::Password(
+                    read_password_stdin()?.expose().to_owned(),
+                ))
             } else {
                 None
             };
@@ -399,7 +406,9 @@ async fn run_api(cmd: UserCommand, format: OutputFormat) -> anyhow::Result<ExitC
 /// Asks on the terminal to type the name; refuses without a terminal.
 fn confirm_delete(name: &str) -> anyhow::Result<()> {
     if !std::io::stdin().is_terminal() {
-        anyhow::bail!("refusing to delete user {name:?} without confirmation: stdin is not a terminal; pass --yes");
+        anyhow::bail!(
+            "refusing to delete user {name:?} without confirmation: stdin is not a terminal; pass --yes"
+        );
     }
     eprint!("Delete user {name:?} and its credentials? Type the name to confirm: ");
     let _ = std::io::stderr().flush();
@@ -420,7 +429,9 @@ fn run_bootstrap(args: &CreateArgs, format: OutputFormat) -> anyhow::Result<Exit
     } else if args.generate {
         generate_password()?
     } else {
-        anyhow::bail!("--bootstrap needs --generate (or --password-stdin): a first user without a password could not sign in");
+        anyhow::bail!(
+            "--bootstrap needs --generate (or --password-stdin): a first user without a password could not sign in"
+        );
     };
     let user = bootstrap::NewUser {
         name: args.name.clone(),
@@ -439,7 +450,11 @@ fn run_bootstrap(args: &CreateArgs, format: OutputFormat) -> anyhow::Result<Exit
     eprintln!(
         "Created user {:?} (roles: {}) with your kubeconfig; the password must be changed at the first sign-in.",
         user.name,
-        if user.roles.is_empty() { "none".to_owned() } else { user.roles.join(", ") }
+        if user.roles.is_empty() {
+            "none".to_owned()
+        } else {
+            user.roles.join(", ")
+        }
     );
     if args.generate {
         let mut out = std::io::stdout().lock();

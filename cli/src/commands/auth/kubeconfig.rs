@@ -57,7 +57,8 @@ pub fn write_kubeconfig(path: &Path, text: &str, force: bool) -> anyhow::Result<
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    write_atomic(&dir, path, text.as_bytes()).with_context(|| format!("--out {}: cannot write it", path.display()))?;
+    write_atomic(&dir, path, text.as_bytes())
+        .with_context(|| format!("--out {}: cannot write it", path.display()))?;
     Ok(outcome)
 }
 
@@ -78,7 +79,10 @@ fn pick_issuer(issuer: Option<&str>) -> anyhow::Result<IssuerUrl> {
     match issuers.as_slice() {
         [one] => Ok(IssuerUrl::parse(one)?),
         [] => anyhow::bail!("no cached login names an issuer; pass --issuer <Ichor's external URL>"),
-        many => anyhow::bail!("logins for several issuers are cached ({}); pass --issuer", many.join(", ")),
+        many => anyhow::bail!(
+            "logins for several issuers are cached ({}); pass --issuer",
+            many.join(", ")
+        ),
     }
 }
 
@@ -139,14 +143,20 @@ mod tests {
     fn a_new_file_is_created_with_mode_0600_and_the_same_text_is_left_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("kubeconfig");
-        assert_eq!(write_kubeconfig(&path, "a: 1\n", false).unwrap(), Written::Created);
+        assert_eq!(
+            write_kubeconfig(&path, "a: 1\n", false).unwrap(),
+            Written::Created
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
         }
-        assert_eq!(write_kubeconfig(&path, "a: 1\n", false).unwrap(), Written::Unchanged);
+        assert_eq!(
+            write_kubeconfig(&path, "a: 1\n", false).unwrap(),
+            Written::Unchanged
+        );
     }
 
     #[test]
@@ -157,7 +167,10 @@ mod tests {
         let e = write_kubeconfig(&path, "a: 1\n", false).unwrap_err();
         assert!(e.to_string().contains("--force"), "{e}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "mine\n");
-        assert_eq!(write_kubeconfig(&path, "a: 1\n", true).unwrap(), Written::Replaced);
+        assert_eq!(
+            write_kubeconfig(&path, "a: 1\n", true).unwrap(),
+            Written::Replaced
+        );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "a: 1\n");
     }
 }

@@ -176,7 +176,11 @@ pub async fn bootstrap_user(
 
 /// Writes the entry with the Secret's current version; retries a conflict from a fresh read;
 /// refuses when an entry of that name appeared in between.
-async fn write_entry(store: &KubeStore, name: &str, entry: &CredentialsEntry) -> Result<Version, BootstrapError> {
+async fn write_entry(
+    store: &KubeStore,
+    name: &str,
+    entry: &CredentialsEntry,
+) -> Result<Version, BootstrapError> {
     for _ in 0..=MAX_CONFLICT_RETRIES {
         let (current, version) = store.read_credentials(name).await.map_err(store_error)?;
         if current.is_some() {

@@ -124,7 +124,8 @@ pub fn write_users(out: &mut impl Write, users: &[User], format: OutputFormat) -
             serialize(&List { users: views }, format)?
         }
     };
-    out.write_all(text.as_bytes()).context("cannot write to standard output")
+    out.write_all(text.as_bytes())
+        .context("cannot write to standard output")
 }
 
 /// Writes one user in `format`; a generated password follows the table once, or is the
@@ -148,7 +149,8 @@ pub fn write_user(
         }
         _ => serialize(&UserView::new(user, generated_password), format)?,
     };
-    out.write_all(text.as_bytes()).context("cannot write to standard output")
+    out.write_all(text.as_bytes())
+        .context("cannot write to standard output")
 }
 
 fn password_text(name: &str, password: &str) -> String {
@@ -163,7 +165,12 @@ fn password_text(name: &str, password: &str) -> String {
 ///
 /// # Errors
 /// When the writer fails.
-pub fn write_password(out: &mut impl Write, name: &str, password: &str, format: OutputFormat) -> anyhow::Result<()> {
+pub fn write_password(
+    out: &mut impl Write,
+    name: &str,
+    password: &str,
+    format: OutputFormat,
+) -> anyhow::Result<()> {
     let text = match format {
         OutputFormat::Table => password_text(name, password).trim_start().to_owned(),
         _ => {
@@ -182,7 +189,8 @@ pub fn write_password(out: &mut impl Write, name: &str, password: &str, format: 
             )?
         }
     };
-    out.write_all(text.as_bytes()).context("cannot write to standard output")
+    out.write_all(text.as_bytes())
+        .context("cannot write to standard output")
 }
 
 #[cfg(test)]
