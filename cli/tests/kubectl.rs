@@ -130,8 +130,9 @@ async fn revoke(State(s): State<Arc<Shared>>, Form(f): Form<HashMap<String, Stri
     StatusCode::OK.into_response()
 }
 
-/// The API server side: a valid `ichor-kube` ID token of this issuer, or 401 as Kubernetes says it.
-fn authorized(s: &Shared, headers: &HeaderMap) -> Result<(), Response> {
+/// The API server side: `None` for a valid `ichor-kube` ID token of this issuer, else the 401
+/// Kubernetes answers.
+fn refusal(s: &Shared, headers: &HeaderMap) -> Option<Response> {
     let bearer = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -141,24 +142,26 @@ fn authorized(s: &Shared, headers: &HeaderMap) -> Result<(), Response> {
     match verify_id_token(&s.keys, &bearer, s.base(), "ichor-kube", Timestamp::now()) {
         Ok(_) => {
             s.accepted.lock().unwrap().push(bearer);
-            Ok(())
+            None
         }
         Err(_) => {
             s.refused.lock().unwrap().push(bearer);
-            Err((
-                StatusCode::UNAUTHORIZED,
-                Json(
-                    serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            Some(
+                (
+                    StatusCode::UNAUTHORIZED,
+                    Json(
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
                     "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
-                ),
+                    ),
+                )
+                    .into_response(),
             )
-                .into_response())
         }
     }
 }
 
 async fn version(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorized(&s, &headers) {
+    if let Some(r) = refusal(&s, &headers) {
         return r;
     }
     Json(
@@ -169,7 +172,7 @@ async fn version(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
 }
 
 async fn api(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorized(&s, &headers) {
+    if let Some(r) = refusal(&s, &headers) {
         return r;
     }
     Json(serde_json::json!({"kind": "APIVersions", "versions": ["v1"],
@@ -178,7 +181,7 @@ async fn api(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
 }
 
 async fn apis(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorized(&s, &headers) {
+    if let Some(r) = refusal(&s, &headers) {
         return r;
     }
     Json(serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})).into_response()
