@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod api_client;
 pub mod commands;
 
 /// Ichor identity: users, sign-in, kubeconfigs and the kube-apiserver trust configuration.
@@ -59,6 +60,32 @@ Examples:
     Render(commands::render::RenderArgs),
     /// Print a shell completion script.
     Completion(commands::completion::CompletionArgs),
+    /// Manage Ichor's users (through ichor-ui's UserService at --issuer).
+    #[command(
+        subcommand,
+        after_help = "\
+Every command except `create --bootstrap` signs in with your cached ichor-ui login; create it with
+`ichor auth login --issuer <url> --audience ichor-ui`.
+
+Examples:
+  ichor user list --issuer https://ichor.example.com
+  ichor user create alice --role operator --generate --issuer https://ichor.example.com
+  ichor user update alice --add-role admin --issuer https://ichor.example.com
+  ichor user delete alice --yes --issuer https://ichor.example.com
+  ichor user create admin --role admin --generate --bootstrap"
+    )]
+    User(commands::user::UserCommand),
+    /// Turn Ichor users on for a cluster: credentials Secret, first admin, issuer trust.
+    #[command(after_help = "\
+Uses your own kubeconfig. In order: creates the ichor-user-credentials Secret if absent, creates
+the first administrator with a generated password (printed once to stderr, before any later step
+can fail; it must be changed at the first sign-in), then sets spec.authentication.ichor on the
+TalosCluster. It prints the `ichor config apply` command that rolls the change out.
+
+Examples:
+  ichor init --ui-url https://ichor.example.com --cluster prod
+  ichor init --ui-url https://ichor.example.com --cluster prod --admin-user root")]
+    Init(commands::init::InitArgs),
 }
 
 /// Parse the process arguments and run the command.
@@ -74,6 +101,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Authn(cmd) => commands::authn::run(cmd, cli.output),
         Command::Render(args) => commands::render::run(args, cli.output),
         Command::Completion(args) => commands::completion::run(args),
+        Command::User(cmd) => commands::user::run(cmd, cli.output),
+        Command::Init(args) => commands::init::run(args),
     };
     match result {
         Ok(code) => code,

@@ -3,4 +3,6 @@
 pub mod auth;
 pub mod authn;
 pub mod completion;
+pub mod init;
 pub mod render;
+pub mod user;

@@ -20,6 +20,7 @@ pub mod error;
 pub mod exec_credential;
 pub mod flow;
 pub mod issuer_url;
+pub mod kubeconfig;
 pub mod login;
 pub mod logout;
 pub mod oidc;
@@ -79,6 +80,34 @@ Examples:
   ichor auth status
   ichor auth status -o json")]
     Status,
+    /// Get your kubeconfig from Ichor (no secret inside; kubectl runs `ichor auth token`).
+    #[command(after_help = "\
+Signs in for audience ichor-ui when needed (the cached login, its refresh token, or the browser on
+a terminal) and asks ichor-ui at --issuer for your kubeconfig. Without --out it is printed; with
+--out it is written with mode 0600, and an existing file with other content is kept unless --force.
+
+Examples:
+  ichor auth kubeconfig --issuer https://ichor.example.com --out ~/.kube/ichor.yaml
+  ichor auth kubeconfig --issuer https://ichor.example.com --ca-file ./ichor-ca.pem > kubeconfig
+  ichor auth kubeconfig --out ~/.kube/config --force")]
+    Kubeconfig(KubeconfigArgs),
+}
+
+/// Arguments of `ichor auth kubeconfig`.
+#[derive(Debug, Args)]
+pub struct KubeconfigArgs {
+    /// Ichor's external URL (default: the one issuer with a cached login).
+    #[arg(long, value_name = "URL")]
+    pub issuer: Option<String>,
+    /// Write the kubeconfig to this file (0600) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Replace an existing --out file with other content.
+    #[arg(long)]
+    pub force: bool,
+    /// A PEM CA file trusted for the issuer; the kubeconfig's exec plugin is given it too.
+    #[arg(long, value_name = "FILE", env = "ICHOR_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The login a command works on.
@@ -169,5 +198,11 @@ pub fn run(cmd: AuthCommand, output: OutputFormat) -> anyhow::Result<ExitCode> {
             Ok(logout::run(selection, args.ca_file)?)
         }
         AuthCommand::Status => status::run(output),
+        AuthCommand::Kubeconfig(args) => kubeconfig::run(
+            args.issuer.as_deref(),
+            args.out.as_deref(),
+            args.ca_file.as_deref(),
+            args.force,
+        ),
     }
 }
