@@ -46,6 +46,9 @@ pub enum Command {
     Render(commands::render::RenderArgs),
     /// Print a shell completion script.
     Completion(commands::completion::CompletionArgs),
+    /// Run the whole identity system on this machine: issuer, API and graph over a local
+    /// directory of manifests, on 127.0.0.1.
+    Dev(commands::dev::DevArgs),
 }
 
 /// Parse the process arguments and run the command.
@@ -60,6 +63,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Authn(cmd) => commands::authn::run(cmd, cli.output),
         Command::Render(args) => commands::render::run(args, cli.output),
         Command::Completion(args) => commands::completion::run(args),
+        Command::Dev(args) => commands::dev::run(args),
     };
     match result {
         Ok(code) => code,

@@ -490,7 +490,10 @@ pub fn oidc_routers(served: &Served, store: Arc<dyn UserStore>) -> Result<Router
 ///
 /// # Errors
 /// [`RunError::Issuer`] when the issuer, the built-in policy or the API refuses its configuration.
-pub fn local_routers(served: &Served, store: Arc<crate::store::local::LocalStore>) -> Result<Routers, RunError> {
+pub fn local_routers(
+    served: &Served,
+    store: Arc<crate::store::local::LocalStore>,
+) -> Result<Routers, RunError> {
     use crate::api::{ApiConfig, LocalAccessReview, SystemClock, UserApi, grpc_service};
     use ichor_renderers::rbac::{Authorizer, Policy};
     use tonic::server::NamedService;
@@ -508,9 +511,12 @@ pub fn local_routers(served: &Served, store: Arc<crate::store::local::LocalStore
         config,
     );
     let service = grpc_service(api);
-    let path = format!("/{}/{{*rest}}", <crate::api::proto::user_service_server::UserServiceServer<
-        UserApi<crate::store::local::LocalStore, LocalAccessReview, Arc<crate::oidc::Issuer>>,
-    > as NamedService>::NAME);
+    let path = format!(
+        "/{}/{{*rest}}",
+        <crate::api::proto::user_service_server::UserServiceServer<
+            UserApi<crate::store::local::LocalStore, LocalAccessReview, Arc<crate::oidc::Issuer>>,
+        > as NamedService>::NAME
+    );
     let grpc = Router::new().route_service(&path, tonic_web::GrpcWebLayer::new().layer(service));
     Ok(Routers {
         external: crate::oidc::external_router(Arc::clone(&issuer)).merge(grpc),

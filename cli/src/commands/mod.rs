@@ -2,4 +2,5 @@
 
 pub mod authn;
 pub mod completion;
+pub mod dev;
 pub mod render;
