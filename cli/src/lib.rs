@@ -86,6 +86,9 @@ Examples:
   ichor init --ui-url https://ichor.example.com --cluster prod
   ichor init --ui-url https://ichor.example.com --cluster prod --admin-user root")]
     Init(commands::init::InitArgs),
+    /// Run the whole identity system on this machine: issuer, API and graph over a local
+    /// directory of manifests, on 127.0.0.1.
+    Dev(commands::dev::DevArgs),
 }
 
 /// Parse the process arguments and run the command.
@@ -103,6 +106,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Completion(args) => commands::completion::run(args),
         Command::User(cmd) => commands::user::run(cmd, cli.output),
         Command::Init(args) => commands::init::run(args),
+        Command::Dev(args) => commands::dev::run(args),
     };
     match result {
         Ok(code) => code,

@@ -4,7 +4,8 @@
 //!
 //! - the external listener (default `0.0.0.0:8443`): the OIDC routes, `/healthz`, `/readyz` and
 //!   `/metrics`, with the operator's certificate (`--tls-cert-file`/`--tls-key-file`) or the
-//!   Ichor leaf;
+//!   Ichor leaf; with `--store local`, also the `UserService` (gRPC and gRPC-web, see
+//!   [`local_routers`]);
 //! - the internal listener (default `0.0.0.0:8444`): discovery and JWKS only, with the Ichor leaf.
 
 use crate::server::cidr::Cidr;
@@ -475,6 +476,56 @@ pub struct Routers {
 /// # Errors
 /// [`RunError::Issuer`] when the issuer refuses the configuration.
 pub fn oidc_routers(served: &Served, store: Arc<dyn UserStore>) -> Result<Routers, RunError> {
+    let issuer = build_issuer(served, store)?;
+    Ok(Routers {
+        external: crate::oidc::external_router(Arc::clone(&issuer)),
+        internal: crate::oidc::internal_router(issuer),
+    })
+}
+
+/// The routers of `--store local` (`ichor dev`): [`oidc_routers`] over `store`, plus the
+/// `UserService` on the external listener (gRPC, and gRPC-web for browsers over HTTP/1.1 or
+/// HTTP/2), over the same store, with bearer tokens verified by the same issuer and calls
+/// authorized in process by the built-in roles ([`crate::api::LocalAccessReview`]).
+///
+/// # Errors
+/// [`RunError::Issuer`] when the issuer, the built-in policy or the API refuses its configuration.
+pub fn local_routers(
+    served: &Served,
+    store: Arc<crate::store::local::LocalStore>,
+) -> Result<Routers, RunError> {
+    use crate::api::{ApiConfig, LocalAccessReview, SystemClock, UserApi, grpc_service};
+    use ichor_renderers::rbac::{Authorizer, Policy};
+    use tonic::server::NamedService;
+    use tower::Layer as _;
+
+    let issuer = build_issuer(served, Arc::clone(&store) as Arc<dyn UserStore>)?;
+    let policy = Policy::builtin().map_err(|e| RunError::Issuer(format!("the built-in roles: {e}")))?;
+    let config = ApiConfig::new(served.config.issuer.clone(), None)
+        .map_err(|e| RunError::Issuer(format!("the UserService: {e}")))?;
+    let api = UserApi::new(
+        store,
+        LocalAccessReview::new(Authorizer::new(policy)),
+        Arc::clone(&issuer),
+        Arc::new(SystemClock),
+        config,
+    );
+    let service = grpc_service(api);
+    let path = format!(
+        "/{}/{{*rest}}",
+        <crate::api::proto::user_service_server::UserServiceServer<
+            UserApi<crate::store::local::LocalStore, LocalAccessReview, Arc<crate::oidc::Issuer>>,
+        > as NamedService>::NAME
+    );
+    let grpc = Router::new().route_service(&path, tonic_web::GrpcWebLayer::new().layer(service));
+    Ok(Routers {
+        external: crate::oidc::external_router(Arc::clone(&issuer)).merge(grpc),
+        internal: crate::oidc::internal_router(issuer),
+    })
+}
+
+/// The OIDC issuer of [`oidc_routers`] (shared by the routers and the `UserService`).
+fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate::oidc::Issuer>, RunError> {
     use crate::{
         keys::{KeyRing, LoadedKeys},
         oidc::{Issuer, IssuerConfig, Settings, TrustedProxies},
@@ -525,15 +576,11 @@ pub fn oidc_routers(served: &Served, store: Arc<dyn UserStore>) -> Result<Router
             registry,
         ));
     });
-    let issuer = match built {
-        Some(Ok(issuer)) => Arc::new(issuer),
-        Some(Err(e)) => return Err(RunError::Issuer(e.to_string())),
-        None => return Err(RunError::Issuer("the metrics registry was not available".into())),
-    };
-    Ok(Routers {
-        external: crate::oidc::external_router(Arc::clone(&issuer)),
-        internal: crate::oidc::internal_router(issuer),
-    })
+    match built {
+        Some(Ok(issuer)) => Ok(Arc::new(issuer)),
+        Some(Err(e)) => Err(RunError::Issuer(e.to_string())),
+        None => Err(RunError::Issuer("the metrics registry was not available".into())),
+    }
 }
 
 /// Opens the configured user store.
@@ -701,6 +748,17 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         let listeners = Listeners::bind(&config).await?;
+        if let StoreConfig::Local { users_dir, state_dir } = &config.store {
+            let store = Arc::new(crate::store::local::LocalStore::new(users_dir, state_dir));
+            return run(
+                config,
+                listeners,
+                RunOptions::default(),
+                move |served| local_routers(served, store),
+                shutdown_signal(),
+            )
+            .await;
+        }
         let store = open_store(&config).await?;
         run(
             config,

@@ -3,8 +3,12 @@
 //! - [`identity`]: the identity graph (pure: no client, no clock), its credentials projection,
 //!   and the offline replay of a journal;
 //! - [`sim`]: a deterministic stand-in for the applier (fake key generation, rcgen certificates)
-//!   that drives the graph to its fixed point, for tests, golden journals and benchmarks.
+//!   that drives the graph to its fixed point, for tests, golden journals and benchmarks;
+//! - [`perform`]: the real effect performers (RSA and HMAC keys, the Ichor CA and leaf);
+//! - [`local`]: the World's local source and the local applier of `ichor dev`.
 #![forbid(unsafe_code)]
 
 pub mod identity;
+pub mod local;
+pub mod perform;
 pub mod sim;

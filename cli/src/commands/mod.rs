@@ -4,5 +4,6 @@ pub mod auth;
 pub mod authn;
 pub mod completion;
 pub mod init;
+pub mod dev;
 pub mod render;
 pub mod user;

@@ -33,6 +33,7 @@
 //! - Bodies are limited to [`MAX_BODY_BYTES`].
 
 mod authorize;
+mod bearer;
 mod discovery;
 mod errors;
 pub mod limits;
