@@ -76,6 +76,8 @@ enum SlotState {
         reverse: Vec<BTreeMap<ObjectKey, BTreeSet<ObjectKey>>>,
         /// The digest of the whole family, kept only when an `All` input reads it.
         set: Option<SetDigest>,
+        /// How many instances have an output (what a `Count` input reads).
+        outputs: usize,
     },
 }
 
@@ -221,6 +223,14 @@ impl ValueSource for Upstream<'_> {
         Ok(())
     }
 
+    fn count(&self, slot: SlotId) -> usize {
+        match self.slots.get(slot) {
+            Some(SlotState::Kind { digests, .. }) => digests.len(),
+            Some(SlotState::Family { outputs, .. }) => *outputs,
+            _ => 0,
+        }
+    }
+
     fn object(&self, slot: SlotId, key: Option<&ObjectKey>) -> Option<Option<&Object>> {
         match (&self.defs.get(slot)?.kind, key) {
             (SlotKind::Object(k), None) => Some(self.world.get(k)),
@@ -320,6 +330,12 @@ impl Upstream<'_> {
         match &spec.kind {
             InputKind::Single => self.single_digest(spec.slot),
             InputKind::All => Some(self.all_digest(spec.slot)),
+            InputKind::Count => {
+                let mut h = Sha256::new();
+                h.update(b"count");
+                h.update((self.count(spec.slot) as u64).to_le_bytes());
+                Some(h.finalize().into())
+            }
             InputKind::Joined(_) => {
                 let mut h = Sha256::new();
                 match join {
@@ -753,6 +769,7 @@ impl Graph {
                     instances: BTreeMap::new(),
                     reverse: vec![BTreeMap::new(); inputs.len()],
                     set: set(slot),
+                    outputs: 0,
                 },
             })
             .collect();
@@ -925,6 +942,7 @@ impl Graph {
                             instances,
                             reverse,
                             set,
+                            outputs,
                         },
                     ) => {
                         let shared_changed = inputs.iter().any(|s| match s.kind {
@@ -957,10 +975,11 @@ impl Graph {
                         for key in candidates {
                             let Some(pdigest) = up.instance_digest(*primary, &key) else {
                                 if let Some(inst) = instances.remove(&key) {
-                                    if inst.output.is_some()
-                                        && let Some(s) = set.as_mut()
-                                    {
-                                        s.remove(&key);
+                                    if inst.output.is_some() {
+                                        *outputs = outputs.saturating_sub(1);
+                                        if let Some(s) = set.as_mut() {
+                                            s.remove(&key);
+                                        }
                                     }
                                     let origin = (slot, Some(key));
                                     remove_instance(defs, &origin, inst, reverse, &mut ctx, &mut sinks);
@@ -993,6 +1012,9 @@ impl Graph {
                                 link_joins(reverse, &inst.joins, key);
                             }
                             let after = inst.output.as_ref().map(|(_, d)| *d);
+                            if before.is_none() && after.is_some() {
+                                *outputs += 1;
+                            }
                             if after != before
                                 && let (Some(s), Some(d)) = (set.as_mut(), after)
                             {
@@ -1148,6 +1170,7 @@ impl Graph {
                     instances,
                     reverse,
                     set,
+                    ..
                 } => {
                     instances.len()
                         + reverse
