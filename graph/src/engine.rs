@@ -841,7 +841,9 @@ impl Graph {
             let Some(def) = defs.get(slot) else { continue };
             // Only computed nodes report their time and counters; sources are not timed.
             let computed = matches!(def.kind, SlotKind::Node { .. } | SlotKind::Family { .. });
-            let t0 = computed.then(Instant::now);
+            // Timed only when it does work: reading the clock for every idle node of every
+            // evaluation costs more than most recomputations.
+            let mut t0: Option<Instant> = None;
             let mut st = slots.get_mut(slot).map(std::mem::take).unwrap_or_default();
             let mut node = NodeStats {
                 name: if computed { def.name.clone() } else { String::new() },
@@ -926,6 +928,7 @@ impl Graph {
                                 || ctx.changed_keys.get(s.slot).is_some_and(|k| !k.is_empty())
                         });
                         if full || any_changed || inst.as_ref().is_none_or(|i| i.input_digest.is_none()) {
+                            t0 = Some(Instant::now());
                             let instance =
                                 inst.get_or_insert_with(|| Box::new(Instance::empty(inputs.len())));
                             let origin = (slot, None);
@@ -937,7 +940,12 @@ impl Graph {
                         node.instances = usize::from(inst.as_ref().is_some_and(|i| i.output.is_some()));
                     }
                     (
-                        SlotKind::Family { primary, inputs, .. },
+                        SlotKind::Family {
+                            primary,
+                            inputs,
+                            existence_only,
+                            ..
+                        },
                         SlotState::Family {
                             instances,
                             reverse,
@@ -972,6 +980,9 @@ impl Graph {
                             }
                             c
                         };
+                        if !candidates.is_empty() {
+                            t0 = Some(Instant::now());
+                        }
                         for key in candidates {
                             let Some(pdigest) = up.instance_digest(*primary, &key) else {
                                 if let Some(inst) = instances.remove(&key) {
@@ -986,6 +997,12 @@ impl Graph {
                                 }
                                 continue;
                             };
+                            // An existence-only instance that exists has nothing to recompute.
+                            if *existence_only
+                                && instances.get(&key).is_some_and(|i| i.output.is_some())
+                            {
+                                continue;
+                            }
                             if !instances.contains_key(&key) {
                                 instances.insert(key.clone(), Instance::empty(inputs.len()));
                             }
@@ -1033,9 +1050,9 @@ impl Graph {
             if let Some(s) = slots.get_mut(slot) {
                 *s = st;
             }
-            if let Some(t0) = t0 {
+            if computed {
                 node.skipped = node.instances.saturating_sub(node.recomputed + node.failed);
-                node.elapsed = t0.elapsed();
+                node.elapsed = t0.map(|t| t.elapsed()).unwrap_or_default();
                 stats.recomputed += node.recomputed;
                 stats.skipped += node.skipped;
                 stats.failed += node.failed;
@@ -1217,14 +1234,10 @@ fn emitted_object<'a>(slots: &'a [SlotState], origin: &Origin, index: usize) -> 
     }
 }
 
-/// The pending keys of one kind, in key order.
+/// The pending keys of one kind, in key order. An evaluation usually follows one event, so the
+/// few pending keys are scanned rather than searched (a search would build a key to start at).
 fn pending_of_kind(pending: &Pending, kind: &str) -> Vec<ObjectKey> {
-    pending
-        .keys
-        .range(ObjectKey::new(kind, "", "")..)
-        .take_while(|k| k.kind == kind)
-        .cloned()
-        .collect()
+    pending.keys.iter().filter(|k| k.kind == kind).cloned().collect()
 }
 
 fn tally(node: &mut NodeStats, outcome: Outcome) {

@@ -226,8 +226,9 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     b.emit(&user_status);
 
     // GC joins a constant per user, so it recomputes when a user comes or goes, never when
-    // one changes; its guard reads only how many users there are (O(1), and unchanged by edits).
-    let user_exists = b.family(names::USER_EXISTS, &users, (), |_, _: &Object, _| true);
+    // one changes (and the constant itself is not recomputed either); its guard reads only how
+    // many users there are (O(1), and unchanged by edits).
+    let user_exists = b.exists(names::USER_EXISTS, &users);
     let users_observed = b.node(names::USERS_OBSERVED, users.count(), |n: &usize| *n > 0);
     let gc = b.family(
         names::CREDENTIALS_GC,

@@ -49,7 +49,7 @@ fn a_one_user_change_recomputes_only_that_users_nodes() {
     let recomputed = |n: &str| eval.stats.node(n).map_or(0, |s| s.recomputed);
     assert_eq!(recomputed(names::USER_CONDITIONS), 1);
     assert_eq!(recomputed(names::USER_STATUS), 1);
-    assert_eq!(recomputed(names::USER_EXISTS), 1);
+    assert_eq!(recomputed(names::USER_EXISTS), 0);
     let others: usize = eval
         .stats
         .nodes
