@@ -998,9 +998,7 @@ impl Graph {
                                 continue;
                             };
                             // An existence-only instance that exists has nothing to recompute.
-                            if *existence_only
-                                && instances.get(&key).is_some_and(|i| i.output.is_some())
-                            {
+                            if *existence_only && instances.get(&key).is_some_and(|i| i.output.is_some()) {
                                 continue;
                             }
                             if !instances.contains_key(&key) {

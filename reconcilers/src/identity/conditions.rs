@@ -101,7 +101,11 @@ pub(crate) fn merge(
                     .and_then(Value::as_i64)
                     == generation)
     };
-    if !generation_differs && wanted.iter().all(|w| same(w, find(w.type_).and_then(|i| observed.get(i)))) {
+    if !generation_differs
+        && wanted
+            .iter()
+            .all(|w| same(w, find(w.type_).and_then(|i| observed.get(i))))
+    {
         return None;
     }
     let mut out: Vec<Value> = observed.to_vec();
@@ -217,10 +221,19 @@ mod tests {
             json!({"type": "Ready", "status": "True", "reason": "R", "message": "m",
                 "lastTransitionTime": "2027-01-01T00:00:00Z"}),
         ];
-        let wanted = [ready(false, "X"), Wanted { type_: "Other", ..ready(true, "R") }];
+        let wanted = [
+            ready(false, "X"),
+            Wanted {
+                type_: "Other",
+                ..ready(true, "R")
+            },
+        ];
         let w = merge(&observed, &wanted, None, None).unwrap();
         let mut desired = json!({ "status": w.status() });
-        assert_eq!(stamp_transition_times(&mut desired, t("2027-02-03T04:05:06.789Z")), 2);
+        assert_eq!(
+            stamp_transition_times(&mut desired, t("2027-02-03T04:05:06.789Z")),
+            2
+        );
         assert_eq!(
             desired["status"]["conditions"][0][LAST_TRANSITION_TIME],
             "2027-02-03T04:05:06Z"

@@ -667,12 +667,15 @@ pub(crate) fn status_object(key: &ObjectKey, write: &Option<StatusWrite>) -> Des
     let Some(write) = write else {
         return Desired::default();
     };
+    // Built by hand: `json!` would serialize the status value into a second copy.
+    let mut value = serde_json::Map::new();
+    value.insert("status".to_owned(), write.status());
     Desired {
         objects: vec![Object::new(
             key.kind.clone(),
             key.namespace.clone(),
             key.name.clone(),
-            json!({ "status": write.status() }),
+            Value::Object(value),
         )],
         effects: Vec::new(),
     }

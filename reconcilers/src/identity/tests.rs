@@ -129,12 +129,21 @@ fn a_status_change_is_desired_without_a_transition_time_and_settles_once_stamped
     let [Action::Apply { object, .. }] = &eval.actions[..] else {
         panic!("one status write: {:?}", eval.actions)
     };
-    let conditions = object.value["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let conditions = object.value["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let ready = conditions.iter().find(|c| c["type"] == "Ready").expect("Ready");
     assert_eq!(ready["status"], "False");
     assert_eq!(ready.get("lastTransitionTime"), None, "{ready}");
-    let password = conditions.iter().find(|c| c["type"] == "PasswordSet").expect("PasswordSet");
-    assert_eq!(password["lastTransitionTime"], "2027-01-01T00:00:00Z", "{password}");
+    let password = conditions
+        .iter()
+        .find(|c| c["type"] == "PasswordSet")
+        .expect("PasswordSet");
+    assert_eq!(
+        password["lastTransitionTime"], "2027-01-01T00:00:00Z",
+        "{password}"
+    );
     // The simulated applier stamps the write with the event time; then nothing is left to do.
     let later = start() + SignedDuration::from_mins(5);
     sim.push(Event::Tick(later)).expect("journaled");
@@ -158,13 +167,22 @@ fn editing_a_user_does_not_recompute_the_collection_guard() {
     u.value["spec"]["displayName"] = json!("Renamed");
     sim.push(Event::Applied(u)).expect("journaled");
     let (eval, _) = sim.controller_mut().evaluate();
-    assert_eq!(eval.stats.node(names::USERS_OBSERVED).map(|n| n.recomputed), Some(0));
+    assert_eq!(
+        eval.stats.node(names::USERS_OBSERVED).map(|n| n.recomputed),
+        Some(0)
+    );
     // A new user changes the count, not the guard's answer: no collection is recomputed.
     sim.push(Event::Applied(fixtures::user("newcomer", &["viewer"], false, 1)))
         .expect("journaled");
     let (eval, _) = sim.controller_mut().evaluate();
-    assert_eq!(eval.stats.node(names::USERS_OBSERVED).map(|n| n.recomputed), Some(1));
-    assert_eq!(eval.stats.node(names::CREDENTIALS_GC).map(|n| n.recomputed), Some(0));
+    assert_eq!(
+        eval.stats.node(names::USERS_OBSERVED).map(|n| n.recomputed),
+        Some(1)
+    );
+    assert_eq!(
+        eval.stats.node(names::CREDENTIALS_GC).map(|n| n.recomputed),
+        Some(0)
+    );
 }
 
 #[test]

@@ -34,10 +34,10 @@ use rcgen::{
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
+use crate::identity::conditions::stamp_transition_times;
 use crate::identity::effects::{
     GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest, SanName,
 };
-use crate::identity::conditions::stamp_transition_times;
 use crate::identity::{CA_CERT_KEY, Controller, RenderChange, TLS_CERT_KEY, TLS_KEY_KEY};
 
 /// The public test key every simulated RSA key uses.
