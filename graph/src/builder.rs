@@ -125,6 +125,9 @@ pub(crate) enum SlotKind {
         primary: SlotId,
         inputs: Vec<InputSpec>,
         compute: ComputeFamily,
+        /// Whether the output depends only on the primary instance's existence (see
+        /// [`GraphBuilder::exists`]): an instance is then never recomputed while it exists.
+        existence_only: bool,
     },
 }
 
@@ -364,6 +367,32 @@ impl GraphBuilder {
                 primary: primary.slot,
                 inputs: specs,
                 compute,
+                existence_only: false,
+            },
+        );
+        self.family_handle(slot)
+    }
+
+    /// A family with one instance per instance of `primary`, whose output is `true`: it changes
+    /// only when instances come or go, never when one changes, and an existing instance is never
+    /// recomputed (it costs nothing per change of its primary). Join it to make a family node
+    /// depend on whether another object exists, not on its content (e.g. garbage collection of
+    /// what belongs to a deleted object).
+    pub fn exists<P>(&mut self, name: &str, primary: &Family<P>) -> Family<bool> {
+        let compute: ComputeFamily = Box::new(|_, _, _| Ok((Output::of(true)?, None)));
+        if primary.builder != self.id {
+            self.errors.push(BuildError::ForeignHandle {
+                node: name.to_owned(),
+                input: 0,
+            });
+        }
+        let slot = self.add(
+            name,
+            SlotKind::Family {
+                primary: primary.slot,
+                inputs: Vec::new(),
+                compute,
+                existence_only: true,
             },
         );
         self.family_handle(slot)

@@ -76,6 +76,8 @@ enum SlotState {
         reverse: Vec<BTreeMap<ObjectKey, BTreeSet<ObjectKey>>>,
         /// The digest of the whole family, kept only when an `All` input reads it.
         set: Option<SetDigest>,
+        /// How many instances have an output (what a `Count` input reads).
+        outputs: usize,
     },
 }
 
@@ -221,6 +223,14 @@ impl ValueSource for Upstream<'_> {
         Ok(())
     }
 
+    fn count(&self, slot: SlotId) -> usize {
+        match self.slots.get(slot) {
+            Some(SlotState::Kind { digests, .. }) => digests.len(),
+            Some(SlotState::Family { outputs, .. }) => *outputs,
+            _ => 0,
+        }
+    }
+
     fn object(&self, slot: SlotId, key: Option<&ObjectKey>) -> Option<Option<&Object>> {
         match (&self.defs.get(slot)?.kind, key) {
             (SlotKind::Object(k), None) => Some(self.world.get(k)),
@@ -320,6 +330,12 @@ impl Upstream<'_> {
         match &spec.kind {
             InputKind::Single => self.single_digest(spec.slot),
             InputKind::All => Some(self.all_digest(spec.slot)),
+            InputKind::Count => {
+                let mut h = Sha256::new();
+                h.update(b"count");
+                h.update((self.count(spec.slot) as u64).to_le_bytes());
+                Some(h.finalize().into())
+            }
             InputKind::Joined(_) => {
                 let mut h = Sha256::new();
                 match join {
@@ -753,6 +769,7 @@ impl Graph {
                     instances: BTreeMap::new(),
                     reverse: vec![BTreeMap::new(); inputs.len()],
                     set: set(slot),
+                    outputs: 0,
                 },
             })
             .collect();
@@ -824,7 +841,9 @@ impl Graph {
             let Some(def) = defs.get(slot) else { continue };
             // Only computed nodes report their time and counters; sources are not timed.
             let computed = matches!(def.kind, SlotKind::Node { .. } | SlotKind::Family { .. });
-            let t0 = computed.then(Instant::now);
+            // Timed only when it does work: reading the clock for every idle node of every
+            // evaluation costs more than most recomputations.
+            let mut t0: Option<Instant> = None;
             let mut st = slots.get_mut(slot).map(std::mem::take).unwrap_or_default();
             let mut node = NodeStats {
                 name: if computed { def.name.clone() } else { String::new() },
@@ -909,6 +928,7 @@ impl Graph {
                                 || ctx.changed_keys.get(s.slot).is_some_and(|k| !k.is_empty())
                         });
                         if full || any_changed || inst.as_ref().is_none_or(|i| i.input_digest.is_none()) {
+                            t0 = Some(Instant::now());
                             let instance =
                                 inst.get_or_insert_with(|| Box::new(Instance::empty(inputs.len())));
                             let origin = (slot, None);
@@ -920,11 +940,17 @@ impl Graph {
                         node.instances = usize::from(inst.as_ref().is_some_and(|i| i.output.is_some()));
                     }
                     (
-                        SlotKind::Family { primary, inputs, .. },
+                        SlotKind::Family {
+                            primary,
+                            inputs,
+                            existence_only,
+                            ..
+                        },
                         SlotState::Family {
                             instances,
                             reverse,
                             set,
+                            outputs,
                         },
                     ) => {
                         let shared_changed = inputs.iter().any(|s| match s.kind {
@@ -954,19 +980,27 @@ impl Graph {
                             }
                             c
                         };
+                        if !candidates.is_empty() {
+                            t0 = Some(Instant::now());
+                        }
                         for key in candidates {
                             let Some(pdigest) = up.instance_digest(*primary, &key) else {
                                 if let Some(inst) = instances.remove(&key) {
-                                    if inst.output.is_some()
-                                        && let Some(s) = set.as_mut()
-                                    {
-                                        s.remove(&key);
+                                    if inst.output.is_some() {
+                                        *outputs = outputs.saturating_sub(1);
+                                        if let Some(s) = set.as_mut() {
+                                            s.remove(&key);
+                                        }
                                     }
                                     let origin = (slot, Some(key));
                                     remove_instance(defs, &origin, inst, reverse, &mut ctx, &mut sinks);
                                 }
                                 continue;
                             };
+                            // An existence-only instance that exists has nothing to recompute.
+                            if *existence_only && instances.get(&key).is_some_and(|i| i.output.is_some()) {
+                                continue;
+                            }
                             if !instances.contains_key(&key) {
                                 instances.insert(key.clone(), Instance::empty(inputs.len()));
                             }
@@ -993,6 +1027,9 @@ impl Graph {
                                 link_joins(reverse, &inst.joins, key);
                             }
                             let after = inst.output.as_ref().map(|(_, d)| *d);
+                            if before.is_none() && after.is_some() {
+                                *outputs += 1;
+                            }
                             if after != before
                                 && let (Some(s), Some(d)) = (set.as_mut(), after)
                             {
@@ -1011,9 +1048,9 @@ impl Graph {
             if let Some(s) = slots.get_mut(slot) {
                 *s = st;
             }
-            if let Some(t0) = t0 {
+            if computed {
                 node.skipped = node.instances.saturating_sub(node.recomputed + node.failed);
-                node.elapsed = t0.elapsed();
+                node.elapsed = t0.map(|t| t.elapsed()).unwrap_or_default();
                 stats.recomputed += node.recomputed;
                 stats.skipped += node.skipped;
                 stats.failed += node.failed;
@@ -1148,6 +1185,7 @@ impl Graph {
                     instances,
                     reverse,
                     set,
+                    ..
                 } => {
                     instances.len()
                         + reverse
@@ -1194,14 +1232,10 @@ fn emitted_object<'a>(slots: &'a [SlotState], origin: &Origin, index: usize) -> 
     }
 }
 
-/// The pending keys of one kind, in key order.
+/// The pending keys of one kind, in key order. An evaluation usually follows one event, so the
+/// few pending keys are scanned rather than searched (a search would build a key to start at).
 fn pending_of_kind(pending: &Pending, kind: &str) -> Vec<ObjectKey> {
-    pending
-        .keys
-        .range(ObjectKey::new(kind, "", "")..)
-        .take_while(|k| k.kind == kind)
-        .cloned()
-        .collect()
+    pending.keys.iter().filter(|k| k.kind == kind).cloned().collect()
 }
 
 fn tally(node: &mut NodeStats, outcome: Outcome) {

@@ -52,6 +52,16 @@ pub struct All<T> {
     pub(crate) _t: PhantomData<fn() -> T>,
 }
 
+/// An input reading how many instances a family has (those with an output), as `usize`. Made by
+/// [`Family::count`]. It changes only when instances come or go, never when one changes, and
+/// reading it costs O(1): what a guard like "is any user observed?" should depend on instead of
+/// [`All`], which recomputes on every change and reads every instance.
+pub struct Count<T> {
+    pub(crate) slot: SlotId,
+    pub(crate) builder: u64,
+    pub(crate) _t: PhantomData<fn() -> T>,
+}
+
 /// An input of a family node reading the one instance of another family that its own
 /// object (of type `P`) points at, as `Option<T>` (`None` when that instance does not exist).
 /// Made by [`Family::joined`]. Only the instances pointing at a changed instance recompute.
@@ -121,6 +131,7 @@ macro_rules! copy_handle {
 copy_handle!(Node);
 copy_handle!(Family);
 copy_handle!(All);
+copy_handle!(Count);
 
 impl<P, T> Clone for Joined<P, T> {
     fn clone(&self) -> Self {
@@ -143,6 +154,15 @@ impl<T> Family<T> {
     /// An input reading every instance of this family.
     pub fn all(&self) -> All<T> {
         All {
+            slot: self.slot,
+            builder: self.builder,
+            _t: PhantomData,
+        }
+    }
+
+    /// An input reading how many instances this family has (see [`Count`]).
+    pub fn count(&self) -> Count<T> {
+        Count {
             slot: self.slot,
             builder: self.builder,
             _t: PhantomData,
@@ -179,6 +199,7 @@ pub struct InputSpec {
 pub(crate) enum InputKind {
     Single,
     All,
+    Count,
     Joined(ErasedJoin),
 }
 
@@ -204,6 +225,8 @@ pub(crate) trait ValueSource {
         slot: SlotId,
         each: &mut dyn FnMut(&ObjectKey, &Value) -> Result<(), serde_json::Error>,
     ) -> Result<(), serde_json::Error>;
+    /// How many instances of a family slot have an output (objects of a kind for a kind slot).
+    fn count(&self, slot: SlotId) -> usize;
     /// For a slot read straight from the World (one object, or every object of a kind): the
     /// observed object (`Some(None)` when absent); `None` for computed slots.
     fn object(&self, slot: SlotId, key: Option<&ObjectKey>) -> Option<Option<&Object>>;
@@ -268,6 +291,10 @@ impl Reader<'_> {
         Ok(out.into_iter().collect())
     }
 
+    fn count(&self, i: usize) -> Result<usize, ReadError> {
+        Ok(self.source.count(self.slot(i)?.slot))
+    }
+
     fn joined<T: DeserializeOwned + 'static>(&self, i: usize) -> Result<Option<T>, ReadError> {
         let spec = self.slot(i)?;
         let Some(Some(target)) = self.joins.get(i) else {
@@ -323,6 +350,20 @@ impl<P, T: DeserializeOwned + 'static> Input<P> for All<T> {
     }
 }
 
+impl<P, T> Input<P> for Count<T> {
+    type Value = usize;
+    fn spec(&self) -> InputSpec {
+        InputSpec {
+            slot: self.slot,
+            builder: self.builder,
+            kind: InputKind::Count,
+        }
+    }
+    fn read(reader: &Reader<'_>, index: usize) -> Result<usize, ReadError> {
+        reader.count(index)
+    }
+}
+
 impl<P, T: DeserializeOwned + 'static> Input<P> for Joined<P, T> {
     type Value = Option<T>;
     fn spec(&self) -> InputSpec {
@@ -371,6 +412,16 @@ macro_rules! single_inputs {
     )*};
 }
 single_inputs!(Node, All);
+
+impl<P, T> Inputs<P> for Count<T> {
+    type Values = usize;
+    fn specs(&self) -> Vec<InputSpec> {
+        vec![<Self as Input<P>>::spec(self)]
+    }
+    fn read(reader: &Reader<'_>) -> Result<Self::Values, ReadError> {
+        <Self as Input<P>>::read(reader, 0)
+    }
+}
 
 impl<P, T: DeserializeOwned + 'static> Inputs<P> for Joined<P, T> {
     type Values = Option<T>;

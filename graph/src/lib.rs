@@ -69,7 +69,7 @@ pub use builder::{BuildError, Emitter, GraphBuilder, Timed};
 pub use diff::{Action, Cause, Desired, EffectRequest, Ownership, Reason, diff, owned_fields_match};
 pub use engine::{Conflict, Evaluation, Graph, NodeFailure};
 pub use event::{Entry, Event};
-pub use inputs::{All, Family, Input, Inputs, Joined, NoPrimary, Node};
+pub use inputs::{All, Count, Family, Input, Inputs, Joined, NoPrimary, Node};
 pub use journal::{JournalError, JournalReader, JournalWriter, Redaction};
 pub use object::{Object, ObjectKey};
 pub use replay::{ReplayError, ReplayReport, ReplayedAction, replay, replay_in_batches};

@@ -413,3 +413,35 @@ fn the_memo_stays_bounded_by_the_live_objects_however_many_events_are_evaluated(
     t.graph.evaluate(&mut world);
     assert!(t.graph.memo_entries() < 10, "{}", t.graph.memo_entries());
 }
+
+#[test]
+fn a_count_input_changes_only_when_instances_come_or_go_and_an_existence_family_never_recomputes() {
+    use ichor_graph::GraphBuilder;
+    let mut b = GraphBuilder::new();
+    let users = b.objects("users", "User");
+    let any = b.node("any-user", users.count(), |n: &usize| *n > 0);
+    let exists = b.exists("user-exists", &users);
+    let mut graph = b.build().unwrap();
+    let u = |name: &str, v: i64| Event::Applied(Object::new("User", "ns", name, json!({"v": v})));
+    let mut world = world_of(vec![u("a", 1), u("b", 1)]);
+    let eval = graph.evaluate(&mut world);
+    assert_eq!(eval.stats.node("user-exists").unwrap().recomputed, 2);
+    assert_eq!(graph.output(&any), Some(true));
+    let key = ObjectKey::new("User", "ns", "a");
+    assert_eq!(graph.instance(&exists, &key), Some(true));
+
+    // Editing a user: neither the count's reader nor the existence instance recomputes.
+    world.apply(u("a", 2));
+    let eval = graph.evaluate(&mut world);
+    assert_eq!(eval.stats.recomputed, 0, "{:?}", eval.stats.nodes);
+
+    // A user goes: the count changes (its reader recomputes, its answer does not), and the
+    // existence instance goes with it.
+    world.apply(Event::Deleted(key.clone()));
+    let eval = graph.evaluate(&mut world);
+    assert_eq!(eval.stats.node("any-user").unwrap().recomputed, 1);
+    assert_eq!(graph.instance(&exists, &key), None);
+    world.apply(Event::Deleted(ObjectKey::new("User", "ns", "b")));
+    graph.evaluate(&mut world);
+    assert_eq!(graph.output(&any), Some(false));
+}

@@ -19,6 +19,10 @@ use ichor_reconcilers::sim::Sim;
 use ichor_reconcilers::sim::workload::{Workload, generate};
 use serde_json::json;
 
+/// The controller binary's allocator, so the numbers are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn settled() -> Sim<std::io::Sink> {
     let mut sim = Sim::new(std::io::sink()).expect("the graph builds");
     sim.record = false;

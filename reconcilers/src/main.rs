@@ -13,6 +13,11 @@ use ichor_reconcilers::identity::{Controller, replay_with};
 use ichor_reconcilers::sim::Sim;
 use ichor_reconcilers::sim::workload::{Workload, generate};
 
+/// The allocator: the graph allocates and frees many small JSON values per event, which
+/// mimalloc serves several times faster than the system allocator (replay throughput).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "ichor-controller", version, about = "The Ichor identity controller")]
 struct Cli {
@@ -66,7 +71,7 @@ fn run_replay(journal: &PathBuf, summary: bool, profile: bool) -> anyhow::Result
     let mut controller = Controller::new().context("the identity graph did not build")?;
     let started = std::time::Instant::now();
     match replay_with(
-        JournalReader::new(BufReader::new(file)),
+        JournalReader::new(BufReader::with_capacity(1 << 20, file)),
         &mut controller,
         !summary,
     ) {

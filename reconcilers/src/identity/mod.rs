@@ -9,8 +9,9 @@
 //! ConfigMap ichor-oidc-trust (observed) ─────────────────┴─► trust ─► trust-configmap (emit)
 //!                                                              │
 //! TalosCluster ─► cluster-auth[cluster] ◄──────────────────────┘
-//! TalosMachine ─► machine-conditions[machine] (joined to its cluster) ─► machine-status[machine] (emit, with now)
-//! IchorUser ─► user-conditions[user] (joined to its credentials key) ─► user-status[user] (emit, with now)
+//! TalosMachine ─► machine-conditions[machine] (joined to its cluster) ─► machine-status[machine] (emit)
+//! IchorUser ─► user-conditions[user] (joined to its credentials key) ─► user-status[user] (emit)
+//! IchorUser (count) ─► users-observed ─┐
 //! credentials key ─► credentials-gc[key] (joined to user-exists[its IchorUser]) (emit: remove-credentials-key)
 //! ```
 //!
@@ -18,17 +19,19 @@
 //! - **Desired trust, not observed.** Clusters render from the `trust` node's output (what
 //!   `ichor-oidc-trust` must say), so a ClusterIP or CA change reaches every Ichor-issuer
 //!   cluster in the same evaluation as the new ConfigMap.
-//! - **Status writes and the clock.** Conditions are computed per object without the clock
-//!   ([`conditions::merge`]): an object whose conditions are already observed yields `None`,
-//!   and one whose status, reason or message differ yields the whole list to write, the
-//!   transition times it cannot know left `null`. A second family stamps them with `now`
-//!   (`lastTransitionTime` changes only with the status; an equal condition is never
-//!   rewritten). A status write is a desired object whose value holds only `status` (the
-//!   applier writes it to the status subresource); `conditions` is written whole, other
-//!   condition types kept as observed. Cost: a tick recomputes the stamping instance of every
-//!   user and machine (a `null` in, nothing out: about 2 µs each, no action), so the controller
-//!   should tick at deadlines and at most once a second while events arrive
-//!   (`lastTransitionTime` has one-second precision anyway).
+//! - **Status writes and the clock: the applier stamps `lastTransitionTime`.** Conditions are
+//!   computed per object without the clock ([`conditions::merge`]): an object whose conditions
+//!   are already observed yields `None`, and one whose status, reason or message differ yields
+//!   the whole list to write. A condition whose status is unchanged is written exactly as
+//!   observed (its `lastTransitionTime` kept, reason and message updated); one whose status
+//!   changed, or that is new, carries NO `lastTransitionTime`, and the applier sets it to the
+//!   time of its write (the contract of [`StatusWrite`]; the simulated applier of
+//!   [`crate::sim`] stamps the time of the latest tick). Once the stamped write is observed the
+//!   desired write disappears, so the fixed point holds although lists are compared whole. A
+//!   status write is a desired object whose value holds only `status` (the applier writes it to
+//!   the status subresource); `conditions` is written whole, other condition types kept as
+//!   observed. No per-object node reads `now`: a tick recomputes only the nodes whose output
+//!   depends on time (the key timeline and the certificate decisions).
 //! - **Credentials.** Users join one derived object per credentials key ([`project`]), so a
 //!   sign-in (which rewrites the Secret) recomputes nothing, and a new password recomputes one
 //!   user. Garbage collection of a key whose `IchorUser` is gone is the *effect*
@@ -110,7 +113,7 @@ pub mod names {
     pub const USER_STATUS: &str = "user-status";
     /// A constant per existing user.
     pub const USER_EXISTS: &str = "user-exists";
-    /// Whether any IchorUser is observed (guards garbage collection).
+    /// Whether any IchorUser is observed (guards garbage collection; reads only their count).
     pub const USERS_OBSERVED: &str = "users-observed";
     /// Credentials garbage collection.
     pub const CREDENTIALS_GC: &str = "credentials-gc";
@@ -203,8 +206,8 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     let machine_status = b.family(
         names::MACHINE_STATUS,
         &machine_conditions,
-        now,
-        |key, write: &Option<StatusWrite>, now| nodes::status_object(key, write, *now),
+        (),
+        |key, write: &Option<StatusWrite>, _| nodes::status_object(key, write),
     );
     b.emit(&machine_status);
 
@@ -217,15 +220,16 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     let user_status = b.family(
         names::USER_STATUS,
         &user_conditions,
-        now,
-        |key, write: &Option<StatusWrite>, now| nodes::status_object(key, write, *now),
+        (),
+        |key, write: &Option<StatusWrite>, _| nodes::status_object(key, write),
     );
     b.emit(&user_status);
 
     // GC joins a constant per user, so it recomputes when a user comes or goes, never when
-    // one changes.
-    let user_exists = b.family(names::USER_EXISTS, &users, (), |_, _: &Object, _| true);
-    let users_observed = b.node(names::USERS_OBSERVED, user_exists.all(), |all| !all.is_empty());
+    // one changes (and the constant itself is not recomputed either); its guard reads only how
+    // many users there are (O(1), and unchanged by edits).
+    let user_exists = b.exists(names::USER_EXISTS, &users);
+    let users_observed = b.node(names::USERS_OBSERVED, users.count(), |n: &usize| *n > 0);
     let gc = b.family(
         names::CREDENTIALS_GC,
         &credential_keys,

@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::conditions::{StatusWrite, Wanted, merge, stamp};
+use super::conditions::{StatusWrite, Wanted, merge};
 use super::effects::{CertificateRequest, GenerateKeyRequest, RemoveCredentialsKeyRequest, SanName};
 use super::read::{self, SecretValue, secret_value};
 use super::{ISSUER_COMPONENT, OWNER_LABEL, OWNER_VALUE, TLS_CERT_KEY};
@@ -564,7 +564,7 @@ pub(crate) fn machine_condition(
         reason: cond.reason.to_owned(),
         message: cond.message,
     };
-    merge(&read::conditions(machine), &[wanted], None, None)
+    merge(read::conditions(machine), &[wanted], None, None)
 }
 
 /// Reasons of the `IchorUser` conditions.
@@ -653,25 +653,29 @@ pub(crate) fn user_conditions(
         .and_then(|s| s.get("observedGeneration"))
         .and_then(Value::as_i64);
     merge(
-        &read::conditions(user),
+        read::conditions(user),
         &[ready, password_set],
         read::generation(user),
         observed_generation,
     )
 }
 
-/// One object's pending write and `now` → the desired status object (`{"status": …}` only: a
-/// status subresource write).
-pub(crate) fn status_object(key: &ObjectKey, write: &Option<StatusWrite>, now: Timestamp) -> Desired {
+/// One object's pending write → the desired status object (`{"status": …}` only: a status
+/// subresource write). No clock: conditions whose status changed carry no `lastTransitionTime`,
+/// which the applier sets (see [`super::conditions`]).
+pub(crate) fn status_object(key: &ObjectKey, write: &Option<StatusWrite>) -> Desired {
     let Some(write) = write else {
         return Desired::default();
     };
+    // Built by hand: `json!` would serialize the status value into a second copy.
+    let mut value = serde_json::Map::new();
+    value.insert("status".to_owned(), write.status());
     Desired {
         objects: vec![Object::new(
             key.kind.clone(),
             key.namespace.clone(),
             key.name.clone(),
-            json!({ "status": stamp(write, now) }),
+            Value::Object(value),
         )],
         effects: Vec::new(),
     }

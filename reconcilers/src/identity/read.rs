@@ -70,14 +70,13 @@ pub(crate) fn generation(object: &Object) -> Option<i64> {
 }
 
 /// `status.conditions` as raw JSON (empty when absent or not a list).
-pub(crate) fn conditions(object: &Object) -> Vec<Value> {
+pub(crate) fn conditions(object: &Object) -> &[Value] {
     object
         .value
         .get("status")
         .and_then(|s| s.get("conditions"))
         .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
+        .map_or(&[], Vec::as_slice)
 }
 
 /// A label of the object, when set.

@@ -196,8 +196,16 @@ impl ReplayReport {
     fn record(&mut self, eval: Evaluation, renders: Vec<RenderChange>) {
         let seq = self.last_seq.unwrap_or(0);
         self.evaluations += 1;
-        for n in &eval.stats.nodes {
-            let t = self.nodes.entry(n.name.clone()).or_default();
+        for n in eval
+            .stats
+            .nodes
+            .iter()
+            .filter(|n| n.recomputed > 0 || !n.elapsed.is_zero())
+        {
+            let t = match self.nodes.get_mut(&n.name) {
+                Some(t) => t,
+                None => self.nodes.entry(n.name.clone()).or_default(),
+            };
             t.recomputed += n.recomputed as u64;
             t.elapsed += n.elapsed;
         }

@@ -49,7 +49,7 @@ fn a_one_user_change_recomputes_only_that_users_nodes() {
     let recomputed = |n: &str| eval.stats.node(n).map_or(0, |s| s.recomputed);
     assert_eq!(recomputed(names::USER_CONDITIONS), 1);
     assert_eq!(recomputed(names::USER_STATUS), 1);
-    assert_eq!(recomputed(names::USER_EXISTS), 1);
+    assert_eq!(recomputed(names::USER_EXISTS), 0);
     let others: usize = eval
         .stats
         .nodes
@@ -93,6 +93,96 @@ fn a_tick_in_the_steady_state_decides_nothing() {
         .expect("journaled");
     let (eval, _) = sim.controller_mut().evaluate();
     assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+}
+
+#[test]
+fn a_tick_in_a_settled_world_of_a_thousand_users_recomputes_only_the_timed_nodes() {
+    let mut sim = settled(1000, 5, 15);
+    sim.push(Event::Tick(start() + SignedDuration::from_secs(90)))
+        .expect("journaled");
+    let (eval, _) = sim.controller_mut().evaluate();
+    assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+    let recomputed: Vec<(&str, usize)> = eval
+        .stats
+        .nodes
+        .iter()
+        .filter(|n| n.recomputed > 0)
+        .map(|n| (n.name.as_str(), n.recomputed))
+        .collect();
+    assert!(eval.stats.recomputed <= 3, "{recomputed:?}");
+    assert!(
+        recomputed
+            .iter()
+            .all(|(n, _)| [names::SIGNING_KEYS, names::CERTIFICATE_EFFECTS].contains(n)),
+        "{recomputed:?}"
+    );
+}
+
+#[test]
+fn a_status_change_is_desired_without_a_transition_time_and_settles_once_stamped() {
+    let mut sim = settled(10, 1, 3);
+    let mut u = user(&sim, "user-00004");
+    u.value["spec"]["disabled"] = json!(true);
+    u.value["metadata"]["generation"] = json!(2);
+    sim.push(Event::Applied(u)).expect("journaled");
+    let (eval, _) = sim.controller_mut().evaluate();
+    let [Action::Apply { object, .. }] = &eval.actions[..] else {
+        panic!("one status write: {:?}", eval.actions)
+    };
+    let conditions = object.value["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ready = conditions.iter().find(|c| c["type"] == "Ready").expect("Ready");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready.get("lastTransitionTime"), None, "{ready}");
+    let password = conditions
+        .iter()
+        .find(|c| c["type"] == "PasswordSet")
+        .expect("PasswordSet");
+    assert_eq!(
+        password["lastTransitionTime"], "2027-01-01T00:00:00Z",
+        "{password}"
+    );
+    // The simulated applier stamps the write with the event time; then nothing is left to do.
+    let later = start() + SignedDuration::from_mins(5);
+    sim.push(Event::Tick(later)).expect("journaled");
+    sim.perform(&eval.actions).expect("applied");
+    sim.settle().expect("settles");
+    let u = user(&sim, "user-00004");
+    let ready = u.value["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready").cloned())
+        .expect("Ready observed");
+    assert_eq!(ready["lastTransitionTime"], "2027-01-01T00:05:00Z");
+    sim.controller_mut().resync();
+    let (eval, _) = sim.controller_mut().evaluate();
+    assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+}
+
+#[test]
+fn editing_a_user_does_not_recompute_the_collection_guard() {
+    let mut sim = settled(50, 1, 3);
+    let mut u = user(&sim, "user-00007");
+    u.value["spec"]["displayName"] = json!("Renamed");
+    sim.push(Event::Applied(u)).expect("journaled");
+    let (eval, _) = sim.controller_mut().evaluate();
+    assert_eq!(
+        eval.stats.node(names::USERS_OBSERVED).map(|n| n.recomputed),
+        Some(0)
+    );
+    // A new user changes the count, not the guard's answer: no collection is recomputed.
+    sim.push(Event::Applied(fixtures::user("newcomer", &["viewer"], false, 1)))
+        .expect("journaled");
+    let (eval, _) = sim.controller_mut().evaluate();
+    assert_eq!(
+        eval.stats.node(names::USERS_OBSERVED).map(|n| n.recomputed),
+        Some(1)
+    );
+    assert_eq!(
+        eval.stats.node(names::CREDENTIALS_GC).map(|n| n.recomputed),
+        Some(0)
+    );
 }
 
 #[test]

@@ -3,6 +3,10 @@
 //!
 //! - an apply merges the desired fields into the observed object (objects merged, lists and
 //!   scalars replaced), as server-side apply does for the fields it owns;
+//! - an apply stamps `lastTransitionTime` on every desired status condition that has none (the
+//!   applier's half of the contract of [`crate::identity::StatusWrite`]), with the time of the
+//!   latest tick (the Unix epoch before the first one): the event time, so runs stay
+//!   deterministic;
 //! - `generate-rsa-key` uses ONE fixed, public test key (`testdata/rsa2048.pkcs8.pem`) for every
 //!   kid, and `generate-hmac-key` derives its 32 bytes from the kid: never use them for real;
 //! - certificates are issued with rcgen (ECDSA P-256, random keys), the leaf carrying the
@@ -30,6 +34,7 @@ use rcgen::{
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
+use crate::identity::conditions::stamp_transition_times;
 use crate::identity::effects::{
     GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest, SanName,
 };
@@ -275,13 +280,16 @@ impl<W: Write> Sim<W> {
         for action in actions {
             match action {
                 Action::Apply { object, .. } => {
+                    let now = self.controller.world().now().unwrap_or(Timestamp::UNIX_EPOCH);
+                    let mut desired = object.value.clone();
+                    stamp_transition_times(&mut desired, now);
                     let mut value = self
                         .controller
                         .world()
                         .get(&object.key())
                         .map(|o| o.value.clone())
                         .unwrap_or_else(|| json!({}));
-                    merge_into(&mut value, &object.value);
+                    merge_into(&mut value, &desired);
                     self.push(Event::Applied(Object::new(
                         object.kind.clone(),
                         object.namespace.clone(),
