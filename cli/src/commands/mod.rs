@@ -3,4 +3,5 @@
 pub mod auth;
 pub mod authn;
 pub mod completion;
+pub mod config;
 pub mod render;
