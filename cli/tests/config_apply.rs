@@ -18,18 +18,24 @@ use std::{
 use base64::{Engine, engine::general_purpose::STANDARD};
 use ichor_cli::talos::proto::{
     ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, Version, VersionInfo,
-    VersionResponse, apply_configuration_request::Mode,
+    VersionResponse,
+    apply_configuration_request::Mode,
     machine_service_server::{MachineService, MachineServiceServer},
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::{Request, Response, Status};
 
-const NODES: [(&str, &str); 3] = [("cp-1", "127.0.0.1"), ("cp-2", "127.0.0.2"), ("cp-3", "127.0.0.3")];
+const NODES: [(&str, &str); 3] = [
+    ("cp-1", "127.0.0.1"),
+    ("cp-2", "127.0.0.2"),
+    ("cp-3", "127.0.0.3"),
+];
 /// How long a fake apiserver stays down after an apply.
 const DOWN_FOR: Duration = Duration::from_millis(300);
 
 const MAIN_DOC: &str = "version: v1alpha1\nmachine:\n  type: controlplane\n";
-const OLD_AUTH_DOC: &str = "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfig:\n  marker: old-trust\n";
+const OLD_AUTH_DOC: &str =
+    "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfig:\n  marker: old-trust\n";
 const HOSTNAME_DOC: &str = "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: keep-me # as written\n";
 
 // ---------------------------------------------------------------------------------------------
@@ -48,7 +54,11 @@ struct Apiserver {
 impl Apiserver {
     fn restart(&self) {
         let never = *self.never_back.lock().unwrap();
-        *self.down.lock().unwrap() = Some(if never { None } else { Some(Instant::now() + DOWN_FOR) });
+        *self.down.lock().unwrap() = Some(if never {
+            None
+        } else {
+            Some(Instant::now() + DOWN_FOR)
+        });
         *self.came_back_at.lock().unwrap() = None;
     }
     fn ready_now(&self) -> bool {
@@ -90,10 +100,15 @@ struct Talos {
 
 fn target_node<T>(request: &Request<T>) -> Result<String, Status> {
     let values: Vec<_> = request.metadata().get_all("node").iter().collect();
-    assert!(request.metadata().get("nodes").is_none(), "the deprecated `nodes` key is never sent");
+    assert!(
+        request.metadata().get("nodes").is_none(),
+        "the deprecated `nodes` key is never sent"
+    );
     match values.as_slice() {
         [one] => Ok(one.to_str().unwrap().to_owned()),
-        _ => Err(Status::invalid_argument("exactly one `node` metadata value is expected")),
+        _ => Err(Status::invalid_argument(
+            "exactly one `node` metadata value is expected",
+        )),
     }
 }
 
@@ -128,10 +143,14 @@ impl MachineService for Apid {
             return Err(Status::permission_denied("not authorized"));
         }
         if body.mode == Mode::Reboot as i32 {
-            return Err(Status::unimplemented("apply configuration with reboot is not supported"));
+            return Err(Status::unimplemented(
+                "apply configuration with reboot is not supported",
+            ));
         }
         if self.0.failing.lock().unwrap().contains(&node) {
-            return Err(Status::invalid_argument("1 error occurred:\n\t* fake validation failure"));
+            return Err(Status::invalid_argument(
+                "1 error occurred:\n\t* fake validation failure",
+            ));
         }
         self.0.apiservers[&node].restart();
         Ok(Response::new(ApplyConfigurationResponse {
@@ -177,11 +196,18 @@ fn ed25519_key() -> rcgen::KeyPair {
 /// Binds 127.0.0.1, .2 and .3 on one port.
 fn bind_three(runtime: &tokio::runtime::Runtime) -> (Vec<tokio::net::TcpListener>, u16) {
     for _ in 0..50 {
-        let first = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let first = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
         let port = first.local_addr().unwrap().port();
         let rest: Vec<_> = ["127.0.0.2", "127.0.0.3"]
             .iter()
-            .map(|ip| runtime.block_on(tokio::net::TcpListener::bind(SocketAddr::new(ip.parse().unwrap(), port))))
+            .map(|ip| {
+                runtime.block_on(tokio::net::TcpListener::bind(SocketAddr::new(
+                    ip.parse().unwrap(),
+                    port,
+                )))
+            })
             .collect();
         if rest.iter().all(Result::is_ok) {
             let mut all = vec![first];
@@ -204,7 +230,9 @@ impl Harness {
         // Talos PKI: Ed25519 like `talosctl gen config`.
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(rcgen::DnType::OrganizationName, "talos");
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "talos");
         let talos_ca = rcgen::CertifiedIssuer::self_signed(ca_params, ed25519_key()).unwrap();
         let apid_key = ed25519_key();
         let mut apid_params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
@@ -212,16 +240,21 @@ impl Harness {
         let apid_cert = apid_params.signed_by(&apid_key, &talos_ca).unwrap();
         let admin_key = ed25519_key();
         let mut admin_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        admin_params.distinguished_name.push(rcgen::DnType::OrganizationName, "os:admin");
+        admin_params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "os:admin");
         admin_params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
         admin_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         let admin_cert = admin_params.signed_by(&admin_key, &talos_ca).unwrap();
-        let admin_key_pem = admin_key.serialize_pem().replace("PRIVATE KEY", "ED25519 PRIVATE KEY");
+        let admin_key_pem = admin_key
+            .serialize_pem()
+            .replace("PRIVATE KEY", "ED25519 PRIVATE KEY");
 
         // Kubernetes PKI: ECDSA; one serving certificate for the three node addresses.
         let mut kca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         kca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let kube_ca = rcgen::CertifiedIssuer::self_signed(kca_params, rcgen::KeyPair::generate().unwrap()).unwrap();
+        let kube_ca =
+            rcgen::CertifiedIssuer::self_signed(kca_params, rcgen::KeyPair::generate().unwrap()).unwrap();
         let kas_key = rcgen::KeyPair::generate().unwrap();
         let kas_cert = rcgen::CertificateParams::new(NODES.map(|(_, a)| a.to_owned()).to_vec())
             .unwrap()
@@ -232,15 +265,16 @@ impl Harness {
         // The apiservers.
         let apiservers: Vec<Arc<Apiserver>> = NODES.iter().map(|_| Arc::new(Apiserver::default())).collect();
         let (listeners, apiserver_port) = bind_three(&runtime);
-        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![kas_cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(kas_key.serialize_der().into()),
-            )
-            .unwrap();
+        let tls =
+            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(
+                    vec![kas_cert.der().clone()],
+                    rustls::pki_types::PrivateKeyDer::Pkcs8(kas_key.serialize_der().into()),
+                )
+                .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         for (listener, apiserver) in listeners.into_iter().zip(&apiservers) {
             let (acceptor, apiserver) = (acceptor.clone(), apiserver.clone());
@@ -280,10 +314,15 @@ impl Harness {
                 .collect(),
             ..Default::default()
         });
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
         let talos_port = listener.local_addr().unwrap().port();
         let server_tls = tonic::transport::ServerTlsConfig::new()
-            .identity(tonic::transport::Identity::from_pem(apid_cert.pem(), apid_key.serialize_pem()))
+            .identity(tonic::transport::Identity::from_pem(
+                apid_cert.pem(),
+                apid_key.serialize_pem(),
+            ))
             .client_ca_root(tonic::transport::Certificate::from_pem(talos_ca.pem()));
         let service = MachineServiceServer::new(Apid(talos.clone()));
         runtime.spawn(async move {
@@ -394,7 +433,13 @@ impl Harness {
     }
 
     fn applied_nodes(&self) -> Vec<String> {
-        self.talos.applies.lock().unwrap().iter().map(|a| a.node.clone()).collect()
+        self.talos
+            .applies
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|a| a.node.clone())
+            .collect()
     }
 
     fn operation(&self) -> serde_yaml::Value {
@@ -407,7 +452,13 @@ impl Harness {
             .as_sequence()
             .unwrap()
             .iter()
-            .map(|n| format!("{}={}", n["machine"].as_str().unwrap(), n["state"].as_str().unwrap()))
+            .map(|n| {
+                format!(
+                    "{}={}",
+                    n["machine"].as_str().unwrap(),
+                    n["state"].as_str().unwrap()
+                )
+            })
             .collect()
     }
 
@@ -435,12 +486,19 @@ fn applies_to_one_control_plane_at_a_time_in_plan_order_waiting_for_each_readyz(
     assert_eq!(code, 0, "{stdout}\n{stderr}");
 
     assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2", "cp-3"]));
-    assert_eq!(*h.talos.versions.lock().unwrap(), addresses(&["cp-1", "cp-2", "cp-3"]));
+    assert_eq!(
+        *h.talos.versions.lock().unwrap(),
+        addresses(&["cp-1", "cp-2", "cp-3"])
+    );
     let applies = h.talos.applies.lock().unwrap().clone();
     let rendered = h.rendered_document();
     for a in &applies {
         assert_eq!(a.mode, Mode::NoReboot as i32, "mode NO_REBOOT, never REBOOT (0)");
-        assert_eq!(a.organizations, ["os:admin"], "the talosconfig's admin certificate was presented");
+        assert_eq!(
+            a.organizations,
+            ["os:admin"],
+            "the talosconfig's admin certificate was presented"
+        );
         assert_eq!(
             a.data,
             format!("{MAIN_DOC}---\n{rendered}---\n{HOSTNAME_DOC}"),
@@ -450,12 +508,26 @@ fn applies_to_one_control_plane_at_a_time_in_plan_order_waiting_for_each_readyz(
     }
     // The next apply happens only after the previous node's /readyz was back.
     for i in 0..2 {
-        let back = h.apiservers[i].came_back_at.lock().unwrap().expect("readyz came back");
-        assert!(applies[i].at + DOWN_FOR <= back, "node {i} was waited for while down");
-        assert!(back <= applies[i + 1].at, "node {} was applied before node {i} was ready", i + 1);
+        let back = h.apiservers[i]
+            .came_back_at
+            .lock()
+            .unwrap()
+            .expect("readyz came back");
+        assert!(
+            applies[i].at + DOWN_FOR <= back,
+            "node {i} was waited for while down"
+        );
+        assert!(
+            back <= applies[i + 1].at,
+            "node {} was applied before node {i} was ready",
+            i + 1
+        );
     }
 
-    assert!(stdout.contains("Restarts the Kubernetes API server on each control plane, one at a time; no reboot."));
+    assert!(
+        stdout
+            .contains("Restarts the Kubernetes API server on each control plane, one at a time; no reboot.")
+    );
     assert!(stdout.contains("1. cp-1 (127.0.0.1)"), "{stdout}");
     for line in [
         "[1/3] cp-1: Talos v1.14.3",
@@ -480,14 +552,22 @@ fn a_node_whose_readyz_never_returns_stops_the_rollout_and_a_rerun_resumes_there
     let started = Instant::now();
     let (code, stdout, stderr) = h.run(&h.args("1500ms"), &["--yes"]);
     assert_eq!(code, 1, "{stdout}\n{stderr}");
-    assert!(started.elapsed() < Duration::from_secs(10), "the node timeout bounds the wait");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the node timeout bounds the wait"
+    );
     assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2"]), "cp-3 untouched");
     assert!(
-        stderr.contains("[2/3] cp-2: FAILED: timed out after 1.5s (--node-timeout) waiting for /readyz (last: HTTP 503)"),
+        stderr.contains(
+            "[2/3] cp-2: FAILED: timed out after 1.5s (--node-timeout) waiting for /readyz (last: HTTP 503)"
+        ),
         "{stderr}"
     );
     assert!(stderr.contains("Not touched: cp-3."), "{stderr}");
-    assert!(stderr.contains("--resume"), "the message says how to resume:\n{stderr}");
+    assert!(
+        stderr.contains("--resume"),
+        "the message says how to resume:\n{stderr}"
+    );
     assert_eq!(h.node_states(), ["cp-1=Done", "cp-2=Failed", "cp-3=Pending"]);
     assert_eq!(h.operation()["status"]["phase"], "Failed");
     assert_eq!(h.operation()["status"]["currentStep"], 1);
@@ -515,9 +595,16 @@ fn a_failed_apply_stops_before_later_nodes_and_resume_continues_at_the_failed_no
     assert_eq!(code, 1, "{stdout}\n{stderr}");
     assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2"]));
     assert!(stderr.contains("InvalidArgument: 1 error occurred"), "{stderr}");
-    assert!(stderr.contains("check the file in --machine-config-dir"), "{stderr}");
+    assert!(
+        stderr.contains("check the file in --machine-config-dir"),
+        "{stderr}"
+    );
     assert!(stderr.contains("Not touched: cp-3."), "{stderr}");
-    assert_eq!(*h.apiservers[2].hits.lock().unwrap(), 0, "cp-3's apiserver was not even probed");
+    assert_eq!(
+        *h.apiservers[2].hits.lock().unwrap(),
+        0,
+        "cp-3's apiserver was not even probed"
+    );
     assert_eq!(h.node_states(), ["cp-1=Done", "cp-2=Failed", "cp-3=Pending"]);
     let message = h.operation()["status"]["message"].as_str().unwrap().to_owned();
     assert!(message.starts_with("stopped at cp-2: "), "{message}");
@@ -532,7 +619,10 @@ fn a_failed_apply_stops_before_later_nodes_and_resume_continues_at_the_failed_no
     // Nothing left to resume.
     let (code, _, stderr) = h.run(&h.args("5s"), &["--yes", "--resume"]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("there is no interrupted operation for cluster prod"), "{stderr}");
+    assert!(
+        stderr.contains("there is no interrupted operation for cluster prod"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -540,11 +630,20 @@ fn a_dry_run_prints_the_plan_and_sends_nothing() {
     let h = Harness::start();
     let (code, stdout, stderr) = h.run(&h.args("5s"), &["--dry-run"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(stdout.starts_with("Cluster prod: Restarts the Kubernetes API server"), "{stdout}");
+    assert!(
+        stdout.starts_with("Cluster prod: Restarts the Kubernetes API server"),
+        "{stdout}"
+    );
     for (i, (name, address)) in NODES.iter().enumerate() {
-        assert!(stdout.contains(&format!("{}. {name} ({address})", i + 1)), "{stdout}");
         assert!(
-            stdout.contains(&format!("{name}: in {}", h.path("machineconfigs").join(format!("{name}.yaml")).display())),
+            stdout.contains(&format!("{}. {name} ({address})", i + 1)),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!(
+                "{name}: in {}",
+                h.path("machineconfigs").join(format!("{name}.yaml")).display()
+            )),
             "{stdout}"
         );
     }
@@ -561,7 +660,10 @@ fn without_a_terminal_and_without_yes_it_refuses_and_touches_nothing() {
     let h = Harness::start();
     let (code, stdout, stderr) = h.run(&h.args("5s"), &[]);
     assert_eq!(code, 1, "{stdout}\n{stderr}");
-    assert!(stdout.contains("1. cp-1 (127.0.0.1)"), "the plan is shown first:\n{stdout}");
+    assert!(
+        stdout.contains("1. cp-1 (127.0.0.1)"),
+        "the plan is shown first:\n{stdout}"
+    );
     assert!(stderr.contains("there is no terminal to ask on"), "{stderr}");
     assert!(stderr.contains("pass --yes"), "{stderr}");
     assert!(h.talos.applies.lock().unwrap().is_empty());
@@ -574,7 +676,10 @@ fn a_missing_machine_configuration_is_found_before_any_node_is_touched() {
     std::fs::remove_file(h.path("machineconfigs/cp-3.yaml")).unwrap();
     let (code, _, stderr) = h.run(&h.args("5s"), &["--yes"]);
     assert_eq!(code, 1);
-    assert!(stderr.contains("cp-3.yaml: cannot read control plane cp-3's current machine configuration"), "{stderr}");
+    assert!(
+        stderr.contains("cp-3.yaml: cannot read control plane cp-3's current machine configuration"),
+        "{stderr}"
+    );
     assert!(stderr.contains("nothing applied"));
     assert!(h.talos.applies.lock().unwrap().is_empty());
 }
@@ -596,4 +701,3 @@ fn without_the_kubernetes_ca_it_asks_for_it_or_the_explicit_skip_flag() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2", "cp-3"]));
 }
-

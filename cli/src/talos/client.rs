@@ -178,10 +178,14 @@ impl TalosClient {
             .await
             .map_err(|s| rpc_error("Version", node, &s))?
             .into_inner();
-        let first = reply.messages.into_iter().next().ok_or_else(|| TalosError::EmptyReply {
-            call: "Version",
-            node: node.to_owned(),
-        })?;
+        let first = reply
+            .messages
+            .into_iter()
+            .next()
+            .ok_or_else(|| TalosError::EmptyReply {
+                call: "Version",
+                node: node.to_owned(),
+            })?;
         if let Some(error) = first.metadata.map(|m| m.error).filter(|e| !e.is_empty()) {
             return Err(TalosError::NodeError {
                 call: "Version",
@@ -212,11 +216,20 @@ impl TalosClient {
             .await
             .map_err(|s| rpc_error("ApplyConfiguration", node, &s))?
             .into_inner();
-        let first = reply.messages.into_iter().next().ok_or_else(|| TalosError::EmptyReply {
-            call: "ApplyConfiguration",
-            node: node.to_owned(),
-        })?;
-        if let Some(error) = first.metadata.as_ref().map(|m| &m.error).filter(|e| !e.is_empty()) {
+        let first = reply
+            .messages
+            .into_iter()
+            .next()
+            .ok_or_else(|| TalosError::EmptyReply {
+                call: "ApplyConfiguration",
+                node: node.to_owned(),
+            })?;
+        if let Some(error) = first
+            .metadata
+            .as_ref()
+            .map(|m| &m.error)
+            .filter(|e| !e.is_empty())
+        {
             return Err(TalosError::NodeError {
                 call: "ApplyConfiguration",
                 node: node.to_owned(),
@@ -242,7 +255,9 @@ impl TalosClient {
 
 /// A request carrying `node` in the gRPC metadata.
 fn targeted<T>(node: &str, message: T) -> Result<Request<T>, TalosError> {
-    let value = MetadataValue::try_from(node).map_err(|_| TalosError::NodeName { node: node.to_owned() })?;
+    let value = MetadataValue::try_from(node).map_err(|_| TalosError::NodeName {
+        node: node.to_owned(),
+    })?;
     let mut request = Request::new(message);
     request.metadata_mut().insert("node", value);
     Ok(request)

@@ -28,9 +28,7 @@ const MAX_BYTES: u64 = 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum TalosConfigError {
     /// The file could not be read.
-    #[error(
-        "talosconfig {path}: cannot read it ({reason}); pass --talosconfig FILE or set TALOSCONFIG"
-    )]
+    #[error("talosconfig {path}: cannot read it ({reason}); pass --talosconfig FILE or set TALOSCONFIG")]
     Read {
         /// The file.
         path: String,
@@ -144,9 +142,9 @@ impl Endpoint {
         };
         let valid_host = !host.is_empty()
             && host.len() <= 253
-            && host
-                .split('.')
-                .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+            && host.split('.').all(|l| {
+                !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            });
         if !valid_host {
             return Err(format!(
                 "{s:?}: not host[:port] (an IP address or DNS name, optionally with a port)"
@@ -235,7 +233,11 @@ pub fn parse(text: &str, path: &str, context: Option<&str>) -> Result<TalosConte
     })?;
     let selected = match context.map(str::to_owned).or(raw.context) {
         Some(c) if !c.is_empty() => c,
-        _ => return Err(TalosConfigError::NoContext { path: path.to_owned() }),
+        _ => {
+            return Err(TalosConfigError::NoContext {
+                path: path.to_owned(),
+            });
+        }
     };
     let Some(ctx) = raw.contexts.get(&selected) else {
         return Err(TalosConfigError::UnknownContext {
@@ -251,20 +253,25 @@ pub fn parse(text: &str, path: &str, context: Option<&str>) -> Result<TalosConte
         reason,
     };
     let decode = |field: &'static str, value: &Option<String>| -> Result<Vec<pem::Pem>, TalosConfigError> {
-        let value = value.as_deref().map(str::trim).filter(|v| !v.is_empty()).ok_or_else(|| {
-            TalosConfigError::Missing {
+        let value = value
+            .as_deref()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| TalosConfigError::Missing {
                 path: path.to_owned(),
                 context: selected.clone(),
                 field,
-            }
-        })?;
+            })?;
         let bytes = STANDARD
             .decode(value)
             .map_err(|e| invalid(field.to_owned(), format!("not standard base64 ({e})")))?;
         let blocks = pem::parse_many(&bytes)
             .map_err(|e| invalid(field.to_owned(), format!("the decoded text is not PEM ({e})")))?;
         if blocks.is_empty() {
-            return Err(invalid(field.to_owned(), "the decoded text holds no PEM block".to_owned()));
+            return Err(invalid(
+                field.to_owned(),
+                "the decoded text holds no PEM block".to_owned(),
+            ));
         }
         Ok(blocks)
     };
@@ -275,12 +282,18 @@ pub fn parse(text: &str, path: &str, context: Option<&str>) -> Result<TalosConte
         if let Some(b) = blocks.iter().find(|b| b.tag() != "CERTIFICATE") {
             return Err(invalid(
                 field.to_owned(),
-                format!("holds a PEM block {:?} where only CERTIFICATE blocks belong", b.tag()),
+                format!(
+                    "holds a PEM block {:?} where only CERTIFICATE blocks belong",
+                    b.tag()
+                ),
             ));
         }
     }
     let [key] = key.as_slice() else {
-        return Err(invalid("key".to_owned(), "must hold exactly one PEM private key block".to_owned()));
+        return Err(invalid(
+            "key".to_owned(),
+            "must hold exactly one PEM private key block".to_owned(),
+        ));
     };
     let key_pem = match key.tag() {
         "ED25519 PRIVATE KEY" | "PRIVATE KEY" => pem::encode(&pem::Pem::new("PRIVATE KEY", key.contents())),
@@ -332,7 +345,11 @@ mod tests {
     #[test]
     fn an_ed25519_key_block_is_relabelled_to_pkcs8_private_key() {
         let ctx = parse(&config("prod", ED_KEY), "tc", None).unwrap();
-        assert!(ctx.key_pem.starts_with("-----BEGIN PRIVATE KEY-----"), "{}", ctx.key_pem);
+        assert!(
+            ctx.key_pem.starts_with("-----BEGIN PRIVATE KEY-----"),
+            "{}",
+            ctx.key_pem
+        );
         assert_eq!(ctx.name, "prod");
     }
 
@@ -353,8 +370,13 @@ mod tests {
 
     #[test]
     fn an_unknown_context_names_the_ones_the_file_has() {
-        let err = parse(&config("prod", ED_KEY), "tc", Some("stage")).unwrap_err().to_string();
-        assert_eq!(err, "talosconfig tc: context \"stage\" is not in `contexts` (it has: prod)");
+        let err = parse(&config("prod", ED_KEY), "tc", Some("stage"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "talosconfig tc: context \"stage\" is not in `contexts` (it has: prod)"
+        );
     }
 
     #[test]

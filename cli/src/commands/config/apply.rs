@@ -170,7 +170,11 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
         Ok(m) => m,
         Err(errors) => {
             eprintln!("{errors}");
-            eprintln!("{}: {} error(s); nothing applied", args.dir.display(), errors.0.len());
+            eprintln!(
+                "{}: {} error(s); nothing applied",
+                args.dir.display(),
+                errors.0.len()
+            );
             return Ok(ExitCode::FAILURE);
         }
     };
@@ -193,7 +197,10 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
         eprintln!("error: cluster {}: {e}", c.cluster);
     }
     let (Some(sha), Some(yaml), Some(plan)) = (&c.sha256, &c.yaml, &c.rollout) else {
-        eprintln!("error: cluster {}: nothing was rendered, so nothing is applied", c.cluster);
+        eprintln!(
+            "error: cluster {}: nothing was rendered, so nothing is applied",
+            c.cluster
+        );
         return Ok(ExitCode::FAILURE);
     };
     let (namespace, name) = c.cluster.split_once('/').unwrap_or(("", c.cluster.as_str()));
@@ -263,7 +270,11 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
             }
             pairs
         }
-        None => plan.steps.iter().map(|s| (s.machine.clone(), s.address.clone())).collect(),
+        None => plan
+            .steps
+            .iter()
+            .map(|s| (s.machine.clone(), s.address.clone()))
+            .collect(),
     };
     let mut targets = Vec::new();
     for (step, (machine, address)) in pairs.into_iter().enumerate() {
@@ -291,7 +302,10 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
         OutputFormat::Table => {
             println!("{}", plan.to_string().trim_end());
             if args.apiserver_port != APISERVER_PORT && !plan.is_empty() {
-                println!("(/readyz is checked on port {}, --apiserver-port)", args.apiserver_port);
+                println!(
+                    "(/readyz is checked on port {}, --apiserver-port)",
+                    args.apiserver_port
+                );
             }
             if let Some(op) = &resume_op {
                 println!(
@@ -300,7 +314,11 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
                     short(sha)
                 );
                 for (i, node) in operation::nodes(op).iter().enumerate() {
-                    let detail = node.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
+                    let detail = node
+                        .message
+                        .as_deref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default();
                     println!("{}. {:<24} {}{detail}", i + 1, node.machine, node.state);
                 }
             }
@@ -353,14 +371,21 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
                     Merge::Replaced => "replaces the",
                     Merge::Appended => "is appended as the new",
                 };
-                println!("{}: in {file}, the rendered document {verb} {AUTHENTICATION_DOCUMENT} document", t.machine);
+                println!(
+                    "{}: in {file}, the rendered document {verb} {AUTHENTICATION_DOCUMENT} document",
+                    t.machine
+                );
             }
         }
         for p in &problems {
             eprintln!("error: {p}");
         }
         eprintln!("dry run: nothing was sent to any node");
-        return Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+        return Ok(if problems.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
     }
     if args.kube_ca_file.is_none() && !args.insecure_skip_readyz_tls_verify {
         problems.push(
@@ -438,7 +463,9 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
         restart_grace: args.restart_grace,
         poll_interval: args.poll_interval,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let code = runtime.block_on(execute(&mut op, &targets, &talos, &probe, &store, timing))?;
     Ok(code)
 }
@@ -462,14 +489,22 @@ fn select_cluster<'a>(report: &'a RenderReport, wanted: Option<&str>) -> Result<
                 .collect();
             match found.as_slice() {
                 [one] => Ok(one),
-                [] => Err(format!("--cluster {w}: no such TalosCluster (the directory has: {})", names())),
-                _ => Err(format!("--cluster {w}: several namespaces have it; write namespace/name")),
+                [] => Err(format!(
+                    "--cluster {w}: no such TalosCluster (the directory has: {})",
+                    names()
+                )),
+                _ => Err(format!(
+                    "--cluster {w}: several namespaces have it; write namespace/name"
+                )),
             }
         }
         None => match report.clusters.as_slice() {
             [one] => Ok(one),
             [] => Err("the directory has no TalosCluster".to_owned()),
-            _ => Err(format!("the directory has several clusters ({}); pass --cluster NAME", names())),
+            _ => Err(format!(
+                "the directory has several clusters ({}); pass --cluster NAME",
+                names()
+            )),
         },
     }
 }
@@ -492,7 +527,10 @@ fn merged_config(dir: &Path, machine: &str, document: &str) -> Result<(Vec<u8>, 
     let file = path.display().to_string();
     let mut text = String::new();
     std::fs::File::open(&path)
-        .and_then(|f| f.take(machine_config::MAX_BYTES as u64 + 1).read_to_string(&mut text))
+        .and_then(|f| {
+            f.take(machine_config::MAX_BYTES as u64 + 1)
+                .read_to_string(&mut text)
+        })
         .map_err(|e| {
             format!("{file}: cannot read control plane {machine}'s current machine configuration ({e})")
         })?;
@@ -504,9 +542,11 @@ fn merged_config(dir: &Path, machine: &str, document: &str) -> Result<(Vec<u8>, 
 /// Asks `question` on the terminal.
 fn confirm(question: &str) -> Result<bool, String> {
     if !std::io::stdin().is_terminal() {
-        return Err("refusing to restart API servers without confirmation: there is no terminal to ask \
+        return Err(
+            "refusing to restart API servers without confirmation: there is no terminal to ask \
                     on; review the plan (--dry-run), then pass --yes"
-            .to_owned());
+                .to_owned(),
+        );
     }
     eprint!("{question}");
     let _ = std::io::stderr().flush();
@@ -532,11 +572,13 @@ fn resume_command() -> String {
             continue;
         }
         has_resume |= a == "--resume";
-        words.push(if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"') {
-            format!("'{}'", a.replace('\'', r"'\''"))
-        } else {
-            a
-        });
+        words.push(
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"') {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            } else {
+                a
+            },
+        );
     }
     if !has_resume {
         words.push("--resume".to_owned());
@@ -699,9 +741,14 @@ async fn run_step(
         let since = applied_at.elapsed();
         if state.last.as_ref() != Some(&observation) {
             match &observation {
-                Observation::Ready => progress.say(t, &format!("/readyz ready ({} after the apply)", human(since))),
+                Observation::Ready => {
+                    progress.say(t, &format!("/readyz ready ({} after the apply)", human(since)))
+                }
                 Observation::NotReady(why) => {
-                    progress.say(t, &format!("/readyz not ready: {why} ({} after the apply)", human(since)));
+                    progress.say(
+                        t,
+                        &format!("/readyz not ready: {why} ({} after the apply)", human(since)),
+                    );
                 }
             }
         }
@@ -742,8 +789,14 @@ mod tests {
 
     #[test]
     fn the_readyz_url_takes_another_port_and_brackets_ipv6() {
-        assert_eq!(readyz_url("10.0.0.1", 6443).as_deref(), Some("https://10.0.0.1:6443/readyz"));
-        assert_eq!(readyz_url("fd00::1", 7443).as_deref(), Some("https://[fd00::1]:7443/readyz"));
+        assert_eq!(
+            readyz_url("10.0.0.1", 6443).as_deref(),
+            Some("https://10.0.0.1:6443/readyz")
+        );
+        assert_eq!(
+            readyz_url("fd00::1", 7443).as_deref(),
+            Some("https://[fd00::1]:7443/readyz")
+        );
         assert_eq!(readyz_url("not an address", 6443), None);
     }
 

@@ -126,12 +126,18 @@ pub fn replace_document(
         if is_blank(doc.text) {
             continue;
         }
-        let value: serde_yaml::Value = serde_yaml::from_str(doc.text).map_err(|e| MachineConfigError::Yaml {
-            file: file.to_owned(),
-            document: i + 1,
-            reason: e.to_string(),
-        })?;
-        let field = |name: &str| value.get(name).and_then(serde_yaml::Value::as_str).map(str::to_owned);
+        let value: serde_yaml::Value =
+            serde_yaml::from_str(doc.text).map_err(|e| MachineConfigError::Yaml {
+                file: file.to_owned(),
+                document: i + 1,
+                reason: e.to_string(),
+            })?;
+        let field = |name: &str| {
+            value
+                .get(name)
+                .and_then(serde_yaml::Value::as_str)
+                .map(str::to_owned)
+        };
         if field("kind").as_deref() == Some(kind) {
             if let Some(first) = replaced_at {
                 return Err(MachineConfigError::Duplicate {
@@ -151,7 +157,9 @@ pub fn replace_document(
         kept.push(doc.text);
     }
     if !has_main {
-        return Err(MachineConfigError::NoMainDocument { file: file.to_owned() });
+        return Err(MachineConfigError::NoMainDocument {
+            file: file.to_owned(),
+        });
     }
     let merge = if replaced_at.is_some() {
         Merge::Replaced
@@ -180,13 +188,15 @@ mod tests {
 
     const MAIN: &str = "# the node\nversion: v1alpha1\nmachine:\n  type: controlplane\n";
     const AUTH_OLD: &str = "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfig:\n  jwt: []\n";
-    const AUTH_NEW: &str = "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfig:\n  anonymous: {enabled: true}\n";
+    const AUTH_NEW: &str =
+        "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfig:\n  anonymous: {enabled: true}\n";
     const OTHER: &str = "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: cp-1 # keep me\n";
 
     #[test]
     fn the_document_of_the_kind_is_replaced_whole_and_the_others_kept_byte_for_byte() {
         let current = format!("{MAIN}---\n{AUTH_OLD}---\n{OTHER}");
-        let (out, merge) = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW).unwrap();
+        let (out, merge) =
+            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW).unwrap();
         assert_eq!(merge, Merge::Replaced);
         assert_eq!(out, format!("{MAIN}---\n{AUTH_NEW}---\n{OTHER}"));
         assert!(!out.contains("jwt: []"), "nothing of the old document is kept");
@@ -195,7 +205,8 @@ mod tests {
     #[test]
     fn the_document_is_appended_when_the_configuration_has_none() {
         let current = format!("---\n{MAIN}---\n{OTHER}---\n");
-        let (out, merge) = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW).unwrap();
+        let (out, merge) =
+            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW).unwrap();
         assert_eq!(merge, Merge::Appended);
         assert_eq!(out, format!("{MAIN}---\n{OTHER}---\n{AUTH_NEW}"));
     }
@@ -203,7 +214,12 @@ mod tests {
     #[test]
     fn a_configuration_without_the_v1alpha1_document_is_refused_as_a_patch() {
         let err = replace_document("cp-1.yaml", AUTH_OLD, "KubeAuthenticationConfig", AUTH_NEW).unwrap_err();
-        assert_eq!(err, MachineConfigError::NoMainDocument { file: "cp-1.yaml".into() });
+        assert_eq!(
+            err,
+            MachineConfigError::NoMainDocument {
+                file: "cp-1.yaml".into()
+            }
+        );
     }
 
     #[test]
@@ -212,14 +228,20 @@ mod tests {
         let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW)
             .unwrap_err()
             .to_string();
-        assert_eq!(err, "cp-1.yaml: documents 2 and 3 are both KubeAuthenticationConfig; keep one");
+        assert_eq!(
+            err,
+            "cp-1.yaml: documents 2 and 3 are both KubeAuthenticationConfig; keep one"
+        );
     }
 
     #[test]
     fn invalid_yaml_names_the_document() {
         let current = format!("{MAIN}---\nkind: [unclosed\n");
         let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW).unwrap_err();
-        assert!(matches!(err, MachineConfigError::Yaml { document: 2, .. }), "{err}");
+        assert!(
+            matches!(err, MachineConfigError::Yaml { document: 2, .. }),
+            "{err}"
+        );
     }
 
     #[test]

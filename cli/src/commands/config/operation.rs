@@ -169,8 +169,17 @@ mod tests {
         start_step(&mut op, 0, ts("2027-01-01T00:00:00Z"));
         finish_step(&mut op, 0, ts("2027-01-01T00:00:30Z"));
         start_step(&mut op, 1, ts("2027-01-01T00:00:31Z"));
-        fail_step(&mut op, 1, "timed out", "stopped at cp-2", ts("2027-01-01T00:05:31Z"));
-        assert_eq!(op.status.as_ref().and_then(|s| s.phase), Some(OperationPhase::Failed));
+        fail_step(
+            &mut op,
+            1,
+            "timed out",
+            "stopped at cp-2",
+            ts("2027-01-01T00:05:31Z"),
+        );
+        assert_eq!(
+            op.status.as_ref().and_then(|s| s.phase),
+            Some(OperationPhase::Failed)
+        );
         assert_eq!(next_step(&op), Some(1));
         assert!(is_resumable(&op));
         start_step(&mut op, 1, ts("2027-01-01T01:00:00Z"));

@@ -47,7 +47,10 @@ pub struct ReadyWatch {
 impl ReadyWatch {
     /// A wait that accepts an apiserver never seen down after `grace`.
     pub fn new(grace: Duration) -> Self {
-        Self { grace, seen_down: false }
+        Self {
+            grace,
+            seen_down: false,
+        }
     }
 
     /// Takes one probe made `since_apply` after the apply.
@@ -161,17 +164,29 @@ mod tests {
     #[test]
     fn a_ready_apiserver_right_after_the_apply_is_not_taken_as_restarted() {
         let mut w = ReadyWatch::new(GRACE);
-        assert_eq!(w.observe(Duration::from_secs(1), &Observation::Ready), Verdict::Waiting);
-        assert_eq!(w.observe(Duration::from_secs(59), &Observation::Ready), Verdict::Waiting);
+        assert_eq!(
+            w.observe(Duration::from_secs(1), &Observation::Ready),
+            Verdict::Waiting
+        );
+        assert_eq!(
+            w.observe(Duration::from_secs(59), &Observation::Ready),
+            Verdict::Waiting
+        );
     }
 
     #[test]
     fn down_then_ready_ends_the_wait_before_the_grace() {
         let mut w = ReadyWatch::new(GRACE);
-        assert_eq!(w.observe(Duration::from_secs(1), &Observation::Ready), Verdict::Waiting);
+        assert_eq!(
+            w.observe(Duration::from_secs(1), &Observation::Ready),
+            Verdict::Waiting
+        );
         assert_eq!(w.observe(Duration::from_secs(2), &down()), Verdict::Waiting);
         assert_eq!(w.observe(Duration::from_secs(20), &down()), Verdict::Waiting);
-        assert_eq!(w.observe(Duration::from_secs(21), &Observation::Ready), Verdict::CameBack);
+        assert_eq!(
+            w.observe(Duration::from_secs(21), &Observation::Ready),
+            Verdict::CameBack
+        );
     }
 
     #[test]

@@ -92,10 +92,12 @@ impl OperationStore for FileOperationStore {
                 });
             }
         };
-        serde_yaml::from_str(&text).map(Some).map_err(|e| StoreError::Parse {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })
+        serde_yaml::from_str(&text)
+            .map(Some)
+            .map_err(|e| StoreError::Parse {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })
     }
 
     fn save(&self, operation: &TalosOperation) -> Result<(), StoreError> {
