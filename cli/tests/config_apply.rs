@@ -43,6 +43,8 @@ const HOSTNAME_DOC: &str = "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname
 
 #[derive(Default)]
 struct Apiserver {
+    /// An apply does not restart it (it stays ready throughout).
+    no_restart: Mutex<bool>,
     /// `None`: up. `Some(None)`: down for good. `Some(Some(t))`: down until `t`.
     down: Mutex<Option<Option<Instant>>>,
     /// When it first answered 200 after having been down.
@@ -53,6 +55,9 @@ struct Apiserver {
 
 impl Apiserver {
     fn restart(&self) {
+        if *self.no_restart.lock().unwrap() {
+            return;
+        }
         let never = *self.never_back.lock().unwrap();
         *self.down.lock().unwrap() = Some(if never {
             None
@@ -220,6 +225,11 @@ fn bind_three(runtime: &tokio::runtime::Runtime) -> (Vec<tokio::net::TcpListener
 
 impl Harness {
     fn start() -> Self {
+        Self::start_with_role("os:admin")
+    }
+
+    /// The harness, with a talosconfig whose client certificate has the role `role`.
+    fn start_with_role(role: &str) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -242,7 +252,7 @@ impl Harness {
         let mut admin_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         admin_params
             .distinguished_name
-            .push(rcgen::DnType::OrganizationName, "os:admin");
+            .push(rcgen::DnType::OrganizationName, role);
         admin_params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
         admin_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         let admin_cert = admin_params.signed_by(&admin_key, &talos_ca).unwrap();
@@ -542,6 +552,12 @@ fn applies_to_one_control_plane_at_a_time_in_plan_order_waiting_for_each_readyz(
     assert_eq!(h.node_states(), ["cp-1=Done", "cp-2=Done", "cp-3=Done"]);
     assert_eq!(h.operation()["status"]["phase"], "Succeeded");
     assert_eq!(h.operation()["spec"]["kind"], "config");
+
+    // The manifests still show the old hashes (a GitOps tree lags); the record says it is done.
+    let (code, _, again) = h.run(&h.args("5s"), &["--yes"]);
+    assert_eq!(code, 0, "{again}");
+    assert!(again.contains("already applied this render"), "{again}");
+    assert_eq!(h.talos.applies.lock().unwrap().len(), 3, "nothing applied again");
     eprintln!("--- progress as printed ---\n{stderr}");
 }
 
@@ -700,4 +716,44 @@ fn without_the_kubernetes_ca_it_asks_for_it_or_the_explicit_skip_flag() {
     let (code, _, stderr) = h.run(&args, &["--yes", "--insecure-skip-readyz-tls-verify"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2", "cp-3"]));
+}
+
+#[test]
+fn a_readyz_never_seen_down_counts_as_restarted_after_the_restart_grace() {
+    let h = Harness::start();
+    for a in &h.apiservers {
+        *a.no_restart.lock().unwrap() = true;
+    }
+    let mut args = h.args("5s");
+    let i = args.iter().position(|a| a == "--restart-grace").unwrap();
+    args[i + 1] = "400ms".to_owned();
+    let (code, stdout, stderr) = h.run(&args, &["--yes"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("[1/3] cp-1: /readyz stayed ready for 0.4s: no restart was seen"),
+        "{stderr}"
+    );
+    let applies = h.talos.applies.lock().unwrap().clone();
+    for pair in applies.windows(2) {
+        assert!(
+            pair[1].at - pair[0].at >= Duration::from_millis(400),
+            "each node waited the grace"
+        );
+    }
+    assert_eq!(h.node_states(), ["cp-1=Done", "cp-2=Done", "cp-3=Done"]);
+}
+
+#[test]
+fn a_talosconfig_without_the_os_admin_role_is_refused_by_the_node_and_stops_at_the_first() {
+    let h = Harness::start_with_role("os:reader");
+    let (code, stdout, stderr) = h.run(&h.args("5s"), &["--yes"]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert!(stderr.contains("PermissionDenied: not authorized"), "{stderr}");
+    assert!(
+        stderr.contains("needs a talosconfig whose certificate has the role os:admin"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Not touched: cp-2, cp-3."), "{stderr}");
+    assert_eq!(h.applied_nodes(), addresses(&["cp-1"]));
+    assert_eq!(h.node_states(), ["cp-1=Failed", "cp-2=Pending", "cp-3=Pending"]);
 }

@@ -29,7 +29,7 @@ use std::{
 use clap::Args;
 use ichor_renderers::{
     cluster::{self, AUTHENTICATION_DOCUMENT, ClusterReport, RenderReport},
-    crd::{MachineRole, TalosOperation},
+    crd::{MachineRole, OperationPhase, TalosOperation},
     manifest,
     rollout::{self, APISERVER_PORT},
 };
@@ -207,6 +207,22 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
 
     let store = FileOperationStore::new(&args.dir);
     let existing = store.load(name)?.filter(|op| op.spec.cluster == name);
+    let finished = existing.as_ref().is_some_and(|op| {
+        op.status.as_ref().and_then(|st| st.phase) == Some(OperationPhase::Succeeded)
+            && operation::rendered_sha(op) == Some(sha.as_str())
+    });
+    if finished && !args.resume {
+        // The manifests' machine statuses may lag behind (a GitOps tree is not updated by the
+        // apply), so the plan can still list nodes the record says are done.
+        println!("{}", plan.to_string().trim_end());
+        eprintln!(
+            "nothing to do: the operation in {} already applied this render (sha256 {}) to every node; \
+             remove that file to apply it again",
+            store.location(name),
+            short(sha)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let resumable = existing.filter(operation::is_resumable);
     let resume_op = resumable
         .as_ref()
