@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod api_client;
 pub mod commands;
+pub mod talos;
 
 /// Ichor identity: users, sign-in, kubeconfigs and the kube-apiserver trust configuration.
 #[derive(Debug, Parser)]
@@ -56,6 +57,9 @@ Examples:
     /// Work with kube-apiserver AuthenticationConfiguration files.
     #[command(subcommand)]
     Authn(commands::authn::AuthnCommand),
+    /// Roll the rendered machine configuration out to the control planes.
+    #[command(subcommand)]
+    Config(commands::config::ConfigCommand),
     /// Render a directory of manifests offline.
     Render(commands::render::RenderArgs),
     /// Print a shell completion script.
@@ -102,6 +106,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Auth(cmd) => commands::auth::run(cmd, cli.output),
         Command::Authn(cmd) => commands::authn::run(cmd, cli.output),
+        Command::Config(cmd) => commands::config::run(cmd, cli.output),
         Command::Render(args) => commands::render::run(args, cli.output),
         Command::Completion(args) => commands::completion::run(args),
         Command::User(cmd) => commands::user::run(cmd, cli.output),
