@@ -4,7 +4,7 @@ pub mod auth;
 pub mod authn;
 pub mod completion;
 pub mod config;
-pub mod init;
 pub mod dev;
+pub mod init;
 pub mod render;
 pub mod user;
