@@ -478,7 +478,7 @@ pub struct Routers {
 pub fn oidc_routers(served: &Served, store: Arc<dyn UserStore>) -> Result<Routers, RunError> {
     let issuer = build_issuer(served, store)?;
     Ok(Routers {
-        external: crate::oidc::external_router(Arc::clone(&issuer)),
+        external: crate::oidc::external_router(Arc::clone(&issuer)).merge(ui_router(served)),
         internal: crate::oidc::internal_router(issuer),
     })
 }
@@ -519,9 +519,20 @@ pub fn local_routers(
     );
     let grpc = Router::new().route_service(&path, tonic_web::GrpcWebLayer::new().layer(service));
     Ok(Routers {
-        external: crate::oidc::external_router(Arc::clone(&issuer)).merge(grpc),
+        external: crate::oidc::external_router(Arc::clone(&issuer))
+            .merge(grpc)
+            .merge(ui_router(served)),
         internal: crate::oidc::internal_router(issuer),
     })
+}
+
+/// The web UI's routes ([`crate::ui`]): the built SPA from [`crate::ui::default_dir`] and
+/// `/auth/config` with Ichor's issuer; the API always requires a token.
+fn ui_router(served: &Served) -> Router {
+    crate::ui::router(
+        crate::ui::default_dir(),
+        crate::ui::AuthConfig::ichor_only(&served.config.issuer, true),
+    )
 }
 
 /// The OIDC issuer of [`oidc_routers`] (shared by the routers and the `UserService`).

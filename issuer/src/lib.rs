@@ -16,3 +16,4 @@ pub mod oidc;
 pub mod server;
 pub mod store;
 pub mod tokens;
+pub mod ui;

@@ -1,0 +1,286 @@
+//! The web UI: the built single-page application (`ui/dist`, made by `npm run build` in `ui/`)
+//! served from a directory, and `/auth/config`, which tells the SPA which sign-in providers
+//! exist and whether the API requires a token (ARCHITECTURE.md, "The issuer").
+//!
+//! The files are read from disk at request time rather than embedded, so the Rust build does not
+//! depend on the Node.js build. Every UI response carries the strict CSP (`script-src 'self'`,
+//! no inline script), `index.html` is `no-cache` (a new build is picked up at once) and the
+//! content-hashed files under `/assets/` are cached for a year.
+
+use std::path::{Path, PathBuf};
+
+use axum::{
+    Json, Router,
+    extract::{Path as UrlPath, State},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use serde::Serialize;
+
+/// The environment variable naming the directory of the built UI (overrides the default).
+pub const UI_DIR_ENV: &str = "ICHOR_UI_DIR";
+
+/// The UI's OAuth client.
+pub const UI_CLIENT_ID: &str = "ichor-ui";
+
+/// The Content-Security-Policy of every UI response: scripts and everything else from this
+/// origin only, never framed.
+pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                       connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// `Cache-Control` of the content-hashed assets.
+pub const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+
+/// The paths the SPA routes itself; each answers `index.html`.
+pub const SPA_ROUTES: [&str; 4] = ["/", "/auth/callback", "/users", "/account"];
+
+/// One sign-in provider of `/auth/config`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Provider {
+    /// `ichor` for Ichor's own issuer.
+    pub id: String,
+    /// The issuer URL (discovery is at `<issuer>/.well-known/openid-configuration`).
+    pub issuer: String,
+    /// The OAuth client the SPA uses with this provider.
+    pub client_id: String,
+}
+
+/// The document of `/auth/config`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthConfig {
+    /// The sign-in providers, Ichor's own first.
+    pub providers: Vec<Provider>,
+    /// Whether the API refuses calls without a bearer token.
+    pub api_requires_token: bool,
+}
+
+impl AuthConfig {
+    /// The configuration with Ichor's issuer as the only provider.
+    pub fn ichor_only(issuer: &str, api_requires_token: bool) -> Self {
+        AuthConfig {
+            providers: vec![Provider {
+                id: "ichor".to_owned(),
+                issuer: issuer.to_owned(),
+                client_id: UI_CLIENT_ID.to_owned(),
+            }],
+            api_requires_token,
+        }
+    }
+}
+
+/// The directory of the built UI: `$ICHOR_UI_DIR` when set, else `<repo>/ui/dist` of the source
+/// tree this binary was built from when it holds an `index.html` (a development build run from
+/// its checkout), else none (the UI routes then explain how to build it).
+pub fn default_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(UI_DIR_ENV) {
+        return Some(PathBuf::from(dir));
+    }
+    let repo_dist = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/dist");
+    repo_dist.join("index.html").is_file().then_some(repo_dist)
+}
+
+/// Whether `name` (the part after `/assets/`) is a safe asset file name: one path segment of
+/// ASCII letters, digits, `.`, `-` and `_`, not starting with a dot (so no `..`, no hidden file,
+/// no directory escape).
+pub fn is_safe_asset_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
+/// The `Content-Type` for a file name, by extension; `None` for a type the UI does not serve.
+pub fn content_type(name: &str) -> Option<&'static str> {
+    let ext = name.rsplit_once('.').map(|(_, e)| e)?;
+    Some(match ext {
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "html" => "text/html; charset=utf-8",
+        "svg" => "image/svg+xml",
+        "png" => "image/png",
+        "ico" => "image/x-icon",
+        "woff2" => "font/woff2",
+        "json" | "map" => "application/json",
+        _ => return None,
+    })
+}
+
+/// The headers every UI response carries.
+pub fn security_headers(h: &mut HeaderMap) {
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+}
+
+#[derive(Debug, Clone)]
+struct UiState {
+    dir: Option<PathBuf>,
+    config: AuthConfig,
+}
+
+/// The UI routes: [`SPA_ROUTES`] (each `index.html`), `/assets/{file}` and `/auth/config`.
+/// `dir` is the built UI ([`default_dir`] in `ichor dev`); without one the pages answer 404 with
+/// the command that builds it, and `/auth/config` is still served.
+pub fn router(dir: Option<PathBuf>, config: AuthConfig) -> Router {
+    let state = UiState { dir, config };
+    let mut r = Router::new()
+        .route("/auth/config", get(auth_config))
+        .route("/assets/{file}", get(asset));
+    for route in SPA_ROUTES {
+        r = r.route(route, get(index));
+    }
+    r.with_state(state)
+}
+
+async fn auth_config(State(state): State<UiState>) -> Response {
+    let mut response = Json(state.config).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    security_headers(response.headers_mut());
+    response
+}
+
+fn plain(status: StatusCode, message: &'static str) -> Response {
+    let mut response = (status, message).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    security_headers(response.headers_mut());
+    response
+}
+
+const NOT_BUILT: &str = "The Ichor web UI is not built. Run `npm ci && npm run build` in ui/, or point \
+                         ICHOR_UI_DIR at a built UI, and reload.";
+
+async fn read(path: PathBuf) -> Option<Vec<u8>> {
+    tokio::fs::read(path).await.ok()
+}
+
+async fn index(State(state): State<UiState>) -> Response {
+    let Some(dir) = state.dir else {
+        return plain(StatusCode::NOT_FOUND, NOT_BUILT);
+    };
+    match read(dir.join("index.html")).await {
+        Some(body) => file_response(body, "text/html; charset=utf-8", "no-cache"),
+        None => plain(StatusCode::NOT_FOUND, NOT_BUILT),
+    }
+}
+
+async fn asset(State(state): State<UiState>, UrlPath(file): UrlPath<String>) -> Response {
+    let (Some(dir), true) = (state.dir, is_safe_asset_name(&file)) else {
+        return plain(StatusCode::NOT_FOUND, "No such file.");
+    };
+    let Some(kind) = content_type(&file) else {
+        return plain(StatusCode::NOT_FOUND, "No such file.");
+    };
+    match read(dir.join("assets").join(&file)).await {
+        Some(body) => file_response(body, kind, IMMUTABLE),
+        None => plain(StatusCode::NOT_FOUND, "No such file."),
+    }
+}
+
+fn file_response(body: Vec<u8>, kind: &'static str, cache: &'static str) -> Response {
+    let mut response = (StatusCode::OK, body).into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    security_headers(h);
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+
+    fn built() -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("assets")).unwrap();
+        std::fs::write(tmp.path().join("index.html"), "<!doctype html><p>ui</p>").unwrap();
+        std::fs::write(tmp.path().join("assets/index-abc123.js"), "console.log(1)").unwrap();
+        std::fs::write(tmp.path().join("secret.txt"), "no").unwrap();
+        tmp
+    }
+
+    async fn get(router: Router, uri: &str) -> (StatusCode, HeaderMap, String) {
+        let response = router
+            .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, headers, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn config() -> AuthConfig {
+        AuthConfig::ichor_only("https://127.0.0.1:8443", true)
+    }
+
+    #[tokio::test]
+    async fn every_spa_route_answers_index_html_uncached_with_the_strict_csp() {
+        let tmp = built();
+        for route in SPA_ROUTES {
+            let (status, h, body) = get(router(Some(tmp.path().to_owned()), config()), route).await;
+            assert_eq!(status, StatusCode::OK, "{route}");
+            assert_eq!(body, "<!doctype html><p>ui</p>");
+            assert_eq!(h[header::CACHE_CONTROL], "no-cache");
+            assert_eq!(h[header::CONTENT_TYPE], "text/html; charset=utf-8");
+            let csp = h[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+            assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"));
+        }
+    }
+
+    #[tokio::test]
+    async fn hashed_assets_are_cached_for_a_year() {
+        let tmp = built();
+        let (status, h, body) =
+            get(router(Some(tmp.path().to_owned()), config()), "/assets/index-abc123.js").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, "console.log(1)");
+        assert_eq!(h[header::CACHE_CONTROL], IMMUTABLE);
+        assert_eq!(h[header::CONTENT_TYPE], "text/javascript; charset=utf-8");
+    }
+
+    #[tokio::test]
+    async fn refuses_paths_that_leave_the_assets_directory() {
+        let tmp = built();
+        for uri in ["/assets/..%2Fsecret.txt", "/assets/.hidden.js", "/assets/%2E%2E", "/assets/x.exe"] {
+            let (status, _, body) = get(router(Some(tmp.path().to_owned()), config()), uri).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+            assert_ne!(body, "no", "{uri}");
+        }
+        assert!(!is_safe_asset_name("../secret.txt"));
+        assert!(!is_safe_asset_name("a/b.js"));
+        assert!(is_safe_asset_name("index-Ab_1.css"));
+    }
+
+    #[tokio::test]
+    async fn without_a_build_the_pages_say_how_to_build_it_and_the_config_is_still_served() {
+        let (status, _, body) = get(router(None, config()), "/").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(body.contains("npm ci && npm run build"));
+        let (status, h, body) = get(router(None, config()), "/auth/config").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(h[header::CACHE_CONTROL], "no-cache");
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            doc,
+            serde_json::json!({
+                "providers": [{"id": "ichor", "issuer": "https://127.0.0.1:8443", "clientId": "ichor-ui"}],
+                "apiRequiresToken": true
+            })
+        );
+    }
+}

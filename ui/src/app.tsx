@@ -1,0 +1,97 @@
+import { useEffect, useState } from "preact/hooks";
+import { S } from "./strings";
+import type { WhoAmIResponse } from "./gen/ichor/v1alpha1/user_pb";
+import { api, isUnauthenticated, message } from "./lib/api";
+import { session, type EndReason } from "./lib/session";
+import { SignIn } from "./pages/SignIn";
+import { MustChange } from "./pages/ChangePassword";
+import { Account, AccountMenu } from "./pages/Account";
+import { Users } from "./pages/Users";
+
+type View =
+  | { kind: "loading" }
+  | { kind: "signedOut"; notice?: string }
+  | { kind: "error"; message: string }
+  | { kind: "ready"; me: WhoAmIResponse };
+
+const NOTICES: Record<EndReason, string | undefined> = {
+  signedOut: undefined,
+  expired: S.sessionEnded,
+  copiedTab: undefined,
+};
+
+function currentPath(): string {
+  return location.pathname === "/auth/callback" ? "/" : location.pathname;
+}
+
+export function App() {
+  const [view, setView] = useState<View>({ kind: "loading" });
+  const [path, setPath] = useState(currentPath());
+
+  const go = (p: string) => {
+    history.pushState(null, "", p);
+    setPath(p);
+  };
+
+  async function start() {
+    if (location.pathname === "/auth/callback") history.replaceState(null, "", "/");
+    if (!session.idToken()) return setView({ kind: "signedOut" });
+    if (!(await session.claimFamily())) return;
+    session.schedule();
+    try {
+      const me = await api.whoAmI({});
+      setView({ kind: "ready", me });
+    } catch (e) {
+      if (isUnauthenticated(e)) {
+        session.clear();
+        setView({ kind: "signedOut", notice: S.sessionEnded });
+      } else {
+        setView({ kind: "error", message: message(e) });
+      }
+    }
+  }
+
+  useEffect(() => {
+    session.onEnd = (reason) => setView({ kind: "signedOut", notice: NOTICES[reason] });
+    const pop = () => setPath(currentPath());
+    addEventListener("popstate", pop);
+    void start();
+    return () => removeEventListener("popstate", pop);
+  }, []);
+
+  const signedOut = () => setView({ kind: "signedOut", notice: S.sessionEnded });
+
+  switch (view.kind) {
+    case "loading":
+      return <main class="center"><p>{S.loading}</p></main>;
+    case "signedOut":
+      return <SignIn notice={view.notice} onSignedIn={() => { setView({ kind: "loading" }); void start(); }} />;
+    case "error":
+      return <main class="center"><p class="error" role="alert">{view.message}</p></main>;
+    case "ready":
+      break;
+  }
+  const me = view.me;
+  if (me.mustChange) return <MustChange onSignedOut={signedOut} />;
+  const canSeeUsers = me.roles.includes("admin") || me.roles.includes("operator");
+  const page = path === "/users" && canSeeUsers ? "users" : "account";
+  return (
+    <>
+      <header class="bar">
+        <span class="brand">{S.appName}</span>
+        <nav>
+          <a href="/account" aria-current={page === "account" ? "page" : undefined}
+            onClick={(e) => { e.preventDefault(); go("/account"); }}>{S.account}</a>
+          {canSeeUsers && (
+            <a href="/users" aria-current={page === "users" ? "page" : undefined}
+              onClick={(e) => { e.preventDefault(); go("/users"); }}>{S.users}</a>
+          )}
+        </nav>
+        <AccountMenu me={me} go={go} />
+      </header>
+      <main class="content">
+        {page === "users" ? <Users me={me} /> : <Account me={me} onSignedOut={signedOut} />}
+      </main>
+    </>
+  );
+}

@@ -1,0 +1,222 @@
+// The browser session (seed amendments 2026-11-04): the ID token and the refresh token live in
+// sessionStorage only (tab-scoped, gone when the tab closes). The ID token is refreshed a minute
+// before it expires and once after a 401, single-flight: concurrent callers share one refresh, so
+// one rotation happens. A tab holding a family keeps the Web Lock `ichor-session-<fam>`; a
+// duplicated tab (which copied sessionStorage) cannot take it and drops the copied tokens, so it
+// never presents a retired token that would revoke the original's family.
+
+import { claims, expiresAtMs } from "./jwt";
+
+export const TOKEN_KEY = "ichor.token";
+export const REFRESH_KEY = "ichor.refresh";
+/** How long before expiry the ID token is refreshed. */
+export const REFRESH_AHEAD_MS = 60_000;
+/** How long a tab waits for its family's lock before it treats itself as a copy. */
+export const LOCK_WAIT_MS = 1_500;
+/** The sign-out revocation's time limit. */
+export const REVOKE_TIMEOUT_MS = 3_000;
+
+/** What is stored beside the refresh token (`ichor.refresh`). */
+export interface StoredRefresh {
+  refreshToken: string;
+  tokenEndpoint: string;
+  revocationEndpoint?: string;
+  clientId: string;
+}
+
+export interface Deps {
+  storage: Storage;
+  fetch: typeof fetch;
+  now: () => number;
+  setTimeout: (f: () => void, ms: number) => unknown;
+  clearTimeout: (t: unknown) => void;
+  locks?: LockManager;
+}
+
+/** Why the session ended (shown on the sign-in card). */
+export type EndReason = "signedOut" | "expired" | "copiedTab";
+
+export class Session {
+  private inflight: Promise<string | null> | null = null;
+  private timer: unknown = null;
+  private releaseLock: (() => void) | null = null;
+  private lockedFamily: string | null = null;
+  onEnd: (reason: EndReason) => void = () => {};
+
+  constructor(private readonly d: Deps) {}
+
+  /** The stored ID token, or null. */
+  idToken(): string | null {
+    return this.d.storage.getItem(TOKEN_KEY);
+  }
+
+  /** The stored refresh data, or null. */
+  refresh(): StoredRefresh | null {
+    const raw = this.d.storage.getItem(REFRESH_KEY);
+    if (!raw) return null;
+    try {
+      const r = JSON.parse(raw) as StoredRefresh;
+      return typeof r.refreshToken === "string" && typeof r.tokenEndpoint === "string" ? r : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** The refresh family of the stored refresh token (its `fam` claim), or null. */
+  family(): string | null {
+    const r = this.refresh();
+    const fam = r ? claims(r.refreshToken)?.fam : undefined;
+    return typeof fam === "string" && fam !== "" ? fam : null;
+  }
+
+  /** Stores a new sign-in's or refresh's tokens and schedules the next refresh. */
+  store(idToken: string, refresh: StoredRefresh | null): void {
+    this.d.storage.setItem(TOKEN_KEY, idToken);
+    if (refresh) this.d.storage.setItem(REFRESH_KEY, JSON.stringify(refresh));
+    this.schedule();
+  }
+
+  /** Drops the tokens (no revocation) and the lock. */
+  clear(): void {
+    this.d.storage.removeItem(TOKEN_KEY);
+    this.d.storage.removeItem(REFRESH_KEY);
+    if (this.timer !== null) this.d.clearTimeout(this.timer);
+    this.timer = null;
+    this.releaseLock?.();
+    this.releaseLock = null;
+    this.lockedFamily = null;
+  }
+
+  /**
+   * Takes the Web Lock of the stored family. False when another tab holds it (this tab is a
+   * copy): the copied tokens are then dropped. True without a family, without Web Locks, or when
+   * the lock call fails for another reason (the tab goes ahead).
+   */
+  async claimFamily(): Promise<boolean> {
+    const fam = this.family();
+    if (!fam || !this.d.locks || this.lockedFamily === fam) return true;
+    const locks = this.d.locks;
+    let granted!: (held: boolean) => void;
+    const result = new Promise<boolean>((r) => (granted = r));
+    const controller = new AbortController();
+    const t = this.d.setTimeout(() => controller.abort(), LOCK_WAIT_MS);
+    locks
+      .request(`ichor-session-${fam}`, { signal: controller.signal }, () => {
+        this.d.clearTimeout(t);
+        granted(true);
+        return new Promise<void>((release) => (this.releaseLock = release));
+      })
+      .catch((e: unknown) => {
+        this.d.clearTimeout(t);
+        granted(!(e instanceof DOMException && e.name === "AbortError"));
+      });
+    const held = await result;
+    if (held) {
+      this.lockedFamily = fam;
+    } else {
+      this.clear();
+      this.onEnd("copiedTab");
+    }
+    return held;
+  }
+
+  /** Schedules the refresh a minute before the ID token expires. */
+  schedule(): void {
+    if (this.timer !== null) this.d.clearTimeout(this.timer);
+    this.timer = null;
+    const token = this.idToken();
+    if (!token || !this.refresh()) return;
+    const wait = Math.max(0, expiresAtMs(token) - REFRESH_AHEAD_MS - this.d.now());
+    this.timer = this.d.setTimeout(() => void this.refreshNow(), wait);
+  }
+
+  /** An ID token that is not about to expire (refreshing first when needed), or null. */
+  async validToken(): Promise<string | null> {
+    const token = this.idToken();
+    if (!token) return null;
+    if (expiresAtMs(token) - this.d.now() > REFRESH_AHEAD_MS / 2) return token;
+    return (await this.refreshNow()) ?? (expiresAtMs(token) > this.d.now() ? token : null);
+  }
+
+  /**
+   * Refreshes the ID token with the stored refresh token; concurrent calls share one request.
+   * A refused refresh (`invalid_grant`, a revoked or reused family) ends the session; a network
+   * failure keeps it (the next call retries).
+   */
+  refreshNow(): Promise<string | null> {
+    if (!this.inflight) {
+      this.inflight = this.doRefresh().finally(() => (this.inflight = null));
+    }
+    return this.inflight;
+  }
+
+  private async doRefresh(): Promise<string | null> {
+    const r = this.refresh();
+    if (!r) return null;
+    let response: Response;
+    try {
+      response = await this.d.fetch(r.tokenEndpoint, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
+        body: new URLSearchParams({
+          grant_type: "refresh_token",
+          refresh_token: r.refreshToken,
+          client_id: r.clientId,
+        }).toString(),
+      });
+    } catch {
+      return null;
+    }
+    if (response.status === 400 || response.status === 401) {
+      this.clear();
+      this.onEnd("expired");
+      return null;
+    }
+    if (!response.ok) return null;
+    const body = (await response.json()) as { id_token?: string; refresh_token?: string };
+    if (!body.id_token) return null;
+    this.store(body.id_token, body.refresh_token ? { ...r, refreshToken: body.refresh_token } : null);
+    return body.id_token;
+  }
+
+  /**
+   * Signs out: posts the refresh token to the revocation endpoint (best effort, `keepalive`,
+   * 3 s limit), then clears the tokens whatever the answer.
+   */
+  async signOut(): Promise<void> {
+    const r = this.refresh();
+    if (r?.revocationEndpoint) {
+      const controller = new AbortController();
+      const t = this.d.setTimeout(() => controller.abort(), REVOKE_TIMEOUT_MS);
+      try {
+        await this.d.fetch(r.revocationEndpoint, {
+          method: "POST",
+          keepalive: true,
+          signal: controller.signal,
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({
+            token: r.refreshToken,
+            client_id: r.clientId,
+            token_type_hint: "refresh_token",
+          }).toString(),
+        });
+      } catch {
+        // Best effort: the token then lasts to its lifetime.
+      } finally {
+        this.d.clearTimeout(t);
+      }
+    }
+    this.clear();
+    this.onEnd("signedOut");
+  }
+}
+
+/** The session of this tab. */
+export const session = new Session({
+  storage: typeof sessionStorage === "undefined" ? (undefined as unknown as Storage) : sessionStorage,
+  fetch: (...a) => fetch(...a),
+  now: () => Date.now(),
+  setTimeout: (f, ms) => setTimeout(f, ms),
+  clearTimeout: (t) => clearTimeout(t as ReturnType<typeof setTimeout>),
+  locks: typeof navigator !== "undefined" ? navigator.locks : undefined,
+});

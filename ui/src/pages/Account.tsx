@@ -1,0 +1,104 @@
+import { useState } from "preact/hooks";
+import { S } from "../strings";
+import type { WhoAmIResponse } from "../gen/ichor/v1alpha1/user_pb";
+import { api, message } from "../lib/api";
+import { session } from "../lib/session";
+import { ChangePassword } from "./ChangePassword";
+
+/** Saves the caller's kubeconfig as a file. */
+export async function downloadKubeconfig(name: string): Promise<void> {
+  const { kubeconfig } = await api.getMyKubeconfig({ caFile: "" });
+  const url = URL.createObjectURL(new Blob([kubeconfig], { type: "application/yaml" }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = `kubeconfig-${name}.yaml`;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** Ends every session of the caller, then signs this tab out. */
+export async function signOutEverywhere(name: string): Promise<void> {
+  await api.revokeSessions({ name });
+  await session.signOut();
+}
+
+/** The account menu in the header: who am I and the session's actions. */
+export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => void }) {
+  const [open, setOpen] = useState(false);
+  const [error, setError] = useState("");
+  const run = (f: () => Promise<void>) => async () => {
+    setError("");
+    try {
+      await f();
+    } catch (e) {
+      setError(S.refused + message(e));
+    }
+  };
+  return (
+    <div class="menu">
+      <button type="button" aria-expanded={open} aria-label={S.menu} onClick={() => setOpen(!open)}>
+        {props.me.displayName || props.me.name} ▾
+      </button>
+      {open && (
+        <div class="menu-panel" role="menu">
+          <p>
+            {S.signedInAs} <strong>{props.me.name}</strong>
+          </p>
+          <p class="muted">
+            {S.roles}: {props.me.roles.join(", ") || S.noRoles}
+          </p>
+          {error && <p class="error" role="alert">{error}</p>}
+          <button type="button" role="menuitem" onClick={() => { setOpen(false); props.go("/account"); }}>
+            {S.changePassword}
+          </button>
+          <button type="button" role="menuitem" onClick={run(() => downloadKubeconfig(props.me.name))}>
+            {S.downloadKubeconfig}
+          </button>
+          <button type="button" role="menuitem" onClick={run(() => session.signOut())}>
+            {S.signOut}
+          </button>
+          <button type="button" role="menuitem" onClick={run(() => signOutEverywhere(props.me.name))}>
+            {S.signOutEverywhere}
+          </button>
+        </div>
+      )}
+    </div>
+  );
+}
+
+/** The account page: who am I, the kubeconfig and the password change. */
+export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) {
+  const [error, setError] = useState("");
+  const [done, setDone] = useState("");
+  return (
+    <section class="stack">
+      <h1>{S.account}</h1>
+      <div class="card">
+        <p>
+          {S.signedInAs} <strong>{props.me.name}</strong>
+          {props.me.displayName && ` (${props.me.displayName})`}
+        </p>
+        {props.me.email && <p class="muted">{props.me.email}</p>}
+        <p>
+          {S.roles}: {props.me.roles.join(", ") || S.noRoles}
+        </p>
+        {error && <p class="error" role="alert">{error}</p>}
+        {done && <p class="notice">{done}</p>}
+        <button type="button" class="primary" onClick={async () => {
+          setError("");
+          try {
+            await downloadKubeconfig(props.me.name);
+            setDone(S.kubeconfigReady);
+          } catch (e) {
+            setError(S.refused + message(e));
+          }
+        }}>
+          {S.downloadKubeconfig}
+        </button>
+      </div>
+      <ChangePassword onSignedOut={props.onSignedOut} />
+    </section>
+  );
+}

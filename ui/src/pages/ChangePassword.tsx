@@ -1,0 +1,74 @@
+import { useState } from "preact/hooks";
+import { S } from "../strings";
+import { api, message } from "../lib/api";
+import { signInAgain } from "../lib/login";
+import { checkPasswordChange } from "../lib/validate";
+
+/**
+ * The change-password form. After the change (which ends every session of the user) the tab
+ * signs in again with the new password and reloads; if that fails, `onSignedOut` shows the card.
+ */
+export function ChangePassword(props: { onSignedOut: () => void }) {
+  const [current, setCurrent] = useState("");
+  const [next, setNext] = useState("");
+  const [repeat, setRepeat] = useState("");
+  const [errors, setErrors] = useState<Record<string, string>>({});
+  const [status, setStatus] = useState("");
+  const [busy, setBusy] = useState(false);
+
+  async function submit(ev: Event) {
+    ev.preventDefault();
+    const e = checkPasswordChange(current, next, repeat);
+    setErrors(e);
+    if (Object.keys(e).length) return;
+    setBusy(true);
+    try {
+      await api.changeOwnPassword({ oldPassword: current, newPassword: next });
+    } catch (err) {
+      setErrors({ form: S.refused + message(err) });
+      setBusy(false);
+      return;
+    }
+    setStatus(S.passwordChanged);
+    if (await signInAgain(next)) {
+      location.reload();
+    } else {
+      props.onSignedOut();
+    }
+  }
+
+  const field = (name: string, label: string, value: string, set: (v: string) => void, auto: string) => (
+    <>
+      <label>
+        {label}
+        <input name={name} type="password" autoComplete={auto} value={value} aria-invalid={!!errors[name]}
+          onInput={(e) => set((e.target as HTMLInputElement).value)} />
+      </label>
+      {errors[name] && <p class="field-error">{errors[name]}</p>}
+    </>
+  );
+
+  return (
+    <form class="card" onSubmit={submit} noValidate>
+      <h2>{S.changePassword}</h2>
+      {errors.form && <p class="error" role="alert">{errors.form}</p>}
+      {status && <p class="notice">{status}</p>}
+      {field("current", S.currentPassword, current, setCurrent, "current-password")}
+      {field("next", S.newPassword, next, setNext, "new-password")}
+      {field("repeat", S.confirmPassword, repeat, setRepeat, "new-password")}
+      <button type="submit" class="primary" disabled={busy}>{busy ? S.changing : S.changePassword}</button>
+    </form>
+  );
+}
+
+export function MustChange(props: { onSignedOut: () => void }) {
+  return (
+    <main class="center">
+      <div class="stack">
+        <h1>{S.mustChangeTitle}</h1>
+        <p>{S.mustChangeText}</p>
+        <ChangePassword onSignedOut={props.onSignedOut} />
+      </div>
+    </main>
+  );
+}
