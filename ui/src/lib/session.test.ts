@@ -1,0 +1,135 @@
+import { describe, expect, it, vi } from "vitest";
+import { REFRESH_KEY, Session, TOKEN_KEY, type Deps } from "./session";
+
+function b64url(o: object): string {
+  return Buffer.from(JSON.stringify(o)).toString("base64url");
+}
+function jws(claims: object): string {
+  return `${b64url({ alg: "none" })}.${b64url(claims)}.sig`;
+}
+
+class MemStorage implements Storage {
+  private m = new Map<string, string>();
+  get length() { return this.m.size; }
+  clear() { this.m.clear(); }
+  getItem(k: string) { return this.m.get(k) ?? null; }
+  key(i: number) { return [...this.m.keys()][i] ?? null; }
+  removeItem(k: string) { this.m.delete(k); }
+  setItem(k: string, v: string) { this.m.set(k, v); }
+}
+
+const NOW = 1_800_000_000_000;
+
+function deps(fetchImpl: Deps["fetch"], locks?: LockManager): Deps {
+  return {
+    storage: new MemStorage(),
+    fetch: fetchImpl,
+    now: () => NOW,
+    setTimeout: (f, ms) => setTimeout(f, ms),
+    clearTimeout: (t) => clearTimeout(t as ReturnType<typeof setTimeout>),
+    locks,
+  };
+}
+
+function signedIn(d: Deps, expSecondsFromNow: number): Session {
+  const s = new Session(d);
+  d.storage.setItem(TOKEN_KEY, jws({ sub: "ada", exp: NOW / 1000 + expSecondsFromNow }));
+  d.storage.setItem(
+    REFRESH_KEY,
+    JSON.stringify({
+      refreshToken: jws({ fam: "f1", gen: 1 }),
+      tokenEndpoint: "https://i/oidc/token",
+      revocationEndpoint: "https://i/oidc/revoke",
+      clientId: "ichor-ui",
+    }),
+  );
+  return s;
+}
+
+describe("the browser session", () => {
+  it("shares one refresh among concurrent callers and stores the rotated token", async () => {
+    const fresh = jws({ sub: "ada", exp: NOW / 1000 + 300 });
+    const rotated = jws({ fam: "f1", gen: 2 });
+    const f = vi.fn(async () => new Response(JSON.stringify({ id_token: fresh, refresh_token: rotated })));
+    const d = deps(f as unknown as Deps["fetch"]);
+    const s = signedIn(d, 10);
+    const got = await Promise.all([s.validToken(), s.validToken(), s.refreshNow()]);
+    expect(got).toEqual([fresh, fresh, fresh]);
+    expect(f).toHaveBeenCalledTimes(1);
+    expect(s.idToken()).toBe(fresh);
+    expect(s.refresh()?.refreshToken).toBe(rotated);
+    s.clear();
+  });
+
+  it("does not refresh a token far from expiry", async () => {
+    const f = vi.fn();
+    const d = deps(f as unknown as Deps["fetch"]);
+    const s = signedIn(d, 300);
+    expect(await s.validToken()).toBe(d.storage.getItem(TOKEN_KEY));
+    expect(f).not.toHaveBeenCalled();
+  });
+
+  it("ends the session when the issuer refuses the refresh", async () => {
+    const d = deps((async () => new Response('{"error":"invalid_grant"}', { status: 400 })) as Deps["fetch"]);
+    const s = signedIn(d, 10);
+    const ended: string[] = [];
+    s.onEnd = (r) => ended.push(r);
+    expect(await s.refreshNow()).toBeNull();
+    expect(s.idToken()).toBeNull();
+    expect(s.refresh()).toBeNull();
+    expect(ended).toEqual(["expired"]);
+  });
+
+  it("keeps the session when the network fails", async () => {
+    const d = deps((async () => { throw new TypeError("offline"); }) as Deps["fetch"]);
+    const s = signedIn(d, 10);
+    expect(await s.refreshNow()).toBeNull();
+    expect(s.idToken()).not.toBeNull();
+  });
+
+  it("revokes the refresh token before it clears the tokens on sign-out", async () => {
+    const seen: string[] = [];
+    const d = deps((async (url: string, init: RequestInit) => {
+      seen.push(`${url} ${init.body}`);
+      return new Response(null, { status: 200 });
+    }) as unknown as Deps["fetch"]);
+    const s = signedIn(d, 300);
+    const token = s.refresh()?.refreshToken ?? "";
+    await s.signOut();
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toContain("https://i/oidc/revoke");
+    expect(seen[0]).toContain(`token=${token}`);
+    expect(seen[0]).toContain("client_id=ichor-ui");
+    expect(s.idToken()).toBeNull();
+  });
+
+  it("drops copied tokens when another tab holds the family's lock", async () => {
+    const locks = {
+      request: (_name: string, opts: { signal: AbortSignal }) =>
+        new Promise((_, reject) => opts.signal.addEventListener("abort", () =>
+          reject(new DOMException("aborted", "AbortError")))),
+    } as unknown as LockManager;
+    const f = vi.fn();
+    const d = deps(f as unknown as Deps["fetch"], locks);
+    const s = signedIn(d, 300);
+    const ended: string[] = [];
+    s.onEnd = (r) => ended.push(r);
+    expect(await s.claimFamily()).toBe(false);
+    expect(s.idToken()).toBeNull();
+    expect(ended).toEqual(["copiedTab"]);
+    expect(f).not.toHaveBeenCalled();
+  });
+
+  it("goes ahead when the family's lock is granted and names the lock after the family", async () => {
+    const names: string[] = [];
+    const locks = {
+      request: (name: string, _o: unknown, cb: () => Promise<void>) => { names.push(name); return cb(); },
+    } as unknown as LockManager;
+    const d = deps(vi.fn() as unknown as Deps["fetch"], locks);
+    const s = signedIn(d, 300);
+    expect(await s.claimFamily()).toBe(true);
+    expect(names).toEqual(["ichor-session-f1"]);
+    expect(s.idToken()).not.toBeNull();
+    s.clear();
+  });
+});
