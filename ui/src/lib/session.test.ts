@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { REFRESH_KEY, Session, TOKEN_KEY, type Deps } from "./session";
 
 function b64url(o: object): string {
-  return Buffer.from(JSON.stringify(o)).toString("base64url");
+  return btoa(JSON.stringify(o)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 function jws(claims: object): string {
   return `${b64url({ alg: "none" })}.${b64url(claims)}.sig`;
