@@ -40,6 +40,9 @@ cargo run --quiet --locked -p ichor-renderers --bin crdgen -- --check
 step "helm chart: render, lint, Kubernetes schemas, RBAC checks, snapshots (golden/chart/)"
 hack/chart/test.sh
 
+step "web UI: build, unit tests, Chromium end-to-end against ichor dev (hack/ui/test.sh)"
+hack/ui/test.sh
+
 step "tests (insta in check mode)"
 export INSTA_UPDATE=no INSTA_FORCE_PASS=0 CI="${CI:-true}"
 cargo nextest run --workspace --locked --no-fail-fast --profile ci

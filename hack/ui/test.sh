@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The web UI's tests: installs Chromium, certutil and the npm dependencies when missing, builds
+# the UI (type check + vite), runs its unit tests (vitest), builds `ichor`, then drives the UI in
+# headless Chromium (playwright-core) against a real `ichor dev` on a free port with a temporary
+# state directory (ui/e2e/run.mjs). Screenshots (1280x800 and 390x844) go to
+# target/ui-screenshots/. Exits non-zero on any failure; the last line is `ui: N passed, M failed`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+
+missing=()
+[[ -x /usr/bin/chromium ]] || missing+=(chromium)
+command -v certutil >/dev/null 2>&1 || missing+=(libnss3-tools)
+if ((${#missing[@]})); then
+  echo "hack/ui/test.sh: installing ${missing[*]}"
+  apt-get -o DPkg::Lock::Timeout=600 install -y "${missing[@]}" >/dev/null ||
+    { apt-get -o DPkg::Lock::Timeout=600 update >/dev/null && apt-get -o DPkg::Lock::Timeout=600 install -y "${missing[@]}" >/dev/null; }
+fi
+
+cd "$repo/ui"
+[[ -d node_modules && node_modules/.package-lock.json -nt package-lock.json ]] || npm ci --no-audit --no-fund
+npm run build
+unit_rc=0
+npx vitest run || unit_rc=$?
+
+cd "$repo"
+cargo build --locked -p ichor-cli --bin ichor
+target_dir=${CARGO_TARGET_DIR:-$repo/target}
+shots="$target_dir/ui-screenshots"
+rm -rf "$shots"
+e2e_rc=0
+ICHOR_BIN="$target_dir/debug/ichor" UI_DIST="$repo/ui/dist" SCREENSHOT_DIR="$shots" \
+  node ui/e2e/run.mjs || e2e_rc=$?
+echo "hack/ui/test.sh: screenshots in $shots"
+if ((unit_rc != 0)); then
+  echo "ui: unit tests (vitest) failed"
+  exit 1
+fi
+exit "$e2e_rc"

@@ -1,0 +1,303 @@
+// End-to-end tests of the web UI in headless Chromium (playwright-core, Debian's chromium)
+// against a real `ichor dev` on a free port with a temporary state directory.
+//
+// Env: ICHOR_BIN (the ichor binary), UI_DIST (the built UI), SCREENSHOT_DIR (output).
+// Prints one line per test and a closing `ui: N passed, M failed`; exits 1 on any failure.
+
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, mkdirSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
+
+const ICHOR = process.env.ICHOR_BIN;
+const DIST = process.env.UI_DIST;
+const SHOTS = process.env.SCREENSHOT_DIR ?? "e2e-out";
+assert.ok(ICHOR && DIST, "set ICHOR_BIN and UI_DIST");
+mkdirSync(SHOTS, { recursive: true });
+
+const SIZES = [[1280, 800], [390, 844]];
+
+function portFree(port) {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once("error", () => resolve(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
+  });
+}
+
+async function freePortPair() {
+  for (let i = 0; i < 50; i++) {
+    const p = 20000 + Math.floor(Math.random() * 40000);
+    if ((await portFree(p)) && (await portFree(p + 1))) return p;
+  }
+  throw new Error("no free port pair");
+}
+
+async function startDev() {
+  const port = await freePortPair();
+  const state = mkdtempSync(join(tmpdir(), "ichor-ui-e2e-"));
+  const child = spawn(ICHOR, ["dev", "--port", String(port), "--state-dir", join(state, "dev")], {
+    env: { ...process.env, ICHOR_UI_DIR: DIST, RUST_LOG: "warn" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stderr.on("data", (d) => (err += d));
+  const password = await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`ichor dev printed no password in 60 s:\n${out}\n${err}`)), 60_000);
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = out.match(/Password:\s+(\S+)/);
+      if (m && out.includes("Press Ctrl-C")) {
+        clearTimeout(t);
+        resolve(m[1]);
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`ichor dev exited ${code}:\n${err}`)));
+  });
+  return { child, port, state, password, ca: join(state, "dev", "secrets", "ichor-oidc-tls", "ca.crt"), stderr: () => err };
+}
+
+/** A HOME with an NSS database trusting the CA; null when certutil is unavailable. */
+function trustCa(ca) {
+  const home = mkdtempSync(join(tmpdir(), "ichor-ui-home-"));
+  const db = `sql:${join(home, ".pki", "nssdb")}`;
+  try {
+    mkdirSync(join(home, ".pki", "nssdb"), { recursive: true });
+    execFileSync("certutil", ["-d", db, "-N", "--empty-password"], { stdio: "ignore" });
+    execFileSync("certutil", ["-d", db, "-A", "-t", "C,,", "-n", "ichor-test-ca", "-i", ca], { stdio: "ignore" });
+    return home;
+  } catch {
+    return null;
+  }
+}
+
+async function shot(page, name) {
+  const [w0, h0] = SIZES[0];
+  for (const [w, h] of SIZES) {
+    await page.setViewportSize({ width: w, height: h });
+    await page.waitForTimeout(100);
+    await page.screenshot({ path: join(SHOTS, `${name}-${w}x${h}.png`) });
+  }
+  await page.setViewportSize({ width: w0, height: h0 });
+}
+
+async function signIn(page, user, password) {
+  await page.getByLabel("User name").fill(user);
+  await page.getByLabel("Password", { exact: true }).fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+async function changePassword(page, current, next) {
+  await page.getByLabel("Current password").fill(current);
+  await page.getByLabel("New password", { exact: true }).fill(next);
+  await page.getByLabel("Repeat the new password").fill(next);
+  await Promise.all([
+    page.waitForEvent("load", { timeout: 30_000 }),
+    page.getByRole("button", { name: "Change password" }).click(),
+  ]);
+}
+
+const results = [];
+async function test(name, f) {
+  try {
+    await f();
+    results.push([name, true]);
+    console.log(`ok    ${name}`);
+  } catch (e) {
+    results.push([name, false]);
+    console.log(`FAIL  ${name}\n      ${String(e?.stack ?? e).split("\n").slice(0, 6).join("\n      ")}`);
+  }
+}
+function skip(name, why) {
+  console.log(`skip  ${name}: ${why}`);
+}
+
+const dev = await startDev();
+const base = `https://127.0.0.1:${dev.port}`;
+const home = trustCa(dev.ca);
+console.log(home ? "CA trusted through an NSS database (certutil)" : "certutil failed: using ignoreHTTPSErrors");
+const profile = mkdtempSync(join(tmpdir(), "ichor-ui-profile-"));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: "/usr/bin/chromium",
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"],
+  env: { ...process.env, ...(home ? { HOME: home } : {}) },
+  ignoreHTTPSErrors: !home,
+  acceptDownloads: true,
+  viewport: { width: 1280, height: 800 },
+});
+const cspViolations = [];
+context.on("console", (m) => { if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text()); });
+
+const ADMIN_NEW = "admin-correct-horse-battery";
+const OP_NEW = "olga-correct-horse-battery";
+let page = context.pages()[0] ?? (await context.newPage());
+let operatorPassword = "";
+let savedRefresh = "";
+
+try {
+  await test("the first admin signs in and is forced to change the password", async () => {
+    await page.goto(base);
+    await page.getByRole("heading", { name: "Sign in to Ichor" }).waitFor();
+    await shot(page, "sign-in");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByText("Enter your user name.").waitFor();
+    await page.getByText("Enter your password.").waitFor();
+    await signIn(page, "admin", "wrong-password-123");
+    await page.getByText("The user name or password is incorrect.").waitFor();
+    assert.equal(await page.getByLabel("User name").inputValue(), "admin", "the user name is kept");
+    await page.getByLabel("Password", { exact: true }).fill(dev.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Choose a new password" }).waitFor();
+    assert.equal(await page.getByRole("link", { name: "Users" }).count(), 0, "only the change form");
+    await shot(page, "must-change");
+    await page.getByLabel("Current password").fill(dev.password);
+    await page.getByLabel("New password", { exact: true }).fill("short");
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.getByText("Use at least 12 characters.").waitFor();
+    assert.equal(await page.getByLabel("Current password").inputValue(), dev.password, "nothing lost");
+    await changePassword(page, dev.password, ADMIN_NEW);
+    await page.getByRole("heading", { name: "Account" }).waitFor({ timeout: 20_000 });
+    await page.getByText("Signed in as admin").first().waitFor();
+    await shot(page, "account");
+  });
+
+  await test("the admin downloads a kubeconfig whose exec block runs ichor auth token", async () => {
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("main").getByRole("button", { name: "Download my kubeconfig" }).click(),
+    ]);
+    const yaml = readFileSync(await download.path(), "utf8");
+    assert.match(download.suggestedFilename(), /^kubeconfig-admin\.yaml$/);
+    assert.match(yaml, /exec:\n\s+apiVersion: client\.authentication\.k8s\.io\/v1\n\s+command: ichor\n\s+args:\n\s+- auth\n\s+- token\n\s+- --issuer\n\s+- (\S+)/);
+    assert.equal(yaml.match(/- --issuer\n\s+- (\S+)/)[1], base);
+    assert.match(yaml, /- --audience\n\s+- ichor-kube/);
+    assert.match(yaml, /- --client-id\n\s+- ichor-cli/);
+  });
+
+  await test("the admin creates an operator and sees its generated password once", async () => {
+    await page.getByRole("link", { name: "Users" }).click();
+    await page.getByRole("heading", { name: "Users" }).waitFor();
+    const form = page.getByRole("form", { name: "Create user" });
+    await form.getByLabel("Name", { exact: true }).fill("Bad_Name");
+    await form.getByLabel("E-mail").fill("not-an-address");
+    await form.getByRole("button", { name: "Create" }).click();
+    await form.getByText("Use a lower-case DNS label").waitFor();
+    await form.getByText("Enter an e-mail address").waitFor();
+    assert.equal(await form.getByLabel("Name", { exact: true }).inputValue(), "Bad_Name", "nothing lost");
+    await form.getByLabel("Name", { exact: true }).fill("olga");
+    await form.getByLabel("Display name").fill("Olga Operator");
+    await form.getByLabel("E-mail").fill("olga@example.com");
+    await form.getByLabel("viewer").uncheck();
+    await form.getByLabel("operator").check();
+    await form.getByRole("button", { name: "Create" }).click();
+    operatorPassword = (await page.getByTestId("generated-password").textContent()).trim();
+    assert.ok(operatorPassword.length >= 12);
+    await page.locator('tr[data-user="olga"]').getByText("operator").waitFor();
+    await shot(page, "users-admin");
+  });
+
+  await test("the server's refusal is shown: the admin cannot delete the last admin", async () => {
+    const row = page.locator('tr[data-user="admin"]');
+    await row.getByRole("button", { name: "Delete" }).click();
+    await row.getByRole("button", { name: "Confirm" }).click();
+    await row.getByText(/^Refused: /).waitFor();
+    await page.locator('tr[data-user="admin"]').waitFor();
+  });
+
+  await test("signing out revokes the refresh token's family", async () => {
+    savedRefresh = await page.evaluate(() => JSON.parse(sessionStorage.getItem("ichor.refresh")).refreshToken);
+    await page.getByRole("button", { name: "Account menu" }).click();
+    await shot(page, "account-menu");
+    await page.getByRole("menuitem", { name: "Sign out", exact: true }).click();
+    await page.getByRole("heading", { name: "Sign in to Ichor" }).waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("ichor.token")), null);
+    const answer = await page.evaluate(async (rt) => {
+      const r = await fetch("/oidc/token", {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: rt, client_id: "ichor-ui" }),
+      });
+      return { status: r.status, body: await r.json() };
+    }, savedRefresh);
+    assert.equal(answer.status, 400);
+    assert.equal(answer.body.error, "invalid_grant");
+  });
+
+  await test("the operator signs in, changes the password and cannot see admin actions", async () => {
+    await signIn(page, "olga", operatorPassword);
+    await page.getByRole("heading", { name: "Choose a new password" }).waitFor();
+    await changePassword(page, operatorPassword, OP_NEW);
+    await page.getByRole("heading", { name: "Account" }).waitFor({ timeout: 20_000 });
+    await page.getByRole("link", { name: "Users" }).click();
+    await page.locator('tr[data-user="admin"]').waitFor();
+    await page.getByText("You can see users but not change them.").waitFor();
+    for (const name of ["Delete", "Disable", "Reset password", "Revoke sessions", "Edit roles", "Create"]) {
+      assert.equal(await page.getByRole("button", { name, exact: true }).count(), 0, `no ${name} button`);
+    }
+    await shot(page, "users-operator");
+  });
+
+  await test("a duplicated tab does not sign the original out", async () => {
+    const before = await page.evaluate(() => sessionStorage.getItem("ichor.refresh"));
+    const [copy] = await Promise.all([context.waitForEvent("page"), page.evaluate(() => void window.open(location.href))]);
+    await copy.getByRole("heading", { name: "Sign in to Ichor" }).waitFor({ timeout: 15_000 });
+    assert.equal(await copy.evaluate(() => sessionStorage.getItem("ichor.refresh")), null, "the copy dropped the tokens");
+    await copy.close();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem("ichor.refresh")), before);
+    await page.reload();
+    await page.locator('tr[data-user="admin"]').waitFor();
+  });
+
+  await test("an expired ID token is renewed through the refresh token", async () => {
+    const before = await page.evaluate(() => sessionStorage.getItem("ichor.token"));
+    // Make the stored token look expired: the tab must refresh before its first call.
+    await page.evaluate(() => {
+      const [h, p, s] = sessionStorage.getItem("ichor.token").split(".");
+      const claims = JSON.parse(atob(p.replace(/-/g, "+").replace(/_/g, "/")));
+      claims.exp = Math.floor(Date.now() / 1000) - 10;
+      const enc = btoa(JSON.stringify(claims)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+      sessionStorage.setItem("ichor.token", `${h}.${enc}.${s}`);
+    });
+    await page.reload();
+    await page.locator('tr[data-user="admin"]').waitFor();
+    const after = await page.evaluate(() => sessionStorage.getItem("ichor.token"));
+    assert.notEqual(after, before);
+  });
+
+  await test("a token the API refuses (401) is refreshed once and the call retried", async () => {
+    const before = await page.evaluate(() => sessionStorage.getItem("ichor.token"));
+    // Keep the claims (far from expiry) but break the signature: only the server notices.
+    await page.evaluate(() => {
+      const [h, p] = sessionStorage.getItem("ichor.token").split(".");
+      sessionStorage.setItem("ichor.token", `${h}.${p}.AAAA`);
+    });
+    await page.reload();
+    await page.locator('tr[data-user="admin"]').waitFor();
+    const after = await page.evaluate(() => sessionStorage.getItem("ichor.token"));
+    assert.notEqual(after, before);
+    assert.ok(!after.endsWith(".AAAA"));
+  });
+  skip("a session survives a real ID-token expiry", "ichor dev has no token TTL flag (fixed 5m); the expiry path is covered by the two tests above");
+
+  await test("no Content-Security-Policy violation was reported", async () => {
+    assert.deepEqual(cspViolations, []);
+  });
+} finally {
+  await context.close().catch(() => {});
+  dev.child.kill("SIGTERM");
+  rmSync(profile, { recursive: true, force: true });
+  if (home) rmSync(home, { recursive: true, force: true });
+  rmSync(dev.state, { recursive: true, force: true });
+}
+
+const passed = results.filter(([, ok]) => ok).length;
+const failed = results.length - passed;
+if (failed) console.log(`ichor dev stderr (tail):\n${dev.stderr().split("\n").slice(-20).join("\n")}`);
+console.log(`ui: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
