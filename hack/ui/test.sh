@@ -28,10 +28,10 @@ cargo build --locked -p ichor-cli --bin ichor
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 shots="$target_dir/ui-screenshots"
 rm -rf "$shots"
+echo "hack/ui/test.sh: screenshots go to $shots"
 e2e_rc=0
 ICHOR_BIN="$target_dir/debug/ichor" UI_DIST="$repo/ui/dist" SCREENSHOT_DIR="$shots" \
   node ui/e2e/run.mjs || e2e_rc=$?
-echo "hack/ui/test.sh: screenshots in $shots"
 if ((unit_rc != 0)); then
   echo "ui: unit tests (vitest) failed"
   exit 1
