@@ -113,7 +113,10 @@ pub fn content_type(name: &str) -> Option<&'static str> {
 /// The headers every UI response carries.
 pub fn security_headers(h: &mut HeaderMap) {
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
 }
@@ -245,8 +248,11 @@ mod tests {
     #[tokio::test]
     async fn hashed_assets_are_cached_for_a_year() {
         let tmp = built();
-        let (status, h, body) =
-            get(router(Some(tmp.path().to_owned()), config()), "/assets/index-abc123.js").await;
+        let (status, h, body) = get(
+            router(Some(tmp.path().to_owned()), config()),
+            "/assets/index-abc123.js",
+        )
+        .await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(body, "console.log(1)");
         assert_eq!(h[header::CACHE_CONTROL], IMMUTABLE);
@@ -256,7 +262,12 @@ mod tests {
     #[tokio::test]
     async fn refuses_paths_that_leave_the_assets_directory() {
         let tmp = built();
-        for uri in ["/assets/..%2Fsecret.txt", "/assets/.hidden.js", "/assets/%2E%2E", "/assets/x.exe"] {
+        for uri in [
+            "/assets/..%2Fsecret.txt",
+            "/assets/.hidden.js",
+            "/assets/%2E%2E",
+            "/assets/x.exe",
+        ] {
             let (status, _, body) = get(router(Some(tmp.path().to_owned()), config()), uri).await;
             assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
             assert_ne!(body, "no", "{uri}");
