@@ -73,7 +73,9 @@ export function App() {
   }
   const me = view.me;
   if (me.mustChange) return <MustChange onSignedOut={signedOut} />;
-  const canSeeUsers = me.roles.includes("admin") || me.roles.includes("operator");
+  // The built-in roles let only admins read IchorUsers (ichor-operator and ichor-viewer have no
+  // verb on `ichorusers`), so the Users page is offered to admins only.
+  const canSeeUsers = me.roles.includes("admin");
   const page = path === "/users" && canSeeUsers ? "users" : "account";
   return (
     <>
