@@ -167,18 +167,19 @@ try {
     await shot(page, "account");
   });
 
-  await test("the admin downloads a kubeconfig whose exec block runs ichor auth token", async () => {
-    const [download] = await Promise.all([
-      page.waitForEvent("download"),
-      page.getByRole("main").getByRole("button", { name: "Download my kubeconfig" }).click(),
-    ]);
-    const yaml = readFileSync(await download.path(), "utf8");
-    assert.match(download.suggestedFilename(), /^kubeconfig-admin\.yaml$/);
-    assert.match(yaml, /exec:\n\s+apiVersion: client\.authentication\.k8s\.io\/v1\n\s+command: ichor\n\s+args:\n\s+- auth\n\s+- token\n\s+- --issuer\n\s+- (\S+)/);
-    assert.equal(yaml.match(/- --issuer\n\s+- (\S+)/)[1], base);
-    assert.match(yaml, /- --audience\n\s+- ichor-kube/);
-    assert.match(yaml, /- --client-id\n\s+- ichor-cli/);
+  // `ichor dev` configures no cluster for kubeconfigs (issuer/src/cli.rs local_routers passes
+  // none to the UserService), so GetMyKubeconfig is refused there with FailedPrecondition; the
+  // UI must show the server's sentence. When dev gains a cluster this test fails: then check the
+  // downloaded file's exec block (apiVersion client.authentication.k8s.io/v1, command ichor,
+  // args auth token --issuer <base> --client-id ichor-cli --audience ichor-kube) instead.
+  await test("the kubeconfig download shows ichor dev's refusal (no cluster configured) inline", async () => {
+    let downloaded = false;
+    page.once("download", () => (downloaded = true));
+    await page.getByRole("main").getByRole("button", { name: "Download my kubeconfig" }).click();
+    await page.getByRole("main").getByText("Refused: no cluster is configured for kubeconfigs on this issuer").waitFor();
+    assert.equal(downloaded, false);
   });
+  skip("the downloaded kubeconfig's exec block", "ichor dev configures no cluster, so no kubeconfig is served");
 
   await test("the admin creates an operator and sees its generated password once", async () => {
     await page.getByRole("link", { name: "Users" }).click();
