@@ -199,7 +199,7 @@ try {
     await form.getByRole("button", { name: "Create" }).click();
     operatorPassword = (await page.getByTestId("generated-password").textContent()).trim();
     assert.ok(operatorPassword.length >= 12);
-    await page.locator('tr[data-user="olga"]').getByText("operator").waitFor();
+    await page.locator('tr[data-user="olga"]').getByRole("cell", { name: "operator", exact: true }).waitFor();
     await shot(page, "users-admin");
   });
 
@@ -269,7 +269,7 @@ try {
   });
 
   await test("an expired ID token is renewed through the refresh token", async () => {
-    const before = await page.evaluate(() => sessionStorage.getItem("ichor.token"));
+    const rotatedBefore = await page.evaluate(() => sessionStorage.getItem("ichor.refresh"));
     // Make the stored token look expired: the tab must refresh before its first call.
     await page.evaluate(() => {
       const [h, p, s] = sessionStorage.getItem("ichor.token").split(".");
@@ -281,11 +281,14 @@ try {
     await page.reload();
     await page.getByText("Roles: operator").first().waitFor();
     const after = await page.evaluate(() => sessionStorage.getItem("ichor.token"));
-    assert.notEqual(after, before);
+    const exp = JSON.parse(atob(after.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).exp;
+    assert.ok(exp * 1000 > Date.now() + 60_000, "a fresh ID token");
+    const rotatedAfter = await page.evaluate(() => sessionStorage.getItem("ichor.refresh"));
+    assert.notEqual(rotatedAfter, rotatedBefore, "the refresh token was rotated");
   });
 
   await test("a token the API refuses (401) is refreshed once and the call retried", async () => {
-    const before = await page.evaluate(() => sessionStorage.getItem("ichor.token"));
+    const rotatedBefore = await page.evaluate(() => sessionStorage.getItem("ichor.refresh"));
     // Keep the claims (far from expiry) but break the signature: only the server notices.
     await page.evaluate(() => {
       const [h, p] = sessionStorage.getItem("ichor.token").split(".");
@@ -294,8 +297,9 @@ try {
     await page.reload();
     await page.getByText("Roles: operator").first().waitFor();
     const after = await page.evaluate(() => sessionStorage.getItem("ichor.token"));
-    assert.notEqual(after, before);
-    assert.ok(!after.endsWith(".AAAA"));
+    assert.ok(!after.endsWith(".AAAA"), "the broken token was replaced");
+    const rotatedAfter = await page.evaluate(() => sessionStorage.getItem("ichor.refresh"));
+    assert.notEqual(rotatedAfter, rotatedBefore, "the refresh token was rotated");
   });
   skip("a session survives a real ID-token expiry", "ichor dev has no token TTL flag (fixed 5m); the expiry path is covered by the two tests above");
 
