@@ -19,6 +19,9 @@ fi
 
 cd "$repo/ui"
 [[ -d node_modules && node_modules/.package-lock.json -nt package-lock.json ]] || npm ci --no-audit --no-fund
+# The TypeScript of the proto (protoc-gen-es through buf, both from npm) must match the proto.
+npm run --silent gen
+git diff --exit-code -- src/gen || { echo "ui: src/gen is stale: run npm run gen in ui/ and commit"; exit 1; }
 npm run build
 unit_rc=0
 npx vitest run || unit_rc=$?
