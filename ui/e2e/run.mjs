@@ -211,6 +211,29 @@ try {
     await page.locator('tr[data-user="admin"]').waitFor();
   });
 
+  await test("the admin edits roles, disables and enables a user and resets a password", async () => {
+    const row = page.locator('tr[data-user="olga"]');
+    await row.getByRole("button", { name: "Edit roles" }).click();
+    await row.getByLabel("viewer").check();
+    await row.getByRole("button", { name: "Save" }).click();
+    await row.getByRole("cell", { name: "operator, viewer", exact: true }).waitFor();
+    await row.getByRole("button", { name: "Edit roles" }).click();
+    await row.getByLabel("viewer").uncheck();
+    await row.getByRole("button", { name: "Save" }).click();
+    await row.getByRole("cell", { name: "operator", exact: true }).waitFor();
+    await row.getByRole("button", { name: "Disable", exact: true }).click();
+    await row.getByText("disabled, must change password").waitFor();
+    await row.getByRole("button", { name: "Enable", exact: true }).click();
+    await row.getByText("active, must change password").waitFor();
+    await page.getByRole("button", { name: "Dismiss" }).click();
+    assert.equal(await page.getByTestId("generated-password").count(), 0, "the password was shown once");
+    await row.getByRole("button", { name: "Reset password" }).click();
+    await page.getByTestId("generated-password").waitFor();
+    const reset = (await page.getByTestId("generated-password").textContent()).trim();
+    assert.ok(reset.length >= 12 && reset !== operatorPassword, "a new generated password is shown");
+    operatorPassword = reset;
+  });
+
   await test("signing out revokes the refresh token's family", async () => {
     savedRefresh = await page.evaluate(() => JSON.parse(sessionStorage.getItem("ichor.refresh")).refreshToken);
     await page.getByRole("button", { name: "Account menu" }).click();
@@ -300,6 +323,25 @@ try {
     assert.ok(!after.endsWith(".AAAA"), "the broken token was replaced");
     const rotatedAfter = await page.evaluate(() => sessionStorage.getItem("ichor.refresh"));
     assert.notEqual(rotatedAfter, rotatedBefore, "the refresh token was rotated");
+  });
+  await test("sign out everywhere ends the family and shows the sign-in card", async () => {
+    await page.getByRole("button", { name: "Account menu" }).click();
+    assert.equal(await page.getByRole("menuitem", { name: "Sign out everywhere" }).count(), 0,
+      "not offered to an operator (RevokeSessions is an admin's)");
+    await page.getByRole("menuitem", { name: "Sign out", exact: true }).click();
+    await page.getByRole("heading", { name: "Sign in to Ichor" }).waitFor();
+    await signIn(page, "admin", ADMIN_NEW);
+    await page.getByRole("button", { name: "Account menu" }).waitFor();
+    const rt = await page.evaluate(() => JSON.parse(sessionStorage.getItem("ichor.refresh")).refreshToken);
+    await page.getByRole("button", { name: "Account menu" }).click();
+    await page.getByRole("menuitem", { name: "Sign out everywhere" }).click();
+    await page.getByRole("heading", { name: "Sign in to Ichor" }).waitFor();
+    const status = await page.evaluate(async (t) => (await fetch("/oidc/token", {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: t, client_id: "ichor-ui" }),
+    })).status, rt);
+    assert.equal(status, 400);
   });
   skip("a session survives a real ID-token expiry", "ichor dev has no token TTL flag (fixed 5m); the expiry path is covered by the two tests above");
 

@@ -59,9 +59,13 @@ export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => v
           <button type="button" role="menuitem" onClick={run(() => session.signOut())}>
             {S.signOut}
           </button>
-          <button type="button" role="menuitem" onClick={run(() => signOutEverywhere(props.me.name))}>
-            {S.signOutEverywhere}
-          </button>
+          {/* RevokeSessions needs `update` on ichorusers and ichorusers/password, which only the
+              admin role has, even for the caller's own sessions. */}
+          {props.me.roles.includes("admin") && (
+            <button type="button" role="menuitem" onClick={run(() => signOutEverywhere(props.me.name))}>
+              {S.signOutEverywhere}
+            </button>
+          )}
         </div>
       )}
     </div>
