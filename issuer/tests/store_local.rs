@@ -137,7 +137,10 @@ async fn a_written_entry_reads_back_at_its_own_version_in_a_0600_file_of_a_0700_
         .write_credentials("alice", &absent(), Some(&entry()))
         .await
         .unwrap();
-    assert!(version.0.starts_with("sha256:") && version.0.len() == 7 + 64, "{version:?}");
+    assert!(
+        version.0.starts_with("sha256:") && version.0.len() == 7 + 64,
+        "{version:?}"
+    );
     let (read, read_version) = store.read_credentials("alice").await.unwrap();
     assert_eq!(read, Some(entry()));
     assert_eq!(read_version, version);
@@ -188,7 +191,10 @@ async fn a_write_against_a_stale_entry_is_a_conflict_and_changes_nothing() {
         .unwrap_err();
     assert!(matches!(garbage, StoreError::Conflict(_)), "{garbage}");
     // A version read before the last change of the entry is stale too.
-    let second = store.write_credentials("alice", &first, Some(&other)).await.unwrap();
+    let second = store
+        .write_credentials("alice", &first, Some(&other))
+        .await
+        .unwrap();
     let stale = store
         .write_credentials("alice", &first, Some(&entry()))
         .await
@@ -208,7 +214,10 @@ async fn another_users_write_between_a_read_and_a_write_is_no_conflict() {
         .write_credentials("alice", &alice_read, Some(&entry()))
         .await
         .unwrap();
-    store.write_credentials("bob", &bob_read, Some(&entry())).await.unwrap();
+    store
+        .write_credentials("bob", &bob_read, Some(&entry()))
+        .await
+        .unwrap();
     let (_, alice_again) = store.read_credentials("alice").await.unwrap();
     assert_eq!(alice_again, alice, "bob's write moved alice's version");
 }
@@ -221,7 +230,10 @@ async fn removing_one_entry_keeps_every_other_users_entry() {
         .write_credentials("alice", &absent(), Some(&entry()))
         .await
         .unwrap();
-    store.write_credentials("bob", &absent(), Some(&entry())).await.unwrap();
+    store
+        .write_credentials("bob", &absent(), Some(&entry()))
+        .await
+        .unwrap();
     let v3 = store.write_credentials("alice", &v1, None).await.unwrap();
     assert_eq!(v3, absent());
     assert!(store.read_credentials("alice").await.unwrap().0.is_none());

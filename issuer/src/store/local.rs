@@ -345,7 +345,9 @@ impl UserStore for LocalStore {
         let file = self.credentials.clone();
         let user = name.to_owned();
         let expected = expected.0.clone();
-        Ok(Version(blocking(move || file.write(&user, &expected, edit)).await??))
+        Ok(Version(
+            blocking(move || file.write(&user, &expected, edit)).await??,
+        ))
     }
 
     fn invalidate(&self, _name: &str) {

@@ -60,7 +60,10 @@ pub(crate) struct Document {
 /// entry depends only on its content.
 pub(crate) fn entry_version(entry: Option<&serde_json::Value>) -> String {
     match entry {
-        Some(value) => format!("sha256:{}", hex::encode(Sha256::digest(value.to_string().as_bytes()))),
+        Some(value) => format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(value.to_string().as_bytes()))
+        ),
         None => ABSENT_VERSION.to_owned(),
     }
 }
@@ -237,7 +240,12 @@ impl CredentialsFile {
             .and_then(|lock| Ok((lock, self.read("")?)));
         let (_lock, mut doc) = match prepared {
             Ok(prepared) => prepared,
-            Err(e) => return batch.iter().map(|r| (r.ticket, Err(for_user(&e, &r.user)))).collect(),
+            Err(e) => {
+                return batch
+                    .iter()
+                    .map(|r| (r.ticket, Err(for_user(&e, &r.user))))
+                    .collect();
+            }
         };
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut changed = false;
