@@ -6,9 +6,9 @@
 //!
 //! # Guarantees
 //! - Credentials writes are optimistic: [`UserStore::write_credentials`] succeeds only when the
-//!   store's version still equals the version the caller read, so two issuer processes (or
-//!   replicas) never overwrite each other's rotation. [`modify_credentials`] wraps the
-//!   read–change–write loop with bounded retries.
+//!   user's entry is still at the version the caller read, so two issuer processes (or replicas)
+//!   never overwrite each other's rotation, while writes for different users never conflict.
+//!   [`modify_credentials`] wraps the read–change–write loop with bounded, jittered retries.
 //! - A user read may be served from a cache at most [`USER_CACHE_TTL`] old, so a disable or a
 //!   role change takes effect within that bound.
 //!
