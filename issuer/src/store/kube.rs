@@ -6,10 +6,18 @@
 //! - User reads (one user, and the list) are cached in memory for at most the configured TTL
 //!   (default and maximum [`USER_CACHE_TTL`]); [`UserStore::invalidate`] drops a user at once.
 //!   The cache holds at most [`MAX_CACHED_USERS`] names, so probing random names cannot grow it.
-//! - Credentials are never cached: every read is a `GET` of the Secret, and every write is a JSON
-//!   merge patch (`application/merge-patch+json`) of exactly one data key carrying
-//!   `metadata.resourceVersion`, so the API server refuses it with 409 when any replica wrote the
-//!   Secret since the read ([`StoreError::Conflict`]), and no other user's key is touched.
+//! - Credentials are never cached: every read is a `GET` of the Secret, and every write touches
+//!   exactly one data key, compared against what was read of that key alone, so writes for
+//!   different users never conflict while no replica ever overwrites another's rotation:
+//!   - when the user had an entry, its [`Version`] carries the entry's value as read, and the
+//!     write is a JSON Patch (`application/json-patch+json`, RFC 6902) `test` of `/data/<user>`
+//!     against that value followed by `replace` (or `remove`). The API server applies the
+//!     operations atomically and refuses the whole patch with 422 when the test fails
+//!     ([`StoreError::Conflict`]);
+//!   - when the user had none (a test cannot assert absence), the [`Version`] carries the
+//!     Secret's `resourceVersion` and the write is a JSON merge patch
+//!     (`application/merge-patch+json`) of the one key carrying `metadata.resourceVersion`, which
+//!     the API server refuses with 409 when any replica wrote the Secret since the read.
 //! - The Secret is read and written through the client's raw text calls and parsed here, so a
 //!   response that fails to parse is never logged (the client's typed calls log the whole body
 //!   at `warn` on a parse failure, which for this Secret would be every hash).
@@ -48,6 +56,12 @@ const LIST_PAGE: u32 = 500;
 const MAX_LIST_PAGES: usize = 20;
 /// The longest text of a transport error kept in a [`StoreError::Unavailable`].
 const MAX_ERROR_TEXT: usize = 300;
+/// The prefix of a [`Version`] that carries the user's entry value (base64, as in the Secret).
+const ENTRY_VERSION_PREFIX: &str = "entry:";
+/// The prefix of a [`Version`] that carries the Secret's `resourceVersion` (the user had no entry).
+const ABSENT_VERSION_PREFIX: &str = "absent@";
+/// The media type of a JSON Patch (RFC 6902).
+const JSON_PATCH: &str = "application/json-patch+json";
 
 /// The cluster-mode [`UserStore`].
 pub struct KubeStore {
@@ -212,14 +226,17 @@ impl UserStore for KubeStore {
 
     async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError> {
         let secret = self.get_secret().await?;
-        let version = secret_version(&secret)?;
-        let entry = match secret.data.as_ref().and_then(|data| data.get(name)) {
+        let resource_version = secret_version(&secret)?;
+        match secret.data.as_ref().and_then(|data| data.get(name)) {
             Some(bytes) => {
-                Some(CredentialsEntry::parse(name, &bytes.0).map_err(|e| redact::corrupt(name, &e))?)
+                let entry = CredentialsEntry::parse(name, &bytes.0).map_err(|e| redact::corrupt(name, &e))?;
+                Ok((Some(entry), entry_version(&bytes.0)))
             }
-            None => None,
-        };
-        Ok((entry, version))
+            None => Ok((
+                None,
+                Version(format!("{ABSENT_VERSION_PREFIX}{}", resource_version.0)),
+            )),
+        }
     }
 
     async fn write_credentials(
@@ -229,35 +246,56 @@ impl UserStore for KubeStore {
         entry: Option<&CredentialsEntry>,
     ) -> Result<Version, StoreError> {
         super::convert::check_user_name(name)?;
-        if expected.0.is_empty() {
-            // An empty resourceVersion is no precondition at all to the API server: the write
-            // would overwrite blindly. No read ever returns one, so it cannot be current.
-            return Err(StoreError::Conflict(name.to_owned()));
-        }
         let value = match entry {
             Some(entry) => {
                 let json = entry.to_json(name).map_err(|e| redact::corrupt(name, &e))?;
-                serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(json))
+                Some(base64::engine::general_purpose::STANDARD.encode(json))
             }
-            None => serde_json::Value::Null,
+            None => None,
         };
-        let patch = merge_patch(name, expected, value);
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        let request = self
-            .secrets
-            .patch(CREDENTIALS_SECRET_NAME, &params, &Patch::Merge(&patch))
-            .map_err(|e| {
-                StoreError::Unavailable(format!("cannot build the request for {}: {e}", secret_ref()))
-            })?;
+        let request = if let Some(read) = expected.0.strip_prefix(ENTRY_VERSION_PREFIX) {
+            let patch = json_patch(name, read, value.as_deref());
+            self.secrets
+                .patch(CREDENTIALS_SECRET_NAME, &params, &Patch::Merge(&patch))
+                .map(|mut request| {
+                    // The body is the operations array as given; only the media type differs.
+                    request.headers_mut().insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static(JSON_PATCH),
+                    );
+                    request
+                })
+        } else {
+            match expected.0.strip_prefix(ABSENT_VERSION_PREFIX) {
+                // An empty resourceVersion is no precondition at all to the API server: the write
+                // would overwrite blindly. No read ever returns one, so it cannot be current.
+                Some(resource_version) if !resource_version.is_empty() => {
+                    let patch = merge_patch(name, resource_version, value);
+                    self.secrets
+                        .patch(CREDENTIALS_SECRET_NAME, &params, &Patch::Merge(&patch))
+                }
+                // Not a version this store hands out: it cannot be current.
+                _ => return Err(StoreError::Conflict(name.to_owned())),
+            }
+        }
+        .map_err(|e| {
+            StoreError::Unavailable(format!("cannot build the request for {}: {e}", secret_ref()))
+        })?;
         let text = self
             .client
             .request_text(request)
             .await
             .map_err(|e| secret_error(&e, Some(name)))?;
-        secret_version(&parse_secret(&text)?)
+        let secret = parse_secret(&text)?;
+        let resource_version = secret_version(&secret)?;
+        Ok(match secret.data.as_ref().and_then(|data| data.get(name)) {
+            Some(bytes) => entry_version(&bytes.0),
+            None => Version(format!("{ABSENT_VERSION_PREFIX}{}", resource_version.0)),
+        })
     }
 
     fn invalidate(&self, name: &str) {
@@ -267,14 +305,38 @@ impl UserStore for KubeStore {
     }
 }
 
-/// The merge patch setting (or, with `null`, removing) exactly one key, guarded by the version.
-fn merge_patch(name: &str, expected: &Version, value: serde_json::Value) -> serde_json::Value {
+/// The version of a user whose entry has these (decoded) bytes: the value as the Secret holds it.
+fn entry_version(bytes: &[u8]) -> Version {
+    Version(format!(
+        "{ENTRY_VERSION_PREFIX}{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    ))
+}
+
+/// The merge patch setting (or, with `None`, removing) exactly one key, guarded by the Secret's
+/// `resourceVersion`.
+fn merge_patch(name: &str, resource_version: &str, value: Option<String>) -> serde_json::Value {
     let mut data = serde_json::Map::new();
-    data.insert(name.to_owned(), value);
+    data.insert(
+        name.to_owned(),
+        value.map_or(serde_json::Value::Null, serde_json::Value::String),
+    );
     serde_json::json!({
-        "metadata": { "resourceVersion": expected.0 },
+        "metadata": { "resourceVersion": resource_version },
         "data": data,
     })
+}
+
+/// The JSON Patch replacing (or, with `None`, removing) exactly one key, only if it still holds
+/// `read` (base64, as read).
+fn json_patch(name: &str, read: &str, value: Option<&str>) -> serde_json::Value {
+    // RFC 6901 escaping; a DNS label needs none, but the pointer must never be ambiguous.
+    let path = format!("/data/{}", name.replace('~', "~0").replace('/', "~1"));
+    let change = match value {
+        Some(value) => serde_json::json!({"op": "replace", "path": path, "value": value}),
+        None => serde_json::json!({"op": "remove", "path": path}),
+    };
+    serde_json::json!([{"op": "test", "path": path, "value": read}, change])
 }
 
 fn secret_ref() -> String {
@@ -303,8 +365,10 @@ fn secret_version(secret: &Secret) -> Result<Version, StoreError> {
     }
 }
 
-/// Maps a failed Secret call: 404 is a missing Secret, 409 (on a write for `user`) a conflict,
-/// anything else unavailable. Only the status code and reason are kept from an API answer.
+/// Maps a failed Secret call: 404 is a missing Secret; on a write for `user`, 409 (the
+/// `resourceVersion` moved) and a 422 without field causes (a JSON Patch `test` failed) are
+/// conflicts; anything else is unavailable. Only the status code and reason are kept from an API
+/// answer.
 fn secret_error(error: &kube::Error, user: Option<&str>) -> StoreError {
     match (error, user) {
         (kube::Error::Api(status), _) if status.code == 404 => StoreError::Missing(format!(
@@ -312,6 +376,9 @@ fn secret_error(error: &kube::Error, user: Option<&str>) -> StoreError {
             secret_ref()
         )),
         (kube::Error::Api(status), Some(user)) if status.code == 409 => StoreError::Conflict(user.to_owned()),
+        (kube::Error::Api(status), Some(user)) if status.code == 422 && !is_validation_failure(status) => {
+            StoreError::Conflict(user.to_owned())
+        }
         (kube::Error::Api(status), _) => StoreError::Unavailable(format!(
             "{}: the Kubernetes API answered {} {}",
             secret_ref(),
@@ -320,6 +387,16 @@ fn secret_error(error: &kube::Error, user: Option<&str>) -> StoreError {
         )),
         (other, _) => StoreError::Unavailable(format!("{}: {}", secret_ref(), transport_text(other))),
     }
+}
+
+/// Whether a 422 names a field of the object (a validation failure, which no retry fixes), rather
+/// than a failed JSON Patch operation (which the API server answers as a generic 422 whose only
+/// cause, if any, is the patch error without a field).
+fn is_validation_failure(status: &kube::core::Status) -> bool {
+    status
+        .details
+        .as_ref()
+        .is_some_and(|details| details.causes.iter().any(|cause| !cause.field.is_empty()))
 }
 
 /// Maps a failed `IchorUser` call (a 404 never reaches here: `get_opt` makes it `None`).

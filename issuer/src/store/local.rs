@@ -5,13 +5,16 @@
 //! - `<users dir>/**/*.yaml`: the GitOps tree (see [`users`] for what is read and refused). The
 //!   write methods of [`LocalStore`] keep one user per file, `<users dir>/<name>.yaml`.
 //! - `<state dir>/credentials.json`: `{"generation": n, "entries": {"<user>": <entry>}}`, mode
-//!   0600 in a 0700 directory; `n` is the [`Version`]. See [`credentials_file`].
+//!   0600 in a 0700 directory; `n` counts the file's rewrites. A user's [`Version`] is the digest
+//!   of that user's entry alone (or `absent`). See [`credentials_file`].
 //! - `<state dir>/credentials.json.lock`, `<state dir>/users.lock`: the inter-process locks.
 //!
 //! # Guarantees
 //! - Several processes may share one store: a credentials write is a locked
-//!   read–compare–write of the generation, so no rotation is ever lost (a moved generation is a
-//!   [`StoreError::Conflict`] and [`super::modify_credentials`] retries from a fresh read).
+//!   read–compare–write of the user's entry, so no rotation is ever lost (a changed entry is a
+//!   [`StoreError::Conflict`] and [`super::modify_credentials`] retries from a fresh read), while
+//!   writes for different users never conflict. Concurrent writes are committed in batches, one
+//!   durable file replacement per batch.
 //! - User reads are served from a snapshot at most the configured TTL old (default
 //!   [`DEFAULT_USER_TTL`], never more than [`USER_CACHE_TTL`]); a refresh re-parses only the files
 //!   whose size, modification time or inode changed. A bad file is logged and skipped, never fatal.
@@ -37,7 +40,7 @@ use ichor_renderers::{
 use tokio::time::Instant;
 
 use self::{
-    credentials_file::{CredentialsFile, Edit},
+    credentials_file::{CredentialsFile, Edit, entry_version},
     fsutil::{atomic_create, atomic_replace, ensure_private_dir, lock_exclusive, remove_durably},
     users::{Location, Scan},
 };
@@ -308,8 +311,9 @@ impl UserStore for LocalStore {
         let file = self.credentials.clone();
         let user = name.to_owned();
         let doc = blocking(move || file.read(&user)).await??;
-        let version = Version(doc.generation.to_string());
-        let Some(value) = doc.entries.get(name) else {
+        let value = doc.entries.get(name);
+        let version = Version(entry_version(value));
+        let Some(value) = value else {
             return Ok((None, version));
         };
         let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Corrupt {
@@ -327,10 +331,6 @@ impl UserStore for LocalStore {
         entry: Option<&CredentialsEntry>,
     ) -> Result<Version, StoreError> {
         check_user_name(name)?;
-        let Ok(expected) = expected.0.parse::<u64>() else {
-            // Not a version this store ever handed out: it cannot be current.
-            return Err(StoreError::Conflict(name.to_owned()));
-        };
         let edit = match entry {
             Some(entry) => {
                 let json = entry.to_json(name).map_err(|e| redact::corrupt(name, &e))?;
@@ -344,8 +344,10 @@ impl UserStore for LocalStore {
         };
         let file = self.credentials.clone();
         let user = name.to_owned();
-        let generation = blocking(move || file.write(&user, expected, edit)).await??;
-        Ok(Version(generation.to_string()))
+        let expected = expected.0.clone();
+        Ok(Version(
+            blocking(move || file.write(&user, &expected, edit)).await??,
+        ))
     }
 
     fn invalidate(&self, _name: &str) {

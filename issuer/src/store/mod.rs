@@ -6,9 +6,9 @@
 //!
 //! # Guarantees
 //! - Credentials writes are optimistic: [`UserStore::write_credentials`] succeeds only when the
-//!   store's version still equals the version the caller read, so two issuer processes (or
-//!   replicas) never overwrite each other's rotation. [`modify_credentials`] wraps the
-//!   read–change–write loop with bounded retries.
+//!   user's entry is still at the version the caller read, so two issuer processes (or replicas)
+//!   never overwrite each other's rotation, while writes for different users never conflict.
+//!   [`modify_credentials`] wraps the read–change–write loop with bounded, jittered retries.
 //! - A user read may be served from a cache at most [`USER_CACHE_TTL`] old, so a disable or a
 //!   role change takes effect within that bound.
 //!
@@ -33,6 +33,10 @@ pub const USER_CACHE_TTL: Duration = Duration::from_secs(10);
 /// How many times [`modify_credentials`] retries after a conflict before giving up.
 pub const MAX_CONFLICT_RETRIES: usize = 8;
 
+/// The most [`modify_credentials`] waits before its retry number `n` is `n` times this (the wait
+/// is uniformly random below it), so writers that collided spread out instead of colliding again.
+pub const CONFLICT_BACKOFF_STEP: Duration = Duration::from_millis(2);
+
 /// A user as the issuer needs it (from the `IchorUser` object).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredUser {
@@ -48,8 +52,10 @@ pub struct StoredUser {
     pub email: Option<String>,
 }
 
-/// An opaque version of the credentials store (the Secret's `resourceVersion`, or the local
-/// file's generation), compared by [`UserStore::write_credentials`].
+/// An opaque version of one user's credentials entry (Kubernetes: the entry's value in the
+/// Secret, or the Secret's `resourceVersion` when the user has none; local: the digest of the
+/// entry), compared by [`UserStore::write_credentials`]. Versioning entries one by one means
+/// writes for different users never conflict.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Version(pub String);
 
@@ -87,11 +93,11 @@ pub trait UserStore: Send + Sync + 'static {
     /// The user's credentials entry (if any) and the version to write against. Never cached.
     async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError>;
 
-    /// Replace (`Some`) or remove (`None`) the user's entry, only if the store is still at
-    /// `expected`; returns the new version. Touches no other user's entry.
+    /// Replace (`Some`) or remove (`None`) the user's entry, only if that entry is still at
+    /// `expected`; returns the entry's new version. Touches no other user's entry.
     ///
     /// # Errors
-    /// [`StoreError::Conflict`] when the version moved on.
+    /// [`StoreError::Conflict`] when the entry changed since it was read.
     async fn write_credentials(
         &self,
         name: &str,
@@ -115,8 +121,8 @@ pub enum Change<T> {
 }
 
 /// Read the user's entry, let `f` decide, write with the read version, and retry from a fresh
-/// read on a conflict (at most [`MAX_CONFLICT_RETRIES`] times). `f` must be pure: it may run
-/// several times.
+/// read on a conflict (at most [`MAX_CONFLICT_RETRIES`] times, each after a random pause below
+/// `attempt ×` [`CONFLICT_BACKOFF_STEP`]). `f` must be pure: it may run several times.
 ///
 /// # Errors
 /// The store's errors, `f`'s errors (converted), or [`StoreError::Conflict`] after the retries.
@@ -126,7 +132,10 @@ where
     E: From<StoreError>,
     F: FnMut(Option<&CredentialsEntry>) -> Result<Change<T>, E>,
 {
-    for _ in 0..=MAX_CONFLICT_RETRIES {
+    for attempt in 0..=MAX_CONFLICT_RETRIES {
+        if attempt > 0 {
+            sleep(conflict_backoff(attempt)).await;
+        }
         let (current, version) = store.read_credentials(name).await?;
         let (write, value) = match f(current.as_ref())? {
             Change::Keep(v) => return Ok(v),
@@ -140,6 +149,21 @@ where
         }
     }
     Err(StoreError::Conflict(name.to_owned()).into())
+}
+
+/// A random pause below `attempt ×` [`CONFLICT_BACKOFF_STEP`] (none when no randomness is
+/// available: the retry still happens, only without spreading).
+fn conflict_backoff(attempt: usize) -> Duration {
+    let mut bytes = [0u8; 4];
+    if getrandom::fill(&mut bytes).is_err() {
+        return Duration::ZERO;
+    }
+    let bound = CONFLICT_BACKOFF_STEP.saturating_mul(u32::try_from(attempt).unwrap_or(u32::MAX));
+    let micros = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX);
+    if micros == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_micros(u64::from(u32::from_le_bytes(bytes)) % micros)
 }
 
 /// A future that resolves after `d` (kept here so store implementations share one clock).

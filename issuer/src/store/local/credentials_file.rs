@@ -1,27 +1,34 @@
 //! The local credentials file: every user's credentials entry in one JSON document,
-//! `{"generation": n, "entries": {"<user>": <entry>}}`, whose `generation` is the store's
-//! [`Version`](super::super::Version).
+//! `{"generation": n, "entries": {"<user>": <entry>}}`. Each entry has its own version (see
+//! [`entry_version`]); `generation` only counts the file's rewrites.
 //!
 //! # Guarantees
 //! - A write holds an exclusive lock on a separate lock file (`credentials.json.lock`, `flock`)
 //!   for the whole read–compare–write, so two processes sharing the directory never lose each
-//!   other's write: the second sees the generation moved and gets a conflict.
+//!   other's write: a write whose user's entry changed since it was read gets a conflict. Writes
+//!   for different users never conflict.
+//! - Concurrent writes of one process are committed together (group commit): the first writer
+//!   to find no commit running takes the lock and applies every queued edit, in arrival order and
+//!   each compared against its own user's entry as the earlier edits left it, then writes and
+//!   syncs the file once for all of them. One `fsync` pair per batch instead of per write.
 //! - The file is replaced atomically (a temporary file in the same directory, `fsync`, `rename`,
 //!   `fsync` of the directory): a reader, which takes no lock, sees the old or the new file,
-//!   never a mix, and a crash leaves one of the two.
+//!   never a mix, and a crash leaves one of the two. A write returns only after that.
 //! - The file is created mode 0600 and its directory 0700; it is at most
 //!   [`MAX_CREDENTIALS_FILE_BYTES`].
-//! - A missing file is an empty store at generation 0. A file that cannot be parsed is reported
-//!   as corrupt (without its content) and is never overwritten.
+//! - A missing file is an empty store. A file that cannot be parsed is reported as corrupt
+//!   (without its content) and is never overwritten.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap},
     fs::File,
     io::{self, Read},
     path::{Path, PathBuf},
+    sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError},
 };
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 
 use super::fsutil::{atomic_replace, ensure_private_dir, lock_exclusive};
 use crate::store::{StoreError, redact::redact_quoted};
@@ -32,32 +39,100 @@ pub const CREDENTIALS_FILE_NAME: &str = "credentials.json";
 pub const LOCK_FILE_NAME: &str = "credentials.json.lock";
 /// The largest credentials file read or written: 16 MiB.
 pub const MAX_CREDENTIALS_FILE_BYTES: usize = 16 * 1024 * 1024;
+/// The version of a user without an entry.
+pub const ABSENT_VERSION: &str = "absent";
 
 /// The document on disk.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Document {
-    /// Incremented by every write; 0 when the file does not exist.
+    /// Incremented by every rewrite of the file; 0 when the file does not exist. Informational:
+    /// it is not a version (entries are versioned one by one).
     pub generation: u64,
     /// Each user's entry, as the entry's JSON object.
     #[serde(default)]
     pub entries: BTreeMap<String, serde_json::Value>,
 }
 
-/// The paths of the credentials file and its lock.
+/// The version of one user's entry: `sha256:<hex>` of the entry's compact JSON, or
+/// [`ABSENT_VERSION`]. It depends on that entry alone, so another user's write never moves it;
+/// two equal entries have the same version, which is sound because a change computed from an
+/// entry depends only on its content.
+pub(crate) fn entry_version(entry: Option<&serde_json::Value>) -> String {
+    match entry {
+        Some(value) => format!(
+            "sha256:{}",
+            hex::encode(Sha256::digest(value.to_string().as_bytes()))
+        ),
+        None => ABSENT_VERSION.to_owned(),
+    }
+}
+
+/// The paths of the credentials file and its lock, and this process's commit queue.
 #[derive(Clone, Debug)]
 pub(crate) struct CredentialsFile {
     dir: PathBuf,
     path: PathBuf,
     lock: PathBuf,
+    commits: Arc<Commits>,
 }
 
 /// What a caller asked to change, already serialized and validated.
+#[derive(Debug)]
 pub(crate) enum Edit {
     /// Set the user's entry to this JSON object.
     Put(serde_json::Value),
     /// Remove the user's entry.
     Remove,
+}
+
+/// The writes waiting for a commit, and the results of finished ones.
+#[derive(Debug, Default)]
+struct Commits {
+    queue: Mutex<Queue>,
+    finished: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    next_ticket: u64,
+    pending: Vec<Request>,
+    results: HashMap<u64, Result<String, StoreError>>,
+    committing: bool,
+}
+
+/// One queued write.
+#[derive(Debug)]
+struct Request {
+    ticket: u64,
+    user: String,
+    expected: String,
+    edit: Edit,
+}
+
+type Outcome = (u64, Result<String, StoreError>);
+
+impl Commits {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The running commit: hands its results to the waiting writers when dropped, even when the
+/// commit unwound, so no writer waits forever.
+struct Committer<'a> {
+    commits: &'a Commits,
+    outcomes: Vec<Outcome>,
+}
+
+impl Drop for Committer<'_> {
+    fn drop(&mut self) {
+        let mut queue = self.commits.queue();
+        queue.committing = false;
+        queue.results.extend(self.outcomes.drain(..));
+        drop(queue);
+        self.commits.finished.notify_all();
+    }
 }
 
 impl CredentialsFile {
@@ -67,6 +142,7 @@ impl CredentialsFile {
             dir: dir.to_owned(),
             path: dir.join(CREDENTIALS_FILE_NAME),
             lock: dir.join(LOCK_FILE_NAME),
+            commits: Arc::default(),
         }
     }
 
@@ -102,32 +178,115 @@ impl CredentialsFile {
         })
     }
 
-    /// Applies `edit` to `user`'s entry if the document is still at `expected`, under the
-    /// exclusive lock; returns the new generation (`expected` itself when nothing changed).
+    /// Applies `edit` to `user`'s entry if that entry is still at version `expected` (see
+    /// [`entry_version`]), under the exclusive lock; returns the entry's new version. Blocks
+    /// until the write is durable (it may be committed by another thread of this process, together
+    /// with other writes).
     ///
     /// # Errors
-    /// [`StoreError::Conflict`] when the generation moved; [`StoreError::Corrupt`] when the file
-    /// cannot be parsed (it is left as it is); [`StoreError::Unavailable`] on I/O failure, on a
-    /// lock held for longer than [`LOCK_WAIT`](super::fsutil::LOCK_WAIT), or when the file would
-    /// grow past its bound.
-    pub(crate) fn write(&self, user: &str, expected: u64, edit: Edit) -> Result<u64, StoreError> {
-        ensure_private_dir(&self.dir).map_err(|e| self.unavailable("create the directory of", &e))?;
-        let _lock = lock_exclusive(&self.lock).map_err(|e| self.unavailable("lock", &e))?;
-        let mut doc = self.read(user)?;
-        if doc.generation != expected {
-            return Err(StoreError::Conflict(user.to_owned()));
-        }
-        match edit {
-            Edit::Put(value) => {
-                doc.entries.insert(user.to_owned(), value);
+    /// [`StoreError::Conflict`] when the user's entry changed; [`StoreError::Corrupt`] when the
+    /// file cannot be parsed (it is left as it is); [`StoreError::Unavailable`] on I/O failure, on
+    /// a lock held for longer than [`LOCK_WAIT`](super::fsutil::LOCK_WAIT), or when the file
+    /// would grow past its bound.
+    pub(crate) fn write(&self, user: &str, expected: &str, edit: Edit) -> Result<String, StoreError> {
+        let mut queue = self.commits.queue();
+        let ticket = queue.next_ticket;
+        queue.next_ticket = ticket.wrapping_add(1);
+        queue.pending.push(Request {
+            ticket,
+            user: user.to_owned(),
+            expected: expected.to_owned(),
+            edit,
+        });
+        loop {
+            if let Some(result) = queue.results.remove(&ticket) {
+                return result;
             }
-            Edit::Remove => {
-                if doc.entries.remove(user).is_none() {
-                    return Ok(expected);
+            if queue.committing {
+                queue = self
+                    .commits
+                    .finished
+                    .wait(queue)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            queue.committing = true;
+            let batch = std::mem::take(&mut queue.pending);
+            drop(queue);
+            let mut committer = Committer {
+                commits: &self.commits,
+                outcomes: batch
+                    .iter()
+                    .map(|r| {
+                        let interrupted = StoreError::Unavailable(format!(
+                            "the write of the credentials file {} was interrupted",
+                            self.path.display()
+                        ));
+                        (r.ticket, Err(interrupted))
+                    })
+                    .collect(),
+            };
+            committer.outcomes = self.commit(batch);
+            drop(committer);
+            queue = self.commits.queue();
+        }
+    }
+
+    /// Applies a batch of writes under the lock with one file replacement.
+    fn commit(&self, batch: Vec<Request>) -> Vec<Outcome> {
+        let prepared = ensure_private_dir(&self.dir)
+            .map_err(|e| self.unavailable("create the directory of", &e))
+            .and_then(|()| lock_exclusive(&self.lock).map_err(|e| self.unavailable("lock", &e)))
+            .and_then(|lock| Ok((lock, self.read("")?)));
+        let (_lock, mut doc) = match prepared {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                return batch
+                    .iter()
+                    .map(|r| (r.ticket, Err(for_user(&e, &r.user))))
+                    .collect();
+            }
+        };
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut changed = false;
+        for request in batch {
+            let Request {
+                ticket,
+                user,
+                expected,
+                edit,
+            } = request;
+            if entry_version(doc.entries.get(&user)) != expected {
+                outcomes.push((ticket, Err(StoreError::Conflict(user))));
+                continue;
+            }
+            let version = match edit {
+                Edit::Put(value) => {
+                    let version = entry_version(Some(&value));
+                    doc.entries.insert(user, value);
+                    changed = true;
+                    version
+                }
+                Edit::Remove => {
+                    changed |= doc.entries.remove(&user).is_some();
+                    ABSENT_VERSION.to_owned()
+                }
+            };
+            outcomes.push((ticket, Ok(version)));
+        }
+        if changed && let Err(e) = self.replace(&mut doc) {
+            for (_, outcome) in &mut outcomes {
+                if outcome.is_ok() {
+                    *outcome = Err(for_user(&e, ""));
                 }
             }
         }
-        doc.generation = expected.checked_add(1).ok_or_else(|| {
+        outcomes
+    }
+
+    /// Writes `doc` (with the next generation) over the file, durably.
+    fn replace(&self, doc: &mut Document) -> Result<(), StoreError> {
+        doc.generation = doc.generation.checked_add(1).ok_or_else(|| {
             StoreError::Unavailable(format!(
                 "the credentials file {} has reached the largest generation",
                 self.path.display()
@@ -144,8 +303,7 @@ impl CredentialsFile {
                 bytes.len()
             )));
         }
-        atomic_replace(&self.dir, &self.path, &bytes).map_err(|e| self.unavailable("write", &e))?;
-        Ok(doc.generation)
+        atomic_replace(&self.dir, &self.path, &bytes).map_err(|e| self.unavailable("write", &e))
     }
 
     fn unavailable(&self, what: &str, e: &io::Error) -> StoreError {
@@ -153,6 +311,19 @@ impl CredentialsFile {
             "cannot {what} the credentials file {}: {e}",
             self.path.display()
         ))
+    }
+}
+
+/// A copy of an error shared by a whole batch, naming `user` where the error names one.
+fn for_user(error: &StoreError, user: &str) -> StoreError {
+    match error {
+        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+        StoreError::Conflict(_) => StoreError::Conflict(user.to_owned()),
+        StoreError::Corrupt { reason, .. } => StoreError::Corrupt {
+            user: user.to_owned(),
+            reason: reason.clone(),
+        },
+        StoreError::Missing(m) => StoreError::Missing(m.clone()),
     }
 }
 
