@@ -17,7 +17,7 @@ use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_renderers::trust::NAMESPACE;
 use serde_json::json;
 
-use super::read::secret_keys;
+use super::read::secret_key_names;
 
 /// The kind of the derived per-key objects. Never written to a cluster or a journal.
 pub const CREDENTIALS_KEY_KIND: &str = "ichor.identity/CredentialsKey";
@@ -39,13 +39,13 @@ fn is_credentials(kind: &str, namespace: &str, name: &str) -> bool {
 /// The derived events of `event` against the World as it is *before* `event` is folded.
 pub fn derived_events(world: &World, event: &Event) -> Vec<Event> {
     let new_keys = match event {
-        Event::Applied(o) if is_credentials(&o.kind, &o.namespace, &o.name) => secret_keys(o),
+        Event::Applied(o) if is_credentials(&o.kind, &o.namespace, &o.name) => secret_key_names(o),
         Event::Deleted(k) if is_credentials(&k.kind, &k.namespace, &k.name) => Vec::new(),
         _ => return Vec::new(),
     };
     let old_keys = world
         .get(&credentials_secret_key())
-        .map(secret_keys)
+        .map(secret_key_names)
         .unwrap_or_default();
     let mut out = Vec::new();
     for gone in old_keys.iter().filter(|k| new_keys.binary_search(k).is_err()) {
@@ -55,7 +55,7 @@ pub fn derived_events(world: &World, event: &Event) -> Vec<Event> {
         out.push(Event::Applied(Object::new(
             CREDENTIALS_KEY_KIND,
             NAMESPACE,
-            added.clone(),
+            *added,
             json!({}),
         )));
     }

@@ -46,15 +46,15 @@ pub(crate) fn secret_value(secret: &Object, key: &str) -> SecretValue {
     }
 }
 
-/// The key names of a Secret (`data` and `stringData`), sorted and unique. Key names are never
-/// redacted, so this works on redacted journals too.
-pub(crate) fn secret_keys(secret: &Object) -> Vec<String> {
-    let mut keys: Vec<String> = ["data", "stringData"]
+/// The key names of a Secret (`data` and `stringData`), sorted and unique, borrowed from it.
+/// Key names are never redacted, so this works on redacted journals too.
+pub(crate) fn secret_key_names(secret: &Object) -> Vec<&str> {
+    let mut keys: Vec<&str> = ["data", "stringData"]
         .iter()
         .filter_map(|f| secret.value.get(*f).and_then(Value::as_object))
-        .flat_map(|m| m.keys().cloned())
+        .flat_map(|m| m.keys().map(String::as_str))
         .collect();
-    keys.sort();
+    keys.sort_unstable();
     keys.dedup();
     keys
 }
@@ -99,14 +99,14 @@ mod tests {
         assert_eq!(secret_value(&s, "a"), SecretValue::Bytes(b"hi".to_vec()));
         assert_eq!(secret_value(&s, "b"), SecretValue::Bytes(b"yo".to_vec()));
         assert_eq!(secret_value(&s, "c"), SecretValue::Absent);
-        assert_eq!(secret_keys(&s), vec!["a", "b"]);
+        assert_eq!(secret_key_names(&s), vec!["a", "b"]);
     }
 
     #[test]
     fn a_redacted_value_is_present_but_unreadable() {
         let s = secret(json!({"data": {"a": {"sha256": "00ff"}}}));
         assert_eq!(secret_value(&s, "a"), SecretValue::Redacted);
-        assert_eq!(secret_keys(&s), vec!["a"]);
+        assert_eq!(secret_key_names(&s), vec!["a"]);
     }
 
     #[test]
