@@ -117,6 +117,13 @@ fn write_entries<'a, W: Write>(
 }
 
 fn write_string<W: Write>(s: &str, out: &mut W) -> io::Result<()> {
+    // serde_json escapes only `"`, `\\` and control characters: a string without them is
+    // written as it is (the common case, and much cheaper than the serializer).
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.write_all(b"\"")?;
+        out.write_all(s.as_bytes())?;
+        return out.write_all(b"\"");
+    }
     serde_json::to_writer(&mut *out, s).map_err(io::Error::other)
 }
 
@@ -241,5 +248,14 @@ mod tests {
             digest_desired(&desired),
             digest_value(&serde_json::to_value(&desired).unwrap())
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn writes_every_string_as_serde_json_does(s in "(\\PC|[\\x00-\\x1f\\x7f\"\\\\])*") {
+            let mut out = Vec::new();
+            write_string(&s, &mut out).unwrap();
+            proptest::prop_assert_eq!(out, serde_json::to_vec(&s).unwrap());
+        }
     }
 }
