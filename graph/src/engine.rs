@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 use jiff::Timestamp;
@@ -846,7 +847,11 @@ impl Graph {
             let mut t0: Option<Instant> = None;
             let mut st = slots.get_mut(slot).map(std::mem::take).unwrap_or_default();
             let mut node = NodeStats {
-                name: if computed { def.name.clone() } else { String::new() },
+                name: if computed {
+                    def.shared_name.clone()
+                } else {
+                    Arc::default()
+                },
                 ..NodeStats::default()
             };
             {

@@ -202,9 +202,9 @@ impl ReplayReport {
             .iter()
             .filter(|n| n.recomputed > 0 || !n.elapsed.is_zero())
         {
-            let t = match self.nodes.get_mut(&n.name) {
+            let t = match self.nodes.get_mut(&*n.name) {
                 Some(t) => t,
-                None => self.nodes.entry(n.name.clone()).or_default(),
+                None => self.nodes.entry(n.name.to_string()).or_default(),
             };
             t.recomputed += n.recomputed as u64;
             t.elapsed += n.elapsed;

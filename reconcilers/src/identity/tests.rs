@@ -53,7 +53,7 @@ fn a_one_user_change_recomputes_only_that_users_nodes() {
         .stats
         .nodes
         .iter()
-        .filter(|n| ![names::USER_STATUS, names::USER_EXISTS].contains(&n.name.as_str()))
+        .filter(|n| ![names::USER_STATUS, names::USER_EXISTS].contains(&&*n.name))
         .map(|n| n.recomputed)
         .sum();
     assert_eq!(others, 0, "{:#?}", eval.stats.nodes);
@@ -105,7 +105,7 @@ fn a_tick_in_a_settled_world_of_a_thousand_users_recomputes_only_the_timed_nodes
         .nodes
         .iter()
         .filter(|n| n.recomputed > 0)
-        .map(|n| (n.name.as_str(), n.recomputed))
+        .map(|n| (&*n.name, n.recomputed))
         .collect();
     assert!(eval.stats.recomputed <= 3, "{recomputed:?}");
     assert!(
