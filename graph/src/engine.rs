@@ -1172,6 +1172,18 @@ impl Graph {
         }
     }
 
+    /// The digest of the last output of one instance of a family node (equal digests mean
+    /// equal outputs): lets a caller skip decoding an output it has already seen.
+    pub fn instance_digest<T>(&self, family: &Family<T>, key: &ObjectKey) -> Option<Digest> {
+        if family.builder != self.builder {
+            return None;
+        }
+        match self.state.slots.get(family.slot)? {
+            SlotState::Family { instances, .. } => instances.get(key)?.output.as_ref().map(|(_, d)| *d),
+            _ => None,
+        }
+    }
+
     /// How many entries the memo holds: node instances, join-index entries, entries of the
     /// whole-family digests, observed-object digests, desired objects, requested effects and
     /// deadlines. It is bounded by the live objects and instances, never by the number of
