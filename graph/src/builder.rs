@@ -133,6 +133,8 @@ pub(crate) enum SlotKind {
 
 pub(crate) struct SlotDef {
     pub(crate) name: String,
+    /// The name again, shared: every evaluation reports it per node ([`crate::NodeStats`]).
+    pub(crate) shared_name: std::sync::Arc<str>,
     pub(crate) kind: SlotKind,
     pub(crate) emits: bool,
 }
@@ -240,6 +242,7 @@ impl GraphBuilder {
         }
         self.slots.push(SlotDef {
             name: name.to_owned(),
+            shared_name: name.into(),
             kind,
             emits: false,
         });

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 use jiff::Timestamp;
@@ -846,7 +847,11 @@ impl Graph {
             let mut t0: Option<Instant> = None;
             let mut st = slots.get_mut(slot).map(std::mem::take).unwrap_or_default();
             let mut node = NodeStats {
-                name: if computed { def.name.clone() } else { String::new() },
+                name: if computed {
+                    def.shared_name.clone()
+                } else {
+                    Arc::default()
+                },
                 ..NodeStats::default()
             };
             {
@@ -1163,6 +1168,18 @@ impl Graph {
             SlotState::Family { instances, .. } => {
                 T::deserialize(&*instances.get(key)?.output.as_ref()?.0.json().ok()?).ok()
             }
+            _ => None,
+        }
+    }
+
+    /// The digest of the last output of one instance of a family node (equal digests mean
+    /// equal outputs): lets a caller skip decoding an output it has already seen.
+    pub fn instance_digest<T>(&self, family: &Family<T>, key: &ObjectKey) -> Option<Digest> {
+        if family.builder != self.builder {
+            return None;
+        }
+        match self.state.slots.get(family.slot)? {
+            SlotState::Family { instances, .. } => instances.get(key)?.output.as_ref().map(|(_, d)| *d),
             _ => None,
         }
     }

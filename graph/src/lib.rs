@@ -66,6 +66,7 @@ mod stats;
 mod world;
 
 pub use builder::{BuildError, Emitter, GraphBuilder, Timed};
+pub use canonical::Digest;
 pub use diff::{Action, Cause, Desired, EffectRequest, Ownership, Reason, diff, owned_fields_match};
 pub use engine::{Conflict, Evaluation, Graph, NodeFailure};
 pub use event::{Entry, Event};

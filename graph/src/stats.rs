@@ -1,5 +1,6 @@
 //! Observability: what one evaluation did, for the runtime to turn into metrics.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Counters and timings of one evaluation.
@@ -31,8 +32,8 @@ pub struct EvalStats {
 /// Counters and time of one node (all its instances) in one evaluation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeStats {
-    /// The node's name.
-    pub name: String,
+    /// The node's name (shared with the graph: reporting it costs no copy).
+    pub name: Arc<str>,
     /// Instances after the evaluation (1 or 0 for a singleton node).
     pub instances: usize,
     /// Instances whose function ran.
@@ -48,6 +49,6 @@ pub struct NodeStats {
 impl EvalStats {
     /// The stats of the node with this name, if it exists.
     pub fn node(&self, name: &str) -> Option<&NodeStats> {
-        self.nodes.iter().find(|n| n.name == name)
+        self.nodes.iter().find(|n| &*n.name == name)
     }
 }

@@ -445,3 +445,39 @@ fn a_count_input_changes_only_when_instances_come_or_go_and_an_existence_family_
     graph.evaluate(&mut world);
     assert_eq!(graph.output(&any), Some(false));
 }
+
+#[test]
+fn an_instance_digest_changes_with_the_output_only_and_is_absent_for_foreign_handles() {
+    use ichor_graph::GraphBuilder;
+    let mut b = GraphBuilder::new();
+    let users = b.objects("users", "User");
+    let big = b.family("big", &users, (), |_, u: &Object, _: &()| {
+        u.value["v"].as_i64().unwrap_or(0) > 5
+    });
+    let mut graph = b.build().unwrap();
+    let u = |v: i64| Event::Applied(Object::new("User", "ns", "a", json!({"v": v})));
+    let key = ObjectKey::new("User", "ns", "a");
+    let mut world = world_of(vec![u(1)]);
+    graph.evaluate(&mut world);
+    let first = graph.instance_digest(&big, &key);
+    assert!(first.is_some());
+    world.apply(u(2));
+    graph.evaluate(&mut world);
+    assert_eq!(
+        graph.instance_digest(&big, &key),
+        first,
+        "an equal output keeps its digest"
+    );
+    world.apply(u(9));
+    graph.evaluate(&mut world);
+    assert_ne!(graph.instance_digest(&big, &key), first);
+    assert_eq!(
+        graph.instance_digest(&big, &ObjectKey::new("User", "ns", "b")),
+        None
+    );
+
+    let mut other = GraphBuilder::new();
+    let other_users = other.objects("users", "User");
+    let foreign = other.family("big", &other_users, (), |_, _: &Object, _: &()| true);
+    assert_eq!(graph.instance_digest(&foreign, &key), None);
+}

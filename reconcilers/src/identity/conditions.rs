@@ -64,6 +64,16 @@ impl StatusWrite {
         }
         Value::Object(status)
     }
+
+    /// [`StatusWrite::status`], consuming the write (its conditions are moved, not copied).
+    pub fn into_status(self) -> Value {
+        let mut status = Map::new();
+        status.insert("conditions".into(), Value::Array(self.conditions));
+        if let Some(g) = self.observed_generation {
+            status.insert("observedGeneration".into(), json!(g));
+        }
+        Value::Object(status)
+    }
 }
 
 fn str_field<'a>(c: Option<&'a Value>, name: &str) -> Option<&'a str> {

@@ -10,7 +10,7 @@
 //!                                                              │
 //! TalosCluster ─► cluster-auth[cluster] ◄──────────────────────┘
 //! TalosMachine ─► machine-conditions[machine] (joined to its cluster) ─► machine-status[machine] (emit)
-//! IchorUser ─► user-conditions[user] (joined to its credentials key) ─► user-status[user] (emit)
+//! IchorUser ─► user-status[user] (joined to its credentials key; conditions → status write, emit)
 //! IchorUser (count) ─► users-observed ─┐
 //! credentials key ─► credentials-gc[key] (joined to user-exists[its IchorUser]) (emit: remove-credentials-key)
 //! ```
@@ -60,7 +60,7 @@ pub mod project;
 mod read;
 pub mod replay;
 
-use ichor_graph::{BuildError, Family, Graph, GraphBuilder, Node, Object, ObjectKey, Ownership};
+use ichor_graph::{BuildError, Desired, Family, Graph, GraphBuilder, Node, Object, ObjectKey, Ownership};
 use ichor_renderers::trust::{CA_SECRET, NAMESPACE, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
 
 pub use conditions::StatusWrite;
@@ -107,9 +107,7 @@ pub mod names {
     pub const MACHINE_CONDITIONS: &str = "machine-conditions";
     /// Machine status writes.
     pub const MACHINE_STATUS: &str = "machine-status";
-    /// Per user conditions.
-    pub const USER_CONDITIONS: &str = "user-conditions";
-    /// User status writes.
+    /// Per user conditions and their status write.
     pub const USER_STATUS: &str = "user-status";
     /// A constant per existing user.
     pub const USER_EXISTS: &str = "user-exists";
@@ -132,8 +130,8 @@ pub struct Identity {
     pub trust: Node<TrustOut>,
     /// Per cluster render.
     pub clusters: Family<ClusterAuth>,
-    /// Per user pending write.
-    pub users: Family<Option<StatusWrite>>,
+    /// Per user status write: the desired status object, none when already observed.
+    pub users: Family<Desired>,
     /// Per machine pending write.
     pub machines: Family<Option<StatusWrite>>,
 }
@@ -211,17 +209,13 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     );
     b.emit(&machine_status);
 
-    let user_conditions = b.family(
-        names::USER_CONDITIONS,
-        &users,
-        credential_keys.joined(|u: &Object| Some(project::credentials_key(&u.name))),
-        |key, user: &Object, creds| nodes::user_conditions(key, user, creds),
-    );
+    // One family per user: its conditions and the status write in one step (a user event is
+    // the most frequent one, and a second family would only re-encode the conditions).
     let user_status = b.family(
         names::USER_STATUS,
-        &user_conditions,
-        (),
-        |key, write: &Option<StatusWrite>, _| nodes::status_object(key, write),
+        &users,
+        credential_keys.joined(|u: &Object| Some(project::credentials_key(&u.name))),
+        |key, user: &Object, creds| nodes::user_status(key, user, creds),
     );
     b.emit(&user_status);
 
@@ -250,7 +244,7 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
             certificates,
             trust,
             clusters: cluster_auth,
-            users: user_conditions,
+            users: user_status,
             machines: machine_conditions,
         },
     ))

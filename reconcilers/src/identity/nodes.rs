@@ -664,12 +664,17 @@ pub(crate) fn user_conditions(
 /// subresource write). No clock: conditions whose status changed carry no `lastTransitionTime`,
 /// which the applier sets (see [`super::conditions`]).
 pub(crate) fn status_object(key: &ObjectKey, write: &Option<StatusWrite>) -> Desired {
-    let Some(write) = write else {
-        return Desired::default();
-    };
+    match write {
+        Some(write) => status_desired(key, write.status()),
+        None => Desired::default(),
+    }
+}
+
+/// The desired status-only object of `key` holding `status`.
+fn status_desired(key: &ObjectKey, status: Value) -> Desired {
     // Built by hand: `json!` would serialize the status value into a second copy.
     let mut value = serde_json::Map::new();
-    value.insert("status".to_owned(), write.status());
+    value.insert("status".to_owned(), status);
     Desired {
         objects: vec![Object::new(
             key.kind.clone(),
@@ -678,6 +683,15 @@ pub(crate) fn status_object(key: &ObjectKey, write: &Option<StatusWrite>) -> Des
             Value::Object(value),
         )],
         effects: Vec::new(),
+    }
+}
+
+/// An `IchorUser` and its credentials key → the status write of its conditions
+/// ([`user_conditions`]), nothing when they are already observed.
+pub(crate) fn user_status(key: &ObjectKey, user: &Object, credentials: &Option<Object>) -> Desired {
+    match user_conditions(key, user, credentials) {
+        Some(write) => status_desired(key, write.into_status()),
+        None => Desired::default(),
     }
 }
 

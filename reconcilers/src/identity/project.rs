@@ -17,7 +17,7 @@ use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_renderers::trust::NAMESPACE;
 use serde_json::json;
 
-use super::read::secret_keys;
+use super::read::{has_secret_key, secret_key_names};
 
 /// The kind of the derived per-key objects. Never written to a cluster or a journal.
 pub const CREDENTIALS_KEY_KIND: &str = "ichor.identity/CredentialsKey";
@@ -38,27 +38,38 @@ fn is_credentials(kind: &str, namespace: &str, name: &str) -> bool {
 
 /// The derived events of `event` against the World as it is *before* `event` is folded.
 pub fn derived_events(world: &World, event: &Event) -> Vec<Event> {
-    let new_keys = match event {
-        Event::Applied(o) if is_credentials(&o.kind, &o.namespace, &o.name) => secret_keys(o),
-        Event::Deleted(k) if is_credentials(&k.kind, &k.namespace, &k.name) => Vec::new(),
+    let new = match event {
+        Event::Applied(o) if is_credentials(&o.kind, &o.namespace, &o.name) => Some(o),
+        Event::Deleted(k) if is_credentials(&k.kind, &k.namespace, &k.name) => None,
         _ => return Vec::new(),
     };
-    let old_keys = world
-        .get(&credentials_secret_key())
-        .map(secret_keys)
-        .unwrap_or_default();
-    let mut out = Vec::new();
-    for gone in old_keys.iter().filter(|k| new_keys.binary_search(k).is_err()) {
-        out.push(Event::Deleted(credentials_key(gone)));
-    }
-    for added in new_keys.iter().filter(|k| old_keys.binary_search(k).is_err()) {
-        out.push(Event::Applied(Object::new(
-            CREDENTIALS_KEY_KIND,
-            NAMESPACE,
-            added.clone(),
-            json!({}),
-        )));
-    }
+    let old = world.get(&credentials_secret_key());
+    // The Secret holds a key per user and changes on every sign-in, usually without adding or
+    // removing one: look each key up in the other Secret, and sort only the differences.
+    let mut gone = keys_missing_from(old, new);
+    let mut added = keys_missing_from(new, old);
+    gone.sort_unstable();
+    added.sort_unstable();
+    let mut out = Vec::with_capacity(gone.len() + added.len());
+    out.extend(gone.into_iter().map(|k| Event::Deleted(credentials_key(k))));
+    out.extend(
+        added
+            .into_iter()
+            .map(|k| Event::Applied(Object::new(CREDENTIALS_KEY_KIND, NAMESPACE, k, json!({})))),
+    );
+    out
+}
+
+/// The key names of `secret` that `other` lacks (all of them when `other` is absent), unique.
+fn keys_missing_from<'a>(secret: Option<&'a Object>, other: Option<&Object>) -> Vec<&'a str> {
+    let Some(secret) = secret else {
+        return Vec::new();
+    };
+    let mut out: Vec<&str> = secret_key_names(secret)
+        .filter(|k| other.is_none_or(|o| !has_secret_key(o, k)))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
     out
 }
 

@@ -46,17 +46,20 @@ pub(crate) fn secret_value(secret: &Object, key: &str) -> SecretValue {
     }
 }
 
-/// The key names of a Secret (`data` and `stringData`), sorted and unique. Key names are never
-/// redacted, so this works on redacted journals too.
-pub(crate) fn secret_keys(secret: &Object) -> Vec<String> {
-    let mut keys: Vec<String> = ["data", "stringData"]
-        .iter()
-        .filter_map(|f| secret.value.get(*f).and_then(Value::as_object))
-        .flat_map(|m| m.keys().cloned())
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
+/// The key names of a Secret (`data`, then `stringData`; a name in both comes twice), borrowed
+/// from it. Key names are never redacted, so this works on redacted journals too.
+pub(crate) fn secret_key_names(secret: &Object) -> impl Iterator<Item = &str> + '_ {
+    ["data", "stringData"]
+        .into_iter()
+        .filter_map(|f| secret.value.get(f).and_then(Value::as_object))
+        .flat_map(|m| m.keys().map(String::as_str))
+}
+
+/// Whether a Secret has the key `name` (in `data` or `stringData`).
+pub(crate) fn has_secret_key(secret: &Object, name: &str) -> bool {
+    ["data", "stringData"]
+        .into_iter()
+        .any(|f| secret.value.get(f).and_then(|m| m.get(name)).is_some())
 }
 
 /// Base64 (standard alphabet, padded) of `bytes`, as a Secret's `data` holds it.
@@ -99,14 +102,15 @@ mod tests {
         assert_eq!(secret_value(&s, "a"), SecretValue::Bytes(b"hi".to_vec()));
         assert_eq!(secret_value(&s, "b"), SecretValue::Bytes(b"yo".to_vec()));
         assert_eq!(secret_value(&s, "c"), SecretValue::Absent);
-        assert_eq!(secret_keys(&s), vec!["a", "b"]);
+        assert_eq!(secret_key_names(&s).collect::<Vec<_>>(), vec!["a", "b"]);
+        assert!(has_secret_key(&s, "b") && !has_secret_key(&s, "c"));
     }
 
     #[test]
     fn a_redacted_value_is_present_but_unreadable() {
         let s = secret(json!({"data": {"a": {"sha256": "00ff"}}}));
         assert_eq!(secret_value(&s, "a"), SecretValue::Redacted);
-        assert_eq!(secret_keys(&s), vec!["a"]);
+        assert_eq!(secret_key_names(&s).collect::<Vec<_>>(), vec!["a"]);
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::fmt;
 use std::io::BufRead;
 
 use ichor_graph::{
-    Action, BuildError, Evaluation, Event, Graph, JournalError, JournalReader, NodeFailure, ObjectKey, World,
+    Action, BuildError, Digest, Evaluation, Event, Graph, JournalError, JournalReader, NodeFailure,
+    ObjectKey, World,
 };
 
 use super::nodes::ClusterAuth;
@@ -55,7 +56,8 @@ pub struct Controller {
     graph: Graph,
     handles: Identity,
     world: World,
-    renders: BTreeMap<ObjectKey, String>,
+    /// Per cluster, the digest of its `cluster-auth` output and the summary reported of it.
+    renders: BTreeMap<ObjectKey, (Digest, String)>,
 }
 
 impl Controller {
@@ -100,14 +102,22 @@ impl Controller {
         keys.dedup();
         let mut out = Vec::new();
         for key in keys {
+            let digest = self.graph.instance_digest(&self.handles.clusters, &key);
+            // An unchanged output summarizes as before: skip decoding it.
+            if let (Some(d), Some((old, _))) = (digest, self.renders.get(&key))
+                && d == *old
+            {
+                continue;
+            }
             let now = self
                 .graph
                 .instance(&self.handles.clusters, &key)
                 .map(|a| summarize(&a));
-            let before = match &now {
-                Some(s) => self.renders.insert(key.clone(), s.clone()),
-                None => self.renders.remove(&key),
-            };
+            let before = match (&now, digest) {
+                (Some(s), Some(d)) => self.renders.insert(key.clone(), (d, s.clone())),
+                _ => self.renders.remove(&key),
+            }
+            .map(|(_, s)| s);
             if before != now {
                 out.push(RenderChange {
                     cluster: key,
@@ -202,9 +212,9 @@ impl ReplayReport {
             .iter()
             .filter(|n| n.recomputed > 0 || !n.elapsed.is_zero())
         {
-            let t = match self.nodes.get_mut(&n.name) {
+            let t = match self.nodes.get_mut(&*n.name) {
                 Some(t) => t,
-                None => self.nodes.entry(n.name.clone()).or_default(),
+                None => self.nodes.entry(n.name.to_string()).or_default(),
             };
             t.recomputed += n.recomputed as u64;
             t.elapsed += n.elapsed;
