@@ -18,7 +18,11 @@ if ((${#missing[@]})); then
 fi
 
 cd "$repo/ui"
-[[ -d node_modules && node_modules/.package-lock.json -nt package-lock.json ]] || npm ci --no-audit --no-fund
+# `npm ci` refuses this lock file because vite lists a Windows-only optional dependency that npm
+# never records on Linux; `npm install` honours the same locked versions and installs nothing else.
+[[ -d node_modules && node_modules/.package-lock.json -nt package-lock.json ]] \
+  || npm ci --no-audit --no-fund 2>/dev/null \
+  || npm install --no-audit --no-fund
 # The TypeScript of the proto (protoc-gen-es through buf, both from npm) must match the proto.
 npm run --silent gen
 git diff --exit-code -- src/gen || { echo "ui: src/gen is stale: run npm run gen in ui/ and commit"; exit 1; }
