@@ -486,13 +486,15 @@ pub fn oidc_routers(served: &Served, store: Arc<dyn UserStore>) -> Result<Router
 /// The routers of `--store local` (`ichor dev`): [`oidc_routers`] over `store`, plus the
 /// `UserService` on the external listener (gRPC, and gRPC-web for browsers over HTTP/1.1 or
 /// HTTP/2), over the same store, with bearer tokens verified by the same issuer and calls
-/// authorized in process by the built-in roles ([`crate::api::LocalAccessReview`]).
+/// authorized in process by the built-in roles ([`crate::api::LocalAccessReview`]). `cluster` is
+/// the cluster `GetMyKubeconfig` points at (`None`: that call is refused as not configured).
 ///
 /// # Errors
 /// [`RunError::Issuer`] when the issuer, the built-in policy or the API refuses its configuration.
 pub fn local_routers(
     served: &Served,
     store: Arc<crate::store::local::LocalStore>,
+    cluster: Option<crate::api::ClusterInfo>,
 ) -> Result<Routers, RunError> {
     use crate::api::{ApiConfig, LocalAccessReview, SystemClock, UserApi, grpc_service};
     use ichor_renderers::rbac::{Authorizer, Policy};
@@ -501,7 +503,7 @@ pub fn local_routers(
 
     let issuer = build_issuer(served, Arc::clone(&store) as Arc<dyn UserStore>)?;
     let policy = Policy::builtin().map_err(|e| RunError::Issuer(format!("the built-in roles: {e}")))?;
-    let config = ApiConfig::new(served.config.issuer.clone(), None)
+    let config = ApiConfig::new(served.config.issuer.clone(), cluster)
         .map_err(|e| RunError::Issuer(format!("the UserService: {e}")))?;
     let api = UserApi::new(
         store,
@@ -765,7 +767,7 @@ pub fn main() -> ExitCode {
                 config,
                 listeners,
                 RunOptions::default(),
-                move |served| local_routers(served, store),
+                move |served| local_routers(served, store, None),
                 shutdown_signal(),
             )
             .await;

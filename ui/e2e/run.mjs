@@ -36,10 +36,10 @@ async function freePortPair() {
   throw new Error("no free port pair");
 }
 
-async function startDev() {
+async function startDev(extra = []) {
   const port = await freePortPair();
   const state = mkdtempSync(join(tmpdir(), "ichor-ui-e2e-"));
-  const child = spawn(ICHOR, ["dev", "--port", String(port), "--state-dir", join(state, "dev")], {
+  const child = spawn(ICHOR, ["dev", "--port", String(port), "--state-dir", join(state, "dev"), ...extra], {
     env: { ...process.env, ICHOR_UI_DIR: DIST, RUST_LOG: "warn" },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -74,6 +74,60 @@ function trustCa(ca) {
     return null;
   }
 }
+
+/** A self-signed CA certificate (PEM file) standing for a cluster's CA; `{ dir, file }`. */
+function testClusterCa() {
+  const dir = mkdtempSync(join(tmpdir(), "ichor-ui-cluster-ca-"));
+  const file = join(dir, "ca.crt");
+  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+    "-keyout", join(dir, "ca.key"), "-out", file, "-days", "1", "-subj", "/CN=ichor-e2e-cluster-ca"], { stdio: "ignore" });
+  return { dir, file };
+}
+
+/** Chromium with its own profile, trusting `ca` through a fresh NSS database when possible. */
+async function launch(ca) {
+  const home = trustCa(ca);
+  const profile = mkdtempSync(join(tmpdir(), "ichor-ui-profile-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+      "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"],
+    env: { ...process.env, ...(home ? { HOME: home } : {}) },
+    ignoreHTTPSErrors: !home,
+    acceptDownloads: true,
+    viewport: { width: 1280, height: 800 },
+  });
+  return { context, home, profile };
+}
+
+/** The `exec` block of a kubeconfig as rendered by the issuer (serde_yaml, block style). */
+function execBlock(yaml) {
+  const lines = yaml.split("\n");
+  const start = lines.findIndex((l) => /^\s*exec:\s*$/.test(l));
+  assert.ok(start >= 0, "the kubeconfig has an exec block");
+  const indent = (l) => l.match(/^ */)[0].length;
+  const base = indent(lines[start]);
+  const block = [];
+  for (const l of lines.slice(start + 1)) {
+    if (l.trim() === "" || indent(l) <= base) break;
+    block.push(l);
+  }
+  const top = indent(block[0]);
+  const exec = {};
+  let list = null;
+  for (const l of block) {
+    const item = l.match(/^\s*- (.*)$/);
+    if (item && list) { list.push(item[1].replace(/^['"]|['"]$/g, "")); continue; }
+    if (indent(l) !== top) continue;
+    const kv = l.trim().match(/^([A-Za-z]+):\s*(.*)$/);
+    if (!kv) continue;
+    if (kv[2] === "") { exec[kv[1]] = list = []; } else { exec[kv[1]] = kv[2].replace(/^['"]|['"]$/g, ""); list = null; }
+  }
+  return exec;
+}
+
+const jwtExp = (t) => JSON.parse(atob(t.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).exp;
 
 async function shot(page, name) {
   const [w0, h0] = SIZES[0];
@@ -112,25 +166,28 @@ async function test(name, f) {
     console.log(`FAIL  ${name}\n      ${String(e?.stack ?? e).split("\n").slice(0, 6).join("\n      ")}`);
   }
 }
-function skip(name, why) {
-  console.log(`skip  ${name}: ${why}`);
+/**
+ * A test of behaviour a known bug breaks: its failure is printed as `known` and not counted;
+ * when it passes it counts as passed, with a note to drop the marker.
+ */
+const knownFailures = [];
+async function knownBug(name, bug, f) {
+  try {
+    await f();
+    results.push([name, true]);
+    console.log(`ok    ${name}\n      (marked as a known bug but passed: drop knownBug(): ${bug})`);
+  } catch (e) {
+    knownFailures.push(name);
+    console.log(`known ${name}\n      known bug: ${bug}\n      ${String(e?.message ?? e).split("\n")[0]}`);
+  }
 }
 
-const dev = await startDev();
+const KUBE_API_SERVER = "https://127.0.0.1:6443";
+const clusterCa = testClusterCa();
+const dev = await startDev(["--kube-api-server", KUBE_API_SERVER, "--kube-ca-file", clusterCa.file]);
 const base = `https://127.0.0.1:${dev.port}`;
-const home = trustCa(dev.ca);
+const { context, home, profile } = await launch(dev.ca);
 console.log(home ? "CA trusted through an NSS database (certutil)" : "certutil failed: using ignoreHTTPSErrors");
-const profile = mkdtempSync(join(tmpdir(), "ichor-ui-profile-"));
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: "/usr/bin/chromium",
-  headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"],
-  env: { ...process.env, ...(home ? { HOME: home } : {}) },
-  ignoreHTTPSErrors: !home,
-  acceptDownloads: true,
-  viewport: { width: 1280, height: 800 },
-});
 const cspViolations = [];
 context.on("console", (m) => { if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text()); });
 
@@ -167,19 +224,35 @@ try {
     await shot(page, "account");
   });
 
-  // `ichor dev` configures no cluster for kubeconfigs (issuer/src/cli.rs local_routers passes
-  // none to the UserService), so GetMyKubeconfig is refused there with FailedPrecondition; the
-  // UI must show the server's sentence. When dev gains a cluster this test fails: then check the
-  // downloaded file's exec block (apiVersion client.authentication.k8s.io/v1, command ichor,
-  // args auth token --issuer <base> --client-id ichor-cli --audience ichor-kube) instead.
-  await test("the kubeconfig download shows ichor dev's refusal (no cluster configured) inline", async () => {
-    let downloaded = false;
-    page.once("download", () => (downloaded = true));
-    await page.getByRole("main").getByRole("button", { name: "Download my kubeconfig" }).click();
-    await page.getByRole("main").getByText("Refused: no cluster is configured for kubeconfigs on this issuer").waitFor();
-    assert.equal(downloaded, false);
+  // ichor dev runs with --kube-api-server and --kube-ca-file: GetMyKubeconfig serves a file.
+  await test("the downloaded kubeconfig runs ichor auth token for the cluster and holds no secret", async () => {
+    const [download] = await Promise.all([
+      page.waitForEvent("download", { timeout: 15_000 }),
+      page.getByRole("main").getByRole("button", { name: "Download my kubeconfig" }).click(),
+    ]);
+    assert.equal(download.suggestedFilename(), "kubeconfig-admin.yaml");
+    const yaml = readFileSync(await download.path(), "utf8");
+    await page.getByRole("main").getByText("Kubeconfig downloaded.").waitFor();
+    const exec = execBlock(yaml);
+    assert.equal(exec.apiVersion, "client.authentication.k8s.io/v1");
+    assert.equal(exec.command, "ichor");
+    assert.deepEqual(exec.args,
+      ["auth", "token", "--issuer", base, "--client-id", "ichor-cli", "--audience", "ichor-kube"]);
+    assert.equal(exec.interactiveMode, "IfAvailable");
+    const servers = [...yaml.matchAll(/^\s*server:\s*['"]?([^'"\s]+)['"]?\s*$/gm)].map((m) => m[1]);
+    assert.deepEqual(servers, [KUBE_API_SERVER], "the server is --kube-api-server");
+    const caData = yaml.match(/^\s*certificate-authority-data:\s*['"]?([A-Za-z0-9+/=]+)['"]?\s*$/m)?.[1];
+    assert.equal(caData, readFileSync(clusterCa.file).toString("base64"), "the CA is --kube-ca-file");
+    // No credential of any kind: only the exec plugin obtains tokens.
+    assert.doesNotMatch(yaml, /^\s*(token|tokenFile|id-token|refresh-token|client-key-data|client-certificate-data|client-key|username|password|auth-provider):/m);
+    assert.doesNotMatch(yaml, /eyJ[A-Za-z0-9_-]{8,}/, "no JWT");
+    assert.doesNotMatch(yaml, /PRIVATE KEY/);
+    const { idToken, refreshToken } = await page.evaluate(() => ({
+      idToken: sessionStorage.getItem("ichor.token"),
+      refreshToken: JSON.parse(sessionStorage.getItem("ichor.refresh")).refreshToken,
+    }));
+    assert.ok(!yaml.includes(idToken) && !yaml.includes(refreshToken), "not the session's tokens");
   });
-  skip("the downloaded kubeconfig's exec block", "ichor dev configures no cluster, so no kubeconfig is served");
 
   await test("the admin creates an operator and sees its generated password once", async () => {
     await page.getByRole("link", { name: "Users" }).click();
@@ -343,7 +416,6 @@ try {
     })).status, rt);
     assert.equal(status, 400);
   });
-  skip("a session survives a real ID-token expiry", "ichor dev has no token TTL flag (fixed 5m); the expiry path is covered by the two tests above");
 
   await test("no Content-Security-Policy violation was reported", async () => {
     assert.deepEqual(cspViolations, []);
@@ -354,10 +426,70 @@ try {
   rmSync(profile, { recursive: true, force: true });
   if (home) rmSync(home, { recursive: true, force: true });
   rmSync(dev.state, { recursive: true, force: true });
+  rmSync(clusterCa.dir, { recursive: true, force: true });
+}
+
+// A second ichor dev with 1-minute ID tokens: a real expiry, no simulated one (about 65 s).
+let shortDev = null;
+let short = null;
+try {
+  await test("a session survives a real ID-token expiry (ichor dev --token-ttl 1m)", async () => {
+    shortDev = await startDev(["--token-ttl", "1m"]);
+    short = await launch(shortDev.ca);
+    const p = short.context.pages()[0] ?? (await short.context.newPage());
+    let refreshes = 0;
+    const statuses = {};
+    p.on("response", (r) => {
+      if (r.request().method() !== "POST" || new URL(r.url()).pathname !== "/oidc/token") return;
+      refreshes++;
+      statuses[r.status()] = (statuses[r.status()] ?? 0) + 1;
+    });
+    await p.goto(`https://127.0.0.1:${shortDev.port}`);
+    await signIn(p, "admin", shortDev.password);
+    await p.getByRole("heading", { name: "Choose a new password" }).waitFor();
+    await changePassword(p, shortDev.password, ADMIN_NEW);
+    await p.getByRole("heading", { name: "Account" }).waitFor({ timeout: 20_000 });
+    const first = await p.evaluate(() => sessionStorage.getItem("ichor.token"));
+    const firstExp = jwtExp(first);
+    const lifetime = firstExp - JSON.parse(atob(first.split(".")[1].replace(/-/g, "+").replace(/_/g, "/"))).iat;
+    assert.equal(lifetime, 60, "the issuer signs 1-minute ID tokens");
+    const counted = refreshes;
+    const signedInAt = Date.now();
+    // A 1-minute token is due for refresh about 40 s after it is issued, not at once.
+    await p.waitForTimeout(5_000);
+    assert.ok(refreshes - counted <= 1,
+      `no refresh loop: ${refreshes - counted} token requests in the 5 s after sign-in (${JSON.stringify(statuses)})`);
+    // The page refreshes by itself, without a call or a reload.
+    await p.waitForFunction((t) => { const n = sessionStorage.getItem("ichor.token"); return n && n !== t; },
+      first, { timeout: 70_000, polling: 500 });
+    // Past the first token's expiry, an API call (ListUsers on the Users page) still succeeds.
+    const wait = firstExp * 1000 + 2_000 - Date.now();
+    if (wait > 0) await p.waitForTimeout(wait);
+    await p.getByRole("link", { name: "Users" }).click();
+    await p.getByRole("heading", { name: "Users" }).waitFor();
+    await p.locator('tr[data-user="admin"]').waitFor({ timeout: 10_000 });
+    const now = await p.evaluate(() => sessionStorage.getItem("ichor.token"));
+    assert.ok(jwtExp(now) * 1000 > Date.now(), "the token in use has not expired");
+    assert.equal(await p.getByRole("heading", { name: "Sign in to Ichor" }).count(), 0, "still signed in");
+    assert.deepEqual(Object.keys(statuses), ["200"], `every token request succeeded: ${JSON.stringify(statuses)}`);
+    console.log(`      token-endpoint requests in the ${Math.round((Date.now() - signedInAt) / 1000)} s after sign-in: ${refreshes - counted} ` +
+      `(all since the page opened, by status: ${JSON.stringify(statuses)})`);
+  });
+} finally {
+  if (short) {
+    await short.context.close().catch(() => {});
+    rmSync(short.profile, { recursive: true, force: true });
+    if (short.home) rmSync(short.home, { recursive: true, force: true });
+  }
+  if (shortDev) {
+    shortDev.child.kill("SIGTERM");
+    rmSync(shortDev.state, { recursive: true, force: true });
+  }
 }
 
 const passed = results.filter(([, ok]) => ok).length;
 const failed = results.length - passed;
 if (failed) console.log(`ichor dev stderr (tail):\n${dev.stderr().split("\n").slice(-20).join("\n")}`);
+if (knownFailures.length) console.log(`ui: ${knownFailures.length} known bug(s) not counted: ${knownFailures.join("; ")}`);
 console.log(`ui: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -22,8 +22,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use ichor_issuer::api::ClusterInfo;
 use ichor_issuer::cli::{
-    Flags, Listeners, LogFormat, RunOptions, StoreKind, local_routers, run as run_issuer, shutdown_signal,
+    Flags, Listeners, LogFormat, MAX_TOKEN_TTL, MIN_TOKEN_TTL, RunOptions, StoreKind, local_routers,
+    run as run_issuer, shutdown_signal,
 };
 use ichor_issuer::store::local::LocalStore;
 use ichor_issuer::store::{Change, StoreError, UserStore, modify_credentials};
@@ -43,6 +45,12 @@ Examples:
   # Another port and state directory (the internal listener takes the next port)
   ichor dev --port 9443 --state-dir ./ichor-state
 
+  # Serve kubeconfigs for a local cluster (its API server URL and CA certificate)
+  ichor dev --kube-api-server https://127.0.0.1:6443 --kube-ca-file ./cluster-ca.crt
+
+  # Short-lived ID tokens, to watch the clients refresh them
+  ichor dev --token-ttl 1m
+
   # Then, in another terminal, sign in with the printed password
   ichor auth login --issuer https://127.0.0.1:8443 --ca-file ~/.ichor/dev/secrets/ichor-oidc-tls/ca.crt
 
@@ -61,6 +69,12 @@ pub const FIRST_ADMIN: &str = "admin";
 
 /// How often the manifest tree and the clock are read.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The largest `--kube-ca-file` read (a CA bundle is a few KiB).
+pub const MAX_KUBE_CA_BYTES: u64 = 256 * 1024;
+
+/// The default `--kube-cluster-name`.
+pub const DEFAULT_KUBE_CLUSTER_NAME: &str = "ichor-dev";
 
 /// How long in-flight requests may run after Ctrl-C.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -98,6 +112,24 @@ pub struct DevArgs {
     /// hardened for that: use the helm chart for a shared installation).
     #[arg(long)]
     pub allow_non_loopback: bool,
+
+    /// Lifetime of the ID tokens the issuer signs (1m to 15m).
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
+    pub token_ttl: String,
+
+    /// The https URL of a cluster's API server: `GetMyKubeconfig` (the UI's "Download my
+    /// kubeconfig", `ichor auth kubeconfig`) then serves kubeconfigs for it; with --kube-ca-file.
+    /// Without it, kubeconfig downloads are refused (no cluster configured).
+    #[arg(long, value_name = "URL", requires = "kube_ca_file")]
+    pub kube_api_server: Option<String>,
+
+    /// The cluster's CA certificate(s) (PEM, certificates only), written into kubeconfigs.
+    #[arg(long, value_name = "FILE", requires = "kube_api_server")]
+    pub kube_ca_file: Option<PathBuf>,
+
+    /// The cluster's name in the kubeconfigs served.
+    #[arg(long, default_value = DEFAULT_KUBE_CLUSTER_NAME, value_name = "NAME")]
+    pub kube_cluster_name: String,
 }
 
 /// The files and directories of a dev state directory.
@@ -156,6 +188,99 @@ pub fn check_args(args: &DevArgs) -> anyhow::Result<(SocketAddr, SocketAddr)> {
         SocketAddr::new(args.listen_address, args.port),
         SocketAddr::new(args.listen_address, internal),
     ))
+}
+
+/// Checks `--token-ttl` (1m to 15m) before anything is written.
+///
+/// # Errors
+/// A sentence naming the flag.
+pub fn check_token_ttl(given: &str) -> anyhow::Result<jiff::SignedDuration> {
+    let ttl: jiff::SignedDuration = given
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--token-ttl {given:?} is not a duration; write it like 5m or 90s"))?;
+    if !(MIN_TOKEN_TTL..=MAX_TOKEN_TTL).contains(&ttl) {
+        bail!("--token-ttl {given:?} is out of range; it must be from 1m to 15m");
+    }
+    Ok(ttl)
+}
+
+/// The cluster of the kubeconfigs served, from `--kube-api-server` (an https URL with a host and
+/// nothing else but a path), the text of `--kube-ca-file` (PEM certificates only) and
+/// `--kube-cluster-name` (a non-empty name without spaces or slashes).
+///
+/// # Errors
+/// A sentence naming the flag.
+pub fn cluster_info(server: &str, ca_pem: &str, name: &str) -> anyhow::Result<ClusterInfo> {
+    let url = url::Url::parse(server).map_err(|_| {
+        anyhow::anyhow!("--kube-api-server {server:?} is not a URL like https://127.0.0.1:6443")
+    })?;
+    if url.scheme() != "https" {
+        bail!("--kube-api-server {server:?} must use https (a kube-apiserver serves TLS)");
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        bail!("--kube-api-server {server:?} has no host");
+    }
+    if !url.username().is_empty()
+        || url.password().is_some()
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        bail!("--kube-api-server {server:?} must not carry a user name, a password, a query or a fragment");
+    }
+    let mut certificates = 0usize;
+    for line in ca_pem.lines().map(str::trim) {
+        if let Some(label) = line.strip_prefix("-----BEGIN ") {
+            if label != "CERTIFICATE-----" {
+                bail!(
+                    "--kube-ca-file holds a {:?} block; give the cluster's CA certificate(s) only (it is \
+                     written into every kubeconfig)",
+                    label.trim_end_matches('-')
+                );
+            }
+            certificates += 1;
+        }
+    }
+    if certificates == 0 {
+        bail!("--kube-ca-file holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+    }
+    if name.is_empty()
+        || name.len() > 253
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || c == '/' || c.is_control())
+    {
+        bail!("--kube-cluster-name {name:?} must be 1 to 253 characters without spaces or slashes");
+    }
+    Ok(ClusterInfo {
+        name: name.to_owned(),
+        endpoint: url.as_str().trim_end_matches('/').to_owned(),
+        ca_pem: ca_pem.to_owned(),
+    })
+}
+
+/// Reads `--kube-ca-file` (at most [`MAX_KUBE_CA_BYTES`]) and builds the [`ClusterInfo`]; `None`
+/// without `--kube-api-server`.
+///
+/// # Errors
+/// An unreadable or oversized file, or a flag [`cluster_info`] refuses.
+fn read_cluster(args: &DevArgs) -> anyhow::Result<Option<ClusterInfo>> {
+    use std::io::Read as _;
+    let (Some(server), Some(file)) = (&args.kube_api_server, &args.kube_ca_file) else {
+        return Ok(None);
+    };
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(MAX_KUBE_CA_BYTES + 1).read_to_string(&mut text))
+        .with_context(|| format!("--kube-ca-file: cannot read {} as text", file.display()))?;
+    if text.len() as u64 > MAX_KUBE_CA_BYTES {
+        bail!(
+            "--kube-ca-file {} is larger than {} KiB; give the cluster's CA certificate(s) only",
+            file.display(),
+            MAX_KUBE_CA_BYTES / 1024
+        );
+    }
+    cluster_info(server, &text, &args.kube_cluster_name).map(Some)
 }
 
 fn default_state_dir() -> anyhow::Result<PathBuf> {
@@ -262,6 +387,8 @@ fn init_logging() {
 /// Bad flags, an unusable state directory, a port in use.
 pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let (listen, internal) = check_args(&args)?;
+    check_token_ttl(&args.token_ttl)?;
+    let cluster = read_cluster(&args)?;
     let root = match &args.state_dir {
         Some(d) => d.clone(),
         None => default_state_dir()?,
@@ -316,7 +443,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         store: StoreKind::Local,
         local_users_dir: Some(layout.manifests.clone()),
         local_state_dir: Some(layout.issuer.clone()),
-        token_ttl: "5m".to_owned(),
+        token_ttl: args.token_ttl.clone(),
         refresh_lifetime: "12h".to_owned(),
         trusted_proxy: Vec::new(),
         log_format: LogFormat::Text,
@@ -346,7 +473,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             config,
             listeners,
             options,
-            move |served| local_routers(served, store),
+            move |served| local_routers(served, store, cluster),
             shutdown_signal(),
         )
         .await;
@@ -419,7 +546,67 @@ mod tests {
             port,
             listen_address: address.parse().unwrap(),
             allow_non_loopback: allow,
+            token_ttl: "5m".to_owned(),
+            kube_api_server: None,
+            kube_ca_file: None,
+            kube_cluster_name: DEFAULT_KUBE_CLUSTER_NAME.to_owned(),
         }
+    }
+
+    const CA: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+    #[test]
+    fn accepts_token_ttls_from_one_to_fifteen_minutes_only() {
+        assert_eq!(check_token_ttl("1m").unwrap(), jiff::SignedDuration::from_mins(1));
+        assert_eq!(
+            check_token_ttl("15m").unwrap(),
+            jiff::SignedDuration::from_mins(15)
+        );
+        for bad in ["59s", "16m", "soon", ""] {
+            let refused = check_token_ttl(bad).unwrap_err().to_string();
+            assert!(refused.starts_with("--token-ttl"), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn builds_the_kubeconfig_cluster_from_an_https_url_and_a_certificate() {
+        let cluster = cluster_info("https://127.0.0.1:6443/", CA, "ichor-dev").unwrap();
+        assert_eq!(cluster.endpoint, "https://127.0.0.1:6443");
+        assert_eq!(cluster.name, "ichor-dev");
+        assert_eq!(cluster.ca_pem, CA);
+    }
+
+    #[test]
+    fn refuses_a_plain_http_server_a_private_key_an_empty_bundle_and_a_bad_name() {
+        let http = cluster_info("http://127.0.0.1:6443", CA, "dev")
+            .unwrap_err()
+            .to_string();
+        assert!(http.contains("must use https"), "{http}");
+        let key = format!("{CA}-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n");
+        let key = cluster_info("https://k:6443", &key, "dev")
+            .unwrap_err()
+            .to_string();
+        assert!(key.contains("\"PRIVATE KEY\" block"), "{key}");
+        let empty = cluster_info("https://k:6443", "", "dev").unwrap_err().to_string();
+        assert!(empty.contains("no PEM certificate"), "{empty}");
+        let name = cluster_info("https://k:6443", CA, "a b").unwrap_err().to_string();
+        assert!(name.starts_with("--kube-cluster-name"), "{name}");
+        let creds = cluster_info("https://u:p@k:6443", CA, "dev")
+            .unwrap_err()
+            .to_string();
+        assert!(creds.contains("user name"), "{creds}");
+    }
+
+    #[test]
+    fn refuses_an_oversized_ca_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("ca.crt");
+        std::fs::write(&file, CA.repeat(10_000)).unwrap();
+        let mut a = args("127.0.0.1", false, 8443);
+        a.kube_api_server = Some("https://127.0.0.1:6443".to_owned());
+        a.kube_ca_file = Some(file);
+        let refused = read_cluster(&a).unwrap_err().to_string();
+        assert!(refused.contains("larger than 256 KiB"), "{refused}");
     }
 
     #[test]

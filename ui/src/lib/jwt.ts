@@ -29,6 +29,12 @@ export function expiresAtMs(token: string): number {
   return typeof exp === "number" ? exp * 1000 : 0;
 }
 
+/** The token's `iat` in milliseconds, or 0 when absent. */
+export function issuedAtMs(token: string): number {
+  const iat = claims(token)?.iat;
+  return typeof iat === "number" ? iat * 1000 : 0;
+}
+
 /** A string claim, or "" when absent. */
 export function stringClaim(token: string, name: string): string {
   const v = claims(token)?.[name];

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { REFRESH_KEY, Session, TOKEN_KEY, type Deps } from "./session";
+import { REFRESH_KEY, Session, TOKEN_KEY, refreshAheadMs, type Deps } from "./session";
 
 function b64url(o: object): string {
   return btoa(JSON.stringify(o)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
@@ -131,5 +131,14 @@ describe("the browser session", () => {
     expect(names).toEqual(["ichor-session-f1"]);
     expect(s.idToken()).not.toBeNull();
     s.clear();
+  });
+});
+
+describe("refreshAheadMs", () => {
+  it("refreshes a one-minute token a third of its life ahead, not at once", () => {
+    expect(refreshAheadMs(jws({ iat: 1000, exp: 1060 }))).toBe(20_000);
+  });
+  it("refreshes a five-minute token a minute ahead", () => {
+    expect(refreshAheadMs(jws({ iat: 1000, exp: 1300 }))).toBe(60_000);
   });
 });

@@ -5,12 +5,23 @@
 // duplicated tab (which copied sessionStorage) cannot take it and drops the copied tokens, so it
 // never presents a retired token that would revoke the original's family.
 
-import { claims, expiresAtMs } from "./jwt";
+import { claims, expiresAtMs, issuedAtMs } from "./jwt";
 
 export const TOKEN_KEY = "ichor.token";
 export const REFRESH_KEY = "ichor.refresh";
 /** How long before expiry the ID token is refreshed. */
 export const REFRESH_AHEAD_MS = 60_000;
+/** Never refresh more often than this, whatever the token's lifetime. */
+export const MIN_REFRESH_INTERVAL_MS = 10_000;
+
+/**
+ * How long before expiry a token is refreshed: a minute, or a third of its lifetime for tokens
+ * that live less than three minutes (a one-minute token would otherwise be due at once).
+ */
+export function refreshAheadMs(token: string): number {
+  const lifetime = expiresAtMs(token) - issuedAtMs(token);
+  return lifetime > 0 && lifetime < 3 * REFRESH_AHEAD_MS ? Math.floor(lifetime / 3) : REFRESH_AHEAD_MS;
+}
 /** How long a tab waits for its family's lock before it treats itself as a copy. */
 export const LOCK_WAIT_MS = 1_500;
 /** The sign-out revocation's time limit. */
@@ -120,13 +131,16 @@ export class Session {
     return held;
   }
 
-  /** Schedules the refresh a minute before the ID token expires. */
+  /**
+   * Schedules the refresh a minute (a third of the lifetime for short tokens) before the ID token
+   * expires, never sooner than [`MIN_REFRESH_INTERVAL_MS`] from now.
+   */
   schedule(): void {
     if (this.timer !== null) this.d.clearTimeout(this.timer);
     this.timer = null;
     const token = this.idToken();
     if (!token || !this.refresh()) return;
-    const wait = Math.max(0, expiresAtMs(token) - REFRESH_AHEAD_MS - this.d.now());
+    const wait = Math.max(MIN_REFRESH_INTERVAL_MS, expiresAtMs(token) - refreshAheadMs(token) - this.d.now());
     this.timer = this.d.setTimeout(() => void this.refreshNow(), wait);
   }
 
@@ -134,7 +148,7 @@ export class Session {
   async validToken(): Promise<string | null> {
     const token = this.idToken();
     if (!token) return null;
-    if (expiresAtMs(token) - this.d.now() > REFRESH_AHEAD_MS / 2) return token;
+    if (expiresAtMs(token) - this.d.now() > refreshAheadMs(token) / 2) return token;
     return (await this.refreshNow()) ?? (expiresAtMs(token) > this.d.now() ? token : null);
   }
 
