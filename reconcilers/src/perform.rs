@@ -378,18 +378,7 @@ pub fn issue_leaf(r: &IssueLeafRequest, ca: &IssuedPair) -> Result<IssuedPair, P
     params
         .distinguished_name
         .push(DnType::CommonName, r.common_name.as_str());
-    params.subject_alt_names = r
-        .sans
-        .iter()
-        .map(|s| match s {
-            SanName::Ip(ip) => Ok(SanType::IpAddress(*ip)),
-            SanName::Dns(d) => d
-                .clone()
-                .try_into()
-                .map(SanType::DnsName)
-                .map_err(|e: rcgen::Error| crypto(id, format!("SAN {d:?}: {e}"))),
-        })
-        .collect::<Result<_, _>>()?;
+    params.subject_alt_names = subject_alt_names(&r.sans).map_err(|e| crypto(id, e))?;
     set_validity(&mut params, r.not_before, r.not_after);
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
@@ -531,6 +520,23 @@ pub fn perform(
     }
     out.extend(removals.into_iter().map(Outcome::RemoveCredentialsKey));
     Ok(out)
+}
+
+/// The rcgen SANs of a leaf request (shared by the real performer and the simulator).
+///
+/// # Errors
+/// A DNS name rcgen refuses, named in the message.
+pub fn subject_alt_names(sans: &[SanName]) -> Result<Vec<SanType>, String> {
+    sans.iter()
+        .map(|s| match s {
+            SanName::Ip(ip) => Ok(SanType::IpAddress(*ip)),
+            SanName::Dns(d) => d
+                .clone()
+                .try_into()
+                .map(SanType::DnsName)
+                .map_err(|e: rcgen::Error| format!("SAN {d:?}: {e}")),
+        })
+        .collect()
 }
 
 #[cfg(test)]

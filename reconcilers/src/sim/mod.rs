@@ -29,14 +29,14 @@ use ichor_renderers::trust::{CA_SECRET, KEYS_JSON, NAMESPACE, SIGNING_SECRET, TL
 use jiff::Timestamp;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+    KeyUsagePurpose,
 };
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::identity::conditions::stamp_transition_times;
 use crate::identity::effects::{
-    GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest, SanName,
+    GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest,
 };
 use crate::identity::{CA_CERT_KEY, Controller, RenderChange, TLS_CERT_KEY, TLS_KEY_KEY};
 
@@ -441,18 +441,8 @@ impl<W: Write> Sim<W> {
         params
             .distinguished_name
             .push(DnType::CommonName, r.common_name.as_str());
-        params.subject_alt_names = r
-            .sans
-            .iter()
-            .map(|s| match s {
-                SanName::Ip(ip) => Ok(SanType::IpAddress(*ip)),
-                SanName::Dns(d) => d
-                    .clone()
-                    .try_into()
-                    .map(SanType::DnsName)
-                    .map_err(|e: rcgen::Error| effect_error(id, e.to_string())),
-            })
-            .collect::<Result<_, _>>()?;
+        params.subject_alt_names =
+            crate::perform::subject_alt_names(&r.sans).map_err(|e| effect_error(id, e))?;
         set_validity(&mut params, r.not_before, r.not_after);
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
