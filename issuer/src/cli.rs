@@ -764,8 +764,7 @@ where
     config.settings.store(Arc::new(settings));
     let api = UserApi::new(store, access, Arc::clone(&issuer), Arc::new(SystemClock), config);
     let service = grpc_service(api);
-    let path =
-        format!(
+    let path = format!(
             "/{}/{{*rest}}",
             <crate::api::proto::user_service_server::UserServiceServer<
                 UserApi<B, A, Arc<crate::oidc::Issuer>>,
