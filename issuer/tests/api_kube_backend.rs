@@ -636,6 +636,28 @@ async fn a_create_whose_credentials_write_fails_deletes_the_user_again_as_the_ca
     assert_as_alice_the_admin(undo);
 }
 
+#[tokio::test]
+async fn a_create_the_apiserver_refuses_writes_no_credentials_entry_and_passes_the_message_through() {
+    use ichor_issuer::api::proto::user_service_server::UserService as _;
+    let message = "admission webhook \"vichoruser.ichor.maesh.dev\" denied the request: refused for the test";
+    let mut s = State::default();
+    s.add_user("alice", &["admin"]);
+    s.set_entry("alice", &admin_entry());
+    s.scripted.push_back(status(403, "Forbidden", message));
+    let state = shared(s);
+    let (api, _, _) = build_api(Arc::new(store(&state)), None);
+    let err = api.create_user(create_request("bob")).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert_eq!(err.message(), message);
+    let state = state.lock().unwrap();
+    assert!(!state.users.contains_key("bob"));
+    assert!(!state.secret.as_ref().unwrap().contains_key("bob"));
+    assert!(
+        state.seen.iter().all(|s| s.method != Method::PATCH),
+        "no credentials write after a refused create"
+    );
+}
+
 // `--store kube`: the routers and the kubeconfig settings.
 
 mod routers {
