@@ -11,6 +11,7 @@
 //! - it has no key the chart does not know (the chart schema has no
 //!   `additionalProperties: false`, so Helm would ignore a typo) and matches the chart's
 //!   `values.schema.json` ([`schema`], Cilium [`schema::CHART_VERSION`]);
+//! - it passes the render-time checks of the chart that read only the layer ([`chart`]);
 //! - the fact-dependent guards ([`guards`]) hold for every fact that is known.
 //!
 //! Nothing is checked for preset `unmanaged`: Ichor leaves that CNI alone.
@@ -21,6 +22,7 @@
 //! recursion, and nothing else runs on a layer that breaks them.
 
 pub mod bounds;
+pub mod chart;
 pub mod guards;
 pub mod modes;
 pub mod owned;
@@ -36,6 +38,10 @@ use crate::crd::CniSpec;
 
 pub use modes::{KubeProxyMode, TunnelMode};
 pub use path::{KUBE_PROXY_FIELD, TUNNEL_FIELD, VALUES_FIELD};
+
+/// The most findings [`validate`] returns; past it the last finding counts the rest, so an
+/// admission response stays small whatever the layer holds.
+pub const MAX_VIOLATIONS: usize = 64;
 
 /// The preset for which Ichor leaves the CNI alone and checks nothing.
 pub const UNMANAGED_PRESET: &str = "unmanaged";
@@ -112,6 +118,14 @@ pub fn validate(cni: &CniSpec, facts: &CiliumFacts) -> Vec<CniViolation> {
     {
         guards::check(values, kube_proxy, facts, &mut out);
     }
+    if out.len() > MAX_VIOLATIONS {
+        let rest = out.len() - (MAX_VIOLATIONS - 1);
+        out.truncate(MAX_VIOLATIONS - 1);
+        out.push(CniViolation::new(
+            VALUES_FIELD,
+            format!("has {rest} more problems than those listed"),
+        ));
+    }
     out
 }
 
@@ -158,6 +172,7 @@ fn check_values(values: &Value, out: &mut Vec<CniViolation>) -> bool {
     }
     owned::check(values, out);
     schema::check(values, VALUES_FIELD, out);
+    chart::check(values, out);
     true
 }
 

@@ -267,6 +267,17 @@ fn quotes_an_unknown_key_that_holds_a_dot() {
     assert_eq!(fields(&found), vec!["spec.cni.cilium.values[\"hubble.enabled\"]"]);
 }
 
+#[test]
+fn lists_at_most_64_findings_and_counts_the_rest() {
+    let typos: serde_json::Map<String, Value> = (0..1_000).map(|i| (format!("typo{i}"), json!(1))).collect();
+    let found = check(Value::Object(typos));
+    assert_eq!(found.len(), MAX_VIOLATIONS);
+    let last = &found[MAX_VIOLATIONS - 1];
+    assert_eq!(last.field, VALUES_FIELD);
+    assert!(last.message.contains("has 937 more problems"), "{}", last.message);
+    assert_eq!(found[MAX_VIOLATIONS - 2].field, "spec.cni.cilium.values.typo62");
+}
+
 // --- owned keys ---
 
 #[test]
@@ -337,7 +348,12 @@ fn refuses_a_non_object_that_would_replace_an_owned_key() {
 
 #[test]
 fn embedded_schema_compiles_as_draft_7() {
+    let start = std::time::Instant::now();
     assert!(schema::is_ready());
+    println!(
+        "schema ready after {:?} (includes compiling it when this test runs first)",
+        start.elapsed()
+    );
 }
 
 #[test]
@@ -429,6 +445,44 @@ fn lists_at_most_32_schema_problems_and_counts_the_rest() {
         wrong - schema::MAX_SCHEMA_FINDINGS
     );
     assert!(last.message.contains(&more), "{}", last.message);
+}
+
+// --- chart render-time rules ---
+
+#[test]
+fn refuses_a_gateway_external_traffic_policy_other_than_cluster_or_local() {
+    for ok in ["Cluster", "Local"] {
+        assert_eq!(
+            check(json!({ "gatewayAPI": { "externalTrafficPolicy": ok } })),
+            vec![],
+            "{ok}"
+        );
+    }
+    let found = check(json!({ "gatewayAPI": { "externalTrafficPolicy": "local" } }));
+    assert_eq!(
+        fields(&found),
+        vec!["spec.cni.cilium.values.gatewayAPI.externalTrafficPolicy"]
+    );
+}
+
+#[test]
+fn refuses_l7_proxy_off_when_an_envoy_feature_is_on() {
+    let found = check(json!({ "l7Proxy": false, "gatewayAPI": { "enabled": true } }));
+    assert_eq!(fields(&found), vec!["spec.cni.cilium.values.l7Proxy"]);
+    assert!(
+        found[0].message.contains("gatewayAPI.enabled"),
+        "{}",
+        found[0].message
+    );
+    let found = check(json!({ "l7Proxy": false, "loadBalancer": { "l7": { "backend": "envoy" } } }));
+    assert_eq!(fields(&found), vec!["spec.cni.cilium.values.l7Proxy"]);
+    let found = check(json!({ "l7Proxy": false, "ingressController": { "enabled": true } }));
+    assert_eq!(fields(&found), vec!["spec.cni.cilium.values.l7Proxy"]);
+    assert_eq!(check(json!({ "l7Proxy": false })), vec![]);
+    assert_eq!(
+        check(json!({ "l7Proxy": true, "gatewayAPI": { "enabled": true } })),
+        vec![]
+    );
 }
 
 // --- fact guards ---
@@ -808,4 +862,38 @@ fn embedded_schema_is_the_verbatim_v1_20_0_file_named_in_source_md() {
         "736bf1f53d6e86119aac2e872d92607c7414621e32cc9fdafb548c99f7255f56"
     );
     assert!(include_str!("../../data/cilium/SOURCE.md").contains("736bf1f5"));
+}
+
+#[test]
+fn validates_spec_cni_as_read_from_a_talos_cluster_manifest() {
+    let yaml = r#"
+preset: cilium
+kubeProxy: replaced
+tunnel: geneve
+cilium:
+  values:
+    hubble:
+      enabled: true
+    bpf:
+      masquerade: true
+    tls:
+      secretsNamespace:
+        name: kube-system
+"#;
+    let cni: CniSpec = match serde_yaml::from_str(yaml) {
+        Ok(cni) => cni,
+        Err(e) => panic!("the manifest parses: {e}"),
+    };
+    assert_eq!(
+        fields(&validate(&cni, &CiliumFacts::default())),
+        vec!["spec.cni.cilium.values.tls.secretsNamespace.name"]
+    );
+    let known = facts(Some(true), Some(7445), Some(true));
+    assert_eq!(
+        fields(&validate(&cni, &known)),
+        vec![
+            "spec.cni.cilium.values.tls.secretsNamespace.name",
+            "spec.cni.cilium.values.bpf.masquerade"
+        ]
+    );
 }
