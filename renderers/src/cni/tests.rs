@@ -330,10 +330,18 @@ fn refuses_a_non_object_that_would_replace_an_owned_key() {
     let found = check(json!({ "cgroup": null }));
     assert!(
         found.iter().any(|v| v.field == "spec.cni.cilium.values.cgroup"
-            && v.message.contains("would replace `cgroup.hostRoot`")),
+            && v.message.contains("would replace `cgroup.autoMount.enabled`")),
         "{found:?}"
     );
     let found = check(json!({ "securityContext": { "capabilities": [] } }));
+    let ancestor = found
+        .iter()
+        .filter(|v| v.message.starts_with("must be an object"))
+        .count();
+    assert_eq!(
+        ancestor, 1,
+        "one finding for the two owned keys below it: {found:?}"
+    );
     assert!(
         found.iter().any(
             |v| v.field == "spec.cni.cilium.values.securityContext.capabilities"
@@ -896,4 +904,27 @@ cilium:
             "spec.cni.cilium.values.bpf.masquerade"
         ]
     );
+}
+
+#[test]
+fn words_every_kind_of_finding_as_a_sentence_after_its_field() {
+    let cni = with_modes(
+        "disabled",
+        "ipip",
+        json!({
+            "tunnel": "vxlan",
+            "hubble": { "enabeld": true, "Enabled": true },
+            "ipam": { "mode": "cluster-pool" },
+            "cgroup": 1,
+            "gatewayAPI": { "enabled": true, "externalTrafficPolicy": "Whatever",
+                            "secretsNamespace": { "name": "kube-system" } },
+            "l7Proxy": false,
+            "bpf": { "masquerade": true, "monitorTraceIPOption": -1 },
+            "identityManagementMode": "nobody",
+            "operator": { "replicas": "two", "tolerations": [{ "key": 5 }] },
+        }),
+    );
+    let found = validate(&cni, &facts(Some(true), Some(0), Some(false)));
+    let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
+    insta::assert_yaml_snapshot!(shown);
 }
