@@ -795,6 +795,14 @@ fn validates_a_typical_layer_in_well_under_a_millisecond_once_compiled() {
     println!("validate: {per_call:?} per call");
     // Generous: unoptimised test builds on a shared two-core machine.
     assert!(per_call < std::time::Duration::from_millis(20), "{per_call:?}");
+    // A layer at the key cap, every key but one unknown.
+    let worst: serde_json::Map<String, Value> = (0..1_999).map(|i| (format!("typo{i}"), json!(i))).collect();
+    let worst = spec(json!({ "hubble": Value::Object(worst) }));
+    let start = std::time::Instant::now();
+    assert_eq!(validate(&worst, &CiliumFacts::default()).len(), MAX_VIOLATIONS);
+    let elapsed = start.elapsed();
+    println!("validate, 2,000 keys, 1,999 unknown: {elapsed:?}");
+    assert!(elapsed < std::time::Duration::from_millis(500), "{elapsed:?}");
 }
 
 // --- never panics ---
