@@ -18,13 +18,12 @@ use super::core::Journal;
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The file could not be read, renamed or created.
-    #[error("--journal {path}: {source}")]
+    #[error("--journal {path}: {error}")]
     Io {
         /// The journal.
         path: PathBuf,
         /// The operating system's reason.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -49,9 +48,9 @@ pub fn last_seq(path: &Path) -> Result<Option<u64>, String> {
 /// # Errors
 /// [`OpenError::Io`].
 pub fn open(path: &Path) -> Result<Journal, OpenError> {
-    let io = |source| OpenError::Io {
+    let io = |error| OpenError::Io {
         path: path.to_owned(),
-        source,
+        error,
     };
     let last = match last_seq(path) {
         Ok(last) => last,

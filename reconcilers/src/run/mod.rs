@@ -143,15 +143,14 @@ pub enum RunError {
     NoPodName,
     /// No Kubernetes client configuration.
     #[error("no Kubernetes client configuration (in-cluster service account or kubeconfig): {0}")]
-    Client(#[source] kube::Error),
+    Client(kube::Error),
     /// The metrics listener could not bind.
-    #[error("--metrics-listen {addr}: cannot listen: {source}")]
+    #[error("--metrics-listen {addr}: cannot listen: {error}")]
     Listen {
         /// The address.
         addr: SocketAddr,
         /// The operating system's reason.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The journal could not be opened.
     #[error(transparent)]
@@ -161,7 +160,7 @@ pub enum RunError {
     Graph(#[from] ichor_graph::BuildError),
     /// The async runtime could not start.
     #[error("the async runtime did not start: {0}")]
-    Runtime(#[source] std::io::Error),
+    Runtime(std::io::Error),
 }
 
 /// Starts logging in `format` (level from `RUST_LOG`, default `info`).
@@ -318,9 +317,9 @@ where
     let health = Arc::new(Health::default());
     let listener = tokio::net::TcpListener::bind(args.metrics_listen)
         .await
-        .map_err(|source| RunError::Listen {
+        .map_err(|error| RunError::Listen {
             addr: args.metrics_listen,
-            source,
+            error,
         })?;
     let ops = metrics::router(Arc::new(registry), health.clone());
     let mut ops_shutdown = shutdown_rx.clone();
