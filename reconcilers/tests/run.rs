@@ -726,3 +726,97 @@ fn the_lease_may_be_taken_when_free_own_or_stale() {
     };
     assert!(may_take(Some(&free), "pod-a", Duration::ZERO, d));
 }
+
+// ─── the watchers against a scripted API server ──────────────────────────────────────────────
+
+#[tokio::test]
+async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_refused() {
+    let requests: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let seen = seen.clone();
+        async move {
+            let path = req.uri().path().to_owned();
+            let query = req.uri().query().unwrap_or_default().to_owned();
+            seen.lock().unwrap().push(format!("{path}?{query}"));
+            if query.contains("watch=true") {
+                // A watch that never delivers anything: the lists are what is tested.
+                futures::future::pending::<()>().await;
+            }
+            let (code, body) = if path.ends_with("/ichorinstallations") {
+                (403, status(403, "Forbidden"))
+            } else if path.ends_with("/services") {
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "ServiceList", "metadata": {"resourceVersion": "10"},
+                        "items": [{"metadata": {"name": "ichor-issuer", "namespace": NAMESPACE,
+                            "resourceVersion": "9", "labels": {"app.kubernetes.io/component": "issuer"}},
+                            "spec": {"clusterIP": "10.96.0.10"}}]}),
+                )
+            } else {
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"}, "items": []}),
+                )
+            };
+            let response = http::Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap();
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    let client = kube::Client::new(service, NAMESPACE);
+    let all = sources("app.kubernetes.io/component=issuer");
+    let sync = Arc::new(SyncState::new(all.len()));
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let tasks = ichor_reconcilers::run::watch::spawn(&client, NAMESPACE, all, tx, sync.clone());
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !sync.all() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("every watcher synced, IchorInstallation refused and counted as empty");
+    let batch = rx.recv().await.unwrap();
+    let [Event::Applied(service)] = batch.events.as_slice() else {
+        panic!("{batch:?}")
+    };
+    assert_eq!(
+        service.key(),
+        ObjectKey::new("Service", NAMESPACE, "ichor-issuer")
+    );
+    assert_eq!(service.value["apiVersion"], json!("v1"));
+    assert_eq!(service.value["spec"]["clusterIP"], json!("10.96.0.10"));
+    for t in tasks {
+        t.abort();
+    }
+
+    let requests = requests.lock().unwrap();
+    let lists: Vec<&String> = requests.iter().filter(|r| !r.contains("watch=true")).collect();
+    let secret_lists: Vec<&&String> = lists
+        .iter()
+        .filter(|r| r.starts_with("/api/v1/namespaces/ichor-system/secrets?"))
+        .collect();
+    assert_eq!(secret_lists.len(), 5, "{lists:#?}");
+    assert!(
+        secret_lists
+            .iter()
+            .all(|r| r.contains("fieldSelector=metadata.name%3Dichor-")),
+        "every Secret is listed by name (the RBAC grants no other list): {secret_lists:#?}"
+    );
+    assert!(
+        lists
+            .iter()
+            .any(|r| r.starts_with("/api/v1/namespaces/ichor-system/services?")
+                && r.contains("labelSelector=app.kubernetes.io%2Fcomponent%3Dissuer")),
+        "{lists:#?}"
+    );
+    assert!(
+        lists
+            .iter()
+            .any(|r| r.starts_with("/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers?")),
+        "{lists:#?}"
+    );
+}

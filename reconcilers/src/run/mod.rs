@@ -346,14 +346,14 @@ where
         "admission webhooks: not started by this build"
     );
 
-    let leader = if args.leader_elect {
+    let (leader, election) = if args.leader_elect {
         let flag = LeaderFlag::elected();
         let config = LeaseConfig::new(&args.namespace, &args.lease_name, &identity);
         let elector = Elector::new(client.clone(), config);
-        tokio::spawn(leader::run(elector, flag.clone(), shutdown_rx.clone()));
-        flag
+        let task = tokio::spawn(leader::run(elector, flag.clone(), shutdown_rx.clone()));
+        (flag, Some(task))
     } else {
-        LeaderFlag::always()
+        (LeaderFlag::always(), None)
     };
 
     let sources = watch::sources(&args.issuer_service_selector);
@@ -378,8 +378,12 @@ where
         w.abort();
     }
     drop(lp.take_journal());
-    // Let the election task release the Lease.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The election task releases the Lease on shutdown, so a standby takes over at once.
+    if let Some(task) = election
+        && tokio::time::timeout(Duration::from_secs(5), task).await.is_err()
+    {
+        tracing::warn!("the Lease was not released within 5 s; it expires by itself");
+    }
     Ok(())
 }
 
