@@ -820,3 +820,72 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
         "{lists:#?}"
     );
 }
+
+/// A [`FakeApplier`] whose call count can be read while the driver holds it.
+struct Counting {
+    inner: FakeApplier,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait]
+impl Apply for Counting {
+    async fn apply(&mut self, world: &World, actions: &[Action]) -> ApplyReport {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.apply(world, actions).await
+    }
+}
+
+#[tokio::test]
+async fn the_driver_of_a_standby_is_ready_but_applies_only_once_it_gains_the_lease() {
+    use std::sync::atomic::Ordering;
+    let (metrics, _) = Metrics::new();
+    let mut lp = Loop::new(
+        ichor_reconcilers::identity::Controller::new().unwrap(),
+        None,
+        metrics,
+    );
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let sync = Arc::new(SyncState::new(1));
+    let health = Arc::new(Health::default());
+    let flag = LeaderFlag::elected();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let driver = Driver {
+        rx,
+        sync: sync.clone(),
+        leader: flag.clone(),
+        health: health.clone(),
+        shutdown: stop_rx,
+        resync_every: Duration::from_secs(600),
+    };
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut applier = Counting {
+        inner: FakeApplier::default(),
+        calls: calls.clone(),
+    };
+    let script = async {
+        tx.send(Batch {
+            source: "Service".into(),
+            events: vec![Event::Applied(issuer_service("10.96.0.10"))],
+        })
+        .await
+        .unwrap();
+        sync.mark(0);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(health.is_ready(), "a standby is ready (it serves the webhooks)");
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "a standby applies nothing");
+        flag.lead_until(Instant::now() + Duration::from_secs(60));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while calls.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(calls.load(Ordering::SeqCst) > 0, "the new leader applies");
+        stop_tx.send(true).unwrap();
+    };
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::future::join(drive(&mut lp, &mut applier, driver), script),
+    )
+    .await
+    .expect("the driver stops on shutdown");
+    assert!(lp.world().get(&secret_key(TLS_SECRET)).is_some());
+}
