@@ -184,6 +184,7 @@ pub fn spawn(
             let sync = sync.clone();
             tokio::spawn(async move {
                 let mut state = WatchState::new(source.resource.clone());
+                let mut refused_logged = false;
                 let mut stream = watcher::watcher(api, source.config.clone())
                     .default_backoff()
                     .boxed();
@@ -207,9 +208,9 @@ pub fn spawn(
                         Err(e) => {
                             let code = refusal_code(&e);
                             if source.optional && matches!(code, Some(403 | 404)) {
-                                if !state.is_synced() {
+                                if !std::mem::replace(&mut refused_logged, true) {
                                     tracing::warn!(source = %source.label, error = %e,
-                                        "optional input refused; treated as empty (retried)");
+                                        "optional input refused; treated as empty (retried quietly)");
                                 }
                                 sync.mark(i);
                             } else {
