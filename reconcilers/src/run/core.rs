@@ -16,7 +16,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ichor_graph::{Action, Cause, Event, JournalWriter, ObjectKey, Reason, World};
+use ichor_graph::{Action, Event, JournalWriter, ObjectKey, World};
 use ichor_renderers::trust::{NAMESPACE, TLS_SECRET};
 use jiff::Timestamp;
 
@@ -96,7 +96,7 @@ pub struct Loop {
 
 /// The node named in the reason of an effect handed over again (requested earlier, its result
 /// not observed yet: after a failed apply or a change of leader).
-pub const REISSUE_NODE: &str = "requested-effects";
+pub use crate::local::REISSUE_NODE;
 
 impl Loop {
     /// A loop over `controller`, journaling to `journal` when given.
@@ -196,24 +196,7 @@ impl Loop {
         }
         let mut actions = eval.actions;
         if std::mem::take(&mut self.reissue) {
-            let outstanding: Vec<Action> = self
-                .controller
-                .graph()
-                .requested_effects()
-                .filter(|r| {
-                    !actions
-                        .iter()
-                        .any(|a| matches!(a, Action::Effect { request, .. } if request.id == r.id))
-                })
-                .map(|r| Action::Effect {
-                    request: r.clone(),
-                    reason: Reason {
-                        node: Some(REISSUE_NODE.to_owned()),
-                        instance: None,
-                        cause: Cause::Drift,
-                    },
-                })
-                .collect();
+            let outstanding = self.controller.outstanding_effects(&actions, REISSUE_NODE);
             actions.extend(outstanding);
         }
         for action in &actions {
