@@ -8,8 +8,8 @@ use std::fmt;
 use std::io::BufRead;
 
 use ichor_graph::{
-    Action, BuildError, Cause, Digest, Reason, Evaluation, Event, Graph, JournalError, JournalReader, NodeFailure,
-    ObjectKey, World,
+    Action, BuildError, Cause, Digest, Evaluation, Event, Graph, JournalError, JournalReader, NodeFailure,
+    ObjectKey, Reason, World,
 };
 
 use super::nodes::ClusterAuth;
