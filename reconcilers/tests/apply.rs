@@ -996,3 +996,62 @@ fn a_serving_certificate_is_reissued_when_the_ca_or_the_service_name_changes() {
         }
     );
 }
+
+#[tokio::test]
+async fn a_leaf_is_not_written_when_the_ca_it_is_signed_by_lost_its_write() {
+    let ca = IssueCaRequest {
+        common_name: CA_COMMON_NAME.into(),
+        not_before: now(),
+        not_after: "2036-11-29T12:00:00Z".parse().unwrap(),
+        reason: "no CA".into(),
+        replaces: None,
+    };
+    let leaf = IssueLeafRequest {
+        common_name: "ichor-issuer".into(),
+        sans: vec![SanName::Ip("10.96.0.10".parse().unwrap())],
+        not_before: now(),
+        not_after: "2027-11-29T12:00:00Z".parse().unwrap(),
+        reason: "no leaf".into(),
+        replaces: None,
+    };
+    let actions = [
+        Action::Effect {
+            request: EffectRequest::new("issue-ca new", &ca).unwrap(),
+            reason: reason(),
+        },
+        Action::Effect {
+            request: EffectRequest::new("issue-leaf 10.96.0.10 new", &leaf).unwrap(),
+            reason: reason(),
+        },
+    ];
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(
+            (seen.method.as_str(), seen.body["metadata"]["name"].as_str()),
+            ("POST", Some("ichor-oidc-ca"))
+        );
+        reply(
+            send,
+            409,
+            &status(409, "AlreadyExists", "secrets \"ichor-oidc-ca\" already exists"),
+        );
+        handle
+    });
+    let mut a = applier(client);
+    let report = a.apply(&World::new(), &actions).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(
+        report.events.is_empty() && report.applied.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.problems.len(), 2, "{report:?}");
+    assert!(report.problems[0].contains("ichor-oidc-ca") && report.problems[0].contains("not overwritten"));
+    assert!(
+        report.problems[1].contains("ichor-oidc-tls: not written"),
+        "{report:?}"
+    );
+    assert!(report.problems.iter().all(|p| !p.contains("PRIVATE KEY")));
+}
