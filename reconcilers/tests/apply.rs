@@ -1055,3 +1055,53 @@ async fn a_leaf_is_not_written_when_the_ca_it_is_signed_by_lost_its_write() {
     );
     assert!(report.problems.iter().all(|p| !p.contains("PRIVATE KEY")));
 }
+
+#[tokio::test]
+async fn a_machine_needing_an_apiserver_restart_gets_its_condition_through_the_status_subresource() {
+    let machine = |rv: &str| {
+        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosMachine",
+            "metadata": {"name": "cp-1", "namespace": NS, "resourceVersion": rv},
+            "spec": {"cluster": "prod", "role": "controlplane"}})
+    };
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.method, "PATCH");
+        assert_eq!(
+            seen.path,
+            "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/talosmachines/cp-1/status"
+        );
+        ssa_query(&seen);
+        assert_eq!(seen.body.get("spec"), None);
+        assert_eq!(
+            seen.body["status"]["conditions"],
+            json!([cond("Ready", "False", "APIServerRestartRequired", Some(NOW))])
+        );
+        let mut written = machine("31");
+        written["status"] = seen.body["status"].clone();
+        reply(send, 200, &written);
+        handle
+    });
+    let w = world(vec![observed("TalosMachine", "cp-1", "30", machine("30"))]);
+    let mut a = applier(client);
+    let desired = Object::new(
+        "TalosMachine",
+        NS,
+        "cp-1",
+        json!({"status": {"conditions": [cond("Ready", "False", "APIServerRestartRequired", None)]}}),
+    );
+    let report = a
+        .apply(
+            &w,
+            &[Action::Apply {
+                object: desired,
+                reason: reason(),
+            }],
+        )
+        .await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.events.len(), 1);
+}

@@ -344,10 +344,14 @@ impl KubeApplier {
             };
             match done {
                 Ok(event) => {
+                    tracing::info!(action = %action, "applied");
                     report.events.push(event);
                     report.applied.push(action.to_string());
                 }
-                Err(e) => report.problems.push(format!("{action}: {e}")),
+                Err(e) => {
+                    tracing::warn!(action = %action, error = %e, "action failed");
+                    report.problems.push(format!("{action}: {e}"));
+                }
             }
         }
         if !effects.is_empty() {
@@ -532,8 +536,16 @@ impl KubeApplier {
                 }
             }
         }
-        if !failed {
-            report.applied.extend(effects.iter().map(|(_, a)| a.to_string()));
+        if failed {
+            tracing::warn!(
+                effects = effects.len(),
+                "effects not all written; the next evaluation asks again"
+            );
+        } else {
+            for (_, action) in effects {
+                tracing::info!(action = %action, "performed");
+                report.applied.push(action.to_string());
+            }
         }
     }
 
