@@ -31,17 +31,7 @@ pub const RETRY_FIRST: Duration = Duration::from_secs(2);
 /// The longest retry delay after applier problems.
 pub const RETRY_MAX: Duration = Duration::from_secs(300);
 
-/// What an applier did with one evaluation's actions.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct ApplyReport {
-    /// The objects as written (with their new resourceVersion) and deletions, folded back so
-    /// the next round sees them before the watchers deliver them.
-    pub events: Vec<Event>,
-    /// What was applied, one line each, for the log.
-    pub applied: Vec<String>,
-    /// What failed, one sentence each; the loop retries after a backoff.
-    pub problems: Vec<String>,
-}
+pub use crate::apply::ApplyReport;
 
 /// Performs actions against the store (the Kubernetes applier, or a fake in tests).
 #[async_trait]

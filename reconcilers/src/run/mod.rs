@@ -22,6 +22,7 @@ pub mod journal;
 pub mod leader;
 pub mod metrics;
 pub mod watch;
+pub mod webhook_cert;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,7 +38,10 @@ pub use self::core::{Apply, ApplyReport, CycleReport, DryRun, Journal, Loop, MAX
 use self::leader::{Elector, LeaderFlag, LeaseConfig};
 use self::metrics::{Health, Metrics};
 use self::watch::{Batch, SyncState};
+use crate::apply::KubeApplier;
 use crate::identity::Controller;
+use crate::perform::OsKeyMaterial;
+use ichor_graph::{Action, World};
 
 /// The log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -356,6 +360,21 @@ where
         (LeaderFlag::always(), None)
     };
 
+    // The leader keeps the webhook serving certificate and the caBundle (not in a dry run).
+    let cert_keeper = (!args.dry_run).then(|| {
+        let target = webhook_cert::WebhookCertTarget {
+            namespace: args.namespace.clone(),
+            service: args.webhook_service.clone(),
+            configuration: args.webhook_configuration.clone(),
+        };
+        tokio::spawn(webhook_cert::keep(
+            client.clone(),
+            target,
+            leader.clone(),
+            shutdown_rx.clone(),
+        ))
+    });
+
     let sources = watch::sources(&args.issuer_service_selector);
     let sync = Arc::new(SyncState::new(sources.len()));
     let (tx, rx) = mpsc::channel(1024);
@@ -377,6 +396,9 @@ where
     for w in watchers {
         w.abort();
     }
+    if let Some(task) = cert_keeper {
+        task.abort();
+    }
     drop(lp.take_journal());
     // The election task releases the Lease on shutdown, so a standby takes over at once.
     if let Some(task) = election
@@ -385,6 +407,24 @@ where
         tracing::warn!("the Lease was not released within 5 s; it expires by itself");
     }
     Ok(())
+}
+
+/// The appliers `ichor-controller run` chooses from.
+pub enum Applier {
+    /// The Kubernetes applier.
+    Kube(Box<KubeApplier>),
+    /// `--dry-run`: nothing is applied.
+    DryRun(DryRun),
+}
+
+#[async_trait::async_trait]
+impl Apply for Applier {
+    async fn apply(&mut self, world: &World, actions: &[Action]) -> ApplyReport {
+        match self {
+            Applier::Kube(kube) => kube.apply(world, actions).await,
+            Applier::DryRun(dry) => dry.apply(world, actions).await,
+        }
+    }
 }
 
 /// `ichor-controller run`: starts logging and the runtime, and runs. The applier is chosen here.
@@ -397,10 +437,16 @@ pub fn main(args: RunArgs) -> Result<(), RunError> {
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
-    if !args.dry_run {
-        // LEAD: when `reconcilers::apply` is merged, pass `|client| KubeApplier::new(client)` here
-        // unless --dry-run; this build only logs its decisions.
-        tracing::warn!("this build has no Kubernetes applier: decisions are logged, not applied");
+    if args.dry_run {
+        tracing::warn!("--dry-run: decisions are logged and counted, nothing is applied");
+        return runtime.block_on(run(args, |_client| Applier::DryRun(DryRun)));
     }
-    runtime.block_on(run(args, |_client| DryRun))
+    let namespace = args.namespace.clone();
+    runtime.block_on(run(args, move |client| {
+        Applier::Kube(Box::new(KubeApplier::new(
+            client,
+            namespace,
+            Box::new(OsKeyMaterial),
+        )))
+    }))
 }
