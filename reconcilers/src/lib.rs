@@ -1,5 +1,6 @@
 //! The Ichor identity controller. This crate holds, so far:
 //!
+//! - [`admission`]: the validating admission webhooks (router and HTTPS server);
 //! - [`identity`]: the identity graph (pure: no client, no clock), its credentials projection,
 //!   and the offline replay of a journal;
 //! - [`sim`]: a deterministic stand-in for the applier (fake key generation, rcgen certificates)
@@ -8,6 +9,7 @@
 //! - [`local`]: the World's local source and the local applier of `ichor dev`.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod identity;
 pub mod local;
 pub mod perform;
