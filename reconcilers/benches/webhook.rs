@@ -31,7 +31,9 @@ struct NoReviews;
 #[async_trait]
 impl AccessReviewer for NoReviews {
     async fn allowed(&self, _: &UserInfo, _: &ResourceAttributes) -> Result<bool, AdmissionError> {
-        Err(AdmissionError::AccessReview("the benchmark expects no access review".to_owned()))
+        Err(AdmissionError::AccessReview(
+            "the benchmark expects no access review".to_owned(),
+        ))
     }
 }
 
@@ -84,7 +86,7 @@ fn review(uid: usize, operation: &str, who: (&str, &[&str]), object: Value, old:
 
 /// The two measured writes, alternating: a viewer creating a viewer; an admin renaming a viewer.
 fn document(i: usize) -> Vec<u8> {
-    let doc = if i % 2 == 0 {
+    let doc = if i.is_multiple_of(2) {
         review(
             i,
             "CREATE",
@@ -131,7 +133,11 @@ async fn main() {
     std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
 
     let lister = Arc::new(CountingLister::default());
-    let state = AdmissionState::new(Arc::new(NoReviews), lister.clone(), controller_identity("ichor-system"));
+    let state = AdmissionState::new(
+        Arc::new(NoReviews),
+        lister.clone(),
+        controller_identity("ichor-system"),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -157,7 +163,11 @@ async fn main() {
     // Warm-up: the connection pool and the TLS sessions.
     for i in 0..50 {
         let response = client.post(url.as_str()).body(document(i)).send().await.unwrap();
-        assert!(response.status().is_success(), "warm-up failed: {}", response.status());
+        assert!(
+            response.status().is_success(),
+            "warm-up failed: {}",
+            response.status()
+        );
     }
 
     let total = usize::try_from(seconds * rate).unwrap_or(usize::MAX);

@@ -40,7 +40,10 @@ struct FakeReviewer {
 impl FakeReviewer {
     fn granting(rights: &[(&str, &str)]) -> Self {
         Self {
-            granted: rights.iter().map(|(v, r)| ((*v).to_owned(), (*r).to_owned())).collect(),
+            granted: rights
+                .iter()
+                .map(|(v, r)| ((*v).to_owned(), (*r).to_owned()))
+                .collect(),
             ..Self::default()
         }
     }
@@ -121,7 +124,8 @@ fn user_object(name: &str, roles: &[&str], disabled: bool) -> IchorUser {
 struct FakeCilium;
 
 fn cilium_values(cni: Option<&CniSpec>) -> Option<&Value> {
-    cni.and_then(|c| c.cilium.as_ref()).and_then(|c| c.values.as_ref())
+    cni.and_then(|c| c.cilium.as_ref())
+        .and_then(|c| c.values.as_ref())
 }
 
 impl CiliumRules for FakeCilium {
@@ -286,7 +290,10 @@ async fn admit(router: &axum::Router, path: &str, doc: &Value) -> Result<(), Str
         assert_eq!(answer["response"]["allowed"], json!(false));
         assert_eq!(answer["response"]["status"]["code"], json!(403), "{answer}");
         assert_eq!(answer["response"]["status"]["reason"], "Forbidden");
-        Err(answer["response"]["status"]["message"].as_str().unwrap().to_owned())
+        Err(answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned())
     }
 }
 
@@ -300,7 +307,14 @@ const OPERATIONS: &str = "/validate/talosoperations";
 #[tokio::test]
 async fn an_admin_may_create_an_admin() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    let doc = review("IchorUser", "CREATE", &ROOT, "ann", user("ann", &["admin", "auditor"], false), Value::Null);
+    let doc = review(
+        "IchorUser",
+        "CREATE",
+        &ROOT,
+        "ann",
+        user("ann", &["admin", "auditor"], false),
+        Value::Null,
+    );
     assert_eq!(admit(&h.router, USERS, &doc).await, Ok(()));
     assert_eq!(h.lister.calls(), 0, "a create never lists the other users");
 }
@@ -308,29 +322,63 @@ async fn an_admin_may_create_an_admin() {
 #[tokio::test]
 async fn an_operator_may_not_create_an_admin_and_the_message_is_the_apis() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    let doc = review("IchorUser", "CREATE", &OPERATOR, "ann", user("ann", &["viewer", "admin"], false), Value::Null);
+    let doc = review(
+        "IchorUser",
+        "CREATE",
+        &OPERATOR,
+        "ann",
+        user("ann", &["viewer", "admin"], false),
+        Value::Null,
+    );
     assert_eq!(
         admit(&h.router, USERS, &doc).await,
-        Err("spec.roles: you may not grant role \"admin\": it is above your highest role \"operator\"".to_owned())
+        Err(
+            "spec.roles: you may not grant role \"admin\": it is above your highest role \"operator\""
+                .to_owned()
+        )
     );
 }
 
 #[tokio::test]
 async fn a_viewer_may_create_a_viewer_but_not_an_operator() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    let ok = review("IchorUser", "CREATE", &VIEWER, "bo", user("bo", &["viewer"], false), Value::Null);
+    let ok = review(
+        "IchorUser",
+        "CREATE",
+        &VIEWER,
+        "bo",
+        user("bo", &["viewer"], false),
+        Value::Null,
+    );
     assert_eq!(admit(&h.router, USERS, &ok).await, Ok(()));
-    let refused = review("IchorUser", "CREATE", &VIEWER, "bo", user("bo", &["operator"], false), Value::Null);
+    let refused = review(
+        "IchorUser",
+        "CREATE",
+        &VIEWER,
+        "bo",
+        user("bo", &["operator"], false),
+        Value::Null,
+    );
     assert_eq!(
         admit(&h.router, USERS, &refused).await,
-        Err("spec.roles: you may not grant role \"operator\": it is above your highest role \"viewer\"".to_owned())
+        Err(
+            "spec.roles: you may not grant role \"operator\": it is above your highest role \"viewer\""
+                .to_owned()
+        )
     );
 }
 
 #[tokio::test]
 async fn a_custom_role_needs_a_literal_match() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    let doc = review("IchorUser", "CREATE", &OPERATOR, "bo", user("bo", &["auditor"], false), Value::Null);
+    let doc = review(
+        "IchorUser",
+        "CREATE",
+        &OPERATOR,
+        "bo",
+        user("bo", &["auditor"], false),
+        Value::Null,
+    );
     assert_eq!(
         admit(&h.router, USERS, &doc).await,
         Err("spec.roles: you may not grant role \"auditor\": you do not hold it".to_owned())
@@ -343,7 +391,14 @@ async fn an_update_checks_only_the_roles_it_adds() {
     // The operator renames an admin's display data; the admin role was already there.
     let mut renamed = user("ann", &["admin"], false);
     renamed["spec"]["displayName"] = json!("Ann B.");
-    let doc = review("IchorUser", "UPDATE", &OPERATOR, "ann", renamed, user("ann", &["admin"], false));
+    let doc = review(
+        "IchorUser",
+        "UPDATE",
+        &OPERATOR,
+        "ann",
+        renamed,
+        user("ann", &["admin"], false),
+    );
     assert_eq!(admit(&h.router, USERS, &doc).await, Ok(()));
     // Adding admin is refused.
     let doc = review(
@@ -354,7 +409,12 @@ async fn an_update_checks_only_the_roles_it_adds() {
         user("bo", &["viewer", "admin"], false),
         user("bo", &["viewer"], false),
     );
-    assert!(admit(&h.router, USERS, &doc).await.unwrap_err().contains("\"admin\""));
+    assert!(
+        admit(&h.router, USERS, &doc)
+            .await
+            .unwrap_err()
+            .contains("\"admin\"")
+    );
 }
 
 #[tokio::test]
@@ -364,7 +424,14 @@ async fn identities_that_are_not_ichor_ones_are_not_limited_by_the_grant_rule() 
         user: "oidc:bob@example.com",
         groups: &["oidc:platform", "system:authenticated"],
     };
-    let doc = review("IchorUser", "CREATE", &external, "ann", user("ann", &["admin"], false), Value::Null);
+    let doc = review(
+        "IchorUser",
+        "CREATE",
+        &external,
+        "ann",
+        user("ann", &["admin"], false),
+        Value::Null,
+    );
     assert_eq!(admit(&h.router, USERS, &doc).await, Ok(()));
 }
 
@@ -375,9 +442,20 @@ async fn identities_that_are_not_ichor_ones_are_not_limited_by_the_grant_rule() 
 async fn refuses_disabling_the_last_enabled_admin_after_an_uncached_list() {
     let h = harness(
         FakeReviewer::default(),
-        FakeLister::with(&[("ann", &["admin"], false), ("bo", &["viewer"], false), ("cy", &["admin"], true)]),
+        FakeLister::with(&[
+            ("ann", &["admin"], false),
+            ("bo", &["viewer"], false),
+            ("cy", &["admin"], true),
+        ]),
     );
-    let doc = review("IchorUser", "UPDATE", &ROOT, "ann", user("ann", &["admin"], true), user("ann", &["admin"], false));
+    let doc = review(
+        "IchorUser",
+        "UPDATE",
+        &ROOT,
+        "ann",
+        user("ann", &["admin"], true),
+        user("ann", &["admin"], false),
+    );
     assert_eq!(
         admit(&h.router, USERS, &doc).await,
         Err("spec.disabled: cannot disable, demote or delete the last enabled admin \"ann\": make another user an \
@@ -389,10 +467,32 @@ async fn refuses_disabling_the_last_enabled_admin_after_an_uncached_list() {
 
 #[tokio::test]
 async fn refuses_demoting_or_deleting_the_last_enabled_admin() {
-    let h = harness(FakeReviewer::default(), FakeLister::with(&[("ann", &["admin"], false)]));
-    let demote = review("IchorUser", "UPDATE", &ROOT, "ann", user("ann", &["viewer"], false), user("ann", &["admin"], false));
-    assert!(admit(&h.router, USERS, &demote).await.unwrap_err().starts_with("spec.roles: cannot disable, demote"));
-    let delete = review("IchorUser", "DELETE", &ROOT, "ann", Value::Null, user("ann", &["admin"], false));
+    let h = harness(
+        FakeReviewer::default(),
+        FakeLister::with(&[("ann", &["admin"], false)]),
+    );
+    let demote = review(
+        "IchorUser",
+        "UPDATE",
+        &ROOT,
+        "ann",
+        user("ann", &["viewer"], false),
+        user("ann", &["admin"], false),
+    );
+    assert!(
+        admit(&h.router, USERS, &demote)
+            .await
+            .unwrap_err()
+            .starts_with("spec.roles: cannot disable, demote")
+    );
+    let delete = review(
+        "IchorUser",
+        "DELETE",
+        &ROOT,
+        "ann",
+        Value::Null,
+        user("ann", &["admin"], false),
+    );
     assert_eq!(
         admit(&h.router, USERS, &delete).await,
         Err("cannot disable, demote or delete the last enabled admin \"ann\": make another user an enabled admin \
@@ -407,7 +507,14 @@ async fn allows_it_when_another_enabled_admin_exists() {
         FakeReviewer::default(),
         FakeLister::with(&[("ann", &["admin"], false), ("dee", &["admin", "viewer"], false)]),
     );
-    let delete = review("IchorUser", "DELETE", &ROOT, "ann", Value::Null, user("ann", &["admin"], false));
+    let delete = review(
+        "IchorUser",
+        "DELETE",
+        &ROOT,
+        "ann",
+        Value::Null,
+        user("ann", &["admin"], false),
+    );
     assert_eq!(admit(&h.router, USERS, &delete).await, Ok(()));
     assert_eq!(h.lister.calls(), 1);
 }
@@ -416,9 +523,30 @@ async fn allows_it_when_another_enabled_admin_exists() {
 async fn a_change_that_keeps_every_enabled_admin_needs_no_list() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
     let docs = [
-        review("IchorUser", "UPDATE", &ROOT, "bo", user("bo", &["viewer"], true), user("bo", &["viewer"], false)),
-        review("IchorUser", "UPDATE", &ROOT, "ann", user("ann", &["admin", "viewer"], false), user("ann", &["admin"], false)),
-        review("IchorUser", "DELETE", &ROOT, "cy", Value::Null, user("cy", &["admin"], true)),
+        review(
+            "IchorUser",
+            "UPDATE",
+            &ROOT,
+            "bo",
+            user("bo", &["viewer"], true),
+            user("bo", &["viewer"], false),
+        ),
+        review(
+            "IchorUser",
+            "UPDATE",
+            &ROOT,
+            "ann",
+            user("ann", &["admin", "viewer"], false),
+            user("ann", &["admin"], false),
+        ),
+        review(
+            "IchorUser",
+            "DELETE",
+            &ROOT,
+            "cy",
+            Value::Null,
+            user("cy", &["admin"], true),
+        ),
     ];
     for doc in &docs {
         assert_eq!(admit(&h.router, USERS, doc).await, Ok(()));
@@ -428,25 +556,45 @@ async fn a_change_that_keeps_every_enabled_admin_needs_no_list() {
 
 #[tokio::test]
 async fn system_identities_and_system_masters_are_exempt_from_the_last_admin_rule() {
-    let h = harness(FakeReviewer::default(), FakeLister::with(&[("ann", &["admin"], false)]));
+    let h = harness(
+        FakeReviewer::default(),
+        FakeLister::with(&[("ann", &["admin"], false)]),
+    );
     let namespace_controller = Who {
         user: "system:serviceaccount:kube-system:namespace-controller",
         groups: &["system:serviceaccounts", "system:authenticated"],
     };
-    let delete = review("IchorUser", "DELETE", &namespace_controller, "ann", Value::Null, user("ann", &["admin"], false));
+    let delete = review(
+        "IchorUser",
+        "DELETE",
+        &namespace_controller,
+        "ann",
+        Value::Null,
+        user("ann", &["admin"], false),
+    );
     assert_eq!(admit(&h.router, USERS, &delete).await, Ok(()));
     let override_cert = Who {
         user: "admin",
         groups: &["system:masters", "system:authenticated"],
     };
-    let disable = review("IchorUser", "UPDATE", &override_cert, "ann", user("ann", &["admin"], true), user("ann", &["admin"], false));
+    let disable = review(
+        "IchorUser",
+        "UPDATE",
+        &override_cert,
+        "ann",
+        user("ann", &["admin"], true),
+        user("ann", &["admin"], false),
+    );
     assert_eq!(admit(&h.router, USERS, &disable).await, Ok(()));
     assert_eq!(h.lister.calls(), 0, "exempt requests never list");
 }
 
 #[tokio::test]
 async fn an_object_already_being_deleted_is_not_guarded() {
-    let h = harness(FakeReviewer::default(), FakeLister::with(&[("ann", &["admin"], false)]));
+    let h = harness(
+        FakeReviewer::default(),
+        FakeLister::with(&[("ann", &["admin"], false)]),
+    );
     let mut stored = user("ann", &["admin"], false);
     stored["metadata"]["deletionTimestamp"] = json!("2026-11-29T10:00:00Z");
     stored["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
@@ -467,7 +615,14 @@ async fn a_failed_user_list_refuses_the_change() {
         ..FakeLister::default()
     };
     let h = harness(FakeReviewer::default(), lister);
-    let doc = review("IchorUser", "DELETE", &ROOT, "ann", Value::Null, user("ann", &["admin"], false));
+    let doc = review(
+        "IchorUser",
+        "DELETE",
+        &ROOT,
+        "ann",
+        Value::Null,
+        user("ann", &["admin"], false),
+    );
     let message = admit(&h.router, USERS, &doc).await.unwrap_err();
     assert!(message.contains("could not be listed"), "{message}");
     assert!(message.contains("refused until it can be checked"), "{message}");
@@ -490,20 +645,39 @@ fn ichor_auth() -> Value {
 
 #[tokio::test]
 async fn setting_authentication_needs_update_on_talosclusters_authentication() {
-    let h = harness(FakeReviewer::granting(&[("update", "talosclusters/authentication")]), FakeLister::default());
-    let doc = review("TalosCluster", "CREATE", &ROOT, "prod", cluster(auth_spec(Some("v1.14"), ichor_auth())), Value::Null);
+    let h = harness(
+        FakeReviewer::granting(&[("update", "talosclusters/authentication")]),
+        FakeLister::default(),
+    );
+    let doc = review(
+        "TalosCluster",
+        "CREATE",
+        &ROOT,
+        "prod",
+        cluster(auth_spec(Some("v1.14"), ichor_auth())),
+        Value::Null,
+    );
     assert_eq!(admit(&h.router, CLUSTERS, &doc).await, Ok(()));
     let calls = h.reviewer.calls();
     assert_eq!(calls.len(), 1);
     let (who, attrs) = &calls[0];
     assert_eq!(who.username.as_deref(), Some("ichor:root"));
     assert_eq!(who.uid.as_deref(), Some("u-1234"));
-    assert_eq!(who.groups.as_deref(), Some(&["ichor:admin".to_owned(), "system:authenticated".to_owned()][..]));
+    assert_eq!(
+        who.groups.as_deref(),
+        Some(&["ichor:admin".to_owned(), "system:authenticated".to_owned()][..])
+    );
     assert_eq!(
         who.extra,
-        Some(BTreeMap::from([("authentication.kubernetes.io/credential-id".to_owned(), vec!["JTI=abc".to_owned()])]))
+        Some(BTreeMap::from([(
+            "authentication.kubernetes.io/credential-id".to_owned(),
+            vec!["JTI=abc".to_owned()]
+        )]))
     );
-    assert_eq!(attrs, &ichor_attributes("update", "talosclusters", "authentication", NS, "prod"));
+    assert_eq!(
+        attrs,
+        &ichor_attributes("update", "talosclusters", "authentication", NS, "prod")
+    );
 }
 
 #[tokio::test]
@@ -525,32 +699,70 @@ async fn refuses_an_authentication_change_without_the_right() {
     let mut removed = old.clone();
     removed["spec"].as_object_mut().unwrap().remove("authentication");
     let doc = review("TalosCluster", "UPDATE", &OPERATOR, "prod", removed, old);
-    assert!(admit(&h.router, CLUSTERS, &doc).await.unwrap_err().contains("talosclusters/authentication"));
+    assert!(
+        admit(&h.router, CLUSTERS, &doc)
+            .await
+            .unwrap_err()
+            .contains("talosclusters/authentication")
+    );
 }
 
 #[tokio::test]
 async fn refuses_authentication_below_contract_v1_14_or_without_a_contract() {
-    let h = harness(FakeReviewer::granting(&[("update", "talosclusters/authentication")]), FakeLister::default());
-    let old = review("TalosCluster", "CREATE", &ROOT, "prod", cluster(auth_spec(Some("v1.13"), ichor_auth())), Value::Null);
+    let h = harness(
+        FakeReviewer::granting(&[("update", "talosclusters/authentication")]),
+        FakeLister::default(),
+    );
+    let old = review(
+        "TalosCluster",
+        "CREATE",
+        &ROOT,
+        "prod",
+        cluster(auth_spec(Some("v1.13"), ichor_auth())),
+        Value::Null,
+    );
     assert_eq!(
         admit(&h.router, CLUSTERS, &old).await,
         Err("spec.versionContract: v1.13 is too old: structured authentication needs contract v1.14 or later; raise \
              spec.versionContract or remove spec.authentication"
             .to_owned())
     );
-    let none = review("TalosCluster", "CREATE", &ROOT, "prod", cluster(auth_spec(None, ichor_auth())), Value::Null);
+    let none = review(
+        "TalosCluster",
+        "CREATE",
+        &ROOT,
+        "prod",
+        cluster(auth_spec(None, ichor_auth())),
+        Value::Null,
+    );
     assert_eq!(
         admit(&h.router, CLUSTERS, &none).await,
-        Err("spec.versionContract: required: structured authentication needs contract v1.14 or later".to_owned())
+        Err(
+            "spec.versionContract: required: structured authentication needs contract v1.14 or later"
+                .to_owned()
+        )
     );
-    assert!(h.reviewer.calls().is_empty(), "static refusals come before the access review");
+    assert!(
+        h.reviewer.calls().is_empty(),
+        "static refusals come before the access review"
+    );
 }
 
 #[tokio::test]
 async fn refuses_an_external_prefix_under_ichor() {
-    let h = harness(FakeReviewer::granting(&[("update", "talosclusters/authentication")]), FakeLister::default());
+    let h = harness(
+        FakeReviewer::granting(&[("update", "talosclusters/authentication")]),
+        FakeLister::default(),
+    );
     let auth = json!({"external": [{"issuerURL": "https://idp.example.com", "audiences": ["k8s"], "usernamePrefix": "ichor:"}]});
-    let doc = review("TalosCluster", "CREATE", &ROOT, "prod", cluster(auth_spec(Some("v1.15"), auth)), Value::Null);
+    let doc = review(
+        "TalosCluster",
+        "CREATE",
+        &ROOT,
+        "prod",
+        cluster(auth_spec(Some("v1.15"), auth)),
+        Value::Null,
+    );
     assert_eq!(
         admit(&h.router, CLUSTERS, &doc).await,
         Err("spec.authentication.external[0].usernamePrefix: \"ichor:\" is not allowed: the prefix \"ichor:\" belongs \
@@ -574,16 +786,31 @@ async fn an_update_that_leaves_authentication_alone_is_neither_checked_nor_revie
     let mut bumped = old.clone();
     bumped["spec"]["versionContract"] = json!("v1.15");
     let doc = review("TalosCluster", "UPDATE", &OPERATOR, "prod", bumped, old);
-    assert!(admit(&h.router, CLUSTERS, &doc).await.unwrap_err().contains("groupsPrefix"));
+    assert!(
+        admit(&h.router, CLUSTERS, &doc)
+            .await
+            .unwrap_err()
+            .contains("groupsPrefix")
+    );
 }
 
 #[tokio::test]
 async fn a_failed_access_review_refuses_saying_authorization_could_not_be_checked() {
     let h = harness(FakeReviewer::failing(), FakeLister::default());
-    let doc = review("TalosCluster", "CREATE", &ROOT, "prod", cluster(auth_spec(Some("v1.14"), ichor_auth())), Value::Null);
+    let doc = review(
+        "TalosCluster",
+        "CREATE",
+        &ROOT,
+        "prod",
+        cluster(auth_spec(Some("v1.14"), ichor_auth())),
+        Value::Null,
+    );
     let message = admit(&h.router, CLUSTERS, &doc).await.unwrap_err();
     assert!(message.starts_with("spec.authentication: "), "{message}");
-    assert!(message.contains("authorization could not be checked"), "{message}");
+    assert!(
+        message.contains("authorization could not be checked"),
+        "{message}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -595,7 +822,10 @@ fn cni_spec(values: Value, preset: &str) -> Value {
 
 #[tokio::test]
 async fn changing_the_cilium_values_needs_update_on_talosclusters_cilium_values() {
-    let admin = harness(FakeReviewer::granting(&[("update", "talosclusters/cilium-values")]), FakeLister::default());
+    let admin = harness(
+        FakeReviewer::granting(&[("update", "talosclusters/cilium-values")]),
+        FakeLister::default(),
+    );
     let old = cluster(cni_spec(json!({"hubble": {"enabled": false}}), "cilium"));
     let new = cluster(cni_spec(json!({"hubble": {"enabled": true}}), "cilium"));
     let doc = review("TalosCluster", "UPDATE", &ROOT, "prod", new.clone(), old.clone());
@@ -616,8 +846,18 @@ async fn changing_the_cilium_values_needs_update_on_talosclusters_cilium_values(
 
 #[tokio::test]
 async fn refuses_invalid_cilium_values_with_the_validators_message() {
-    let h = harness(FakeReviewer::granting(&[("update", "talosclusters/cilium-values")]), FakeLister::default());
-    let doc = review("TalosCluster", "CREATE", &ROOT, "prod", cluster(cni_spec(json!({"forbidden": 1}), "cilium")), Value::Null);
+    let h = harness(
+        FakeReviewer::granting(&[("update", "talosclusters/cilium-values")]),
+        FakeLister::default(),
+    );
+    let doc = review(
+        "TalosCluster",
+        "CREATE",
+        &ROOT,
+        "prod",
+        cluster(cni_spec(json!({"forbidden": 1}), "cilium")),
+        Value::Null,
+    );
     assert_eq!(
         admit(&h.router, CLUSTERS, &doc).await,
         Err("spec.cni.cilium.values.forbidden: is not a key of the Cilium chart".to_owned())
@@ -637,16 +877,36 @@ async fn stored_invalid_values_do_not_block_unrelated_updates() {
     let mut tunnel = old.clone();
     tunnel["spec"]["cni"]["tunnel"] = json!("geneve");
     let doc = review("TalosCluster", "UPDATE", &OPERATOR, "prod", tunnel, old);
-    assert!(admit(&h.router, CLUSTERS, &doc).await.unwrap_err().contains("forbidden"));
+    assert!(
+        admit(&h.router, CLUSTERS, &doc)
+            .await
+            .unwrap_err()
+            .contains("forbidden")
+    );
 }
 
 #[tokio::test]
 async fn the_values_checks_are_skipped_for_preset_unmanaged_but_the_right_is_not() {
-    let h = harness(FakeReviewer::granting(&[("update", "talosclusters/cilium-values")]), FakeLister::default());
-    let doc = review("TalosCluster", "CREATE", &ROOT, "prod", cluster(cni_spec(json!({"forbidden": 1}), "unmanaged")), Value::Null);
+    let h = harness(
+        FakeReviewer::granting(&[("update", "talosclusters/cilium-values")]),
+        FakeLister::default(),
+    );
+    let doc = review(
+        "TalosCluster",
+        "CREATE",
+        &ROOT,
+        "prod",
+        cluster(cni_spec(json!({"forbidden": 1}), "unmanaged")),
+        Value::Null,
+    );
     assert_eq!(admit(&h.router, CLUSTERS, &doc).await, Ok(()));
     let none = harness(FakeReviewer::default(), FakeLister::default());
-    assert!(admit(&none.router, CLUSTERS, &doc).await.unwrap_err().contains("cilium-values"));
+    assert!(
+        admit(&none.router, CLUSTERS, &doc)
+            .await
+            .unwrap_err()
+            .contains("cilium-values")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -663,39 +923,94 @@ async fn destructive_kinds_need_start_on_their_subresource() {
     ];
     for (kind, action, sub) in cases {
         let right = format!("talosoperations/{sub}");
-        let allowed = harness(FakeReviewer::granting(&[("start", right.as_str())]), FakeLister::default());
-        let doc = review("TalosOperation", "CREATE", &ROOT, "op-1", operation(kind, action), Value::Null);
-        assert_eq!(admit(&allowed.router, OPERATIONS, &doc).await, Ok(()), "{kind} {action:?}");
+        let allowed = harness(
+            FakeReviewer::granting(&[("start", right.as_str())]),
+            FakeLister::default(),
+        );
+        let doc = review(
+            "TalosOperation",
+            "CREATE",
+            &ROOT,
+            "op-1",
+            operation(kind, action),
+            Value::Null,
+        );
+        assert_eq!(
+            admit(&allowed.router, OPERATIONS, &doc).await,
+            Ok(()),
+            "{kind} {action:?}"
+        );
         assert_eq!(
             allowed.reviewer.calls()[0].1,
             ichor_attributes("start", "talosoperations", sub, NS, "op-1")
         );
         let refused = harness(FakeReviewer::default(), FakeLister::default());
-        let doc = review("TalosOperation", "CREATE", &OPERATOR, "op-1", operation(kind, action), Value::Null);
+        let doc = review(
+            "TalosOperation",
+            "CREATE",
+            &OPERATOR,
+            "op-1",
+            operation(kind, action),
+            Value::Null,
+        );
         let message = admit(&refused.router, OPERATIONS, &doc).await.unwrap_err();
-        assert!(message.contains(&format!("verb \"start\" on {right}")), "{message}");
+        assert!(
+            message.contains(&format!("verb \"start\" on {right}")),
+            "{message}"
+        );
     }
 }
 
 #[tokio::test]
 async fn the_denial_names_the_field() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    let doc = review("TalosOperation", "CREATE", &OPERATOR, "op-1", operation("ca-rotation", None), Value::Null);
+    let doc = review(
+        "TalosOperation",
+        "CREATE",
+        &OPERATOR,
+        "op-1",
+        operation("ca-rotation", None),
+        Value::Null,
+    );
     assert_eq!(
         admit(&h.router, OPERATIONS, &doc).await,
         Err("spec.kind: starting a \"ca-rotation\" operation needs verb \"start\" on talosoperations/ca-rotation in \
              namespace \"ichor-system\", which user \"ichor:olga\" does not hold"
             .to_owned())
     );
-    let doc = review("TalosOperation", "CREATE", &OPERATOR, "op-1", operation("node", Some("reset")), Value::Null);
-    assert!(admit(&h.router, OPERATIONS, &doc).await.unwrap_err().starts_with("spec.action: starting a node \"reset\""));
+    let doc = review(
+        "TalosOperation",
+        "CREATE",
+        &OPERATOR,
+        "op-1",
+        operation("node", Some("reset")),
+        Value::Null,
+    );
+    assert!(
+        admit(&h.router, OPERATIONS, &doc)
+            .await
+            .unwrap_err()
+            .starts_with("spec.action: starting a node \"reset\"")
+    );
 }
 
 #[tokio::test]
 async fn other_kinds_need_no_right() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    for (kind, action) in [("config", None), ("node", Some("reboot")), ("upgrade", None), ("cni", None)] {
-        let doc = review("TalosOperation", "CREATE", &VIEWER, "op-1", operation(kind, action), Value::Null);
+    for (kind, action) in [
+        ("config", None),
+        ("node", Some("reboot")),
+        ("upgrade", None),
+        ("cni", None),
+    ] {
+        let doc = review(
+            "TalosOperation",
+            "CREATE",
+            &VIEWER,
+            "op-1",
+            operation(kind, action),
+            Value::Null,
+        );
         assert_eq!(admit(&h.router, OPERATIONS, &doc).await, Ok(()), "{kind}");
     }
     assert!(h.reviewer.calls().is_empty());
@@ -709,7 +1024,14 @@ async fn the_controllers_own_identity_is_exempt() {
         user: &me,
         groups: &["system:serviceaccounts", "system:serviceaccounts:ichor-system"],
     };
-    let doc = review("TalosOperation", "CREATE", &controller, "op-1", operation("etcd-restore", None), Value::Null);
+    let doc = review(
+        "TalosOperation",
+        "CREATE",
+        &controller,
+        "op-1",
+        operation("etcd-restore", None),
+        Value::Null,
+    );
     assert_eq!(admit(&h.router, OPERATIONS, &doc).await, Ok(()));
     assert!(h.reviewer.calls().is_empty());
     // Another ServiceAccount of the same namespace is not.
@@ -717,15 +1039,34 @@ async fn the_controllers_own_identity_is_exempt() {
         user: "system:serviceaccount:ichor-system:ichor-ui",
         groups: &[],
     };
-    let doc = review("TalosOperation", "CREATE", &other, "op-1", operation("etcd-restore", None), Value::Null);
+    let doc = review(
+        "TalosOperation",
+        "CREATE",
+        &other,
+        "op-1",
+        operation("etcd-restore", None),
+        Value::Null,
+    );
     assert!(admit(&h.router, OPERATIONS, &doc).await.is_err());
 }
 
 #[tokio::test]
 async fn a_talos_operation_update_is_refused_as_not_admitted() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    let doc = review("TalosOperation", "UPDATE", &ROOT, "op-1", operation("config", None), operation("config", None));
-    assert!(admit(&h.router, OPERATIONS, &doc).await.unwrap_err().starts_with("request.operation: \"UPDATE\""));
+    let doc = review(
+        "TalosOperation",
+        "UPDATE",
+        &ROOT,
+        "op-1",
+        operation("config", None),
+        operation("config", None),
+    );
+    assert!(
+        admit(&h.router, OPERATIONS, &doc)
+            .await
+            .unwrap_err()
+            .starts_with("request.operation: \"UPDATE\"")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -738,34 +1079,69 @@ async fn malformed_bodies_are_answered_with_400_and_the_reason() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(String::from_utf8_lossy(&body).starts_with("the body is not a valid AdmissionReview"));
 
-    let mut v1beta1 = review("IchorUser", "CREATE", &ROOT, "ann", user("ann", &[], false), Value::Null);
+    let mut v1beta1 = review(
+        "IchorUser",
+        "CREATE",
+        &ROOT,
+        "ann",
+        user("ann", &[], false),
+        Value::Null,
+    );
     v1beta1["apiVersion"] = json!("admission.k8s.io/v1beta1");
     let (status, body) = post(&h.router, USERS, serde_json::to_vec(&v1beta1).unwrap()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(String::from_utf8_lossy(&body).contains("not an admission.k8s.io/v1 AdmissionReview"));
 
-    let (status, body) =
-        post(&h.router, USERS, r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#).await;
+    let (status, body) = post(
+        &h.router,
+        USERS,
+        r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(String::from_utf8_lossy(&body).contains("has no request"));
 
-    let mut no_uid = review("IchorUser", "CREATE", &ROOT, "ann", user("ann", &[], false), Value::Null);
+    let mut no_uid = review(
+        "IchorUser",
+        "CREATE",
+        &ROOT,
+        "ann",
+        user("ann", &[], false),
+        Value::Null,
+    );
     no_uid["request"]["uid"] = json!("");
     let (status, body) = post(&h.router, USERS, serde_json::to_vec(&no_uid).unwrap()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(String::from_utf8_lossy(&body).starts_with("request.uid: required"));
 
-    let mut wrong_type = review("IchorUser", "CREATE", &ROOT, "ann", user("ann", &[], false), Value::Null);
+    let mut wrong_type = review(
+        "IchorUser",
+        "CREATE",
+        &ROOT,
+        "ann",
+        user("ann", &[], false),
+        Value::Null,
+    );
     wrong_type["request"]["userInfo"]["groups"] = json!("ichor:admin");
     let (status, body) = post(&h.router, USERS, serde_json::to_vec(&wrong_type).unwrap()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(String::from_utf8_lossy(&body).contains("request.userInfo.groups"), "{body:?}");
+    assert!(
+        String::from_utf8_lossy(&body).contains("request.userInfo.groups"),
+        "{body:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_body_over_3_mib_is_refused_with_413() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    let mut doc = review("IchorUser", "CREATE", &ROOT, "ann", user("ann", &[], false), Value::Null);
+    let mut doc = review(
+        "IchorUser",
+        "CREATE",
+        &ROOT,
+        "ann",
+        user("ann", &[], false),
+        Value::Null,
+    );
     doc["request"]["object"]["metadata"]["annotations"] = json!({"big": "x".repeat(3 * 1024 * 1024)});
     let (status, _) = post(&h.router, USERS, serde_json::to_vec(&doc).unwrap()).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
@@ -777,17 +1153,51 @@ async fn a_body_over_3_mib_is_refused_with_413() {
 #[tokio::test]
 async fn a_kind_the_path_does_not_admit_is_refused() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    let mut pod = review("IchorUser", "CREATE", &ROOT, "ann", user("ann", &[], false), Value::Null);
+    let mut pod = review(
+        "IchorUser",
+        "CREATE",
+        &ROOT,
+        "ann",
+        user("ann", &[], false),
+        Value::Null,
+    );
     pod["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Pod"});
     assert_eq!(
         admit(&h.router, USERS, &pod).await,
-        Err("request.kind: /Pod is not admitted by this webhook, which admits only ichor.maesh.dev/IchorUser".to_owned())
+        Err(
+            "request.kind: /Pod is not admitted by this webhook, which admits only ichor.maesh.dev/IchorUser"
+                .to_owned()
+        )
     );
-    let user_at_clusters = review("IchorUser", "CREATE", &ROOT, "ann", user("ann", &[], false), Value::Null);
-    assert!(admit(&h.router, CLUSTERS, &user_at_clusters).await.unwrap_err().starts_with("request.kind:"));
-    let mut status = review("IchorUser", "UPDATE", &ROOT, "ann", user("ann", &[], false), user("ann", &[], false));
+    let user_at_clusters = review(
+        "IchorUser",
+        "CREATE",
+        &ROOT,
+        "ann",
+        user("ann", &[], false),
+        Value::Null,
+    );
+    assert!(
+        admit(&h.router, CLUSTERS, &user_at_clusters)
+            .await
+            .unwrap_err()
+            .starts_with("request.kind:")
+    );
+    let mut status = review(
+        "IchorUser",
+        "UPDATE",
+        &ROOT,
+        "ann",
+        user("ann", &[], false),
+        user("ann", &[], false),
+    );
     status["request"]["subResource"] = json!("status");
-    assert!(admit(&h.router, USERS, &status).await.unwrap_err().starts_with("request.subResource:"));
+    assert!(
+        admit(&h.router, USERS, &status)
+            .await
+            .unwrap_err()
+            .starts_with("request.subResource:")
+    );
 }
 
 #[tokio::test]
@@ -801,7 +1211,12 @@ async fn a_missing_or_undecodable_object_is_refused() {
     let mut bad = user("ann", &[], false);
     bad["spec"]["roles"] = json!("admin");
     let doc = review("IchorUser", "CREATE", &ROOT, "ann", bad, Value::Null);
-    assert!(admit(&h.router, USERS, &doc).await.unwrap_err().starts_with("request.object: not a valid IchorUser: spec.roles"));
+    assert!(
+        admit(&h.router, USERS, &doc)
+            .await
+            .unwrap_err()
+            .starts_with("request.object: not a valid IchorUser: spec.roles")
+    );
 }
 
 #[tokio::test]
@@ -817,8 +1232,22 @@ async fn healthz_answers_ok_and_the_observer_sees_every_decision() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let ok = review("IchorUser", "CREATE", &VIEWER, "bo", user("bo", &["viewer"], false), Value::Null);
-    let refused = review("TalosOperation", "CREATE", &VIEWER, "op-1", operation("shutdown", None), Value::Null);
+    let ok = review(
+        "IchorUser",
+        "CREATE",
+        &VIEWER,
+        "bo",
+        user("bo", &["viewer"], false),
+        Value::Null,
+    );
+    let refused = review(
+        "TalosOperation",
+        "CREATE",
+        &VIEWER,
+        "op-1",
+        operation("shutdown", None),
+        Value::Null,
+    );
     assert_eq!(admit(&router, USERS, &ok).await, Ok(()));
     assert!(admit(&router, OPERATIONS, &refused).await.is_err());
     assert_eq!(
@@ -865,8 +1294,18 @@ async fn serves_over_https_once_the_certificate_appears() {
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
-    let url = format!("https://ichor-controller-webhook.ichor-system.svc:{}{USERS}", addr.port());
-    let doc = review("IchorUser", "CREATE", &OPERATOR, "ann", user("ann", &["admin"], false), Value::Null);
+    let url = format!(
+        "https://ichor-controller-webhook.ichor-system.svc:{}{USERS}",
+        addr.port()
+    );
+    let doc = review(
+        "IchorUser",
+        "CREATE",
+        &OPERATOR,
+        "ann",
+        user("ann", &["admin"], false),
+        Value::Null,
+    );
 
     // No pair yet: the handshake fails.
     assert!(client.post(&url).json(&doc).send().await.is_err());
@@ -884,10 +1323,21 @@ async fn serves_over_https_once_the_certificate_appears() {
     let answer = answer.expect("the server never served the certificate written after start");
     assert_eq!(answer["response"]["uid"], doc["request"]["uid"]);
     assert_eq!(answer["response"]["allowed"], json!(false));
-    assert!(answer["response"]["status"]["message"].as_str().unwrap().contains("\"admin\""));
+    assert!(
+        answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"admin\"")
+    );
 
     stop_tx.send(()).unwrap();
-    assert!(tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap().is_ok());
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_ok()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -895,24 +1345,33 @@ async fn serves_over_https_once_the_certificate_appears() {
 
 type Script = Arc<dyn Fn(Method, String, Value) -> Option<(u16, Value)> + Send + Sync>;
 
+/// Every request a scripted client saw: method, path and query, JSON body.
+type Seen = Arc<Mutex<Vec<(Method, String, Value)>>>;
+
 /// A kube client whose HTTP side answers with `script(method, path?query, body)`; `None` never
 /// answers (a hung apiserver). Every request is recorded.
-fn scripted_client(script: Script) -> (kube::Client, Arc<Mutex<Vec<(Method, String, Value)>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
+fn scripted_client(script: Script) -> (kube::Client, Seen) {
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     let service = tower::service_fn(move |request: Request<kube::client::Body>| {
         let script = script.clone();
         let log = log.clone();
         async move {
             let method = request.method().clone();
-            let path = request.uri().path_and_query().map(ToString::to_string).unwrap_or_default();
+            let path = request
+                .uri()
+                .path_and_query()
+                .map(ToString::to_string)
+                .unwrap_or_default();
             let bytes = request.into_body().collect().await.unwrap().to_bytes();
             let body: Value = if bytes.is_empty() {
                 Value::Null
             } else {
                 serde_json::from_slice(&bytes).unwrap()
             };
-            log.lock().unwrap().push((method.clone(), path.clone(), body.clone()));
+            log.lock()
+                .unwrap()
+                .push((method.clone(), path.clone(), body.clone()));
             match script(method, path, body) {
                 Some((status, answer)) => Ok::<_, Infallible>(
                     Response::builder()
@@ -956,8 +1415,14 @@ async fn the_kube_reviewer_posts_a_subject_access_review_for_the_requests_user()
     assert_eq!(seen.len(), 1);
     let (method, path, body) = &seen[0];
     assert_eq!(method, Method::POST);
-    assert!(path.starts_with("/apis/authorization.k8s.io/v1/subjectaccessreviews"), "{path}");
-    assert_eq!(*body, serde_json::to_value(subject_access_review(&alice(), &attrs)).unwrap());
+    assert!(
+        path.starts_with("/apis/authorization.k8s.io/v1/subjectaccessreviews"),
+        "{path}"
+    );
+    assert_eq!(
+        *body,
+        serde_json::to_value(subject_access_review(&alice(), &attrs)).unwrap()
+    );
     assert_eq!(body["spec"]["user"], "ichor:alice");
     assert_eq!(body["spec"]["uid"], "u-1");
     assert_eq!(body["spec"]["groups"], json!(["ichor:operator"]));
@@ -971,10 +1436,17 @@ async fn the_kube_reviewer_posts_a_subject_access_review_for_the_requests_user()
 #[tokio::test]
 async fn the_kube_reviewer_reads_denied_and_not_allowed_as_no() {
     for (allowed, denied) in [(false, None), (false, Some(true)), (true, Some(true))] {
-        let (client, _) =
-            scripted_client(Arc::new(move |_, _, body| Some((201, sar_answer(&body, allowed, denied)))));
+        let (client, _) = scripted_client(Arc::new(move |_, _, body| {
+            Some((201, sar_answer(&body, allowed, denied)))
+        }));
         let attrs = ichor_attributes("update", "talosclusters", "authentication", NS, "prod");
-        assert!(!KubeAccessReviewer::new(client).allowed(&alice(), &attrs).await.unwrap(), "{allowed} {denied:?}");
+        assert!(
+            !KubeAccessReviewer::new(client)
+                .allowed(&alice(), &attrs)
+                .await
+                .unwrap(),
+            "{allowed} {denied:?}"
+        );
     }
 }
 
@@ -987,25 +1459,48 @@ async fn the_kube_reviewer_reports_an_apiserver_error() {
         ))
     }));
     let attrs = ichor_attributes("update", "talosclusters", "authentication", NS, "prod");
-    let error = KubeAccessReviewer::new(client).allowed(&alice(), &attrs).await.unwrap_err();
+    let error = KubeAccessReviewer::new(client)
+        .allowed(&alice(), &attrs)
+        .await
+        .unwrap_err();
     assert!(matches!(error, AdmissionError::AccessReview(_)), "{error:?}");
-    assert!(error.to_string().starts_with("authorization could not be checked"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .starts_with("authorization could not be checked"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
 async fn a_hung_subject_access_review_times_out_and_the_webhook_refuses() {
     let (client, _) = scripted_client(Arc::new(|_, _, _| None));
-    let reviewer = Arc::new(KubeAccessReviewer::with_timeout(client, Duration::from_millis(200)));
+    let reviewer = Arc::new(KubeAccessReviewer::with_timeout(
+        client,
+        Duration::from_millis(200),
+    ));
     let attrs = ichor_attributes("start", "talosoperations", "shutdown", NS, "op-1");
     let error = reviewer.allowed(&alice(), &attrs).await.unwrap_err();
-    assert!(matches!(error, AdmissionError::AccessReviewTimeout(_)), "{error:?}");
+    assert!(
+        matches!(error, AdmissionError::AccessReviewTimeout(_)),
+        "{error:?}"
+    );
 
     let state = AdmissionState::new(reviewer, Arc::new(FakeLister::default()), controller_identity(NS));
     let router = router(Arc::new(state));
-    let doc = review("TalosOperation", "CREATE", &ROOT, "op-1", operation("shutdown", None), Value::Null);
+    let doc = review(
+        "TalosOperation",
+        "CREATE",
+        &ROOT,
+        "op-1",
+        operation("shutdown", None),
+        Value::Null,
+    );
     let message = admit(&router, OPERATIONS, &doc).await.unwrap_err();
     assert!(
-        message.contains("authorization could not be checked: the SubjectAccessReview did not answer within 200ms"),
+        message.contains(
+            "authorization could not be checked: the SubjectAccessReview did not answer within 200ms"
+        ),
         "{message}"
     );
 }
@@ -1018,7 +1513,14 @@ async fn a_granted_subject_access_review_through_kube_admits_the_request() {
         Arc::new(FakeLister::default()),
         controller_identity(NS),
     );
-    let doc = review("TalosOperation", "CREATE", &ROOT, "op-1", operation("shutdown", None), Value::Null);
+    let doc = review(
+        "TalosOperation",
+        "CREATE",
+        &ROOT,
+        "op-1",
+        operation("shutdown", None),
+        Value::Null,
+    );
     assert_eq!(admit(&router(Arc::new(state)), OPERATIONS, &doc).await, Ok(()));
 }
 
@@ -1038,7 +1540,13 @@ async fn the_kube_lister_reads_every_page_from_the_apiserver() {
         if path.contains("continue=page2") {
             Some((200, user_list(&[("cy", &["viewer"], false)], None)))
         } else {
-            Some((200, user_list(&[("ann", &["admin"], false), ("bo", &["admin"], true)], Some("page2"))))
+            Some((
+                200,
+                user_list(
+                    &[("ann", &["admin"], false), ("bo", &["admin"], true)],
+                    Some("page2"),
+                ),
+            ))
         }
     }));
     let users = KubeUserLister::new(client).list_users(NS).await.unwrap();
@@ -1047,24 +1555,51 @@ async fn the_kube_lister_reads_every_page_from_the_apiserver() {
     assert!(users[1].spec.disabled);
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
-    assert!(seen[0].1.starts_with("/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers?"), "{}", seen[0].1);
+    assert!(
+        seen[0]
+            .1
+            .starts_with("/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers?"),
+        "{}",
+        seen[0].1
+    );
     assert!(seen[0].1.contains("limit=500"), "{}", seen[0].1);
-    assert!(!seen[0].1.contains("resourceVersion"), "an uncached list asks for the latest state: {}", seen[0].1);
+    assert!(
+        !seen[0].1.contains("resourceVersion"),
+        "an uncached list asks for the latest state: {}",
+        seen[0].1
+    );
 }
 
 #[tokio::test]
 async fn the_kube_lister_feeds_the_last_admin_rule_and_fails_closed() {
-    let (client, _) = scripted_client(Arc::new(|_, _, _| Some((200, user_list(&[("ann", &["admin"], false)], None)))));
+    let (client, _) = scripted_client(Arc::new(|_, _, _| {
+        Some((200, user_list(&[("ann", &["admin"], false)], None)))
+    }));
     let state = AdmissionState::new(
         Arc::new(FakeReviewer::default()),
         Arc::new(KubeUserLister::new(client)),
         controller_identity(NS),
     );
-    let doc = review("IchorUser", "DELETE", &ROOT, "ann", Value::Null, user("ann", &["admin"], false));
-    assert!(admit(&router(Arc::new(state)), USERS, &doc).await.unwrap_err().contains("last enabled admin"));
+    let doc = review(
+        "IchorUser",
+        "DELETE",
+        &ROOT,
+        "ann",
+        Value::Null,
+        user("ann", &["admin"], false),
+    );
+    assert!(
+        admit(&router(Arc::new(state)), USERS, &doc)
+            .await
+            .unwrap_err()
+            .contains("last enabled admin")
+    );
 
     let (client, _) = scripted_client(Arc::new(|_, _, _| {
-        Some((500, json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "etcdserver: request timed out", "code": 500})))
+        Some((
+            500,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "etcdserver: request timed out", "code": 500}),
+        ))
     }));
     let error = KubeUserLister::new(client).list_users(NS).await.unwrap_err();
     assert!(matches!(error, AdmissionError::ListUsers(_)), "{error:?}");

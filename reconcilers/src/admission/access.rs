@@ -123,9 +123,7 @@ impl AccessReviewer for KubeAccessReviewer {
             .await
             .map_err(|_| AdmissionError::AccessReviewTimeout(self.timeout))?
             .map_err(|e| AdmissionError::AccessReview(short(&e)))?;
-        Ok(answer
-            .status
-            .is_some_and(|s| s.allowed && s.denied != Some(true)))
+        Ok(answer.status.is_some_and(|s| s.allowed && s.denied != Some(true)))
     }
 }
 

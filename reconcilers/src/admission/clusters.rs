@@ -119,7 +119,13 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         }
     }
     if values_changed {
-        let attrs = ichor_attributes("update", RESOURCE, CILIUM_VALUES_SUBRESOURCE, &req.namespace, name);
+        let attrs = ichor_attributes(
+            "update",
+            RESOURCE,
+            CILIUM_VALUES_SUBRESOURCE,
+            &req.namespace,
+            name,
+        );
         return require_right(
             state.reviewer.as_ref(),
             &req.user_info,

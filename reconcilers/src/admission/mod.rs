@@ -62,7 +62,9 @@ pub enum AdmissionError {
     #[error("authorization could not be checked: the SubjectAccessReview did not answer within {0:?}")]
     AccessReviewTimeout(Duration),
     /// The uncached list of `IchorUser` objects failed.
-    #[error("the other IchorUser objects could not be listed, so the last-enabled-admin rule could not be checked: {0}")]
+    #[error(
+        "the other IchorUser objects could not be listed, so the last-enabled-admin rule could not be checked: {0}"
+    )]
     ListUsers(String),
     /// The uncached list of `IchorUser` objects did not answer in time.
     #[error(

@@ -71,7 +71,10 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     let (field, what) = match new.spec.kind {
         OperationKind::Node => (
             "spec.action",
-            format!("a node {:?} operation", new.spec.action.as_deref().unwrap_or_default()),
+            format!(
+                "a node {:?} operation",
+                new.spec.action.as_deref().unwrap_or_default()
+            ),
         ),
         ref kind => ("spec.kind", format!("a {:?} operation", kind.as_str())),
     };

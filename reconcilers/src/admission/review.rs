@@ -302,9 +302,13 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     kind: &str,
     value: Option<&serde_json::Value>,
 ) -> Result<T, Verdict> {
-    let value = value.ok_or_else(|| Verdict::deny(format!("request.{which}: required: the {kind} is missing")))?;
+    let value =
+        value.ok_or_else(|| Verdict::deny(format!("request.{which}: required: the {kind} is missing")))?;
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        Verdict::deny(format!("request.{which}: not a valid {kind}: {path}: {}", e.into_inner()))
+        Verdict::deny(format!(
+            "request.{which}: not a valid {kind}: {path}: {}",
+            e.into_inner()
+        ))
     })
 }

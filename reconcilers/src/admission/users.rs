@@ -35,7 +35,9 @@ struct UserObject {
 /// Decides one `IchorUser` admission request.
 pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     let decoded = match req.operation {
-        Operation::Create => decode::<UserObject>("object", KIND, req.object.as_ref()).map(|n| (None, Some(n))),
+        Operation::Create => {
+            decode::<UserObject>("object", KIND, req.object.as_ref()).map(|n| (None, Some(n)))
+        }
         Operation::Update => decode::<UserObject>("oldObject", KIND, req.old_object.as_ref()).and_then(|o| {
             decode::<UserObject>("object", KIND, req.object.as_ref()).map(|n| (Some(o), Some(n)))
         }),
