@@ -15,10 +15,10 @@ use axum::http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full};
 use ichor_reconcilers::admission::access::{ichor_attributes, subject_access_review};
 use ichor_reconcilers::admission::{
-    AccessReviewer, AdmissionError, AdmissionObserver, AdmissionState, CiliumRules, CiliumViolation,
-    KubeAccessReviewer, KubeUserLister, ServerOptions, UserLister, controller_identity, router, serve_on,
+    AccessReviewer, AdmissionError, AdmissionObserver, AdmissionState, KubeAccessReviewer, KubeUserLister,
+    ServerOptions, UserLister, controller_identity, router, serve_on,
 };
-use ichor_renderers::crd::{CniSpec, IchorUser};
+use ichor_renderers::crd::IchorUser;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use serde_json::{Value, json};
@@ -119,42 +119,6 @@ fn user_object(name: &str, roles: &[&str], disabled: bool) -> IchorUser {
     .unwrap()
 }
 
-/// Values with a key `forbidden` are a violation; the ratcheting follows the seed (create with
-/// values, or values/kubeProxy/tunnel changed).
-struct FakeCilium;
-
-fn cilium_values(cni: Option<&CniSpec>) -> Option<&Value> {
-    cni.and_then(|c| c.cilium.as_ref())
-        .and_then(|c| c.values.as_ref())
-}
-
-impl CiliumRules for FakeCilium {
-    fn needs_validation(&self, old: Option<&CniSpec>, new: &CniSpec) -> bool {
-        match old {
-            None => cilium_values(Some(new)).is_some(),
-            Some(old) => {
-                cilium_values(Some(old)) != cilium_values(Some(new))
-                    || old.kube_proxy != new.kube_proxy
-                    || old.tunnel != new.tunnel
-            }
-        }
-    }
-
-    fn validate(&self, cni: &CniSpec) -> Vec<CiliumViolation> {
-        match cilium_values(Some(cni)) {
-            Some(v) if v.get("forbidden").is_some() => vec![CiliumViolation {
-                field: "spec.cni.cilium.values.forbidden".to_owned(),
-                message: "is not a key of the Cilium chart".to_owned(),
-            }],
-            _ => Vec::new(),
-        }
-    }
-
-    fn values_changed(&self, old: Option<&CniSpec>, new: &CniSpec) -> bool {
-        cilium_values(old) != cilium_values(Some(new))
-    }
-}
-
 #[derive(Default)]
 struct CountingObserver {
     decisions: Mutex<Vec<(&'static str, bool)>>,
@@ -175,8 +139,7 @@ struct Harness {
 fn harness(reviewer: FakeReviewer, lister: FakeLister) -> Harness {
     let reviewer = Arc::new(reviewer);
     let lister = Arc::new(lister);
-    let state = AdmissionState::new(reviewer.clone(), lister.clone(), controller_identity(NS))
-        .with_cilium_rules(Arc::new(FakeCilium));
+    let state = AdmissionState::new(reviewer.clone(), lister.clone(), controller_identity(NS));
     Harness {
         reviewer,
         lister,
@@ -855,19 +818,44 @@ async fn refuses_invalid_cilium_values_with_the_validators_message() {
         "CREATE",
         &ROOT,
         "prod",
-        cluster(cni_spec(json!({"forbidden": 1}), "cilium")),
+        cluster(cni_spec(json!({"totallyUnknownKey": 1}), "cilium")),
         Value::Null,
     );
     assert_eq!(
         admit(&h.router, CLUSTERS, &doc).await,
-        Err("spec.cni.cilium.values.forbidden: is not a key of the Cilium chart".to_owned())
+        Err(
+            "spec.cni.cilium.values.totallyUnknownKey is not a value of the Cilium 1.20.0 chart (the chart \
+             ignores unknown keys, so a typo would pass silently)"
+                .to_owned()
+        )
+    );
+    assert!(
+        h.reviewer.calls().is_empty(),
+        "invalid values are refused before the access review"
+    );
+    // An Ichor-owned key and an unknown tunnel mode, both in the one message.
+    let mut spec = cni_spec(json!({"kubeProxyReplacement": true}), "cilium");
+    spec["cni"]["tunnel"] = json!("ipip");
+    let doc = review(
+        "TalosCluster",
+        "CREATE",
+        &ROOT,
+        "prod",
+        cluster(spec),
+        Value::Null,
+    );
+    let message = admit(&h.router, CLUSTERS, &doc).await.unwrap_err();
+    assert!(message.contains("spec.cni.tunnel is \"ipip\""), "{message}");
+    assert!(
+        message.contains("; spec.cni.cilium.values.kubeProxyReplacement "),
+        "{message}"
     );
 }
 
 #[tokio::test]
 async fn stored_invalid_values_do_not_block_unrelated_updates() {
     let h = harness(FakeReviewer::default(), FakeLister::default());
-    let old = cluster(cni_spec(json!({"forbidden": 1}), "cilium"));
+    let old = cluster(cni_spec(json!({"totallyUnknownKey": 1}), "cilium"));
     let mut new = old.clone();
     new["spec"]["endpoint"] = json!("https://10.0.0.2:6443");
     let doc = review("TalosCluster", "UPDATE", &OPERATOR, "prod", new, old.clone());
@@ -881,7 +869,7 @@ async fn stored_invalid_values_do_not_block_unrelated_updates() {
         admit(&h.router, CLUSTERS, &doc)
             .await
             .unwrap_err()
-            .contains("forbidden")
+            .contains("totallyUnknownKey")
     );
 }
 
@@ -896,7 +884,7 @@ async fn the_values_checks_are_skipped_for_preset_unmanaged_but_the_right_is_not
         "CREATE",
         &ROOT,
         "prod",
-        cluster(cni_spec(json!({"forbidden": 1}), "unmanaged")),
+        cluster(cni_spec(json!({"totallyUnknownKey": 1}), "unmanaged")),
         Value::Null,
     );
     assert_eq!(admit(&h.router, CLUSTERS, &doc).await, Ok(()));

@@ -5,14 +5,14 @@
 //!   (`renderers::authn::prefix`), with the renderer's messages ([`RenderError`]). Any change of
 //!   it (setting, editing, removing) needs `update` on `talosclusters/authentication`: whoever can
 //!   repoint the identity provider can break sign-in for everyone.
-//! - `spec.cni`: the static Cilium values checks when [`CiliumRules::needs_validation`] says so
-//!   (ratcheting), skipped for preset `unmanaged`; any change of the values needs `update` on
-//!   `talosclusters/cilium-values` (ADR 0131).
-//!
-//! [`CiliumRules::needs_validation`]: super::CiliumRules::needs_validation
+//! - `spec.cni`: the static Cilium values checks of `renderers::cni` with no facts, when
+//!   [`cni::needs_validation`] says so (ratcheting: on create, or when the values, `kubeProxy` or
+//!   `tunnel` change), skipped for preset `unmanaged`; any change of the values
+//!   ([`cni::values_changed`]) needs `update` on `talosclusters/cilium-values` (ADR 0131).
 
 use ichor_renderers::authn::prefix;
 use ichor_renderers::authn::render::{MAX_EXTERNAL_ISSUERS, RenderError};
+use ichor_renderers::cni::{self, CiliumFacts, UNMANAGED_PRESET};
 use ichor_renderers::crd::{AuthenticationSpec, CniSpec, TalosClusterSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
@@ -29,8 +29,6 @@ pub const RESOURCE: &str = "talosclusters";
 pub const AUTHENTICATION_SUBRESOURCE: &str = "authentication";
 /// The subresource whose `update` a change of `spec.cni.cilium.values` needs.
 pub const CILIUM_VALUES_SUBRESOURCE: &str = "cilium-values";
-/// The CNI preset whose values Ichor does not manage (no values checks).
-pub const UNMANAGED_PRESET: &str = "unmanaged";
 
 /// The parts of a `TalosCluster` the rules read.
 #[derive(Debug, Default, Deserialize)]
@@ -86,16 +84,16 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     // spec.cni: the Cilium values checks (ratcheted), then the right.
     let default_cni = CniSpec::default();
     let new_cni = new.spec.cni.as_ref().unwrap_or(&default_cni);
-    let old_cni = old_spec.and_then(|s| s.cni.as_ref());
+    let old_cni = old_spec.map(|s| s.cni.as_ref().unwrap_or(&default_cni));
     let unmanaged = new_cni.preset.as_deref() == Some(UNMANAGED_PRESET);
-    if !unmanaged && state.cilium.needs_validation(old_cni, new_cni) {
-        let violations = state.cilium.validate(new_cni);
+    if !unmanaged && cni::needs_validation(old_cni, new_cni) {
+        let violations = cni::validate(new_cni, &CiliumFacts::default());
         if !violations.is_empty() {
             let all: Vec<String> = violations.iter().map(ToString::to_string).collect();
             return Verdict::deny(all.join("; "));
         }
     }
-    let values_changed = state.cilium.values_changed(old_cni, new_cni);
+    let values_changed = cni::values_changed(old_cni, new_cni);
 
     let name = new.metadata.name.as_deref().unwrap_or(req.name.as_str());
     if auth_changed {

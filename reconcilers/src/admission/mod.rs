@@ -23,12 +23,11 @@
 //! issuer's `server::tls` and `server::serve`, reused). Every replica serves webhooks.
 //!
 //! # Caveats
-//! The Cilium values checks go through [`CiliumRules`]; until `renderers::cni` exists, the
-//! default ([`NoCiliumValidation`]) finds no violation but still detects a change of the values,
-//! so the `talosclusters/cilium-values` right is enforced.
+//! The Cilium values are checked statically (`renderers::cni` with no facts): the guards that
+//! need the machine configuration or the live cluster (host DNS forwarding, KubePrism, Gateway
+//! API CRDs) pass here and stay with the UI, the CLI and the controller.
 
 pub mod access;
-pub mod cilium;
 pub mod clusters;
 mod http;
 pub mod operations;
@@ -40,7 +39,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use access::{AccessReviewer, KubeAccessReviewer, KubeUserLister, UserLister};
-pub use cilium::{CiliumRules, CiliumViolation, NoCiliumValidation};
 pub use http::{HEALTHZ_PATH, ICHORUSERS_PATH, TALOSCLUSTERS_PATH, TALOSOPERATIONS_PATH, router};
 pub use review::{MAX_BODY_BYTES, Verdict};
 pub use server::{ServerOptions, serve, serve_on};
@@ -101,12 +99,11 @@ pub trait AdmissionObserver: Send + Sync {
 }
 
 /// Everything the handlers need: how to ask RBAC, how to list users (uncached), who the
-/// controller is, the Cilium values rules and an optional metrics hook.
+/// controller is, and an optional metrics hook.
 pub struct AdmissionState {
     reviewer: Arc<dyn AccessReviewer>,
     lister: Arc<dyn UserLister>,
     controller_identity: String,
-    cilium: Arc<dyn CiliumRules>,
     observer: Option<Arc<dyn AdmissionObserver>>,
 }
 
@@ -121,8 +118,7 @@ impl std::fmt::Debug for AdmissionState {
 
 impl AdmissionState {
     /// The state of the webhooks: `controller_identity` is the controller's own user name (see
-    /// [`controller_identity`]). Cilium values go through [`NoCiliumValidation`] until
-    /// [`AdmissionState::with_cilium_rules`] sets the real rules.
+    /// [`controller_identity`]).
     pub fn new(
         reviewer: Arc<dyn AccessReviewer>,
         lister: Arc<dyn UserLister>,
@@ -132,16 +128,8 @@ impl AdmissionState {
             reviewer,
             lister,
             controller_identity: controller_identity.into(),
-            cilium: Arc::new(NoCiliumValidation),
             observer: None,
         }
-    }
-
-    /// The Cilium values rules to apply (`renderers::cni` behind [`CiliumRules`]).
-    #[must_use]
-    pub fn with_cilium_rules(mut self, rules: Arc<dyn CiliumRules>) -> Self {
-        self.cilium = rules;
-        self
     }
 
     /// A hook told about every decision (metrics).
