@@ -1598,3 +1598,35 @@ async fn the_kube_lister_feeds_the_last_admin_rule_and_fails_closed() {
         .unwrap_err();
     assert!(matches!(error, AdmissionError::ListUsersTimeout(_)), "{error:?}");
 }
+
+#[tokio::test]
+async fn a_change_of_authentication_and_values_needs_both_rights() {
+    let mut spec = cni_spec(json!({"hubble": {"enabled": true}}), "cilium");
+    spec["authentication"] = ichor_auth();
+    let doc = review(
+        "TalosCluster",
+        "CREATE",
+        &ROOT,
+        "prod",
+        cluster(spec),
+        Value::Null,
+    );
+    let both = harness(
+        FakeReviewer::granting(&[
+            ("update", "talosclusters/authentication"),
+            ("update", "talosclusters/cilium-values"),
+        ]),
+        FakeLister::default(),
+    );
+    assert_eq!(admit(&both.router, CLUSTERS, &doc).await, Ok(()));
+    assert_eq!(both.reviewer.calls().len(), 2);
+    let auth_only = harness(
+        FakeReviewer::granting(&[("update", "talosclusters/authentication")]),
+        FakeLister::default(),
+    );
+    let message = admit(&auth_only.router, CLUSTERS, &doc).await.unwrap_err();
+    assert!(message.starts_with("spec.cni.cilium.values: "), "{message}");
+    let neither = harness(FakeReviewer::default(), FakeLister::default());
+    let message = admit(&neither.router, CLUSTERS, &doc).await.unwrap_err();
+    assert!(message.starts_with("spec.authentication: "), "{message}");
+}

@@ -95,43 +95,36 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     }
     let values_changed = cni::values_changed(old_cni, new_cni);
 
+    // The two rights are asked concurrently: each review is bounded, and together they must fit
+    // in the webhook's 5 s.
     let name = new.metadata.name.as_deref().unwrap_or(req.name.as_str());
-    if auth_changed {
-        let attrs = ichor_attributes(
-            "update",
-            RESOURCE,
-            AUTHENTICATION_SUBRESOURCE,
-            &req.namespace,
-            name,
-        );
-        let verdict = require_right(
-            state.reviewer.as_ref(),
-            &req.user_info,
-            &attrs,
-            "spec.authentication",
-            "changing it",
-        )
-        .await;
-        if !verdict.is_allowed() {
-            return verdict;
+    let ask = |needed: bool, subresource: &'static str, field: &'static str, needs: &'static str| {
+        let attrs = ichor_attributes("update", RESOURCE, subresource, &req.namespace, name);
+        async move {
+            if needed {
+                require_right(state.reviewer.as_ref(), &req.user_info, &attrs, field, needs).await
+            } else {
+                Verdict::Allow
+            }
         }
-    }
-    if values_changed {
-        let attrs = ichor_attributes(
-            "update",
-            RESOURCE,
+    };
+    let (authentication, values) = tokio::join!(
+        ask(
+            auth_changed,
+            AUTHENTICATION_SUBRESOURCE,
+            "spec.authentication",
+            "changing it"
+        ),
+        ask(
+            values_changed,
             CILIUM_VALUES_SUBRESOURCE,
-            &req.namespace,
-            name,
-        );
-        return require_right(
-            state.reviewer.as_ref(),
-            &req.user_info,
-            &attrs,
             "spec.cni.cilium.values",
-            "changing the Cilium values",
-        )
-        .await;
+            "changing the Cilium values"
+        ),
+    );
+    if authentication.is_allowed() {
+        values
+    } else {
+        authentication
     }
-    Verdict::Allow
 }
