@@ -4,8 +4,9 @@
 //!
 //! - the external listener (default `0.0.0.0:8443`): the OIDC routes, `/healthz`, `/readyz` and
 //!   `/metrics`, with the operator's certificate (`--tls-cert-file`/`--tls-key-file`) or the
-//!   Ichor leaf; with `--store local`, also the `UserService` (gRPC and gRPC-web, see
-//!   [`local_routers`]);
+//!   Ichor leaf; and the `UserService` (gRPC and gRPC-web): with `--store local` authorized in
+//!   process ([`local_routers`]), with `--store kube` by the kube-apiserver and written as the
+//!   caller ([`kube_routers`]);
 //! - the internal listener (default `0.0.0.0:8444`): discovery and JWKS only, with the Ichor leaf.
 
 use crate::server::cidr::Cidr;
@@ -38,6 +39,13 @@ pub const MAX_TOKEN_TTL: SignedDuration = SignedDuration::from_mins(15);
 pub const MIN_REFRESH_LIFETIME: SignedDuration = SignedDuration::from_hours(1);
 /// Longest accepted `--refresh-lifetime`.
 pub const MAX_REFRESH_LIFETIME: SignedDuration = SignedDuration::from_hours(720);
+/// The cluster CA a pod's ServiceAccount mount holds (public data): `--kube-ca-file`'s default
+/// with `--store kube`.
+pub const IN_CLUSTER_CA_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+/// The largest `--kube-ca-file` read (a CA bundle is a few KiB; the same bound as `ichor dev`).
+pub const MAX_KUBE_CA_BYTES: u64 = 256 * 1024;
+/// The default `--kube-cluster-name`.
+pub const DEFAULT_KUBE_CLUSTER_NAME: &str = "ichor";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -170,6 +178,93 @@ pub struct Flags {
     pub log_format: LogFormat,
 }
 
+/// The flags of the kubeconfigs `GetMyKubeconfig` serves (apart from [`Flags`], which `ichor
+/// dev` builds itself; the binary parses both, see [`IssuerArgs`]).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct KubeconfigFlags {
+    /// The kube-apiserver URL written into the kubeconfigs `GetMyKubeconfig` serves (https),
+    /// when the clients reach the cluster at another address than the issuer's own client does.
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_KUBE_API_SERVER_URL",
+        value_name = "URL",
+        visible_alias = "kube-api-server"
+    )]
+    pub kube_api_server_url: Option<String>,
+
+    /// The `tls-server-name` written into those kubeconfigs, when the server URL's host is not in
+    /// the kube-apiserver's certificate.
+    #[arg(long, env = "ICHOR_ISSUER_KUBE_API_TLS_SERVER_NAME", value_name = "DNS-NAME")]
+    pub kube_api_tls_server_name: Option<String>,
+
+    /// The cluster's CA certificate(s) (PEM, certificates only) written into those kubeconfigs.
+    /// With --store kube it defaults to the ServiceAccount's
+    /// /var/run/secrets/kubernetes.io/serviceaccount/ca.crt; when that is absent, kubeconfigs
+    /// carry no CA data (the client's system roots verify the server).
+    #[arg(long, env = "ICHOR_ISSUER_KUBE_CA_FILE", value_name = "PATH")]
+    pub kube_ca_file: Option<PathBuf>,
+
+    /// The cluster's name in those kubeconfigs (cluster and context entries).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_KUBE_CLUSTER_NAME",
+        default_value = DEFAULT_KUBE_CLUSTER_NAME,
+        value_name = "NAME"
+    )]
+    pub kube_cluster_name: String,
+}
+
+/// Everything `ichor-issuer` parses: [`Flags`] and [`KubeconfigFlags`].
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "ichor-issuer",
+    version,
+    about = "The Ichor OpenID Connect issuer: sign-in for the Ichor UI and CLI, ID tokens for the kube-apiserver.",
+    after_help = EXAMPLES
+)]
+pub struct IssuerArgs {
+    /// The issuer's flags.
+    #[command(flatten)]
+    pub flags: Flags,
+    /// The kubeconfig flags.
+    #[command(flatten)]
+    pub kubeconfig: KubeconfigFlags,
+}
+
+impl IssuerArgs {
+    /// Checks all flags and builds the [`Config`].
+    ///
+    /// # Errors
+    /// The first flag refused.
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let mut config = self.flags.validate()?;
+        config.kubeconfig = self.kubeconfig.validate(&config.store)?;
+        Ok(config)
+    }
+}
+
+/// The cluster the `UserService`'s kubeconfigs point at, as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeconfigSettings {
+    /// `--kube-api-server-url`: the server written instead of the cluster endpoint.
+    pub api_server_url: Option<String>,
+    /// `--kube-api-tls-server-name`.
+    pub tls_server_name: Option<String>,
+    /// Where the cluster CA is read: the flag, or with `--store kube` the ServiceAccount's.
+    pub ca_file: Option<CaFile>,
+    /// `--kube-cluster-name`.
+    pub cluster_name: String,
+}
+
+/// Where the cluster CA comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaFile {
+    /// `--kube-ca-file`: it must exist.
+    Given(PathBuf),
+    /// The ServiceAccount mount (the default with `--store kube`): absent means no CA data.
+    Default(PathBuf),
+}
+
 /// Where the external listener's certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExternalTls {
@@ -218,6 +313,8 @@ pub struct Config {
     pub refresh_lifetime: SignedDuration,
     /// Trusted reverse-proxy networks.
     pub trusted_proxies: Vec<Cidr>,
+    /// The kubeconfigs' cluster.
+    pub kubeconfig: KubeconfigSettings,
     /// Log format.
     pub log_format: LogFormat,
 }
@@ -271,6 +368,23 @@ pub enum ConfigError {
         /// Largest accepted.
         max: &'static str,
     },
+    /// `--kube-api-server-url` is not an https URL.
+    #[error("--kube-api-server-url {given:?} {problem}")]
+    KubeApiServerUrl {
+        /// What was given.
+        given: String,
+        /// What is wrong.
+        problem: &'static str,
+    },
+    /// `--kube-api-tls-server-name` is not a DNS name.
+    #[error(
+        "--kube-api-tls-server-name {0:?} is not a DNS name: letters, digits, '-' and '.', at most 253 \
+         characters"
+    )]
+    KubeTlsServerName(String),
+    /// `--kube-cluster-name` is not usable as a kubeconfig entry name.
+    #[error("--kube-cluster-name {0:?} must be 1 to 253 characters without spaces or slashes")]
+    KubeClusterName(String),
     /// A `--trusted-proxy` is not a CIDR.
     #[error("--trusted-proxy: {0}")]
     TrustedProxy(#[from] crate::server::cidr::CidrError),
@@ -323,6 +437,103 @@ fn parse_external_url(given: &str) -> Result<(String, url::Url), ConfigError> {
     Ok((issuer, url))
 }
 
+impl KubeconfigFlags {
+    /// The settings when no kubeconfig flag is given (the CA default of `store`).
+    pub fn default_for(store: &StoreConfig) -> KubeconfigSettings {
+        KubeconfigSettings {
+            api_server_url: None,
+            tls_server_name: None,
+            ca_file: matches!(store, StoreConfig::Kube)
+                .then(|| CaFile::Default(PathBuf::from(IN_CLUSTER_CA_FILE))),
+            cluster_name: DEFAULT_KUBE_CLUSTER_NAME.to_owned(),
+        }
+    }
+
+    /// Checks the flags; `store` decides the CA default.
+    ///
+    /// # Errors
+    /// The first flag refused.
+    pub fn validate(self, store: &StoreConfig) -> Result<KubeconfigSettings, ConfigError> {
+        let non_empty = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+        let defaults = Self::default_for(store);
+        Ok(KubeconfigSettings {
+            api_server_url: non_empty(self.kube_api_server_url)
+                .map(|u| parse_kube_api_server_url(u.trim()))
+                .transpose()?,
+            tls_server_name: non_empty(self.kube_api_tls_server_name)
+                .map(|n| parse_tls_server_name(n.trim()))
+                .transpose()?,
+            ca_file: match self.kube_ca_file {
+                Some(path) if !path.as_os_str().is_empty() => Some(CaFile::Given(path)),
+                _ => defaults.ca_file,
+            },
+            // Empty only when built by `Default` (clap fills in the default name).
+            cluster_name: if self.kube_cluster_name.is_empty() {
+                defaults.cluster_name
+            } else {
+                parse_cluster_name(&self.kube_cluster_name)?
+            },
+        })
+    }
+}
+
+/// Checks `--kube-api-server-url`: an https URL with a host and nothing but a path.
+fn parse_kube_api_server_url(given: &str) -> Result<String, ConfigError> {
+    let refuse = |problem| ConfigError::KubeApiServerUrl {
+        given: given.chars().take(256).collect(),
+        problem,
+    };
+    let url =
+        url::Url::parse(given).map_err(|_| refuse("is not a URL like https://kube.example.com:6443"))?;
+    if url.scheme() != "https" {
+        return Err(refuse("must use https (a kube-apiserver serves TLS)"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(refuse("has no host"));
+    }
+    if !url.username().is_empty()
+        || url.password().is_some()
+        || url.query().is_some()
+        || url.fragment().is_some()
+    {
+        return Err(refuse(
+            "must not carry a user name, a password, a query or a fragment",
+        ));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// Checks `--kube-api-tls-server-name`: a DNS name.
+fn parse_tls_server_name(given: &str) -> Result<String, ConfigError> {
+    let ok = !given.is_empty()
+        && given.len() <= 253
+        && given.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    if ok {
+        Ok(given.to_owned())
+    } else {
+        Err(ConfigError::KubeTlsServerName(given.chars().take(256).collect()))
+    }
+}
+
+/// Checks `--kube-cluster-name` (the rule of `ichor dev`).
+fn parse_cluster_name(given: &str) -> Result<String, ConfigError> {
+    if given.is_empty()
+        || given.len() > 253
+        || given
+            .chars()
+            .any(|c| c.is_whitespace() || c == '/' || c.is_control())
+    {
+        return Err(ConfigError::KubeClusterName(given.chars().take(256).collect()));
+    }
+    Ok(given.to_owned())
+}
+
 impl Flags {
     /// Checks the flags together and builds the [`Config`].
     pub fn validate(self) -> Result<Config, ConfigError> {
@@ -371,6 +582,7 @@ impl Flags {
             .iter()
             .map(|c| c.trim().parse::<Cidr>())
             .collect::<Result<Vec<_>, _>>()?;
+        let kubeconfig = KubeconfigFlags::default_for(&store);
         Ok(Config {
             issuer,
             external_url,
@@ -383,6 +595,7 @@ impl Flags {
             token_ttl,
             refresh_lifetime,
             trusted_proxies,
+            kubeconfig,
             log_format: self.log_format,
         })
     }
@@ -496,29 +709,67 @@ pub fn local_routers(
     store: Arc<crate::store::local::LocalStore>,
     cluster: Option<crate::api::ClusterInfo>,
 ) -> Result<Routers, RunError> {
-    use crate::api::{ApiConfig, LocalAccessReview, SystemClock, UserApi, grpc_service};
+    use crate::api::LocalAccessReview;
     use ichor_renderers::rbac::{Authorizer, Policy};
+
+    let policy = Policy::builtin().map_err(|e| RunError::Issuer(format!("the built-in roles: {e}")))?;
+    api_routers(
+        served,
+        store,
+        LocalAccessReview::new(Authorizer::new(policy)),
+        cluster,
+    )
+}
+
+/// The routers of `--store kube` (in a cluster): [`oidc_routers`] over `store`, plus the
+/// `UserService` on the external listener like [`local_routers`], but authorized by the
+/// kube-apiserver (`access`, a `SubjectAccessReview` per question) and writing `IchorUser`
+/// objects as the caller (impersonation, [`crate::api::kube_backend`]), so Kubernetes RBAC and
+/// the admission webhook decide.
+///
+/// # Errors
+/// [`RunError::Issuer`] when the issuer or the API refuses its configuration.
+pub fn kube_routers(
+    served: &Served,
+    store: Arc<crate::store::kube::KubeStore>,
+    access: crate::api::KubeAccessReview,
+    cluster: Option<crate::api::ClusterInfo>,
+) -> Result<Routers, RunError> {
+    api_routers(served, store, access, cluster)
+}
+
+/// [`oidc_routers`] over `store` plus the `UserService` over the same store and issuer, asking
+/// `access`; the kubeconfig settings of the configuration go to `GetMyKubeconfig`.
+fn api_routers<B, A>(
+    served: &Served,
+    store: Arc<B>,
+    access: A,
+    cluster: Option<crate::api::ClusterInfo>,
+) -> Result<Routers, RunError>
+where
+    B: crate::api::UserBackend,
+    A: crate::api::AccessReview,
+{
+    use crate::api::{ApiConfig, SystemClock, UserApi, grpc_service};
     use tonic::server::NamedService;
     use tower::Layer as _;
 
     let issuer = build_issuer(served, Arc::clone(&store) as Arc<dyn UserStore>)?;
-    let policy = Policy::builtin().map_err(|e| RunError::Issuer(format!("the built-in roles: {e}")))?;
     let config = ApiConfig::new(served.config.issuer.clone(), cluster)
         .map_err(|e| RunError::Issuer(format!("the UserService: {e}")))?;
-    let api = UserApi::new(
-        store,
-        LocalAccessReview::new(Authorizer::new(policy)),
-        Arc::clone(&issuer),
-        Arc::new(SystemClock),
-        config,
-    );
+    let kubeconfig = &served.config.kubeconfig;
+    let mut settings = (**config.settings.load()).clone();
+    settings.kube_api_server_url = kubeconfig.api_server_url.clone();
+    settings.kube_api_tls_server_name = kubeconfig.tls_server_name.clone();
+    config.settings.store(Arc::new(settings));
+    let api = UserApi::new(store, access, Arc::clone(&issuer), Arc::new(SystemClock), config);
     let service = grpc_service(api);
     let path = format!(
-        "/{}/{{*rest}}",
-        <crate::api::proto::user_service_server::UserServiceServer<
-            UserApi<crate::store::local::LocalStore, LocalAccessReview, Arc<crate::oidc::Issuer>>,
-        > as NamedService>::NAME
-    );
+            "/{}/{{*rest}}",
+            <crate::api::proto::user_service_server::UserServiceServer<
+                UserApi<B, A, Arc<crate::oidc::Issuer>>,
+            > as NamedService>::NAME
+        );
     let grpc = Router::new().route_service(&path, tonic_web::GrpcWebLayer::new().layer(service));
     Ok(Routers {
         external: crate::oidc::external_router(Arc::clone(&issuer))
@@ -526,6 +777,111 @@ pub fn local_routers(
             .merge(ui_router(served)),
         internal: crate::oidc::internal_router(issuer),
     })
+}
+
+/// Why the cluster CA for kubeconfigs could not be read. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeCaError {
+    /// The file could not be read.
+    #[error("--kube-ca-file {path}: cannot read it: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_KUBE_CA_BYTES`].
+    #[error("--kube-ca-file {path} is larger than {} KiB; give the cluster's CA certificate(s) only", MAX_KUBE_CA_BYTES / 1024)]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file holds something else than PEM certificates.
+    #[error("--kube-ca-file {path}: {reason} (it is written into every kubeconfig: certificates only)")]
+    NotCertificates {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Reads the cluster CA for kubeconfigs (public data): at most [`MAX_KUBE_CA_BYTES`], PEM
+/// certificates only (any other block, such as a private key, is refused). The default file
+/// ([`CaFile::Default`]) may be absent: `Ok(None)`, and kubeconfigs carry no CA data (logged).
+///
+/// # Errors
+/// [`KubeCaError`] for a given file that is absent, and for any file that cannot be read, is too
+/// large or is not certificates only.
+pub fn read_kube_ca(ca: &CaFile) -> Result<Option<String>, KubeCaError> {
+    use std::io::Read as _;
+    let path = match ca {
+        CaFile::Given(path) | CaFile::Default(path) => path,
+    };
+    let mut text = String::new();
+    let read =
+        std::fs::File::open(path).and_then(|f| f.take(MAX_KUBE_CA_BYTES + 1).read_to_string(&mut text));
+    match read {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && matches!(ca, CaFile::Default(_)) => {
+            tracing::warn!(
+                file = %path.display(),
+                "no cluster CA file; kubeconfigs are served without certificate-authority-data \
+                 (give --kube-ca-file to include one)"
+            );
+            return Ok(None);
+        }
+        Err(source) => {
+            return Err(KubeCaError::Read {
+                path: path.clone(),
+                source,
+            });
+        }
+    }
+    if text.len() as u64 > MAX_KUBE_CA_BYTES {
+        return Err(KubeCaError::TooLarge { path: path.clone() });
+    }
+    let refuse = |reason: String| KubeCaError::NotCertificates {
+        path: path.clone(),
+        reason,
+    };
+    let mut labelled = 0usize;
+    for line in text.lines().map(str::trim) {
+        if let Some(label) = line.strip_prefix("-----BEGIN ") {
+            if label != "CERTIFICATE-----" {
+                return Err(refuse(format!(
+                    "it holds a {:?} block",
+                    label.trim_end_matches('-')
+                )));
+            }
+            labelled += 1;
+        }
+    }
+    let parsed = rustls_pemfile::certs(&mut text.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| refuse("a certificate block is not valid PEM".to_owned()))?;
+    if parsed.is_empty() || parsed.len() != labelled {
+        return Err(refuse(
+            "it holds no PEM certificate (-----BEGIN CERTIFICATE-----)".to_owned(),
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// The cluster `GetMyKubeconfig` points at with `--store kube`: `endpoint` (the issuer's own
+/// client's server, used when `--kube-api-server-url` is not given), the configured name, and
+/// the CA read by [`read_kube_ca`] (`None`: no CA data).
+pub fn kube_cluster(
+    settings: &KubeconfigSettings,
+    endpoint: &str,
+    ca_pem: Option<String>,
+) -> crate::api::ClusterInfo {
+    crate::api::ClusterInfo {
+        name: settings.cluster_name.clone(),
+        endpoint: endpoint.trim_end_matches('/').to_owned(),
+        ca_pem: ca_pem.unwrap_or_default(),
+    }
 }
 
 /// The web UI's routes ([`crate::ui`]): the built SPA from [`crate::ui::default_dir`] and
@@ -571,8 +927,8 @@ fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate:
     let settings = Arc::new(Settings::new(UsersSettings {
         token_ttl: GoDuration::from_secs(config.token_ttl.as_secs()),
         refresh_lifetime: GoDuration::from_secs(config.refresh_lifetime.as_secs()),
-        kube_api_server_url: None,
-        kube_api_tls_server_name: None,
+        kube_api_server_url: config.kubeconfig.api_server_url.clone(),
+        kube_api_tls_server_name: config.kubeconfig.tls_server_name.clone(),
     }));
     let proxies: Vec<String> = config.trusted_proxies.iter().map(ToString::to_string).collect();
     let trusted_proxies = TrustedProxies::parse(&proxies).map_err(|e| RunError::Issuer(e.to_string()))?;
@@ -613,6 +969,31 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn UserStore>, RunError>
             state_dir.clone(),
         ))),
     }
+}
+
+/// The cluster-mode backends: the user store and the access review over one client (the pod's
+/// ServiceAccount, from the environment), and the server URL that client uses.
+///
+/// # Errors
+/// [`RunError::Store`] when no Kubernetes client configuration is found.
+pub async fn open_kube() -> Result<
+    (
+        Arc<crate::store::kube::KubeStore>,
+        crate::api::KubeAccessReview,
+        String,
+    ),
+    RunError,
+> {
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| RunError::Store(e.to_string()))?;
+    let endpoint = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(|e| RunError::Store(e.to_string()))?;
+    Ok((
+        Arc::new(crate::store::kube::KubeStore::new(client.clone())),
+        crate::api::KubeAccessReview::new(client),
+        endpoint,
+    ))
 }
 
 /// Adds the health, readiness and metrics endpoints to the external router; the internal
@@ -741,7 +1122,7 @@ fn init_logging(format: LogFormat) {
 
 /// Parses the flags and runs the issuer: exit 2 on a refused flag, 1 when it cannot start.
 pub fn main() -> ExitCode {
-    let flags = Flags::parse();
+    let flags = IssuerArgs::parse();
     let config = match flags.validate() {
         Ok(c) => c,
         Err(error) => {
@@ -772,12 +1153,24 @@ pub fn main() -> ExitCode {
             )
             .await;
         }
-        let store = open_store(&config).await?;
+        let (store, access, endpoint) = open_kube().await?;
+        let ca = match &config.kubeconfig.ca_file {
+            Some(file) => read_kube_ca(file).map_err(|e| RunError::Store(e.to_string()))?,
+            None => None,
+        };
+        let cluster = kube_cluster(&config.kubeconfig, &endpoint, ca);
+        if config.kubeconfig.api_server_url.is_none() {
+            tracing::info!(
+                server = %cluster.endpoint,
+                "kubeconfigs point at the issuer's own API server address; set --kube-api-server-url \
+                 when clients reach the cluster elsewhere"
+            );
+        }
         run(
             config,
             listeners,
             RunOptions::default(),
-            move |served| oidc_routers(served, store),
+            move |served| kube_routers(served, store, access, Some(cluster)),
             shutdown_signal(),
         )
         .await

@@ -294,6 +294,9 @@ pub fn credentials_secret(users: &[String]) -> Object {
     )
 }
 
+/// The reason node of effects asked for again after a failed apply.
+pub const REISSUE_NODE: &str = "requested-effects";
+
 /// Removes a user's credentials entry for the graph's garbage collection.
 pub trait CredentialsRemover: Send {
     /// Removes the entry of `request.key` (absent is fine).
@@ -342,6 +345,8 @@ pub struct LocalController {
     statuses: BTreeMap<ObjectKey, Value>,
     credentials: Option<Vec<String>>,
     resource_version: u64,
+    /// A failed apply: the next tick asks again for the effects still outstanding.
+    reissue: bool,
 }
 
 /// Merges `patch` into `base`: objects recursively, everything else replaced (server-side apply
@@ -385,6 +390,7 @@ impl LocalController {
             statuses: BTreeMap::new(),
             credentials: None,
             resource_version: 0,
+            reissue: false,
         };
         this.push(Event::Applied(issuer_service()));
         for secret in this.secrets.read_all()? {
@@ -489,16 +495,21 @@ impl LocalController {
             report
                 .problems
                 .extend(eval.failures.iter().map(|f| format!("node failure: {f:?}")));
-            if eval.actions.is_empty() {
+            let mut actions = eval.actions;
+            if std::mem::take(&mut self.reissue) {
+                let outstanding = self.controller.outstanding_effects(&actions, REISSUE_NODE);
+                actions.extend(outstanding);
+            }
+            if actions.is_empty() {
                 report.settled = true;
                 break;
             }
-            report
-                .actions
-                .extend(eval.actions.iter().map(ToString::to_string));
-            if let Err(e) = self.apply(&eval.actions, &mut report) {
+            report.actions.extend(actions.iter().map(ToString::to_string));
+            if let Err(e) = self.apply(&actions, &mut report) {
                 report.problems.push(e);
-                // The failed effects are asked for again by the next tick's evaluation.
+                // The graph announces an effect once: the next tick asks again for those still
+                // outstanding, and re-diffs every object.
+                self.reissue = true;
                 self.controller.resync();
                 break;
             }
@@ -716,6 +727,51 @@ mod tests {
         let mut c = LocalController::new(paths, Box::new(OsKeyMaterial), Box::new(removed.clone())).unwrap();
         c.tick(Timestamp::now());
         assert_eq!(*removed.0.lock().unwrap(), ["ghost"]);
+    }
+
+    /// Fails its first `failures` removals.
+    struct Flaky {
+        failures: usize,
+        removed: Removed,
+    }
+
+    impl CredentialsRemover for Flaky {
+        fn remove(&mut self, request: &RemoveCredentialsKeyRequest) -> Result<(), String> {
+            if self.failures > 0 {
+                self.failures -= 1;
+                return Err("the credentials store is unavailable".to_owned());
+            }
+            self.removed.remove(request)
+        }
+    }
+
+    #[test]
+    fn a_failed_effect_is_asked_for_again_on_the_next_tick() {
+        let (_tmp, paths, removed) = setup();
+        fs::write(
+            &paths.credentials,
+            r#"{"generation": 3, "entries": {"admin": {}, "ghost": {}}}"#,
+        )
+        .unwrap();
+        let flaky = Flaky {
+            failures: 1,
+            removed: removed.clone(),
+        };
+        let mut c = LocalController::new(paths, Box::new(OsKeyMaterial), Box::new(flaky)).unwrap();
+        let first = c.tick(Timestamp::now());
+        assert!(
+            first.problems.iter().any(|p| p.contains("unavailable")),
+            "{first:?}"
+        );
+        assert!(removed.0.lock().unwrap().is_empty());
+        let second = c.tick(Timestamp::now());
+        assert!(
+            second.actions.iter().any(|a| a.contains(REISSUE_NODE)),
+            "{second:?}"
+        );
+        assert_eq!(*removed.0.lock().unwrap(), ["ghost"]);
+        let third = c.tick(Timestamp::now());
+        assert!(third.actions.is_empty(), "{third:?}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `ichor-controller`: the Ichor identity controller. So far: `replay` (the decisions of a
-//! recorded journal, offline) and `gen-journal` (a generated journal for benchmarks).
+//! `ichor-controller`: the Ichor identity controller: `run` (the in-cluster loop), `replay` (the
+//! decisions of a recorded journal, offline) and `gen-journal` (a generated journal for
+//! benchmarks).
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
@@ -27,6 +28,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the controller in a cluster: watch the inputs, evaluate the identity graph, apply
+    /// (the Lease leader only), serve /metrics, /healthz and /readyz.
+    Run(ichor_reconcilers::run::RunArgs),
     /// Replay a journal offline and print every decision with its reason.
     Replay {
         /// The journal (JSON lines).
@@ -106,6 +110,9 @@ fn run_replay(journal: &PathBuf, summary: bool, profile: bool) -> anyhow::Result
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => ichor_reconcilers::run::main(args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
         Command::Replay {
             journal,
             summary,

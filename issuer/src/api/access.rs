@@ -7,8 +7,9 @@
 //!   by the issuer's ServiceAccount for user `ichor:<name>` with groups `ichor:<role>` from the
 //!   `IchorUser`. The kube-apiserver evaluates exactly the identity an impersonated
 //!   `SelfSubjectAccessReview` would carry, so the answer is the same; the ServiceAccount needs
-//!   `create` on `subjectaccessreviews` instead of `impersonate`, which no Ichor component is
-//!   given for this.
+//!   `create` on `subjectaccessreviews` for the questions. (The writes themselves go out
+//!   impersonating the caller, [`super::kube_backend`], so the apiserver and the admission
+//!   webhook decide them again.)
 //!
 //! The attributes of each call are built here ([`ichorusers`], [`kubeconfig`]).
 

@@ -1,56 +1,60 @@
 //! [`UserBackend`]: the store the API reads users and credentials from, plus the writes of
-//! `IchorUser` objects. [`LocalStore`] implements it for the embedded mode (one YAML file per
-//! user); a Kubernetes implementation (writes of `IchorUser` objects as the caller) is the
-//! lead's wiring and not here.
+//! `IchorUser` objects, each made on behalf of the authenticated caller. [`LocalStore`]
+//! implements it for the embedded mode (one YAML file per user; the caller was authorized in
+//! process before the write); [`KubeStore`](crate::store::kube::KubeStore) implements it in
+//! [`super::kube_backend`] (writes as the caller, through Kubernetes impersonation, so the
+//! apiserver's RBAC and the admission webhook decide).
 
 use async_trait::async_trait;
 use ichor_renderers::crd::IchorUser;
 
-use super::error::ApiError;
+use super::{auth::Caller, error::ApiError};
 use crate::store::{
     UserStore,
     local::{LocalStore, UserFileError},
 };
 
-/// A user store that can also create, replace and delete `IchorUser` objects.
+/// A user store that can also create, replace and delete `IchorUser` objects. `caller` is who
+/// the write is made for: a backend whose authority is external (Kubernetes) writes as that
+/// identity; the local backend, authorized in process already, ignores it.
 #[async_trait]
 pub trait UserBackend: UserStore {
     /// Creates the user (name and spec).
     ///
     /// # Errors
-    /// [`ApiError::AlreadyExists`] when it exists; others as the backend fails.
-    async fn create_user(&self, user: &IchorUser) -> Result<(), ApiError>;
+    /// [`ApiError::AlreadyExists`] when it exists; others as the backend fails or refuses.
+    async fn create_user(&self, caller: &Caller, user: &IchorUser) -> Result<(), ApiError>;
 
     /// Replaces the user's spec.
     ///
     /// # Errors
-    /// [`ApiError::NotFound`] when it does not exist; others as the backend fails.
-    async fn update_user(&self, user: &IchorUser) -> Result<(), ApiError>;
+    /// [`ApiError::NotFound`] when it does not exist; others as the backend fails or refuses.
+    async fn update_user(&self, caller: &Caller, user: &IchorUser) -> Result<(), ApiError>;
 
     /// Deletes the user object (not its credentials entry).
     ///
     /// # Errors
-    /// [`ApiError::NotFound`] when it does not exist; others as the backend fails.
-    async fn delete_user(&self, name: &str) -> Result<(), ApiError>;
+    /// [`ApiError::NotFound`] when it does not exist; others as the backend fails or refuses.
+    async fn delete_user(&self, caller: &Caller, name: &str) -> Result<(), ApiError>;
 }
 
 #[async_trait]
 impl UserBackend for LocalStore {
-    async fn create_user(&self, user: &IchorUser) -> Result<(), ApiError> {
+    async fn create_user(&self, _caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {
         LocalStore::create_user(self, user)
             .await
             .map(drop)
             .map_err(file_error)
     }
 
-    async fn update_user(&self, user: &IchorUser) -> Result<(), ApiError> {
+    async fn update_user(&self, _caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {
         LocalStore::update_user(self, user)
             .await
             .map(drop)
             .map_err(file_error)
     }
 
-    async fn delete_user(&self, name: &str) -> Result<(), ApiError> {
+    async fn delete_user(&self, _caller: &Caller, name: &str) -> Result<(), ApiError> {
         LocalStore::delete_user(self, name)
             .await
             .map(drop)

@@ -31,6 +31,10 @@ pub enum ApiError {
         /// ` "<name>"` when about one object, else empty.
         on: String,
     },
+    /// The Kubernetes API refused a write made as the caller (RBAC, or the admission webhook's
+    /// grant and last-admin rules): its message, passed through bounded.
+    #[error("{0}")]
+    Denied(String),
     /// The grant rule refused a role.
     #[error(transparent)]
     Grant(#[from] GrantRefusal),
@@ -79,9 +83,10 @@ impl ApiError {
     pub fn code(&self) -> Code {
         match self {
             ApiError::Unauthenticated(_) => Code::Unauthenticated,
-            ApiError::MustChangePassword | ApiError::Forbidden { .. } | ApiError::Grant(_) => {
-                Code::PermissionDenied
-            }
+            ApiError::MustChangePassword
+            | ApiError::Forbidden { .. }
+            | ApiError::Denied(_)
+            | ApiError::Grant(_) => Code::PermissionDenied,
             ApiError::LastAdmin(_) | ApiError::FailedPrecondition(_) => Code::FailedPrecondition,
             ApiError::InvalidArgument { .. } => Code::InvalidArgument,
             ApiError::NotFound(_) => Code::NotFound,

@@ -27,7 +27,9 @@ pub struct KubeconfigInput<'a> {
     pub server: &'a str,
     /// `tls-server-name`, when the server host is not in the apiserver certificate.
     pub tls_server_name: Option<&'a str>,
-    /// The cluster CA, PEM (certificates only).
+    /// The cluster CA, PEM (certificates only). Empty (or only whitespace): no
+    /// `certificate-authority-data` is written and the client verifies the server with its
+    /// system roots (the issuer found no CA to publish).
     pub ca_pem: &'a str,
     /// The issuer URL the plugin signs in at.
     pub issuer_url: &'a str,
@@ -85,7 +87,10 @@ pub fn render(input: &KubeconfigInput<'_>) -> Result<String, KubeconfigError> {
         Ok(u) if u.scheme() == "https" && u.host().is_some() => {}
         _ => return Err(KubeconfigError::Server(input.server.chars().take(256).collect())),
     }
-    check_certificates_only(input.ca_pem)?;
+    let ca_pem = (!input.ca_pem.trim().is_empty()).then_some(input.ca_pem);
+    if let Some(pem) = ca_pem {
+        check_certificates_only(pem)?;
+    }
     let user_entry = format!("ichor-{}@{}", input.user, input.cluster_name);
     let config = Config {
         api_version: "v1",
@@ -94,7 +99,8 @@ pub fn render(input: &KubeconfigInput<'_>) -> Result<String, KubeconfigError> {
             name: input.cluster_name,
             cluster: Cluster {
                 server: input.server,
-                certificate_authority_data: base64::engine::general_purpose::STANDARD.encode(input.ca_pem),
+                certificate_authority_data: ca_pem
+                    .map(|pem| base64::engine::general_purpose::STANDARD.encode(pem)),
                 tls_server_name: input.tls_server_name,
             },
         }],
@@ -171,7 +177,8 @@ struct Named<'a> {
 #[serde(rename_all = "kebab-case")]
 struct Cluster<'a> {
     server: &'a str,
-    certificate_authority_data: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    certificate_authority_data: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tls_server_name: Option<&'a str>,
 }
@@ -331,11 +338,23 @@ mod tests {
             "the cluster CA must be PEM certificates only: it contains a \"PRIVATE KEY\" block"
         );
         let err = render(&KubeconfigInput {
-            ca_pem: "",
+            ca_pem: "not a certificate\n",
             ..input()
         })
         .unwrap_err();
         assert!(matches!(err, KubeconfigError::CaBundle(_)), "{err}");
+    }
+
+    #[test]
+    fn renders_without_certificate_authority_data_when_no_ca_is_known() {
+        let yaml = render(&KubeconfigInput {
+            ca_pem: "",
+            tls_server_name: Some("kube-apiserver.prod.internal"),
+            ..input()
+        })
+        .unwrap();
+        assert!(!yaml.contains("certificate-authority"), "{yaml}");
+        insta::assert_snapshot!(yaml);
     }
 
     #[test]

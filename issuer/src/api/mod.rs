@@ -8,6 +8,7 @@
 //! - [`access`]: the RBAC question of each call and the two review backends (in process,
 //!   `SubjectAccessReview`);
 //! - [`backend`]: user writes ([`UserBackend`], implemented by the local store);
+//!   [`kube_backend`]: the same writes in a cluster, made as the caller (impersonation);
 //! - [`validate`]: request validation; [`kubeconfig`]: the kubeconfig renderer; [`error`]: the
 //!   refusals and their status codes; [`proto`]: the generated code.
 //!
@@ -28,6 +29,7 @@ pub mod access;
 pub mod auth;
 pub mod backend;
 pub mod error;
+pub mod kube_backend;
 pub mod kubeconfig;
 pub mod proto;
 pub mod service;

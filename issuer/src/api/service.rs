@@ -49,7 +49,8 @@ pub struct ClusterInfo {
     pub name: String,
     /// `TalosCluster.spec.endpoint`: the server when `kubeAPIServerURL` is not set.
     pub endpoint: String,
-    /// The cluster CA certificate(s), PEM. Public data only.
+    /// The cluster CA certificate(s), PEM. Public data only. Empty: kubeconfigs are written
+    /// without `certificate-authority-data` (no CA was found to publish).
     pub ca_pem: String,
 }
 
@@ -386,7 +387,7 @@ where
         let mut object = IchorUser::new(name.as_str(), spec);
         object.metadata.namespace = Some(NAMESPACE.to_owned());
         // Write the user, then the credentials; undo the user if the credentials fail.
-        self.inner.store.create_user(&object).await?;
+        self.inner.store.create_user(&caller, &object).await?;
         // A stale entry of an earlier user of this name must never let the new one sign in.
         let written = modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
             Ok::<_, ApiError>(match (&entry, current) {
@@ -397,7 +398,7 @@ where
         })
         .await;
         if let Err(error) = written {
-            if let Err(undo) = self.inner.store.delete_user(name.as_str()).await {
+            if let Err(undo) = self.inner.store.delete_user(&caller, name.as_str()).await {
                 tracing::error!(user = %name, %undo, "could not remove a user whose credentials write failed");
             }
             self.forget(name.as_str());
@@ -458,7 +459,7 @@ where
         };
         let mut object = IchorUser::new(name.as_str(), spec);
         object.metadata.namespace = Some(NAMESPACE.to_owned());
-        self.inner.store.update_user(&object).await?;
+        self.inner.store.update_user(&caller, &object).await?;
         self.forget(name.as_str());
         let user = self.existing_user(name.as_str()).await?;
         Ok(UpdateUserResponse {
@@ -488,7 +489,7 @@ where
                 .iter()
                 .map(|u| (u.name.as_str(), u.roles.as_slice(), u.disabled)),
         )?;
-        self.inner.store.delete_user(name.as_str()).await?;
+        self.inner.store.delete_user(&caller, name.as_str()).await?;
         let removed = modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
             Ok::<_, ApiError>(if current.is_some() {
                 Change::Remove(())

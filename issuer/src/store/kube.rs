@@ -108,6 +108,12 @@ impl KubeStore {
         self
     }
 
+    /// The client (the issuer's ServiceAccount), for the `IchorUser` writes made as the caller
+    /// (`crate::api::kube_backend`).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     fn fresh(&self, fetched: Instant, now: Instant) -> bool {
         now.saturating_duration_since(fetched) < self.ttl
     }

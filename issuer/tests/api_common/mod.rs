@@ -10,7 +10,7 @@ use std::{
 use async_trait::async_trait;
 use ichor_issuer::{
     api::{
-        ApiConfig, ApiError, BearerClaims, BearerError, BearerVerifier, Clock, ClusterInfo,
+        ApiConfig, ApiError, BearerClaims, BearerError, BearerVerifier, Caller, Clock, ClusterInfo,
         LocalAccessReview, UserApi, UserBackend,
     },
     store::{StoreError, StoredUser, UserStore, Version, local::LocalStore},
@@ -34,6 +34,17 @@ pub const PASSWORD: &str = "correct horse battery";
 
 pub fn t0() -> Timestamp {
     "2026-11-05T10:00:00Z".parse().unwrap()
+}
+
+/// Who seeds the test users (an administrator; the local backend ignores it).
+pub fn seeder() -> Caller {
+    Caller {
+        name: "seeder".into(),
+        roles: vec!["admin".into()],
+        display_name: None,
+        email: None,
+        must_change: false,
+    }
 }
 
 /// A clock the test moves.
@@ -184,7 +195,7 @@ impl<B: UserBackend> Env<B> {
         };
         let mut user = IchorUser::new(name, spec);
         user.metadata.namespace = Some(NAMESPACE.into());
-        self.store.create_user(&user).await.unwrap();
+        self.store.create_user(&seeder(), &user).await.unwrap();
         if let Some(hash) = hash {
             let entry = CredentialsEntry::new(
                 hash.to_owned(),
@@ -274,13 +285,13 @@ impl UserStore for FailingCredentials {
 
 #[async_trait]
 impl UserBackend for FailingCredentials {
-    async fn create_user(&self, user: &IchorUser) -> Result<(), ApiError> {
-        UserBackend::create_user(&self.0, user).await
+    async fn create_user(&self, caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {
+        UserBackend::create_user(&self.0, caller, user).await
     }
-    async fn update_user(&self, user: &IchorUser) -> Result<(), ApiError> {
-        UserBackend::update_user(&self.0, user).await
+    async fn update_user(&self, caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {
+        UserBackend::update_user(&self.0, caller, user).await
     }
-    async fn delete_user(&self, name: &str) -> Result<(), ApiError> {
-        UserBackend::delete_user(&self.0, name).await
+    async fn delete_user(&self, caller: &Caller, name: &str) -> Result<(), ApiError> {
+        UserBackend::delete_user(&self.0, caller, name).await
     }
 }

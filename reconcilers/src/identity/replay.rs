@@ -8,8 +8,8 @@ use std::fmt;
 use std::io::BufRead;
 
 use ichor_graph::{
-    Action, BuildError, Digest, Evaluation, Event, Graph, JournalError, JournalReader, NodeFailure,
-    ObjectKey, World,
+    Action, BuildError, Cause, Digest, Evaluation, Event, Graph, JournalError, JournalReader, NodeFailure,
+    ObjectKey, Reason, World,
 };
 
 use super::nodes::ClusterAuth;
@@ -133,6 +133,29 @@ impl Controller {
     /// (the periodic safety net; a settled World then decides nothing).
     pub fn resync(&mut self) {
         self.graph.resync();
+    }
+
+    /// The effects the graph has requested and not yet seen the result of, except those already
+    /// in `actions`, as actions with the reason `node`. The graph announces a request once; an
+    /// applier whose attempt failed (or a standby that became leader) asks for them again with
+    /// this.
+    pub fn outstanding_effects(&self, actions: &[Action], node: &str) -> Vec<Action> {
+        self.graph
+            .requested_effects()
+            .filter(|r| {
+                !actions
+                    .iter()
+                    .any(|a| matches!(a, Action::Effect { request, .. } if request.id == r.id))
+            })
+            .map(|r| Action::Effect {
+                request: r.clone(),
+                reason: Reason {
+                    node: Some(node.to_owned()),
+                    instance: None,
+                    cause: Cause::Drift,
+                },
+            })
+            .collect()
     }
 
     /// The graph.

@@ -12,10 +12,10 @@ use super::{CiliumFacts, CniViolation};
 /// The port Ichor renders into `k8sServicePort` in replaced mode: Talos' default KubePrism port.
 pub const KUBEPRISM_PORT: u16 = 7445;
 
-/// Runs every guard whose fact is known.
+/// Runs every guard whose fact is known (the KubePrism guard only for a known kube-proxy mode).
 pub fn check(
     values: Option<&Value>,
-    kube_proxy: KubeProxyMode,
+    kube_proxy: Option<KubeProxyMode>,
     facts: &CiliumFacts,
     out: &mut Vec<CniViolation>,
 ) {
@@ -31,7 +31,7 @@ pub fn check(
             ),
         ));
     }
-    if kube_proxy == KubeProxyMode::Replaced
+    if kube_proxy == Some(KubeProxyMode::Replaced)
         && let Some(port) = facts.kubeprism_port
         && port != KUBEPRISM_PORT
     {

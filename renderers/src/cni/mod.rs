@@ -113,9 +113,7 @@ pub fn validate(cni: &CniSpec, facts: &CiliumFacts) -> Vec<CniViolation> {
         Some(values) => check_values(values, &mut out),
     };
     // A guard reads the values, so it runs only on a layer that passed the bounds.
-    if let Some(kube_proxy) = kube_proxy
-        && values_ok
-    {
+    if values_ok {
         guards::check(values, kube_proxy, facts, &mut out);
     }
     if out.len() > MAX_VIOLATIONS {

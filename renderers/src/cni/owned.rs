@@ -10,7 +10,7 @@ use super::path::values_key;
 pub const OWNED_KEYS: &[(&str, &str)] = &[
     (
         "ipam.mode",
-        "Talos requires Kubernetes host-scope IPAM (`kubernetes`)",
+        "Talos requires Kubernetes host-scope IPAM, `kubernetes`",
     ),
     ("kubeProxyReplacement", "Ichor renders it from spec.cni.kubeProxy"),
     (
@@ -55,6 +55,9 @@ pub const OWNED_KEYS: &[(&str, &str)] = &[
     ),
 ];
 
+/// How a finding on a non-object ancestor of an owned key starts.
+const ANCESTOR: &str = "must be an object";
+
 /// Refuses every owned key the layer sets (whatever its value, `null` included) and every
 /// non-object value on the way to one (which would replace the object holding it).
 pub fn check(values: &Value, out: &mut Vec<CniViolation>) {
@@ -64,11 +67,17 @@ pub fn check(values: &Value, out: &mut Vec<CniViolation>) {
         for key in dotted.split('.') {
             let Value::Object(map) = node else {
                 // An ancestor is set to something that is not an object.
-                let ancestor = walked.join(".");
-                out.push(CniViolation::new(
-                    values_key(&ancestor),
-                    format!("must be an object: it would replace `{dotted}`, which Ichor owns ({why})"),
-                ));
+                // One finding per ancestor, even when it holds several owned keys.
+                let field = values_key(&walked.join("."));
+                if !out
+                    .iter()
+                    .any(|v| v.field == field && v.message.starts_with(ANCESTOR))
+                {
+                    out.push(CniViolation::new(
+                        field,
+                        format!("{ANCESTOR}: it would replace `{dotted}`, which Ichor owns ({why})"),
+                    ));
+                }
                 break;
             };
             let Some(child) = map.get(key) else { break };

@@ -330,10 +330,18 @@ fn refuses_a_non_object_that_would_replace_an_owned_key() {
     let found = check(json!({ "cgroup": null }));
     assert!(
         found.iter().any(|v| v.field == "spec.cni.cilium.values.cgroup"
-            && v.message.contains("would replace `cgroup.hostRoot`")),
+            && v.message.contains("would replace `cgroup.autoMount.enabled`")),
         "{found:?}"
     );
     let found = check(json!({ "securityContext": { "capabilities": [] } }));
+    let ancestor = found
+        .iter()
+        .filter(|v| v.message.starts_with("must be an object"))
+        .count();
+    assert_eq!(
+        ancestor, 1,
+        "one finding for the two owned keys below it: {found:?}"
+    );
     assert!(
         found.iter().any(
             |v| v.field == "spec.cni.cilium.values.securityContext.capabilities"
@@ -787,6 +795,14 @@ fn validates_a_typical_layer_in_well_under_a_millisecond_once_compiled() {
     println!("validate: {per_call:?} per call");
     // Generous: unoptimised test builds on a shared two-core machine.
     assert!(per_call < std::time::Duration::from_millis(20), "{per_call:?}");
+    // A layer at the key cap, every key but one unknown.
+    let worst: serde_json::Map<String, Value> = (0..1_999).map(|i| (format!("typo{i}"), json!(i))).collect();
+    let worst = spec(json!({ "hubble": Value::Object(worst) }));
+    let start = std::time::Instant::now();
+    assert_eq!(validate(&worst, &CiliumFacts::default()).len(), MAX_VIOLATIONS);
+    let elapsed = start.elapsed();
+    println!("validate, 2,000 keys, 1,999 unknown: {elapsed:?}");
+    assert!(elapsed < std::time::Duration::from_millis(500), "{elapsed:?}");
 }
 
 // --- never panics ---
@@ -896,4 +912,27 @@ cilium:
             "spec.cni.cilium.values.bpf.masquerade"
         ]
     );
+}
+
+#[test]
+fn words_every_kind_of_finding_as_a_sentence_after_its_field() {
+    let cni = with_modes(
+        "disabled",
+        "ipip",
+        json!({
+            "tunnel": "vxlan",
+            "hubble": { "enabeld": true, "Enabled": true },
+            "ipam": { "mode": "cluster-pool" },
+            "cgroup": 1,
+            "gatewayAPI": { "enabled": true, "externalTrafficPolicy": "Whatever",
+                            "secretsNamespace": { "name": "kube-system" } },
+            "l7Proxy": false,
+            "bpf": { "masquerade": true, "monitorTraceIPOption": -1 },
+            "identityManagementMode": "nobody",
+            "operator": { "replicas": "two", "tolerations": [{ "key": 5 }] },
+        }),
+    );
+    let found = validate(&cni, &facts(Some(true), Some(0), Some(false)));
+    let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
+    insta::assert_yaml_snapshot!(shown);
 }

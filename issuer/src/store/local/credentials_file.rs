@@ -18,11 +18,17 @@
 //!   [`MAX_CREDENTIALS_FILE_BYTES`].
 //! - A missing file is an empty store. A file that cannot be parsed is reported as corrupt
 //!   (without its content) and is never overwritten.
+//! - Reads are served from the last parsed document while the file on disk is the same file
+//!   (device, inode, size, modification and change times of the open handle): every write
+//!   replaces the file by `rename`, so any write, by this process or another, gives a new stamp
+//!   and the next read parses the new file. A write of this process also drops the cached
+//!   document, and the compare of a write always parses the file afresh under the lock.
 
 use std::{
     collections::{BTreeMap, HashMap},
-    fs::File,
+    fs::{File, Metadata},
     io::{self, Read},
+    os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
     sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError},
 };
@@ -68,13 +74,42 @@ pub(crate) fn entry_version(entry: Option<&serde_json::Value>) -> String {
     }
 }
 
-/// The paths of the credentials file and its lock, and this process's commit queue.
+/// The paths of the credentials file and its lock, this process's commit queue, and the last
+/// parsed document.
 #[derive(Clone, Debug)]
 pub(crate) struct CredentialsFile {
     dir: PathBuf,
     path: PathBuf,
     lock: PathBuf,
     commits: Arc<Commits>,
+    parsed: Arc<Mutex<Option<Parsed>>>,
+}
+
+/// The last parsed document and the stamp of the file it was parsed from.
+type Parsed = (FileStamp, Arc<Document>);
+
+/// What identifies one version of the file on disk. The file is only ever replaced by `rename`
+/// of a new file, so a new version is a new inode; size and times guard against the reuse of a
+/// freed inode number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    fn of(meta: &Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
 }
 
 /// What a caller asked to change, already serialized and validated.
@@ -143,6 +178,7 @@ impl CredentialsFile {
             path: dir.join(CREDENTIALS_FILE_NAME),
             lock: dir.join(LOCK_FILE_NAME),
             commits: Arc::default(),
+            parsed: Arc::default(),
         }
     }
 
@@ -151,12 +187,42 @@ impl CredentialsFile {
         &self.path
     }
 
-    /// Reads the document without locking (the file is only ever replaced by `rename`).
-    /// `user` names the caller's user in a corruption error.
-    pub(crate) fn read(&self, user: &str) -> Result<Document, StoreError> {
-        let bytes = match read_bounded(&self.path) {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => {
+    /// Reads the document without locking (the file is only ever replaced by `rename`), from the
+    /// cache while the file is unchanged. `user` names the caller's user in a corruption error.
+    pub(crate) fn read(&self, user: &str) -> Result<Arc<Document>, StoreError> {
+        self.load(user, true)
+    }
+
+    /// Parses the file afresh (the compare of a write).
+    fn read_fresh(&self, user: &str) -> Result<Document, StoreError> {
+        let doc = self.load(user, false)?;
+        Ok(Arc::try_unwrap(doc).unwrap_or_else(|shared| Document {
+            generation: shared.generation,
+            entries: shared.entries.clone(),
+        }))
+    }
+
+    fn cached(&self) -> MutexGuard<'_, Option<Parsed>> {
+        self.parsed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn load(&self, user: &str, use_cache: bool) -> Result<Arc<Document>, StoreError> {
+        let mut file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Arc::default()),
+            Err(e) => return Err(self.unavailable("read", &e)),
+        };
+        // The stamp of the open handle describes exactly the bytes read below.
+        let stamp = FileStamp::of(&file.metadata().map_err(|e| self.unavailable("read", &e))?);
+        if use_cache
+            && let Some((cached, doc)) = self.cached().as_ref()
+            && *cached == stamp
+        {
+            return Ok(Arc::clone(doc));
+        }
+        let bytes = match read_bounded(&mut file).map_err(|e| self.unavailable("read", &e))? {
+            Some(bytes) => bytes,
+            None => {
                 return Err(StoreError::Corrupt {
                     user: user.to_owned(),
                     reason: format!(
@@ -165,17 +231,20 @@ impl CredentialsFile {
                     ),
                 });
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Document::default()),
-            Err(e) => return Err(self.unavailable("read", &e)),
         };
-        serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+        let doc: Document = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
             user: user.to_owned(),
             reason: format!(
                 "the credentials file {} is not a valid credentials document: {}",
                 self.path.display(),
                 redact_quoted(&e.to_string())
             ),
-        })
+        })?;
+        let doc = Arc::new(doc);
+        if use_cache {
+            *self.cached() = Some((stamp, Arc::clone(&doc)));
+        }
+        Ok(doc)
     }
 
     /// Applies `edit` to `user`'s entry if that entry is still at version `expected` (see
@@ -237,7 +306,7 @@ impl CredentialsFile {
         let prepared = ensure_private_dir(&self.dir)
             .map_err(|e| self.unavailable("create the directory of", &e))
             .and_then(|()| lock_exclusive(&self.lock).map_err(|e| self.unavailable("lock", &e)))
-            .and_then(|lock| Ok((lock, self.read("")?)));
+            .and_then(|lock| Ok((lock, self.read_fresh("")?)));
         let (_lock, mut doc) = match prepared {
             Ok(prepared) => prepared,
             Err(e) => {
@@ -295,6 +364,8 @@ impl CredentialsFile {
         let mut bytes = serde_json::to_vec_pretty(&doc)
             .map_err(|e| StoreError::Unavailable(format!("cannot serialize the credentials file: {e}")))?;
         bytes.push(b'\n');
+        // Whatever happens next, the cached document may no longer be the file's.
+        *self.cached() = None;
         if bytes.len() > MAX_CREDENTIALS_FILE_BYTES {
             return Err(StoreError::Unavailable(format!(
                 "the credentials file {} would be {} bytes, more than {MAX_CREDENTIALS_FILE_BYTES}; \
@@ -328,10 +399,77 @@ fn for_user(error: &StoreError, user: &str) -> StoreError {
 }
 
 /// The file's bytes, or `None` when it is larger than [`MAX_CREDENTIALS_FILE_BYTES`].
-fn read_bounded(path: &Path) -> io::Result<Option<Vec<u8>>> {
+fn read_bounded(file: &mut File) -> io::Result<Option<Vec<u8>>> {
     let mut bytes = Vec::new();
-    File::open(path)?
+    file.by_ref()
         .take(MAX_CREDENTIALS_FILE_BYTES as u64 + 1)
         .read_to_end(&mut bytes)?;
     Ok((bytes.len() <= MAX_CREDENTIALS_FILE_BYTES).then_some(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn entry(n: u64) -> serde_json::Value {
+        serde_json::json!({"n": n})
+    }
+
+    #[test]
+    fn an_unchanged_file_is_parsed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = CredentialsFile::new(dir.path());
+        file.write("alice", ABSENT_VERSION, Edit::Put(entry(1))).unwrap();
+        let first = file.read("alice").unwrap();
+        let second = file.read("alice").unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &second),
+            "the second read should come from the cache"
+        );
+        assert_eq!(second.entries.get("alice"), Some(&entry(1)));
+    }
+
+    #[test]
+    fn a_write_by_another_process_is_seen_by_the_next_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = CredentialsFile::new(dir.path());
+        // A second handle has its own queue and cache, as another process would.
+        let theirs = CredentialsFile::new(dir.path());
+        let v1 = ours.write("alice", ABSENT_VERSION, Edit::Put(entry(1))).unwrap();
+        assert_eq!(ours.read("alice").unwrap().entries.get("alice"), Some(&entry(1)));
+        theirs.write("alice", &v1, Edit::Put(entry(2))).unwrap();
+        assert_eq!(ours.read("alice").unwrap().entries.get("alice"), Some(&entry(2)));
+        theirs.write("bob", ABSENT_VERSION, Edit::Put(entry(3))).unwrap();
+        let doc = ours.read("alice").unwrap();
+        assert_eq!(doc.entries.get("bob"), Some(&entry(3)));
+        assert_eq!(doc.generation, 3);
+    }
+
+    #[test]
+    fn our_own_write_is_seen_by_the_next_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = CredentialsFile::new(dir.path());
+        let v1 = file.write("alice", ABSENT_VERSION, Edit::Put(entry(1))).unwrap();
+        assert_eq!(file.read("alice").unwrap().entries.get("alice"), Some(&entry(1)));
+        file.write("alice", &v1, Edit::Remove).unwrap();
+        assert!(!file.read("alice").unwrap().entries.contains_key("alice"));
+    }
+
+    #[test]
+    fn a_stale_cache_never_hides_a_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = CredentialsFile::new(dir.path());
+        let theirs = CredentialsFile::new(dir.path());
+        let v1 = ours.write("alice", ABSENT_VERSION, Edit::Put(entry(1))).unwrap();
+        let _cached = ours.read("alice").unwrap();
+        theirs.write("alice", &v1, Edit::Put(entry(2))).unwrap();
+        // The version we computed from the old entry no longer matches the file.
+        let err = ours.write("alice", &v1, Edit::Put(entry(9))).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Conflict(ref u) if u == "alice"),
+            "{err:?}"
+        );
+    }
 }

@@ -1,0 +1,136 @@
+//! Watch events → graph events. One [`WatchState`] per watcher keeps the keys (and
+//! resourceVersions) that watcher delivered, so a re-list after a disconnect ends with a
+//! `Deleted` for every object that vanished meanwhile, and an object re-listed unchanged is not
+//! folded (nor journaled) again.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ichor_graph::{Event, Object, ObjectKey};
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher;
+use serde_json::Value;
+
+/// A watched object as the graph sees it: kind from the watched resource, namespace (empty for
+/// cluster-scoped objects), name and resourceVersion from its metadata, and its JSON with
+/// `apiVersion`/`kind` filled in (list items come without them) and `metadata.managedFields`
+/// left out (bookkeeping of the API server, large, and read by no node). `None` for an object
+/// without a name.
+pub fn to_object(resource: &ApiResource, object: &DynamicObject) -> Option<Object> {
+    let name = object.metadata.name.clone().filter(|n| !n.is_empty())?;
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let mut value = serde_json::to_value(object).ok()?;
+    let map = value.as_object_mut()?;
+    map.insert(
+        "apiVersion".to_owned(),
+        Value::String(resource.api_version.clone()),
+    );
+    map.insert("kind".to_owned(), Value::String(resource.kind.clone()));
+    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    Some(Object {
+        kind: resource.kind.clone(),
+        namespace,
+        name,
+        resource_version: object.metadata.resource_version.clone(),
+        value,
+    })
+}
+
+/// The key of a watched object (`None` without a name).
+pub fn to_key(resource: &ApiResource, object: &DynamicObject) -> Option<ObjectKey> {
+    let name = object.metadata.name.clone().filter(|n| !n.is_empty())?;
+    Some(ObjectKey::new(
+        resource.kind.clone(),
+        object.metadata.namespace.clone().unwrap_or_default(),
+        name,
+    ))
+}
+
+/// What one watcher delivered so far.
+#[derive(Debug, Clone)]
+pub struct WatchState {
+    resource: ApiResource,
+    /// Every key delivered and not deleted, with its last resourceVersion.
+    known: BTreeMap<ObjectKey, Option<String>>,
+    /// The keys listed since the current (re-)list began.
+    listing: Option<BTreeSet<ObjectKey>>,
+    synced: bool,
+}
+
+impl WatchState {
+    /// A watcher of `resource` that delivered nothing yet.
+    pub fn new(resource: ApiResource) -> Self {
+        WatchState {
+            resource,
+            known: BTreeMap::new(),
+            listing: None,
+            synced: false,
+        }
+    }
+
+    /// Whether the first list completed (`InitDone` seen once).
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// The watched resource.
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    fn applied(&mut self, object: &DynamicObject, out: &mut Vec<Event>) {
+        let Some(object) = to_object(&self.resource, object) else {
+            return;
+        };
+        let key = object.key();
+        if let Some(listing) = &mut self.listing {
+            listing.insert(key.clone());
+        }
+        let unchanged = object.resource_version.is_some()
+            && self
+                .known
+                .get(&key)
+                .is_some_and(|rv| *rv == object.resource_version);
+        if unchanged {
+            return;
+        }
+        self.known.insert(key, object.resource_version.clone());
+        out.push(Event::Applied(object));
+    }
+
+    /// The graph events of one watch event: `Apply`/`InitApply` → `Applied` (skipped when the
+    /// resourceVersion is the one already delivered), `Delete` → `Deleted`, `InitDone` →
+    /// `Deleted` for every key delivered before the re-list and not listed in it.
+    pub fn on_event(&mut self, event: watcher::Event<DynamicObject>) -> Vec<Event> {
+        let mut out = Vec::new();
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => self.applied(&o, &mut out),
+            watcher::Event::Delete(o) => {
+                if let Some(key) = to_key(&self.resource, &o) {
+                    if let Some(listing) = &mut self.listing {
+                        listing.remove(&key);
+                    }
+                    self.known.remove(&key);
+                    out.push(Event::Deleted(key));
+                }
+            }
+            watcher::Event::Init => self.listing = Some(BTreeSet::new()),
+            watcher::Event::InitDone => {
+                let listed = self.listing.take().unwrap_or_default();
+                let gone: Vec<ObjectKey> = self
+                    .known
+                    .keys()
+                    .filter(|k| !listed.contains(*k))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    self.known.remove(&key);
+                    out.push(Event::Deleted(key));
+                }
+                self.synced = true;
+            }
+        }
+        out
+    }
+}

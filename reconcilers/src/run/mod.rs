@@ -1,0 +1,406 @@
+//! `ichor-controller run`: the in-cluster loop.
+//!
+//! ```text
+//! watchers (one per input) ─► mpsc ─► Loop::ingest (journal, fold)
+//!                                        │ Tick(now) at the graph's next deadline, resync every 10 min
+//!                                        ▼
+//!                                 Loop::settle: decide ─► Apply (leader only) ─► absorb ─► …
+//! Lease election ─► LeaderFlag (lapses at its renew deadline by itself)
+//! axum on --metrics-listen: /metrics /healthz /readyz
+//! ```
+//!
+//! - [`core`]: the loop core without a cluster ([`Loop`], [`Apply`], [`ApplyReport`]);
+//! - [`convert`]: watch events → graph events, re-lists included;
+//! - [`watch`]: the watchers of the inputs;
+//! - [`leader`]: Lease election;
+//! - [`metrics`]: Prometheus metrics and the plain-HTTP endpoints;
+//! - [`journal`]: the `--journal FILE` writer (Secret data redacted), resumed across restarts.
+
+pub mod convert;
+pub mod core;
+pub mod journal;
+pub mod leader;
+pub mod metrics;
+pub mod watch;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ichor_renderers::trust::NAMESPACE;
+use jiff::Timestamp;
+use kube::Client;
+use tokio::sync::{mpsc, watch as signal};
+
+pub use self::core::{Apply, ApplyReport, CycleReport, DryRun, Journal, Loop, MAX_ROUNDS};
+use self::leader::{Elector, LeaderFlag, LeaseConfig};
+use self::metrics::{Health, Metrics};
+use self::watch::{Batch, SyncState};
+use crate::identity::Controller;
+
+/// The log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line (for log collectors).
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  # In a pod (the Helm chart sets every other flag through ICHOR_CONTROLLER_* variables):
+  ichor-controller run --leader-elect --webhook-port 9443
+
+  # One replica against the current kubeconfig, logging decisions without applying them:
+  ichor-controller run --leader-elect=false --dry-run --log-format text --journal /tmp/ichor.journal
+
+  # Then look at what it decided, offline:
+  ichor-controller replay /tmp/ichor.journal";
+
+/// The flags of `ichor-controller run`; each can also be set by its environment variable.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct RunArgs {
+    /// Elect one leader on a Lease; only the leader applies (`--leader-elect=false`: a single
+    /// replica, development).
+    #[arg(long, env = "ICHOR_CONTROLLER_LEADER_ELECT", default_value_t = true,
+        num_args = 0..=1, require_equals = true, default_missing_value = "true",
+        action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// This replica's identity in the Lease (the pod name). Required with --leader-elect.
+    #[arg(long, env = "ICHOR_CONTROLLER_POD_NAME")]
+    pub pod_name: Option<String>,
+    /// The namespace of every input and owned object (Ichor installs into ichor-system only).
+    #[arg(long, env = "ICHOR_CONTROLLER_NAMESPACE", default_value = NAMESPACE)]
+    pub namespace: String,
+    /// The Lease of the leader election.
+    #[arg(long, env = "ICHOR_CONTROLLER_LEASE_NAME", default_value = "ichor-controller")]
+    pub lease_name: String,
+    /// The HTTPS port of the admission webhooks (served by every replica).
+    #[arg(long, env = "ICHOR_CONTROLLER_WEBHOOK_PORT", default_value_t = 9443)]
+    pub webhook_port: u16,
+    /// The directory of the webhook serving certificate (`tls.crt`, `tls.key`), reloaded on change.
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_WEBHOOK_CERT_DIR",
+        default_value = "/var/run/ichor/webhook-tls"
+    )]
+    pub webhook_cert_dir: PathBuf,
+    /// The ValidatingWebhookConfiguration whose caBundle the controller keeps.
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_WEBHOOK_CONFIGURATION",
+        default_value = "ichor-identity"
+    )]
+    pub webhook_configuration: String,
+    /// The Service in front of the webhooks (the DNS names of their serving certificate).
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_WEBHOOK_SERVICE",
+        default_value = "ichor-controller-webhook"
+    )]
+    pub webhook_service: String,
+    /// Where /metrics, /healthz and /readyz are served (plain HTTP).
+    #[arg(long, env = "ICHOR_CONTROLLER_METRICS_LISTEN", default_value = "0.0.0.0:8080")]
+    pub metrics_listen: SocketAddr,
+    /// The label selector of the issuer Service (its ClusterIP goes into the Ichor leaf).
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_ISSUER_SERVICE_SELECTOR",
+        default_value = "app.kubernetes.io/component=issuer"
+    )]
+    pub issuer_service_selector: String,
+    /// Log line format.
+    #[arg(long, env = "ICHOR_CONTROLLER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+    /// Also write every event to this journal (JSON lines, Secret data redacted to sha256),
+    /// continued across restarts; `ichor-controller replay FILE` prints its decisions.
+    #[arg(long, env = "ICHOR_CONTROLLER_JOURNAL")]
+    pub journal: Option<PathBuf>,
+    /// Seconds between full resyncs (every desired object diffed against the World).
+    #[arg(long, env = "ICHOR_CONTROLLER_RESYNC_SECONDS", default_value_t = 600,
+        value_parser = clap::value_parser!(u64).range(10..))]
+    pub resync_seconds: u64,
+    /// Decide and log, but apply nothing.
+    #[arg(long, env = "ICHOR_CONTROLLER_DRY_RUN")]
+    pub dry_run: bool,
+}
+
+/// Why `run` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The namespace flag names another namespace.
+    #[error(
+        "--namespace (ICHOR_CONTROLLER_NAMESPACE) is {0:?}, but Ichor runs in {NAMESPACE} only (its object names are a contract)"
+    )]
+    Namespace(String),
+    /// Leader election without an identity.
+    #[error(
+        "--leader-elect needs --pod-name (ICHOR_CONTROLLER_POD_NAME, the pod's metadata.name); use --leader-elect=false for a single replica"
+    )]
+    NoPodName,
+    /// No Kubernetes client configuration.
+    #[error("no Kubernetes client configuration (in-cluster service account or kubeconfig): {0}")]
+    Client(kube::Error),
+    /// The metrics listener could not bind.
+    #[error("--metrics-listen {addr}: cannot listen: {error}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The operating system's reason.
+        error: std::io::Error,
+    },
+    /// The journal could not be opened.
+    #[error(transparent)]
+    Journal(#[from] journal::OpenError),
+    /// The identity graph did not build (a bug).
+    #[error("the identity graph did not build: {0}")]
+    Graph(#[from] ichor_graph::BuildError),
+    /// The async runtime could not start.
+    #[error("the async runtime did not start: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Starts logging in `format` (level from `RUST_LOG`, default `info`).
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+/// The channels and shared state [`drive`] runs on.
+pub struct Driver {
+    /// The watchers' batches.
+    pub rx: mpsc::Receiver<Batch>,
+    /// The watchers' first lists.
+    pub sync: Arc<SyncState>,
+    /// Leadership.
+    pub leader: Arc<LeaderFlag>,
+    /// Readiness.
+    pub health: Arc<Health>,
+    /// Turns true on SIGTERM / Ctrl-C.
+    pub shutdown: signal::Receiver<bool>,
+    /// Time between full resyncs.
+    pub resync_every: Duration,
+}
+
+/// How long from `now` until `deadline` (zero when past), plus 5 ms so the Tick lands after it.
+fn until(deadline: Timestamp, now: Timestamp) -> Duration {
+    let left = Duration::try_from(deadline.duration_since(now)).unwrap_or_default();
+    left + Duration::from_millis(5)
+}
+
+/// The loop: folds batches (draining what is queued), marks readiness once every watcher
+/// synced, and runs a [`Loop::settle`] cycle on every wake-up — a batch, a watcher's first
+/// list, a change of leadership, the graph's next deadline, a retry after applier problems, or
+/// the periodic resync. A cycle of the leader is abandoned as soon as the lease is lost. Ends
+/// on shutdown or when every watcher is gone.
+pub async fn drive<A: Apply + ?Sized>(lp: &mut Loop, applier: &mut A, mut d: Driver) {
+    let mut leader_rx = d.leader.subscribe();
+    let mut next_resync = Instant::now() + d.resync_every;
+    let mut retry_at: Option<Instant> = None;
+    loop {
+        let mut wake = next_resync;
+        if let Some(deadline) = lp.next_deadline() {
+            wake = wake.min(Instant::now() + until(deadline, Timestamp::now()));
+        }
+        if let Some(r) = retry_at {
+            wake = wake.min(r);
+        }
+        tokio::select! {
+            batch = d.rx.recv() => match batch {
+                None => break,
+                Some(first) => {
+                    let mut events = first.events;
+                    while let Ok(more) = d.rx.try_recv() {
+                        events.extend(more.events);
+                    }
+                    lp.ingest(events);
+                }
+            },
+            _ = d.sync.changed() => {}
+            _ = leader_rx.changed() => {}
+            _ = tokio::time::sleep_until(wake.into()) => {}
+            _ = d.shutdown.changed() => {}
+        }
+        if *d.shutdown.borrow() {
+            break;
+        }
+        if !d.health.is_ready() && d.sync.all() {
+            lp.set_synced();
+            d.health.set_ready();
+        }
+        if Instant::now() >= next_resync {
+            lp.resync();
+            next_resync = Instant::now() + d.resync_every;
+        }
+        lp.set_leader(d.leader.is_leader());
+        let leading = lp.is_leader();
+        let flag = d.leader.clone();
+        let still_leader = move || flag.is_leader();
+        let now = Timestamp::now();
+        let report = if leading {
+            tokio::select! {
+                report = lp.settle(applier, now, &still_leader) => Some(report),
+                _ = leader_rx.wait_for(|v| !*v) => None,
+            }
+        } else {
+            Some(lp.settle(applier, now, &still_leader).await)
+        };
+        match report {
+            Some(report) => {
+                retry_at = lp.retry_delay().map(|delay| Instant::now() + delay);
+                if !report.actions.is_empty() || !report.problems.is_empty() {
+                    tracing::info!(
+                        rounds = report.rounds,
+                        actions = report.actions.len(),
+                        problems = report.problems.len(),
+                        settled = report.settled,
+                        "cycle"
+                    );
+                }
+            }
+            None => {
+                lp.set_leader(false);
+                lp.resync();
+                tracing::warn!("lease lost during a cycle: applying stopped mid-cycle");
+            }
+        }
+    }
+}
+
+async fn shutdown_signal(tx: signal::Sender<bool>) {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    tracing::info!("shutting down");
+    let _ = tx.send(true);
+}
+
+/// Runs the controller until SIGTERM, applying with the applier `make_applier` builds.
+///
+/// # Errors
+/// [`RunError`]: bad flags, no client configuration, the metrics port taken, the journal.
+pub async fn run<A, F>(args: RunArgs, make_applier: F) -> Result<(), RunError>
+where
+    A: Apply,
+    F: FnOnce(Client) -> A,
+{
+    if args.namespace != NAMESPACE {
+        return Err(RunError::Namespace(args.namespace));
+    }
+    let identity = match (&args.pod_name, args.leader_elect) {
+        (Some(p), _) if !p.is_empty() => p.clone(),
+        (_, true) => return Err(RunError::NoPodName),
+        _ => "ichor-controller".to_owned(),
+    };
+    let client = Client::try_default().await.map_err(RunError::Client)?;
+    let (shutdown_tx, shutdown_rx) = signal::channel(false);
+    tokio::spawn(shutdown_signal(shutdown_tx));
+
+    let (metrics, registry) = Metrics::new();
+    let health = Arc::new(Health::default());
+    let listener = tokio::net::TcpListener::bind(args.metrics_listen)
+        .await
+        .map_err(|error| RunError::Listen {
+            addr: args.metrics_listen,
+            error,
+        })?;
+    let ops = metrics::router(Arc::new(registry), health.clone());
+    let mut ops_shutdown = shutdown_rx.clone();
+    tokio::spawn(async move {
+        let serve = axum::serve(listener, ops).with_graceful_shutdown(async move {
+            let _ = ops_shutdown.wait_for(|v| *v).await;
+        });
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "the metrics server stopped");
+        }
+    });
+
+    // ─── LEAD: start the admission webhooks here, on every replica (leader or not): ───
+    //   reconcilers::admission::serve(
+    //       SocketAddr::from(([0, 0, 0, 0], args.webhook_port)), &args.webhook_cert_dir,
+    //       <state>, shutdown_rx.clone())
+    // (--webhook-port, --webhook-cert-dir; --webhook-configuration and --webhook-service name the
+    // caBundle's ValidatingWebhookConfiguration and the serving certificate's DNS names.)
+    tracing::info!(
+        webhook_port = args.webhook_port,
+        webhook_cert_dir = %args.webhook_cert_dir.display(),
+        webhook_configuration = %args.webhook_configuration,
+        webhook_service = %args.webhook_service,
+        "admission webhooks: not started by this build"
+    );
+
+    let (leader, election) = if args.leader_elect {
+        let flag = LeaderFlag::elected();
+        let config = LeaseConfig::new(&args.namespace, &args.lease_name, &identity);
+        let elector = Elector::new(client.clone(), config);
+        let task = tokio::spawn(leader::run(elector, flag.clone(), shutdown_rx.clone()));
+        (flag, Some(task))
+    } else {
+        (LeaderFlag::always(), None)
+    };
+
+    let sources = watch::sources(&args.issuer_service_selector);
+    let sync = Arc::new(SyncState::new(sources.len()));
+    let (tx, rx) = mpsc::channel(1024);
+    let watchers = watch::spawn(&client, &args.namespace, sources, tx, sync.clone());
+
+    let journal = args.journal.as_deref().map(journal::open).transpose()?;
+    let mut lp = Loop::new(Controller::new()?, journal, metrics);
+    let mut applier = make_applier(client);
+    tracing::info!(identity = %identity, leader_elect = args.leader_elect, dry_run = args.dry_run, "started");
+    let driver = Driver {
+        rx,
+        sync,
+        leader,
+        health,
+        shutdown: shutdown_rx,
+        resync_every: Duration::from_secs(args.resync_seconds),
+    };
+    drive(&mut lp, &mut applier, driver).await;
+    for w in watchers {
+        w.abort();
+    }
+    drop(lp.take_journal());
+    // The election task releases the Lease on shutdown, so a standby takes over at once.
+    if let Some(task) = election
+        && tokio::time::timeout(Duration::from_secs(5), task).await.is_err()
+    {
+        tracing::warn!("the Lease was not released within 5 s; it expires by itself");
+    }
+    Ok(())
+}
+
+/// `ichor-controller run`: starts logging and the runtime, and runs. The applier is chosen here.
+///
+/// # Errors
+/// See [`run`].
+pub fn main(args: RunArgs) -> Result<(), RunError> {
+    init_logging(args.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    if !args.dry_run {
+        // LEAD: when `reconcilers::apply` is merged, pass `|client| KubeApplier::new(client)` here
+        // unless --dry-run; this build only logs its decisions.
+        tracing::warn!("this build has no Kubernetes applier: decisions are logged, not applied");
+    }
+    runtime.block_on(run(args, |_client| DryRun))
+}

@@ -1,0 +1,228 @@
+//! The watchers: one kube-runtime `watcher` per input, each converting its events with a
+//! [`WatchState`] and sending them, one batch per watch event, into one channel.
+//!
+//! The RBAC of the chart grants the Secrets and the ConfigMap only by name, so each owned Secret
+//! and the trust ConfigMap has its own watcher with the field selector `metadata.name=<name>`.
+//! The inputs (IchorUser, TalosCluster, TalosMachine, TalosOperation) and the issuer Service
+//! (by label selector) are watched in the controller's namespace; IchorInstallation is
+//! cluster-scoped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt as _;
+use ichor_graph::Event;
+use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
+use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::convert::WatchState;
+
+/// The webhook serving certificate's Secret (issued by the controller from the Ichor CA).
+pub const WEBHOOK_TLS_SECRET: &str = "ichor-webhook-tls";
+/// The API group and version of the Ichor kinds.
+pub const ICHOR_GROUP: &str = "ichor.maesh.dev";
+/// The version of the Ichor kinds.
+pub const ICHOR_VERSION: &str = "v1alpha1";
+
+/// One watched input.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// A name for logs (`Secret ichor-oidc-tls`, `IchorUser`, …).
+    pub label: String,
+    /// The resource.
+    pub resource: ApiResource,
+    /// Watched in the controller's namespace (else cluster-wide).
+    pub namespaced: bool,
+    /// Selectors.
+    pub config: watcher::Config,
+    /// A source whose list is refused (403, 404: RBAC or CRD missing) counts as synced and
+    /// empty instead of holding readiness back; it is retried with backoff all the same.
+    pub optional: bool,
+}
+
+fn ichor(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(ICHOR_GROUP, ICHOR_VERSION, kind))
+}
+
+/// Every input of the identity graph, for a controller in one namespace that finds the issuer
+/// Service by `issuer_selector`.
+pub fn sources(issuer_selector: &str) -> Vec<Source> {
+    let mut out = Vec::new();
+    for kind in ["IchorUser", "TalosCluster", "TalosMachine", "TalosOperation"] {
+        out.push(Source {
+            label: kind.to_owned(),
+            resource: ichor(kind),
+            namespaced: true,
+            config: watcher::Config::default(),
+            optional: false,
+        });
+    }
+    // Cluster-scoped; the graph falls back to default settings without one, so a cluster whose
+    // RBAC does not grant it still runs.
+    out.push(Source {
+        label: "IchorInstallation".to_owned(),
+        resource: ichor("IchorInstallation"),
+        namespaced: false,
+        config: watcher::Config::default(),
+        optional: true,
+    });
+    out.push(Source {
+        label: format!("Service {issuer_selector}"),
+        resource: ApiResource::erase::<Service>(&()),
+        namespaced: true,
+        config: watcher::Config::default().labels(issuer_selector),
+        optional: false,
+    });
+    for name in [
+        SIGNING_SECRET,
+        CA_SECRET,
+        TLS_SECRET,
+        WEBHOOK_TLS_SECRET,
+        CREDENTIALS_SECRET_NAME,
+    ] {
+        out.push(Source {
+            label: format!("Secret {name}"),
+            resource: ApiResource::erase::<Secret>(&()),
+            namespaced: true,
+            config: watcher::Config::default().fields(&format!("metadata.name={name}")),
+            optional: false,
+        });
+    }
+    out.push(Source {
+        label: format!("ConfigMap {TRUST_CONFIGMAP}"),
+        resource: ApiResource::erase::<ConfigMap>(&()),
+        namespaced: true,
+        config: watcher::Config::default().fields(&format!("metadata.name={TRUST_CONFIGMAP}")),
+        optional: false,
+    });
+    out
+}
+
+/// One batch from one watcher.
+#[derive(Debug)]
+pub struct Batch {
+    /// The source's label.
+    pub source: String,
+    /// The graph events.
+    pub events: Vec<Event>,
+}
+
+/// Which watchers completed their first list.
+#[derive(Debug)]
+pub struct SyncState {
+    synced: Vec<AtomicBool>,
+    notify: tokio::sync::Notify,
+}
+
+impl SyncState {
+    /// `n` watchers, none synced.
+    pub fn new(n: usize) -> Self {
+        SyncState {
+            synced: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            notify: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Marks watcher `i` synced.
+    pub fn mark(&self, i: usize) {
+        if let Some(flag) = self.synced.get(i)
+            && !flag.swap(true, Ordering::AcqRel)
+        {
+            self.notify.notify_waiters();
+            self.notify.notify_one();
+        }
+    }
+
+    /// Whether every watcher is synced.
+    pub fn all(&self) -> bool {
+        self.synced.iter().all(|f| f.load(Ordering::Acquire))
+    }
+
+    /// Waits until some watcher becomes synced.
+    pub async fn changed(&self) {
+        self.notify.notified().await;
+    }
+}
+
+/// The HTTP status of an API refusal inside a watcher error.
+fn refusal_code(e: &watcher::Error) -> Option<u16> {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.code),
+        watcher::Error::WatchError(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Starts one task per source; their batches arrive on `tx`, their first lists mark `sync`.
+/// The tasks end when `tx` is closed.
+pub fn spawn(
+    client: &Client,
+    namespace: &str,
+    sources: Vec<Source>,
+    tx: mpsc::Sender<Batch>,
+    sync: Arc<SyncState>,
+) -> Vec<JoinHandle<()>> {
+    sources
+        .into_iter()
+        .enumerate()
+        .map(|(i, source)| {
+            let api: Api<DynamicObject> = if source.namespaced {
+                Api::namespaced_with(client.clone(), namespace, &source.resource)
+            } else {
+                Api::all_with(client.clone(), &source.resource)
+            };
+            let tx = tx.clone();
+            let sync = sync.clone();
+            tokio::spawn(async move {
+                let mut state = WatchState::new(source.resource.clone());
+                let mut refused_logged = false;
+                let mut stream = watcher::watcher(api, source.config.clone())
+                    .default_backoff()
+                    .boxed();
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(event) => {
+                            let events = state.on_event(event);
+                            if !events.is_empty() {
+                                let batch = Batch {
+                                    source: source.label.clone(),
+                                    events,
+                                };
+                                if tx.send(batch).await.is_err() {
+                                    return;
+                                }
+                            }
+                            if state.is_synced() {
+                                sync.mark(i);
+                            }
+                        }
+                        Err(e) => {
+                            let code = refusal_code(&e);
+                            if source.optional && matches!(code, Some(403 | 404)) {
+                                if !std::mem::replace(&mut refused_logged, true) {
+                                    tracing::warn!(source = %source.label, error = %e,
+                                        "optional input refused; treated as empty (retried quietly)");
+                                }
+                                sync.mark(i);
+                            } else {
+                                tracing::warn!(source = %source.label, error = %e, "watch failed; retrying");
+                            }
+                        }
+                    }
+                    if tx.is_closed() {
+                        return;
+                    }
+                }
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,1107 @@
+//! The Kubernetes applier against a kube client whose HTTP side is scripted (tower-test): every
+//! request is checked (method, path, query, content type, body) and answered with the JSON a
+//! real API server sends, including 409 conflicts, 404s and retries.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use http::{Request, Response};
+use ichor_graph::{Action, Cause, EffectRequest, Event, Object, ObjectKey, Reason, World};
+use ichor_reconcilers::apply::webhook::{
+    BundleAction, CertDecision, CertificateAction, decide_webhook_cert, ensure_webhook_cert, webhook_sans,
+};
+use ichor_reconcilers::apply::{KubeApplier, RetryPolicy};
+use ichor_reconcilers::identity::effects::{
+    GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest, SanName,
+};
+use ichor_reconcilers::perform::{self, IssuedPair, KeyMaterial};
+use ichor_renderers::trust::keys::KeysDocument;
+use ichor_renderers::trust::tls::{CA_COMMON_NAME, CertFacts, San};
+use jiff::Timestamp;
+use kube::client::Body;
+use serde_json::{Value, json};
+use tower_test::mock::{self, Handle, SendResponse};
+
+type Mock = Handle<Request<Body>, Response<Body>>;
+type Reply = SendResponse<Response<Body>>;
+
+const NS: &str = "ichor-system";
+const NOW: &str = "2026-11-29T12:00:00Z";
+
+fn now() -> Timestamp {
+    NOW.parse().unwrap()
+}
+
+fn client() -> (kube::Client, Mock) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    (kube::Client::new(service, NS), handle)
+}
+
+/// Fixed key material (no RSA generation in these tests).
+struct Fixed;
+
+impl KeyMaterial for Fixed {
+    fn rsa_pkcs8_pem(&mut self) -> Result<String, String> {
+        Ok(ichor_reconcilers::sim::TEST_RSA_PEM.to_owned())
+    }
+    fn hmac_secret(&mut self) -> Result<[u8; 32], String> {
+        Ok([42; 32])
+    }
+}
+
+fn applier(client: kube::Client) -> KubeApplier {
+    KubeApplier::new(client, NS, Box::new(Fixed))
+        .with_retry(RetryPolicy {
+            attempts: 5,
+            backoff: Duration::from_millis(1),
+        })
+        .with_clock(now)
+}
+
+/// One request as the API server would see it.
+#[derive(Debug)]
+struct Seen {
+    method: String,
+    path: String,
+    query: BTreeMap<String, String>,
+    content_type: Option<String>,
+    body: Value,
+}
+
+async fn next(handle: &mut Mock) -> (Seen, Reply) {
+    let (request, reply) = tokio::time::timeout(Duration::from_secs(10), handle.next_request())
+        .await
+        .expect("a request within 10 s")
+        .expect("a request, not the end of the client");
+    let (parts, body) = request.into_parts();
+    let bytes = body.collect_bytes().await.unwrap();
+    let query = parts
+        .uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (k.to_owned(), v.to_owned())
+        })
+        .collect();
+    let seen = Seen {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_owned(),
+        query,
+        content_type: parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_owned()),
+        body: if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        },
+    };
+    (seen, reply)
+}
+
+fn reply(send: Reply, code: u16, body: &Value) {
+    send.send_response(
+        Response::builder()
+            .status(code)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(body).unwrap()))
+            .unwrap(),
+    );
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code})
+}
+
+fn conflict(what: &str) -> Value {
+    status(
+        409,
+        "Conflict",
+        &format!(
+            "Operation cannot be fulfilled on {what}: the object has been modified; please apply your changes to the latest version and try again"
+        ),
+    )
+}
+
+/// Asserts the client sends nothing more: the applier (and every client clone) must be dropped.
+async fn assert_no_more_requests(mut handle: Mock) {
+    let more = tokio::time::timeout(Duration::from_secs(10), handle.next_request())
+        .await
+        .expect("the client ends within 10 s");
+    assert!(
+        more.is_none(),
+        "an unexpected request: {:?}",
+        more.map(|(r, _)| r.uri().clone())
+    );
+}
+
+fn ssa_query(seen: &Seen) {
+    assert_eq!(
+        seen.query.get("fieldManager").map(String::as_str),
+        Some("ichor-controller"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.query.get("force").map(String::as_str),
+        Some("true"),
+        "{seen:?}"
+    );
+    assert_eq!(seen.content_type.as_deref(), Some("application/apply-patch+yaml"));
+}
+
+fn reason() -> Reason {
+    Reason {
+        node: Some("test".into()),
+        instance: None,
+        cause: Cause::Initial,
+    }
+}
+
+fn observed(kind: &str, name: &str, rv: &str, value: Value) -> Object {
+    let mut o = Object::new(kind, NS, name, value);
+    o.resource_version = Some(rv.into());
+    o
+}
+
+fn world(objects: Vec<Object>) -> World {
+    let mut w = World::new();
+    for o in objects {
+        w.apply(Event::Applied(o));
+    }
+    w
+}
+
+fn trust_configmap() -> Object {
+    Object::new(
+        "ConfigMap",
+        NS,
+        "ichor-oidc-trust",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "ichor-oidc-trust", "namespace": NS,
+                "labels": {"identity.ichor.maesh.dev/owner": "ichor-controller"}},
+            "data": {"discoveryURL": "https://10.96.0.10:8444", "ca.crt": "PEM"}}),
+    )
+}
+
+fn served_configmap(rv: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "ichor-oidc-trust", "namespace": NS, "resourceVersion": rv,
+            "uid": "0b6c", "labels": {"identity.ichor.maesh.dev/owner": "ichor-controller"},
+            "managedFields": [{"manager": "ichor-controller", "operation": "Apply"}]},
+        "data": {"discoveryURL": "https://10.96.0.10:8444", "ca.crt": "PEM"}})
+}
+
+#[tokio::test]
+async fn an_owned_configmap_is_server_side_applied_with_the_controller_field_manager_and_force() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.method, "PATCH");
+        assert_eq!(
+            seen.path,
+            "/api/v1/namespaces/ichor-system/configmaps/ichor-oidc-trust"
+        );
+        ssa_query(&seen);
+        assert_eq!(seen.body, trust_configmap().value);
+        reply(send, 200, &served_configmap("101"));
+        handle
+    });
+    let mut a = applier(client);
+    let action = Action::Apply {
+        object: trust_configmap(),
+        reason: reason(),
+    };
+    let report = a.apply(&World::new(), std::slice::from_ref(&action)).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.applied, [action.to_string()]);
+    let [Event::Applied(o)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(o.resource_version.as_deref(), Some("101"));
+    assert_eq!(
+        o.value["metadata"].get("managedFields"),
+        None,
+        "bookkeeping is not folded"
+    );
+}
+
+#[tokio::test]
+async fn an_apply_conflict_is_retried_and_then_succeeds() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        ssa_query(&seen);
+        reply(send, 409, &conflict("configmaps \"ichor-oidc-trust\""));
+        let (again, send) = next(&mut handle).await;
+        assert_eq!((again.method.as_str(), again.body == seen.body), ("PATCH", true));
+        reply(send, 200, &served_configmap("102"));
+        handle
+    });
+    let mut a = applier(client);
+    let action = Action::Apply {
+        object: trust_configmap(),
+        reason: reason(),
+    };
+    let report = a.apply(&World::new(), &[action]).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.events.len(), 1);
+}
+
+fn user(rv: &str, conditions: Value) -> Value {
+    json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+        "metadata": {"name": "admin", "namespace": NS, "resourceVersion": rv, "generation": 1},
+        "spec": {"roles": ["admin"], "displayName": "Admin"},
+        "status": {"conditions": conditions}})
+}
+
+fn cond(type_: &str, status: &str, reason: &str, time: Option<&str>) -> Value {
+    let mut c = json!({"type": type_, "status": status, "reason": reason, "message": "m"});
+    if let Some(t) = time {
+        c["lastTransitionTime"] = json!(t);
+    }
+    c
+}
+
+fn status_path() -> &'static str {
+    "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/admin/status"
+}
+
+#[tokio::test]
+async fn an_ichoruser_status_goes_to_the_status_subresource_and_never_touches_spec() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.method, "PATCH");
+        assert_eq!(seen.path, status_path());
+        ssa_query(&seen);
+        assert_eq!(
+            seen.body,
+            json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+                "metadata": {"name": "admin", "namespace": NS, "resourceVersion": "5"},
+                "status": {"conditions": [cond("Ready", "True", "Ready", Some(NOW))]}}),
+            "the observed resourceVersion conditions the write; the applier stamps the time; no spec"
+        );
+        reply(
+            send,
+            200,
+            &user("6", json!([cond("Ready", "True", "Ready", Some(NOW))])),
+        );
+        handle
+    });
+    let w = world(vec![observed("IchorUser", "admin", "5", user("5", json!([])))]);
+    let mut a = applier(client);
+    let desired = Object::new(
+        "IchorUser",
+        NS,
+        "admin",
+        json!({"status": {"conditions": [cond("Ready", "True", "Ready", None)]}}),
+    );
+    let report = a
+        .apply(
+            &w,
+            &[Action::Apply {
+                object: desired,
+                reason: reason(),
+            }],
+        )
+        .await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    let [Event::Applied(o)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(o.resource_version.as_deref(), Some("6"));
+}
+
+#[tokio::test]
+async fn a_conflicting_status_write_is_rebased_on_a_fresh_read_and_retried() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.body["metadata"]["resourceVersion"], "5");
+        reply(send, 409, &conflict("ichorusers.ichor.maesh.dev \"admin\""));
+        let (read, send) = next(&mut handle).await;
+        assert_eq!(read.method, "GET");
+        assert_eq!(
+            read.path,
+            "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/admin"
+        );
+        // Someone else changed the Other condition meanwhile.
+        reply(
+            send,
+            200,
+            &user(
+                "7",
+                json!([cond("Other", "False", "B", Some("2026-11-29T11:00:00Z"))]),
+            ),
+        );
+        let (again, send) = next(&mut handle).await;
+        assert_eq!(again.method, "PATCH");
+        assert_eq!(again.path, status_path());
+        ssa_query(&again);
+        assert_eq!(again.body["metadata"]["resourceVersion"], "7");
+        assert_eq!(again.body.get("spec"), None);
+        assert_eq!(
+            again.body["status"]["conditions"],
+            json!([
+                cond("Other", "False", "B", Some("2026-11-29T11:00:00Z")),
+                cond("Ready", "True", "Ready", Some(NOW))
+            ]),
+            "the other writer's condition survives; only the graph's change is written"
+        );
+        reply(send, 200, &user("8", again.body["status"]["conditions"].clone()));
+        handle
+    });
+    let old = json!([cond("Other", "True", "A", Some("2026-01-01T00:00:00Z"))]);
+    let w = world(vec![observed("IchorUser", "admin", "5", user("5", old.clone()))]);
+    let mut a = applier(client);
+    let desired = Object::new(
+        "IchorUser",
+        NS,
+        "admin",
+        json!({"status": {"conditions": [old[0].clone(), cond("Ready", "True", "Ready", None)]}}),
+    );
+    let report = a
+        .apply(
+            &w,
+            &[Action::Apply {
+                object: desired,
+                reason: reason(),
+            }],
+        )
+        .await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    let [Event::Applied(o)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(o.resource_version.as_deref(), Some("8"));
+}
+
+#[tokio::test]
+async fn a_status_write_that_keeps_conflicting_gives_up_after_the_attempts_and_says_so() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        for n in 0..3 {
+            let (_, send) = next(&mut handle).await;
+            reply(send, 409, &conflict("ichorusers.ichor.maesh.dev \"admin\""));
+            if n < 2 {
+                let (_, send) = next(&mut handle).await;
+                reply(send, 200, &user(&format!("{}", 10 + n), json!([])));
+            }
+        }
+        handle
+    });
+    let w = world(vec![observed("IchorUser", "admin", "5", user("5", json!([])))]);
+    let mut a = applier(client).with_retry(RetryPolicy {
+        attempts: 3,
+        backoff: Duration::ZERO,
+    });
+    let desired = Object::new(
+        "IchorUser",
+        NS,
+        "admin",
+        json!({"status": {"conditions": [cond("Ready", "True", "Ready", None)]}}),
+    );
+    let report = a
+        .apply(
+            &w,
+            &[Action::Apply {
+                object: desired,
+                reason: reason(),
+            }],
+        )
+        .await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.events.is_empty());
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    assert!(
+        report.problems[0].contains("still conflicting after 3 attempts"),
+        "{report:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_spec_of_an_input_kind_is_never_written() {
+    let (client, handle) = client();
+    let mut a = applier(client);
+    let desired = Object::new(
+        "IchorUser",
+        NS,
+        "admin",
+        json!({"spec": {"roles": []}, "status": {}}),
+    );
+    let report = a
+        .apply(
+            &World::new(),
+            &[Action::Apply {
+                object: desired,
+                reason: reason(),
+            }],
+        )
+        .await;
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    assert!(report.problems[0].contains("never writes the spec of an input kind"));
+}
+
+fn signing_secret(rv: &str) -> Object {
+    let doc = KeysDocument::default().to_json();
+    observed(
+        "Secret",
+        "ichor-oidc-signing",
+        rv,
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "ichor-oidc-signing", "namespace": NS, "resourceVersion": rv,
+                "annotations": {"kept": "yes"}},
+            "type": "Opaque", "data": {"keys.json": STANDARD.encode(doc)}}),
+    )
+}
+
+fn hmac_effect(based_on: Option<&str>) -> Action {
+    let r = GenerateKeyRequest {
+        kind: KeyKind::Hmac,
+        kid: "h-20261129-1200".into(),
+        created_at: now(),
+        active_from: now(),
+        reason: "first key".into(),
+        based_on_resource_version: based_on.map(str::to_owned),
+        document_changes: Vec::new(),
+    };
+    Action::Effect {
+        request: EffectRequest::new(r.id(), &r).unwrap(),
+        reason: reason(),
+    }
+}
+
+fn keys_in(body: &Value) -> KeysDocument {
+    let b64 = body["data"]["keys.json"].as_str().unwrap();
+    KeysDocument::parse(&STANDARD.decode(b64).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_conflict_on_an_effect_secret_is_reported_and_never_overwritten() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.method, "PUT");
+        assert_eq!(
+            seen.path,
+            "/api/v1/namespaces/ichor-system/secrets/ichor-oidc-signing"
+        );
+        assert_eq!(
+            seen.body["metadata"]["resourceVersion"], "10",
+            "the version the performer read"
+        );
+        assert_eq!(
+            seen.body["metadata"]["annotations"]["kept"], "yes",
+            "others' metadata is kept"
+        );
+        assert!(keys_in(&seen.body).hmac_key("h-20261129-1200").is_some());
+        reply(send, 409, &conflict("secrets \"ichor-oidc-signing\""));
+        handle
+    });
+    let w = world(vec![signing_secret("10")]);
+    let mut a = applier(client);
+    let report = a.apply(&w, &[hmac_effect(Some("10"))]).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(
+        report.events.is_empty() && report.applied.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    let problem = &report.problems[0];
+    assert!(problem.contains("not overwritten"), "{problem}");
+    assert!(
+        !problem.contains(&STANDARD.encode([42u8; 32])),
+        "no secret material in messages"
+    );
+}
+
+#[tokio::test]
+async fn an_effect_secret_absent_from_the_world_is_created() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.method, "POST");
+        assert_eq!(seen.path, "/api/v1/namespaces/ichor-system/secrets");
+        assert_eq!(seen.body["type"], "Opaque");
+        assert_eq!(seen.body["metadata"]["name"], "ichor-oidc-signing");
+        let mut created = seen.body.clone();
+        created["metadata"]["resourceVersion"] = json!("1");
+        reply(send, 201, &created);
+        handle
+    });
+    let mut a = applier(client);
+    let action = hmac_effect(None);
+    let report = a.apply(&World::new(), std::slice::from_ref(&action)).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.applied, [action.to_string()]);
+    let [Event::Applied(o)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(
+        (o.name.as_str(), o.resource_version.as_deref()),
+        ("ichor-oidc-signing", Some("1"))
+    );
+}
+
+fn credentials(rv: &str, users: &[&str]) -> Value {
+    let data: serde_json::Map<String, Value> =
+        users.iter().map(|u| ((*u).to_owned(), json!("e30="))).collect();
+    json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "ichor-user-credentials", "namespace": NS, "resourceVersion": rv},
+        "type": "Opaque", "data": data})
+}
+
+fn gc_effect() -> Action {
+    let r = RemoveCredentialsKeyRequest {
+        namespace: NS.into(),
+        secret: "ichor-user-credentials".into(),
+        key: "ghost".into(),
+    };
+    Action::Effect {
+        request: EffectRequest::new(r.id(), &r).unwrap(),
+        reason: reason(),
+    }
+}
+
+const CREDENTIALS_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
+
+#[tokio::test]
+async fn garbage_collection_removes_exactly_one_key_by_merge_patch_with_the_resource_version() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.method, "PATCH");
+        assert_eq!(seen.path, CREDENTIALS_PATH);
+        assert_eq!(seen.content_type.as_deref(), Some("application/merge-patch+json"));
+        assert_eq!(
+            seen.body,
+            json!({"metadata": {"resourceVersion": "20"}, "data": {"ghost": null}})
+        );
+        reply(send, 200, &credentials("21", &["admin"]));
+        handle
+    });
+    let w = world(vec![observed(
+        "Secret",
+        "ichor-user-credentials",
+        "20",
+        credentials("20", &["admin", "ghost"]),
+    )]);
+    let mut a = applier(client);
+    let report = a.apply(&w, &[gc_effect()]).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    let [Event::Applied(o)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(o.value["data"], json!({"admin": "e30="}));
+}
+
+#[tokio::test]
+async fn a_garbage_collection_conflict_rereads_checks_the_user_and_retries() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (_, send) = next(&mut handle).await;
+        reply(send, 409, &conflict("secrets \"ichor-user-credentials\""));
+        let (read, send) = next(&mut handle).await;
+        assert_eq!(
+            (read.method.as_str(), read.path.as_str()),
+            ("GET", CREDENTIALS_PATH)
+        );
+        reply(send, 200, &credentials("22", &["admin", "ghost"]));
+        let (user, send) = next(&mut handle).await;
+        assert_eq!(
+            user.path,
+            "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/ghost"
+        );
+        reply(
+            send,
+            404,
+            &status(404, "NotFound", "ichorusers.ichor.maesh.dev \"ghost\" not found"),
+        );
+        let (again, send) = next(&mut handle).await;
+        assert_eq!(
+            again.body,
+            json!({"metadata": {"resourceVersion": "22"}, "data": {"ghost": null}})
+        );
+        reply(send, 200, &credentials("23", &["admin"]));
+        handle
+    });
+    let w = world(vec![observed(
+        "Secret",
+        "ichor-user-credentials",
+        "20",
+        credentials("20", &["admin", "ghost"]),
+    )]);
+    let mut a = applier(client);
+    let report = a.apply(&w, &[gc_effect()]).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.events.len(), 1);
+}
+
+#[tokio::test]
+async fn a_garbage_collection_conflict_leaves_the_key_of_a_user_who_is_back() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (_, send) = next(&mut handle).await;
+        reply(send, 409, &conflict("secrets \"ichor-user-credentials\""));
+        let (_, send) = next(&mut handle).await;
+        reply(send, 200, &credentials("22", &["admin", "ghost"]));
+        let (_, send) = next(&mut handle).await;
+        let mut back = user("3", json!([]));
+        back["metadata"]["name"] = json!("ghost");
+        reply(send, 200, &back);
+        handle
+    });
+    let w = world(vec![observed(
+        "Secret",
+        "ichor-user-credentials",
+        "20",
+        credentials("20", &["admin", "ghost"]),
+    )]);
+    let mut a = applier(client);
+    let report = a.apply(&w, &[gc_effect()]).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    assert!(report.problems[0].contains("exists again"), "{report:?}");
+}
+
+#[tokio::test]
+async fn deleting_an_owned_object_already_gone_is_success_and_carries_its_resource_version() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.method, "DELETE");
+        assert_eq!(seen.path, "/api/v1/namespaces/ichor-system/configmaps/old-trust");
+        assert_eq!(seen.body["preconditions"], json!({"resourceVersion": "3"}));
+        reply(
+            send,
+            404,
+            &status(404, "NotFound", "configmaps \"old-trust\" not found"),
+        );
+        handle
+    });
+    let key = ObjectKey::new("ConfigMap", NS, "old-trust");
+    let w = world(vec![observed(
+        "ConfigMap",
+        "old-trust",
+        "3",
+        json!({"metadata": {"name": "old-trust"}}),
+    )]);
+    let mut a = applier(client);
+    let report = a
+        .apply(
+            &w,
+            &[Action::Delete {
+                key: key.clone(),
+                reason: reason(),
+            }],
+        )
+        .await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.events, [Event::Deleted(key)]);
+}
+
+#[tokio::test]
+async fn an_input_object_is_never_deleted() {
+    let (client, handle) = client();
+    let mut a = applier(client);
+    let key = ObjectKey::new("TalosMachine", NS, "cp-1");
+    let report = a
+        .apply(
+            &World::new(),
+            &[Action::Delete {
+                key,
+                reason: reason(),
+            }],
+        )
+        .await;
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+}
+
+// ---- the webhook serving certificate ----
+
+fn ca() -> IssuedPair {
+    perform::issue_ca(
+        &IssueCaRequest {
+            common_name: CA_COMMON_NAME.into(),
+            not_before: "2026-01-01T00:00:00Z".parse().unwrap(),
+            not_after: "2036-01-01T00:00:00Z".parse().unwrap(),
+            reason: "test".into(),
+            replaces: None,
+        },
+        &mut Fixed,
+    )
+    .unwrap()
+}
+
+fn serving(ca: &IssuedPair, from: &str, to: &str) -> BTreeMap<String, Vec<u8>> {
+    let leaf = perform::issue_leaf(
+        &IssueLeafRequest {
+            common_name: "ichor-webhook.ichor-system.svc".into(),
+            sans: webhook_sans("ichor-webhook", NS)
+                .into_iter()
+                .map(SanName::Dns)
+                .collect(),
+            not_before: from.parse().unwrap(),
+            not_after: to.parse().unwrap(),
+            reason: "test".into(),
+            replaces: None,
+        },
+        ca,
+    )
+    .unwrap();
+    BTreeMap::from([
+        ("tls.crt".to_owned(), leaf.cert_pem.into_bytes()),
+        ("tls.key".to_owned(), leaf.key_pem.into_bytes()),
+        ("ca.crt".to_owned(), ca.cert_pem.clone().into_bytes()),
+    ])
+}
+
+fn webhook_configuration(rv: &str, bundles: [&str; 2]) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "ichor-identity", "resourceVersion": rv},
+        "webhooks": [
+            {"name": "ichorusers.ichor.maesh.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+             "clientConfig": {"caBundle": bundles[0],
+                "service": {"name": "ichor-webhook", "namespace": NS, "path": "/validate/ichorusers", "port": 9443}}},
+            {"name": "talosclusters.ichor.maesh.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+             "clientConfig": {"caBundle": bundles[1],
+                "service": {"name": "ichor-webhook", "namespace": NS, "path": "/validate/talosclusters", "port": 9443}}}]})
+}
+
+const WEBHOOK_SECRET_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-webhook-tls";
+const CONFIGURATION_PATH: &str =
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/ichor-identity";
+
+#[tokio::test]
+async fn a_webhook_certificate_is_issued_from_the_ichor_ca_and_the_ca_bundles_are_patched() {
+    let ca = ca();
+    let bundle = STANDARD.encode(&ca.cert_pem);
+    let (client, mut handle) = client();
+    let expected_ca = ca.cert_pem.clone();
+    let expected_bundle = bundle.clone();
+    let server = tokio::spawn(async move {
+        let (get, send) = next(&mut handle).await;
+        assert_eq!(
+            (get.method.as_str(), get.path.as_str()),
+            ("GET", WEBHOOK_SECRET_PATH)
+        );
+        reply(
+            send,
+            404,
+            &status(404, "NotFound", "secrets \"ichor-webhook-tls\" not found"),
+        );
+        let (create, send) = next(&mut handle).await;
+        assert_eq!(
+            (create.method.as_str(), create.path.as_str()),
+            ("POST", "/api/v1/namespaces/ichor-system/secrets")
+        );
+        assert_eq!(create.body["type"], "kubernetes.io/tls");
+        let text = |k: &str| {
+            String::from_utf8(STANDARD.decode(create.body["data"][k].as_str().unwrap()).unwrap()).unwrap()
+        };
+        assert_eq!(text("ca.crt"), expected_ca);
+        let leaf = CertFacts::from_pem(&text("tls.crt"), "leaf").unwrap();
+        let ca_facts = CertFacts::from_pem(&expected_ca, "ca").unwrap();
+        assert!(leaf.is_issued_by(&ca_facts));
+        let mut sans: Vec<San> = webhook_sans("ichor-webhook", NS)
+            .into_iter()
+            .map(San::Dns)
+            .collect();
+        sans.sort();
+        assert_eq!(leaf.sans, sans);
+        assert_eq!(
+            leaf.not_after,
+            "2027-11-29T12:00:00Z".parse().unwrap(),
+            "one year"
+        );
+        let mut created = create.body.clone();
+        created["metadata"]["resourceVersion"] = json!("1");
+        reply(send, 201, &created);
+
+        let (get, send) = next(&mut handle).await;
+        assert_eq!(
+            (get.method.as_str(), get.path.as_str()),
+            ("GET", CONFIGURATION_PATH)
+        );
+        reply(
+            send,
+            200,
+            &webhook_configuration("44", [expected_bundle.as_str(), "b2xk"]),
+        );
+        let (patch, send) = next(&mut handle).await;
+        assert_eq!(
+            (patch.method.as_str(), patch.path.as_str()),
+            ("PATCH", CONFIGURATION_PATH)
+        );
+        assert_eq!(
+            patch.content_type.as_deref(),
+            Some("application/strategic-merge-patch+json")
+        );
+        assert_eq!(
+            patch.body,
+            json!({"metadata": {"resourceVersion": "44"},
+                "webhooks": [{"name": "talosclusters.ichor.maesh.dev", "clientConfig": {"caBundle": expected_bundle}}]}),
+            "only the stale caBundle, conditioned on the resourceVersion"
+        );
+        reply(
+            send,
+            200,
+            &webhook_configuration("45", [expected_bundle.as_str(), expected_bundle.as_str()]),
+        );
+        handle
+    });
+    let outcome = ensure_webhook_cert(&client, NS, "ichor-webhook", "ichor-identity", &ca, now())
+        .await
+        .unwrap();
+    let handle = server.await.unwrap();
+    drop(client);
+    assert_no_more_requests(handle).await;
+    assert!(
+        matches!(outcome.certificate, CertificateAction::Issued { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        outcome.ca_bundle,
+        BundleAction::Patched {
+            webhooks: vec!["talosclusters.ichor.maesh.dev".into()]
+        }
+    );
+    assert_eq!(outcome.written.as_deref(), Some("1"));
+    // Renewed at two thirds of the year (243 days and 8 hours).
+    assert_eq!(outcome.renew_at, "2027-07-30T20:00:00Z".parse().unwrap());
+}
+
+#[tokio::test]
+async fn nothing_is_written_when_the_webhook_certificate_and_bundles_are_current() {
+    let ca = ca();
+    let bundle = STANDARD.encode(&ca.cert_pem);
+    let data: serde_json::Map<String, Value> = serving(&ca, "2026-11-01T00:00:00Z", "2027-11-01T00:00:00Z")
+        .into_iter()
+        .map(|(k, v)| (k, json!(STANDARD.encode(v))))
+        .collect();
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "ichor-webhook-tls", "namespace": NS, "resourceVersion": "7"}, "data": data});
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (get, send) = next(&mut handle).await;
+        assert_eq!(get.path, WEBHOOK_SECRET_PATH);
+        reply(send, 200, &secret);
+        let (get, send) = next(&mut handle).await;
+        assert_eq!(get.path, CONFIGURATION_PATH);
+        reply(
+            send,
+            200,
+            &webhook_configuration("44", [bundle.as_str(), bundle.as_str()]),
+        );
+        handle
+    });
+    let outcome = ensure_webhook_cert(&client, NS, "ichor-webhook", "ichor-identity", &ca, now())
+        .await
+        .unwrap();
+    let handle = server.await.unwrap();
+    drop(client);
+    assert_no_more_requests(handle).await;
+    assert_eq!(outcome.certificate, CertificateAction::Kept);
+    assert_eq!(outcome.ca_bundle, BundleAction::Current);
+    assert_eq!(outcome.written, None);
+}
+
+#[test]
+fn a_serving_certificate_two_thirds_through_its_life_is_renewed_and_not_before() {
+    let ca = ca();
+    let data = serving(&ca, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z");
+    let sans = webhook_sans("ichor-webhook", NS);
+    let before = "2026-08-31T00:00:00Z".parse().unwrap();
+    let after = "2026-09-02T00:00:00Z".parse().unwrap();
+    assert!(matches!(
+        decide_webhook_cert(Some(&data), &ca.cert_pem, &sans, before),
+        CertDecision::Keep { .. }
+    ));
+    assert_eq!(
+        decide_webhook_cert(Some(&data), &ca.cert_pem, &sans, after),
+        CertDecision::Issue {
+            reason: "two thirds of its lifetime passed".into()
+        }
+    );
+}
+
+#[test]
+fn a_serving_certificate_is_reissued_when_the_ca_or_the_service_name_changes() {
+    let ca = ca();
+    let data = serving(&ca, "2026-11-01T00:00:00Z", "2027-11-01T00:00:00Z");
+    let other_ca = perform::issue_ca(
+        &IssueCaRequest {
+            common_name: CA_COMMON_NAME.into(),
+            not_before: "2026-06-01T00:00:00Z".parse().unwrap(),
+            not_after: "2036-06-01T00:00:00Z".parse().unwrap(),
+            reason: "test".into(),
+            replaces: None,
+        },
+        &mut Fixed,
+    )
+    .unwrap();
+    let sans = webhook_sans("ichor-webhook", NS);
+    assert_eq!(
+        decide_webhook_cert(Some(&data), &other_ca.cert_pem, &sans, now()),
+        CertDecision::Issue {
+            reason: "the Ichor CA changed".into()
+        }
+    );
+    assert_eq!(
+        decide_webhook_cert(Some(&data), &ca.cert_pem, &webhook_sans("renamed", NS), now()),
+        CertDecision::Issue {
+            reason: "its DNS names differ from the webhook Service's".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_leaf_is_not_written_when_the_ca_it_is_signed_by_lost_its_write() {
+    let ca = IssueCaRequest {
+        common_name: CA_COMMON_NAME.into(),
+        not_before: now(),
+        not_after: "2036-11-29T12:00:00Z".parse().unwrap(),
+        reason: "no CA".into(),
+        replaces: None,
+    };
+    let leaf = IssueLeafRequest {
+        common_name: "ichor-issuer".into(),
+        sans: vec![SanName::Ip("10.96.0.10".parse().unwrap())],
+        not_before: now(),
+        not_after: "2027-11-29T12:00:00Z".parse().unwrap(),
+        reason: "no leaf".into(),
+        replaces: None,
+    };
+    let actions = [
+        Action::Effect {
+            request: EffectRequest::new("issue-ca new", &ca).unwrap(),
+            reason: reason(),
+        },
+        Action::Effect {
+            request: EffectRequest::new("issue-leaf 10.96.0.10 new", &leaf).unwrap(),
+            reason: reason(),
+        },
+    ];
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(
+            (seen.method.as_str(), seen.body["metadata"]["name"].as_str()),
+            ("POST", Some("ichor-oidc-ca"))
+        );
+        reply(
+            send,
+            409,
+            &status(409, "AlreadyExists", "secrets \"ichor-oidc-ca\" already exists"),
+        );
+        handle
+    });
+    let mut a = applier(client);
+    let report = a.apply(&World::new(), &actions).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(
+        report.events.is_empty() && report.applied.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.problems.len(), 2, "{report:?}");
+    assert!(report.problems[0].contains("ichor-oidc-ca") && report.problems[0].contains("not overwritten"));
+    assert!(
+        report.problems[1].contains("ichor-oidc-tls: not written"),
+        "{report:?}"
+    );
+    assert!(report.problems.iter().all(|p| !p.contains("PRIVATE KEY")));
+}
+
+#[tokio::test]
+async fn a_machine_needing_an_apiserver_restart_gets_its_condition_through_the_status_subresource() {
+    let machine = |rv: &str| {
+        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosMachine",
+            "metadata": {"name": "cp-1", "namespace": NS, "resourceVersion": rv},
+            "spec": {"cluster": "prod", "role": "controlplane"}})
+    };
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.method, "PATCH");
+        assert_eq!(
+            seen.path,
+            "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/talosmachines/cp-1/status"
+        );
+        ssa_query(&seen);
+        assert_eq!(seen.body.get("spec"), None);
+        assert_eq!(
+            seen.body["status"]["conditions"],
+            json!([cond("Ready", "False", "APIServerRestartRequired", Some(NOW))])
+        );
+        let mut written = machine("31");
+        written["status"] = seen.body["status"].clone();
+        reply(send, 200, &written);
+        handle
+    });
+    let w = world(vec![observed("TalosMachine", "cp-1", "30", machine("30"))]);
+    let mut a = applier(client);
+    let desired = Object::new(
+        "TalosMachine",
+        NS,
+        "cp-1",
+        json!({"status": {"conditions": [cond("Ready", "False", "APIServerRestartRequired", None)]}}),
+    );
+    let report = a
+        .apply(
+            &w,
+            &[Action::Apply {
+                object: desired,
+                reason: reason(),
+            }],
+        )
+        .await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.events.len(), 1);
+}
