@@ -1,5 +1,6 @@
 //! The Ichor identity controller. This crate holds, so far:
 //!
+//! - [`admission`]: the validating admission webhooks (router and HTTPS server);
 //! - [`identity`]: the identity graph (pure: no client, no clock), its credentials projection,
 //!   and the offline replay of a journal;
 //! - [`sim`]: a deterministic stand-in for the applier (fake key generation, rcgen certificates)
@@ -11,6 +12,7 @@
 //! - [`run`]: `ichor-controller run`, the in-cluster loop (watchers, Lease election, metrics).
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod apply;
 pub mod identity;
 pub mod local;

@@ -1,0 +1,146 @@
+//! The validating admission webhooks of `ichor-controller` (ADR 0129: admission enforces on every
+//! write the rules the API enforces, so a CR written with `kubectl` gets no shortcut).
+//!
+//! Three webhooks, the paths of the chart's `ValidatingWebhookConfiguration` `ichor-identity`:
+//!
+//! - `/validate/ichorusers` (CREATE, UPDATE, DELETE): the grant rule and the last-enabled-admin
+//!   rule of `renderers::auth::roles`, the same functions and messages as the `UserService` API
+//!   ([`users`]);
+//! - `/validate/talosclusters` (CREATE, UPDATE): `spec.authentication` (contract v1.14 or later,
+//!   prefix rules, `update` on `talosclusters/authentication`) and the static Cilium values checks
+//!   with `update` on `talosclusters/cilium-values` ([`clusters`]);
+//! - `/validate/talosoperations` (CREATE): `start` on the subresource of a destructive kind
+//!   ([`operations`]).
+//!
+//! Every answer is an `AdmissionReview` v1 with the request's `uid`; a denial carries status code
+//! 403 and one sentence naming the field. Everything that cannot be decided is refused (fail
+//! closed): an unknown kind or operation, an object that does not decode, a
+//! `SubjectAccessReview` or user list that errors or times out. A body that is not an
+//! `AdmissionReview` v1 is answered with HTTP 400 ([`review`]).
+//!
+//! [`router`] is the axum router (the three POST paths and `/healthz`); [`serve`] serves it over
+//! HTTPS with the serving pair `tls.crt`/`tls.key` of a directory, reloaded on change (the
+//! issuer's `server::tls` and `server::serve`, reused). Every replica serves webhooks.
+//!
+//! # Caveats
+//! The Cilium values are checked statically (`renderers::cni` with no facts): the guards that
+//! need the machine configuration or the live cluster (host DNS forwarding, KubePrism, Gateway
+//! API CRDs) pass here and stay with the UI, the CLI and the controller.
+
+pub mod access;
+pub mod clusters;
+mod http;
+pub mod operations;
+pub mod review;
+mod server;
+pub mod users;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use access::{AccessReviewer, KubeAccessReviewer, KubeUserLister, UserLister};
+pub use http::{HEALTHZ_PATH, ICHORUSERS_PATH, TALOSCLUSTERS_PATH, TALOSOPERATIONS_PATH, router};
+pub use review::{MAX_BODY_BYTES, Verdict};
+pub use server::{ServerOptions, serve, serve_on};
+
+/// The user name of the controller's own ServiceAccount in `namespace`
+/// (`system:serviceaccount:<ns>:ichor-controller`), exempt from the destructive-start rule.
+pub fn controller_identity(namespace: &str) -> String {
+    format!("system:serviceaccount:{namespace}:ichor-controller")
+}
+
+/// Why the webhook server could not run, or why a rule could not be decided. A rule error never
+/// reaches the client as an error: the request is refused with the message (fail closed).
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// The `SubjectAccessReview` call failed.
+    #[error("authorization could not be checked: the SubjectAccessReview failed: {0}")]
+    AccessReview(String),
+    /// The `SubjectAccessReview` call did not answer in time.
+    #[error("authorization could not be checked: the SubjectAccessReview did not answer within {0:?}")]
+    AccessReviewTimeout(Duration),
+    /// The uncached list of `IchorUser` objects failed.
+    #[error(
+        "the other IchorUser objects could not be listed, so the last-enabled-admin rule could not be checked: {0}"
+    )]
+    ListUsers(String),
+    /// The uncached list of `IchorUser` objects did not answer in time.
+    #[error(
+        "the other IchorUser objects could not be listed within {0:?}, so the last-enabled-admin rule could not be checked"
+    )]
+    ListUsersTimeout(Duration),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr} for the admission webhooks: {source}; check that the port is free")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The serving certificate could not be watched.
+    #[error("cannot watch the webhook serving certificate in {dir}: {reason}")]
+    WatchCertificate {
+        /// The certificate directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The TLS configuration could not be built.
+    #[error("cannot build the webhook TLS configuration: {0}")]
+    Tls(String),
+}
+
+/// What the webhooks decided, for metrics: one call per answered review.
+pub trait AdmissionObserver: Send + Sync {
+    /// `webhook` (`ichorusers`, `talosclusters`, `talosoperations`) answered `allowed` after
+    /// `elapsed`.
+    fn decided(&self, webhook: &'static str, allowed: bool, elapsed: Duration);
+}
+
+/// Everything the handlers need: how to ask RBAC, how to list users (uncached), who the
+/// controller is, and an optional metrics hook.
+pub struct AdmissionState {
+    reviewer: Arc<dyn AccessReviewer>,
+    lister: Arc<dyn UserLister>,
+    controller_identity: String,
+    observer: Option<Arc<dyn AdmissionObserver>>,
+}
+
+impl std::fmt::Debug for AdmissionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionState")
+            .field("controller_identity", &self.controller_identity)
+            .field("observer", &self.observer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AdmissionState {
+    /// The state of the webhooks: `controller_identity` is the controller's own user name (see
+    /// [`controller_identity`]).
+    pub fn new(
+        reviewer: Arc<dyn AccessReviewer>,
+        lister: Arc<dyn UserLister>,
+        controller_identity: impl Into<String>,
+    ) -> Self {
+        Self {
+            reviewer,
+            lister,
+            controller_identity: controller_identity.into(),
+            observer: None,
+        }
+    }
+
+    /// A hook told about every decision (metrics).
+    #[must_use]
+    pub fn with_observer(mut self, observer: Arc<dyn AdmissionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The controller's own user name.
+    pub fn controller_identity(&self) -> &str {
+        &self.controller_identity
+    }
+}

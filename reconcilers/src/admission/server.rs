@@ -1,0 +1,91 @@
+//! HTTPS for the webhooks, by the issuer's listener code (reused, not copied): the serving pair
+//! `tls.crt`/`tls.key` of a directory (the mounted Secret `ichor-webhook-tls`) is followed on
+//! change (`ichor_issuer::server::tls::watch_pair`: file events plus a poll), so a reissued
+//! certificate reaches new connections without a restart. Until the pair exists (the controller
+//! issues it after start), handshakes fail and the kube-apiserver's calls fail; that is expected
+//! and heals by itself once the Secret is mounted.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ichor_issuer::server::reload::WatchOptions;
+use ichor_issuer::server::tls::{PairFiles, server_config, watch_pair};
+use ichor_issuer::server::{ServeOptions, serve as serve_https};
+use tokio::net::TcpListener;
+
+use super::review::MAX_BODY_BYTES;
+use super::{AdmissionError, AdmissionState, router};
+
+/// How the webhook listener follows its certificate and bounds its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// How the serving pair is followed (the issuer's defaults: file events and a 10 s poll).
+    pub watch: WatchOptions,
+    /// Limits of the HTTPS listener (the body limit is raised to [`MAX_BODY_BYTES`]).
+    pub serve: ServeOptions,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            watch: WatchOptions::default(),
+            serve: ServeOptions {
+                max_body_bytes: MAX_BODY_BYTES,
+                ..ServeOptions::default()
+            },
+        }
+    }
+}
+
+/// Serves the webhooks over HTTPS on `listen` with the pair in `cert_dir` until `shutdown`
+/// completes (then drains open connections).
+///
+/// # Errors
+/// [`AdmissionError::Bind`] when the address cannot be bound, [`AdmissionError::WatchCertificate`]
+/// or [`AdmissionError::Tls`] when the TLS setup fails. A missing or invalid pair is not an error:
+/// it is waited for.
+pub async fn serve(
+    listen: SocketAddr,
+    cert_dir: PathBuf,
+    state: Arc<AdmissionState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), AdmissionError> {
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| AdmissionError::Bind { addr: listen, source })?;
+    serve_on(listener, cert_dir, state, shutdown, ServerOptions::default()).await
+}
+
+/// [`serve`] on a listener already bound (tests and benchmarks bind port 0), with options.
+///
+/// # Errors
+/// As [`serve`], without the bind.
+pub async fn serve_on(
+    listener: TcpListener,
+    cert_dir: PathBuf,
+    state: Arc<AdmissionState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    options: ServerOptions,
+) -> Result<(), AdmissionError> {
+    let files = PairFiles::in_secret_dir(&cert_dir);
+    let pair = watch_pair("the webhook serving certificate", &files, options.watch).map_err(|e| {
+        AdmissionError::WatchCertificate {
+            dir: cert_dir.clone(),
+            reason: e.to_string(),
+        }
+    })?;
+    if !pair.is_loaded() {
+        tracing::warn!(
+            dir = %cert_dir.display(),
+            "admission: no webhook serving certificate yet; handshakes fail until tls.crt and tls.key appear"
+        );
+    }
+    let tls = server_config(pair).map_err(|e| AdmissionError::Tls(e.to_string()))?;
+    let mut serve_options = options.serve;
+    serve_options.max_body_bytes = serve_options.max_body_bytes.max(MAX_BODY_BYTES);
+    tracing::info!(listen = ?listener.local_addr().ok(), "admission: serving the webhooks over HTTPS");
+    serve_https(listener, tls, router(state), shutdown, serve_options).await;
+    Ok(())
+}
