@@ -527,6 +527,21 @@ async fn the_metrics_text_has_every_family_and_the_issuer_certificate_expiry() {
     assert!(expiry > now().as_second(), "{expiry}");
 }
 
+#[test]
+fn admission_decisions_are_counted_by_webhook_and_answer_with_their_latency() {
+    use ichor_reconcilers::admission::AdmissionObserver as _;
+    let (metrics, registry) = metrics::Metrics::new();
+    metrics.decided("ichorusers", false, std::time::Duration::from_millis(2));
+    metrics.decided("ichorusers", true, std::time::Duration::from_micros(300));
+    let text = metrics::encode(&registry).unwrap();
+    for line in [
+        "ichor_controller_admission_seconds_count{webhook=\"ichorusers\",allowed=\"false\"} 1",
+        "ichor_controller_admission_seconds_count{webhook=\"ichorusers\",allowed=\"true\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+}
+
 #[tokio::test]
 async fn readyz_waits_for_the_watchers_while_healthz_and_metrics_answer() {
     use tower::ServiceExt as _;

@@ -76,6 +76,15 @@ pub struct EventLabels {
     pub r#type: String,
 }
 
+/// The labels of `ichor_controller_admission_seconds`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdmissionLabels {
+    /// `ichorusers`, `talosclusters` or `talosoperations`.
+    pub webhook: String,
+    /// `true` or `false`.
+    pub allowed: String,
+}
+
 /// The loop's metric handles (cheap clones sharing the same counters).
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -102,6 +111,23 @@ pub struct Metrics {
     /// notAfter of the issuer's leaf (`ichor-oidc-tls`), Unix seconds; 0 when absent or
     /// unreadable.
     pub issuer_certificate_expiry: Gauge,
+    /// Admission decisions and their latency, by webhook and answer.
+    pub admission_seconds: Family<AdmissionLabels, Histogram>,
+}
+
+fn admission_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 4.0, 9))
+}
+
+impl crate::admission::AdmissionObserver for Metrics {
+    fn decided(&self, webhook: &'static str, allowed: bool, elapsed: std::time::Duration) {
+        self.admission_seconds
+            .get_or_create(&AdmissionLabels {
+                webhook: webhook.to_owned(),
+                allowed: allowed.to_string(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
 }
 
 impl Metrics {
@@ -120,6 +146,8 @@ impl Metrics {
             synced: Gauge::default(),
             world_objects: Gauge::default(),
             issuer_certificate_expiry: Gauge::default(),
+            // 100 µs to ~6.5 s (the apiserver gives up after 5 s).
+            admission_seconds: Family::new_with_constructor(admission_histogram),
         };
         let mut r = Registry::with_prefix("ichor_controller");
         r.register("reconciles", "Graph evaluations", metrics.reconciles.clone());
@@ -168,6 +196,11 @@ impl Metrics {
             "issuer_certificate_expiry_timestamp_seconds",
             "notAfter of the issuer leaf certificate (ichor-oidc-tls), Unix seconds; 0 when absent",
             metrics.issuer_certificate_expiry.clone(),
+        );
+        r.register(
+            "admission_seconds",
+            "Admission decisions and their latency, by webhook and answer",
+            metrics.admission_seconds.clone(),
         );
         (metrics, r)
     }

@@ -38,6 +38,7 @@ pub use self::core::{Apply, ApplyReport, CycleReport, DryRun, Journal, Loop, MAX
 use self::leader::{Elector, LeaderFlag, LeaseConfig};
 use self::metrics::{Health, Metrics};
 use self::watch::{Batch, SyncState};
+use crate::admission::{self, AdmissionState, KubeAccessReviewer, KubeUserLister};
 use crate::apply::KubeApplier;
 use crate::identity::Controller;
 use crate::perform::OsKeyMaterial;
@@ -336,18 +337,35 @@ where
         }
     });
 
-    // ─── LEAD: start the admission webhooks here, on every replica (leader or not): ───
-    //   reconcilers::admission::serve(
-    //       SocketAddr::from(([0, 0, 0, 0], args.webhook_port)), &args.webhook_cert_dir,
-    //       <state>, shutdown_rx.clone())
-    // (--webhook-port, --webhook-cert-dir; --webhook-configuration and --webhook-service name the
-    // caBundle's ValidatingWebhookConfiguration and the serving certificate's DNS names.)
+    // The admission webhooks, on every replica (leader or not): failurePolicy Fail makes them
+    // part of every write of the kinds they guard.
+    let state = AdmissionState::new(
+        Arc::new(KubeAccessReviewer::new(client.clone())),
+        Arc::new(KubeUserLister::new(client.clone())),
+        admission::controller_identity(&args.namespace),
+    )
+    .with_observer(Arc::new(metrics.clone()));
+    let webhook_addr = SocketAddr::from(([0, 0, 0, 0], args.webhook_port));
+    let webhook_listener = tokio::net::TcpListener::bind(webhook_addr)
+        .await
+        .map_err(|error| RunError::Listen {
+            addr: webhook_addr,
+            error,
+        })?;
+    let mut webhook_shutdown = shutdown_rx.clone();
+    let webhooks = tokio::spawn(admission::serve_on(
+        webhook_listener,
+        args.webhook_cert_dir.clone(),
+        Arc::new(state),
+        async move {
+            let _ = webhook_shutdown.wait_for(|v| *v).await;
+        },
+        admission::ServerOptions::default(),
+    ));
     tracing::info!(
-        webhook_port = args.webhook_port,
-        webhook_cert_dir = %args.webhook_cert_dir.display(),
-        webhook_configuration = %args.webhook_configuration,
-        webhook_service = %args.webhook_service,
-        "admission webhooks: not started by this build"
+        listen = %webhook_addr,
+        cert_dir = %args.webhook_cert_dir.display(),
+        "admission webhooks served"
     );
 
     let (leader, election) = if args.leader_elect {
@@ -398,6 +416,11 @@ where
     }
     if let Some(task) = cert_keeper {
         task.abort();
+    }
+    match tokio::time::timeout(Duration::from_secs(5), webhooks).await {
+        Ok(Ok(Err(e))) => tracing::error!(error = %e, "the admission webhooks stopped"),
+        Err(_) => tracing::warn!("the admission webhooks did not stop within 5 s"),
+        _ => {}
     }
     drop(lp.take_journal());
     // The election task releases the Lease on shutdown, so a standby takes over at once.
