@@ -817,7 +817,10 @@ impl Graph {
             },
             failures: Vec::new(),
         };
-        let mut stats = EvalStats::default();
+        let mut stats = EvalStats {
+            nodes: Vec::with_capacity(n),
+            ..EvalStats::default()
+        };
         let Graph {
             defs,
             order,
@@ -1013,7 +1016,9 @@ impl Graph {
                                 continue;
                             };
                             let origin = (slot, Some(key));
-                            let old_joins = joined.then(|| inst.joins.clone());
+                            // Joins are recomputed only when the primary changed (see eval_instance).
+                            let old_joins =
+                                (joined && inst.joins_for != Some(pdigest)).then(|| inst.joins.clone());
                             let before = inst.output.as_ref().map(|(_, d)| *d);
                             let outcome = eval_instance(
                                 defs,

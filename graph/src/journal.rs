@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::canonical::{digest_bytes, digest_value};
 use crate::event::{EVENT_KINDS, Entry, Event, FlatLine, Line, LineRef};
+use crate::keys_only::{self, KeysOnly};
 use crate::object::Object;
 
 /// The default longest accepted journal line: 4 MiB.
@@ -294,6 +295,7 @@ pub struct JournalReader<R: BufRead> {
     max_line: usize,
     buf: Vec<u8>,
     done: bool,
+    keys_only: Vec<KeysOnly>,
 }
 
 impl<R: BufRead> JournalReader<R> {
@@ -311,7 +313,16 @@ impl<R: BufRead> JournalReader<R> {
             max_line,
             buf: Vec::new(),
             done: false,
+            keys_only: Vec::new(),
         }
+    }
+
+    /// Reads the named object's listed fields with their key names only, each value `null`
+    /// (see [`KeysOnly`]): for a consumer that needs which keys exist, never their values, this
+    /// spares decoding large maps. Errors and every other object read as without it.
+    pub fn keys_only(mut self, projection: KeysOnly) -> Self {
+        self.keys_only.push(projection);
+        self
     }
 
     /// The number of the last line read (1-based; 0 before the first).
@@ -347,13 +358,21 @@ impl<R: BufRead> JournalReader<R> {
     }
 
     fn parse(&mut self, line: u64) -> Result<Entry, JournalError> {
-        let fast = serde_json::from_slice::<FlatLine>(&self.buf)
-            .ok()
-            .and_then(FlatLine::into_entry);
+        let fast = if self.keys_only.is_empty() {
+            serde_json::from_slice::<FlatLine>(&self.buf)
+                .ok()
+                .and_then(FlatLine::into_entry)
+        } else {
+            keys_only::read_line(&self.buf, &self.keys_only)
+        };
         let entry: Entry = match fast {
             Some(e) => e,
             None => match serde_json::from_slice::<Line>(&self.buf) {
-                Ok(l) => l.into(),
+                Ok(l) => {
+                    let mut entry = l.into();
+                    keys_only::project(&self.keys_only, &mut entry);
+                    entry
+                }
                 Err(source) => return Err(classify(line, &self.buf, source)),
             },
         };

@@ -12,7 +12,7 @@
 //! Derived events are a pure function of the World before the event and the event, so they are
 //! never journaled: a replay derives them again ([`fold`] is used by both).
 
-use ichor_graph::{Event, Object, ObjectKey, World};
+use ichor_graph::{Event, KeysOnly, Object, ObjectKey, World};
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_renderers::trust::NAMESPACE;
 use serde_json::json;
@@ -25,6 +25,18 @@ pub const CREDENTIALS_KEY_KIND: &str = "ichor.identity/CredentialsKey";
 /// The key of the credentials Secret.
 pub fn credentials_secret_key() -> ObjectKey {
     ObjectKey::new("Secret", NAMESPACE, CREDENTIALS_SECRET_NAME)
+}
+
+/// The journal projection of the credentials Secret: only its key names matter to the graph (no
+/// node reads the Secret, only [`derived_events`] its keys), so a replay reads its values as
+/// `null` instead of decoding one entry per user on every sign-in.
+pub fn credentials_keys_only() -> KeysOnly {
+    KeysOnly::new(
+        "Secret",
+        NAMESPACE,
+        CREDENTIALS_SECRET_NAME,
+        &["data", "stringData"],
+    )
 }
 
 /// The derived object for one user's key.
@@ -44,6 +56,12 @@ pub fn derived_events(world: &World, event: &Event) -> Vec<Event> {
         _ => return Vec::new(),
     };
     let old = world.get(&credentials_secret_key());
+    // A sign-in rewrites a value: the key names, in order, are those of the Secret before.
+    if let (Some(old), Some(new)) = (old, new)
+        && secret_key_names(old).eq(secret_key_names(new))
+    {
+        return Vec::new();
+    }
     // The Secret holds a key per user and changes on every sign-in, usually without adding or
     // removing one: look each key up in the other Secret, and sort only the differences.
     let mut gone = keys_missing_from(old, new);

@@ -350,6 +350,9 @@ pub fn replay<R: BufRead>(
 /// [`replay`], keeping every line (`keep_lines`) or only the counts (for large journals: the
 /// memory then stays that of the World and the graph).
 ///
+/// The credentials Secret is read keys-only ([`project::credentials_keys_only`]): after a
+/// replay the World holds its key names with `null` values.
+///
 /// # Errors
 /// The first bad journal line, with the decisions before it.
 pub fn replay_with<R: BufRead>(
@@ -357,6 +360,8 @@ pub fn replay_with<R: BufRead>(
     controller: &mut Controller,
     keep_lines: bool,
 ) -> Result<ReplayReport, IdentityReplayError> {
+    // Only the credentials Secret's key names matter: do not decode its values.
+    let journal = journal.keys_only(project::credentials_keys_only());
     controller.graph.reset();
     controller.world = World::new();
     controller.renders.clear();
