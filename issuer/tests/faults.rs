@@ -172,9 +172,9 @@ impl Deployment {
         self.dir.path().join("state/credentials.json")
     }
 
-    fn spawn(&self) -> Child {
+    fn spawn(&self) -> Proc {
         let p = |s: &str| self.dir.path().join(s);
-        Command::new(env!("CARGO_BIN_EXE_ichor-issuer"))
+        let child = Command::new(env!("CARGO_BIN_EXE_ichor-issuer"))
             .args(["--external-url", &self.issuer])
             .args(["--listen", &format!("127.0.0.1:{}", self.external)])
             .args(["--internal-listen", &format!("127.0.0.1:{}", self.internal)])
@@ -192,13 +192,14 @@ impl Deployment {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
-            .unwrap()
+            .unwrap();
+        Proc(child)
     }
 
-    async fn wait_ready(&self, child: &mut Child, client: &reqwest::Client) {
+    async fn wait_ready(&self, child: &mut Proc, client: &reqwest::Client) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(status) = child.try_wait().unwrap() {
+            if let Some(status) = child.0.try_wait().unwrap() {
                 panic!("ichor-issuer exited before it was ready: {status}");
             }
             if let Ok(r) = client.get(format!("{}/readyz", self.issuer)).send().await
@@ -212,6 +213,24 @@ impl Deployment {
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
+    }
+}
+
+/// An issuer process, killed (SIGKILL) and reaped on drop, so a failing test leaves none behind.
+struct Proc(Child);
+
+impl Proc {
+    /// `kill -9` and reap.
+    fn kill_9(&mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -427,8 +446,7 @@ async fn kill_9_during_credentials_writes_corrupts_no_entry_and_loses_no_family(
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         // SIGKILL: no destructor, no flush, in the middle of the write load.
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.kill_9();
         stop.store(true, Ordering::SeqCst);
         for w in workers {
             total_lost += w.await.unwrap();
@@ -484,8 +502,7 @@ async fn kill_9_during_credentials_writes_corrupts_no_entry_and_loses_no_family(
             Refresh::Lost => panic!("no answer"),
         }
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill_9();
     // No temporary file of an interrupted write is read as the store.
     let entries = parse_credentials_file(&deployment.credentials_path());
     assert_eq!(entries.len(), USERS.len());
