@@ -1262,14 +1262,11 @@ async fn a_grace_retry_at_a_replica_two_minutes_off_is_the_same_successor_behind
     );
 }
 
-/// FINDING (open): the refresh grant writes the rotation before it signs the new tokens. A
-/// replica that cannot sign (no active key: its clock is behind the keys' `activeFrom`, or the
-/// keys are missing) answers 503 AFTER the rotation was committed; the client still holds the
-/// previous token, so its retry more than 10 s later (or at a replica ahead) is a reuse and the
-/// family is revoked. Fix: check `signing_key(now)` and `signing_hmac(now)` before
-/// `modify_credentials` in `oidc/token.rs::refresh_grant`, then remove the `ignore`.
+/// Found by this suite: the refresh grant used to write the rotation before it signed the new
+/// tokens, so a replica that cannot sign (no active key: its clock is behind the keys'
+/// `activeFrom`) answered 503 AFTER committing, and the client's retry later was a reuse that
+/// revoked the family. The grants now refuse before writing anything.
 #[tokio::test]
-#[ignore = "finding: the refresh grant commits a rotation it then cannot sign (oidc/token.rs)"]
 async fn a_refresh_that_cannot_be_signed_writes_nothing_and_logs_no_one_out() {
     let a = Harness::new();
     let behind = replica(

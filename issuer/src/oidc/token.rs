@@ -150,6 +150,17 @@ fn keys(issuer: &Issuer) -> Result<Arc<LoadedKeys>, OAuthError> {
         .ok_or_else(|| OAuthError::unavailable("the signing keys"))
 }
 
+/// The keys for a grant that will sign: refused with 503 before anything is written when there
+/// is no active RSA or HMAC key at `now` (a replica whose clock is behind the keys' `activeFrom`),
+/// so a code is not consumed and a family not rotated by an answer that cannot be signed.
+fn signing_keys(issuer: &Issuer, now: Timestamp) -> Result<Arc<LoadedKeys>, OAuthError> {
+    let keys = keys(issuer)?;
+    if keys.signing_key(now).is_none() || keys.signing_hmac(now).is_none() {
+        return Err(OAuthError::unavailable("the signing keys"));
+    }
+    Ok(keys)
+}
+
 /// The user for a grant: present and enabled, else `invalid_grant`.
 async fn live_user(issuer: &Issuer, name: &str) -> Result<StoredUser, OAuthError> {
     match issuer.store.get_user(name).await.map_err(store_error)? {
@@ -217,8 +228,8 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
     let code = required(params, "code")?;
     let redirect_uri = required(params, "redirect_uri")?;
     let verifier = required(params, "code_verifier")?;
-    let keys = keys(issuer)?;
     let now = issuer.now();
+    let keys = signing_keys(issuer, now)?;
     let claims = tokens::verify_artifact::<CodeClaims>(&keys, code, issuer.issuer(), now)
         .map_err(|e| OAuthError::invalid_grant(format!("code: {e}")))?;
     if claims.client_id != client.id() {
@@ -364,8 +375,8 @@ async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse
     let client = client(params)?;
     let token = required(params, "refresh_token")?;
     let requested = param(params, "audience")?;
-    let keys = keys(issuer)?;
     let now = issuer.now();
+    let keys = signing_keys(issuer, now)?;
     let claims = tokens::verify_artifact::<RefreshClaims>(&keys, token, issuer.issuer(), now)
         .map_err(|e| OAuthError::invalid_grant(format!("refresh_token: {e}")))?;
     if claims.client_id != client.id() {
