@@ -3,32 +3,103 @@
 //! The engine knows nothing of Kubernetes kinds: an object is a kind, a namespace, a name, an
 //! optional resource version and a JSON value. Objects are identified by [`ObjectKey`].
 
+use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The identity of an object: `(kind, namespace, name)`.
 ///
 /// Ordered by kind first, so a sorted set of keys groups objects of one kind together. The
 /// namespace is empty for cluster-scoped objects.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// The parts are shared strings: the engine keeps each key in several indexes (memo, join
+/// index, desired objects, pending changes), and cloning a key only counts references instead
+/// of copying three strings. Two keys sharing their parts compare equal without reading them.
+#[derive(Debug, Clone, Hash)]
 pub struct ObjectKey {
     /// The object's kind, e.g. `"IchorUser"`.
-    pub kind: String,
+    pub kind: Arc<str>,
     /// The object's namespace; empty for cluster-scoped objects.
-    #[serde(default)]
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// The object's name, unique within its kind and namespace.
-    pub name: String,
+    pub name: Arc<str>,
+}
+
+/// Compares two shared strings, without reading them when they are one allocation.
+fn cmp_part(a: &Arc<str>, b: &Arc<str>) -> Ordering {
+    if Arc::ptr_eq(a, b) {
+        Ordering::Equal
+    } else {
+        a.as_ref().cmp(b.as_ref())
+    }
+}
+
+/// Whether two shared strings are equal, without reading them when they are one allocation.
+fn eq_part(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a.as_ref() == b.as_ref()
+}
+
+impl PartialEq for ObjectKey {
+    fn eq(&self, other: &Self) -> bool {
+        eq_part(&self.name, &other.name)
+            && eq_part(&self.kind, &other.kind)
+            && eq_part(&self.namespace, &other.namespace)
+    }
+}
+
+impl Eq for ObjectKey {}
+
+impl PartialOrd for ObjectKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ObjectKey {
+    /// Kind, then namespace, then name: the order of the `(kind, namespace, name)` tuple.
+    fn cmp(&self, other: &Self) -> Ordering {
+        cmp_part(&self.kind, &other.kind)
+            .then_with(|| cmp_part(&self.namespace, &other.namespace))
+            .then_with(|| cmp_part(&self.name, &other.name))
+    }
+}
+
+impl Serialize for ObjectKey {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("ObjectKey", 3)?;
+        s.serialize_field("kind", &*self.kind)?;
+        s.serialize_field("namespace", &*self.namespace)?;
+        s.serialize_field("name", &*self.name)?;
+        s.end()
+    }
+}
+
+/// The serialized form of [`ObjectKey`]: a missing namespace is the empty one.
+#[derive(Deserialize)]
+struct KeyRepr {
+    kind: String,
+    #[serde(default)]
+    namespace: String,
+    name: String,
+}
+
+impl<'de> Deserialize<'de> for ObjectKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let r = KeyRepr::deserialize(deserializer)?;
+        Ok(ObjectKey::new(r.kind, r.namespace, r.name))
+    }
 }
 
 impl ObjectKey {
     /// Builds a key from its three parts.
-    pub fn new(kind: impl Into<String>, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(kind: impl AsRef<str>, namespace: impl AsRef<str>, name: impl AsRef<str>) -> Self {
         Self {
-            kind: kind.into(),
-            namespace: namespace.into(),
-            name: name.into(),
+            kind: Arc::from(kind.as_ref()),
+            namespace: Arc::from(namespace.as_ref()),
+            name: Arc::from(name.as_ref()),
         }
     }
 }
@@ -86,11 +157,11 @@ impl Object {
 
     /// The object's identity.
     pub fn key(&self) -> ObjectKey {
-        ObjectKey::new(self.kind.clone(), self.namespace.clone(), self.name.clone())
+        ObjectKey::new(&self.kind, &self.namespace, &self.name)
     }
 
     /// Whether this object has the given key, without allocating one.
     pub fn has_key(&self, key: &ObjectKey) -> bool {
-        self.kind == key.kind && self.namespace == key.namespace && self.name == key.name
+        self.name == *key.name && self.kind == *key.kind && self.namespace == *key.namespace
     }
 }
