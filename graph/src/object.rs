@@ -3,7 +3,9 @@
 //! The engine knows nothing of Kubernetes kinds: an object is a kind, a namespace, a name, an
 //! optional resource version and a JSON value. Objects are identified by [`ObjectKey`].
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -95,13 +97,42 @@ impl<'de> Deserialize<'de> for ObjectKey {
 
 impl ObjectKey {
     /// Builds a key from its three parts.
+    ///
+    /// The kind and the namespace come from a small per-thread pool (see [`shared_part`]), so
+    /// keys of one kind and namespace share those parts and compare them without reading them.
     pub fn new(kind: impl AsRef<str>, namespace: impl AsRef<str>, name: impl AsRef<str>) -> Self {
         Self {
-            kind: Arc::from(kind.as_ref()),
-            namespace: Arc::from(namespace.as_ref()),
+            kind: shared_part(kind.as_ref()),
+            namespace: shared_part(namespace.as_ref()),
             name: Arc::from(name.as_ref()),
         }
     }
+}
+
+/// The most kind and namespace strings one thread's pool keeps; beyond, parts are not shared
+/// (still correct, only slower to compare), so hostile input cannot grow the pool without bound.
+const POOL_LIMIT: usize = 1024;
+
+thread_local! {
+    /// Kinds and namespaces seen by this thread: few distinct values, in every key.
+    static POOL: RefCell<HashSet<Arc<str>>> = RefCell::new(HashSet::new());
+}
+
+/// The pooled copy of a kind or namespace string: one allocation per distinct value and thread.
+fn shared_part(part: &str) -> Arc<str> {
+    POOL.with(|pool| {
+        let Ok(mut pool) = pool.try_borrow_mut() else {
+            return Arc::from(part);
+        };
+        if let Some(shared) = pool.get(part) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(part);
+        if pool.len() < POOL_LIMIT {
+            pool.insert(Arc::clone(&shared));
+        }
+        shared
+    })
 }
 
 impl fmt::Display for ObjectKey {
