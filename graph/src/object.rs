@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use serde::ser::SerializeStruct as _;
@@ -20,7 +21,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// The parts are shared strings: the engine keeps each key in several indexes (memo, join
 /// index, desired objects, pending changes), and cloning a key only counts references instead
 /// of copying three strings. Two keys sharing their parts compare equal without reading them.
-#[derive(Debug, Clone, Hash)]
+#[derive(Debug, Clone)]
 pub struct ObjectKey {
     /// The object's kind, e.g. `"IchorUser"`.
     pub kind: Arc<str>,
@@ -53,6 +54,15 @@ impl PartialEq for ObjectKey {
 }
 
 impl Eq for ObjectKey {}
+
+impl Hash for ObjectKey {
+    /// Hashes the parts' contents (as equality compares them), never their addresses.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.kind.as_ref().hash(state);
+        self.namespace.as_ref().hash(state);
+        self.name.as_ref().hash(state);
+    }
+}
 
 impl PartialOrd for ObjectKey {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
@@ -194,5 +204,59 @@ impl Object {
     /// Whether this object has the given key, without allocating one.
     pub fn has_key(&self, key: &ObjectKey) -> bool {
         self.name == *key.name && self.kind == *key.kind && self.namespace == *key.namespace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::hash_map::DefaultHasher;
+
+    fn hash_of(key: &ObjectKey) -> u64 {
+        let mut h = DefaultHasher::new();
+        key.hash(&mut h);
+        h.finish()
+    }
+
+    #[test]
+    fn keys_order_by_kind_then_namespace_then_name_whether_or_not_they_share_parts() {
+        let pooled = ObjectKey::new("User", "ns", "b");
+        // Parts built outside the pool: same contents, other allocations.
+        let unpooled = ObjectKey {
+            kind: Arc::from("User"),
+            namespace: Arc::from("ns"),
+            name: Arc::from("b"),
+        };
+        assert!(!Arc::ptr_eq(&pooled.kind, &unpooled.kind));
+        assert_eq!(pooled, unpooled);
+        assert_eq!(pooled.cmp(&unpooled), Ordering::Equal);
+        assert_eq!(hash_of(&pooled), hash_of(&unpooled));
+        let mut keys = vec![
+            ObjectKey::new("User", "ns", "c"),
+            ObjectKey::new("Cluster", "zz", "a"),
+            unpooled,
+            ObjectKey::new("User", "a", "z"),
+        ];
+        keys.sort();
+        let shown: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["Cluster zz/a", "User a/z", "User ns/b", "User ns/c"]);
+    }
+
+    #[test]
+    fn keys_of_one_kind_and_namespace_share_those_parts() {
+        let a = ObjectKey::new("User", "ns", "a");
+        let b = ObjectKey::new(String::from("User"), "ns", "b");
+        assert!(Arc::ptr_eq(&a.kind, &b.kind));
+        assert!(Arc::ptr_eq(&a.namespace, &b.namespace));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_key_reads_and_writes_the_same_json_as_before_a_missing_namespace_being_empty() {
+        let key = ObjectKey::new("Cluster", "", "c");
+        let json = serde_json::to_string(&key).unwrap();
+        assert_eq!(json, r#"{"kind":"Cluster","namespace":"","name":"c"}"#);
+        let back: ObjectKey = serde_json::from_str(r#"{"kind":"Cluster","name":"c"}"#).unwrap();
+        assert_eq!(back, key);
     }
 }
