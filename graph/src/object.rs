@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(pooled, unpooled);
         assert_eq!(pooled.cmp(&unpooled), Ordering::Equal);
         assert_eq!(hash_of(&pooled), hash_of(&unpooled));
-        let mut keys = vec![
+        let mut keys = [
             ObjectKey::new("User", "ns", "c"),
             ObjectKey::new("Cluster", "zz", "a"),
             unpooled,
