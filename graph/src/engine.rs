@@ -1,7 +1,7 @@
 //! The evaluation of a built [`Graph`] against a [`World`].
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -183,7 +183,7 @@ impl ValueSource for Upstream<'_> {
                 .transpose()?
                 .map(Cow::Owned),
             (SlotKind::Object(k), _, _) => Some(Cow::Owned(serde_json::to_value(self.world.get(k))?)),
-            (SlotKind::Kind(kind), _, Some(k)) if *kind == k.kind => self
+            (SlotKind::Kind(kind), _, Some(k)) if **kind == *k.kind => self
                 .world
                 .get(k)
                 .map(serde_json::to_value)
@@ -235,7 +235,7 @@ impl ValueSource for Upstream<'_> {
     fn object(&self, slot: SlotId, key: Option<&ObjectKey>) -> Option<Option<&Object>> {
         match (&self.defs.get(slot)?.kind, key) {
             (SlotKind::Object(k), None) => Some(self.world.get(k)),
-            (SlotKind::Kind(kind), Some(k)) if *kind == k.kind => Some(self.world.get(k)),
+            (SlotKind::Kind(kind), Some(k)) if **kind == *k.kind => Some(self.world.get(k)),
             _ => None,
         }
     }
@@ -265,7 +265,7 @@ impl Upstream<'_> {
     fn primary(&self, slot: SlotId, key: &ObjectKey) -> Result<Option<Primary<'_>>, serde_json::Error> {
         Ok(
             match (self.defs.get(slot).map(|d| &d.kind), self.slots.get(slot)) {
-                (Some(SlotKind::Kind(kind)), _) if *kind == key.kind => {
+                (Some(SlotKind::Kind(kind)), _) if **kind == *key.kind => {
                     self.world.get(key).map(Primary::Object)
                 }
                 (_, Some(SlotState::Family { instances, .. })) => {
@@ -363,7 +363,7 @@ struct Ctx {
     changed_single: Vec<bool>,
     changed_keys: Vec<BTreeSet<ObjectKey>>,
     /// Emitter instances that recomputed or went away, with their reason.
-    touched: HashMap<Origin, Reason>,
+    touched: BTreeMap<Origin, Reason>,
     /// Keys an emitter stopped desiring, with the reason.
     dropped: BTreeMap<ObjectKey, Reason>,
     new_effects: Vec<(String, Origin)>,
@@ -802,7 +802,7 @@ impl Graph {
         let mut ctx = Ctx {
             changed_single: vec![false; n],
             changed_keys: vec![BTreeSet::new(); n],
-            touched: HashMap::new(),
+            touched: BTreeMap::new(),
             dropped: BTreeMap::new(),
             new_effects: Vec::new(),
             // The pending keys join these before the diff.
@@ -1257,7 +1257,12 @@ fn emitted_object<'a>(slots: &'a [SlotState], origin: &Origin, index: usize) -> 
 /// The pending keys of one kind, in key order. An evaluation usually follows one event, so the
 /// few pending keys are scanned rather than searched (a search would build a key to start at).
 fn pending_of_kind(pending: &Pending, kind: &str) -> Vec<ObjectKey> {
-    pending.keys.iter().filter(|k| k.kind == kind).cloned().collect()
+    pending
+        .keys
+        .iter()
+        .filter(|k| *k.kind == *kind)
+        .cloned()
+        .collect()
 }
 
 fn tally(node: &mut NodeStats, outcome: Outcome) {

@@ -27,7 +27,7 @@
 //! let status = b.family("user-status", &users, (), |key: &ObjectKey, user: &Object, _: &()| {
 //!     let enabled = user.value["spec"]["enabled"].as_bool().unwrap_or(false);
 //!     Desired {
-//!         objects: vec![Object::new("UserStatus", &key.namespace, &key.name, json!({"ready": enabled}))],
+//!         objects: vec![Object::new("UserStatus", &*key.namespace, &*key.name, json!({"ready": enabled}))],
 //!         effects: vec![],
 //!     }
 //! });

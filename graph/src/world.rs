@@ -53,12 +53,12 @@ impl World {
                 self.pending.keys.insert(key);
             }
             Event::Deleted(key) => {
-                if let Some(objects) = self.kinds.get_mut(&key.kind) {
+                if let Some(objects) = self.kinds.get_mut(&*key.kind) {
                     if objects.remove(&key).is_some() {
                         self.len -= 1;
                     }
                     if objects.is_empty() {
-                        self.kinds.remove(&key.kind);
+                        self.kinds.remove(&*key.kind);
                     }
                 }
                 self.pending.keys.insert(key);
@@ -74,7 +74,7 @@ impl World {
 
     /// The object with this key, if observed.
     pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
-        self.kinds.get(&key.kind)?.get(key)
+        self.kinds.get(&*key.kind)?.get(key)
     }
 
     /// Every object of one kind, in key order.

@@ -99,8 +99,8 @@ pub fn toy() -> Toy {
         Desired {
             objects: vec![Object::new(
                 "UserStatus",
-                &k.namespace,
-                &k.name,
+                &*k.namespace,
+                &*k.name,
                 json!({"metadata": owned_meta(), "spec": {"ready": enabled, "displayName": display}}),
             )],
             effects: vec![],
@@ -155,8 +155,8 @@ pub fn toy() -> Toy {
             Desired {
                 objects: vec![Object::new(
                     "MachineClass",
-                    &k.namespace,
-                    &k.name,
+                    &*k.namespace,
+                    &*k.name,
                     json!({"metadata": owned_meta(), "spec": {
                         "endpoint": doc.endpoint, "issuer": doc.issuer, "role": m.value["spec"]["role"],
                     }}),

@@ -323,7 +323,7 @@ impl KubeApplier {
     fn resource(key: &ObjectKey) -> Result<Resource, ApplyError> {
         resource_for(&key.kind).ok_or_else(|| ApplyError::UnknownKind {
             key: key.clone(),
-            kind: key.kind.clone(),
+            kind: key.kind.to_string(),
         })
     }
 

@@ -524,7 +524,7 @@ pub(crate) fn cluster_auth(key: &ObjectKey, cluster: &Object, trust: &TrustOut) 
         }
     };
     let mut tc = TalosCluster::new(&key.name, spec);
-    tc.metadata.namespace = Some(key.namespace.clone());
+    tc.metadata.namespace = Some(key.namespace.to_string());
     let trust = trust.trust();
     let render = render_cluster(&tc, &[], trust.as_ref());
     ClusterAuth {
@@ -553,7 +553,7 @@ pub(crate) fn machine_condition(
     let spec: TalosMachineSpec = decode(machine.value.get("spec")).ok()?;
     let status: Option<TalosMachineStatus> = decode(machine.value.get("status")).ok();
     let mut tm = TalosMachine::new(&key.name, spec);
-    tm.metadata.namespace = Some(key.namespace.clone());
+    tm.metadata.namespace = Some(key.namespace.to_string());
     tm.status = status;
     let (_, cond) = restart_required(std::slice::from_ref(&tm), &cluster.documents)
         .into_iter()
@@ -677,9 +677,9 @@ fn status_desired(key: &ObjectKey, status: Value) -> Desired {
     value.insert("status".to_owned(), status);
     Desired {
         objects: vec![Object::new(
-            key.kind.clone(),
-            key.namespace.clone(),
-            key.name.clone(),
+            &*key.kind,
+            &*key.namespace,
+            &*key.name,
             Value::Object(value),
         )],
         effects: Vec::new(),
@@ -704,7 +704,7 @@ pub(crate) fn credentials_gc(key: &ObjectKey, user_exists: &Option<bool>, users_
     let request = RemoveCredentialsKeyRequest {
         namespace: NAMESPACE.to_owned(),
         secret: ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME.to_owned(),
-        key: key.name.clone(),
+        key: key.name.to_string(),
     };
     Desired {
         objects: Vec::new(),

@@ -113,7 +113,7 @@ impl Loop {
         }
         self.metrics.event(&event);
         let tls = matches!(&event, Event::Applied(o) if o.kind == "Secret" && o.name == TLS_SECRET)
-            || matches!(&event, Event::Deleted(k) if k.kind == "Secret" && k.name == TLS_SECRET);
+            || matches!(&event, Event::Deleted(k) if &*k.kind == "Secret" && &*k.name == TLS_SECRET);
         self.controller.fold(event);
         if tls {
             let key = ObjectKey::new("Secret", NAMESPACE, TLS_SECRET);

@@ -41,7 +41,7 @@ impl ActionLabels {
     pub fn of(action: &Action) -> Self {
         let (verb, kind) = match action {
             Action::Apply { object, .. } => ("apply", object.kind.clone()),
-            Action::Delete { key, .. } => ("delete", key.kind.clone()),
+            Action::Delete { key, .. } => ("delete", key.kind.to_string()),
             Action::Effect { request, .. } => (
                 "effect",
                 request
