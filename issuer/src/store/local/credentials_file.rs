@@ -302,11 +302,19 @@ impl CredentialsFile {
             return Ok(Arc::clone(&cached.snapshot));
         }
         let snapshot = Arc::new(self.parse(&mut file, user)?);
-        *self.cached() = Some(Cached {
-            stamp,
-            _file: file,
-            snapshot: Arc::clone(&snapshot),
-        });
+        let mut cached = self.cached();
+        // A reader that opened the file just before a commit replaced it parses the older file:
+        // it must not evict the newer document (generations only grow under the lock).
+        if cached
+            .as_ref()
+            .is_none_or(|c| c.snapshot.generation <= snapshot.generation)
+        {
+            *cached = Some(Cached {
+                stamp,
+                _file: file,
+                snapshot: Arc::clone(&snapshot),
+            });
+        }
         Ok(snapshot)
     }
 
@@ -735,5 +743,22 @@ mod tests {
         assert_eq!(doc.entries.len(), 48);
         assert!(doc.generation <= 48, "generation {}", doc.generation);
         assert!(!file.queue().committing, "the turn ended with the queue");
+    }
+
+    #[test]
+    fn a_file_replaced_by_hand_with_a_lower_generation_is_still_what_reads_return() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = CredentialsFile::new(dir.path());
+        let v1 = file.write("alice", ABSENT_VERSION, Edit::Put(entry(1))).unwrap();
+        file.write("alice", &v1, Edit::Put(entry(2))).unwrap();
+        let by_hand = dir.path().join("by-hand.json");
+        std::fs::write(&by_hand, br#"{"generation": 0, "entries": {"alice": {"n": 5}}}"#).unwrap();
+        std::fs::rename(&by_hand, file.path()).unwrap();
+        assert_eq!(file.read("alice").unwrap().entries.get("alice"), Some(&entry(5)));
+        assert_eq!(file.read("alice").unwrap().entries.get("alice"), Some(&entry(5)));
+        // The compare under the lock works from that file too.
+        file.write("alice", &entry(5).version, Edit::Put(entry(6)))
+            .unwrap();
+        assert_eq!(file.read("alice").unwrap().generation, 1);
     }
 }
