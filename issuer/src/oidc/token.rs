@@ -412,7 +412,9 @@ async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse
     })
     .await
     .map_err(store_error)?;
-    issuer.store.invalidate(&claims.sub);
+    // No `invalidate` here: a rotation writes only the credentials entry, which is never cached,
+    // and leaves the user (cached at most `USER_CACHE_TTL`) as it was; dropping the cached user
+    // would cost a user re-read (a users-directory scan, or an API call) on every refresh.
     let family = match outcome {
         Refreshed::Issued { family } => family,
         Refreshed::NoEntry => {

@@ -40,7 +40,7 @@ use ichor_renderers::{
 use tokio::time::Instant;
 
 use self::{
-    credentials_file::{CredentialsFile, Edit, entry_version},
+    credentials_file::{CredentialsFile, Edit, Entry},
     fsutil::{atomic_create, atomic_replace, ensure_private_dir, lock_exclusive, remove_durably},
     users::{Location, Scan},
 };
@@ -311,17 +311,12 @@ impl UserStore for LocalStore {
         let file = self.credentials.clone();
         let user = name.to_owned();
         let doc = blocking(move || file.read(&user)).await??;
-        let value = doc.entries.get(name);
-        let version = Version(entry_version(value));
-        let Some(value) = value else {
-            return Ok((None, version));
+        let Some(stored) = doc.entries.get(name) else {
+            return Ok((None, Version(doc.version(name).to_owned())));
         };
-        let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Corrupt {
-            user: name.to_owned(),
-            reason: redact::redact_quoted(&e.to_string()),
-        })?;
-        let entry = CredentialsEntry::parse(name, &bytes).map_err(|e| redact::corrupt(name, &e))?;
-        Ok((Some(entry), version))
+        let entry =
+            CredentialsEntry::parse(name, stored.json.as_bytes()).map_err(|e| redact::corrupt(name, &e))?;
+        Ok((Some(entry), Version(stored.version.clone())))
     }
 
     async fn write_credentials(
@@ -338,15 +333,12 @@ impl UserStore for LocalStore {
                     user: name.to_owned(),
                     reason: redact::redact_quoted(&e.to_string()),
                 })?;
-                Edit::Put(value)
+                Edit::Put(Arc::new(Entry::of(&value)))
             }
             None => Edit::Remove,
         };
-        let file = self.credentials.clone();
-        let user = name.to_owned();
-        let expected = expected.0.clone();
         Ok(Version(
-            blocking(move || file.write(&user, &expected, edit)).await??,
+            self.credentials.write_async(name, &expected.0, edit).await?,
         ))
     }
 

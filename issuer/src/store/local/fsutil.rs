@@ -64,24 +64,33 @@ fn temp_path(dir: &Path, path: &Path) -> std::path::PathBuf {
     ))
 }
 
-/// Writes `bytes` to a new file `temp` (mode 0600) and syncs it.
-fn write_synced(temp: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Writes `bytes` to a new file `temp` (mode 0600) and syncs it; returns the open file.
+fn write_synced(temp: &Path, bytes: &[u8]) -> io::Result<File> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(temp)?;
     file.write_all(bytes)?;
-    file.sync_all()
+    file.sync_all()?;
+    Ok(file)
 }
 
 /// Replaces `path` (in directory `dir`) by `bytes` atomically and durably: a new file (mode
 /// 0600) in the same directory, written and synced, renamed over `path`, then `dir` synced.
 pub(crate) fn atomic_replace(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    atomic_replace_kept(dir, path, bytes).map(drop)
+}
+
+/// [`atomic_replace`], returning the new file still open (write-only), so the caller can stamp it
+/// and keep its inode from being reused while it holds it.
+pub(crate) fn atomic_replace_kept(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<File> {
     let temp = temp_path(dir, path);
-    let result = write_synced(&temp, bytes)
-        .and_then(|()| fs::rename(&temp, path))
-        .and_then(|()| File::open(dir)?.sync_all());
+    let result = write_synced(&temp, bytes).and_then(|file| {
+        fs::rename(&temp, path)?;
+        File::open(dir)?.sync_all()?;
+        Ok(file)
+    });
     if result.is_err() {
         // Best effort: the temporary file may already be gone (renamed).
         let _ = fs::remove_file(&temp);
@@ -94,7 +103,7 @@ pub(crate) fn atomic_replace(dir: &Path, path: &Path, bytes: &[u8]) -> io::Resul
 /// temporary name, then hard-linked to `path` (which never replaces), then `dir` synced.
 pub(crate) fn atomic_create(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
     let temp = temp_path(dir, path);
-    let result = write_synced(&temp, bytes).and_then(|()| fs::hard_link(&temp, path));
+    let result = write_synced(&temp, bytes).and_then(|_| fs::hard_link(&temp, path));
     let _ = fs::remove_file(&temp);
     result?;
     File::open(dir)?.sync_all()
