@@ -9,6 +9,9 @@
 #   hack/fuzz.sh 600             # the long run: 10 minutes per target (about 90 minutes)
 #   hack/fuzz.sh 60 jws_tokens keys_json
 #
+# Build flags: $ICHOR_FUZZ_BUILD_FLAGS (default "-O": release, no overflow checks; set it to "-a"
+# for cargo-fuzz's debug assertions and overflow checks, at the cost of a second full build).
+#
 # Needs the nightly toolchain (sanitizers); installs cargo-fuzz when missing. Builds into
 # $ICHOR_FUZZ_TARGET (default ~/.cache/ichor-fuzz-target), never into the workspace's target
 # directory. New inputs the fuzzer finds go to a scratch corpus under that directory, so the
@@ -27,6 +30,7 @@ if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
 fi
 
 export CARGO_TARGET_DIR="${ICHOR_FUZZ_TARGET:-$HOME/.cache/ichor-fuzz-target}"
+read -r -a build_flags <<<"${ICHOR_FUZZ_BUILD_FLAGS:--O}"
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
   echo "hack/fuzz.sh: the nightly toolchain is needed: rustup toolchain install nightly" >&2
@@ -43,7 +47,7 @@ targets=("$@")
 
 echo "==> cargo +nightly fuzz build (${#all[@]} targets, into $CARGO_TARGET_DIR)"
 started=$(date +%s)
-cargo +nightly fuzz build
+cargo +nightly fuzz build "${build_flags[@]}"
 echo "    built in $(($(date +%s) - started)) s"
 
 failed=()
@@ -60,7 +64,7 @@ for t in "${targets[@]}"; do
   log="$CARGO_TARGET_DIR/fuzz-$t.log"
   status=0
   # The scratch corpus comes first: libFuzzer writes new inputs into the first directory only.
-  cargo +nightly fuzz run "$t" "$scratch" "fuzz/corpus/$t" -- \
+  cargo +nightly fuzz run "${build_flags[@]}" "$t" "$scratch" "fuzz/corpus/$t" -- \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     >"$log" 2>&1 || status=$?
   grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" | sed 's/^/    /' || true

@@ -15,7 +15,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, file)) = data.split_first() else {
         return;
     };
-    let name = if selector & 1 == 0 { "config.yaml" } else { "config.json" };
+    let name = if selector & 1 == 0 {
+        "config.yaml"
+    } else {
+        "config.json"
+    };
     let Ok(config) = authn::parse(file, name) else {
         return;
     };

@@ -28,7 +28,11 @@ fn round_trip<A: Artifact + PartialEq + std::fmt::Debug>(token: &str) -> bool {
 
 fn signed(typ: &str, payload: &[u8]) -> String {
     let header = format!(r#"{{"alg":"HS256","kid":"h-1","typ":"{typ}"}}"#);
-    let input = format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(payload));
+    let input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header),
+        URL_SAFE_NO_PAD.encode(payload)
+    );
     let sig = hmac(input.as_bytes());
     format!("{input}.{}", URL_SAFE_NO_PAD.encode(sig))
 }
@@ -55,7 +59,10 @@ fuzz_target!(|data: &[u8]| {
         round_trip::<CodeClaims>(&token),
         round_trip::<RefreshClaims>(&token),
     ];
-    assert!(verified.iter().filter(|v| **v).count() <= 1, "one token verified as two types");
+    assert!(
+        verified.iter().filter(|v| **v).count() <= 1,
+        "one token verified as two types"
+    );
     let keys = keys();
     for audience in ["ichor-ui", "ichor-kube"] {
         if let Ok(claims) = tokens::verify_id_token(&keys, &token, ISSUER, audience, now()) {

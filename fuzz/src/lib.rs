@@ -63,7 +63,13 @@ pub fn document() -> &'static KeysDocument {
     static DOC: OnceLock<KeysDocument> = OnceLock::new();
     DOC.get_or_init(|| {
         let t = key_start();
-        let rsa = RsaKey::new("k-1".into(), PrivateKeyPem::new(PEM.into()).expect("pem"), t, t, None);
+        let rsa = RsaKey::new(
+            "k-1".into(),
+            PrivateKeyPem::new(PEM.into()).expect("pem"),
+            t,
+            t,
+            None,
+        );
         let hmac = HmacKey::new("h-1".into(), HmacSecret::new([1; 32]), t, t, None);
         KeysDocument::new(vec![rsa.expect("rsa")], vec![hmac.expect("hmac")]).expect("doc")
     })
@@ -91,7 +97,13 @@ pub fn alice_entry() -> &'static CredentialsEntry {
     ENTRY.get_or_init(|| {
         let start = now() - SignedDuration::from_hours(1);
         CredentialsEntry::new(HASH.into(), start - SignedDuration::from_hours(24), false)
-            .start_family(FAMILY, "ichor-cli", "ichor-kube", start, SignedDuration::from_hours(12))
+            .start_family(
+                FAMILY,
+                "ichor-cli",
+                "ichor-kube",
+                start,
+                SignedDuration::from_hours(12),
+            )
             .expect("family")
     })
 }
@@ -191,7 +203,9 @@ pub fn expand(input: &str) -> String {
 
 /// HMAC-SHA256 over `input` with the fixed HMAC key (to sign fuzzed payloads).
 pub fn hmac(input: &[u8]) -> Vec<u8> {
-    let signer = josekit::jws::HS256.signer_from_bytes([1u8; 32]).expect("hmac key");
+    let signer = josekit::jws::HS256
+        .signer_from_bytes([1u8; 32])
+        .expect("hmac key");
     josekit::jws::JwsSigner::sign(&signer, input).expect("hmac")
 }
 
@@ -253,7 +267,11 @@ impl UserStore for MemoryStore {
 
     async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError> {
         let v = *self.version.lock().unwrap();
-        let entry = if name == "alice" { self.creds.lock().unwrap().clone() } else { None };
+        let entry = if name == "alice" {
+            self.creds.lock().unwrap().clone()
+        } else {
+            None
+        };
         Ok((entry, Version(v.to_string())))
     }
 
@@ -296,7 +314,8 @@ pub fn issuer() -> Arc<Issuer> {
 }
 
 /// Sends one request through the external router of a fresh [`issuer`] on a current-thread
-/// runtime and returns the status, headers and body.
+/// runtime and returns the status, headers and body (printed when `ICHOR_FUZZ_SHOW` is set, to
+/// check what a seed reaches).
 pub fn send(
     request: axum::http::Request<axum::body::Body>,
 ) -> (axum::http::StatusCode, axum::http::HeaderMap, Vec<u8>) {
@@ -316,6 +335,9 @@ pub fn send(
         let body = axum::body::to_bytes(response.into_body(), 1 << 20)
             .await
             .expect("body");
+        if std::env::var_os("ICHOR_FUZZ_SHOW").is_some() {
+            eprintln!("{status} {}", String::from_utf8_lossy(&body));
+        }
         (status, headers, body.to_vec())
     })
 }
