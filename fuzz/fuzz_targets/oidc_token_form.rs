@@ -1,0 +1,35 @@
+//! `POST /oidc/token` bodies through the real router (form parsing, grant dispatch, code and
+//! refresh token verification, PKCE, the store updates), on a fresh issuer per input with a
+//! fixed clock and keys. Placeholders expand to a valid code and refresh token of alice.
+//!
+//! Properties: no panic; the answer is 200 or a 4xx/503 OAuth error, never a 500 (the
+//! in-memory store cannot fail), and always JSON.
+#![no_main]
+
+use axum::{
+    body::Body,
+    http::{Request, header},
+};
+use ichor_fuzz::{expand, send};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let body = match std::str::from_utf8(data) {
+        Ok(text) => expand(text).into_bytes(),
+        Err(_) => data.to_vec(),
+    };
+    let request = Request::post("/oidc/token")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(body))
+        .expect("request");
+    let (status, _, body) = send(request);
+    assert!(
+        status.is_success() || status.is_client_error() || status.as_u16() == 503,
+        "status {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&body).expect("the answer is JSON");
+    if !status.is_success() {
+        assert!(json["error"].is_string(), "an error answer names its error");
+    }
+});

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Fuzzes every parser that sees untrusted bytes (fuzz/fuzz_targets/, cargo fuzz + libFuzzer with
+# AddressSanitizer), each for a bounded time, starting from the committed seeds in
+# fuzz/corpus/<target>/. Fails when a target crashes (panic, assertion, sanitizer report, OOM,
+# timeout): the reproducer is left in fuzz/artifacts/<target>/.
+#
+# Usage: hack/fuzz.sh [seconds-per-target] [target...]
+#   hack/fuzz.sh                 # 10 s per target, every target (the smoke run)
+#   hack/fuzz.sh 600             # the long run: 10 minutes per target (about 90 minutes)
+#   hack/fuzz.sh 60 jws_tokens keys_json
+#
+# Build flags: $ICHOR_FUZZ_BUILD_FLAGS (default "-O": release, no overflow checks; set it to "-a"
+# for cargo-fuzz's debug assertions and overflow checks, at the cost of a second full build).
+#
+# Needs the nightly toolchain (sanitizers); installs cargo-fuzz when missing. Builds into
+# $ICHOR_FUZZ_TARGET (default ~/.cache/ichor-fuzz-target), never into the workspace's target
+# directory. New inputs the fuzzer finds go to a scratch corpus under that directory, so the
+# committed seeds stay small; to keep an interesting one, copy it into fuzz/corpus/<target>/.
+# A crash is fixed in the crate that owns the parser, with the reproducer as a regression test
+# in that crate's normal test suite; reproduce one with
+#   cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<crash-file>   (from the repo root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-10}"
+shift || true
+if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: hack/fuzz.sh [seconds-per-target] [target...]" >&2
+  exit 2
+fi
+
+export CARGO_TARGET_DIR="${ICHOR_FUZZ_TARGET:-$HOME/.cache/ichor-fuzz-target}"
+read -r -a build_flags <<<"${ICHOR_FUZZ_BUILD_FLAGS:--O}"
+
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "hack/fuzz.sh: the nightly toolchain is needed: rustup toolchain install nightly" >&2
+  exit 1
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  echo "==> installing cargo-fuzz (missing)"
+  cargo +nightly install cargo-fuzz --locked
+fi
+
+mapfile -t all < <(cargo +nightly fuzz list)
+targets=("$@")
+[[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
+
+echo "==> cargo +nightly fuzz build (${#all[@]} targets, into $CARGO_TARGET_DIR)"
+started=$(date +%s)
+cargo +nightly fuzz build "${build_flags[@]}"
+echo "    built in $(($(date +%s) - started)) s"
+
+failed=()
+for t in "${targets[@]}"; do
+  if [[ ! " ${all[*]} " == *" $t "* ]]; then
+    echo "hack/fuzz.sh: no target $t (targets: ${all[*]})" >&2
+    exit 2
+  fi
+  scratch="$CARGO_TARGET_DIR/corpus/$t"
+  artifacts="fuzz/artifacts/$t"
+  mkdir -p "$scratch" "$artifacts"
+  before=$(find "$artifacts" -type f | wc -l)
+  echo "==> $t: ${seconds} s"
+  log="$CARGO_TARGET_DIR/fuzz-$t.log"
+  status=0
+  # The scratch corpus comes first: libFuzzer writes new inputs into the first directory only.
+  cargo +nightly fuzz run "${build_flags[@]}" "$t" "$scratch" "fuzz/corpus/$t" -- \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    >"$log" 2>&1 || status=$?
+  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" | sed 's/^/    /' || true
+  after=$(find "$artifacts" -type f | wc -l)
+  if [[ $status -ne 0 || $after -gt $before ]]; then
+    echo "    FAILED (exit $status); log: $log; reproducers in $artifacts:" >&2
+    ls -t "$artifacts" | sed 's/^/      /' >&2
+    tail -40 "$log" >&2
+    failed+=("$t")
+  fi
+done
+
+echo "==> fuzzed ${#targets[@]} targets, ${seconds} s each, in $(($(date +%s) - started)) s"
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "hack/fuzz.sh: crashes in: ${failed[*]}" >&2
+  exit 1
+fi
