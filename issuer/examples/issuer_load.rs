@@ -6,6 +6,12 @@
 //! - `refresh`: signs in `--clients` users (one refresh family each), then every client rotates
 //!   its own family as fast as it can for `--seconds`; prints throughput and latency.
 //! - `logins`: `--count` full sign-ins (authorize + password) started at once; prints timings.
+//! - `mixed --issuer A --issuer B --pid PA --pid PB`: a paced mixed workload (discovery, JWKS,
+//!   refresh grants, sign-ins and `UserService/WhoAmI` over gRPC-web), each request alternating
+//!   between the issuers, for `--seconds`; then the same again with a login flood added
+//!   (`--flood` tasks signing in as fast as they can, a third with wrong passwords). Prints a
+//!   markdown report: throughput and p50/p99/p999 per endpoint and phase, and each issuer's
+//!   VmHWM after each phase.
 //! - `serve-memory --dir D --port P`: the same OIDC router as the binary, over the same TLS
 //!   serving code, but on an in-memory store with one version per user (no file, no fsync, no
 //!   cross-user conflicts): the issuer's own ceiling, with the store taken out.
@@ -69,6 +75,23 @@ enum Command {
         #[arg(long)]
         port: u16,
     },
+    /// Mixed paced workload against several issuers, then the same with a login flood.
+    Mixed {
+        /// An issuer URL (give it once per issuer; requests alternate between them).
+        #[arg(long, required = true)]
+        issuer: Vec<String>,
+        #[arg(long)]
+        ca: PathBuf,
+        /// An issuer process id whose VmHWM the report shows (once per issuer).
+        #[arg(long)]
+        pid: Vec<u32>,
+        /// Seconds per phase (sustained, then flood).
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent sign-in loops during the flood.
+        #[arg(long, default_value_t = 200)]
+        flood: usize,
+    },
     /// A flood of concurrent sign-ins.
     Logins {
         #[arg(long)]
@@ -92,6 +115,13 @@ async fn main() -> Result<()> {
             seconds,
         } => refresh(&issuer, &ca, clients, Duration::from_secs(seconds)).await,
         Command::Logins { issuer, ca, count } => logins(&issuer, &ca, count).await,
+        Command::Mixed {
+            issuer,
+            ca,
+            pid,
+            seconds,
+            flood,
+        } => mixed::run(&issuer, &ca, &pid, Duration::from_secs(seconds), flood).await,
         Command::ServeMemory { dir, port } => memory::run(&dir, port).await,
     }
 }
@@ -196,6 +226,23 @@ async fn json_ok(r: reqwest::RequestBuilder) -> Result<serde_json::Value> {
 
 /// Signs `user` in for `ichor-cli` with `offline_access`: the refresh token.
 async fn sign_in(http: &reqwest::Client, issuer: &str, user: &str, from: &str) -> Result<String> {
+    let tokens = sign_in_tokens(http, issuer, user, PASSWORD, "ichor-kube", from).await?;
+    Ok(tokens["refresh_token"]
+        .as_str()
+        .context("no refresh_token")?
+        .to_owned())
+}
+
+/// Signs `user` in for `ichor-cli` with `offline_access` and ID tokens for `audience`: the
+/// token response.
+async fn sign_in_tokens(
+    http: &reqwest::Client,
+    issuer: &str,
+    user: &str,
+    password: &str,
+    audience: &str,
+    from: &str,
+) -> Result<serde_json::Value> {
     let challenge = ichor_issuer::oidc::request::s256_challenge(VERIFIER);
     let ticket = json_ok(
         http.get(format!("{issuer}/oidc/authorize"))
@@ -208,6 +255,7 @@ async fn sign_in(http: &reqwest::Client, issuer: &str, user: &str, from: &str) -
                 ("scope", "openid offline_access"),
                 ("code_challenge", challenge.as_str()),
                 ("code_challenge_method", "S256"),
+                ("audience", audience),
             ])
             .header("accept", "application/json")
             .header("x-forwarded-for", from),
@@ -216,7 +264,7 @@ async fn sign_in(http: &reqwest::Client, issuer: &str, user: &str, from: &str) -
     let login = json_ok(
         http.post(format!("{issuer}/oidc/login"))
             .header("x-forwarded-for", from)
-            .json(&serde_json::json!({"ticket": ticket["ticket"], "username": user, "password": PASSWORD})),
+            .json(&serde_json::json!({"ticket": ticket["ticket"], "username": user, "password": password})),
     )
     .await?;
     let redirect = url::Url::parse(login["redirect_uri"].as_str().context("no redirect_uri")?)?;
@@ -225,7 +273,7 @@ async fn sign_in(http: &reqwest::Client, issuer: &str, user: &str, from: &str) -
         .find(|(k, _)| k == "code")
         .map(|(_, v)| v.into_owned())
         .context("no code")?;
-    let tokens = json_ok(
+    json_ok(
         http.post(format!("{issuer}/oidc/token"))
             .header("x-forwarded-for", from)
             .form(&[
@@ -236,11 +284,7 @@ async fn sign_in(http: &reqwest::Client, issuer: &str, user: &str, from: &str) -
                 ("code_verifier", VERIFIER),
             ]),
     )
-    .await?;
-    Ok(tokens["refresh_token"]
-        .as_str()
-        .context("no refresh_token")?
-        .to_owned())
+    .await
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -398,6 +442,440 @@ async fn logins(issuer: &str, ca: &Path, count: usize) -> Result<()> {
         println!("logins error x{v}: {k}");
     }
     Ok(())
+}
+
+// === mixed ===
+
+mod mixed {
+    use super::{PASSWORD, PER_ADDRESS, client, ms, percentile, sign_in_tokens, source};
+    use anyhow::{Context as _, Result};
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// One endpoint class of the paced workload: its name, requests per second in all, and
+    /// how many tasks share that rate.
+    const CLASSES: &[(&str, f64, usize)] = &[
+        ("discovery", 100.0, 4),
+        ("jwks", 100.0, 4),
+        ("refresh", 40.0, 8),
+        ("whoami (gRPC-web)", 40.0, 4),
+        ("sign-in (authorize+password+code)", 2.0, 2),
+    ];
+
+    /// Latencies of successful requests and counts of failures, by class.
+    #[derive(Default)]
+    struct Record {
+        ok: BTreeMap<&'static str, Vec<Duration>>,
+        errors: BTreeMap<&'static str, BTreeMap<String, usize>>,
+    }
+
+    impl Record {
+        fn merge(&mut self, other: Record) {
+            for (k, v) in other.ok {
+                self.ok.entry(k).or_default().extend(v);
+            }
+            for (k, v) in other.errors {
+                let e = self.errors.entry(k).or_default();
+                for (m, n) in v {
+                    *e.entry(m).or_default() += n;
+                }
+            }
+        }
+        fn error(&mut self, class: &'static str, message: String) {
+            let m: String = message.chars().take(100).collect();
+            *self.errors.entry(class).or_default().entry(m).or_default() += 1;
+        }
+    }
+
+    /// A gRPC-web frame: flag, big-endian length, payload.
+    fn frame(flag: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![flag];
+        out.extend_from_slice(&u32::try_from(payload.len()).unwrap_or(0).to_be_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// The `grpc-status` of a gRPC-web answer (header, or the trailer frame of the body).
+    fn grpc_status(headers: &reqwest::header::HeaderMap, body: &[u8]) -> Option<String> {
+        if let Some(v) = headers.get("grpc-status") {
+            return v.to_str().ok().map(str::to_owned);
+        }
+        let mut rest = body;
+        while rest.len() >= 5 {
+            let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+            let payload = rest.get(5..5 + len)?;
+            if rest[0] & 0x80 != 0 {
+                let text = String::from_utf8_lossy(payload);
+                return text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("grpc-status:").map(|v| v.trim().to_owned()));
+            }
+            rest = &rest[5 + len..];
+        }
+        None
+    }
+
+    async fn get_ok(http: &reqwest::Client, url: String) -> Result<()> {
+        let r = http.get(url).send().await?;
+        let status = r.status();
+        r.bytes().await?;
+        anyhow::ensure!(status.is_success(), "HTTP {status}");
+        Ok(())
+    }
+
+    /// What one request of a task needs that outlives the request.
+    struct Task {
+        class: &'static str,
+        http: reqwest::Client,
+        issuers: Arc<Vec<String>>,
+        refresh_token: String,
+        id_token: String,
+        n: usize,
+        source_base: usize,
+    }
+
+    impl Task {
+        async fn once(&mut self, record: &mut Record) {
+            let issuer = self.issuers[self.n % self.issuers.len()].clone();
+            let from = source(self.source_base + self.n / PER_ADDRESS);
+            self.n += 1;
+            let t = Instant::now();
+            let result = match self.class {
+                "discovery" => get_ok(&self.http, format!("{issuer}/.well-known/openid-configuration")).await,
+                "jwks" => get_ok(&self.http, format!("{issuer}/oidc/jwks")).await,
+                "refresh" => self.refresh(&issuer, &from).await,
+                "whoami (gRPC-web)" => self.whoami(&issuer).await,
+                _ => {
+                    let user = format!("bench-{}", self.n % 40);
+                    sign_in_tokens(&self.http, &issuer, &user, PASSWORD, "ichor-kube", &from)
+                        .await
+                        .map(|_| ())
+                }
+            };
+            match result {
+                Ok(()) => record.ok.entry(self.class).or_default().push(t.elapsed()),
+                Err(e) => record.error(self.class, e.to_string()),
+            }
+        }
+
+        async fn refresh(&mut self, issuer: &str, from: &str) -> Result<()> {
+            let r = self
+                .http
+                .post(format!("{issuer}/oidc/token"))
+                .header("x-forwarded-for", from)
+                .form(&[
+                    ("grant_type", "refresh_token"),
+                    ("refresh_token", self.refresh_token.as_str()),
+                    ("client_id", "ichor-cli"),
+                ])
+                .send()
+                .await?;
+            let status = r.status();
+            let body = r.text().await?;
+            anyhow::ensure!(status.is_success(), "HTTP {status}: {body}");
+            let v: serde_json::Value = serde_json::from_str(&body)?;
+            v["refresh_token"]
+                .as_str()
+                .context("no refresh_token")?
+                .clone_into(&mut self.refresh_token);
+            Ok(())
+        }
+
+        async fn whoami(&self, issuer: &str) -> Result<()> {
+            let r = self
+                .http
+                .post(format!("{issuer}/ichor.v1alpha1.UserService/WhoAmI"))
+                .header("content-type", "application/grpc-web+proto")
+                .header("x-grpc-web", "1")
+                .header("authorization", format!("Bearer {}", self.id_token))
+                .body(frame(0, &[]))
+                .send()
+                .await?;
+            let status = r.status();
+            let headers = r.headers().clone();
+            let body = r.bytes().await?;
+            anyhow::ensure!(status.is_success(), "HTTP {status}");
+            let grpc = grpc_status(&headers, &body);
+            anyhow::ensure!(grpc.as_deref() == Some("0"), "grpc-status {grpc:?}");
+            Ok(())
+        }
+    }
+
+    /// Runs one paced task until `deadline`.
+    async fn paced(mut task: Task, every: Duration, deadline: Instant) -> (Task, Record) {
+        let mut record = Record::default();
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if Instant::now() >= deadline {
+                break;
+            }
+            task.once(&mut record).await;
+        }
+        (task, record)
+    }
+
+    /// Flood outcome counts: what the issuers answered to sign-ins attempted as fast as possible.
+    async fn flood_loop(
+        http: reqwest::Client,
+        issuers: Arc<Vec<String>>,
+        i: usize,
+        deadline: Instant,
+    ) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        let mut n = 0usize;
+        while Instant::now() < deadline {
+            let issuer = &issuers[(i + n) % issuers.len()];
+            // A third of the loops guess passwords for ten users (the back-off's case); the rest
+            // sign in correctly as users the paced workload does not use.
+            let (user, password) = if i % 3 == 0 {
+                (format!("bench-{}", 90 + i % 10), "wrong password 0123456789")
+            } else {
+                (format!("bench-{}", 50 + i % 40), PASSWORD)
+            };
+            let from = source(3_000_000 + i * 10_000 + n / PER_ADDRESS);
+            n += 1;
+            let key = match sign_in_tokens(&http, issuer, &user, password, "ichor-kube", &from).await {
+                Ok(_) => "signed in".to_owned(),
+                Err(e) => {
+                    let e = e.to_string();
+                    let code = e
+                        .strip_prefix("HTTP ")
+                        .and_then(|r| r.get(..3))
+                        .unwrap_or("transport");
+                    let kind = if i % 3 == 0 {
+                        "wrong password"
+                    } else {
+                        "right password"
+                    };
+                    format!("{kind}: HTTP {code}")
+                }
+            };
+            *out.entry(key).or_default() += 1;
+        }
+        out
+    }
+
+    fn vm_hwm_mib(pid: u32) -> Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|kib| kib / 1024)
+            .context("no VmHWM")
+    }
+
+    fn cpu_seconds(pid: u32) -> Result<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        let after = stat.rsplit_once(')').context("stat")?.1;
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let ticks: u64 = fields.get(11).context("utime")?.parse::<u64>()?
+            + fields.get(12).context("stime")?.parse::<u64>()?;
+        Ok(ticks as f64 / 100.0)
+    }
+
+    struct Phase {
+        name: &'static str,
+        seconds: f64,
+        record: Record,
+        hwm: Vec<u64>,
+        cpu: Vec<f64>,
+        flood: BTreeMap<String, usize>,
+    }
+
+    async fn phase(
+        name: &'static str,
+        tasks: Vec<Task>,
+        duration: Duration,
+        flood: usize,
+        ca: &[u8],
+        pids: &[u32],
+    ) -> Result<(Vec<Task>, Phase)> {
+        let issuers = Arc::clone(&tasks.first().context("no tasks")?.issuers);
+        let cpu_before: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p).unwrap_or(0.0)).collect();
+        let start = Instant::now();
+        let deadline = start + duration;
+        let mut handles = Vec::new();
+        for task in tasks {
+            let &(_, rate, count) = CLASSES.iter().find(|c| c.0 == task.class).context("class")?;
+            let every = Duration::from_secs_f64(count as f64 / rate);
+            handles.push(tokio::spawn(paced(task, every, deadline)));
+        }
+        let mut floods = Vec::new();
+        for i in 0..flood {
+            let http = client(ca)?;
+            floods.push(tokio::spawn(flood_loop(http, Arc::clone(&issuers), i, deadline)));
+        }
+        let mut tasks = Vec::new();
+        let mut record = Record::default();
+        for h in handles {
+            let (task, r) = h.await?;
+            tasks.push(task);
+            record.merge(r);
+        }
+        let mut flood_counts = BTreeMap::new();
+        for f in floods {
+            for (k, v) in f.await? {
+                *flood_counts.entry(k).or_default() += v;
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        for v in record.ok.values_mut() {
+            v.sort();
+        }
+        let hwm = pids.iter().map(|p| vm_hwm_mib(*p).unwrap_or(0)).collect();
+        let cpu = pids
+            .iter()
+            .zip(cpu_before)
+            .map(|(p, before)| (cpu_seconds(*p).unwrap_or(0.0) - before) / seconds)
+            .collect();
+        Ok((
+            tasks,
+            Phase {
+                name,
+                seconds,
+                record,
+                hwm,
+                cpu,
+                flood: flood_counts,
+            },
+        ))
+    }
+
+    /// Signs in the paced tasks' users (refresh families and `ichor-ui` ID tokens) and runs
+    /// the sustained phase, then the flood phase; prints the markdown report.
+    pub async fn run(
+        issuers: &[String],
+        ca: &Path,
+        pids: &[u32],
+        duration: Duration,
+        flood: usize,
+    ) -> Result<()> {
+        let ca = std::fs::read(ca)?;
+        let issuers = Arc::new(issuers.to_vec());
+        let mut tasks = Vec::new();
+        let mut user = 0usize;
+        for &(class, _, count) in CLASSES {
+            for _ in 0..count {
+                let http = client(&ca)?;
+                let (mut refresh_token, mut id_token) = (String::new(), String::new());
+                if class == "refresh" || class.starts_with("whoami") {
+                    let name = format!("bench-{user}");
+                    let issuer = &issuers[user % issuers.len()];
+                    let tokens = sign_in_tokens(
+                        &http,
+                        issuer,
+                        &name,
+                        PASSWORD,
+                        "ichor-ui",
+                        &source(5_000_000 + user),
+                    )
+                    .await
+                    .with_context(|| format!("sign in {name}"))?;
+                    refresh_token = tokens["refresh_token"]
+                        .as_str()
+                        .context("no refresh_token")?
+                        .to_owned();
+                    id_token = tokens["id_token"].as_str().context("no id_token")?.to_owned();
+                    user += 1;
+                }
+                tasks.push(Task {
+                    class,
+                    http,
+                    issuers: Arc::clone(&issuers),
+                    refresh_token,
+                    id_token,
+                    n: tasks.len(),
+                    source_base: 6_000_000 + tasks.len() * 100_000,
+                });
+            }
+        }
+        eprintln!("mixed: sustained phase, {}s", duration.as_secs());
+        let (tasks, sustained) = phase("sustained", tasks, duration, 0, &ca, pids).await?;
+        eprintln!(
+            "mixed: flood phase ({flood} sign-in loops), {}s",
+            duration.as_secs()
+        );
+        let (_, flooded) = phase("flood", tasks, duration, flood, &ca, pids).await?;
+        print!("{}", report(issuers.len(), &sustained, &flooded, flood));
+        Ok(())
+    }
+
+    fn report(issuers: usize, sustained: &Phase, flooded: &Phase, flood: usize) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "## Per endpoint ({issuers} issuers, requests alternating; paced rates in all)\n"
+        );
+        let _ = writeln!(
+            out,
+            "| endpoint | target/s | phase | ok | errors | req/s | p50 ms | p99 ms | p999 ms | max ms |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+        for &(class, rate, _) in CLASSES {
+            for p in [sustained, flooded] {
+                let empty = Vec::new();
+                let ok = p.record.ok.get(class).unwrap_or(&empty);
+                let errors: usize = p.record.errors.get(class).map_or(0, |e| e.values().sum());
+                let _ = writeln!(
+                    out,
+                    "| {class} | {rate} | {} | {} | {errors} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                    p.name,
+                    ok.len(),
+                    ok.len() as f64 / p.seconds,
+                    ms(percentile(ok, 50.0)),
+                    ms(percentile(ok, 99.0)),
+                    ms(percentile(ok, 99.9)),
+                    ms(ok.last().copied().unwrap_or_default()),
+                );
+            }
+        }
+        let _ = writeln!(out, "\n## Issuer processes\n");
+        let _ = writeln!(
+            out,
+            "| issuer | VmHWM after sustained | VmHWM after flood | CPU sustained | CPU flood |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|");
+        for i in 0..sustained.hwm.len() {
+            let _ = writeln!(
+                out,
+                "| {} | {} MiB | {} MiB | {:.0} % | {:.0} % |",
+                i + 1,
+                sustained.hwm[i],
+                flooded.hwm.get(i).copied().unwrap_or(0),
+                100.0 * sustained.cpu[i],
+                100.0 * flooded.cpu.get(i).copied().unwrap_or(0.0),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n## Flood outcomes ({flood} loops signing in as fast as answered, {:.1} s; a third with wrong passwords for ten users)\n",
+            flooded.seconds
+        );
+        let _ = writeln!(out, "| outcome | count |");
+        let _ = writeln!(out, "|---|---|");
+        for (k, v) in &flooded.flood {
+            let _ = writeln!(out, "| {k} | {v} |");
+        }
+        let mut errors = String::new();
+        for p in [sustained, flooded] {
+            for (class, e) in &p.record.errors {
+                for (m, n) in e {
+                    let _ = writeln!(errors, "{} {class} x{n}: {m}", p.name);
+                }
+            }
+        }
+        if !errors.is_empty() {
+            let _ = writeln!(out, "\n## Errors of the paced workload\n\n```\n{errors}```");
+        }
+        out
+    }
 }
 
 // === serve-memory ===
