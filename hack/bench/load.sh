@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Mixed load against two issuer processes sharing one local store (loopback only, release build,
+# bounded: two phases of N seconds, about half a minute in all):
+#  (1) sustained: paced discovery, JWKS, refresh grants, UserService/WhoAmI over gRPC-web (with
+#      ichor-ui ID tokens) and full sign-ins, every request alternating between the two issuers;
+#  (2) flood: the same paced workload plus 200 loops signing in as fast as they are answered (a
+#      third guessing passwords), to show the argon2 semaphore and the per-user back-off holding
+#      memory and CPU while the other endpoints keep their p99 (bound: peak RSS under 400 MiB).
+# Both issuers use the same --local-users-dir, --local-state-dir, keys.json and TLS directory.
+# Reports throughput and p50/p99/p999 per endpoint and phase, and each issuer's VmHWM, to
+# hack/bench/results/load-<date>.md (printed too).
+# Usage: hack/bench/load.sh [seconds per phase, default 10] [flood loops, default 200]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+seconds="${1:-10}"
+flood="${2:-200}"
+target="${CARGO_TARGET_DIR:-$root/target}"
+
+cargo build --quiet --release -p ichor-issuer --bin ichor-issuer --example issuer_load
+bin="$target/release/ichor-issuer"
+load="$target/release/examples/issuer_load"
+
+work=$(mktemp -d /tmp/ichor-bench-load.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+vm() { awk -v k="$2:" '$1==k {print int($2/1024)}' "/proc/$1/status"; }   # MiB
+
+"$load" setup --dir "$work" --users 100 >/dev/null
+ca="$work/ca.crt"
+
+urls=()
+start_issuer() { # n
+  local ext int url
+  ext=$(free_port); int=$(free_port)
+  url="https://127.0.0.1:$ext"
+  RUST_LOG=warn "$bin" --external-url "https://127.0.0.1:$ext" --listen "127.0.0.1:$ext" \
+    --internal-listen "127.0.0.1:$int" \
+    --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 \
+    --store local --local-users-dir "$work/users" --local-state-dir "$work/state" \
+    2>>"$work/issuer-$1.log" &
+  pids+=("$!")
+  urls+=("$url")
+  for _ in $(seq 1 200); do
+    curl -fsS --cacert "$ca" "$url/readyz" >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  echo "issuer $1 did not become ready; its log:" >&2
+  cat "$work/issuer-$1.log" >&2
+  exit 1
+}
+start_issuer 1
+start_issuer 2
+base=("$(vm "${pids[0]}" VmRSS)" "$(vm "${pids[1]}" VmRSS)")
+
+echo "==> mixed load, ${seconds}s sustained + ${seconds}s with a ${flood}-loop login flood"
+report=$("$load" mixed --issuer "${urls[0]}" --issuer "${urls[1]}" --pid "${pids[0]}" --pid "${pids[1]}" \
+  --ca "$ca" --seconds "$seconds" --flood "$flood")
+peak=$(( $(vm "${pids[0]}" VmHWM) > $(vm "${pids[1]}" VmHWM) ? $(vm "${pids[0]}" VmHWM) : $(vm "${pids[1]}" VmHWM) ))
+verdict="holds"; [ "$peak" -lt 400 ] || verdict="BROKEN"
+
+mkdir -p hack/bench/results
+out="hack/bench/results/load-$(date -u +%F).md"
+{
+  echo "# Mixed load on two issuers sharing a local store, $(date -u +%FT%TZ)"
+  echo
+  echo "Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r)."
+  echo "Release build, loopback, ${seconds} s per phase; \`hack/bench/load.sh\` (commit $(git rev-parse --short HEAD))."
+  echo "Two \`ichor-issuer --store local\` processes on the same users, state (credentials.json, fsync"
+  echo "on every write), keys.json and TLS directories; RSS after start: ${base[0]} and ${base[1]} MiB."
+  echo
+  echo "Peak RSS of either issuer over both phases: **$peak MiB** (bound: under 400 MiB; $verdict)."
+  echo
+  echo "$report"
+  for n in 1 2; do
+    if [ -s "$work/issuer-$n.log" ]; then
+      echo
+      echo "Issuer $n log (last lines, warnings and up):"
+      echo '```'
+      tail -n 5 "$work/issuer-$n.log"
+      echo '```'
+    fi
+  done
+} >"$out"
+echo
+cat "$out"
+echo "written: $out"
