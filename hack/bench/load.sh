@@ -36,12 +36,16 @@ vm() { awk -v k="$2:" '$1==k {print int($2/1024)}' "/proc/$1/status"; }   # MiB
 "$load" setup --dir "$work" --users 100 >/dev/null
 ca="$work/ca.crt"
 
+# Two replicas of one issuer: the same external URL (the `iss` of every token; in a cluster the
+# Service in front of both), each listening on its own port, which the load generator addresses.
 urls=()
+external=""
 start_issuer() { # n
   local ext int url
   ext=$(free_port); int=$(free_port)
   url="https://127.0.0.1:$ext"
-  RUST_LOG=warn "$bin" --external-url "https://127.0.0.1:$ext" --listen "127.0.0.1:$ext" \
+  external="${external:-$url}"
+  RUST_LOG=warn "$bin" --external-url "$external" --listen "127.0.0.1:$ext" \
     --internal-listen "127.0.0.1:$int" \
     --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 \
     --store local --local-users-dir "$work/users" --local-state-dir "$work/state" \
