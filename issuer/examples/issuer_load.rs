@@ -631,7 +631,7 @@ mod mixed {
             let issuer = &issuers[(i + n) % issuers.len()];
             // A third of the loops guess passwords for ten users (the back-off's case); the rest
             // sign in correctly as users the paced workload does not use.
-            let (user, password) = if i % 3 == 0 {
+            let (user, password) = if i.is_multiple_of(3) {
                 (format!("bench-{}", 90 + i % 10), "wrong password 0123456789")
             } else {
                 (format!("bench-{}", 50 + i % 40), PASSWORD)
@@ -640,7 +640,12 @@ mod mixed {
             n += 1;
             let attempt = sign_in_tokens(&http, issuer, &user, password, "ichor-kube", &from);
             let Ok(result) = tokio::time::timeout_at(deadline.into(), attempt).await else {
-                *out.entry("still waiting at the end of the phase".to_owned())
+                let kind = if i.is_multiple_of(3) {
+                    "wrong password"
+                } else {
+                    "right password"
+                };
+                *out.entry(format!("{kind}: still waiting at the end of the phase"))
                     .or_default() += 1;
                 break;
             };
@@ -652,7 +657,7 @@ mod mixed {
                         .strip_prefix("HTTP ")
                         .and_then(|r| r.get(..3))
                         .unwrap_or("transport");
-                    let kind = if i % 3 == 0 {
+                    let kind = if i.is_multiple_of(3) {
                         "wrong password"
                     } else {
                         "right password"
@@ -841,6 +846,22 @@ mod mixed {
                     ms(ok.last().copied().unwrap_or_default()),
                 );
             }
+        }
+        let _ = writeln!(
+            out,
+            "\n## p99 of the other endpoints, before vs during the login flood\n"
+        );
+        let _ = writeln!(out, "| endpoint | p99 sustained | p99 flood | ratio |");
+        let _ = writeln!(out, "|---|---|---|---|");
+        for &(class, _, _) in CLASSES.iter().filter(|c| !c.0.starts_with("sign-in")) {
+            let empty = Vec::new();
+            let p99 = |p: &Phase| ms(percentile(p.record.ok.get(class).unwrap_or(&empty), 99.0));
+            let (before, during) = (p99(sustained), p99(flooded));
+            let _ = writeln!(
+                out,
+                "| {class} | {before:.1} ms | {during:.1} ms | {:.1}x |",
+                during / before.max(0.001)
+            );
         }
         let _ = writeln!(out, "\n## Issuer processes\n");
         let _ = writeln!(
