@@ -1,0 +1,437 @@
+//! Timing side channels, compared as distributions rather than single timings.
+//!
+//! # Method
+//! Each comparison collects `N` samples per class, **interleaved** sample by sample (the order of
+//! the classes rotates each cycle: AB, BA, … or ABC, BCA, CAB, …) so that drift in the machine's
+//! load affects every class alike. The two distributions are compared with the Mann–Whitney U
+//! test (normal approximation with the tie correction), but a round passes on the **practical
+//! effect size**, not on the p-value: on a shared 2-core CI machine a tiny real difference is
+//! always "significant" with enough samples, and only an exploitable one matters. A round passes
+//! when both hold:
+//! - the Hodges–Lehmann shift (the median of all pairwise differences `a - b`) relative to the
+//!   pooled median is within the comparison's bound, and
+//! - the common-language effect size `P(a > b) + P(a = b) / 2` (that is `U / (n_a n_b)`) lies in
+//!   `[0.35, 0.65]`: a random sample of one class is not reliably slower than one of the other.
+//!
+//! Load from other processes widens the gap only by chance, so a real difference fails every
+//! round while noise rarely survives three: a failed round is retried up to two more times (like
+//! `login_timing.rs`). Every round prints its statistics (`--nocapture` shows them). Each test
+//! binary runs alone (no other test of this crate competes for the CPU), and each test stays well
+//! under 20 s.
+//!
+//! # The classes
+//! **Sign-in**: an unknown user versus a known user with a wrong password. Both cost exactly one
+//! argon2id verification (the unknown user is checked against the dummy hash), with the
+//! harness's argon2 parameters. Each sample uses a fresh ticket, a fresh source address, and a
+//! known user who never reaches the back-off threshold, so neither limit interferes and the clock
+//! never moves.
+//!
+//! **Refresh**: the issue asks for "valid vs invalid refresh tokens". A valid refresh is slower
+//! *by design* — it reads the user and the credentials, writes the rotated family, and signs a new
+//! refresh token and an ID token — and that difference teaches nothing: the response itself says
+//! whether the token worked. What must not leak is anything about a user or a session to someone
+//! who cannot produce a valid token. Refresh tokens are HS256 under a key only the issuer holds,
+//! and the MAC is checked (in constant time) before the claims are even parsed and before any
+//! store access, so every token an attacker can make fails at the same step regardless of what it
+//! names. The asserted classes are therefore three forged tokens of the same shape and length,
+//! each with a wrong MAC:
+//! - **A**: naming a known user and a live session family (a real token, its MAC altered);
+//! - **B**: naming an unknown user and an unknown family (the same token's payload rewritten);
+//! - **C**: naming a known user's revoked family (a real, revoked token, its MAC altered).
+//!
+//! A vs B shows the time reveals neither whether a user exists nor whether a family does; A vs C
+//! shows it does not reveal whether a session was revoked. Well-signed but refused tokens
+//! (revoked family, deleted user) do reach the store and are slower than a bad MAC, but only the
+//! issuer can make one, their holder already learns the outcome from the error body, and the
+//! difference is again by design. The test prints the median of a valid refresh next to the
+//! forged ones to document the gap, without asserting on it.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::{
+    future::Future,
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    sync::atomic::{AtomicU32, Ordering},
+    time::{Duration, Instant},
+};
+
+use axum::{
+    body::Body,
+    extract::ConnectInfo,
+    http::{Request, StatusCode, header},
+};
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use common::*;
+
+// === statistics ===
+
+/// The result of comparing two samples.
+#[derive(Debug, Clone, Copy)]
+struct Comparison {
+    median_a: f64,
+    median_b: f64,
+    /// Hodges–Lehmann shift `a - b`, relative to the pooled median.
+    relative_shift: f64,
+    /// `U_a / (n_a n_b)`: the probability that a random `a` exceeds a random `b` (ties half).
+    cles: f64,
+    /// Two-sided p-value of the U test (normal approximation, tie-corrected); reported only.
+    p_value: f64,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// The standard normal CDF, by the Abramowitz–Stegun 7.1.26 approximation of erf (|error| < 1.5e-7).
+fn normal_cdf(z: f64) -> f64 {
+    let x = z.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-x * x).exp();
+    if z >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
+}
+
+/// Mann–Whitney U of `a` against `b` with mid-ranks, plus the Hodges–Lehmann shift.
+fn compare(a: &[f64], b: &[f64]) -> Comparison {
+    let (na, nb) = (a.len() as f64, b.len() as f64);
+    let mut pooled: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&x| (x, true))
+        .chain(b.iter().map(|&x| (x, false)))
+        .collect();
+    pooled.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let n = pooled.len();
+    let (mut rank_sum_a, mut tie_term, mut i) = (0.0, 0.0, 0);
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && pooled[j + 1].0 == pooled[i].0 {
+            j += 1;
+        }
+        let mid_rank = (i + j) as f64 / 2.0 + 1.0;
+        let t = (j - i + 1) as f64;
+        tie_term += t * t * t - t;
+        rank_sum_a += pooled[i..=j].iter().filter(|p| p.1).count() as f64 * mid_rank;
+        i = j + 1;
+    }
+    let u_a = rank_sum_a - na * (na + 1.0) / 2.0;
+    let total = na + nb;
+    let mean = na * nb / 2.0;
+    let variance = na * nb / 12.0 * ((total + 1.0) - tie_term / (total * (total - 1.0)));
+    let z = if variance > 0.0 {
+        (u_a - mean) / variance.sqrt()
+    } else {
+        0.0
+    };
+    let p_value = 2.0 * (1.0 - normal_cdf(z.abs()));
+    let diffs: Vec<f64> = a.iter().flat_map(|&x| b.iter().map(move |&y| x - y)).collect();
+    let shift = median(&diffs);
+    let pooled_median = median(&pooled.iter().map(|p| p.0).collect::<Vec<_>>());
+    Comparison {
+        median_a: median(a),
+        median_b: median(b),
+        relative_shift: shift / pooled_median,
+        cles: u_a / (na * nb),
+        p_value,
+    }
+}
+
+impl Comparison {
+    fn passes(&self, max_relative_shift: f64) -> bool {
+        self.relative_shift.abs() <= max_relative_shift && (0.35..=0.65).contains(&self.cles)
+    }
+
+    fn report(&self, label: &str, n: usize) {
+        eprintln!(
+            "{label}: n={n} per class, medians {:.1} µs vs {:.1} µs, Hodges–Lehmann shift {:+.2} %, \
+             P(a>b) {:.3}, U-test p {:.3}",
+            self.median_a,
+            self.median_b,
+            self.relative_shift * 100.0,
+            self.cles,
+            self.p_value
+        );
+    }
+}
+
+// === sampling ===
+
+/// A fresh source address per request, so no per-source bucket ever fills.
+fn next_peer() -> SocketAddr {
+    static NEXT: AtomicU32 = AtomicU32::new(0x0a00_0001);
+    SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::from(NEXT.fetch_add(1, Ordering::Relaxed))),
+        40000,
+    )
+}
+
+async fn timed<F: Future<Output = StatusCode>>(f: F) -> (f64, StatusCode) {
+    let t = Instant::now();
+    let status = f.await;
+    (t.elapsed().as_secs_f64() * 1e6, status)
+}
+
+/// Up to `n` samples of each class, interleaved; the order of the classes rotates every cycle.
+/// After `min` cycles, a cycle starts only while the round is within `budget`, so a round on a
+/// slow machine takes fewer samples rather than more time.
+async fn interleaved<F, Fut>(
+    classes: usize,
+    n: usize,
+    min: usize,
+    budget: Duration,
+    mut sample: F,
+) -> Vec<Vec<f64>>
+where
+    F: FnMut(usize, usize) -> Fut,
+    Fut: Future<Output = f64>,
+{
+    let started = Instant::now();
+    let mut out = vec![Vec::with_capacity(n); classes];
+    for i in 0..n {
+        if i >= min && started.elapsed() >= budget {
+            break;
+        }
+        for k in 0..classes {
+            let class = (i + k) % classes;
+            out[class].push(sample(class, i).await);
+        }
+    }
+    out
+}
+
+/// Runs up to three rounds of `round`; passes on the first round whose comparisons all pass.
+/// `round` returns, per comparison, its label, its statistics and whether it passed.
+async fn up_to_three_rounds<F, Fut>(what: &str, mut round: F)
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = Vec<(String, Comparison, bool)>>,
+{
+    let mut failures = Vec::new();
+    for r in 0..3 {
+        let results = round(r).await;
+        if results.iter().all(|(_, _, ok)| *ok) {
+            return;
+        }
+        failures.extend(
+            results
+                .into_iter()
+                .filter(|(_, _, ok)| !ok)
+                .map(|(l, c, _)| (r, l, c)),
+        );
+    }
+    panic!("{what}: every round failed its effect-size bounds: {failures:#?}");
+}
+
+// === sign-in ===
+
+async fn sign_in(h: &Harness, user: &str) -> StatusCode {
+    let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
+    let body = serde_json::json!({"ticket": ticket, "username": user, "password": "wrong password here"});
+    let mut req = Request::post("/oidc/login")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("req");
+    req.extensions_mut().insert(ConnectInfo(next_peer()));
+    h.send(req).await.status
+}
+
+/// Samples per class and round: about 6 s of argon2 on an idle 2-core machine.
+const SIGN_IN_SAMPLES: usize = 16;
+/// Samples per class a round always takes, however slow the machine.
+const SIGN_IN_MIN_SAMPLES: usize = 8;
+/// A round stops adding samples (beyond the minimum) after this long: three rounds stay < 20 s.
+const SIGN_IN_ROUND: Duration = Duration::from_millis(5500);
+/// The largest Hodges–Lehmann shift accepted, relative to the median (the `login_timing.rs` bound).
+const SIGN_IN_MAX_SHIFT: f64 = 0.10;
+/// Known users, each failing at most `3 * SIGN_IN_SAMPLES / KNOWN_USERS` + 1 times: below the
+/// back-off threshold, so the clock never has to move.
+const KNOWN_USERS: usize = 24;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_user_and_a_wrong_password_take_indistinguishable_time() {
+    let h = Harness::new();
+    const {
+        assert!(
+            3 * SIGN_IN_SAMPLES / KNOWN_USERS + 1 < ichor_issuer::oidc::limits::BACKOFF_THRESHOLD as usize
+        )
+    };
+    for u in 0..KNOWN_USERS {
+        h.store
+            .add_user(&format!("known-{u:02}"), &["viewer"], Some(entry(false)));
+    }
+    // Warm-up: the first argon2 call pays for allocation and page faults.
+    let _ = sign_in(&h, "nobody-warmup").await;
+    let _ = sign_in(&h, "alice").await;
+    up_to_three_rounds("sign-in", |round| {
+        let h = &h;
+        async move {
+            let samples = interleaved(
+                2,
+                SIGN_IN_SAMPLES,
+                SIGN_IN_MIN_SAMPLES,
+                SIGN_IN_ROUND,
+                |class, i| async move {
+                    let global = round * SIGN_IN_SAMPLES + i;
+                    let user = if class == 0 {
+                        format!("nobody-{global:04}")
+                    } else {
+                        format!("known-{:02}", global % KNOWN_USERS)
+                    };
+                    let (micros, status) = timed(sign_in(h, &user)).await;
+                    assert_eq!(status, StatusCode::UNAUTHORIZED, "{user}");
+                    micros
+                },
+            )
+            .await;
+            let c = compare(&samples[0], &samples[1]);
+            let label = format!("sign-in round {round}: unknown user (a) vs wrong password (b)");
+            c.report(&label, samples[0].len());
+            vec![(label, c, c.passes(SIGN_IN_MAX_SHIFT))]
+        }
+    })
+    .await;
+}
+
+// === refresh ===
+
+/// `token` with the first character of its MAC changed: same shape and length, wrong MAC.
+fn with_bad_mac(token: &str) -> String {
+    let (input, mac) = token.rsplit_once('.').expect("three segments");
+    let first = if mac.starts_with('A') { 'B' } else { 'A' };
+    format!("{input}.{first}{}", &mac[1..])
+}
+
+/// `token` with `sub` and `fam` replaced by strings of the same length that name nothing.
+fn naming_nobody(token: &str) -> String {
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut claims = claims(token);
+    let same_length = |s: &str, c: char| std::iter::repeat_n(c, s.len()).collect::<String>();
+    claims["sub"] = same_length(claims["sub"].as_str().expect("sub"), 'z').into();
+    claims["fam"] = same_length(claims["fam"].as_str().expect("fam"), 'q').into();
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("json"));
+    assert_eq!(
+        payload.len(),
+        parts[1].len(),
+        "the rewritten payload keeps its length"
+    );
+    format!("{}.{payload}.{}", parts[0], parts[2])
+}
+
+async fn refresh_status(h: &Harness, token: &str) -> (StatusCode, serde_json::Value) {
+    let body = form(&[
+        ("grant_type", "refresh_token"),
+        ("refresh_token", token),
+        ("client_id", "ichor-cli"),
+    ]);
+    let mut req = Request::post("/oidc/token")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(body))
+        .expect("req");
+    req.extensions_mut().insert(ConnectInfo(next_peer()));
+    let reply = h.send(req).await;
+    (reply.status, reply.json())
+}
+
+const REFRESH_SAMPLES: usize = 400;
+/// The largest Hodges–Lehmann shift accepted between forged refresh tokens, relative to the median.
+const REFRESH_MAX_SHIFT: f64 = 0.10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_refresh_tokens_take_the_same_time_whatever_they_name() {
+    let h = Harness::new();
+    let live = h.cli_session("alice").await["refresh_token"]
+        .as_str()
+        .expect("rt")
+        .to_owned();
+    let revoked = h.cli_session("carol").await["refresh_token"]
+        .as_str()
+        .expect("rt")
+        .to_owned();
+    let reply = h.revoke(&[("token", &revoked), ("client_id", "ichor-cli")]).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let (status, body) = refresh_status(&h, &revoked).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "the revoked family is refused: {body}"
+    );
+
+    let forged = [with_bad_mac(&live), naming_nobody(&live), with_bad_mac(&revoked)];
+    assert!(
+        forged.iter().all(|t| t.len() == live.len()),
+        "all forged tokens have one length"
+    );
+    for t in &forged {
+        let (status, body) = refresh_status(&h, t).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(body["error"], "invalid_grant", "{body}");
+        assert!(
+            body["error_description"]
+                .as_str()
+                .unwrap_or("")
+                .contains("signature"),
+            "{body}"
+        );
+    }
+
+    // A valid refresh, documented (not asserted): slower by design, see the module doc.
+    let mut valid = Vec::new();
+    let mut current = live.clone();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let (status, body) = refresh_status(&h, &current).await;
+        valid.push(t.elapsed().as_secs_f64() * 1e6);
+        assert_eq!(status, StatusCode::OK, "{body}");
+        current = body["refresh_token"].as_str().expect("rt").to_owned();
+    }
+
+    let forged = &forged;
+    let h = &h;
+    let forged_median = std::cell::Cell::new(0.0);
+    up_to_three_rounds("refresh", |round| {
+        let forged_median = &forged_median;
+        async move {
+            let samples = interleaved(
+                3,
+                REFRESH_SAMPLES,
+                REFRESH_SAMPLES,
+                Duration::ZERO,
+                |class, _| async move {
+                    let (micros, status) = timed(async { refresh_status(h, &forged[class]).await.0 }).await;
+                    assert_eq!(status, StatusCode::BAD_REQUEST);
+                    micros
+                },
+            )
+            .await;
+            forged_median.set(median(&samples[0]));
+            let mut out = Vec::new();
+            for (other, name) in [(1, "unknown user and family (b)"), (2, "revoked family (b)")] {
+                let c = compare(&samples[0], &samples[other]);
+                let label = format!("refresh round {round}: forged, live family (a) vs forged, {name}");
+                c.report(&label, REFRESH_SAMPLES);
+                out.push((label, c, c.passes(REFRESH_MAX_SHIFT)));
+            }
+            out
+        }
+    })
+    .await;
+    eprintln!(
+        "refresh, not asserted: a valid refresh takes {:.1} µs (median of {}), a forged one {:.1} µs",
+        median(&valid),
+        valid.len(),
+        forged_median.get()
+    );
+}
