@@ -435,3 +435,37 @@ async fn forged_refresh_tokens_take_the_same_time_whatever_they_name() {
         forged_median.get()
     );
 }
+
+// === the statistics themselves ===
+
+#[test]
+fn the_comparison_flags_a_shift_and_accepts_the_same_distribution() {
+    let base: Vec<f64> = (0..40).map(|i| 100.0 + f64::from(i % 10)).collect();
+    let shifted: Vec<f64> = base.iter().map(|x| x * 1.2).collect();
+    let interleaved_copy: Vec<f64> = (0..40).map(|i| 100.0 + f64::from((i + 5) % 10)).collect();
+
+    let same = compare(&base, &interleaved_copy);
+    assert!((same.cles - 0.5).abs() < 1e-9, "{same:?}");
+    assert!(same.relative_shift.abs() < 1e-9, "{same:?}");
+    assert!(same.p_value > 0.99, "{same:?}");
+    assert!(same.passes(0.10));
+
+    let slower = compare(&shifted, &base);
+    assert!(slower.cles > 0.95, "{slower:?}");
+    assert!(slower.relative_shift > 0.10, "{slower:?}");
+    assert!(slower.p_value < 1e-6, "{slower:?}");
+    assert!(!slower.passes(0.10));
+    // The U statistic is antisymmetric: swapping the samples mirrors the effect size.
+    assert!((compare(&base, &shifted).cles - (1.0 - slower.cles)).abs() < 1e-9);
+}
+
+#[test]
+fn the_normal_cdf_matches_known_values() {
+    for (z, expected) in [(0.0, 0.5), (1.96, 0.975_002), (-1.0, 0.158_655), (3.0, 0.998_650)] {
+        assert!(
+            (normal_cdf(z) - expected).abs() < 1e-5,
+            "Φ({z}) = {}",
+            normal_cdf(z)
+        );
+    }
+}
