@@ -13,11 +13,12 @@
 //! - the common-language effect size `P(a > b) + P(a = b) / 2` (that is `U / (n_a n_b)`) lies in
 //!   `[0.35, 0.65]`: a random sample of one class is not reliably slower than one of the other.
 //!
-//! Load from other processes widens the gap only by chance, so a real difference fails every
-//! round while noise rarely survives three: a failed round is retried up to two more times (like
-//! `login_timing.rs`). Every round prints its statistics (`--nocapture` shows them). Each test
-//! binary runs alone (no other test of this crate competes for the CPU), and each test stays well
-//! under 20 s.
+//! A failed comparison gets up to two more rounds (like `login_timing.rs`), but each retry
+//! compares the samples of **all** rounds so far: a real difference keeps its effect size while
+//! the noise shrinks, so it cannot be retried away, and a load burst that hit one class in a
+//! small round is diluted instead of decisive. Every evaluation prints its statistics
+//! (`--nocapture` shows them). Each round has a time budget and the whole sampling a hard one,
+//! so on an overloaded machine a test takes fewer samples rather than more time (< 20 s).
 //!
 //! # The classes
 //! **Sign-in**: an unknown user versus a known user with a wrong password. Both cost exactly one
@@ -184,90 +185,107 @@ async fn timed<F: Future<Output = StatusCode>>(f: F) -> (f64, StatusCode) {
     (t.elapsed().as_secs_f64() * 1e6, status)
 }
 
-/// Up to `n` samples of each class, interleaved; the order of the classes rotates every cycle.
-/// After `min` cycles, a cycle starts only while the round is within `budget`, so a round on a
-/// slow machine takes fewer samples rather than more time.
-async fn interleaved<F, Fut>(
-    classes: usize,
-    n: usize,
-    min: usize,
-    budget: Duration,
-    mut sample: F,
-) -> Vec<Vec<f64>>
+/// How a comparison samples and when it is convinced.
+struct Plan {
+    what: &'static str,
+    /// The class names, in sampling order.
+    classes: &'static [&'static str],
+    /// The pairs of classes compared: each must show no practical difference.
+    pairs: &'static [(usize, usize)],
+    /// Cycles (one sample of every class) a round aims for.
+    cycles: usize,
+    /// Cycles a round takes before its time budget may end it.
+    min_cycles: usize,
+    /// A round starts no cycle beyond `min_cycles` after this long.
+    round_budget: Duration,
+    /// No cycle starts after this long from the first sample, whatever the round: the bound on
+    /// the test's runtime on an overloaded machine.
+    total_budget: Duration,
+    /// The largest Hodges–Lehmann shift accepted, relative to the pooled median.
+    max_shift: f64,
+}
+
+/// Samples the classes interleaved (one cycle takes one sample of every class, the order
+/// rotating every cycle: AB, BA, … or ABC, BCA, CAB, …) in up to three rounds. After each round
+/// every pair is compared over **all** samples so far; the first round where every pair passes
+/// ends the test, and if the third fails too the test fails.
+///
+/// Pooling the rounds makes each retry strictly more informative than the round before, where
+/// fresh rounds of the same size would be exactly as noisy: a real difference keeps its effect
+/// size while the noise around it shrinks, so it cannot be "retried away", and a load burst that
+/// happened to hit one class in a small round is diluted instead of decisive. Interleaving makes
+/// drift across rounds hit every class alike, so the pooled classes stay comparable.
+async fn until_convinced<F, Fut>(plan: &Plan, mut sample: F) -> Vec<Vec<f64>>
 where
     F: FnMut(usize, usize) -> Fut,
     Fut: Future<Output = f64>,
 {
     let started = Instant::now();
-    let mut out = vec![Vec::with_capacity(n); classes];
-    for i in 0..n {
-        if i >= min && started.elapsed() >= budget {
-            break;
-        }
-        for k in 0..classes {
-            let class = (i + k) % classes;
-            out[class].push(sample(class, i).await);
-        }
-    }
-    out
-}
-
-/// Runs up to three rounds of `round`; passes on the first round whose comparisons all pass.
-/// `round` returns, per comparison, its label, its statistics and whether it passed.
-async fn up_to_three_rounds<F, Fut>(what: &str, mut round: F)
-where
-    F: FnMut(usize) -> Fut,
-    Fut: Future<Output = Vec<(String, Comparison, bool)>>,
-{
+    let classes = plan.classes.len();
+    let mut samples = vec![Vec::new(); classes];
     let mut failures = Vec::new();
-    for r in 0..3 {
-        let results = round(r).await;
-        if results.iter().all(|(_, _, ok)| *ok) {
-            return;
+    let mut cycle = 0;
+    for round in 0..3 {
+        let round_started = Instant::now();
+        for i in 0..plan.cycles {
+            let over_round = i >= plan.min_cycles && round_started.elapsed() >= plan.round_budget;
+            if over_round || started.elapsed() >= plan.total_budget {
+                break;
+            }
+            for k in 0..classes {
+                let class = (cycle + k) % classes;
+                samples[class].push(sample(class, cycle).await);
+            }
+            cycle += 1;
         }
-        failures.extend(
-            results
-                .into_iter()
-                .filter(|(_, _, ok)| !ok)
-                .map(|(l, c, _)| (r, l, c)),
-        );
+        let mut all_pass = true;
+        for &(a, b) in plan.pairs {
+            let c = compare(&samples[a], &samples[b]);
+            let label = format!(
+                "{} after round {round}: {} (a) vs {} (b)",
+                plan.what, plan.classes[a], plan.classes[b]
+            );
+            c.report(&label, samples[a].len().min(samples[b].len()));
+            if !c.passes(plan.max_shift) {
+                all_pass = false;
+                failures.push((label, c));
+            }
+        }
+        if all_pass {
+            return samples;
+        }
     }
-    panic!("{what}: every round failed its effect-size bounds: {failures:#?}");
+    panic!(
+        "{}: the classes differ beyond |shift| <= {} and P(a>b) in 0.35..=0.65 after three rounds: \
+         {failures:#?}",
+        plan.what, plan.max_shift
+    );
 }
 
 // === sign-in ===
 
-async fn sign_in(h: &Harness, user: &str) -> StatusCode {
-    let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
-    let body = serde_json::json!({"ticket": ticket, "username": user, "password": "wrong password here"});
-    let mut req = Request::post("/oidc/login")
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .expect("req");
-    req.extensions_mut().insert(ConnectInfo(next_peer()));
-    h.send(req).await.status
-}
-
-/// Samples per class and round: about 6 s of argon2 on an idle 2-core machine.
-const SIGN_IN_SAMPLES: usize = 16;
-/// Samples per class a round always takes, however slow the machine.
-const SIGN_IN_MIN_SAMPLES: usize = 8;
-/// A round stops adding samples (beyond the minimum) after this long: three rounds stay < 20 s.
-const SIGN_IN_ROUND: Duration = Duration::from_millis(5500);
-/// The largest Hodges–Lehmann shift accepted, relative to the median (the `login_timing.rs` bound).
-const SIGN_IN_MAX_SHIFT: f64 = 0.10;
-/// Known users, each failing at most `3 * SIGN_IN_SAMPLES / KNOWN_USERS` + 1 times: below the
+/// Known users, each failing at most `ceil(3 * SIGN_IN.cycles / KNOWN_USERS)` times: below the
 /// back-off threshold, so the clock never has to move.
 const KNOWN_USERS: usize = 24;
 
+/// About 6 s of argon2 a round on an idle 2-core machine; under 20 s in all however loaded.
+const SIGN_IN: Plan = Plan {
+    what: "sign-in",
+    classes: &["unknown user", "known user, wrong password"],
+    pairs: &[(0, 1)],
+    cycles: 16,
+    min_cycles: 6,
+    round_budget: Duration::from_millis(5500),
+    total_budget: Duration::from_secs(16),
+    max_shift: 0.10,
+};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_user_and_a_wrong_password_take_indistinguishable_time() {
-    let h = Harness::new();
     const {
-        assert!(
-            3 * SIGN_IN_SAMPLES / KNOWN_USERS + 1 < ichor_issuer::oidc::limits::BACKOFF_THRESHOLD as usize
-        )
+        assert!(3 * SIGN_IN.cycles / KNOWN_USERS + 1 < ichor_issuer::oidc::limits::BACKOFF_THRESHOLD as usize)
     };
+    let h = Harness::new();
     for u in 0..KNOWN_USERS {
         h.store
             .add_user(&format!("known-{u:02}"), &["viewer"], Some(entry(false)));
@@ -275,79 +293,37 @@ async fn an_unknown_user_and_a_wrong_password_take_indistinguishable_time() {
     // Warm-up: the first argon2 call pays for allocation and page faults.
     let _ = sign_in(&h, "nobody-warmup").await;
     let _ = sign_in(&h, "alice").await;
-    up_to_three_rounds("sign-in", |round| {
-        let h = &h;
-        async move {
-            let samples = interleaved(
-                2,
-                SIGN_IN_SAMPLES,
-                SIGN_IN_MIN_SAMPLES,
-                SIGN_IN_ROUND,
-                |class, i| async move {
-                    let global = round * SIGN_IN_SAMPLES + i;
-                    let user = if class == 0 {
-                        format!("nobody-{global:04}")
-                    } else {
-                        format!("known-{:02}", global % KNOWN_USERS)
-                    };
-                    let (micros, status) = timed(sign_in(h, &user)).await;
-                    assert_eq!(status, StatusCode::UNAUTHORIZED, "{user}");
-                    micros
-                },
-            )
-            .await;
-            let c = compare(&samples[0], &samples[1]);
-            let label = format!("sign-in round {round}: unknown user (a) vs wrong password (b)");
-            c.report(&label, samples[0].len());
-            vec![(label, c, c.passes(SIGN_IN_MAX_SHIFT))]
-        }
+    let h = &h;
+    until_convinced(&SIGN_IN, |class, cycle| async move {
+        let user = if class == 0 {
+            format!("nobody-{cycle:04}")
+        } else {
+            format!("known-{:02}", cycle % KNOWN_USERS)
+        };
+        let (micros, status) = timed(sign_in(h, &user)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{user}");
+        micros
     })
     .await;
 }
 
 // === refresh ===
 
-/// `token` with the first character of its MAC changed: same shape and length, wrong MAC.
-fn with_bad_mac(token: &str) -> String {
-    let (input, mac) = token.rsplit_once('.').expect("three segments");
-    let first = if mac.starts_with('A') { 'B' } else { 'A' };
-    format!("{input}.{first}{}", &mac[1..])
-}
-
-/// `token` with `sub` and `fam` replaced by strings of the same length that name nothing.
-fn naming_nobody(token: &str) -> String {
-    let parts: Vec<&str> = token.split('.').collect();
-    let mut claims = claims(token);
-    let same_length = |s: &str, c: char| std::iter::repeat_n(c, s.len()).collect::<String>();
-    claims["sub"] = same_length(claims["sub"].as_str().expect("sub"), 'z').into();
-    claims["fam"] = same_length(claims["fam"].as_str().expect("fam"), 'q').into();
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("json"));
-    assert_eq!(
-        payload.len(),
-        parts[1].len(),
-        "the rewritten payload keeps its length"
-    );
-    format!("{}.{payload}.{}", parts[0], parts[2])
-}
-
-async fn refresh_status(h: &Harness, token: &str) -> (StatusCode, serde_json::Value) {
-    let body = form(&[
-        ("grant_type", "refresh_token"),
-        ("refresh_token", token),
-        ("client_id", "ichor-cli"),
-    ]);
-    let mut req = Request::post("/oidc/token")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(Body::from(body))
-        .expect("req");
-    req.extensions_mut().insert(ConnectInfo(next_peer()));
-    let reply = h.send(req).await;
-    (reply.status, reply.json())
-}
-
-const REFRESH_SAMPLES: usize = 400;
-/// The largest Hodges–Lehmann shift accepted between forged refresh tokens, relative to the median.
-const REFRESH_MAX_SHIFT: f64 = 0.10;
+/// A forged token costs tens of microseconds: 400 cycles a round take a fraction of a second.
+const REFRESH: Plan = Plan {
+    what: "refresh",
+    classes: &[
+        "forged, naming a live family",
+        "forged, naming an unknown user and family",
+        "forged, naming a revoked family",
+    ],
+    pairs: &[(0, 1), (0, 2)],
+    cycles: 400,
+    min_cycles: 400,
+    round_budget: Duration::from_secs(5),
+    total_budget: Duration::from_secs(15),
+    max_shift: 0.10,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_refresh_tokens_take_the_same_time_whatever_they_name() {
@@ -398,42 +374,65 @@ async fn forged_refresh_tokens_take_the_same_time_whatever_they_name() {
         current = body["refresh_token"].as_str().expect("rt").to_owned();
     }
 
-    let forged = &forged;
-    let h = &h;
-    let forged_median = std::cell::Cell::new(0.0);
-    up_to_three_rounds("refresh", |round| {
-        let forged_median = &forged_median;
-        async move {
-            let samples = interleaved(
-                3,
-                REFRESH_SAMPLES,
-                REFRESH_SAMPLES,
-                Duration::ZERO,
-                |class, _| async move {
-                    let (micros, status) = timed(async { refresh_status(h, &forged[class]).await.0 }).await;
-                    assert_eq!(status, StatusCode::BAD_REQUEST);
-                    micros
-                },
-            )
-            .await;
-            forged_median.set(median(&samples[0]));
-            let mut out = Vec::new();
-            for (other, name) in [(1, "unknown user and family (b)"), (2, "revoked family (b)")] {
-                let c = compare(&samples[0], &samples[other]);
-                let label = format!("refresh round {round}: forged, live family (a) vs forged, {name}");
-                c.report(&label, REFRESH_SAMPLES);
-                out.push((label, c, c.passes(REFRESH_MAX_SHIFT)));
-            }
-            out
-        }
+    let (h, forged) = (&h, &forged);
+    let samples = until_convinced(&REFRESH, |class, _| async move {
+        let (micros, status) = timed(async { refresh_status(h, &forged[class]).await.0 }).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        micros
     })
     .await;
     eprintln!(
         "refresh, not asserted: a valid refresh takes {:.1} µs (median of {}), a forged one {:.1} µs",
         median(&valid),
         valid.len(),
-        forged_median.get()
+        median(&samples[0])
     );
+}
+
+// === helpers ===
+
+async fn sign_in(h: &Harness, user: &str) -> StatusCode {
+    let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
+    let body = serde_json::json!({"ticket": ticket, "username": user, "password": "wrong password here"});
+    let mut req = Request::post("/oidc/login")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("req");
+    req.extensions_mut().insert(ConnectInfo(next_peer()));
+    h.send(req).await.status
+}
+fn with_bad_mac(token: &str) -> String {
+    let (input, mac) = token.rsplit_once('.').expect("three segments");
+    let first = if mac.starts_with('A') { 'B' } else { 'A' };
+    format!("{input}.{first}{}", &mac[1..])
+}
+fn naming_nobody(token: &str) -> String {
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut claims = claims(token);
+    let same_length = |s: &str, c: char| std::iter::repeat_n(c, s.len()).collect::<String>();
+    claims["sub"] = same_length(claims["sub"].as_str().expect("sub"), 'z').into();
+    claims["fam"] = same_length(claims["fam"].as_str().expect("fam"), 'q').into();
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("json"));
+    assert_eq!(
+        payload.len(),
+        parts[1].len(),
+        "the rewritten payload keeps its length"
+    );
+    format!("{}.{payload}.{}", parts[0], parts[2])
+}
+async fn refresh_status(h: &Harness, token: &str) -> (StatusCode, serde_json::Value) {
+    let body = form(&[
+        ("grant_type", "refresh_token"),
+        ("refresh_token", token),
+        ("client_id", "ichor-cli"),
+    ]);
+    let mut req = Request::post("/oidc/token")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(body))
+        .expect("req");
+    req.extensions_mut().insert(ConnectInfo(next_peer()));
+    let reply = h.send(req).await;
+    (reply.status, reply.json())
 }
 
 // === the statistics themselves ===
