@@ -291,16 +291,16 @@ async fn an_unknown_user_and_a_wrong_password_take_indistinguishable_time() {
             .add_user(&format!("known-{u:02}"), &["viewer"], Some(entry(false)));
     }
     // Warm-up: the first argon2 call pays for allocation and page faults.
-    let _ = sign_in(&h, "nobody-warmup").await;
+    let _ = sign_in(&h, "ghost-warm").await;
     let _ = sign_in(&h, "alice").await;
     let h = &h;
     until_convinced(&SIGN_IN, |class, cycle| async move {
         let user = if class == 0 {
-            format!("nobody-{cycle:04}")
+            format!("ghost-{cycle:03}")
         } else {
-            format!("known-{:02}", cycle % KNOWN_USERS)
+            format!("known-{:03}", cycle % KNOWN_USERS)
         };
-        let (micros, status) = timed(sign_in(h, &user)).await;
+        let (micros, status) = sign_in(h, &user).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{user}");
         micros
     })
@@ -391,7 +391,9 @@ async fn forged_refresh_tokens_take_the_same_time_whatever_they_name() {
 
 // === helpers ===
 
-async fn sign_in(h: &Harness, user: &str) -> StatusCode {
+/// One sign-in with a wrong password from a fresh source address and with a fresh ticket (made
+/// before the clock starts): its time in microseconds and its status.
+async fn sign_in(h: &Harness, user: &str) -> (f64, StatusCode) {
     let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
     let body = serde_json::json!({"ticket": ticket, "username": user, "password": "wrong password here"});
     let mut req = Request::post("/oidc/login")
@@ -399,13 +401,18 @@ async fn sign_in(h: &Harness, user: &str) -> StatusCode {
         .body(Body::from(body.to_string()))
         .expect("req");
     req.extensions_mut().insert(ConnectInfo(next_peer()));
-    h.send(req).await.status
+    timed(async { h.send(req).await.status }).await
 }
+
+/// `token` with the first character of its MAC changed: same shape and length, wrong MAC.
 fn with_bad_mac(token: &str) -> String {
     let (input, mac) = token.rsplit_once('.').expect("three segments");
     let first = if mac.starts_with('A') { 'B' } else { 'A' };
     format!("{input}.{first}{}", &mac[1..])
 }
+
+/// `token` with `sub` and `fam` replaced by strings of the same length that name nothing (its
+/// MAC, kept, no longer matches).
 fn naming_nobody(token: &str) -> String {
     let parts: Vec<&str> = token.split('.').collect();
     let mut claims = claims(token);
@@ -420,6 +427,8 @@ fn naming_nobody(token: &str) -> String {
     );
     format!("{}.{payload}.{}", parts[0], parts[2])
 }
+
+/// One refresh of `token` by `ichor-cli` from a fresh source address: the status and the body.
 async fn refresh_status(h: &Harness, token: &str) -> (StatusCode, serde_json::Value) {
     let body = form(&[
         ("grant_type", "refresh_token"),
