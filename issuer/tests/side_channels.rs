@@ -322,7 +322,7 @@ const REFRESH: Plan = Plan {
     min_cycles: 400,
     round_budget: Duration::from_secs(5),
     total_budget: Duration::from_secs(15),
-    max_shift: 0.10,
+    max_shift: 0.05,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
