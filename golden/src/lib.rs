@@ -27,3 +27,33 @@ pub fn shapes() -> Vec<String> {
     out.sort();
     out
 }
+
+/// What the rendered chart (`golden/chart/users-on.yaml`) gives the container of Deployment
+/// `name`: its arguments and the names of its environment variables, for the tests that hold the
+/// binaries to the chart's contract.
+///
+/// # Panics
+/// When the snapshot is missing or has no such Deployment (a test helper).
+#[allow(clippy::expect_used)]
+pub fn chart_container(name: &str) -> (Vec<String>, Vec<String>) {
+    use serde::Deserialize as _;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("chart/users-on.yaml");
+    let text = std::fs::read_to_string(&path).expect("the rendered chart snapshot");
+    let container = serde_yaml::Deserializer::from_str(&text)
+        .filter_map(|d| serde_yaml::Value::deserialize(d).ok())
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == name)
+        .map(|d| d["spec"]["template"]["spec"]["containers"][0].clone())
+        .expect("the Deployment in the rendered chart");
+    let strings = |v: &serde_yaml::Value, field: Option<&str>| -> Vec<String> {
+        v.as_sequence()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| field.map_or(Some(e), |f| e.get(f)))
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    };
+    (
+        strings(&container["args"], None),
+        strings(&container["env"], Some("name")),
+    )
+}

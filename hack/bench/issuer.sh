@@ -11,31 +11,12 @@
 # Usage: hack/bench/issuer.sh [seconds per measurement, default 10]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root=$PWD
 seconds="${1:-10}"
-target="${CARGO_TARGET_DIR:-$root/target}"
 export PATH="$PATH:/usr/sbin"
-
 hack/install-test-deps.sh --bench >/dev/null
-
-cargo build --quiet --release -p ichor-issuer --bin ichor-issuer --example issuer_load
-bin="$target/release/ichor-issuer"
-load="$target/release/examples/issuer_load"
-
-work=$(mktemp -d /tmp/ichor-bench-issuer.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-vm() { awk -v k="$2:" '$1==k {print int($2/1024)}' "/proc/$1/status"; }   # MiB
-
-"$load" setup --dir "$work" --users 100 >/dev/null
-ca="$work/ca.crt"
+work_prefix=issuer
+# shellcheck source=hack/bench/issuer-common.sh
+source hack/bench/issuer-common.sh
 
 issuer_pid=""
 url=""

@@ -1,0 +1,26 @@
+# Sourced by hack/bench/issuer.sh and hack/bench/load.sh (from the repository root): builds the
+# release issuer and load generator, makes a work directory (removed on exit with every process
+# listed in `pids`), writes the test CA, keys, TLS pair and 100 users into it, and defines
+# free_port and vm. Sets: root, target, bin, load, work, pids, ca.
+# Usage: work_prefix=NAME; source hack/bench/issuer-common.sh
+root=$PWD
+target="${CARGO_TARGET_DIR:-$root/target}"
+
+cargo build --quiet --release -p ichor-issuer --bin ichor-issuer --example issuer_load
+bin="$target/release/ichor-issuer"
+load="$target/release/examples/issuer_load"
+
+work=$(mktemp -d "/tmp/ichor-bench-${work_prefix:-issuer}.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+vm() { awk -v k="$2:" '$1==k {print int($2/1024)}' "/proc/$1/status"; }   # MiB
+
+"$load" setup --dir "$work" --users 100 >/dev/null
+ca="$work/ca.crt"
