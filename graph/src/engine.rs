@@ -12,7 +12,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::builder::{Output, SlotDef, SlotKind};
-use crate::canonical::{Digest, digest_object, digest_value};
+use crate::canonical::{Digest, digest_value};
 use crate::diff::{Action, Cause, Desired, EffectRequest, Ownership, Reason, diff_one};
 use crate::inputs::{Family, InputKind, InputSpec, Node, PrimaryRef, Reader, SlotId, ValueSource};
 use crate::object::{Object, ObjectKey};
@@ -873,8 +873,8 @@ impl Graph {
                     (SlotKind::Object(key), SlotState::Single(d)) if full || pending.keys.contains(key) => {
                         let new = Some(
                             world
-                                .get(key)
-                                .map_or_else(|| digest_value(&Value::Null), digest_object),
+                                .get_with_digest(key)
+                                .map_or_else(|| digest_value(&Value::Null), |(_, d)| *d),
                         );
                         stats.objects_hashed += 1;
                         if *d != new {
@@ -893,9 +893,8 @@ impl Graph {
                         let changed = ctx.changed_keys.get_mut(slot);
                         let mut changed_here = Vec::new();
                         for k in keys {
-                            match world.get(&k) {
-                                Some(o) => {
-                                    let d = digest_object(o);
+                            match world.get_with_digest(&k) {
+                                Some((_, &d)) => {
                                     stats.objects_hashed += 1;
                                     let is_new = match digests.get_mut(&k) {
                                         Some(old) if *old == d => continue,

@@ -21,6 +21,7 @@ use crate::canonical::{digest_bytes, digest_value};
 use crate::event::{EVENT_KINDS, Entry, Event, FlatLine, Line, LineRef};
 use crate::keys_only::{self, KeysOnly};
 use crate::object::Object;
+use crate::world::Prepared;
 
 /// The default longest accepted journal line: 4 MiB.
 pub const DEFAULT_MAX_LINE: usize = 4 * 1024 * 1024;
@@ -409,6 +410,77 @@ fn classify(line: u64, bytes: &[u8], source: serde_json::Error) -> JournalError 
     JournalError::Invalid { line, source }
 }
 
+/// An entry read ahead: parsed, checked and its object hashed by the reading thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedEntry {
+    /// The entry's sequence number.
+    pub seq: u64,
+    /// The event with its object's digest.
+    pub prepared: Prepared,
+}
+
+/// Entries handed from the reading thread to the folding thread at a time: large enough that
+/// the channel costs nothing per entry, small enough that the first evaluation starts at once.
+const READ_AHEAD_CHUNK: usize = 256;
+/// Chunks in flight between the threads: bounds the memory read ahead.
+const READ_AHEAD_CHUNKS: usize = 4;
+
+impl<R: BufRead + Send> JournalReader<R> {
+    /// Runs `consume` over the journal's entries while a second thread reads, parses and hashes
+    /// them ahead ([`Prepared`]), so folding and evaluating (one thread) overlaps with decoding
+    /// (the other). The entries and the error, if any, arrive in the same order and are the
+    /// same as from iterating the reader; at most a few hundred entries are read ahead. When
+    /// `consume` stops early the reading thread stops too. Without a second thread (spawning
+    /// failed) the entries are read on this one.
+    pub fn read_ahead<T>(
+        self,
+        consume: impl FnOnce(&mut dyn Iterator<Item = Result<PreparedEntry, JournalError>>) -> T,
+    ) -> T {
+        // Borrowed by the reading thread, so the reader is still here if it cannot be spawned.
+        let slot = std::sync::Mutex::new(Some(self));
+        let take = || slot.lock().ok().and_then(|mut r| r.take());
+        std::thread::scope(|scope| {
+            let (tx, rx) =
+                std::sync::mpsc::sync_channel::<Vec<Result<PreparedEntry, JournalError>>>(READ_AHEAD_CHUNKS);
+            let spawned = std::thread::Builder::new()
+                .name("journal-reader".into())
+                .spawn_scoped(scope, move || {
+                    let Some(journal) = take() else { return };
+                    let mut chunk = Vec::with_capacity(READ_AHEAD_CHUNK);
+                    for item in journal.map(prepare) {
+                        chunk.push(item);
+                        if chunk.len() == READ_AHEAD_CHUNK {
+                            let full = std::mem::replace(&mut chunk, Vec::with_capacity(READ_AHEAD_CHUNK));
+                            if tx.send(full).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    if !chunk.is_empty() {
+                        let _ = tx.send(chunk);
+                    }
+                });
+            if spawned.is_err() {
+                drop(rx);
+                let mut local = take().into_iter().flatten().map(prepare);
+                return consume(&mut local);
+            }
+            let mut entries = rx.into_iter().flatten();
+            let result = consume(&mut entries);
+            // Dropping the receiver ends a reading thread still running, before the scope joins it.
+            drop(entries);
+            result
+        })
+    }
+}
+
+fn prepare(item: Result<Entry, JournalError>) -> Result<PreparedEntry, JournalError> {
+    item.map(|Entry { seq, event }| PreparedEntry {
+        seq,
+        prepared: Prepared::new(event),
+    })
+}
+
 impl<R: BufRead> Iterator for JournalReader<R> {
     type Item = Result<Entry, JournalError>;
 
@@ -645,5 +717,59 @@ mod tests {
                 last = Some(e.seq);
             }
         }
+    }
+
+    fn numbered_journal(events: usize) -> Vec<u8> {
+        let mut w = JournalWriter::new(Vec::new());
+        for i in 0..events {
+            let o = Object::new("User", "ns", format!("u{}", i % 7), json!({"v": i}));
+            w.append(&Event::Applied(o)).unwrap();
+        }
+        w.into_inner()
+    }
+
+    #[test]
+    fn reading_ahead_yields_the_same_entries_hashed_and_the_same_error_at_the_same_line() {
+        let mut bytes = numbered_journal(1000);
+        bytes.extend_from_slice(b"{\"type\":\"tick\",\"seq\":5,\"now\":\"2027-01-01T00:00:00Z\"}\n");
+        bytes.extend_from_slice(&numbered_journal(3));
+        let plain: Vec<_> = JournalReader::new(&bytes[..]).collect();
+        let ahead: Vec<_> = JournalReader::new(&bytes[..]).read_ahead(|it| it.collect());
+        assert_eq!(ahead.len(), plain.len());
+        assert_eq!(ahead.len(), 1001, "1000 entries, then the error, then nothing");
+        for (a, p) in ahead.iter().zip(&plain) {
+            match (a, p) {
+                (Ok(a), Ok(p)) => {
+                    assert_eq!(a.seq, p.seq);
+                    assert_eq!(a.prepared.event(), &p.event);
+                    assert_eq!(a.prepared, Prepared::new(p.event.clone()));
+                }
+                (Err(a), Err(p)) => assert_eq!(a.to_string(), p.to_string()),
+                _ => panic!("read ahead {a:?}, plainly {p:?}"),
+            }
+        }
+        let last = ahead.last().unwrap().as_ref().unwrap_err().to_string();
+        assert!(
+            last.contains("line 1001") && last.contains("seq 5 comes after seq 1000"),
+            "{last}"
+        );
+    }
+
+    #[test]
+    fn a_consumer_that_stops_early_ends_the_reading_thread() {
+        // Far more than the chunks in flight: the reader must notice the consumer left.
+        let bytes = numbered_journal(20 * READ_AHEAD_CHUNK * READ_AHEAD_CHUNKS);
+        let first: Vec<u64> =
+            JournalReader::new(&bytes[..]).read_ahead(|it| it.take(3).map(|e| e.unwrap().seq).collect());
+        assert_eq!(first, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_prepared_event_carries_the_digest_the_world_would_compute() {
+        let o = Object::new("User", "ns", "a", json!({"spec": {"b": 1, "a": [true, null]}}));
+        let mut world = crate::World::new();
+        world.apply_prepared(Prepared::new(Event::Applied(o.clone())));
+        let (_, held) = world.get_with_digest(&o.key()).unwrap();
+        assert_eq!(*held, crate::canonical::digest_object(&o));
     }
 }

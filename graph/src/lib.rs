@@ -72,12 +72,12 @@ pub use diff::{Action, Cause, Desired, EffectRequest, Ownership, Reason, diff, o
 pub use engine::{Conflict, Evaluation, Graph, NodeFailure};
 pub use event::{Entry, Event};
 pub use inputs::{All, Count, Family, Input, Inputs, Joined, NoPrimary, Node};
-pub use journal::{JournalError, JournalReader, JournalWriter, Redaction};
+pub use journal::{JournalError, JournalReader, JournalWriter, PreparedEntry, Redaction};
 pub use keys_only::KeysOnly;
 pub use object::{Object, ObjectKey};
 pub use replay::{ReplayError, ReplayReport, ReplayedAction, replay, replay_in_batches};
 pub use stats::{EvalStats, NodeStats};
-pub use world::World;
+pub use world::{Prepared, World};
 
 #[doc(hidden)]
 pub use inputs::{InputSpec, ReadError, Reader};

@@ -5,7 +5,7 @@ use std::io::BufRead;
 
 use crate::diff::Action;
 use crate::engine::{Graph, NodeFailure};
-use crate::journal::{JournalError, JournalReader};
+use crate::journal::{JournalError, JournalReader, PreparedEntry};
 use crate::world::World;
 
 /// One action decided during a replay, with the seq of the event it followed.
@@ -72,7 +72,10 @@ pub struct ReplayError {
 ///
 /// # Errors
 /// The first bad journal line, with the report of everything before it.
-pub fn replay<R: BufRead>(journal: JournalReader<R>, graph: &mut Graph) -> Result<ReplayReport, ReplayError> {
+pub fn replay<R: BufRead + Send>(
+    journal: JournalReader<R>,
+    graph: &mut Graph,
+) -> Result<ReplayReport, ReplayError> {
     replay_in_batches(journal, graph, 1)
 }
 
@@ -81,8 +84,16 @@ pub fn replay<R: BufRead>(journal: JournalReader<R>, graph: &mut Graph) -> Resul
 ///
 /// # Errors
 /// The first bad journal line, with the report of everything before it.
-pub fn replay_in_batches<R: BufRead>(
+pub fn replay_in_batches<R: BufRead + Send>(
     journal: JournalReader<R>,
+    graph: &mut Graph,
+    batch: usize,
+) -> Result<ReplayReport, ReplayError> {
+    journal.read_ahead(|entries| replay_prepared(entries, graph, batch))
+}
+
+fn replay_prepared(
+    entries: &mut dyn Iterator<Item = Result<PreparedEntry, JournalError>>,
     graph: &mut Graph,
     batch: usize,
 ) -> Result<ReplayReport, ReplayError> {
@@ -91,7 +102,7 @@ pub fn replay_in_batches<R: BufRead>(
     let mut world = World::new();
     let mut report = ReplayReport::default();
     let mut in_batch = 0;
-    for item in journal {
+    for item in entries {
         let entry = match item {
             Ok(e) => e,
             Err(error) => {
@@ -106,7 +117,7 @@ pub fn replay_in_batches<R: BufRead>(
         };
         report.events += 1;
         report.last_seq = Some(entry.seq);
-        world.apply(entry.event);
+        world.apply_prepared(entry.prepared);
         in_batch += 1;
         if in_batch == batch {
             evaluate(graph, &mut world, &mut report);

@@ -4,8 +4,54 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
+use crate::canonical::{Digest, digest_object};
 use crate::event::Event;
 use crate::object::{Object, ObjectKey};
+
+/// An event with the digest of its object computed ahead of folding it.
+///
+/// Hashing an object's canonical encoding is a large part of folding one event; a journal
+/// reader running on another thread ([`crate::JournalReader::read_ahead`]) does it there, so
+/// the thread that folds and evaluates only files the result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    event: Event,
+    digest: Option<Digest>,
+}
+
+impl Prepared {
+    /// Prepares `event`: an applied object is hashed now.
+    pub fn new(event: Event) -> Self {
+        let digest = match &event {
+            Event::Applied(object) => Some(digest_object(object)),
+            Event::Deleted(_) | Event::Tick(_) => None,
+        };
+        Self { event, digest }
+    }
+
+    /// The event.
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// The event, giving up the digest.
+    pub fn into_event(self) -> Event {
+        self.event
+    }
+}
+
+impl From<Event> for Prepared {
+    fn from(event: Event) -> Self {
+        Self::new(event)
+    }
+}
+
+/// An observed object and the digest of its canonical encoding.
+#[derive(Debug, Clone)]
+struct Held {
+    object: Object,
+    digest: Digest,
+}
 
 /// An indexed snapshot folded from events: objects by kind, then by key, and `now` from the
 /// latest [`Event::Tick`].
@@ -15,7 +61,7 @@ use crate::object::{Object, ObjectKey};
 /// [`crate::Graph`].
 #[derive(Debug, Default, Clone)]
 pub struct World {
-    kinds: BTreeMap<String, BTreeMap<ObjectKey, Object>>,
+    kinds: BTreeMap<String, BTreeMap<ObjectKey, Held>>,
     now: Option<Timestamp>,
     len: usize,
     pending: Pending,
@@ -36,17 +82,25 @@ impl World {
 
     /// Folds one event into the World.
     pub fn apply(&mut self, event: Event) {
+        self.apply_prepared(Prepared::new(event));
+    }
+
+    /// Folds one event whose object was hashed ahead ([`Prepared`]).
+    pub fn apply_prepared(&mut self, prepared: Prepared) {
+        let Prepared { event, digest } = prepared;
         match event {
             Event::Applied(object) => {
                 let key = object.key();
-                let objects = match self.kinds.get_mut(&object.kind) {
+                let digest = digest.unwrap_or_else(|| digest_object(&object));
+                let held = Held { object, digest };
+                let objects = match self.kinds.get_mut(&held.object.kind) {
                     Some(objects) => objects,
-                    None => self.kinds.entry(object.kind.clone()).or_default(),
+                    None => self.kinds.entry(held.object.kind.clone()).or_default(),
                 };
                 match objects.get_mut(&key) {
-                    Some(slot) => *slot = object,
+                    Some(slot) => *slot = held,
                     None => {
-                        objects.insert(key.clone(), object);
+                        objects.insert(key.clone(), held);
                         self.len += 1;
                     }
                 }
@@ -74,12 +128,25 @@ impl World {
 
     /// The object with this key, if observed.
     pub fn get(&self, key: &ObjectKey) -> Option<&Object> {
-        self.kinds.get(&*key.kind)?.get(key)
+        self.kinds.get(&*key.kind)?.get(key).map(|h| &h.object)
+    }
+
+    /// The object with this key and the sha256 of its canonical encoding (as
+    /// [`digest_object`]), if observed.
+    pub fn get_with_digest(&self, key: &ObjectKey) -> Option<(&Object, &Digest)> {
+        self.kinds
+            .get(&*key.kind)?
+            .get(key)
+            .map(|h| (&h.object, &h.digest))
     }
 
     /// Every object of one kind, in key order.
     pub fn objects<'a>(&'a self, kind: &str) -> impl Iterator<Item = &'a Object> + 'a {
-        self.kinds.get(kind).into_iter().flat_map(|m| m.values())
+        self.kinds
+            .get(kind)
+            .into_iter()
+            .flat_map(|m| m.values())
+            .map(|h| &h.object)
     }
 
     /// Every object of one kind with its key, in key order.
@@ -87,7 +154,11 @@ impl World {
         &'a self,
         kind: &str,
     ) -> impl Iterator<Item = (&'a ObjectKey, &'a Object)> + 'a {
-        self.kinds.get(kind).into_iter().flat_map(|m| m.iter())
+        self.kinds
+            .get(kind)
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .map(|(k, h)| (k, &h.object))
     }
 
     /// How many objects of one kind are observed.
@@ -97,7 +168,7 @@ impl World {
 
     /// Every object, by kind then key.
     pub fn iter(&self) -> impl Iterator<Item = &Object> + '_ {
-        self.kinds.values().flat_map(|m| m.values())
+        self.kinds.values().flat_map(|m| m.values()).map(|h| &h.object)
     }
 
     /// How many objects the World holds.

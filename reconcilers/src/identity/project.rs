@@ -12,7 +12,7 @@
 //! Derived events are a pure function of the World before the event and the event, so they are
 //! never journaled: a replay derives them again ([`fold`] is used by both).
 
-use ichor_graph::{Event, KeysOnly, Object, ObjectKey, World};
+use ichor_graph::{Event, KeysOnly, Object, ObjectKey, Prepared, World};
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_renderers::trust::NAMESPACE;
 use serde_json::json;
@@ -93,8 +93,13 @@ fn keys_missing_from<'a>(secret: Option<&'a Object>, other: Option<&Object>) -> 
 
 /// Folds `event` and its derived events into the World.
 pub fn fold(world: &mut World, event: Event) {
-    let derived = derived_events(world, &event);
-    world.apply(event);
+    fold_prepared(world, Prepared::new(event));
+}
+
+/// [`fold`] for an event whose object was hashed ahead (a journal read on another thread).
+pub fn fold_prepared(world: &mut World, prepared: Prepared) {
+    let derived = derived_events(world, prepared.event());
+    world.apply_prepared(prepared);
     for d in derived {
         world.apply(d);
     }

@@ -9,7 +9,7 @@ use std::io::BufRead;
 
 use ichor_graph::{
     Action, BuildError, Cause, Digest, Evaluation, Event, Graph, JournalError, JournalReader, NodeFailure,
-    ObjectKey, Reason, World,
+    ObjectKey, Prepared, PreparedEntry, Reason, World,
 };
 
 use super::nodes::ClusterAuth;
@@ -78,6 +78,11 @@ impl Controller {
     /// Folds one event (and its derived events) into the World.
     pub fn fold(&mut self, event: Event) {
         project::fold(&mut self.world, event);
+    }
+
+    /// [`Controller::fold`] for an event whose object was hashed ahead.
+    pub fn fold_prepared(&mut self, prepared: Prepared) {
+        project::fold_prepared(&mut self.world, prepared);
     }
 
     /// Evaluates the graph against what changed, and the clusters whose render changed.
@@ -340,7 +345,7 @@ pub fn describe(action: &Action) -> String {
 ///
 /// # Errors
 /// The first bad journal line, with the decisions before it.
-pub fn replay<R: BufRead>(
+pub fn replay<R: BufRead + Send>(
     journal: JournalReader<R>,
     controller: &mut Controller,
 ) -> Result<ReplayReport, IdentityReplayError> {
@@ -355,13 +360,22 @@ pub fn replay<R: BufRead>(
 ///
 /// # Errors
 /// The first bad journal line, with the decisions before it.
-pub fn replay_with<R: BufRead>(
+pub fn replay_with<R: BufRead + Send>(
     journal: JournalReader<R>,
     controller: &mut Controller,
     keep_lines: bool,
 ) -> Result<ReplayReport, IdentityReplayError> {
     // Only the credentials Secret's key names matter: do not decode its values.
     let journal = journal.keys_only(project::credentials_keys_only());
+    // Decoding and hashing run ahead on a second thread while this one folds and evaluates.
+    journal.read_ahead(|entries| replay_entries(entries, controller, keep_lines))
+}
+
+fn replay_entries(
+    journal: &mut dyn Iterator<Item = Result<PreparedEntry, JournalError>>,
+    controller: &mut Controller,
+    keep_lines: bool,
+) -> Result<ReplayReport, IdentityReplayError> {
     controller.graph.reset();
     controller.world = World::new();
     controller.renders.clear();
@@ -381,7 +395,7 @@ pub fn replay_with<R: BufRead>(
         };
         report.events += 1;
         report.last_seq = Some(entry.seq);
-        controller.fold(entry.event);
+        controller.fold_prepared(entry.prepared);
         let (eval, renders) = controller.evaluate();
         report.record(eval, renders);
     }
