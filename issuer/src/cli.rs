@@ -755,8 +755,10 @@ where
     use tower::Layer as _;
 
     let issuer = build_issuer(served, Arc::clone(&store) as Arc<dyn UserStore>)?;
-    let config = ApiConfig::new(served.config.issuer.clone(), cluster)
+    let mut config = ApiConfig::new(served.config.issuer.clone(), cluster)
         .map_err(|e| RunError::Issuer(format!("the UserService: {e}")))?;
+    // One set of argon2id permits for the whole process: sign-ins and password changes.
+    config.hash_permits = Arc::clone(issuer.hash_permits());
     let kubeconfig = &served.config.kubeconfig;
     let mut settings = (**config.settings.load()).clone();
     settings.kube_api_server_url = kubeconfig.api_server_url.clone();

@@ -153,6 +153,64 @@ async fn concurrent_wrong_attempts_cannot_slip_past_the_back_off() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_password_queue_sheds_sign_ins_at_once_with_a_503_and_retry_after() {
+    // Two permits and sixteen places: forty sign-ins at once (forty sources and forty names, so
+    // neither the per-source limit nor the per-user one applies; unknown names cost one argon2id
+    // verification like any other) cannot all wait; those past the queue are told at once to
+    // come back.
+    let h = std::sync::Arc::new(Harness::new());
+    let tasks: Vec<_> = (0..40u8)
+        .map(|i| {
+            let h = std::sync::Arc::clone(&h);
+            tokio::spawn(async move {
+                let peer: SocketAddr = format!("198.51.100.{i}:4000").parse().expect("addr");
+                let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
+                let mut req = Request::post("/oidc/login")
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(
+                        serde_json::json!({"ticket": ticket, "username": format!("nobody-{i}"), "password": PASSWORD})
+                            .to_string(),
+                    ))
+                    .expect("req");
+                req.extensions_mut().insert(ConnectInfo(peer));
+                h.send(req).await
+            })
+        })
+        .collect();
+    let (mut verified, mut shed) = (0, 0);
+    for t in tasks {
+        let reply = t.await.expect("join");
+        match reply.status {
+            StatusCode::UNAUTHORIZED => verified += 1,
+            StatusCode::SERVICE_UNAVAILABLE => {
+                shed += 1;
+                assert_eq!(reply.error(), "temporarily_unavailable");
+                assert!(reply.text().contains("busy"), "{}", reply.text());
+                assert_eq!(reply.headers[header::RETRY_AFTER], "2");
+            }
+            other => panic!("unexpected {other}: {}", reply.text()),
+        }
+    }
+    assert!(
+        verified >= 18,
+        "the two running and sixteen queued are all verified, got {verified}"
+    );
+    assert!(
+        shed >= 1 && verified + shed == 40,
+        "verified {verified}, shed {shed}"
+    );
+    assert!(
+        h.metrics()
+            .contains(&format!("reason=\"hash_queue_full\"}} {shed}")),
+        "{}",
+        h.metrics()
+    );
+    // Shed attempts are no attempts: alice signs in right after.
+    let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
+    assert_eq!(h.login(&ticket, "alice", PASSWORD).await.status, StatusCode::OK);
+}
+
 #[tokio::test]
 async fn the_sign_in_page_without_a_ticket_is_an_error() {
     let h = Harness::new();

@@ -64,6 +64,18 @@ impl OAuthError {
         e
     }
 
+    /// 503 `temporarily_unavailable`: `what` has more work queued than it accepts; retry after
+    /// `retry_after` seconds.
+    pub fn busy(what: &str, retry_after: u64) -> Self {
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "temporarily_unavailable",
+            format!("{what} is busy; try again in {retry_after} seconds"),
+        );
+        e.retry_after = Some(i64::try_from(retry_after).unwrap_or(i64::MAX));
+        e
+    }
+
     /// 500 `server_error`.
     pub fn server_error(description: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", description)

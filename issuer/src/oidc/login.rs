@@ -27,7 +27,7 @@ use super::{
     errors::OAuthError,
     limits::{Admission, AttemptOutcome, UserBackoff},
     lock, page,
-    passwords::{self, Checked},
+    passwords::{self, CheckError, Checked},
     request::{AUD_KUBE, Params},
 };
 use crate::{
@@ -68,6 +68,7 @@ enum Failure {
     BadTicket,
     BadRequest(String),
     Limited { retry_after: i64 },
+    Busy { retry_after: u64 },
     WrongCredentials,
     Disabled,
     MustChange,
@@ -233,11 +234,18 @@ async fn sign_in(
         (Some(_), Some(entry)) => Some(entry.hash.clone()),
         _ => None,
     };
-    let checked = passwords::check(&issuer.hash_permits, username, password, phc.clone())
+    let checked = passwords::check(&issuer.hash_gate, username, password, phc.clone())
         .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "password check failed");
-            Failure::Unavailable
+        .map_err(|e| match e {
+            // Not an attempt: the reservation is dropped unused and counts nothing.
+            CheckError::Busy { retry_after } => {
+                issuer.metrics.backoff_hit("hash_queue_full");
+                Failure::Busy { retry_after }
+            }
+            CheckError::Internal(_) => {
+                tracing::error!(error = %e, "password check failed");
+                Failure::Unavailable
+            }
         })?;
     let (Checked::Valid { rehash }, Some(user), Some(entry), Some(name)) = (checked, user, entry, name)
     else {
@@ -326,6 +334,7 @@ fn respond_failure(
             }
             Failure::Disabled => OAuthError::new(StatusCode::FORBIDDEN, "access_denied", DISABLED),
             Failure::MustChange => OAuthError::new(StatusCode::FORBIDDEN, "access_denied", MUST_CHANGE),
+            Failure::Busy { retry_after } => OAuthError::busy("sign-in", retry_after),
             Failure::Unavailable => OAuthError::unavailable("sign-in"),
         };
         return e.into_response();
@@ -352,6 +361,22 @@ fn respond_failure(
                 header::RETRY_AFTER,
                 axum::http::HeaderValue::from(retry_after.max(1)),
             );
+            response
+        }
+        (Failure::Busy { retry_after }, Some(_)) => {
+            let mut response = page::html(
+                StatusCode::SERVICE_UNAVAILABLE,
+                page::login_form(
+                    raw_ticket,
+                    Some(&format!(
+                        "Sign-in is busy right now. Wait {retry_after} seconds and try again."
+                    )),
+                    username,
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(retry_after));
             response
         }
         (Failure::Unavailable, Some(_)) => page::html(

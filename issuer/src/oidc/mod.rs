@@ -40,7 +40,7 @@ pub mod limits;
 mod login;
 mod metrics;
 mod page;
-mod passwords;
+pub mod passwords;
 pub mod request;
 mod revoke;
 mod token;
@@ -145,7 +145,7 @@ pub struct Issuer {
     settings: Arc<Settings>,
     clock: Arc<dyn Clock>,
     metrics: Metrics,
-    hash_permits: Arc<Semaphore>,
+    hash_gate: passwords::HashGate,
     backoff: Arc<Mutex<limits::UserBackoff>>,
     login_buckets: Mutex<limits::TokenBuckets>,
     token_buckets: Mutex<limits::TokenBuckets>,
@@ -210,7 +210,7 @@ impl Issuer {
             settings,
             clock: Arc::new(SystemClock),
             metrics: Metrics::register(registry),
-            hash_permits: Arc::new(Semaphore::new(HASH_PERMITS)),
+            hash_gate: passwords::HashGate::new(HASH_PERMITS, passwords::DEFAULT_MAX_WAITING),
             backoff: Arc::new(Mutex::new(limits::UserBackoff::new())),
             login_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::LOGIN)),
             token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN)),
@@ -222,6 +222,13 @@ impl Issuer {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Issuer {
         self.clock = clock;
         self
+    }
+
+    /// The argon2id permits of the sign-in endpoint: hand them to the UserService
+    /// ([`crate::api::ApiConfig::hash_permits`]) so the process never hashes more than
+    /// [`HASH_PERMITS`] passwords at once.
+    pub fn hash_permits(&self) -> &Arc<Semaphore> {
+        self.hash_gate.semaphore()
     }
 
     /// The issuer identifier (the external URL, no trailing slash).

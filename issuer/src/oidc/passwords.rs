@@ -1,13 +1,109 @@
 //! Password verification under the process-wide limit of [`super::HASH_PERMITS`] concurrent
-//! argon2id computations, on tokio's blocking pool.
+//! argon2id computations, on tokio's blocking pool, with a bounded queue in front of it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ichor_renderers::auth::{
     Password,
     hash::{Verification, hash_password_random, verify_dummy, verify_password_or_dummy},
 };
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How many password checks may wait for a hash permit, by default. With two permits and
+/// ~0.2 s per argon2id verification, a waiting check starts within about two seconds.
+pub const DEFAULT_MAX_WAITING: usize = 16;
+
+/// The argon2id computations of one process: at most its permits at once (64 MiB each), and at
+/// most `max_waiting` checks queued behind them.
+///
+/// Without the queue bound a flood of sign-ins queues without limit: memory and CPU hold (the
+/// permits see to that) but every real sign-in waits behind the whole flood, for tens of seconds.
+/// Past the bound a check is refused at once ([`GateError::Busy`]), answered 503 with
+/// `Retry-After`, and counted as no attempt at all, so an accepted sign-in never waits longer
+/// than the queue takes to drain and a refused one learns at once when to try again.
+#[derive(Debug)]
+pub struct HashGate {
+    permits: Arc<Semaphore>,
+    size: usize,
+    waiting: AtomicUsize,
+    max_waiting: usize,
+}
+
+/// Why a check could not enter the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    /// The queue is full: try again after the given number of seconds.
+    #[error("the password checks are busy; try again in {retry_after} s")]
+    Busy {
+        /// Seconds to wait before trying again.
+        retry_after: u64,
+    },
+    /// The semaphore was closed (the process is shutting down).
+    #[error("the password hasher is shut down")]
+    Closed,
+}
+
+/// A queue place, given back when the check gets its permit or gives up.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl HashGate {
+    /// A gate of `permits` concurrent computations and at most `max_waiting` waiting checks.
+    pub fn new(permits: usize, max_waiting: usize) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(permits)),
+            size: permits.max(1),
+            waiting: AtomicUsize::new(0),
+            max_waiting,
+        }
+    }
+
+    /// Roughly how long a full queue takes to drain, in whole seconds (at least 1): each
+    /// permit works through its share at ~0.2 s per check.
+    fn drain_seconds(&self) -> u64 {
+        let per_permit = self.max_waiting.div_ceil(self.size);
+        u64::try_from(per_permit.div_ceil(5)).unwrap_or(30).clamp(1, 30)
+    }
+
+    /// The permits, to share them with other argon2id work of the process (the UserService's
+    /// password changes), so the process never runs more than this many at once.
+    pub fn semaphore(&self) -> &Arc<Semaphore> {
+        &self.permits
+    }
+
+    /// How many checks are waiting for a permit now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
+    }
+
+    /// A permit, at once when one is free, after waiting in the queue when it has room, or
+    /// [`GateError::Busy`] when it has none.
+    pub async fn enter(&self) -> Result<OwnedSemaphorePermit, GateError> {
+        if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
+            return Ok(permit);
+        }
+        let queued = self.waiting.fetch_add(1, Ordering::AcqRel);
+        let place = Waiting(&self.waiting);
+        if queued >= self.max_waiting {
+            drop(place);
+            return Err(GateError::Busy {
+                retry_after: self.drain_seconds(),
+            });
+        }
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| GateError::Closed);
+        drop(place);
+        permit
+    }
+}
 
 /// What a password check found.
 #[derive(Debug)]
@@ -23,25 +119,31 @@ pub(crate) enum Checked {
 /// Why no answer could be computed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CheckError {
+    /// Too many checks are waiting already.
+    #[error("too many password checks are waiting; try again in {retry_after} s")]
+    Busy {
+        /// Seconds to wait before trying again.
+        retry_after: u64,
+    },
     /// The semaphore was closed or the blocking task failed.
     #[error("the password check could not run: {0}")]
     Internal(String),
 }
 
 /// Verifies `password` against `phc` (`None`: unknown user or no password set, verified against
-/// the dummy hash), holding one hash permit for the whole computation, including a rehash. The
+/// the dummy hash) once through `gate` ([`CheckError::Busy`] when its queue is full), holding one hash permit for the whole computation, including a rehash. The
 /// permit moves into the blocking task, so it is held until the computation really ends even if
 /// the request is dropped.
 pub(crate) async fn check(
-    permits: &Arc<Semaphore>,
+    gate: &HashGate,
     user: &str,
     password: Password,
     phc: Option<String>,
 ) -> Result<Checked, CheckError> {
-    let permit = Arc::clone(permits)
-        .acquire_owned()
-        .await
-        .map_err(|e| CheckError::Internal(e.to_string()))?;
+    let permit = gate.enter().await.map_err(|e| match e {
+        GateError::Busy { retry_after } => CheckError::Busy { retry_after },
+        GateError::Closed => CheckError::Internal(e.to_string()),
+    })?;
     let user = user.to_owned();
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -71,4 +173,46 @@ pub(crate) async fn check(
     })
     .await
     .map_err(|e| CheckError::Internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_gate_queues_up_to_its_bound_then_refuses_at_once_and_frees_places_of_cancelled_waiters() {
+        let gate = Arc::new(HashGate::new(1, 2));
+        let held = gate.enter().await.expect("a free permit");
+        let waiter = |g: &Arc<HashGate>| {
+            let g = Arc::clone(g);
+            tokio::spawn(async move { g.enter().await.map(drop) })
+        };
+        let (first, second) = (waiter(&gate), waiter(&gate));
+        while gate.waiting() < 2 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            gate.enter().await.map(drop),
+            Err(GateError::Busy { retry_after: 1 })
+        );
+        // A waiter that gives up frees its place.
+        second.abort();
+        assert!(second.await.is_err());
+        assert_eq!(gate.waiting(), 1);
+        let third = waiter(&gate);
+        while gate.waiting() < 2 {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        assert_eq!(first.await.expect("join"), Ok(()));
+        assert_eq!(third.await.expect("join"), Ok(()));
+        assert_eq!(gate.waiting(), 0);
+    }
+
+    #[test]
+    fn the_retry_hint_is_the_time_a_full_queue_takes_to_drain() {
+        assert_eq!(HashGate::new(2, 16).drain_seconds(), 2);
+        assert_eq!(HashGate::new(2, 0).drain_seconds(), 1);
+        assert_eq!(HashGate::new(1, 1000).drain_seconds(), 30);
+    }
 }
