@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: installs what the tests need when it is missing, then runs the format
-# check, clippy (warnings are errors), the CRD freshness check and the whole test suite with insta
-# in check mode. Usage: hack/test.sh [--quick]   (--quick skips clippy)
+# check, clippy (warnings are errors), the CRD freshness check, the whole test suite with insta
+# in check mode and a 10-second fuzz run of every fuzz target.
+# Usage: hack/test.sh [--quick]   (--quick skips clippy and the fuzz run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,8 @@ cargo fmt --all -- --check
 if [[ $quick -eq 0 ]]; then
   step "cargo clippy (warnings are errors)"
   cargo clippy --workspace --all-targets --locked -- -D warnings
+  step "cargo clippy on the fuzz crate (fuzz/, its own workspace)"
+  cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
 fi
 
 step "generated CRDs are in sync with the Rust types"
@@ -47,5 +50,16 @@ step "tests (insta in check mode)"
 export INSTA_UPDATE=no INSTA_FORCE_PASS=0 CI="${CI:-true}"
 cargo nextest run --workspace --locked --no-fail-fast --profile ci
 cargo test --workspace --locked --doc
+
+if [[ $quick -eq 0 ]]; then
+  # libFuzzer with AddressSanitizer needs the nightly toolchain. The 10-minute-per-target run
+  # is `hack/fuzz.sh 600` (see SECURITY.md).
+  step "fuzz: every target for 10 s from the committed corpus (hack/fuzz.sh 10)"
+  if cargo +nightly --version >/dev/null 2>&1 || rustup toolchain install nightly --profile minimal; then
+    hack/fuzz.sh 10
+  else
+    echo "SKIPPED: no nightly toolchain here and none could be installed; the fuzz run needs one"
+  fi
+fi
 
 printf '\nhack/test.sh: all checks passed in %ss\n' "$(( $(date +%s) - started ))"
