@@ -65,13 +65,34 @@ pub struct LocalStore {
     credentials: CredentialsFile,
     user_ttl: Duration,
     snapshot: Mutex<Snapshot>,
+    /// Held while the directory is re-read: callers that find the snapshot stale together wait
+    /// for one re-read instead of each re-reading every file.
+    rescanning: tokio::sync::Mutex<()>,
+    /// Directory reads so far (tests count them).
+    rescans: std::sync::atomic::AtomicU64,
 }
 
 /// The last scan of the users directory and until when it may be served.
 #[derive(Debug, Default)]
 struct Snapshot {
     fresh_until: Option<Instant>,
+    /// When the directory read of `scan` started.
+    started: Option<Instant>,
+    /// When the snapshot was last marked stale: a scan started before it is stale on arrival.
+    invalidated: Option<Instant>,
     scan: Arc<Scan>,
+}
+
+impl Snapshot {
+    /// The scan, if it may be served to a caller that asked at `asked`: still fresh, or read
+    /// from a directory listing started after the caller asked (as good as its own).
+    fn serve(&self, asked: Instant) -> Option<Arc<Scan>> {
+        let fresh = self.fresh_until.is_some_and(|until| Instant::now() < until);
+        let after = self.started.is_some_and(|started| {
+            started >= asked && self.invalidated.is_none_or(|invalidated| started >= invalidated)
+        });
+        (fresh || after).then(|| Arc::clone(&self.scan))
+    }
 }
 
 /// A user-file write (create, update, delete) was refused or failed. Each message names the user
@@ -139,6 +160,8 @@ impl LocalStore {
             state_dir,
             user_ttl: DEFAULT_USER_TTL,
             snapshot: Mutex::new(Snapshot::default()),
+            rescanning: tokio::sync::Mutex::new(()),
+            rescans: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -160,21 +183,43 @@ impl LocalStore {
         self.credentials.path()
     }
 
-    /// The current scan, re-reading the directory when the snapshot is stale.
+    /// The current scan, re-reading the directory when the snapshot is stale. Callers finding
+    /// it stale together share one re-read (a directory of many users is not read once per
+    /// concurrent request).
     async fn scan(&self) -> Result<Arc<Scan>, StoreError> {
+        let asked = Instant::now();
+        if let Some(scan) = self.snapshot().serve(asked) {
+            return Ok(scan);
+        }
+        let _turn = self.rescanning.lock().await;
         let previous = {
-            let snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
-            if snapshot.fresh_until.is_some_and(|until| Instant::now() < until) {
-                return Ok(Arc::clone(&snapshot.scan));
+            let snapshot = self.snapshot();
+            if let Some(scan) = snapshot.serve(asked) {
+                return Ok(scan);
             }
             Arc::clone(&snapshot.scan)
         };
+        let started = Instant::now();
+        self.rescans.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = self.users_dir.clone();
         let scan = Arc::new(blocking(move || previous.rescan(&dir)).await??);
-        let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut snapshot = self.snapshot();
         snapshot.scan = Arc::clone(&scan);
-        snapshot.fresh_until = Instant::now().checked_add(self.user_ttl);
+        snapshot.started = Some(started);
+        // Marked stale while the directory was read: the next caller reads it again.
+        let stale = snapshot
+            .invalidated
+            .is_some_and(|invalidated| invalidated > started);
+        snapshot.fresh_until = if stale {
+            None
+        } else {
+            Instant::now().checked_add(self.user_ttl)
+        };
         Ok(scan)
+    }
+
+    fn snapshot(&self) -> std::sync::MutexGuard<'_, Snapshot> {
+        self.snapshot.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Creates `<users dir>/<name>.yaml` for `user` (its name and spec; status is not written),
@@ -290,10 +335,9 @@ impl LocalStore {
 
     /// Marks the user snapshot stale (the parsed files are kept for reuse).
     fn invalidate_all(&self) {
-        self.snapshot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .fresh_until = None;
+        let mut snapshot = self.snapshot();
+        snapshot.fresh_until = None;
+        snapshot.invalidated = Some(Instant::now());
     }
 }
 
@@ -308,9 +352,15 @@ impl UserStore for LocalStore {
     }
 
     async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError> {
-        let file = self.credentials.clone();
-        let user = name.to_owned();
-        let doc = blocking(move || file.read(&user)).await??;
+        // The common case (the file unchanged since it was last parsed) needs no blocking thread.
+        let doc = match self.credentials.read_cached() {
+            Some(doc) => doc,
+            None => {
+                let file = self.credentials.clone();
+                let user = name.to_owned();
+                blocking(move || file.read(&user)).await??
+            }
+        };
         let Some(stored) = doc.entries.get(name) else {
             return Ok((None, Version(doc.version(name).to_owned())));
         };
@@ -408,4 +458,65 @@ fn render(user: &IchorUser) -> Result<(String, Vec<u8>), UserFileError> {
         return Err(invalid("does not read back as the same user".to_owned()));
     }
     Ok((stored.name, yaml.into_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_finding_the_users_stale_together_share_one_directory_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let users = dir.path().join("users");
+        std::fs::create_dir_all(&users).expect("mkdir");
+        for i in 0..50 {
+            std::fs::write(
+                users.join(format!("u{i}.yaml")),
+                format!(
+                    "apiVersion: ichor.maesh.dev/v1alpha1\nkind: IchorUser\nmetadata:\n  name: u{i}\n  namespace: ichor-system\nspec:\n  roles: [viewer]\n"
+                ),
+            )
+            .expect("write");
+        }
+        let store = Arc::new(LocalStore::new(&users, dir.path().join("state")));
+        let readers: Vec<_> = (0..64)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move { store.get_user(&format!("u{}", i % 50)).await })
+            })
+            .collect();
+        for r in readers {
+            assert!(r.await.expect("join").expect("read").is_some());
+        }
+        assert_eq!(store.rescans.load(Ordering::Relaxed), 1);
+        // Fresh: served without reading; stale after an invalidation: read again, once.
+        assert!(store.get_user("u1").await.expect("read").is_some());
+        assert_eq!(store.rescans.load(Ordering::Relaxed), 1);
+        store.invalidate("u1");
+        let again: Vec<_> = (0..8)
+            .map(|_| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move { store.list_users().await.map(|u| u.len()) })
+            })
+            .collect();
+        for r in again {
+            assert_eq!(r.await.expect("join").expect("list"), 50);
+        }
+        assert_eq!(store.rescans.load(Ordering::Relaxed), 2);
+    }
+
+    #[tokio::test]
+    async fn with_no_cache_every_read_sees_a_directory_read_that_started_after_it_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LocalStore::new(dir.path(), dir.path().join("state")).with_user_ttl(Duration::ZERO);
+        assert!(store.get_user("late").await.expect("read").is_none());
+        std::fs::write(
+            dir.path().join("late.yaml"),
+            "apiVersion: ichor.maesh.dev/v1alpha1\nkind: IchorUser\nmetadata:\n  name: late\n  namespace: ichor-system\nspec:\n  roles: [viewer]\n",
+        )
+        .expect("write");
+        assert!(store.get_user("late").await.expect("read").is_some());
+        assert_eq!(store.rescans.load(Ordering::Relaxed), 2);
+    }
 }

@@ -53,6 +53,11 @@ pub const CREDENTIALS_FILE_NAME: &str = "credentials.json";
 pub const LOCK_FILE_NAME: &str = "credentials.json.lock";
 /// The largest credentials file read or written: 16 MiB.
 pub const MAX_CREDENTIALS_FILE_BYTES: usize = 16 * 1024 * 1024;
+/// How long a batch gathers when writes are concurrent (see [`CommitTurn::run`]): short next to
+/// a refresh's latency under load, long next to the arrival gap of concurrent writers.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(3);
+/// A batch this large is committed without lingering.
+const LINGER_BATCH: usize = 16;
 /// The version of a user without an entry.
 pub const ABSENT_VERSION: &str = "absent";
 
@@ -230,9 +235,18 @@ pub(crate) struct CommitTurn {
 }
 
 impl CommitTurn {
-    /// Commits batch after batch until the queue is empty.
+    /// Commits batch after batch until the queue is empty. When writes arrived while the last
+    /// batch was being committed (writers are concurrent), the next batch gathers for up to
+    /// [`LINGER`] more before it is taken, so several writes share one synced replacement; a
+    /// lone writer never waits.
     pub(crate) fn run(mut self) {
+        let mut first = true;
         loop {
+            let waiting = self.file.queue().pending.len();
+            if !first && (1..LINGER_BATCH).contains(&waiting) {
+                std::thread::sleep(LINGER);
+            }
+            first = false;
             let batch = {
                 let mut queue = self.file.queue();
                 if queue.pending.is_empty() {
@@ -284,6 +298,17 @@ impl CredentialsFile {
 
     fn cached(&self) -> MutexGuard<'_, Option<Cached>> {
         self.cached.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The cached document when the file on disk is still the cached file: an `open` and an
+    /// `fstat`, cheap enough for an async thread. `None` when [`CredentialsFile::read`] must parse.
+    pub(crate) fn read_cached(&self) -> Option<Arc<Snapshot>> {
+        let file = File::open(&self.path).ok()?;
+        let stamp = FileStamp::of(&file.metadata().ok()?);
+        self.cached()
+            .as_ref()
+            .filter(|cached| cached.stamp == stamp)
+            .map(|cached| Arc::clone(&cached.snapshot))
     }
 
     /// Reads the document without locking (the file is only ever replaced by `rename`), from the
@@ -494,8 +519,9 @@ impl CredentialsFile {
             ))
         })?;
         let bytes = doc.render()?;
-        // Whatever happens next, the cached document may no longer be the file's.
-        *self.cached() = None;
+        // The cached document stays: it is keyed by the stamp of the file on disk, which stays
+        // that file until the rename below, so readers keep being served from it meanwhile (and
+        // a failed write leaves it correct).
         if bytes.len() > MAX_CREDENTIALS_FILE_BYTES {
             return Err(StoreError::Unavailable(format!(
                 "the credentials file {} would be {} bytes, more than {MAX_CREDENTIALS_FILE_BYTES}; \
