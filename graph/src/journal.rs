@@ -425,16 +425,43 @@ const READ_AHEAD_CHUNK: usize = 256;
 /// Chunks in flight between the threads: bounds the memory read ahead.
 const READ_AHEAD_CHUNKS: usize = 4;
 
+/// Objects the folding thread is done with (replaced or removed from its World), handed back
+/// to the reading thread that allocated them, which frees them between chunks: freeing is then
+/// local to the allocating thread and off the folding thread's path.
+pub struct Recycler {
+    batch: Vec<Object>,
+    back: Option<std::sync::mpsc::SyncSender<Vec<Object>>>,
+}
+
+impl Recycler {
+    /// Hands `object` back to be freed on the reading thread (or here, when that thread is gone
+    /// or behind).
+    pub fn recycle(&mut self, object: Object) {
+        if self.back.is_none() {
+            return;
+        }
+        self.batch.push(object);
+        if self.batch.len() == READ_AHEAD_CHUNK {
+            let full = std::mem::replace(&mut self.batch, Vec::with_capacity(READ_AHEAD_CHUNK));
+            if let Some(back) = &self.back {
+                // Full or gone: the batch comes back in the error and is freed here.
+                drop(back.try_send(full));
+            }
+        }
+    }
+}
+
 impl<R: BufRead + Send> JournalReader<R> {
     /// Runs `consume` over the journal's entries while a second thread reads, parses and hashes
     /// them ahead ([`Prepared`]), so folding and evaluating (one thread) overlaps with decoding
     /// (the other). The entries and the error, if any, arrive in the same order and are the
     /// same as from iterating the reader; at most a few hundred entries are read ahead. When
     /// `consume` stops early the reading thread stops too. Without a second thread (spawning
-    /// failed) the entries are read on this one.
+    /// failed) the entries are read on this one. Objects given to the [`Recycler`] are freed on
+    /// the reading thread.
     pub fn read_ahead<T>(
         self,
-        consume: impl FnOnce(&mut dyn Iterator<Item = Result<PreparedEntry, JournalError>>) -> T,
+        consume: impl FnOnce(&mut dyn Iterator<Item = Result<PreparedEntry, JournalError>>, &mut Recycler) -> T,
     ) -> T {
         // Borrowed by the reading thread, so the reader is still here if it cannot be spawned.
         let slot = std::sync::Mutex::new(Some(self));
@@ -442,6 +469,7 @@ impl<R: BufRead + Send> JournalReader<R> {
         std::thread::scope(|scope| {
             let (tx, rx) =
                 std::sync::mpsc::sync_channel::<Vec<Result<PreparedEntry, JournalError>>>(READ_AHEAD_CHUNKS);
+            let (back, garbage) = std::sync::mpsc::sync_channel::<Vec<Object>>(READ_AHEAD_CHUNKS);
             let spawned = std::thread::Builder::new()
                 .name("journal-reader".into())
                 .spawn_scoped(scope, move || {
@@ -454,21 +482,27 @@ impl<R: BufRead + Send> JournalReader<R> {
                             if tx.send(full).is_err() {
                                 return;
                             }
+                            garbage.try_iter().for_each(drop);
                         }
                     }
                     if !chunk.is_empty() {
                         let _ = tx.send(chunk);
                     }
                 });
+            let mut recycler = Recycler {
+                batch: Vec::new(),
+                back: spawned.is_ok().then_some(back),
+            };
             if spawned.is_err() {
                 drop(rx);
                 let mut local = take().into_iter().flatten().map(prepare);
-                return consume(&mut local);
+                return consume(&mut local, &mut recycler);
             }
             let mut entries = rx.into_iter().flatten();
-            let result = consume(&mut entries);
+            let result = consume(&mut entries, &mut recycler);
             // Dropping the receiver ends a reading thread still running, before the scope joins it.
             drop(entries);
+            drop(recycler);
             result
         })
     }
@@ -734,7 +768,7 @@ mod tests {
         bytes.extend_from_slice(b"{\"type\":\"tick\",\"seq\":5,\"now\":\"2027-01-01T00:00:00Z\"}\n");
         bytes.extend_from_slice(&numbered_journal(3));
         let plain: Vec<_> = JournalReader::new(&bytes[..]).collect();
-        let ahead: Vec<_> = JournalReader::new(&bytes[..]).read_ahead(|it| it.collect());
+        let ahead: Vec<_> = JournalReader::new(&bytes[..]).read_ahead(|it, _| it.collect());
         assert_eq!(ahead.len(), plain.len());
         assert_eq!(ahead.len(), 1001, "1000 entries, then the error, then nothing");
         for (a, p) in ahead.iter().zip(&plain) {
@@ -760,7 +794,7 @@ mod tests {
         // Far more than the chunks in flight: the reader must notice the consumer left.
         let bytes = numbered_journal(20 * READ_AHEAD_CHUNK * READ_AHEAD_CHUNKS);
         let first: Vec<u64> =
-            JournalReader::new(&bytes[..]).read_ahead(|it| it.take(3).map(|e| e.unwrap().seq).collect());
+            JournalReader::new(&bytes[..]).read_ahead(|it, _| it.take(3).map(|e| e.unwrap().seq).collect());
         assert_eq!(first, vec![1, 2, 3]);
     }
 

@@ -72,7 +72,7 @@ pub use diff::{Action, Cause, Desired, EffectRequest, Ownership, Reason, diff, o
 pub use engine::{Conflict, Evaluation, Graph, NodeFailure};
 pub use event::{Entry, Event};
 pub use inputs::{All, Count, Family, Input, Inputs, Joined, NoPrimary, Node};
-pub use journal::{JournalError, JournalReader, JournalWriter, PreparedEntry, Redaction};
+pub use journal::{JournalError, JournalReader, JournalWriter, PreparedEntry, Recycler, Redaction};
 pub use keys_only::KeysOnly;
 pub use object::{Object, ObjectKey};
 pub use replay::{ReplayError, ReplayReport, ReplayedAction, replay, replay_in_batches};

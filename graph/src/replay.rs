@@ -5,7 +5,7 @@ use std::io::BufRead;
 
 use crate::diff::Action;
 use crate::engine::{Graph, NodeFailure};
-use crate::journal::{JournalError, JournalReader, PreparedEntry};
+use crate::journal::{JournalError, JournalReader, PreparedEntry, Recycler};
 use crate::world::World;
 
 /// One action decided during a replay, with the seq of the event it followed.
@@ -89,11 +89,12 @@ pub fn replay_in_batches<R: BufRead + Send>(
     graph: &mut Graph,
     batch: usize,
 ) -> Result<ReplayReport, ReplayError> {
-    journal.read_ahead(|entries| replay_prepared(entries, graph, batch))
+    journal.read_ahead(|entries, recycler| replay_prepared(entries, recycler, graph, batch))
 }
 
 fn replay_prepared(
     entries: &mut dyn Iterator<Item = Result<PreparedEntry, JournalError>>,
+    recycler: &mut Recycler,
     graph: &mut Graph,
     batch: usize,
 ) -> Result<ReplayReport, ReplayError> {
@@ -117,7 +118,9 @@ fn replay_prepared(
         };
         report.events += 1;
         report.last_seq = Some(entry.seq);
-        world.apply_prepared(entry.prepared);
+        if let Some(done) = world.apply_prepared(entry.prepared) {
+            recycler.recycle(done);
+        }
         in_batch += 1;
         if in_batch == batch {
             evaluate(graph, &mut world, &mut report);

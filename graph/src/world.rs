@@ -82,11 +82,12 @@ impl World {
 
     /// Folds one event into the World.
     pub fn apply(&mut self, event: Event) {
-        self.apply_prepared(Prepared::new(event));
+        drop(self.apply_prepared(Prepared::new(event)));
     }
 
-    /// Folds one event whose object was hashed ahead ([`Prepared`]).
-    pub fn apply_prepared(&mut self, prepared: Prepared) {
+    /// Folds one event whose object was hashed ahead ([`Prepared`]); returns the object the
+    /// event replaced or removed, so the caller decides where it is freed.
+    pub fn apply_prepared(&mut self, prepared: Prepared) -> Option<Object> {
         let Prepared { event, digest } = prepared;
         match event {
             Event::Applied(object) => {
@@ -97,18 +98,22 @@ impl World {
                     Some(objects) => objects,
                     None => self.kinds.entry(held.object.kind.clone()).or_default(),
                 };
-                match objects.get_mut(&key) {
-                    Some(slot) => *slot = held,
+                let replaced = match objects.get_mut(&key) {
+                    Some(slot) => Some(std::mem::replace(slot, held).object),
                     None => {
                         objects.insert(key.clone(), held);
                         self.len += 1;
+                        None
                     }
-                }
+                };
                 self.pending.keys.insert(key);
+                replaced
             }
             Event::Deleted(key) => {
+                let mut removed = None;
                 if let Some(objects) = self.kinds.get_mut(&*key.kind) {
-                    if objects.remove(&key).is_some() {
+                    removed = objects.remove(&key).map(|h| h.object);
+                    if removed.is_some() {
                         self.len -= 1;
                     }
                     if objects.is_empty() {
@@ -116,12 +121,14 @@ impl World {
                     }
                 }
                 self.pending.keys.insert(key);
+                removed
             }
             Event::Tick(now) => {
                 if self.now != Some(now) {
                     self.now = Some(now);
                     self.pending.now_changed = true;
                 }
+                None
             }
         }
     }
@@ -224,5 +231,26 @@ mod tests {
         assert_eq!(pending.keys.len(), 4);
         assert!(pending.now_changed);
         assert!(!w.has_pending_changes());
+    }
+
+    #[test]
+    fn folding_hands_back_the_object_replaced_or_removed() {
+        let mut w = World::new();
+        let a1 = Object::new("User", "ns", "a", json!({"v": 1}));
+        let a2 = Object::new("User", "ns", "a", json!({"v": 2}));
+        assert_eq!(w.apply_prepared(Prepared::new(Event::Applied(a1.clone()))), None);
+        assert_eq!(
+            w.apply_prepared(Prepared::new(Event::Applied(a2.clone()))),
+            Some(a1)
+        );
+        assert_eq!(
+            w.apply_prepared(Prepared::new(Event::Deleted(a2.key()))),
+            Some(a2)
+        );
+        assert_eq!(
+            w.apply_prepared(Prepared::new(Event::Deleted(ObjectKey::new("User", "ns", "a")))),
+            None
+        );
+        assert!(w.is_empty());
     }
 }

@@ -93,16 +93,18 @@ fn keys_missing_from<'a>(secret: Option<&'a Object>, other: Option<&Object>) -> 
 
 /// Folds `event` and its derived events into the World.
 pub fn fold(world: &mut World, event: Event) {
-    fold_prepared(world, Prepared::new(event));
+    drop(fold_prepared(world, Prepared::new(event)));
 }
 
-/// [`fold`] for an event whose object was hashed ahead (a journal read on another thread).
-pub fn fold_prepared(world: &mut World, prepared: Prepared) {
+/// [`fold`] for an event whose object was hashed ahead (a journal read on another thread);
+/// returns the object it replaced or removed (see [`World::apply_prepared`]).
+pub fn fold_prepared(world: &mut World, prepared: Prepared) -> Option<Object> {
     let derived = derived_events(world, prepared.event());
-    world.apply_prepared(prepared);
+    let done = world.apply_prepared(prepared);
     for d in derived {
         world.apply(d);
     }
+    done
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::io::BufRead;
 
 use ichor_graph::{
     Action, BuildError, Cause, Digest, Evaluation, Event, Graph, JournalError, JournalReader, NodeFailure,
-    ObjectKey, Prepared, PreparedEntry, Reason, World,
+    Object, ObjectKey, Prepared, PreparedEntry, Reason, Recycler, World,
 };
 
 use super::nodes::ClusterAuth;
@@ -80,9 +80,10 @@ impl Controller {
         project::fold(&mut self.world, event);
     }
 
-    /// [`Controller::fold`] for an event whose object was hashed ahead.
-    pub fn fold_prepared(&mut self, prepared: Prepared) {
-        project::fold_prepared(&mut self.world, prepared);
+    /// [`Controller::fold`] for an event whose object was hashed ahead; returns the object it
+    /// replaced or removed.
+    pub fn fold_prepared(&mut self, prepared: Prepared) -> Option<Object> {
+        project::fold_prepared(&mut self.world, prepared)
     }
 
     /// Evaluates the graph against what changed, and the clusters whose render changed.
@@ -368,11 +369,12 @@ pub fn replay_with<R: BufRead + Send>(
     // Only the credentials Secret's key names matter: do not decode its values.
     let journal = journal.keys_only(project::credentials_keys_only());
     // Decoding and hashing run ahead on a second thread while this one folds and evaluates.
-    journal.read_ahead(|entries| replay_entries(entries, controller, keep_lines))
+    journal.read_ahead(|entries, recycler| replay_entries(entries, recycler, controller, keep_lines))
 }
 
 fn replay_entries(
     journal: &mut dyn Iterator<Item = Result<PreparedEntry, JournalError>>,
+    recycler: &mut Recycler,
     controller: &mut Controller,
     keep_lines: bool,
 ) -> Result<ReplayReport, IdentityReplayError> {
@@ -395,7 +397,9 @@ fn replay_entries(
         };
         report.events += 1;
         report.last_seq = Some(entry.seq);
-        controller.fold_prepared(entry.prepared);
+        if let Some(done) = controller.fold_prepared(entry.prepared) {
+            recycler.recycle(done);
+        }
         let (eval, renders) = controller.evaluate();
         report.record(eval, renders);
     }
