@@ -6,7 +6,8 @@
 #  (b) discovery and JWKS requests/s against nginx serving the same bytes over TLS with the same
 #      certificate (wrk -t2 -c64 -d10s; target: ours at least nginx's);
 #  (c) peak RSS (VmHWM) of a fresh issuer under 100 concurrent sign-ins (the argon2 semaphore of
-#      two should hold it near base + 2 x 64 MiB).
+#      two should hold it near base + 2 x 64 MiB; past the 16 waiting places a sign-in is answered
+#      503 with Retry-After, which these clients wait out and try again, as a person would).
 # The table goes to hack/bench/results/issuer-<date>.md (printed too).
 # Usage: hack/bench/issuer.sh [seconds per measurement, default 10]
 set -euo pipefail
