@@ -4,8 +4,10 @@
 #  (1) sustained: paced discovery, JWKS, refresh grants, UserService/WhoAmI over gRPC-web (with
 #      ichor-ui ID tokens) and full sign-ins, every request alternating between the two issuers;
 #  (2) flood: the same paced workload plus 200 loops signing in as fast as they are answered (a
-#      third guessing passwords), to show the argon2 semaphore and the per-user back-off holding
-#      memory and CPU while the other endpoints keep their p99 (bound: peak RSS under 400 MiB).
+#      third guessing passwords, none waiting out a 503), to show the argon2 semaphore, its bounded
+#      queue (sign-ins past it shed at once with 503 + Retry-After, counted apart from errors) and
+#      the per-user back-off holding memory and CPU while the other endpoints keep their p99
+#      (bound: peak RSS under 400 MiB).
 # Both issuers use the same --local-users-dir, --local-state-dir, keys.json and TLS directory.
 # Reports throughput and p50/p99/p999 per endpoint and phase, and each issuer's VmHWM, to
 # hack/bench/results/load-<date>.md (printed too).
