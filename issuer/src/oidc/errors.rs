@@ -34,6 +34,19 @@ impl OAuthError {
         }
     }
 
+    /// The answer to a request body that could not be read — larger than
+    /// [`super::MAX_BODY_BYTES`] (413) or cut off (400) — as an OAuth error in JSON like every
+    /// other answer of these endpoints, never the framework's plain-text rejection.
+    pub fn unreadable_body(rejection: &axum::extract::rejection::BytesRejection) -> Self {
+        let status = rejection.status();
+        let description = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            format!("the request body is larger than {} bytes", super::MAX_BODY_BYTES)
+        } else {
+            "the request body could not be read".to_owned()
+        };
+        Self::new(status, "invalid_request", description)
+    }
+
     /// 400 `invalid_request`: a parameter is missing, repeated or malformed.
     pub fn invalid_request(description: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", description)

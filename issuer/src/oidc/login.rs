@@ -14,6 +14,7 @@ use axum::{
     Json,
     body::Bytes,
     extract::State,
+    extract::rejection::BytesRejection,
     http::{HeaderMap, StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
@@ -126,9 +127,16 @@ pub(crate) async fn submit(
     State(issuer): State<Arc<Issuer>>,
     Source(source): Source,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let json = is_json_body(&headers) || wants_json(&headers);
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let message = OAuthError::unreadable_body(&rejection).description;
+            return respond_failure(&issuer, json, None, "", "", Failure::BadRequest(message));
+        }
+    };
     let (ticket, username, password) = match fields(&headers, &body) {
         Ok(f) => f,
         Err(m) => return respond_failure(&issuer, json, None, "", "", Failure::BadRequest(m)),

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use axum::{
     body::Bytes,
     extract::State,
+    extract::rejection::BytesRejection,
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
@@ -45,8 +46,12 @@ pub(crate) async fn revoke(
     State(issuer): State<Arc<Issuer>>,
     Source(source): Source,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return OAuthError::unreadable_body(&rejection).into_response(),
+    };
     match run(&issuer, source, &headers, &body).await {
         Ok(()) => {
             let mut response = StatusCode::OK.into_response();

@@ -10,6 +10,7 @@ use axum::{
     Json,
     body::Bytes,
     extract::State,
+    extract::rejection::BytesRejection,
     http::{HeaderMap, HeaderValue, header},
     response::{IntoResponse, Response},
 };
@@ -115,8 +116,12 @@ pub(crate) async fn token(
     State(issuer): State<Arc<Issuer>>,
     Source(source): Source,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return OAuthError::unreadable_body(&rejection).into_response(),
+    };
     let result = async {
         rate_limit(&issuer, source)?;
         let params = form_body(&headers, &body)?;
