@@ -3,7 +3,8 @@
 # bounded: two phases of N seconds, about half a minute in all):
 #  (1) sustained: paced discovery, JWKS, refresh grants, UserService/WhoAmI over gRPC-web (with
 #      ichor-ui ID tokens) and full sign-ins, every request alternating between the two issuers;
-#  (2) flood: the same paced workload plus 200 loops signing in as fast as they are answered (a
+#  (2) flood: the same paced workload plus 200 loops signing in as fast as they are answered, at
+#      most 5 attempts/s each (~1,000/s offered, ~75 times what the argon2 permits serve; a
 #      third guessing passwords, none waiting out a 503), to show the argon2 semaphore, its bounded
 #      queue (sign-ins past it shed at once with 503 + Retry-After, counted apart from errors) and
 #      the per-user back-off holding memory and CPU while the other endpoints keep their p99
