@@ -354,39 +354,20 @@ fn respond_failure(
             StatusCode::UNAUTHORIZED,
             page::login_form(raw_ticket, Some(WRONG_CREDENTIALS), username),
         ),
-        (Failure::Limited { retry_after }, Some(_)) => {
-            let mut response = page::html(
-                StatusCode::TOO_MANY_REQUESTS,
-                page::login_form(
-                    raw_ticket,
-                    Some(&format!(
-                        "Too many sign-in attempts. Wait {retry_after} seconds and try again."
-                    )),
-                    username,
-                ),
-            );
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                axum::http::HeaderValue::from(retry_after.max(1)),
-            );
-            response
-        }
-        (Failure::Busy { retry_after }, Some(_)) => {
-            let mut response = page::html(
-                StatusCode::SERVICE_UNAVAILABLE,
-                page::login_form(
-                    raw_ticket,
-                    Some(&format!(
-                        "Sign-in is busy right now. Wait {retry_after} seconds and try again."
-                    )),
-                    username,
-                ),
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(retry_after));
-            response
-        }
+        (Failure::Limited { retry_after }, Some(_)) => form_with_retry(
+            StatusCode::TOO_MANY_REQUESTS,
+            raw_ticket,
+            username,
+            &format!("Too many sign-in attempts. Wait {retry_after} seconds and try again."),
+            u64::try_from(retry_after).unwrap_or(1),
+        ),
+        (Failure::Busy { retry_after }, Some(_)) => form_with_retry(
+            StatusCode::SERVICE_UNAVAILABLE,
+            raw_ticket,
+            username,
+            &format!("Sign-in is busy right now. Wait {retry_after} seconds and try again."),
+            retry_after,
+        ),
         (Failure::Unavailable, Some(_)) => page::html(
             StatusCode::SERVICE_UNAVAILABLE,
             page::login_form(
@@ -398,6 +379,22 @@ fn respond_failure(
         (Failure::BadRequest(m), _) => page::html(StatusCode::BAD_REQUEST, page::message(&m)),
         _ => page::html(StatusCode::BAD_REQUEST, page::message(BAD_TICKET)),
     }
+}
+
+/// The sign-in form again with `message`, answered with `status` and `Retry-After` (at least 1 s).
+fn form_with_retry(
+    status: StatusCode,
+    raw_ticket: &str,
+    username: &str,
+    message: &str,
+    retry_after: u64,
+) -> Response {
+    let mut response = page::html(status, page::login_form(raw_ticket, Some(message), username));
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        axum::http::HeaderValue::from(retry_after.max(1)),
+    );
+    response
 }
 
 /// RFC 6749 4.1.2.1: `access_denied` back to the client, which shows or prints it.
