@@ -67,7 +67,8 @@ for t in "${targets[@]}"; do
   cargo +nightly fuzz run "${build_flags[@]}" "$t" "$scratch" "fuzz/corpus/$t" -- \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     >"$log" 2>&1 || status=$?
-  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" | sed 's/^/    /' || true
+  # -a: a log can hold the raw bytes of a crashing input. The last block is this run's.
+  grep -a -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" | tail -3 | sed 's/^/    /' || true
   after=$(find "$artifacts" -type f | wc -l)
   if [[ $status -ne 0 || $after -gt $before ]]; then
     echo "    FAILED (exit $status); log: $log; reproducers in $artifacts:" >&2
