@@ -6,23 +6,11 @@
 //! in-memory store cannot fail), and always JSON.
 #![no_main]
 
-use axum::{
-    body::Body,
-    http::{Request, header},
-};
-use ichor_fuzz::{expand, send};
+use ichor_fuzz::post_form;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let body = match std::str::from_utf8(data) {
-        Ok(text) => expand(text).into_bytes(),
-        Err(_) => data.to_vec(),
-    };
-    let request = Request::post("/oidc/token")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(Body::from(body))
-        .expect("request");
-    let (status, _, body) = send(request);
+    let (status, _, body) = post_form("/oidc/token", data);
     assert!(
         status.is_success() || status.is_client_error() || status.as_u16() == 503,
         "status {status}: {}",

@@ -313,6 +313,23 @@ pub fn issuer() -> Arc<Issuer> {
     Arc::new(issuer)
 }
 
+/// Posts `data` as an `application/x-www-form-urlencoded` body to `path` of a fresh router,
+/// placeholders expanded when the bytes are text (see [`expand`]), and returns the answer.
+pub fn post_form(path: &str, data: &[u8]) -> (axum::http::StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let body = match std::str::from_utf8(data) {
+        Ok(text) => expand(text).into_bytes(),
+        Err(_) => data.to_vec(),
+    };
+    let request = axum::http::Request::post(path)
+        .header(
+            axum::http::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(axum::body::Body::from(body))
+        .expect("request");
+    send(request)
+}
+
 /// Sends one request through the external router of a fresh [`issuer`] on a current-thread
 /// runtime and returns the status, headers and body (printed when `ICHOR_FUZZ_SHOW` is set, to
 /// check what a seed reaches).
