@@ -40,3 +40,5 @@ if [[ "${1:-}" == "--bench" ]]; then
   fi
   echo "bench tools: $(command -v wrk) $(command -v nginx || echo /usr/sbin/nginx)"
 fi
+
+hack/conformance/oidc-provider/install.sh  # the external OpenID provider (npm, pinned by its lock)
