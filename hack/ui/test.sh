@@ -13,16 +13,25 @@ missing=()
 command -v certutil >/dev/null 2>&1 || missing+=(libnss3-tools)
 if ((${#missing[@]})); then
   echo "hack/ui/test.sh: installing ${missing[*]}"
-  apt-get -o DPkg::Lock::Timeout=600 install -y "${missing[@]}" >/dev/null ||
-    { apt-get -o DPkg::Lock::Timeout=600 update >/dev/null && apt-get -o DPkg::Lock::Timeout=600 install -y "${missing[@]}" >/dev/null; }
+  # A fresh machine has no package lists yet: update them first.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq ||
+    { echo "hack/ui/test.sh: apt-get update failed" >&2; exit 1; }
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null ||
+    { echo "hack/ui/test.sh: apt-get install ${missing[*]} failed" >&2; exit 1; }
 fi
 
 cd "$repo/ui"
-# `npm ci` refuses this lock file because vite lists a Windows-only optional dependency that npm
-# never records on Linux; `npm install` honours the same locked versions and installs nothing else.
-[[ -d node_modules && node_modules/.package-lock.json -nt package-lock.json ]] \
-  || npm ci --no-audit --no-fund 2>/dev/null \
-  || npm install --no-audit --no-fund
+# The locked dependencies, exactly (`npm ci` never rewrites package-lock.json); skipped while
+# node_modules is newer than the lock.
+if [[ ! -d node_modules || ! node_modules/.package-lock.json -nt package-lock.json ]]; then
+  npm ci --no-audit --no-fund || {
+    echo "hack/ui/test.sh: npm ci failed (above). When it refused ui/package-lock.json (out of sync" >&2
+    echo "  with ui/package.json), regenerate the lock with Node 20 and npm 11:" >&2
+    echo "    cd ui && npm install --package-lock-only --no-audit --no-fund" >&2
+    echo "  then check that npm ci takes it, review the diff and commit ui/package-lock.json." >&2
+    exit 1
+  }
+fi
 # The TypeScript of the proto (protoc-gen-es through buf, both from npm) must match the proto.
 npm run --silent gen
 git diff --exit-code -- src/gen || { echo "ui: src/gen is stale: run npm run gen in ui/ and commit"; exit 1; }
