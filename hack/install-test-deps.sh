@@ -17,18 +17,41 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
 }
 
-# go-oidc v2: the verifier library inside the kube-apiserver's JWT authenticator.
-if ! command -v go >/dev/null || [[ ! -d /usr/share/gocode/src/github.com/coreos/go-oidc ]]; then
-  echo "installing golang-go and golang-github-coreos-go-oidc-dev"
-  apt_install golang-go golang-github-coreos-go-oidc-dev
+# go-oidc v2: the verifier library inside the kube-apiserver's JWT authenticator, built from the
+# Go module in hack/conformance/go-oidc/ (versions pinned by its go.mod and go.sum) with the
+# machine's own Go. Modules come from the Go module proxy into $GOMODCACHE.
+go_min_minor=26
+go_ok() { # $1: a go binary; true when it is Go 1.$go_min_minor or newer
+  local v
+  v=$(GOTOOLCHAIN=local "$1" env GOVERSION 2>/dev/null) || return 1
+  [[ "$v" =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= go_min_minor))
+}
+go_bin=""
+for candidate in "$(command -v go || true)" /usr/local/go/bin/go; do
+  if [[ -n "$candidate" && -x "$candidate" ]] && go_ok "$candidate"; then
+    go_bin=$candidate
+    break
+  fi
+done
+if [[ -z "$go_bin" ]]; then
+  found=$(command -v go || true)
+  [[ -z "$found" && -x /usr/local/go/bin/go ]] && found=/usr/local/go/bin/go
+  if [[ -n "$found" ]]; then
+    echo "hack/install-test-deps.sh: Go 1.$go_min_minor or newer is needed to build the go-oidc verifier; found $found: $(GOTOOLCHAIN=local "$found" version 2>&1)" >&2
+  else
+    echo "hack/install-test-deps.sh: Go 1.$go_min_minor or newer is needed to build the go-oidc verifier; no go on PATH nor at /usr/local/go/bin/go" >&2
+  fi
+  exit 1
 fi
 verify="$build/go-oidc-verify"
-if [[ ! -x "$verify" || hack/conformance/go-oidc/verify.go -nt "$verify" ]]; then
-  echo "building $verify"
-  gopath="$build/gopath"
-  mkdir -p "$gopath/src/ichor/go-oidc-verify"
-  cp hack/conformance/go-oidc/verify.go "$gopath/src/ichor/go-oidc-verify/main.go"
-  (cd "$gopath/src/ichor/go-oidc-verify" && GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" GOCACHE="$build/gocache" go build -o "$verify" .)
+src=hack/conformance/go-oidc
+if [[ ! -x "$verify" || "$src/verify.go" -nt "$verify" || "$src/go.mod" -nt "$verify" || "$src/go.sum" -nt "$verify" ]]; then
+  echo "building $verify with $go_bin ($("$go_bin" env GOVERSION))"
+  go_started=$(date +%s)
+  (cd "$src" && GOTOOLCHAIN=local GOFLAGS=-modcacherw CGO_ENABLED=0 \
+    GOMODCACHE="${GOMODCACHE:-$HOME/.cache/go-mod}" GOCACHE="${GOCACHE:-$HOME/.cache/go-build}" \
+    "$go_bin" build -trimpath -o "$verify" .)
+  echo "built in $(($(date +%s) - go_started)) s"
 fi
 echo "go-oidc verifier: $verify"
 

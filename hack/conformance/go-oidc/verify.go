@@ -14,7 +14,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/ioutil"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -53,7 +53,7 @@ func main() {
 
 	pool := x509.NewCertPool()
 	if *caFile != "" {
-		pem, err := ioutil.ReadFile(*caFile)
+		pem, err := os.ReadFile(*caFile)
 		if err != nil {
 			fail(err)
 		}
@@ -73,7 +73,7 @@ func main() {
 	}
 	raw := *token
 	if raw == "" {
-		b, err := ioutil.ReadAll(os.Stdin)
+		b, err := io.ReadAll(os.Stdin)
 		if err != nil {
 			fail(err)
 		}
@@ -87,7 +87,10 @@ func main() {
 	if err := idToken.Claims(&claims); err != nil {
 		fail(err)
 	}
-	out, _ := json.Marshal(claims)
+	out, err := json.Marshal(claims)
+	if err != nil {
+		fail(err)
+	}
 	fmt.Println(string(out))
 }
 
