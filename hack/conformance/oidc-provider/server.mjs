@@ -141,6 +141,16 @@ async function serve(values) {
     provider.on(event, (_ctx, e) => process.stderr.write(`${event}: ${e.message} ${e.error_description ?? ''}\n`));
   }
 
+  // The provider checks a static client when it is first used: check them all now, so that a
+  // bad registration fails the start instead of the first sign-in.
+  for (const { client_id: id } of clients) {
+    try {
+      await provider.Client.find(id);
+    } catch (e) {
+      fail(`client ${id}: ${e.message}${e.error_description ? `: ${e.error_description}` : ''}`);
+    }
+  }
+
   const handler = provider.callback();
   const server = https.createServer({ cert, key }, (req, res) => {
     if (req.url.startsWith('/interaction/')) {
