@@ -1,21 +1,5 @@
-//! The login cache file `ichor auth token` reads on every kubectl call
-//! (`cli::commands::auth::cache::parse`, `~/.ichor/auth/<key>.json`): written by ichor, but a
-//! local file any process of the user (or a disk error) may have changed.
-//!
-//! Properties: no panic; an accepted entry serialises to JSON that parses back to itself; its
-//! freshness and cache key are total.
+//! The `exec_credential_cache` fuzz target: its body, its input format and the properties it checks are
+//! `ichor_fuzz_targets::exec_credential_cache` (fuzz/targets/src/exec_credential_cache.rs).
 #![no_main]
 
-use ichor_cli::commands::auth::cache;
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(entry) = cache::parse(data) else {
-        return;
-    };
-    let json = serde_json::to_vec(&entry).expect("serialise");
-    let back = cache::parse(&json).expect("a serialised entry parses");
-    assert!(back == entry, "parse(render(x)) != x");
-    let _ = entry.is_fresh(ichor_fuzz::now());
-    let _ = entry.key().file_stem();
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ichor_fuzz_targets::exec_credential_cache::run(data));

@@ -1,26 +1,5 @@
-//! `keys.json` (`KeysDocument::parse`), the signing keys document the controller writes and
-//! every issuer replica loads (and reloads on change).
-//!
-//! Properties: no panic; an accepted document renders (`to_json`) to bytes that parse back to
-//! the same document; loading it as signing material (`LoadedKeys::from_document`) and
-//! publishing its JWKS do not panic.
+//! The `keys_json` fuzz target: its body, its input format and the properties it checks are
+//! `ichor_fuzz_targets::keys_json` (fuzz/targets/src/keys_json.rs).
 #![no_main]
 
-use ichor_issuer::keys::LoadedKeys;
-use ichor_renderers::trust::KeysDocument;
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(doc) = KeysDocument::parse(data) else {
-        return;
-    };
-    let json = doc.to_json();
-    let back = KeysDocument::parse(json.as_bytes()).expect("a rendered document parses");
-    assert_eq!(back, doc);
-    assert_eq!(back.to_json(), json);
-    if let Ok(keys) = LoadedKeys::from_document(&doc) {
-        let _ = keys.jwks(ichor_fuzz::now());
-        let _ = keys.signing_key(ichor_fuzz::now());
-        let _ = keys.signing_hmac(ichor_fuzz::now());
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ichor_fuzz_targets::keys_json::run(data));

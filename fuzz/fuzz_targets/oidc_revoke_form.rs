@@ -1,19 +1,5 @@
-//! `POST /oidc/revoke` bodies through the real router (form parsing, client check, refresh
-//! token verification, family revocation), on a fresh issuer per input. `@REFRESH@` expands
-//! to a valid refresh token of alice's family.
-//!
-//! Properties: no panic; the answer is 200 or a 4xx OAuth error, never a 5xx (the in-memory
-//! store cannot fail).
+//! The `oidc_revoke_form` fuzz target: its body, its input format and the properties it checks are
+//! `ichor_fuzz_targets::oidc_revoke_form` (fuzz/targets/src/oidc_revoke_form.rs).
 #![no_main]
 
-use ichor_fuzz::post_form;
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let (status, _, body) = post_form("/oidc/revoke", data);
-    assert!(
-        status.is_success() || status.is_client_error(),
-        "status {status}: {}",
-        String::from_utf8_lossy(&body)
-    );
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ichor_fuzz_targets::oidc_revoke_form::run(data));

@@ -1,23 +1,5 @@
-//! `POST /oidc/token` bodies through the real router (form parsing, grant dispatch, code and
-//! refresh token verification, PKCE, the store updates), on a fresh issuer per input with a
-//! fixed clock and keys. Placeholders expand to a valid code and refresh token of alice.
-//!
-//! Properties: no panic; the answer is 200 or a 4xx/503 OAuth error, never a 500 (the
-//! in-memory store cannot fail), and always JSON.
+//! The `oidc_token_form` fuzz target: its body, its input format and the properties it checks are
+//! `ichor_fuzz_targets::oidc_token_form` (fuzz/targets/src/oidc_token_form.rs).
 #![no_main]
 
-use ichor_fuzz::post_form;
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let (status, _, body) = post_form("/oidc/token", data);
-    assert!(
-        status.is_success() || status.is_client_error() || status.as_u16() == 503,
-        "status {status}: {}",
-        String::from_utf8_lossy(&body)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&body).expect("the answer is JSON");
-    if !status.is_success() {
-        assert!(json["error"].is_string(), "an error answer names its error");
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ichor_fuzz_targets::oidc_token_form::run(data));

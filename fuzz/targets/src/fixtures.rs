@@ -1,13 +1,11 @@
-//! Shared fixtures of the fuzz targets: fixed signing keys, a fixed clock, an in-memory user
-//! store and an issuer wired to them, so every target is deterministic (same input, same path).
+//! The fixtures every target shares: fixed signing keys, a fixed clock, an in-memory user store
+//! and an issuer wired to them, so every target is deterministic (same input, same path).
 //!
 //! Placeholders let the fuzzer reach past signature checks it cannot forge: a body or token
 //! containing [`CODE`], [`REFRESH`], [`TICKET`] or [`ID_TOKEN`] has it replaced by a token
 //! validly signed for the fixed keys and clock (see [`expand`]). Seeds use them; mutations keep
 //! or break them.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use async_trait::async_trait;
 use ichor_issuer::{
@@ -47,7 +45,7 @@ pub const FAMILY: &str = "f1";
 const HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$BwcHBwcHBwcHBwcHBwcHBw$\
                     9hZ+8cNJ3lSgdrc6q6DqUHmaLfmeEgKqRTZn9xpSXWg";
 
-const PEM: &str = include_str!("../../issuer/tests/fixtures/rsa3072-1.pkcs8.pem");
+const PEM: &str = include_str!("../../../issuer/tests/fixtures/rsa3072-1.pkcs8.pem");
 
 /// The fixed "now" of every target.
 pub fn now() -> Timestamp {
@@ -240,6 +238,12 @@ impl Default for MemoryStore {
     }
 }
 
+/// The guarded value, also after a panic in another thread held the lock (a fuzz input that
+/// panics ends the process anyway; a regression test reports it and goes on).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn user(name: &str) -> Option<StoredUser> {
     let roles = match name {
         "alice" => vec!["admin".to_owned()],
@@ -266,9 +270,9 @@ impl UserStore for MemoryStore {
     }
 
     async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError> {
-        let v = *self.version.lock().unwrap();
+        let v = *lock(&self.version);
         let entry = if name == "alice" {
-            self.creds.lock().unwrap().clone()
+            lock(&self.creds).clone()
         } else {
             None
         };
@@ -281,12 +285,12 @@ impl UserStore for MemoryStore {
         expected: &Version,
         entry: Option<&CredentialsEntry>,
     ) -> Result<Version, StoreError> {
-        let mut v = self.version.lock().unwrap();
+        let mut v = lock(&self.version);
         if expected.0 != v.to_string() {
             return Err(StoreError::Conflict(name.to_owned()));
         }
         if name == "alice" {
-            *self.creds.lock().unwrap() = entry.cloned();
+            *lock(&self.creds) = entry.cloned();
         }
         *v += 1;
         Ok(Version(v.to_string()))
