@@ -1,0 +1,87 @@
+//! Where the real consumers are. `hack/test.sh` builds or installs them under `$ICHOR_BUILD_DIR`
+//! (default `.build` at the repository root): `hack/kube/build.sh` puts kube-apiserver, kubectl,
+//! etcd and the apiserver's validator in `kube/current/`. A test that needs one calls
+//! [`require`]: with `ICHOR_REQUIRE_CONSUMERS=1` (as the test command sets it) a missing binary
+//! fails the test; otherwise the test is skipped with a message saying what to run.
+
+use std::path::{Path, PathBuf};
+
+/// The repository's root (the test kit lives at `hack/testkit`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// `$ICHOR_BUILD_DIR`, or `.build` at the repository root.
+pub fn build_dir() -> PathBuf {
+    std::env::var_os("ICHOR_BUILD_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".build"))
+}
+
+/// The directory `hack/kube/build.sh` builds into (`$ICHOR_BUILD_DIR/kube/current`).
+pub fn kube_bin_dir() -> PathBuf {
+    build_dir().join("kube").join("current")
+}
+
+/// The real binaries built from their modules by `hack/kube/build.sh`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KubeBinary {
+    /// `k8s.io/kubernetes/cmd/kube-apiserver`.
+    ApiServer,
+    /// `k8s.io/kubernetes/cmd/kubectl`.
+    Kubectl,
+    /// `go.etcd.io/etcd/server/v3`.
+    Etcd,
+    /// `hack/kube/apiserver/validate`: the apiserver's own decoder and validator over a stream.
+    AuthnValidate,
+}
+
+impl KubeBinary {
+    /// The file name under [`kube_bin_dir`].
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Self::ApiServer => "kube-apiserver",
+            Self::Kubectl => "kubectl",
+            Self::Etcd => "etcd",
+            Self::AuthnValidate => "authn-validate",
+        }
+    }
+
+    /// Its path (which may not exist).
+    pub fn path(self) -> PathBuf {
+        kube_bin_dir().join(self.file_name())
+    }
+}
+
+/// Whether the test command demands every consumer (`ICHOR_REQUIRE_CONSUMERS=1`).
+pub fn consumers_required() -> bool {
+    std::env::var("ICHOR_REQUIRE_CONSUMERS").as_deref() == Ok("1")
+}
+
+/// The path of `binary` if it is there. When it is not: panics under
+/// `ICHOR_REQUIRE_CONSUMERS=1`, otherwise prints why the calling test is skipped and returns
+/// `None`.
+pub fn require(binary: KubeBinary) -> Option<PathBuf> {
+    require_path(binary.path(), "hack/kube/build.sh")
+}
+
+/// As [`require`], for any file a test needs, with the command that provides it.
+pub fn require_path(path: PathBuf, provided_by: &str) -> Option<PathBuf> {
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        !consumers_required(),
+        "{} is missing and ICHOR_REQUIRE_CONSUMERS=1 (run {provided_by})",
+        path.display()
+    );
+    eprintln!(
+        "SKIPPED: {} is missing (run {provided_by}, or hack/test.sh, to provide it)",
+        path.display()
+    );
+    None
+}
