@@ -1,24 +1,27 @@
-//! A conservative, syntactic stand-in for the kube-apiserver's CEL compilation of the
-//! expressions in an `AuthenticationConfiguration`.
+//! CEL compilation of the expressions in an `AuthenticationConfiguration`, as far as it can be
+//! done without cel-go (spec §7).
 //!
-//! We cannot run CEL. What this module does instead (spec §7):
-//! - the two expressions this project emits are accepted exactly (they are known to compile
-//!   with the `user` variable and to have type bool);
-//! - any other expression is tokenised (identifiers, numbers, string and bytes literals with
-//!   their quoting forms, punctuation). It is refused when a string literal is unterminated or
-//!   the brackets `()[]{}` do not balance (a `Syntax error` whose text only approximates the
-//!   CEL parser's), or when it reads an undeclared variable: an identifier used at the root of
-//!   a selection (not after `.`, not called as a function, not a comprehension variable, not a
-//!   known namespace or type name) other than the environment's own variable. That last check
-//!   reproduces CEL's exact message, e.g. `ERROR: <input>:1:1: undeclared reference to 'user'
-//!   (in container '')` followed by the source line and a caret;
-//! - a rule that must be bool and is a lone string, number or null literal gets
-//!   `must evaluate to bool`;
-//! - everything else is accepted ("compilation not checked"): type errors, unknown functions
-//!   and most parse errors are found only by the kube-apiserver.
+//! - The two expressions this project emits are accepted at once (they are known to compile
+//!   with the `user` variable and to have type bool).
+//! - Any other expression is parsed by [`super::celparse`] and type-checked by
+//!   [`super::celcheck`] in its environment (`claims` or `user`). Undeclared references,
+//!   undefined `user` fields, selection on a type without fields and operators or core
+//!   functions applied to the wrong types get cel-go's exact message and caret; a validation
+//!   rule whose static type is not `bool` (including `any`, as `claims.sub` is) gets
+//!   `must evaluate to bool`.
+//! - Syntax errors are found, but their text only approximates cel-go's (which comes from its
+//!   ANTLR parser: `mismatched input ... expecting {...}`).
+//! - A function the checker does not know makes the type unknown: no error is reported through
+//!   it and a rule of unknown type is accepted ("compilation not checked"), so type errors in
+//!   calls of the Kubernetes libraries are found only by the kube-apiserver.
 //!
-//! It also finds, syntactically as upstream does, `claims.email` / `claims.?email` and
+//! It also finds, over the parsed tree as upstream does, `claims.email` / `claims.?email` and
 //! `claims.email_verified` selections (rule V-M10).
+
+use super::{
+    celcheck::{Checker, Ty},
+    celparse::{self, Expr, Kind},
+};
 
 /// The variable an expression is compiled with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,285 +64,50 @@ pub struct CelInfo {
     pub uses_email_verified: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Tok {
-    Ident(String),
-    Number,
-    Str,
-    Punct(char),
-    Op,
-}
-
-struct Token {
-    tok: Tok,
-    offset: usize,
-}
-
-/// Names valid at the root of an expression besides the variable: namespaces of the Kubernetes
-/// CEL libraries, type names and literals.
-const KNOWN_ROOTS: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "sets",
-    "optional",
-    "math",
-    "strings",
-    "base64",
-    "lists",
-    "cel",
-    "encoders",
-    "google",
-    "int",
-    "uint",
-    "double",
-    "bool",
-    "string",
-    "bytes",
-    "list",
-    "map",
-    "null_type",
-    "type",
-    "dyn",
-];
-
-/// Macros whose leading identifier arguments bind comprehension variables.
-const BINDING_MACROS: &[&str] = &[
-    "all",
-    "exists",
-    "exists_one",
-    "map",
-    "filter",
-    "bind",
-    "transformList",
-    "transformMap",
-    "transformMapEntry",
-    "sortBy",
-];
-
 /// Checks an expression for `env`; `must_be_bool` for validation rules.
 pub fn check(expr: &str, env: Env, must_be_bool: bool) -> Result<CelInfo, CelError> {
     if env == Env::User && (expr == RULE_NO_SYSTEM_USERNAME || expr == RULE_NO_SYSTEM_GROUPS) {
         return Ok(CelInfo::default());
     }
-    let tokens = tokenize(expr).map_err(|(offset, msg)| CelError::Compile(display(expr, offset, &msg)))?;
-    check_brackets(expr, &tokens)?;
-
-    let bound = bound_variables(&tokens);
-    let mut errors = Vec::new();
-    for (i, t) in tokens.iter().enumerate() {
-        let Tok::Ident(name) = &t.tok else { continue };
-        let after_dot = i > 0 && matches!(tokens[i - 1].tok, Tok::Punct('.'))
-            || i > 1 && tokens[i - 1].tok == Tok::Punct('?') && tokens[i - 2].tok == Tok::Punct('.');
-        let called = matches!(tokens.get(i + 1).map(|t| &t.tok), Some(Tok::Punct('(' | '{')));
-        if after_dot || called || name == env.variable() || bound.contains(name) {
-            continue;
-        }
-        if KNOWN_ROOTS.contains(&name.as_str()) {
-            continue;
-        }
-        errors.push(display(
-            expr,
-            t.offset,
-            &format!("undeclared reference to '{name}' (in container '')"),
-        ));
+    let tree =
+        celparse::parse(expr).map_err(|(offset, msg)| CelError::Compile(display(expr, offset, &msg)))?;
+    let mut checker = Checker::new(env.variable());
+    let ty = checker.check(&tree);
+    if !checker.errors.is_empty() {
+        let mut errors = checker.errors;
+        errors.sort_by_key(|(offset, _)| *offset);
+        let shown: Vec<String> = errors.iter().map(|(o, m)| display(expr, *o, m)).collect();
+        return Err(CelError::Compile(shown.join("\n")));
     }
-    if !errors.is_empty() {
-        return Err(CelError::Compile(errors.join("\n")));
-    }
-    if must_be_bool && tokens.len() == 1 {
-        let non_bool = match &tokens[0].tok {
-            Tok::Number | Tok::Str => true,
-            Tok::Ident(n) => n == "null",
-            _ => false,
-        };
-        if non_bool {
-            return Err(CelError::NotBool);
-        }
+    if must_be_bool && ty != Ty::Bool && ty != Ty::Unknown {
+        return Err(CelError::NotBool);
     }
     Ok(CelInfo {
-        uses_email: selects_claim(&tokens, "email"),
-        uses_email_verified: selects_claim(&tokens, "email_verified"),
+        uses_email: selects_claim(&tree, "email"),
+        uses_email_verified: selects_claim(&tree, "email_verified"),
     })
 }
 
-/// Whether `claims.<field>` or `claims.?<field>` is selected directly on the root `claims`.
-fn selects_claim(tokens: &[Token], field: &str) -> bool {
-    tokens.iter().enumerate().any(|(i, t)| {
-        let root = t.tok == Tok::Ident("claims".into()) && !(i > 0 && tokens[i - 1].tok == Tok::Punct('.'));
-        if !root || tokens.get(i + 1).map(|t| &t.tok) != Some(&Tok::Punct('.')) {
-            return false;
+/// upstream's `hasSelectExp`: whether `claims.<field>` or `claims.?<field>` is selected directly
+/// on the identifier `claims` anywhere in the tree.
+fn selects_claim(e: &Expr, field: &str) -> bool {
+    match &e.kind {
+        Kind::Select {
+            operand, field: f, ..
+        } => {
+            matches!(&operand.kind, Kind::Ident(n) if n == "claims") && f == field
+                || selects_claim(operand, field)
         }
-        let mut j = i + 2;
-        if tokens.get(j).map(|t| &t.tok) == Some(&Tok::Punct('?')) {
-            j += 1;
+        Kind::Call { target, args, .. } => {
+            target.as_deref().is_some_and(|t| selects_claim(t, field))
+                || args.iter().any(|a| selects_claim(a, field))
         }
-        tokens.get(j).map(|t| &t.tok) == Some(&Tok::Ident(field.into()))
-    })
-}
-
-/// Identifiers that a macro binds: the leading identifier arguments of `x.all(v, ...)`,
-/// `x.map(k, v, ...)`, `cel.bind(v, ...)`, and so on (scope-insensitive, so lenient).
-fn bound_variables(tokens: &[Token]) -> Vec<String> {
-    let mut bound = Vec::new();
-    for (i, t) in tokens.iter().enumerate() {
-        let Tok::Ident(name) = &t.tok else { continue };
-        if !BINDING_MACROS.contains(&name.as_str())
-            || tokens.get(i + 1).map(|t| &t.tok) != Some(&Tok::Punct('('))
-        {
-            continue;
-        }
-        let mut j = i + 2;
-        while let (Some(Tok::Ident(v)), Some(Tok::Punct(','))) =
-            (tokens.get(j).map(|t| &t.tok), tokens.get(j + 1).map(|t| &t.tok))
-        {
-            bound.push(v.clone());
-            j += 2;
-        }
+        Kind::List(items) | Kind::Struct(items) => items.iter().any(|i| selects_claim(i, field)),
+        Kind::Map(entries) => entries
+            .iter()
+            .any(|(k, v)| selects_claim(k, field) || selects_claim(v, field)),
+        Kind::Ident(_) | Kind::Lit(_) => false,
     }
-    bound
-}
-
-fn check_brackets(expr: &str, tokens: &[Token]) -> Result<(), CelError> {
-    let mut stack: Vec<(char, usize)> = Vec::new();
-    for t in tokens {
-        match t.tok {
-            Tok::Punct(c @ ('(' | '[' | '{')) => stack.push((c, t.offset)),
-            Tok::Punct(c @ (')' | ']' | '}')) => {
-                let want = match c {
-                    ')' => '(',
-                    ']' => '[',
-                    _ => '{',
-                };
-                match stack.pop() {
-                    Some((open, _)) if open == want => {}
-                    _ => {
-                        return Err(CelError::Compile(display(
-                            expr,
-                            t.offset,
-                            &format!("Syntax error: unexpected '{c}'"),
-                        )));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some((open, offset)) = stack.pop() {
-        return Err(CelError::Compile(display(
-            expr,
-            offset,
-            &format!("Syntax error: unclosed '{open}'"),
-        )));
-    }
-    Ok(())
-}
-
-fn tokenize(expr: &str) -> Result<Vec<Token>, (usize, String)> {
-    let chars: Vec<(usize, char)> = expr.char_indices().collect();
-    let mut tokens = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let (offset, c) = chars[i];
-        if c.is_whitespace() {
-            i += 1;
-            continue;
-        }
-        if c == '/' && chars.get(i + 1).map(|x| x.1) == Some('/') {
-            while i < chars.len() && chars[i].1 != '\n' {
-                i += 1;
-            }
-            continue;
-        }
-        // String and bytes literals with optional r/R/b/B prefixes.
-        let mut j = i;
-        let mut raw = false;
-        while j < chars.len() && j - i < 2 && matches!(chars[j].1, 'r' | 'R' | 'b' | 'B') {
-            raw |= matches!(chars[j].1, 'r' | 'R');
-            j += 1;
-        }
-        if j < chars.len() && matches!(chars[j].1, '"' | '\'') {
-            let q = chars[j].1;
-            let triple = chars.get(j + 1).map(|x| x.1) == Some(q) && chars.get(j + 2).map(|x| x.1) == Some(q);
-            let mut k = if triple { j + 3 } else { j + 1 };
-            let mut closed = false;
-            while k < chars.len() {
-                let ch = chars[k].1;
-                if ch == '\\' && !raw {
-                    k += 2;
-                    continue;
-                }
-                if triple {
-                    if ch == q
-                        && chars.get(k + 1).map(|x| x.1) == Some(q)
-                        && chars.get(k + 2).map(|x| x.1) == Some(q)
-                    {
-                        k += 3;
-                        closed = true;
-                        break;
-                    }
-                } else if ch == q {
-                    k += 1;
-                    closed = true;
-                    break;
-                } else if ch == '\n' {
-                    break;
-                }
-                k += 1;
-            }
-            if !closed {
-                return Err((offset, "Syntax error: unterminated string literal".into()));
-            }
-            tokens.push(Token {
-                tok: Tok::Str,
-                offset,
-            });
-            i = k;
-            continue;
-        }
-        if c.is_ascii_alphabetic() || c == '_' {
-            let mut k = i;
-            while k < chars.len() && (chars[k].1.is_ascii_alphanumeric() || chars[k].1 == '_') {
-                k += 1;
-            }
-            let name: String = chars[i..k].iter().map(|x| x.1).collect();
-            tokens.push(Token {
-                tok: Tok::Ident(name),
-                offset,
-            });
-            i = k;
-            continue;
-        }
-        if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(|x| x.1.is_ascii_digit())) {
-            let mut k = i;
-            while k < chars.len() && (chars[k].1.is_ascii_alphanumeric() || chars[k].1 == '.') {
-                let prev = chars[k].1;
-                k += 1;
-                if matches!(prev, 'e' | 'E') && chars.get(k).is_some_and(|x| matches!(x.1, '+' | '-')) {
-                    k += 1;
-                }
-            }
-            tokens.push(Token {
-                tok: Tok::Number,
-                offset,
-            });
-            i = k;
-            continue;
-        }
-        if matches!(c, '(' | ')' | '[' | ']' | '{' | '}' | '.' | ',' | '?' | ':') {
-            tokens.push(Token {
-                tok: Tok::Punct(c),
-                offset,
-            });
-        } else if "!=<>&|+-*/%".contains(c) {
-            tokens.push(Token { tok: Tok::Op, offset });
-        } else {
-            return Err((offset, format!("Syntax error: token recognition error at: '{c}'")));
-        }
-        i += 1;
-    }
-    Ok(tokens)
 }
 
 /// cel-go's `Error.ToDisplayString`: `ERROR: <input>:L:C: msg`, then the source line and a
@@ -409,10 +177,10 @@ mod tests {
     #[test]
     fn accepts_comprehension_variables_namespaces_and_optional_selection() {
         for e in [
-            "claims.groups.all(g, g.startsWith('x'))",
+            "[claims.a, claims.b].all(g, g == 'x')",
             "sets.equivalent(claims.aud, ['a'])",
             "claims.?email_verified.orValue(true) == true",
-            "claims.roles.map(k, v, k + v).size() > 0",
+            "[1, 2].map(k, k * 2).size() > 0",
             "type(claims.sub) == string && has(claims.sub)",
             r#"claims["a.b"] == "c""#,
         ] {

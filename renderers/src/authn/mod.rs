@@ -15,8 +15,11 @@
 
 pub mod build;
 pub mod cel;
+pub mod celcheck;
+pub mod celparse;
 pub mod field;
 pub mod goquote;
+pub mod goyaml;
 pub mod gourl;
 pub mod model;
 pub mod prefix;

@@ -30,6 +30,16 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
+/// A list whose `null` items are their type's zero value, as Go's JSON decoding leaves them.
+fn nullable_items<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    let items = Option::<Vec<Option<T>>>::deserialize(d)?.unwrap_or_default();
+    Ok(items.into_iter().map(Option::unwrap_or_default).collect())
+}
+
 /// The kube-apiserver's structured authentication configuration.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -41,7 +51,7 @@ pub struct AuthenticationConfiguration {
     #[serde(default, deserialize_with = "nullable")]
     pub kind: String,
     /// The JWT authenticators, tried in order; at most 64.
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "nullable_items")]
     pub jwt: Vec<JwtAuthenticator>,
     /// The anonymous authenticator; absent leaves it to the `--anonymous-auth` flag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,13 +77,21 @@ pub struct JwtAuthenticator {
     #[serde(default, deserialize_with = "nullable")]
     pub issuer: Issuer,
     /// Rules every token's claims must pass.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable_items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub claim_validation_rules: Vec<ClaimValidationRule>,
     /// How claims become the user name, groups, uid and extra.
     #[serde(default, deserialize_with = "nullable")]
     pub claim_mappings: ClaimMappings,
     /// Rules the mapped user must pass.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable_items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub user_validation_rules: Vec<UserValidationRule>,
 }
 
@@ -95,7 +113,7 @@ pub struct Issuer {
     )]
     pub certificate_authority: String,
     /// Acceptable audiences, at least one.
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "nullable_items")]
     pub audiences: Vec<String>,
     /// `MatchAny` (required with more than one audience) or empty.
     #[serde(
@@ -177,7 +195,11 @@ pub struct ClaimMappings {
     )]
     pub uid: ClaimOrExpression,
     /// Extra attributes (optional).
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable_items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub extra: Vec<ExtraMapping>,
 }
 
@@ -274,7 +296,11 @@ pub struct AnonymousAuthConfig {
     #[serde(default, deserialize_with = "nullable")]
     pub enabled: bool,
     /// Exact request paths that may be anonymous; empty means every path.
-    #[serde(default, deserialize_with = "nullable", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "nullable_items",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub conditions: Vec<AnonymousAuthCondition>,
 }
 
@@ -378,47 +404,82 @@ pub fn parse(bytes: &[u8], file_name: &str) -> Result<AuthenticationConfiguratio
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ParseError::Empty { file });
     }
-    let json = is_json(bytes);
-    let meta: TypeMeta = if json {
-        serde_json::from_slice(bytes).map_err(|e| json_error(&file, &e))?
-    } else {
-        serde_yaml::from_slice(bytes).map_err(|e| yaml_syntax_error(&file, &e))?
-    };
+    if is_json(bytes) {
+        return parse_json(bytes, file);
+    }
+    // The kube-apiserver reads YAML as go-yaml v2 types it, then decodes the JSON strictly.
+    let text = std::str::from_utf8(bytes).map_err(|e| ParseError::Syntax {
+        file: file.clone(),
+        format: "YAML",
+        location: None,
+        message: e.to_string(),
+    })?;
+    let value = super::goyaml::to_json(text).map_err(|message| {
+        serde_yaml::from_slice::<serde_yaml::Value>(bytes)
+            .err()
+            .map_or_else(
+                || ParseError::Syntax {
+                    file: file.clone(),
+                    format: "YAML",
+                    location: None,
+                    message: message.clone(),
+                },
+                |e| yaml_syntax_error(&file, &e),
+            )
+    })?;
+    let meta: TypeMeta = serde_json::from_value(value.clone()).map_err(|e| {
+        yaml_field_error(bytes, &file).unwrap_or_else(|| field_error(&file, "(root)".into(), e.to_string()))
+    })?;
+    check_type_meta(&file, meta)?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        yaml_field_error(bytes, &file)
+            .unwrap_or_else(|| field_error(&file, e.path().to_string(), e.inner().to_string()))
+    })
+}
+
+fn check_type_meta(file: &str, meta: TypeMeta) -> Result<(), ParseError> {
     if !SERVED_API_VERSIONS.contains(&meta.api_version.as_str()) {
         return Err(ParseError::ApiVersion {
-            file,
+            file: file.to_string(),
             found: meta.api_version,
         });
     }
     if meta.kind != KIND {
         return Err(ParseError::Kind {
-            file,
+            file: file.to_string(),
             found: meta.kind,
         });
     }
-    if json {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let config: AuthenticationConfiguration = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| field_error(&file, e.path().to_string(), e.inner().to_string()))?;
-        de.end().map_err(|e| json_error(&file, &e))?;
-        Ok(config)
-    } else {
-        let de = serde_yaml::Deserializer::from_slice(bytes);
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let text = strip_yaml_location(e.inner());
-            // serde_yaml prefixes its own (shorter) path; the caller gets the full one.
-            let text = match text.split_once(": ") {
-                Some((own, rest)) if !own.contains(' ') && path.starts_with(own) => rest.to_string(),
-                _ => text,
-            };
-            let message = match e.inner().location() {
-                Some(l) => format!("{text} (line {} column {})", l.line(), l.column()),
-                None => text,
-            };
-            field_error(&file, path, message)
-        })
-    }
+    Ok(())
+}
+
+fn parse_json(bytes: &[u8], file: String) -> Result<AuthenticationConfiguration, ParseError> {
+    let meta: TypeMeta = serde_json::from_slice(bytes).map_err(|e| json_error(&file, &e))?;
+    check_type_meta(&file, meta)?;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let config: AuthenticationConfiguration = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| field_error(&file, e.path().to_string(), e.inner().to_string()))?;
+    de.end().map_err(|e| json_error(&file, &e))?;
+    Ok(config)
+}
+
+/// serde_yaml's account of why `bytes` does not decode, which names the line and column; `None`
+/// when serde_yaml (YAML 1.2) reads it where Go's YAML 1.1 typing does not.
+fn yaml_field_error(bytes: &[u8], file: &str) -> Option<ParseError> {
+    let de = serde_yaml::Deserializer::from_slice(bytes);
+    let e = serde_path_to_error::deserialize::<_, AuthenticationConfiguration>(de).err()?;
+    let path = e.path().to_string();
+    let text = strip_yaml_location(e.inner());
+    // serde_yaml prefixes its own (shorter) path; the caller gets the full one.
+    let text = match text.split_once(": ") {
+        Some((own, rest)) if !own.contains(' ') && path.starts_with(own) => rest.to_string(),
+        _ => text,
+    };
+    let message = match e.inner().location() {
+        Some(l) => format!("{text} (line {} column {})", l.line(), l.column()),
+        None => text,
+    };
+    Some(field_error(file, path, message))
 }
 
 fn field_error(file: &str, path: String, message: String) -> ParseError {
@@ -577,6 +638,46 @@ mod tests {
         };
         let text = serde_yaml::to_string(&c).unwrap();
         assert_eq!(text, format!("{MINIMAL}jwt: []\nanonymous:\n  enabled: false\n"));
+    }
+
+    #[test]
+    fn types_yaml_scalars_as_the_kube_apiserver_does() {
+        let anon = |v: &str| parse(format!("{MINIMAL}anonymous: {{enabled: {v}}}\n").as_bytes(), "f");
+        for yes in ["yes", "on", "y", "True"] {
+            assert!(anon(yes).unwrap().anonymous.unwrap().enabled, "{yes}");
+        }
+        assert!(!anon("off").unwrap().anonymous.unwrap().enabled);
+        assert!(anon("'true'").is_err(), "a quoted string is no boolean");
+        let url = |v: &str| {
+            parse(
+                format!("{MINIMAL}jwt:\n- issuer: {{url: {v}, audiences: [a]}}\n").as_bytes(),
+                "f",
+            )
+        };
+        for not_a_string in ["123", "1.5", "true", "yes", "0x1F"] {
+            let e = url(not_a_string).unwrap_err().to_string();
+            assert!(e.contains("jwt[0].issuer.url"), "{not_a_string}: {e}");
+        }
+        assert_eq!(url("'123'").unwrap().jwt[0].issuer.url, "123");
+        assert_eq!(url("2001-12-14").unwrap().jwt[0].issuer.url, "2001-12-14");
+    }
+
+    #[test]
+    fn reads_null_list_items_as_zero_values() {
+        let text =
+            format!("{MINIMAL}jwt:\n- issuer: {{audiences: [null, a]}}\nanonymous: {{conditions: [null]}}\n");
+        let c = parse(text.as_bytes(), "f").unwrap();
+        assert_eq!(c.jwt[0].issuer.audiences, ["", "a"]);
+        assert_eq!(
+            c.anonymous.unwrap().conditions,
+            [AnonymousAuthCondition::default()]
+        );
+    }
+
+    #[test]
+    fn reads_the_first_of_several_yaml_documents() {
+        let c = parse(format!("{MINIMAL}jwt: []\n---\nfoo: 1\n").as_bytes(), "f").unwrap();
+        assert!(c.jwt.is_empty());
     }
 
     proptest::proptest! {

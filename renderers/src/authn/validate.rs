@@ -58,8 +58,13 @@ pub fn validate(config: &AuthenticationConfiguration, options: &ValidationOption
         && !anon.enabled
         && !anon.conditions.is_empty()
     {
-        let json =
-            super::goquote::go_json_escape(&serde_json::to_string(&anon.conditions).unwrap_or_default());
+        // Go marshals the internal type, whose fields have no JSON names: `[{"Path":"/x"}]`.
+        let conditions: Vec<serde_json::Value> = anon
+            .conditions
+            .iter()
+            .map(|c| serde_json::json!({ "Path": c.path }))
+            .collect();
+        let json = super::goquote::go_json_escape(&serde_json::Value::Array(conditions).to_string());
         errs.push(FieldError::invalid_value(
             "anonymous.conditions",
             FieldValue::Json(json),
@@ -222,10 +227,12 @@ fn validate_audiences(issuer: &Issuer, p: &str, errs: &mut Vec<FieldError>) {
 ///
 /// # Approximation
 /// Go stops at the first PEM block it cannot decode; `pem::parse_many` refuses the whole input
-/// instead, and that is reported as V-C1. The V-C2 detail is the Rust parser's error text, not
-/// Go's (the spec matches V-C2 on type and path only).
+/// instead, and that is reported as V-C1. The V-C2 detail is always Go's most common one,
+/// `x509: malformed certificate` (the DER is not a certificate at all); Go names some other
+/// faults of a well-formed DER more precisely.
 pub fn certificate_authority_error(pem_text: &str) -> Option<String> {
     const NO_CERTS: &str = "data does not contain any valid RSA or ECDSA certificates";
+    const MALFORMED: &str = "x509: malformed certificate";
     let Ok(blocks) = pem::parse_many(pem_text.as_bytes()) else {
         return Some(NO_CERTS.to_string());
     };
@@ -235,7 +242,7 @@ pub fn certificate_authority_error(pem_text: &str) -> Option<String> {
         .filter(|b| b.tag() == "CERTIFICATE" && b.headers().iter().next().is_none())
     {
         match x509_parser::parse_x509_certificate(block.contents()) {
-            Err(e) => return Some(format!("x509: {e}")),
+            Err(_) => return Some(MALFORMED.to_string()),
             Ok((rest, _)) if !rest.is_empty() => return Some("x509: trailing data".to_string()),
             Ok(_) => {}
         }
