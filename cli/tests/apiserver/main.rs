@@ -1,0 +1,17 @@
+//! The trust path against a real control plane: etcd and kube-apiservers built from their Go
+//! modules (`hack/kube/build.sh`) and started on loopback by `ichor_testkit::control_plane`,
+//! the real kubectl, and the real `ichor` binary. Skipped with a message when the binaries are
+//! missing, unless `ICHOR_REQUIRE_CONSUMERS=1` (as `hack/test.sh` sets it).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, missing_docs)]
+
+#[path = "../support/mod.rs"]
+#[allow(dead_code)]
+mod support;
+
+mod goldens;
+mod kubectl;
+mod site;
+
+#[path = "../dev_support/mod.rs"]
+mod dev_support;
+mod reload;
