@@ -15,3 +15,4 @@ mod site;
 #[path = "../dev_support/mod.rs"]
 mod dev_support;
 mod reload;
+mod externals;

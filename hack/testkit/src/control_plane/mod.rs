@@ -349,6 +349,40 @@ impl ControlPlane {
         )
     }
 
+    /// A kubeconfig YAML against apiserver `i` that presents `token` and nothing else.
+    pub fn token_kubeconfig_yaml(&self, i: usize, token: &str) -> String {
+        use base64::Engine as _;
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority-data: {}\nusers:\n- name: bearer\n  user:\n    token: {token}\ncontexts:\n- name: bearer\n  context:\n    cluster: test\n    user: bearer\ncurrent-context: bearer\n",
+            self.url(i),
+            base64::engine::general_purpose::STANDARD.encode(&self.pki.ca_pem),
+        )
+    }
+
+    /// `kubectl auth whoami -o json` presenting `token` to apiserver `i`: the user name and
+    /// groups, or kubectl's error.
+    pub fn whoami_with_token(&self, i: usize, token: &str) -> anyhow::Result<(String, Vec<String>)> {
+        let file = tempfile::NamedTempFile::new_in(&self.root)?;
+        std::fs::write(file.path(), self.token_kubeconfig_yaml(i, token))?;
+        let out = Command::new(&self.kubectl_bin)
+            .arg(format!("--kubeconfig={}", file.path().display()))
+            .args(["auth", "whoami", "-o", "json"])
+            .env("KUBECACHEDIR", self.root.join("kube-cache"))
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        let info = &v["status"]["userInfo"];
+        let groups = info["groups"]
+            .as_array()
+            .map(|g| g.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        Ok((info["username"].as_str().unwrap_or_default().to_owned(), groups))
+    }
+
     /// The kubectl built with the control plane.
     pub fn kubectl_bin(&self) -> &Path {
         &self.kubectl_bin
