@@ -16,3 +16,4 @@ mod site;
 mod dev_support;
 mod reload;
 mod externals;
+mod rotation;

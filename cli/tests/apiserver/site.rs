@@ -66,6 +66,11 @@ pub fn cluster(issuer_url: &str, external: &str) -> TalosCluster {
 impl Site {
     /// Starts everything; `external` as in [`cluster`]; `dev_args` more `ichor dev` flags.
     pub async fn start(external: &str, dev_args: &[&str]) -> Option<Self> {
+        Self::start_seeded(external, dev_args, |_| {}).await
+    }
+
+    /// As [`Site::start`], with `seed` run on `ichor dev`'s state directory before it starts.
+    pub async fn start_seeded(external: &str, dev_args: &[&str], seed: impl FnOnce(&Path)) -> Option<Self> {
         let plane = tokio::task::spawn_blocking(|| ControlPlane::start(Options::default()))
             .await
             .unwrap()
@@ -81,6 +86,7 @@ impl Site {
         ];
         args.extend(dev_args.iter().map(|a| (*a).to_owned()));
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        seed(&state.path().join("dev"));
         let dev = dev_support::start(&state.path().join("dev"), &argv);
         let mut site = Self {
             dev,
