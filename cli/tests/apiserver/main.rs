@@ -17,3 +17,4 @@ mod dev_support;
 mod reload;
 mod externals;
 mod rotation;
+mod lifecycle;
