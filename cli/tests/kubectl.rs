@@ -3,7 +3,10 @@
 //! whose exec command is the real `ichor` binary, against an https "API server" on 127.0.0.1
 //! that checks the bearer token's RS256 signature with the issuer's own verifier. The same
 //! server is the OpenID Provider: its token endpoint mints real ID tokens with
-//! `ichor_issuer::tokens::sign_id_token` and counts refreshes.
+//! `ichor_issuer::tokens::sign_id_token` and counts refreshes. This scripted server stays
+//! because it shows what a real apiserver does not: which tokens reached it and how many
+//! refreshes the plugin made. The same kubectl against a real kube-apiserver and the real
+//! issuer is in `tests/apiserver/kubectl.rs`.
 //!
 //! Skipped with a message when kubectl is absent, unless `ICHOR_REQUIRE_CONSUMERS=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -36,19 +39,14 @@ use ichor_renderers::trust::keys::{KeysDocument, PrivateKeyPem, RsaKey};
 use jiff::Timestamp;
 use user_support::{TestCa, ichor_command, seed_login, serve_https, server_runtime, text};
 
-const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
+/// The kubectl `hack/kube/build.sh` builds from k8s.io/kubernetes (`ichor_testkit::consumers`).
+fn kubectl_bin() -> PathBuf {
+    ichor_testkit::consumers::KubeBinary::Kubectl.path()
+}
 const PEM: &str = include_str!("../../issuer/tests/fixtures/rsa3072-1.pkcs8.pem");
 
 fn kubectl_present() -> bool {
-    if Path::new(KUBECTL).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var("ICHOR_REQUIRE_CONSUMERS").as_deref() != Ok("1"),
-        "{KUBECTL} is absent and ICHOR_REQUIRE_CONSUMERS=1"
-    );
-    eprintln!("SKIPPED: {KUBECTL} is not installed on this machine (the kubectl consumer test needs it)");
-    false
+    ichor_testkit::consumers::require(ichor_testkit::consumers::KubeBinary::Kubectl).is_some()
 }
 
 struct Shared {
@@ -258,7 +256,7 @@ impl World {
     }
 
     fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new(KUBECTL)
+        Command::new(kubectl_bin())
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(args)
