@@ -15,7 +15,7 @@ mod user_support;
 
 use std::{
     collections::{HashMap, HashSet},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Command, Output, Stdio},
     sync::{
         Arc, Mutex, OnceLock,

@@ -59,9 +59,14 @@ async fn ichor_and_an_external_provider_are_trusted_side_by_side_and_system_iden
     let externals = format!(
         "{}{}",
         external(&corp, ""),
-        external(&careless, "        usernamePrefix: \"system\"\n        groupsPrefix: \"system\"\n")
+        external(
+            &careless,
+            "        usernamePrefix: \"system\"\n        groupsPrefix: \"system\"\n"
+        )
     );
-    let Some(site) = Site::start(&externals, &[]).await else { return };
+    let Some(site) = Site::start(&externals, &[]).await else {
+        return;
+    };
     let plane = &site.plane;
 
     // Ichor's users, unchanged beside the IdP.
@@ -86,7 +91,10 @@ async fn ichor_and_an_external_provider_are_trusted_side_by_side_and_system_iden
     // The careless prefixes: a harmless name passes; `system:` names and groups are refused
     // (same provider, same entry: only the mapped values differ).
     let carol = careless.id_token("carol", "kubernetes").unwrap().id_token;
-    assert_eq!(plane.whoami_with_token(0, &carol).unwrap().0, "systemcarol@example.org");
+    assert_eq!(
+        plane.whoami_with_token(0, &carol).unwrap().0,
+        "systemcarol@example.org"
+    );
     for who in ["eve", "trent"] {
         let token = careless.id_token(who, "kubernetes").unwrap().id_token;
         let refused = plane.whoami_with_token(0, &token).unwrap_err().to_string();

@@ -64,26 +64,36 @@ fn cases() -> Vec<Case> {
             .configmaps
             .iter()
             .find(|cm| {
-                cm.metadata.name.as_deref() == Some(TRUST_CONFIGMAP) && cm.metadata.namespace.as_deref() == Some(NAMESPACE)
+                cm.metadata.name.as_deref() == Some(TRUST_CONFIGMAP)
+                    && cm.metadata.namespace.as_deref() == Some(NAMESPACE)
             })
             .map(|cm| IchorTrust::from(&IssuerTrust::from_configmap(cm).unwrap()));
         let rendered = rendered_configurations(&dir);
         for cluster in &manifests.clusters {
             let cluster_name = cluster.metadata.name.clone().unwrap();
-            let Some(spec) = cluster.spec.authentication.as_ref() else { continue };
+            let Some(spec) = cluster.spec.authentication.as_ref() else {
+                continue;
+            };
             let contract_ok = cluster
                 .spec
                 .version_contract
                 .is_some_and(|c| c.supports_structured_authentication());
             if !contract_ok {
                 // Below the contract nothing is rendered and Talos gets no document.
-                assert!(rendered.iter().all(|(c, _)| c != &cluster_name), "{name}: rendered below contract");
+                assert!(
+                    rendered.iter().all(|(c, _)| c != &cluster_name),
+                    "{name}: rendered below contract"
+                );
                 continue;
             }
             let config = authn::build(spec, trust.as_ref());
             let endpoint = cluster.spec.endpoint.clone();
             let options = ValidationOptions {
-                disallowed_issuers: if endpoint.is_empty() { vec![] } else { vec![endpoint.clone()] },
+                disallowed_issuers: if endpoint.is_empty() {
+                    vec![]
+                } else {
+                    vec![endpoint.clone()]
+                },
             };
             let ours = authn::aggregate(&authn::validate(&config, &options));
             let ours_at_start = authn::aggregate(&authn::validate(&config, &ValidationOptions::default()));
@@ -94,9 +104,15 @@ fn cases() -> Vec<Case> {
             let mut without_jwt = config.clone();
             without_jwt.jwt.clear();
             let config_json = serde_json::to_value(&config).unwrap();
-            let from_render = rendered.iter().find(|(c, _)| c == &cluster_name).map(|(_, v)| v.clone());
+            let from_render = rendered
+                .iter()
+                .find(|(c, _)| c == &cluster_name)
+                .map(|(_, v)| v.clone());
             if let Some(r) = &from_render {
-                assert_eq!(r, &config_json, "{name}/{cluster_name}: ichor render's configuration is the built one");
+                assert_eq!(
+                    r, &config_json,
+                    "{name}/{cluster_name}: ichor render's configuration is the built one"
+                );
             }
             out.push(Case {
                 fixture: name.clone(),
@@ -117,7 +133,10 @@ fn cases() -> Vec<Case> {
 /// `(cluster name, configuration)` of every cluster `ichor render --dir DIR -o json` rendered.
 fn rendered_configurations(dir: &std::path::Path) -> Vec<(String, serde_json::Value)> {
     let home = tempfile::tempdir().unwrap();
-    let out = ichor(home.path(), &["render", "--dir", dir.to_str().unwrap(), "-o", "json"]);
+    let out = ichor(
+        home.path(),
+        &["render", "--dir", dir.to_str().unwrap(), "-o", "json"],
+    );
     let report: serde_json::Value = serde_json::from_str(&text(&out.stdout))
         .unwrap_or_else(|e| panic!("ichor render -o json: {e}: {}", text(&out.stderr)));
     report["clusters"]
@@ -126,7 +145,13 @@ fn rendered_configurations(dir: &std::path::Path) -> Vec<(String, serde_json::Va
         .iter()
         .filter(|c| !c["document"].is_null())
         .map(|c| {
-            let name = c["cluster"].as_str().unwrap().rsplit('/').next().unwrap().to_owned();
+            let name = c["cluster"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_owned();
             (name, c["document"]["configuration"].clone())
         })
         .collect()
@@ -134,12 +159,24 @@ fn rendered_configurations(dir: &std::path::Path) -> Vec<(String, serde_json::Va
 
 #[test]
 fn every_fixture_configuration_is_decided_by_a_real_kube_apiserver_as_by_ours() {
-    let Some(mut plane) = ControlPlane::start(Options::default()).unwrap() else { return };
+    let Some(mut plane) = ControlPlane::start(Options::default()).unwrap() else {
+        return;
+    };
     let cases = cases();
-    assert!(cases.iter().filter(|c| c.rendered).count() >= 4, "the valid fixtures render");
-    assert!(cases.iter().filter(|c| !c.ours.is_empty()).count() >= 2, "the invalid fixtures are refused by ours");
+    assert!(
+        cases.iter().filter(|c| c.rendered).count() >= 4,
+        "the valid fixtures render"
+    );
+    assert!(
+        cases.iter().filter(|c| !c.ours.is_empty()).count() >= 2,
+        "the invalid fixtures are refused by ours"
+    );
     for case in cases.iter().filter(|c| c.rendered) {
-        assert!(case.ours.is_empty(), "{}: rendered although ours refuses it", case.fixture);
+        assert!(
+            case.ours.is_empty(),
+            "{}: rendered although ours refuses it",
+            case.fixture
+        );
     }
     for case in &cases {
         let what = format!("{}/{}", case.fixture, case.cluster);
@@ -148,9 +185,9 @@ fn every_fixture_configuration_is_decided_by_a_real_kube_apiserver_as_by_ours() 
         plane.set_extra_args(0, service_account_issuer(case));
         let log_before = plane.log(0).len();
         if case.ours_at_start.is_empty() {
-            let took = plane
-                .start_apiserver(0, READY_TIMEOUT)
-                .unwrap_or_else(|e| panic!("{what}: valid for ours, but the real apiserver did not serve: {e:#}"));
+            let took = plane.start_apiserver(0, READY_TIMEOUT).unwrap_or_else(|e| {
+                panic!("{what}: valid for ours, but the real apiserver did not serve: {e:#}")
+            });
             eprintln!("{what}: served after {took:?}");
             assert_eq!(plane.readyz(0).unwrap().status, 200);
         } else {
@@ -165,13 +202,19 @@ fn every_fixture_configuration_is_decided_by_a_real_kube_apiserver_as_by_ours() 
                     "{what}: our validator refuses it ({}) but the real apiserver serves",
                     case.ours_at_start
                 );
-                assert!(Instant::now() < deadline, "{what}: the real apiserver neither served nor exited");
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: the real apiserver neither served nor exited"
+                );
                 std::thread::sleep(Duration::from_millis(200));
             };
             assert!(!status.success(), "{what}: {status}");
             let log = &plane.log_unquoted(0)[log_before..];
             let expected = format!("invalid authentication configuration: {}\"", case.ours_at_start);
-            assert!(log.contains(&expected), "{what}: the apiserver's refusal is not ours, {expected:?}; it said:\n{log}");
+            assert!(
+                log.contains(&expected),
+                "{what}: the apiserver's refusal is not ours, {expected:?}; it said:\n{log}"
+            );
             eprintln!("{what}: refused at start-up by both: {}", case.ours_at_start);
         }
     }
@@ -181,7 +224,9 @@ fn every_fixture_configuration_is_decided_by_a_real_kube_apiserver_as_by_ours() 
     for case in cases.iter().filter(|c| c.ours != c.ours_at_start) {
         let what = format!("{}/{}", case.fixture, case.cluster);
         plane.stop_apiserver(0).unwrap();
-        plane.write_authentication_config(0, &case.yaml_without_jwt).unwrap();
+        plane
+            .write_authentication_config(0, &case.yaml_without_jwt)
+            .unwrap();
         plane.set_extra_args(0, service_account_issuer(case));
         plane.start_apiserver(0, READY_TIMEOUT).unwrap();
         let log_before = plane.log(0).len();
@@ -189,15 +234,28 @@ fn every_fixture_configuration_is_decided_by_a_real_kube_apiserver_as_by_ours() 
         let deadline = Instant::now() + Duration::from_secs(150);
         let said = loop {
             let log = plane.log_unquoted(0);
-            if let Some(line) = log[log_before..].lines().find(|l| l.contains("failed to validate authentication config")) {
+            if let Some(line) = log[log_before..]
+                .lines()
+                .find(|l| l.contains("failed to validate authentication config"))
+            {
                 break line.to_owned();
             }
-            assert!(Instant::now() < deadline, "{what}: the running apiserver did not refuse the reloaded file");
+            assert!(
+                Instant::now() < deadline,
+                "{what}: the running apiserver did not refuse the reloaded file"
+            );
             std::thread::sleep(Duration::from_millis(200));
         };
         let expected = format!("err=\"{}\"", case.ours_on_reload);
-        assert!(said.contains(&expected), "{what}: the reload refusal is not ours, {expected:?}; it said:\n{said}");
-        assert_eq!(plane.readyz(0).unwrap().status, 200, "{what}: the refused reload stopped the apiserver");
+        assert!(
+            said.contains(&expected),
+            "{what}: the reload refusal is not ours, {expected:?}; it said:\n{said}"
+        );
+        assert_eq!(
+            plane.readyz(0).unwrap().status,
+            200,
+            "{what}: the refused reload stopped the apiserver"
+        );
         eprintln!("{what}: refused on reload by both: {}", case.ours_on_reload);
     }
     assert!(

@@ -46,14 +46,37 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_signs_in_through_ichor_and_each_role_is_authorized_by_the_chart_roles() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let Some(site) = Site::start("", &[]).await else { return };
+    let Some(site) = Site::start("", &[]).await else {
+        return;
+    };
     site.plane.apply(CONFIG_PATCH_CRD).unwrap();
     site.plane
-        .kubectl_run(&["wait", "--for=condition=Established", "crd/talosconfigpatches.ichor.maesh.dev"], None)
+        .kubectl_run(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd/talosconfigpatches.ichor.maesh.dev",
+            ],
+            None,
+        )
         .unwrap();
     let admin_token = site.admin_token().await;
-    dev_support::provision_user(&site.dev, &admin_token, "alice", &["viewer"], "alice's own password").await;
-    dev_support::provision_user(&site.dev, &admin_token, "bob", &["operator"], "bob's own password!").await;
+    dev_support::provision_user(
+        &site.dev,
+        &admin_token,
+        "alice",
+        &["viewer"],
+        "alice's own password",
+    )
+    .await;
+    dev_support::provision_user(
+        &site.dev,
+        &admin_token,
+        "bob",
+        &["operator"],
+        "bob's own password!",
+    )
+    .await;
 
     let alice = Terminal::open(&site, "alice", "alice's own password").await;
     let bob = Terminal::open(&site, "bob", "bob's own password!").await;
@@ -65,20 +88,35 @@ async fn kubectl_signs_in_through_ichor_and_each_role_is_authorized_by_the_chart
         assert_eq!(name, format!("ichor:{}", t.user));
         let mut groups = groups;
         groups.sort();
-        assert_eq!(groups, [format!("ichor:{role}"), "system:authenticated".to_owned()], "{}", t.user);
+        assert_eq!(
+            groups,
+            [format!("ichor:{role}"), "system:authenticated".to_owned()],
+            "{}",
+            t.user
+        );
         let (again, _) = t.whoami(&site).await;
         assert_eq!(again, name);
     }
 
     // A viewer reads the clusters but changes nothing.
     let listed = alice
-        .kubectl_ok(&site, &["get", "talosclusters.ichor.maesh.dev", "-n", "ichor-system"])
+        .kubectl_ok(
+            &site,
+            &["get", "talosclusters.ichor.maesh.dev", "-n", "ichor-system"],
+        )
         .await;
     assert!(!listed.contains("Forbidden"), "{listed}");
-    assert!(!alice.can_i(&site, "create", "talosconfigpatches.ichor.maesh.dev").await);
+    assert!(
+        !alice
+            .can_i(&site, "create", "talosconfigpatches.ichor.maesh.dev")
+            .await
+    );
     assert!(!alice.can_i(&site, "create", "ichorusers.ichor.maesh.dev").await);
     // An operator creates config patches, not users.
-    assert!(bob.can_i(&site, "create", "talosconfigpatches.ichor.maesh.dev").await);
+    assert!(
+        bob.can_i(&site, "create", "talosconfigpatches.ichor.maesh.dev")
+            .await
+    );
     let patch_file = bob.home.path().join("patch.yaml");
     std::fs::write(&patch_file, CONFIG_PATCH).unwrap();
     let refused = alice
@@ -89,7 +127,10 @@ async fn kubectl_signs_in_through_ichor_and_each_role_is_authorized_by_the_chart
     let created = bob
         .kubectl_ok(&site, &["create", "-f", patch_file.to_str().unwrap()])
         .await;
-    assert!(created.contains("talosconfigpatch.ichor.maesh.dev/sysctl created"), "{created}");
+    assert!(
+        created.contains("talosconfigpatch.ichor.maesh.dev/sysctl created"),
+        "{created}"
+    );
     assert!(!bob.can_i(&site, "create", "ichorusers.ichor.maesh.dev").await);
     // An admin creates IchorUsers, for real.
     assert!(admin.can_i(&site, "create", "ichorusers.ichor.maesh.dev").await);
@@ -98,7 +139,10 @@ async fn kubectl_signs_in_through_ichor_and_each_role_is_authorized_by_the_chart
     let created = admin
         .kubectl_ok(&site, &["apply", "-f", user_file.to_str().unwrap()])
         .await;
-    assert!(created.contains("ichoruser.ichor.maesh.dev/dave created"), "{created}");
+    assert!(
+        created.contains("ichoruser.ichor.maesh.dev/dave created"),
+        "{created}"
+    );
     let refused = bob
         .kubectl(&site, &["delete", "ichoruser", "dave", "-n", "ichor-system"])
         .await;
@@ -107,12 +151,19 @@ async fn kubectl_signs_in_through_ichor_and_each_role_is_authorized_by_the_chart
 
     // No role reads a Secret.
     for t in [&alice, &bob, &admin] {
-        assert!(!t.can_i(&site, "get", "secrets").await, "{} may read secrets", t.user);
+        assert!(
+            !t.can_i(&site, "get", "secrets").await,
+            "{} may read secrets",
+            t.user
+        );
         let out = t.kubectl(&site, &["get", "secrets", "-n", "ichor-system"]).await;
         assert!(!out.status.success(), "{} listed secrets", t.user);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains(&format!("User \"ichor:{}\" cannot list resource \"secrets\"", t.user)),
+            stderr.contains(&format!(
+                "User \"ichor:{}\" cannot list resource \"secrets\"",
+                t.user
+            )),
             "{stderr}"
         );
     }

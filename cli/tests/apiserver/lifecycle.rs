@@ -21,9 +21,18 @@ fn edit_user(site: &Site, name: &str, edit: impl Fn(&str) -> String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_user_loses_kubectl_and_a_role_change_reaches_it_at_the_next_refresh() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let Some(site) = Site::start("", &["--token-ttl", "1m"]).await else { return };
+    let Some(site) = Site::start("", &["--token-ttl", "1m"]).await else {
+        return;
+    };
     let admin_token = site.admin_token().await;
-    dev_support::provision_user(&site.dev, &admin_token, "alice", &["viewer"], "alice's own password").await;
+    dev_support::provision_user(
+        &site.dev,
+        &admin_token,
+        "alice",
+        &["viewer"],
+        "alice's own password",
+    )
+    .await;
     dev_support::provision_user(&site.dev, &admin_token, "bob", &["viewer"], "bob's own password!").await;
     let alice = Terminal::open(&site, "alice", "alice's own password").await;
     let bob = Terminal::open(&site, "bob", "bob's own password!").await;
@@ -69,10 +78,15 @@ async fn a_disabled_user_loses_kubectl_and_a_role_change_reaches_it_at_the_next_
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     let (alice_out, bob_in) = (alice_out.unwrap(), bob_in.unwrap());
-    eprintln!("disable -> kubectl refused after {alice_out:?}; role change -> kubectl groups after {bob_in:?}");
+    eprintln!(
+        "disable -> kubectl refused after {alice_out:?}; role change -> kubectl groups after {bob_in:?}"
+    );
     // Neither may outlive one ID token and a refresh margin.
     assert!(alice_out < Duration::from_secs(75), "{alice_out:?}");
     assert!(bob_in < Duration::from_secs(75), "{bob_in:?}");
     // Bob's new role is authorized at once.
-    assert!(bob.can_i(&site, "create", "talosoperations.ichor.maesh.dev").await);
+    assert!(
+        bob.can_i(&site, "create", "talosoperations.ichor.maesh.dev")
+            .await
+    );
 }

@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, missing_docs)]
 
 #[path = "../support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 mod goldens;
@@ -14,7 +13,7 @@ mod site;
 
 #[path = "../dev_support/mod.rs"]
 mod dev_support;
-mod reload;
 mod externals;
-mod rotation;
 mod lifecycle;
+mod reload;
+mod rotation;

@@ -47,7 +47,9 @@ async fn api_status(site: &Site) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_apiserver_applies_a_valid_file_and_keeps_the_last_good_one_over_an_invalid_file() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let Some(site) = Site::start("", &[]).await else { return };
+    let Some(site) = Site::start("", &[]).await else {
+        return;
+    };
     let pid = site.plane.pid(0);
     let rendered = site.authentication_config("");
     // The same file without its authenticators (its `anonymous` block unchanged: a reload may
@@ -64,7 +66,11 @@ async fn a_running_apiserver_applies_a_valid_file_and_keeps_the_last_good_one_ov
     site.plane.write_authentication_config(0, INVALID).unwrap();
     let took = reloaded(&site, "failure", before).await;
     eprintln!("invalid file refused {took:?} after the write");
-    assert!(site.plane.log(0).contains("failed to validate authentication config"));
+    assert!(
+        site.plane
+            .log(0)
+            .contains("failed to validate authentication config")
+    );
     assert!(site.plane.log(0).contains("URL scheme must be https"));
     // Changing `anonymous` is refused on reload too.
     let before = failure(&site);
@@ -72,17 +78,35 @@ async fn a_running_apiserver_applies_a_valid_file_and_keeps_the_last_good_one_ov
         .write_authentication_config(0, ichor_testkit::control_plane::EMPTY_AUTHENTICATION_CONFIG)
         .unwrap();
     reloaded(&site, "failure", before).await;
-    assert!(site.plane.log_unquoted(0).contains("anonymous: Forbidden: changed from initial configuration file"));
-    assert_eq!(api_status(&site).await, 200, "the last good configuration serves on");
-    assert_eq!(api_status(&site).await, 200, "the last good configuration serves on");
+    assert!(
+        site.plane
+            .log_unquoted(0)
+            .contains("anonymous: Forbidden: changed from initial configuration file")
+    );
+    assert_eq!(
+        api_status(&site).await,
+        200,
+        "the last good configuration serves on"
+    );
+    assert_eq!(
+        api_status(&site).await,
+        200,
+        "the last good configuration serves on"
+    );
     assert_eq!(site.plane.readyz(0).unwrap().status, 200);
 
     // A valid file without Ichor's issuer takes effect without a restart.
     let before = success(&site);
-    site.plane.write_authentication_config(0, &without_issuers).unwrap();
+    site.plane
+        .write_authentication_config(0, &without_issuers)
+        .unwrap();
     let took = reloaded(&site, "success", before).await;
     eprintln!("valid file (no issuer) applied {took:?} after the write");
-    assert_eq!(api_status(&site).await, 401, "Ichor's tokens are refused once it is removed");
+    assert_eq!(
+        api_status(&site).await,
+        401,
+        "Ichor's tokens are refused once it is removed"
+    );
 
     // The rendered file again: trusted again, still the same process.
     let before = success(&site);
@@ -91,7 +115,10 @@ async fn a_running_apiserver_applies_a_valid_file_and_keeps_the_last_good_one_ov
     eprintln!("valid file (Ichor's issuer) applied {took:?} after the write");
     let started = Instant::now();
     while api_status(&site).await != 200 {
-        assert!(started.elapsed() < Duration::from_secs(30), "Ichor's tokens are not accepted again");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "Ichor's tokens are not accepted again"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(site.plane.pid(0), pid, "no restart happened");

@@ -56,13 +56,26 @@ fn age_the_keys(root: &Path) {
 
 /// `(kid, activeFrom)` of every RSA key of the issuer's keys.json, oldest first.
 fn rsa_keys(site: &Site) -> Vec<(String, Timestamp)> {
-    let path = site.dev.ca_file.parent().unwrap().parent().unwrap().join(SIGNING_SECRET).join(KEYS_JSON);
+    let path = site
+        .dev
+        .ca_file
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join(SIGNING_SECRET)
+        .join(KEYS_JSON);
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut keys: Vec<(String, Timestamp)> = doc["keys"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|k| (k["kid"].as_str().unwrap().to_owned(), k["activeFrom"].as_str().unwrap().parse().unwrap()))
+        .map(|k| {
+            (
+                k["kid"].as_str().unwrap().to_owned(),
+                k["activeFrom"].as_str().unwrap().parse().unwrap(),
+            )
+        })
         .collect();
     keys.sort_by_key(|(_, at)| *at);
     keys
@@ -71,22 +84,32 @@ fn rsa_keys(site: &Site) -> Vec<(String, Timestamp)> {
 fn kid(token: &str) -> String {
     use base64::Engine as _;
     let header = token.split('.').next().unwrap();
-    let header: serde_json::Value =
-        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap();
+    let header: serde_json::Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(header)
+            .unwrap(),
+    )
+    .unwrap();
     header["kid"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_rotation_and_an_issuer_outage_on_a_real_apiserver() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let Some(mut site) = Site::start_seeded("", &[], age_the_keys).await else { return };
+    let Some(mut site) = Site::start_seeded("", &[], age_the_keys).await else {
+        return;
+    };
     let keys = rsa_keys(&site);
     assert_eq!(keys.len(), 2, "the timeline rotated once: {keys:?}");
     let (old, new) = (&keys[0], &keys[1]);
     let pid = site.plane.pid(0);
 
     let before = site.kube_token("admin", ADMIN_PASSWORD).await.unwrap();
-    assert_eq!(&kid(&before), &old.0, "the old key signs until its successor is active");
+    assert_eq!(
+        &kid(&before),
+        &old.0,
+        "the old key signs until its successor is active"
+    );
     assert_eq!(site.plane.whoami_with_token(0, &before).unwrap().0, "ichor:admin");
 
     // The successor starts signing by the timeline; the apiserver accepts it as it is.
@@ -96,7 +119,11 @@ async fn a_key_rotation_and_an_issuer_outage_on_a_real_apiserver() {
     let after = site.kube_token("admin", ADMIN_PASSWORD).await.unwrap();
     assert_eq!(&kid(&after), &new.0, "the successor signs from its activeFrom");
     assert_eq!(site.plane.whoami_with_token(0, &after).unwrap().0, "ichor:admin");
-    assert_eq!(site.plane.whoami_with_token(0, &before).unwrap().0, "ichor:admin", "the old key's tokens stay valid");
+    assert_eq!(
+        site.plane.whoami_with_token(0, &before).unwrap().0,
+        "ichor:admin",
+        "the old key's tokens stay valid"
+    );
     assert_eq!(site.plane.pid(0), pid, "no apiserver restart");
     eprintln!("rotation from {} to {} accepted without a restart", old.0, new.0);
 
@@ -104,13 +131,23 @@ async fn a_key_rotation_and_an_issuer_outage_on_a_real_apiserver() {
     let issued = site.kube_token("admin", ADMIN_PASSWORD).await.unwrap();
     site.stop_issuer();
     assert_eq!(site.plane.whoami_with_token(0, &issued).unwrap().0, "ichor:admin");
-    assert!(site.kube_token("admin", ADMIN_PASSWORD).await.is_err(), "a token from a stopped issuer");
+    assert!(
+        site.kube_token("admin", ADMIN_PASSWORD).await.is_err(),
+        "a token from a stopped issuer"
+    );
     assert_eq!(site.plane.readyz(0).unwrap().status, 200);
     let admin = site
         .plane
-        .kubectl_run(&["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"], None)
+        .kubectl_run(
+            &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+            None,
+        )
         .unwrap();
-    assert_eq!(admin, ichor_testkit::control_plane::ADMIN_USER, "client certificates are unaffected");
+    assert_eq!(
+        admin,
+        ichor_testkit::control_plane::ADMIN_USER,
+        "client certificates are unaffected"
+    );
 
     // The apiserver restarts while the issuer is down: it serves, but cannot trust Ichor yet.
     let took = site.plane.restart_apiserver(0, None, RESTART_TIMEOUT).unwrap();
@@ -127,9 +164,15 @@ async fn a_key_rotation_and_an_issuer_outage_on_a_real_apiserver() {
         if site.plane.whoami_with_token(0, &issued).is_ok() {
             break;
         }
-        assert!(back.elapsed() < Duration::from_secs(90), "Ichor tokens are still refused 90 s after the issuer is back");
+        assert!(
+            back.elapsed() < Duration::from_secs(90),
+            "Ichor tokens are still refused 90 s after the issuer is back"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    eprintln!("Ichor tokens accepted again {:?} after the issuer came back", back.elapsed());
+    eprintln!(
+        "Ichor tokens accepted again {:?} after the issuer came back",
+        back.elapsed()
+    );
     assert_eq!(site.plane.pid(0), restarted_pid, "without another restart");
 }

@@ -43,7 +43,16 @@ pub fn install_chart_objects(plane: &ControlPlane) {
         }
     }
     plane
-        .kubectl_run(&["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"], None)
+        .kubectl_run(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd",
+                "--all",
+                "--timeout=60s",
+            ],
+            None,
+        )
         .unwrap();
     let roles = std::fs::read_to_string(root.join("helm/ichor/files/ichor-roles.yaml")).unwrap();
     plane.apply(&roles).unwrap();
@@ -95,7 +104,10 @@ impl Site {
             dev_args: args,
         };
         let config = site.authentication_config(external);
-        let took = site.plane.restart_apiserver(0, Some(&config), RESTART_TIMEOUT).unwrap();
+        let took = site
+            .plane
+            .restart_apiserver(0, Some(&config), RESTART_TIMEOUT)
+            .unwrap();
         eprintln!("apiserver restarted with the rendered configuration in {took:?}");
         dev_support::settle_admin(&site.dev, ADMIN_PASSWORD).await;
         site.wait_trusted().await;
@@ -105,7 +117,10 @@ impl Site {
     /// The rendered AuthenticationConfiguration (YAML) for the running issuer.
     pub fn authentication_config(&self, external: &str) -> String {
         let trust = IchorTrust {
-            discovery_url: format!("https://127.0.0.1:{}/.well-known/openid-configuration", self.dev.port + 1),
+            discovery_url: format!(
+                "https://127.0.0.1:{}/.well-known/openid-configuration",
+                self.dev.port + 1
+            ),
             ca_pem: std::fs::read_to_string(&self.dev.ca_file).unwrap(),
         };
         let rendered = authn::render(&cluster(&self.dev.url, external), Some(&trust)).unwrap();
@@ -132,9 +147,15 @@ impl Site {
         let token = self.kube_token("admin", ADMIN_PASSWORD).await.unwrap();
         let started = Instant::now();
         loop {
-            let status = self.plane.get_with_token(0, "/api", Some(&token)).map(|r| r.status);
+            let status = self
+                .plane
+                .get_with_token(0, "/api", Some(&token))
+                .map(|r| r.status);
             if status.as_ref().is_ok_and(|s| *s == 200) {
-                eprintln!("the apiserver trusts Ichor's issuer after {:?}", started.elapsed());
+                eprintln!(
+                    "the apiserver trusts Ichor's issuer after {:?}",
+                    started.elapsed()
+                );
                 return;
             }
             assert!(
@@ -270,7 +291,9 @@ impl Terminal {
         assert!(callback.starts_with("http://127.0.0.1:"), "{callback}");
         let answer = http.get(&callback).send().await.unwrap();
         assert!(answer.status().is_success(), "{answer:?}");
-        let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+        let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+            .await
+            .unwrap();
         let said = reader.join().unwrap();
         assert!(status.success(), "{}: ichor auth login: {said}", self.user);
         assert!(said.contains(&format!("as {}", self.user)), "{said}");
@@ -279,7 +302,9 @@ impl Terminal {
     /// Runs kubectl (its exec plugin serves from the login cache and refreshes it).
     pub async fn kubectl(&self, site: &Site, args: &[&str]) -> Output {
         let mut cmd = self.command(&site.plane, args);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap()).await.unwrap()
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
     }
 
     /// kubectl that must succeed; its stdout.
@@ -315,7 +340,10 @@ impl Terminal {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(answer == "yes" || answer == "no", "{answer}: {stderr}");
         if !stderr.trim().is_empty() {
-            eprintln!("{}: kubectl auth can-i {verb} {resource}: {answer}; {stderr}", self.user);
+            eprintln!(
+                "{}: kubectl auth can-i {verb} {resource}: {answer}; {stderr}",
+                self.user
+            );
         }
         answer == "yes"
     }

@@ -92,8 +92,12 @@ pub fn start_on(port: u16, state: &Path, extra: &[&str]) -> Dev {
     Dev {
         url,
         port,
-        ca_file: field("CA file:").unwrap_or_else(|| panic!("no CA file in {lines:#?}")).into(),
-        manifests: field("Manifests:").unwrap_or_else(|| panic!("no Manifests in {lines:#?}")).into(),
+        ca_file: field("CA file:")
+            .unwrap_or_else(|| panic!("no CA file in {lines:#?}"))
+            .into(),
+        manifests: field("Manifests:")
+            .unwrap_or_else(|| panic!("no Manifests in {lines:#?}"))
+            .into(),
         // Printed on the first run only.
         password: field("Password:").unwrap_or_default(),
         child,
@@ -121,7 +125,12 @@ pub fn http_client(dev: &Dev) -> reqwest::Client {
 /// Plays the browser for an authorization URL the issuer printed or redirected to: the
 /// authorize step as JSON, the password, and the redirect's target (a CLI's loopback callback is
 /// fetched so the waiting CLI gets its code). The redirect URI with the code, or the refusal.
-pub async fn approve(http: &reqwest::Client, authorize_url: &str, user: &str, password: &str) -> Result<String, String> {
+pub async fn approve(
+    http: &reqwest::Client,
+    authorize_url: &str,
+    user: &str,
+    password: &str,
+) -> Result<String, String> {
     let step = |what: &str, status: reqwest::StatusCode, body: String| format!("{what}: {status} {body}");
     let r = http
         .get(authorize_url)
@@ -155,7 +164,9 @@ pub async fn approve(http: &reqwest::Client, authorize_url: &str, user: &str, pa
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         let (status, body) = (r.status(), r.text().await.unwrap_or_default());
         match retry_after {
-            Some(secs) if status == reqwest::StatusCode::TOO_MANY_REQUESTS && waited < Duration::from_secs(120) => {
+            Some(secs)
+                if status == reqwest::StatusCode::TOO_MANY_REQUESTS && waited < Duration::from_secs(120) =>
+            {
                 let wait = Duration::from_secs(secs.max(1));
                 waited += wait;
                 tokio::time::sleep(wait).await;
@@ -166,10 +177,12 @@ pub async fn approve(http: &reqwest::Client, authorize_url: &str, user: &str, pa
     if !status.is_success() {
         return Err(step("login", status, body));
     }
-    Ok(serde_json::from_str::<serde_json::Value>(&body).unwrap()["redirect_uri"]
-        .as_str()
-        .unwrap()
-        .to_owned())
+    Ok(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["redirect_uri"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    )
 }
 
 /// Signs in through `/oidc/authorize` (JSON), `/oidc/login` and `/oidc/token` with PKCE: the ID
@@ -200,7 +213,13 @@ pub async fn sign_in(
     if let Some(a) = audience {
         q.append_pair("audience", a);
     }
-    let to = approve(http, &format!("{}/oidc/authorize?{}", dev.url, q.finish()), user, password).await?;
+    let to = approve(
+        http,
+        &format!("{}/oidc/authorize?{}", dev.url, q.finish()),
+        user,
+        password,
+    )
+    .await?;
     let code = query_param(&to, "code").ok_or_else(|| format!("no code in {to}"))?;
     let r = http
         .post(format!("{}/oidc/token", dev.url))
@@ -252,7 +271,9 @@ pub async fn channel(dev: &Dev) -> Channel {
 /// The first admin's password changed to `new_password`; an `ichor-ui` token of the admin.
 pub async fn settle_admin(dev: &Dev, new_password: &str) -> String {
     let http = http_client(dev);
-    let token = sign_in(&http, dev, "ichor-ui", None, "admin", &dev.password).await.unwrap();
+    let token = sign_in(&http, dev, "ichor-ui", None, "admin", &dev.password)
+        .await
+        .unwrap();
     UserServiceClient::new(channel(dev).await)
         .change_own_password(authed(
             ChangeOwnPasswordRequest {
@@ -263,7 +284,9 @@ pub async fn settle_admin(dev: &Dev, new_password: &str) -> String {
         ))
         .await
         .unwrap();
-    sign_in(&http, dev, "ichor-ui", None, "admin", new_password).await.unwrap()
+    sign_in(&http, dev, "ichor-ui", None, "admin", new_password)
+        .await
+        .unwrap()
 }
 
 /// Creates `name` with `roles` as the admin (`admin_token`), then signs in as that user once to

@@ -33,7 +33,12 @@ fn two_apiservers_share_etcd_restart_one_at_a_time_and_stop_on_drop() {
 
     // The admin is who the certificate says, on both; an object written through one is read
     // through the other (one etcd).
-    let whoami = plane.kubectl_run(&["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"], None).unwrap();
+    let whoami = plane
+        .kubectl_run(
+            &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+            None,
+        )
+        .unwrap();
     assert_eq!(whoami, ADMIN_USER);
     plane
         .apply("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: default\ndata:\n  k: v\n")
@@ -57,17 +62,38 @@ fn two_apiservers_share_etcd_restart_one_at_a_time_and_stop_on_drop() {
 
     // RBAC: anonymous may read /readyz and nothing else.
     assert_eq!(plane.readyz(1).unwrap().status, 200);
-    assert_eq!(plane.get_with_token(1, "/api/v1/namespaces", None).unwrap().status, 403);
+    assert_eq!(
+        plane
+            .get_with_token(1, "/api/v1/namespaces", None)
+            .unwrap()
+            .status,
+        403
+    );
     assert_eq!(plane.get_as_admin(1, "/api/v1/namespaces").unwrap().status, 200);
 
     // Apiserver 0 restarts while 1 serves.
     let started = Instant::now();
     plane.stop_apiserver(0).unwrap();
     assert!(plane.readyz(0).is_err(), "a stopped apiserver still answers");
-    assert_eq!(plane.get_as_admin(1, "/api/v1/namespaces/default/configmaps/shared").unwrap().status, 200);
+    assert_eq!(
+        plane
+            .get_as_admin(1, "/api/v1/namespaces/default/configmaps/shared")
+            .unwrap()
+            .status,
+        200
+    );
     let up = plane.start_apiserver(0, Duration::from_secs(120)).unwrap();
-    eprintln!("apiserver 0 back after {up:?} ({:?} including the stop)", started.elapsed());
-    assert_eq!(plane.get_as_admin(0, "/api/v1/namespaces/default/configmaps/shared").unwrap().status, 200);
+    eprintln!(
+        "apiserver 0 back after {up:?} ({:?} including the stop)",
+        started.elapsed()
+    );
+    assert_eq!(
+        plane
+            .get_as_admin(0, "/api/v1/namespaces/default/configmaps/shared")
+            .unwrap()
+            .status,
+        200
+    );
 
     // A refused authentication file: the apiserver exits at start-up and says why.
     plane.stop_apiserver(1).unwrap();
@@ -83,11 +109,20 @@ fn two_apiservers_share_etcd_restart_one_at_a_time_and_stop_on_drop() {
         if let Some(s) = plane.apiserver_exited(1) {
             break s;
         }
-        assert!(Instant::now() < deadline, "the apiserver started with an invalid file");
+        assert!(
+            Instant::now() < deadline,
+            "the apiserver started with an invalid file"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(!status.success());
-    assert!(plane.log_unquoted(1).contains("jwt[0].issuer.url: Invalid value: \"http://not-https.example\": URL scheme must be https"), "{}", plane.log(1));
+    assert!(
+        plane.log_unquoted(1).contains(
+            "jwt[0].issuer.url: Invalid value: \"http://not-https.example\": URL scheme must be https"
+        ),
+        "{}",
+        plane.log(1)
+    );
 
     let pids: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()

@@ -40,9 +40,10 @@ pub fn client_config(ca_pem: &str, client: Option<&Pair>) -> anyhow::Result<Arc<
     for cert in der_certs(ca_pem)? {
         roots.add(cert)?;
     }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots);
+    let builder =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots);
     let config = match client {
         None => builder.with_no_client_auth(),
         Some(pair) => {
@@ -71,14 +72,19 @@ pub fn get(
     let name = ServerName::try_from("127.0.0.1")?.to_owned();
     let conn = rustls::ClientConnection::new(Arc::clone(config), name)?;
     let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let auth = bearer.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let auth = bearer
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         tls,
         "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Accept: */*\r\nConnection: close\r\n\r\n"
     )?;
     tls.flush()?;
     let mut raw = Vec::new();
-    match std::io::Read::by_ref(&mut tls).take(MAX_BODY).read_to_end(&mut raw) {
+    match std::io::Read::by_ref(&mut tls)
+        .take(MAX_BODY)
+        .read_to_end(&mut raw)
+    {
         Ok(_) => {}
         // Go's TLS stack closes without close_notify on Connection: close.
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
@@ -107,7 +113,9 @@ fn parse(raw: &[u8]) -> anyhow::Result<Response> {
 fn dechunk(mut rest: &str) -> String {
     let mut out = String::new();
     while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
         if n == 0 || after.len() < n {
             break;
         }
@@ -126,8 +134,10 @@ mod tests {
     fn parses_plain_and_chunked_answers() {
         let plain = parse(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").unwrap();
         assert_eq!((plain.status, plain.body.as_str()), (200, "ok"));
-        let chunked =
-            parse(b"HTTP/1.1 500 Internal\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap();
+        let chunked = parse(
+            b"HTTP/1.1 500 Internal\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        )
+        .unwrap();
         assert_eq!((chunked.status, chunked.body.as_str()), (500, "abcde"));
         assert!(parse(b"garbage").is_err());
     }

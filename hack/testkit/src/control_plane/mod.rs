@@ -118,10 +118,15 @@ impl ControlPlane {
         ) else {
             return Ok(None);
         };
-        anyhow::ensure!(options.apiservers >= 1, "a control plane needs at least one kube-apiserver");
+        anyhow::ensure!(
+            options.apiservers >= 1,
+            "a control plane needs at least one kube-apiserver"
+        );
         let started = Instant::now();
         let deadline = started + options.start_timeout;
-        let dir = tempfile::Builder::new().prefix("ichor-control-plane-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("ichor-control-plane-")
+            .tempdir()?;
         let root = dir.path().to_path_buf();
         let pki = Pki::new()?;
         write_private(&root.join("ca.crt"), &pki.ca_pem)?;
@@ -138,7 +143,9 @@ impl ControlPlane {
                 .arg(format!("--listen-client-urls={etcd_url}"))
                 .arg(format!("--advertise-client-urls={etcd_url}"))
                 .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"))
-                .arg(format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"))
+                .arg(format!(
+                    "--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"
+                ))
                 .arg(format!("--initial-cluster=default=http://127.0.0.1:{peer_port}"))
                 .arg("--unsafe-no-fsync=true")
                 .arg("--log-level=warn"),
@@ -163,7 +170,10 @@ impl ControlPlane {
         let result = plane.finish_start(&options, client_port, deadline);
         if let Err(e) = result {
             let kept = plane.keep();
-            return Err(e.context(format!("the control plane did not start (logs kept in {})", kept.display())));
+            return Err(e.context(format!(
+                "the control plane did not start (logs kept in {})",
+                kept.display()
+            )));
         }
         plane.started_in = started.elapsed();
         Ok(Some(plane))
@@ -192,8 +202,14 @@ impl ControlPlane {
                 format!("--client-ca-file={}", self.root.join("ca.crt").display()),
                 "--authorization-mode=RBAC".to_owned(),
                 format!("--service-account-issuer={SERVICE_ACCOUNT_ISSUER}"),
-                format!("--service-account-key-file={}", self.root.join("sa.pub").display()),
-                format!("--service-account-signing-key-file={}", self.root.join("sa.key").display()),
+                format!(
+                    "--service-account-key-file={}",
+                    self.root.join("sa.pub").display()
+                ),
+                format!(
+                    "--service-account-signing-key-file={}",
+                    self.root.join("sa.key").display()
+                ),
                 "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
                 "--allow-privileged=true".to_owned(),
                 "--disable-admission-plugins=ServiceAccount".to_owned(),
@@ -266,9 +282,15 @@ impl ControlPlane {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                let last = https::get(&self.admin_tls, port, "/readyz?verbose", None, Duration::from_secs(2))
-                    .map(|r| r.body)
-                    .unwrap_or_else(|e| format!("{e:#}"));
+                let last = https::get(
+                    &self.admin_tls,
+                    port,
+                    "/readyz?verbose",
+                    None,
+                    Duration::from_secs(2),
+                )
+                .map(|r| r.body)
+                .unwrap_or_else(|e| format!("{e:#}"));
                 bail!(
                     "kube-apiserver {i} was not ready on 127.0.0.1:{port} in time; /readyz says:\n{last}\nits log ends:\n{}",
                     process::log_tail(&self.apiservers[i].log)
@@ -426,7 +448,14 @@ impl ControlPlane {
     /// `kubectl apply --server-side` of a YAML stream as the admin.
     pub fn apply(&self, yaml: &str) -> anyhow::Result<String> {
         self.kubectl_run(
-            &["apply", "--server-side", "--force-conflicts", "--field-manager=ichor-test", "-f", "-"],
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager=ichor-test",
+                "-f",
+                "-",
+            ],
             Some(yaml),
         )
     }
@@ -438,7 +467,13 @@ impl ControlPlane {
 
     /// `GET path` on apiserver `i` with a bearer token, or anonymously.
     pub fn get_with_token(&self, i: usize, path: &str, token: Option<&str>) -> anyhow::Result<Response> {
-        https::get(&self.anonymous_tls, self.port(i), path, token, Duration::from_secs(10))
+        https::get(
+            &self.anonymous_tls,
+            self.port(i),
+            path,
+            token,
+            Duration::from_secs(10),
+        )
     }
 
     /// Apiserver `i`'s `/readyz`, anonymously.
@@ -471,7 +506,10 @@ impl ControlPlane {
 
     /// Starts a stopped apiserver `i` and waits for `/readyz` within `timeout`; how long it took.
     pub fn start_apiserver(&mut self, i: usize, timeout: Duration) -> anyhow::Result<Duration> {
-        anyhow::ensure!(self.apiservers[i].process.is_none(), "kube-apiserver {i} is running");
+        anyhow::ensure!(
+            self.apiservers[i].process.is_none(),
+            "kube-apiserver {i} is running"
+        );
         let started = Instant::now();
         self.spawn_apiserver(i)?;
         self.wait_ready(i, started + timeout)?;
@@ -486,7 +524,10 @@ impl ControlPlane {
 
     /// Starts apiserver `i` without waiting (to watch a start that may fail).
     pub fn spawn_apiserver_unready(&mut self, i: usize) -> anyhow::Result<()> {
-        anyhow::ensure!(self.apiservers[i].process.is_none(), "kube-apiserver {i} is running");
+        anyhow::ensure!(
+            self.apiservers[i].process.is_none(),
+            "kube-apiserver {i} is running"
+        );
         self.spawn_apiserver(i)
     }
 
@@ -502,7 +543,12 @@ impl ControlPlane {
 
     /// What Talos does when it applies a `KubeAuthenticationConfig`: stop apiserver `i`, write
     /// its new authentication file, start it and wait until it is ready; the downtime.
-    pub fn restart_apiserver(&mut self, i: usize, yaml: Option<&str>, timeout: Duration) -> anyhow::Result<Duration> {
+    pub fn restart_apiserver(
+        &mut self,
+        i: usize,
+        yaml: Option<&str>,
+        timeout: Duration,
+    ) -> anyhow::Result<Duration> {
         let started = Instant::now();
         self.stop_apiserver(i)?;
         if let Some(yaml) = yaml {

@@ -41,18 +41,23 @@ impl Pki {
     /// A new CA, admin certificate and service-account key.
     pub fn new() -> anyhow::Result<Self> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.distinguished_name.push(DnType::CommonName, "ichor-test-control-plane-ca");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "ichor-test-control-plane-ca");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate()?).context("self-signing the test CA")?;
+        let ca =
+            CertifiedIssuer::self_signed(params, KeyPair::generate()?).context("self-signing the test CA")?;
         let ca_pem = ca.pem();
         let mut admin = CertificateParams::new(Vec::<String>::new())?;
         admin.distinguished_name.push(DnType::CommonName, ADMIN_USER);
-        admin.distinguished_name.push(DnType::OrganizationName, ADMIN_GROUP);
+        admin
+            .distinguished_name
+            .push(DnType::OrganizationName, ADMIN_GROUP);
         admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         admin.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         let admin_key = KeyPair::generate()?;
