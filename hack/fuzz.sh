@@ -12,13 +12,16 @@
 # Build flags: $ICHOR_FUZZ_BUILD_FLAGS (default "-O": release, no overflow checks; set it to "-a"
 # for cargo-fuzz's debug assertions and overflow checks, at the cost of a second full build).
 #
-# Needs the nightly toolchain (sanitizers); installs cargo-fuzz when missing. Builds into
-# $ICHOR_FUZZ_TARGET (default ~/.cache/ichor-fuzz-target), never into the workspace's target
-# directory. New inputs the fuzzer finds go to a scratch corpus under that directory, so the
-# committed seeds stay small; to keep an interesting one, copy it into fuzz/corpus/<target>/.
-# A crash is fixed in the crate that owns the parser, with the reproducer as a regression test
-# in that crate's normal test suite; reproduce one with
-#   cargo +nightly fuzz run <target> fuzz/artifacts/<target>/<crash-file>   (from the repo root)
+# Toolchain: $ICHOR_FUZZ_TOOLCHAIN (default stable). cargo-fuzz passes unstable compiler flags
+# (-Zsanitizer=address), which a stable compiler takes with RUSTC_BOOTSTRAP=1; this script sets
+# it, so no nightly toolchain is needed (ICHOR_FUZZ_TOOLCHAIN=nightly uses one). Installs
+# cargo-fuzz when missing. Builds into $ICHOR_FUZZ_TARGET (default ~/.cache/ichor-fuzz-target),
+# never into the workspace's target directory. New inputs the fuzzer finds go to a scratch corpus
+# under that directory, so the committed seeds stay small; to keep an interesting one, copy it
+# into fuzz/corpus/<target>/ (the root workspace's tests run every committed seed:
+# fuzz/targets/tests/corpus.rs). A crash is fixed in the crate that owns the parser, with the
+# reproducer as a regression test in that crate's normal test suite; reproduce one with
+#   RUSTC_BOOTSTRAP=1 cargo +stable fuzz run <target> fuzz/artifacts/<target>/<crash-file>   (from the repo root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,25 +32,36 @@ if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 
-export CARGO_TARGET_DIR="${ICHOR_FUZZ_TARGET:-$HOME/.cache/ichor-fuzz-target}"
+toolchain="${ICHOR_FUZZ_TOOLCHAIN:-stable}"
+cargo_fuzz_version=0.13.2
 read -r -a build_flags <<<"${ICHOR_FUZZ_BUILD_FLAGS:--O}"
 
-if ! cargo +nightly --version >/dev/null 2>&1; then
-  echo "hack/fuzz.sh: the nightly toolchain is needed: rustup toolchain install nightly" >&2
+if ! cargo +"$toolchain" --version >/dev/null 2>&1; then
+  echo "hack/fuzz.sh: no Rust toolchain $toolchain (ICHOR_FUZZ_TOOLCHAIN): rustup toolchain install $toolchain" >&2
   exit 1
 fi
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-  echo "==> installing cargo-fuzz (missing)"
-  cargo +nightly install cargo-fuzz --locked
+if ! cargo +"$toolchain" fuzz --version >/dev/null 2>&1; then
+  echo "==> installing cargo-fuzz $cargo_fuzz_version (missing)"
+  cargo +"$toolchain" install cargo-fuzz --version "$cargo_fuzz_version" --locked ||
+    { echo "hack/fuzz.sh: could not install cargo-fuzz $cargo_fuzz_version" >&2; exit 1; }
 fi
 
-mapfile -t all < <(cargo +nightly fuzz list)
+export CARGO_TARGET_DIR="${ICHOR_FUZZ_TARGET:-$HOME/.cache/ichor-fuzz-target}"
+# The sanitizer and coverage flags cargo-fuzz passes are unstable; a stable compiler takes them
+# with this (a nightly one ignores it).
+export RUSTC_BOOTSTRAP=1
+
+mapfile -t all < <(cargo +"$toolchain" fuzz list)
+if [[ ${#all[@]} -eq 0 ]]; then
+  echo "hack/fuzz.sh: cargo fuzz list found no target in fuzz/" >&2
+  exit 1
+fi
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
 
-echo "==> cargo +nightly fuzz build (${#all[@]} targets, into $CARGO_TARGET_DIR)"
+echo "==> cargo +$toolchain fuzz build (${#all[@]} targets, $(rustc +"$toolchain" --version), into $CARGO_TARGET_DIR)"
 started=$(date +%s)
-cargo +nightly fuzz build "${build_flags[@]}"
+cargo +"$toolchain" fuzz build "${build_flags[@]}"
 echo "    built in $(($(date +%s) - started)) s"
 
 failed=()
@@ -64,7 +78,7 @@ for t in "${targets[@]}"; do
   log="$CARGO_TARGET_DIR/fuzz-$t.log"
   status=0
   # The scratch corpus comes first: libFuzzer writes new inputs into the first directory only.
-  cargo +nightly fuzz run "${build_flags[@]}" "$t" "$scratch" "fuzz/corpus/$t" -- \
+  cargo +"$toolchain" fuzz run "${build_flags[@]}" "$t" "$scratch" "fuzz/corpus/$t" -- \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     >"$log" 2>&1 || status=$?
   # -a: a log can hold the raw bytes of a crashing input. The last block is this run's.

@@ -18,8 +18,10 @@ validator="kubernetes-validate==1.37.0"
 
 if ! "$venv/bin/python" -c 'import helm_python, kubernetes_validate, yaml' >/dev/null 2>&1; then
   echo "installing $helm_sdk and $validator into $venv"
+  command -v python3 >/dev/null || { echo "hack/chart/test.sh: python3 (with its venv module) is needed" >&2; exit 1; }
   mkdir -p "$build"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "$helm_sdk" "$validator"
+  python3 -m venv "$venv" || { echo "hack/chart/test.sh: python3 -m venv $venv failed (is the venv module installed?)" >&2; exit 1; }
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$helm_sdk" "$validator" ||
+    { echo "hack/chart/test.sh: pip could not install $helm_sdk and $validator from PyPI" >&2; exit 1; }
 fi
 exec "$venv/bin/python" hack/chart/check.py "$@"
