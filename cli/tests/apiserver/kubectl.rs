@@ -4,7 +4,6 @@
 //! internal discovery listener under the Ichor CA — maps them to `ichor:<name>` with their role
 //! groups, which the chart's ClusterRoles authorize.
 
-use crate::dev_support;
 use crate::site::{Site, Terminal};
 
 const ICHOR_USER: &str = "apiVersion: ichor.maesh.dev/v1alpha1
@@ -60,30 +59,12 @@ async fn kubectl_signs_in_through_ichor_and_each_role_is_authorized_by_the_chart
             None,
         )
         .unwrap();
-    let admin_token = site.admin_token().await;
-    dev_support::provision_user(
-        &site.dev,
-        &admin_token,
-        "alice",
-        &["viewer"],
-        "alice's own password",
-    )
-    .await;
-    dev_support::provision_user(
-        &site.dev,
-        &admin_token,
-        "bob",
-        &["operator"],
-        "bob's own password!",
-    )
-    .await;
-
-    let alice = Terminal::open(&site, "alice", "alice's own password").await;
-    let bob = Terminal::open(&site, "bob", "bob's own password!").await;
+    let alice = site.person("alice", &["viewer"], "alice's own password").await;
+    let bob = site.person("bob", &["operator"], "bob's own password!").await;
     let admin = Terminal::open(&site, "admin", crate::site::ADMIN_PASSWORD).await;
+    admin.login(&site).await;
 
     for (t, role) in [(&alice, "viewer"), (&bob, "operator"), (&admin, "admin")] {
-        t.login(&site).await;
         let (name, groups) = t.whoami(&site).await;
         assert_eq!(name, format!("ichor:{}", t.user));
         let mut groups = groups;

@@ -6,8 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::dev_support;
-use crate::site::{Site, Terminal};
+use crate::site::Site;
 
 /// Rewrites `<manifests>/<name>.yaml` with `edit`.
 fn edit_user(site: &Site, name: &str, edit: impl Fn(&str) -> String) {
@@ -24,20 +23,9 @@ async fn a_disabled_user_loses_kubectl_and_a_role_change_reaches_it_at_the_next_
     let Some(site) = Site::start("", &["--token-ttl", "1m"]).await else {
         return;
     };
-    let admin_token = site.admin_token().await;
-    dev_support::provision_user(
-        &site.dev,
-        &admin_token,
-        "alice",
-        &["viewer"],
-        "alice's own password",
-    )
-    .await;
-    dev_support::provision_user(&site.dev, &admin_token, "bob", &["viewer"], "bob's own password!").await;
-    let alice = Terminal::open(&site, "alice", "alice's own password").await;
-    let bob = Terminal::open(&site, "bob", "bob's own password!").await;
+    let alice = site.person("alice", &["viewer"], "alice's own password").await;
+    let bob = site.person("bob", &["viewer"], "bob's own password!").await;
     for t in [&alice, &bob] {
-        t.login(&site).await;
         let (_, groups) = t.whoami(&site).await;
         assert!(groups.contains(&"ichor:viewer".to_owned()), "{groups:?}");
     }

@@ -167,6 +167,16 @@ impl Site {
         }
     }
 
+    /// A new person with `roles`: created by the admin, their first password replaced by
+    /// `password`, their kubeconfig fetched, signed in with `ichor auth login`.
+    pub async fn person(&self, name: &str, roles: &[&str], password: &str) -> Terminal {
+        let admin_token = self.admin_token().await;
+        dev_support::provision_user(&self.dev, &admin_token, name, roles, password).await;
+        let terminal = Terminal::open(self, name, password).await;
+        terminal.login(self).await;
+        terminal
+    }
+
     /// Stops the issuer (`ichor dev`).
     pub fn stop_issuer(&mut self) {
         let _ = self.dev.child.kill();
