@@ -10,6 +10,8 @@ quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
 
 step() { printf '\n==> %s\n' "$*"; }
+# The machine's own Go (1.26+) before any other on PATH (Debian's packages may bring an older one).
+[[ -x /usr/local/go/bin/go ]] && export PATH="/usr/local/go/bin:$PATH"
 started=$(date +%s)
 
 step "toolchain"
@@ -34,6 +36,8 @@ done
 export ICHOR_BUILD_DIR="${ICHOR_BUILD_DIR:-$PWD/.build}" ICHOR_REQUIRE_CONSUMERS=1
 step "test dependencies"
 hack/install-test-deps.sh
+step "the real control plane: kube-apiserver, kubectl and etcd from their Go modules (hack/kube/build.sh)"
+hack/kube/build.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
