@@ -124,14 +124,21 @@ async fn ichor_dev_signs_in_the_printed_admin_serves_the_user_service_follows_th
     let edited = Instant::now();
     loop {
         match sign_in(&http, &dev, "ichor-cli", Some("ichor-kube"), "bob", bob_password).await {
-            Err(refusal) => {
-                // Refused at the password step, or (when the edit lands between the two) at the
-                // code exchange, which re-reads the user.
-                assert!(
-                    refusal.starts_with("login: ") || refusal.contains("the user is disabled"),
-                    "{refusal}"
-                );
+            // Refused at the password step, or (when the edit lands between the two) at the
+            // code exchange, which re-reads the user.
+            Err(refusal)
+                if refusal.contains("This account is disabled")
+                    || refusal.contains("the user is disabled") =>
+            {
                 break;
+            }
+            // Anything else (a busy password queue on a loaded machine) is not the answer.
+            Err(other) => {
+                eprintln!("bob's sign-in failed otherwise: {other}");
+                assert!(
+                    edited.elapsed() < Duration::from_secs(12),
+                    "bob is not refused as disabled: {other}"
+                );
             }
             Ok(_) => assert!(
                 edited.elapsed() < Duration::from_secs(12),

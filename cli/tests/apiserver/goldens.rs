@@ -209,7 +209,7 @@ fn every_fixture_configuration_is_decided_by_a_real_kube_apiserver_as_by_ours() 
                 std::thread::sleep(Duration::from_millis(200));
             };
             assert!(!status.success(), "{what}: {status}");
-            let log = &plane.log_unquoted(0)[log_before..];
+            let log = &plane.log_unquoted_since(0, log_before);
             let expected = format!("invalid authentication configuration: {}\"", case.ours_at_start);
             assert!(
                 log.contains(&expected),
@@ -233,8 +233,8 @@ fn every_fixture_configuration_is_decided_by_a_real_kube_apiserver_as_by_ours() 
         plane.write_authentication_config(0, &case.yaml).unwrap();
         let deadline = Instant::now() + Duration::from_secs(150);
         let said = loop {
-            let log = plane.log_unquoted(0);
-            if let Some(line) = log[log_before..]
+            let log = plane.log_unquoted_since(0, log_before);
+            if let Some(line) = log
                 .lines()
                 .find(|l| l.contains("failed to validate authentication config"))
             {

@@ -583,7 +583,17 @@ impl ControlPlane {
     /// Apiserver `i`'s log with klog's quoting of structured values undone (`err="…\"x\"…"`
     /// reads `…"x"…`), so a message can be searched for as the apiserver wrote it.
     pub fn log_unquoted(&self, i: usize) -> String {
-        self.log(i).replace("\\\"", "\"").replace("\\\\", "\\")
+        self.log_unquoted_since(i, 0)
+    }
+
+    /// As [`ControlPlane::log_unquoted`], from byte `offset` of the log as written (a length
+    /// of [`ControlPlane::log`] taken earlier).
+    pub fn log_unquoted_since(&self, i: usize, offset: usize) -> String {
+        let log = self.log(i);
+        log.get(offset..)
+            .unwrap_or_default()
+            .replace("\\\"", "\"")
+            .replace("\\\\", "\\")
     }
 
     /// The resident set of apiserver `i` and of etcd, in KiB (for the record).
