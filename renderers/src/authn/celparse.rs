@@ -398,21 +398,31 @@ impl Parser {
     }
 
     fn args(&mut self, close: &str) -> Result<Vec<Expr>, SyntaxError> {
-        let mut args = Vec::new();
+        self.items(close, Self::expr)
+    }
+
+    /// Comma-separated items up to `close` (already past the opening token), each optionally
+    /// marked `?`, with a trailing comma allowed: arguments, list and map entries, fields.
+    fn items<T>(
+        &mut self,
+        close: &str,
+        mut item: impl FnMut(&mut Self) -> Result<T, SyntaxError>,
+    ) -> Result<Vec<T>, SyntaxError> {
+        let mut items = Vec::new();
         if self.eat(close).is_some() {
-            return Ok(args);
+            return Ok(items);
         }
         loop {
             self.eat("?");
-            args.push(self.expr()?);
+            items.push(item(self)?);
             if self.eat(",").is_some() {
                 if self.eat(close).is_some() {
-                    return Ok(args);
+                    return Ok(items);
                 }
                 continue;
             }
             self.expect(close)?;
-            return Ok(args);
+            return Ok(items);
         }
     }
 
@@ -448,24 +458,12 @@ impl Parser {
             }
             Tok::Op("{") => {
                 self.pos += 1;
-                let mut entries = Vec::new();
-                if self.eat("}").is_none() {
-                    loop {
-                        self.eat("?");
-                        let k = self.expr()?;
-                        self.expect(":")?;
-                        let v = self.expr()?;
-                        entries.push((k, v));
-                        if self.eat(",").is_some() {
-                            if self.eat("}").is_some() {
-                                break;
-                            }
-                            continue;
-                        }
-                        self.expect("}")?;
-                        break;
-                    }
-                }
+                let entries = self.items("}", |p| {
+                    let k = p.expr()?;
+                    p.expect(":")?;
+                    let v = p.expr()?;
+                    Ok((k, v))
+                })?;
                 Ok(node(at, Kind::Map(entries)))
             }
             _ => Err(self.unexpected()),
@@ -486,26 +484,14 @@ impl Parser {
 
     /// The fields of a message literal, after its `{`.
     fn message(&mut self, open: usize) -> Result<Expr, SyntaxError> {
-        let mut values = Vec::new();
-        if self.eat("}").is_none() {
-            loop {
-                self.eat("?");
-                if !matches!(self.peek(), Tok::Ident(_)) {
-                    return Err(self.unexpected());
-                }
-                self.pos += 1;
-                self.expect(":")?;
-                values.push(self.expr()?);
-                if self.eat(",").is_some() {
-                    if self.eat("}").is_some() {
-                        break;
-                    }
-                    continue;
-                }
-                self.expect("}")?;
-                break;
+        let values = self.items("}", |p| {
+            if !matches!(p.peek(), Tok::Ident(_)) {
+                return Err(p.unexpected());
             }
-        }
+            p.pos += 1;
+            p.expect(":")?;
+            p.expr()
+        })?;
         Ok(node(open, Kind::Struct(values)))
     }
 }
