@@ -51,6 +51,9 @@ struct Apiserver {
     came_back_at: Mutex<Option<Instant>>,
     never_back: Mutex<bool>,
     hits: Mutex<usize>,
+    /// Whether a probe saw it down since its last restart: a restarting apiserver is seen down
+    /// at least once, however late the first probe comes on a loaded machine.
+    seen_down: Mutex<bool>,
 }
 
 impl Apiserver {
@@ -65,6 +68,7 @@ impl Apiserver {
             Some(Instant::now() + DOWN_FOR)
         });
         *self.came_back_at.lock().unwrap() = None;
+        *self.seen_down.lock().unwrap() = false;
     }
     fn ready_now(&self) -> bool {
         *self.hits.lock().unwrap() += 1;
@@ -72,7 +76,10 @@ impl Apiserver {
         match *down {
             None => true,
             Some(None) => false,
-            Some(Some(until)) if Instant::now() < until => false,
+            Some(Some(until)) if Instant::now() < until || !*self.seen_down.lock().unwrap() => {
+                *self.seen_down.lock().unwrap() = true;
+                false
+            }
             Some(Some(_)) => {
                 *down = None;
                 *self.came_back_at.lock().unwrap() = Some(Instant::now());
