@@ -9,8 +9,12 @@
 #   hack/fuzz.sh 600             # the long run: 10 minutes per target (about 90 minutes)
 #   hack/fuzz.sh 60 jws_tokens keys_json
 #
-# Build flags: $ICHOR_FUZZ_BUILD_FLAGS (default "-O": release, no overflow checks; set it to "-a"
-# for cargo-fuzz's debug assertions and overflow checks, at the cost of a second full build).
+# Build flags: $ICHOR_FUZZ_BUILD_FLAGS. The default depends on the run's length: under 60 s per
+# target (the smoke run of hack/test.sh) "--dev": no optimisation, with debug assertions and
+# overflow checks, which builds in a fraction of the time of a release build and is fast enough to
+# replay the seeds and explore for seconds; 60 s or more "-O": release (cargo-fuzz forces one
+# codegen unit per crate so that the coverage passes do not stop inlining), several times the
+# executions per second. The two builds keep separate artifacts under $ICHOR_FUZZ_TARGET.
 #
 # Toolchain: $ICHOR_FUZZ_TOOLCHAIN (default stable). cargo-fuzz passes unstable compiler flags
 # (-Zsanitizer=address), which a stable compiler takes with RUSTC_BOOTSTRAP=1; this script sets
@@ -34,7 +38,9 @@ fi
 
 toolchain="${ICHOR_FUZZ_TOOLCHAIN:-stable}"
 cargo_fuzz_version=0.13.2
-read -r -a build_flags <<<"${ICHOR_FUZZ_BUILD_FLAGS:--O}"
+default_flags=-O
+((seconds < 60)) && default_flags=--dev
+read -r -a build_flags <<<"${ICHOR_FUZZ_BUILD_FLAGS:-$default_flags}"
 
 if ! cargo +"$toolchain" --version >/dev/null 2>&1; then
   echo "hack/fuzz.sh: no Rust toolchain $toolchain (ICHOR_FUZZ_TOOLCHAIN): rustup toolchain install $toolchain" >&2
@@ -59,7 +65,7 @@ fi
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
 
-echo "==> cargo +$toolchain fuzz build (${#all[@]} targets, $(rustc +"$toolchain" --version), into $CARGO_TARGET_DIR)"
+echo "==> cargo +$toolchain fuzz build ${build_flags[*]} (${#all[@]} targets, $(rustc +"$toolchain" --version), into $CARGO_TARGET_DIR)"
 started=$(date +%s)
 cargo +"$toolchain" fuzz build "${build_flags[@]}"
 echo "    built in $(($(date +%s) - started)) s"
