@@ -33,6 +33,38 @@ impl ControlPlane {
         )
     }
 
+    /// A token of the ServiceAccount `namespace/name` from the TokenRequest API (`kubectl create
+    /// token`), bound to no object, valid for `valid_for` (at least ten minutes).
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        valid_for: Duration,
+    ) -> anyhow::Result<String> {
+        let duration = format!("--duration={}s", valid_for.as_secs());
+        let token = self.kubectl_run(&["create", "token", name, "-n", namespace, &duration], None)?;
+        let token = token.trim();
+        anyhow::ensure!(
+            !token.is_empty(),
+            "kubectl create token {namespace}/{name} printed no token"
+        );
+        Ok(token.to_owned())
+    }
+
+    /// A kubeconfig file (in the control plane's directory) for apiserver `i` that presents the
+    /// bearer `token`: what a component started as a local process gets as `KUBECONFIG`.
+    pub fn token_kubeconfig(
+        &self,
+        i: usize,
+        token: &str,
+        file_name: &str,
+    ) -> anyhow::Result<std::path::PathBuf> {
+        let path = self.root.join(file_name);
+        std::fs::write(&path, self.token_kubeconfig_yaml(i, token))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    }
+
     /// `kubectl auth whoami -o json` presenting `token` to apiserver `i`: the user name and
     /// groups, or kubectl's error.
     pub fn whoami_with_token(&self, i: usize, token: &str) -> anyhow::Result<(String, Vec<String>)> {

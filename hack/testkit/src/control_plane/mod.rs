@@ -16,6 +16,7 @@
 //! No controller-manager runs: nothing garbage-collects, and a deleted namespace stays
 //! Terminating.
 
+mod audit;
 mod clients;
 mod https;
 mod pki;
@@ -28,9 +29,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 
+pub use audit::{AUDIT_POLICY, AuditEvent, ObjectRef, UserInfo, read_audit_log};
 pub use https::Response;
 pub use pki::{ADMIN_GROUP, ADMIN_USER, Pair, Pki};
-use process::Process;
+pub use process::{Process, log_tail};
 
 use crate::consumers::{self, KubeBinary};
 
@@ -54,6 +56,9 @@ pub struct Options {
     pub start_timeout: Duration,
     /// More kube-apiserver flags.
     pub extra_args: Vec<String>,
+    /// Write an audit log of every ServiceAccount's requests ([`AUDIT_POLICY`],
+    /// [`ControlPlane::audit_events`]).
+    pub audit: bool,
 }
 
 impl Default for Options {
@@ -63,6 +68,7 @@ impl Default for Options {
             authentication_config: EMPTY_AUTHENTICATION_CONFIG.to_owned(),
             start_timeout: DEFAULT_START_TIMEOUT,
             extra_args: Vec::new(),
+            audit: false,
         }
     }
 }
@@ -182,6 +188,10 @@ impl ControlPlane {
 
     fn finish_start(&mut self, options: &Options, etcd_port: u16, deadline: Instant) -> anyhow::Result<()> {
         self.wait_etcd(etcd_port, deadline)?;
+        let audit_policy = self.root.join("audit-policy.yaml");
+        if options.audit {
+            write_private(&audit_policy, AUDIT_POLICY)?;
+        }
         for i in 0..options.apiservers {
             let dir = self.root.join(format!("apiserver-{i}"));
             std::fs::create_dir_all(&dir)?;
@@ -217,6 +227,10 @@ impl ControlPlane {
                 format!("--authentication-config={}", auth_file.display()),
                 "--v=1".to_owned(),
             ];
+            if options.audit {
+                args.push(format!("--audit-policy-file={}", audit_policy.display()));
+                args.push(format!("--audit-log-path={}", dir.join("audit.log").display()));
+            }
             args.extend(options.extra_args.iter().cloned());
             self.apiservers.push(ApiServer {
                 port,

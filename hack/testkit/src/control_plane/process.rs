@@ -78,6 +78,17 @@ impl Process {
         Ok(())
     }
 
+    /// SIGKILL, and reap: a crash, with no chance to clean up.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
     /// Its process id.
     pub fn id(&self) -> u32 {
         self.child.id()

@@ -1,0 +1,188 @@
+//! Ichor installed on a real control plane the way `helm install` leaves it, for components run
+//! as local processes under the chart's own RBAC.
+//!
+//! [`install`] creates the namespace, applies the CRDs (the chart's and the partial views of the
+//! Talos kinds in `hack/crds/`), waits until the apiserver serves them, and applies the chart
+//! server-side: the rendering in `golden/chart/users-on.yaml`, which `hack/chart/test.sh` keeps
+//! byte-equal to what the real Helm engine renders (`users.enabled=true`). Nothing runs the
+//! Deployments (no kubelet): a test starts the binaries itself, each with a kubeconfig holding a
+//! token of its ServiceAccount from the TokenRequest API ([`component_kubeconfig`]), so the
+//! apiserver authorizes them exactly as it would their pods.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::consumers::repo_root;
+use crate::control_plane::ControlPlane;
+
+/// The namespace Ichor installs into (a contract of its object names).
+pub const NAMESPACE: &str = "ichor-system";
+/// The controller's ServiceAccount.
+pub const CONTROLLER_SERVICE_ACCOUNT: &str = "ichor-controller";
+/// The issuer's ServiceAccount.
+pub const ISSUER_SERVICE_ACCOUNT: &str = "ichor-issuer";
+/// How long a component's token is valid (longer than any test).
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// The user name the apiserver gives a ServiceAccount of [`NAMESPACE`].
+pub fn service_account_user(name: &str) -> String {
+    format!("system:serviceaccount:{NAMESPACE}:{name}")
+}
+
+/// The chart as the real Helm engine renders it with users on (`golden/chart/users-on.yaml`).
+///
+/// # Errors
+/// The file cannot be read.
+pub fn chart_manifest() -> anyhow::Result<String> {
+    let path = repo_root().join("golden/chart/users-on.yaml");
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The object `kind`/`name` of the chart, as JSON (to apply again, or changed).
+///
+/// # Errors
+/// The chart has no such object.
+pub fn chart_object(kind: &str, name: &str) -> anyhow::Result<serde_json::Value> {
+    use serde::Deserialize as _;
+    let chart = chart_manifest()?;
+    for document in serde_yaml::Deserializer::from_str(&chart) {
+        let value = serde_json::Value::deserialize(document)
+            .context("the chart holds a document that is not YAML")?;
+        if value["kind"] == kind && value["metadata"]["name"] == name {
+            return Ok(value);
+        }
+    }
+    anyhow::bail!("the chart has no {kind} {name}")
+}
+
+/// Every CRD the controller watches: `helm/ichor/crds/` and `hack/crds/`, as one YAML stream.
+///
+/// # Errors
+/// A directory or file cannot be read.
+pub fn crd_manifests() -> anyhow::Result<String> {
+    let mut out = String::new();
+    for dir in ["helm/ichor/crds", "hack/crds"] {
+        let dir = repo_root().join(dir);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        for f in files {
+            out.push_str("---\n");
+            out.push_str(&std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?);
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+/// Installs Ichor on `plane`: [`install_crds`], then [`install_chart`].
+///
+/// # Errors
+/// What kubectl answered when the apiserver refused an object.
+pub fn install(plane: &ControlPlane) -> anyhow::Result<()> {
+    install_crds(plane)?;
+    install_chart(plane)
+}
+
+/// The namespace and the CRDs, waited for until established: what exists before the chart's
+/// webhooks do (an object written now is not reviewed by them).
+///
+/// # Errors
+/// What kubectl answered when the apiserver refused an object.
+pub fn install_crds(plane: &ControlPlane) -> anyhow::Result<()> {
+    plane.apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n"
+    ))?;
+    plane.apply(&crd_manifests()?).context("applying the CRDs")?;
+    plane
+        .kubectl_run(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd",
+                "--all",
+                "--timeout=60s",
+            ],
+            None,
+        )
+        .context("waiting for the CRDs to be established")?;
+    Ok(())
+}
+
+/// The chart, applied server-side as the admin.
+///
+/// # Errors
+/// What kubectl answered when the apiserver refused an object.
+pub fn install_chart(plane: &ControlPlane) -> anyhow::Result<()> {
+    plane.apply(&chart_manifest()?).context("applying the chart")?;
+    Ok(())
+}
+
+/// The first non-loopback IPv4 address of this host: where an apiserver reaches a webhook
+/// server through a Service's endpoints (an EndpointSlice may not hold a loopback address).
+///
+/// # Errors
+/// The host has no such address.
+pub fn host_address() -> anyhow::Result<std::net::Ipv4Addr> {
+    for probe in ["192.0.2.1:9", "10.255.255.255:9", "172.16.0.1:9", "192.168.0.1:9"] {
+        let Ok(socket) = std::net::UdpSocket::bind("0.0.0.0:0") else {
+            continue;
+        };
+        // A connected UDP socket sends nothing; it only picks the route and so the address.
+        if socket.connect(probe).is_err() {
+            continue;
+        }
+        if let Ok(std::net::SocketAddr::V4(local)) = socket.local_addr()
+            && !local.ip().is_loopback()
+            && !local.ip().is_unspecified()
+        {
+            return Ok(*local.ip());
+        }
+    }
+    anyhow::bail!(
+        "this host has no non-loopback IPv4 address, so no Service endpoint can point at a local webhook server"
+    )
+}
+
+/// Points the Service `service` of [`NAMESPACE`] at `address:port` with an EndpointSlice named
+/// after it (replacing the previous one): what a Deployment's ready pod gives a Service, for an
+/// apiserver started with `--enable-aggregator-routing=true`, which resolves a webhook's
+/// `service:` reference through its endpoints and verifies the serving certificate for the
+/// Service's DNS name `<service>.<namespace>.svc`.
+///
+/// # Errors
+/// What kubectl answered when the apiserver refused the slice.
+pub fn point_service_at(
+    plane: &ControlPlane,
+    service: &str,
+    port_name: &str,
+    address: std::net::Ipv4Addr,
+    port: u16,
+) -> anyhow::Result<()> {
+    let slice = format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {service}-local\n  namespace: {NAMESPACE}\n  labels:\n    kubernetes.io/service-name: {service}\naddressType: IPv4\nports:\n- name: {port_name}\n  port: {port}\n  protocol: TCP\nendpoints:\n- addresses: [\"{address}\"]\n  conditions:\n    ready: true\n"
+    );
+    plane
+        .apply(&slice)
+        .with_context(|| format!("pointing Service {service} at {address}:{port}"))?;
+    Ok(())
+}
+
+/// A kubeconfig for apiserver `i` that authenticates as the ServiceAccount `service_account` of
+/// [`NAMESPACE`] (a TokenRequest token valid for [`TOKEN_LIFETIME`]).
+///
+/// # Errors
+/// The TokenRequest was refused, or the file cannot be written.
+pub fn component_kubeconfig(
+    plane: &ControlPlane,
+    i: usize,
+    service_account: &str,
+) -> anyhow::Result<PathBuf> {
+    let token = plane.service_account_token(NAMESPACE, service_account, TOKEN_LIFETIME)?;
+    plane.token_kubeconfig(i, &token, &format!("{service_account}-{i}.kubeconfig"))
+}
