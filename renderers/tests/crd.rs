@@ -5,8 +5,7 @@
 
 use std::path::Path;
 
-use ichor_renderers::crd::{IchorUser, crd_files};
-use kube::CustomResourceExt;
+use ichor_renderers::crd::{crd_files, ichor_user_crd};
 use serde_json::{Value, json};
 
 #[test]
@@ -34,7 +33,7 @@ fn the_chart_ships_only_the_ichoruser_crd() {
 }
 
 fn user_schema() -> Value {
-    let crd = serde_json::to_value(IchorUser::crd()).unwrap();
+    let crd = serde_json::to_value(ichor_user_crd()).unwrap();
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 

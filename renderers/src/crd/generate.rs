@@ -2,7 +2,7 @@
 
 use kube::CustomResourceExt;
 
-use super::{IchorInstallation, IchorUser, TalosCluster, TalosMachine, TalosOperation};
+use super::{IchorInstallation, TalosCluster, TalosMachine, TalosOperation, ichor_user_crd};
 
 /// One generated CRD manifest and its path relative to the repository root.
 #[derive(Debug, Clone)]
@@ -26,7 +26,7 @@ const HEADER: &str =
 /// Serialising a CRD to YAML failed (a bug in the types).
 pub fn crd_files() -> Result<Vec<CrdFile>, serde_yaml::Error> {
     let items = [
-        ("helm/ichor/crds", IchorUser::crd()),
+        ("helm/ichor/crds", ichor_user_crd()),
         ("hack/crds", TalosCluster::crd()),
         ("hack/crds", TalosMachine::crd()),
         ("hack/crds", TalosOperation::crd()),

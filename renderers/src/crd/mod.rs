@@ -30,7 +30,7 @@ pub use operation::{
     NodeAction, OperationKind, OperationNodeResult, OperationPhase, TalosOperation, TalosOperationSpec,
     TalosOperationStatus,
 };
-pub use user::{IchorUser, IchorUserSpec, IchorUserStatus};
+pub use user::{IchorUser, IchorUserSpec, IchorUserStatus, ichor_user_crd};
 
 /// The API group of every Ichor custom resource.
 pub const GROUP: &str = "ichor.maesh.dev";

@@ -119,7 +119,10 @@ pub struct TalosOperationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<OperationPhase>,
     /// Index (0-based) of the step in progress in `nodes`.
+    // `uint32` is no format the apiserver knows (`kubectl apply` warns); the value is an integer
+    // of at least 0, which `int64` holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "int64"))]
     pub current_step: Option<u32>,
     /// One entry per machine, in rollout order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Disabled", type_ = "boolean", json_path = ".spec.disabled"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     validation = Rule::new("size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')")
-        .message("metadata.name must be a DNS label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"),
+        .message("metadata.name must be a DNS label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
+        .field_path(".metadata.name"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct IchorUserSpec {
@@ -71,4 +72,37 @@ pub struct IchorUserStatus {
     /// The generation the conditions were computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// The `IchorUser` CRD as installed: the derived one with `metadata.name` declared in its
+/// schema, so that the name rule reports its field (`fieldPath: .metadata.name`; the apiserver
+/// takes no `fieldPath` outside the declared schema, and without one a `kubectl` user reads
+/// `<nil>: Invalid value`). A CRD may declare `metadata.name` and `metadata.generateName` at
+/// its root and nothing else of `metadata`.
+pub fn ichor_user_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+    use kube::CustomResourceExt as _;
+    let mut crd = IchorUser::crd();
+    for version in &mut crd.spec.versions {
+        if let Some(root) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            let name = JSONSchemaProps {
+                type_: Some("string".into()),
+                ..JSONSchemaProps::default()
+            };
+            let metadata = JSONSchemaProps {
+                type_: Some("object".into()),
+                properties: Some(std::iter::once(("name".to_owned(), name)).collect()),
+                ..JSONSchemaProps::default()
+            };
+            root.properties
+                .get_or_insert_with(Default::default)
+                .insert("metadata".into(), metadata);
+        }
+    }
+    crd
 }
