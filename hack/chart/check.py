@@ -55,7 +55,7 @@ SECRET_GRANTS: dict[tuple[str, str], set[tuple[str, str | None]]] = {
     ("Role", "ichor-controller"): {
         *{
             (verb, name)
-            for verb in ("get", "list", "watch", "update", "patch")
+            for verb in ("get", "list", "watch", "update")
             for name in ("ichor-oidc-signing", "ichor-oidc-ca", "ichor-oidc-tls", "ichor-webhook-tls")
         },
         *{(verb, "ichor-user-credentials") for verb in ("get", "list", "watch", "patch")},
