@@ -1,0 +1,407 @@
+//! Two `ichor-controller run --leader-elect` replicas on a real control plane under the chart's
+//! RBAC: one leader on the Lease, the owned Secrets and the trust ConfigMap created once, the
+//! IchorUser status and the credentials garbage collection written, `kill -9` of the leader
+//! survived by the standby within the lease's bounds with nothing created twice or lost, the
+//! watches resumed across an apiserver restart without missing what changed meanwhile, every
+//! webhook rule decided through the real apiserver ([`crate::webhooks`]), and every rule of the
+//! chart's controller Roles used, none missing.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use ichor_reconcilers::run::leader::LeaseConfig;
+use ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET;
+use ichor_reconcilers::sim::fixtures::{Auth, cluster, control_plane};
+use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
+use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
+use ichor_testkit::control_plane::{ControlPlane, Options};
+use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE};
+use ichor_testkit::{rbac, wait};
+use serde_json::{Value, json};
+
+use crate::replicas::{Replica, condition, get, lease_holder};
+
+const OWNED_SECRETS: [&str; 4] = [SIGNING_SECRET, CA_SECRET, TLS_SECRET, WEBHOOK_TLS_SECRET];
+/// Granted rules only a 409 Conflict makes the controller use: it reads the object again. A real
+/// apiserver answers 409 only to a write that loses a race, which a test cannot arrange on
+/// demand; the re-reads are tested against the scripted server (`tests/apply.rs`).
+const CONFLICT_ONLY: [(&str, &str); 3] = [
+    (
+        "Role ichor-system/ichor-controller rule 1: get secrets [\"ichor-user-credentials\"]",
+        "a credentials key removal that met a conflict",
+    ),
+    (
+        "Role ichor-system/ichor-controller rule 6: get ichorusers",
+        "a status write that met a conflict, and whether the user came back",
+    ),
+    (
+        "Role ichor-system/ichor-controller rule 6: get talosmachines",
+        "a status write that met a conflict",
+    ),
+];
+const SETTLE: Duration = Duration::from_secs(60);
+const HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$aWNob3ItY2x1c3Rlci10ZXN0$c29tZSBvdXRwdXQgYnl0ZXMgaGVyZSEhISEhISE";
+
+fn user(name: &str, roles: &[&str]) -> String {
+    json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"displayName": name, "roles": roles}})
+    .to_string()
+}
+
+fn entry(name: &str) -> String {
+    let now = jiff::Timestamp::now();
+    let json = CredentialsEntry::new(HASH.to_owned(), now, false)
+        .to_json(name)
+        .unwrap();
+    base64::engine::general_purpose::STANDARD.encode(json)
+}
+
+/// The credentials Secret as the issuer keeps it, with an entry per name.
+fn credentials(names: &[&str]) -> String {
+    let data: serde_json::Map<String, Value> =
+        names.iter().map(|n| ((*n).to_owned(), json!(entry(n)))).collect();
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": CREDENTIALS_SECRET_NAME, "namespace": NAMESPACE},
+        "data": data})
+    .to_string()
+}
+
+/// A fixture object as kubectl applies it (no server-set metadata).
+fn manifest(mut value: Value) -> String {
+    if let Some(meta) = value["metadata"].as_object_mut() {
+        meta.remove("generation");
+    }
+    if let Some(map) = value.as_object_mut() {
+        map.remove("status");
+    }
+    value.to_string()
+}
+
+fn credential_keys(plane: &ControlPlane, on: usize) -> anyhow::Result<Vec<String>> {
+    Ok(get(plane, on, "secret", CREDENTIALS_SECRET_NAME)?
+        .and_then(|s| s["data"].as_object().map(|d| d.keys().cloned().collect()))
+        .unwrap_or_default())
+}
+
+/// Each owned Secret's uid and data: what must survive a failover unchanged.
+fn owned(plane: &ControlPlane) -> anyhow::Result<BTreeMap<&'static str, (Value, Value)>> {
+    let mut out = BTreeMap::new();
+    for name in OWNED_SECRETS {
+        let s = get(plane, 0, "secret", name)?.ok_or_else(|| anyhow::anyhow!("Secret {name} is gone"))?;
+        out.insert(name, (s["metadata"]["uid"].clone(), s["data"].clone()));
+    }
+    Ok(out)
+}
+
+fn wait_status(plane: &ControlPlane, name: &str, kind: &str, want: &str) -> anyhow::Result<()> {
+    wait::until(&format!("IchorUser {name} {kind}={want}"), SETTLE, || {
+        Ok(get(plane, 0, "ichoruser", name)?.filter(|u| condition(u, kind).as_deref() == Some(want)))
+    })
+    .map(|_| ())
+}
+
+fn wait_keys(plane: &ControlPlane, want: &[&str]) -> anyhow::Result<()> {
+    wait::until(&format!("credentials keys {want:?}"), SETTLE, || {
+        let mut keys = credential_keys(plane, 0)?;
+        keys.sort();
+        Ok((keys == want).then_some(()))
+    })
+}
+
+/// The issuer Service deleted, and the trust ConfigMap made unreadable meanwhile: the controller
+/// deletes it as an orphan. The Service created again at another ClusterIP: the Ichor leaf is
+/// issued again for the new address and the ConfigMap comes back.
+fn issuer_service_recreated(plane: &ControlPlane) -> anyhow::Result<()> {
+    let old_ip = get(plane, 0, "service", "ichor-issuer")?
+        .and_then(|s| s["spec"]["clusterIP"].as_str().map(str::to_owned))
+        .ok_or_else(|| anyhow::anyhow!("the issuer Service has no ClusterIP"))?;
+    let tls_before = get(plane, 0, "secret", TLS_SECRET)?.map(|s| s["data"].clone());
+    plane.kubectl_run(&["delete", "service", "ichor-issuer", "-n", NAMESPACE], None)?;
+    let unreadable = r#"[{"op": "remove", "path": "/data"}]"#;
+    plane.kubectl_run(
+        &[
+            "patch",
+            "configmap",
+            TRUST_CONFIGMAP,
+            "-n",
+            NAMESPACE,
+            "--type=json",
+            "-p",
+            unreadable,
+        ],
+        None,
+    )?;
+    wait::until(
+        "the unreadable trust ConfigMap deleted as an orphan",
+        SETTLE,
+        || {
+            Ok(get(plane, 0, "configmap", TRUST_CONFIGMAP)?
+                .is_none()
+                .then_some(()))
+        },
+    )?;
+    let mut service = install::chart_object("Service", "ichor-issuer")?;
+    service["spec"]["clusterIP"] = json!(if old_ip == "10.0.0.200" {
+        "10.0.0.201"
+    } else {
+        "10.0.0.200"
+    });
+    plane.apply(&service.to_string())?;
+    wait::until("the trust ConfigMap back", SETTLE, || {
+        get(plane, 0, "configmap", TRUST_CONFIGMAP)
+    })?;
+    wait::until(
+        "the Ichor leaf issued again for the new ClusterIP",
+        SETTLE,
+        || {
+            Ok(get(plane, 0, "secret", TLS_SECRET)?
+                .filter(|s| Some(&s["data"]) != tls_before.as_ref())
+                .map(|_| ()))
+        },
+    )?;
+    Ok(())
+}
+
+#[test]
+fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches() -> anyhow::Result<()> {
+    let options = Options {
+        apiservers: 2,
+        audit: true,
+        // Webhook Services resolved through their endpoints (crate::webhooks).
+        extra_args: vec!["--enable-aggregator-routing=true".to_owned()],
+        ..Options::default()
+    };
+    let Some(mut plane) = ControlPlane::start(options)? else {
+        return Ok(());
+    };
+    // The clusters exist before the chart's webhooks do (`legacy` with Cilium values that its
+    // check would refuse today: the webhook ratchets them).
+    install::install_crds(&plane)?;
+    plane.apply(&manifest(cluster("prod", 1, Auth::Ichor).value))?;
+    plane.apply(&manifest(
+        control_plane("prod-cp-1", "prod", "10.0.1.5", &[]).value,
+    ))?;
+    let mut legacy = cluster("legacy", 2, Auth::Ichor).value;
+    legacy["spec"]["cni"] = json!({"preset": "cilium", "cilium": {"values": {"totallyUnknownKey": 1}}});
+    plane.apply(&manifest(legacy))?;
+    install::install_chart(&plane)?;
+    plane.apply(&user("alice", &["admin"]))?;
+    // The issuer keeps this Secret; `ghost` has no IchorUser (its key is garbage).
+    plane.apply(&credentials(&["alice", "ghost"]))?;
+
+    let dir = tempfile::tempdir()?;
+    let kubeconfig = install::component_kubeconfig(&plane, 0, CONTROLLER_SERVICE_ACCOUNT)?;
+    let mut replicas = [
+        Replica::start(dir.path(), "ichor-controller-a", &kubeconfig)?,
+        Replica::start(dir.path(), "ichor-controller-b", &kubeconfig)?,
+    ];
+    let logs = |replicas: &[Replica]| {
+        replicas
+            .iter()
+            .map(|r| format!("--- {} ---\n{}", r.pod, r.log_tail()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+
+    // One leader; the owned objects, the status and the garbage collection.
+    let holder = wait::until("a Lease holder", SETTLE, || lease_holder(&plane))
+        .map_err(|e| e.context(logs(&replicas)))?;
+    let settled = (|| -> anyhow::Result<()> {
+        for name in OWNED_SECRETS {
+            wait::until(&format!("Secret {name} with data"), SETTLE, || {
+                Ok(get(&plane, 0, "secret", name)?
+                    .filter(|s| s["data"].as_object().is_some_and(|d| !d.is_empty())))
+            })?;
+        }
+        wait::until("the trust ConfigMap", SETTLE, || {
+            get(&plane, 0, "configmap", TRUST_CONFIGMAP)
+        })?;
+        wait::until("the webhooks' caBundle", SETTLE, || {
+            let vwc = plane.kubectl_run(
+                &[
+                    "get",
+                    "validatingwebhookconfiguration",
+                    "ichor-identity",
+                    "-o",
+                    "json",
+                ],
+                None,
+            )?;
+            let vwc: Value = serde_json::from_str(&vwc)?;
+            let hooks = vwc["webhooks"].as_array().cloned().unwrap_or_default();
+            Ok((!hooks.is_empty()
+                && hooks.iter().all(|h| {
+                    h["clientConfig"]["caBundle"]
+                        .as_str()
+                        .is_some_and(|b| !b.is_empty())
+                }))
+            .then_some(()))
+        })?;
+        wait_status(&plane, "alice", "PasswordSet", "True")?;
+        wait_status(&plane, "alice", "Ready", "True")?;
+        wait_keys(&plane, &["alice"])?;
+        wait::until("both replicas ready", SETTLE, || {
+            Ok(replicas.iter().all(|r| r.readyz() == Some(200)).then_some(()))
+        })
+    })();
+    settled.map_err(|e| e.context(logs(&replicas)))?;
+    let before = owned(&plane)?;
+
+    // kill -9 of the leader: the standby takes the Lease once its record stood still.
+    let lease = LeaseConfig::new(NAMESPACE, "ichor-controller", "");
+    let transitions = |plane: &ControlPlane| -> anyhow::Result<i64> {
+        Ok(get(plane, 0, "lease", "ichor-controller")?
+            .and_then(|l| l["spec"]["leaseTransitions"].as_i64())
+            .unwrap_or(0))
+    };
+    let transitions_before = transitions(&plane)?;
+    let (leader, standby) = if replicas[0].pod == holder { (0, 1) } else { (1, 0) };
+    let killed = Instant::now();
+    replicas[leader].kill();
+    let standby_pod = replicas[standby].pod.clone();
+    wait::until("the standby holds the Lease", lease.duration * 3, || {
+        Ok((lease_holder(&plane)?.as_deref() == Some(standby_pod.as_str())).then_some(()))
+    })
+    .map_err(|e| e.context(logs(&replicas)))?;
+    let failover = killed.elapsed();
+    eprintln!("leader failover after kill -9: {failover:?}");
+    // The last renewal was at most renew_every before the kill; the standby looks every
+    // retry_every and takes the Lease once the record stood still for the lease duration.
+    assert!(
+        failover <= lease.duration + lease.retry_every + Duration::from_secs(2),
+        "the standby took {failover:?}, more than the lease duration ({:?}) and one look",
+        lease.duration
+    );
+    assert!(
+        transitions(&plane)? > transitions_before,
+        "a takeover is a lease transition"
+    );
+
+    // The new leader decides from what exists: nothing created twice, nothing lost.
+    plane.apply(&user("bob", &["viewer"]))?;
+    // Seen by the new leader before his password is set (as the issuer would set it).
+    wait_status(&plane, "bob", "PasswordSet", "False").map_err(|e| e.context(logs(&replicas)))?;
+    let patch = json!({"data": {"bob": entry("bob")}}).to_string();
+    plane.kubectl_run(
+        &[
+            "patch",
+            "secret",
+            CREDENTIALS_SECRET_NAME,
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        None,
+    )?;
+    wait_status(&plane, "bob", "PasswordSet", "True").map_err(|e| e.context(logs(&replicas)))?;
+    let after = owned(&plane)?;
+    for name in OWNED_SECRETS {
+        assert!(
+            before[name].0 == after[name].0,
+            "Secret {name} was created again after the failover"
+        );
+        assert!(
+            before[name].1 == after[name].1,
+            "Secret {name} changed after the failover"
+        );
+    }
+    wait_keys(&plane, &["alice", "bob"])?;
+    issuer_service_recreated(&plane).map_err(|e| e.context(logs(&replicas)))?;
+    let after = owned(&plane)?;
+
+    // A watch cut mid-stream: the replica's apiserver goes away while others write through the
+    // second one; once it is back, the watches resume and miss nothing.
+    plane.stop_apiserver(0)?;
+    let server = format!("--server={}", plane.url(1));
+    plane.kubectl_run(
+        &[
+            &server,
+            "apply",
+            "--server-side",
+            "--field-manager=ichor-test",
+            "-f",
+            "-",
+        ],
+        Some(&user("carol", &[])),
+    )?;
+    plane.kubectl_run(&[&server, "delete", "ichoruser", "bob", "-n", NAMESPACE], None)?;
+    let patch = json!({"data": {"ghost2": entry("ghost2")}}).to_string();
+    plane.kubectl_run(
+        &[
+            &server,
+            "patch",
+            "secret",
+            CREDENTIALS_SECRET_NAME,
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        None,
+    )?;
+    plane.start_apiserver(0, Duration::from_secs(60))?;
+    let resumed = (|| -> anyhow::Result<()> {
+        wait_status(&plane, "carol", "PasswordSet", "False")?;
+        // bob's deletion and ghost2's arrival happened while the watch was cut.
+        wait_keys(&plane, &["alice"])
+    })();
+    resumed.map_err(|e| e.context(logs(&replicas)))?;
+    replicas[standby].check_running()?;
+    assert!(
+        owned(&plane)? == after,
+        "the owned Secrets changed across the apiserver restart"
+    );
+
+    // The webhooks as the apiserver calls them, served by the surviving replica.
+    let mut golden = String::new();
+    crate::webhooks::phase(&plane, &mut replicas[standby], &mut golden)
+        .map_err(|e| e.context(logs(&replicas)))?;
+    insta::assert_snapshot!("webhook_refusals", golden);
+
+    // The chart's RBAC, measured: nothing refused, nothing allowed by another grant, and every
+    // verb of every rule used.
+    let grants = rbac::grants_for(&install::chart_manifest()?, NAMESPACE, CONTROLLER_SERVICE_ACCOUNT)?;
+    let usage = rbac::usage(
+        &grants,
+        &plane.audit_events()?,
+        &install::service_account_user(CONTROLLER_SERVICE_ACCOUNT),
+    );
+    eprintln!(
+        "controller requests: {:#?}\nrefused while granted (an apiserver just started): {}",
+        usage.requests, usage.refused_while_granted
+    );
+    let unused: Vec<&String> = usage
+        .unused
+        .iter()
+        .filter(|u| !CONFLICT_ONLY.iter().any(|(rule, _)| u.as_str() == *rule))
+        .collect();
+    assert!(
+        usage.forbidden.is_empty(),
+        "the chart does not grant what the controller needs: {:#?}",
+        usage.forbidden
+    );
+    assert!(
+        usage.outside.is_empty(),
+        "allowed by something other than the chart: {:#?}",
+        usage.outside
+    );
+    assert!(
+        unused.is_empty(),
+        "the chart grants what the controller never used: {unused:#?}"
+    );
+    // Matched against no request, every granted verb is unused: each exemption must be one.
+    let every = rbac::usage(&grants, &[], "").unused;
+    for (rule, why) in CONFLICT_ONLY {
+        assert!(
+            every.iter().any(|u| u == rule),
+            "the exemption {rule:?} ({why}) is no granted rule: {every:#?}"
+        );
+    }
+    Ok(())
+}

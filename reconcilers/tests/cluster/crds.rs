@@ -1,0 +1,135 @@
+//! The CRDs on a real apiserver: every CRD Ichor installs or watches becomes established, and the
+//! `IchorUser` rules (a DNS-label name that cannot change, the roles' pattern, count and
+//! uniqueness, the bounded informational fields) are enforced by the apiserver itself, with the
+//! messages a `kubectl apply` user sees (a golden file).
+
+use std::fmt::Write as _;
+use std::process::Stdio;
+
+use ichor_testkit::control_plane::{ControlPlane, Options};
+use ichor_testkit::install::{self, NAMESPACE};
+use serde_json::{Value, json};
+
+fn user(name: &str, spec: Value) -> String {
+    json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec})
+    .to_string()
+}
+
+/// Runs kubectl as the admin, which must fail; its stderr.
+fn refused(plane: &ControlPlane, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+    use std::io::Write as _;
+    let mut cmd = plane.kubectl();
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if stdin.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn()?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(
+        !out.status.success(),
+        "kubectl {} was accepted: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Ok(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+}
+
+#[test]
+fn the_apiserver_enforces_the_ichoruser_rules_with_the_messages_kubectl_shows() -> anyhow::Result<()> {
+    let Some(plane) = ControlPlane::start(Options::default())? else {
+        return Ok(());
+    };
+    install::install(&plane)?;
+    let established = plane.kubectl_run(&["get", "crd", "-o", "name"], None)?;
+    for crd in [
+        "ichorusers.ichor.maesh.dev",
+        "talosclusters.ichor.maesh.dev",
+        "talosmachines.ichor.maesh.dev",
+        "talosoperations.ichor.maesh.dev",
+        "ichorinstallations.ichor.maesh.dev",
+    ] {
+        assert!(established.contains(crd), "{crd} is not served: {established}");
+    }
+
+    // A valid user is taken as written, defaults filled in by the schema.
+    plane.apply(&user(
+        "alice",
+        json!({"displayName": "Alice", "roles": ["admin", "viewer"]}),
+    ))?;
+    let alice: Value = serde_json::from_str(&plane.kubectl_run(
+        &["get", "ichoruser", "alice", "-n", NAMESPACE, "-o", "json"],
+        None,
+    )?)?;
+    assert_eq!(alice["spec"]["disabled"], false, "the schema's default: {alice}");
+    assert_eq!(alice["spec"]["roles"], json!(["admin", "viewer"]));
+
+    let long_name = "a".repeat(64);
+    let many: Vec<String> = (0..17).map(|i| format!("role-{i}")).collect();
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "a name that is a DNS subdomain but not a label",
+            user("alice.smith", json!({})),
+        ),
+        ("a name of 64 characters", user(&long_name, json!({}))),
+        (
+            "a role with a capital letter",
+            user("bob", json!({"roles": ["Admin"]})),
+        ),
+        (
+            "a role of 32 characters",
+            user("bob", json!({"roles": ["r".repeat(32)]})),
+        ),
+        ("17 roles", user("bob", json!({"roles": many}))),
+        (
+            "the same role twice",
+            user("bob", json!({"roles": ["admin", "admin"]})),
+        ),
+        (
+            "a display name of 257 characters",
+            user("bob", json!({"displayName": "d".repeat(257)})),
+        ),
+        (
+            "a field the schema does not have",
+            user("bob", json!({"password": "hunter2"})),
+        ),
+    ];
+    let mut golden = String::new();
+    for (what, manifest) in &cases {
+        let stderr = refused(
+            &plane,
+            &["apply", "--server-side", "--field-manager=ichor-test", "-f", "-"],
+            Some(manifest),
+        )?;
+        writeln!(golden, "## {what}\n{stderr}\n")?;
+    }
+    let rename = json!({"metadata": {"name": "mallory"}}).to_string();
+    let stderr = refused(
+        &plane,
+        &[
+            "patch",
+            "ichoruser",
+            "alice",
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            &rename,
+        ],
+        None,
+    )?;
+    writeln!(golden, "## a rename (the name is the identity)\n{stderr}")?;
+    assert!(
+        !golden.contains("hunter2"),
+        "a refused value is not echoed back: {golden}"
+    );
+    insta::assert_snapshot!("ichoruser_refusals", golden);
+
+    // Nothing half-written: only alice exists.
+    let names = plane.kubectl_run(&["get", "ichorusers", "-n", NAMESPACE, "-o", "name"], None)?;
+    assert_eq!(names.trim(), "ichoruser.ichor.maesh.dev/alice");
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! Controller replicas as local processes, and reading what they wrote through kubectl.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ichor_testkit::control_plane::{ControlPlane, Process, free_port, log_tail};
+use ichor_testkit::install::NAMESPACE;
+use serde_json::Value;
+
+/// One `ichor-controller run --leader-elect` replica (killed with SIGKILL on drop).
+pub struct Replica {
+    /// Its identity in the Lease (a pod name in a cluster).
+    pub pod: String,
+    /// Where it serves /metrics, /healthz and /readyz.
+    pub metrics_port: u16,
+    /// Where it serves the admission webhooks (HTTPS, every address).
+    pub webhook_port: u16,
+    /// Its webhook serving certificate directory (the Secret volume of its pod).
+    pub cert_dir: PathBuf,
+    process: Option<Process>,
+    log: PathBuf,
+}
+
+impl Replica {
+    /// Starts a replica named `pod` with `kubeconfig` (a token of the controller's
+    /// ServiceAccount); its log and webhook certificate directory go under `dir`.
+    pub fn start(dir: &Path, pod: &str, kubeconfig: &Path) -> anyhow::Result<Self> {
+        let metrics_port = free_port()?;
+        let webhook_port = free_port()?;
+        let cert_dir = dir.join(format!("{pod}-webhook-tls"));
+        std::fs::create_dir_all(&cert_dir)?;
+        let log = dir.join(format!("{pod}.log"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ichor-controller"));
+        cmd.args(["run", "--leader-elect", "--log-format", "text"])
+            .arg(format!("--pod-name={pod}"))
+            .arg(format!("--metrics-listen=127.0.0.1:{metrics_port}"))
+            .arg(format!("--webhook-port={webhook_port}"))
+            .arg(format!("--webhook-cert-dir={}", cert_dir.display()))
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info")
+            .env_remove("ICHOR_CONTROLLER_LEADER_ELECT");
+        let process = Process::spawn(&format!("ichor-controller {pod}"), &mut cmd, &log)?;
+        Ok(Self {
+            pod: pod.to_owned(),
+            metrics_port,
+            webhook_port,
+            cert_dir,
+            process: Some(process),
+            log,
+        })
+    }
+
+    /// SIGKILL: the replica crashes with no chance to step down.
+    pub fn kill(&mut self) {
+        if let Some(p) = self.process.take() {
+            p.kill();
+        }
+    }
+
+    /// An error quoting its log when it has exited.
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        match self.process.as_mut() {
+            Some(p) => p.check_running(),
+            None => anyhow::bail!("{} was killed", self.pod),
+        }
+    }
+
+    /// The end of its log (for failure messages).
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.log)
+    }
+
+    /// The HTTP status of its `/readyz`, if it answers.
+    pub fn readyz(&self) -> Option<u16> {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(b"GET /readyz HTTP/1.0\r\n\r\n").ok()?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).ok()?;
+        answer.split_whitespace().nth(1)?.parse().ok()
+    }
+}
+
+/// `kubectl get KIND NAME -n ichor-system -o json` as the admin on apiserver `on`; `None` when
+/// the object does not exist.
+pub fn get(plane: &ControlPlane, on: usize, kind: &str, name: &str) -> anyhow::Result<Option<Value>> {
+    let server = format!("--server={}", plane.url(on));
+    let out = plane.kubectl_run(
+        &[
+            &server,
+            "get",
+            kind,
+            name,
+            "-n",
+            NAMESPACE,
+            "-o",
+            "json",
+            "--ignore-not-found",
+        ],
+        None,
+    )?;
+    if out.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(&out).with_context(|| format!("kubectl get {kind} {name}: not JSON"))
+}
+
+/// The holder of the controller's Lease, if any.
+pub fn lease_holder(plane: &ControlPlane) -> anyhow::Result<Option<String>> {
+    Ok(get(plane, 0, "lease", "ichor-controller")?
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_owned))
+        .filter(|h| !h.is_empty()))
+}
+
+/// The status of condition `kind` of an object, if it has one.
+pub fn condition(object: &Value, kind: &str) -> Option<String> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str().map(str::to_owned))
+}

@@ -1,0 +1,343 @@
+//! The admission webhooks as the real apiserver calls them: the chart's
+//! `ValidatingWebhookConfiguration` unchanged (a `service:` reference, the `caBundle` the
+//! controller wrote), the Service pointed at a replica by an EndpointSlice, and the apiserver
+//! started with `--enable-aggregator-routing=true` so that it resolves the Service through its
+//! endpoints and verifies the serving certificate for `ichor-controller-webhook.ichor-system.svc`
+//! as in a cluster. People are impersonated by the admin (`kubectl --as ichor:<name> --as-group
+//! ichor:<role>`), so RBAC, the webhook's rules and its real `SubjectAccessReview`s all decide.
+
+use std::fmt::Write as _;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET;
+use ichor_testkit::control_plane::ControlPlane;
+use ichor_testkit::install::{self, NAMESPACE};
+use ichor_testkit::wait;
+use serde_json::json;
+
+use crate::replicas::{Replica, get};
+
+/// The webhook Service of the chart and its port's name.
+const SERVICE: &str = "ichor-controller-webhook";
+const PORT_NAME: &str = "webhook";
+/// The chart's `timeoutSeconds`.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a kubectl run answered: its stdout, or its stderr when it failed.
+pub type Answer = Result<String, String>;
+
+/// kubectl as the admin impersonating `user` in `groups` (none: the admin itself).
+pub fn kubectl_as(
+    plane: &ControlPlane,
+    user: Option<(&str, &[&str])>,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> anyhow::Result<Answer> {
+    use std::io::Write as _;
+    let mut cmd = plane.kubectl();
+    if let Some((name, groups)) = user {
+        cmd.arg(format!("--as={name}"));
+        for g in groups {
+            cmd.arg(format!("--as-group={g}"));
+        }
+    }
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if stdin.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn()?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    Ok(if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    })
+}
+
+/// The kubelet's part: the Secret `ichor-webhook-tls` written into the replica's certificate
+/// directory (the pod's Secret volume), then the Service pointed at the replica.
+pub fn serve_from(plane: &ControlPlane, replica: &Replica) -> anyhow::Result<()> {
+    let secret = get(plane, 0, "secret", WEBHOOK_TLS_SECRET)?
+        .ok_or_else(|| anyhow::anyhow!("no Secret {WEBHOOK_TLS_SECRET}"))?;
+    for key in ["tls.crt", "tls.key"] {
+        let b64 = secret["data"][key]
+            .as_str()
+            .ok_or_else(|| anyhow::anyhow!("{WEBHOOK_TLS_SECRET} has no {key}"))?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64)?;
+        std::fs::write(replica.cert_dir.join(key), bytes)?;
+    }
+    install::point_service_at(
+        plane,
+        SERVICE,
+        PORT_NAME,
+        install::host_address()?,
+        replica.webhook_port,
+    )
+}
+
+const ALICE: (&str, &[&str]) = ("ichor:alice", &["ichor:admin"]);
+const OLGA: (&str, &[&str]) = ("ichor:olga", &["ichor:operator"]);
+/// May write IchorUsers through a custom role, and holds operator: may grant up to operator.
+const EVE: (&str, &[&str]) = ("ichor:eve", &["ichor:user-manager", "ichor:operator"]);
+
+const USER_MANAGER: &str = "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ichor-user-manager}
+rules:
+- apiGroups: [ichor.maesh.dev]
+  resources: [ichorusers]
+  verbs: [get, list, create, update, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ichor-user-manager}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ichor-user-manager}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'ichor:user-manager'}]
+";
+
+fn user(name: &str, roles: &[&str]) -> String {
+    json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"roles": roles}})
+    .to_string()
+}
+
+fn operation(name: &str, kind: &str) -> String {
+    json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosOperation",
+        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"cluster": "prod", "kind": kind}})
+    .to_string()
+}
+
+const APPLY: [&str; 5] = ["apply", "--server-side", "--field-manager=ichor-test", "-f", "-"];
+
+/// Every webhook rule through the apiserver, with `replica` serving; the refusals' messages are
+/// appended to `golden`. Ends with the webhook server gone (the replica killed) and the
+/// namespace being deleted.
+pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -> anyhow::Result<()> {
+    serve_from(plane, replica)?;
+    plane.apply(USER_MANAGER)?;
+    let mut refused = |what: &str, answer: Answer| -> anyhow::Result<()> {
+        match answer {
+            Ok(out) => anyhow::bail!("{what}: accepted ({out})"),
+            Err(stderr) => {
+                writeln!(golden, "## {what}\n{stderr}\n")?;
+                Ok(())
+            }
+        }
+    };
+    let accepted = |what: &str, answer: Answer| -> anyhow::Result<()> {
+        answer
+            .map(|_| ())
+            .map_err(|e| anyhow::anyhow!("{what}: refused: {e}"))
+    };
+
+    // The webhook answers once the Service reaches the replica (the apiserver's endpoint informer).
+    wait::until(
+        "the webhook reached through its Service",
+        Duration::from_secs(30),
+        || match kubectl_as(plane, Some(EVE), &APPLY, Some(&user("frank", &["viewer"])))? {
+            Ok(_) => Ok(Some(())),
+            Err(stderr) => Err(anyhow::anyhow!(stderr)),
+        },
+    )?;
+
+    // The grant rule: up to the highest built-in role held.
+    refused(
+        "a grant above the granter's own roles",
+        kubectl_as(plane, Some(EVE), &APPLY, Some(&user("gina", &["admin"])))?,
+    )?;
+    // The last enabled admin.
+    let disable = json!({"spec": {"disabled": true}}).to_string();
+    let patch = [
+        "patch",
+        "ichoruser",
+        "alice",
+        "-n",
+        NAMESPACE,
+        "--type=merge",
+        "-p",
+        &disable,
+    ];
+    refused(
+        "the last enabled admin disabled by herself",
+        kubectl_as(plane, Some(ALICE), &patch, None)?,
+    )?;
+    refused(
+        "the last enabled admin deleted",
+        kubectl_as(
+            plane,
+            Some(ALICE),
+            &["delete", "ichoruser", "alice", "-n", NAMESPACE],
+            None,
+        )?,
+    )?;
+    // A second admin lifts the rule (the dry run is reviewed and writes nothing).
+    accepted(
+        "a second admin",
+        kubectl_as(plane, Some(ALICE), &APPLY, Some(&user("henry", &["admin"])))?,
+    )?;
+    let dry = [
+        "patch",
+        "ichoruser",
+        "alice",
+        "-n",
+        NAMESPACE,
+        "--type=merge",
+        "-p",
+        &disable,
+        "--dry-run=server",
+    ];
+    accepted(
+        "an admin disabled while another remains",
+        kubectl_as(plane, Some(ALICE), &dry, None)?,
+    )?;
+    accepted(
+        "henry removed",
+        kubectl_as(
+            plane,
+            Some(ALICE),
+            &["delete", "ichoruser", "henry", "-n", NAMESPACE],
+            None,
+        )?,
+    )?;
+
+    // TalosCluster: spec.authentication needs update on talosclusters/authentication (a real
+    // SubjectAccessReview against the chart's roles).
+    let external =
+        json!({"spec": {"authentication": {"ichor": {"enabled": true, "url": "https://ichor.example.com"},
+        "external": [{"issuerURL": "https://idp.example.org", "audiences": ["kubernetes"]}]}}})
+        .to_string();
+    let repoint = |dry_run: bool| {
+        let mut a = vec![
+            "patch",
+            "taloscluster",
+            "prod",
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            external.as_str(),
+        ];
+        if dry_run {
+            a.push("--dry-run=server");
+        }
+        a.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let args = repoint(false);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    refused(
+        "an operator repoints the cluster's identity providers",
+        kubectl_as(plane, Some(OLGA), &args, None)?,
+    )?;
+    let args = repoint(true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    accepted(
+        "an admin repoints them",
+        kubectl_as(plane, Some(ALICE), &args, None)?,
+    )?;
+    // The Cilium values are ratcheted: `legacy` was written before the webhooks with a value the
+    // chart does not have; an unrelated change passes, a change of the values is checked.
+    accepted(
+        "an unrelated change of a cluster with old invalid values",
+        kubectl_as(
+            plane,
+            Some(ALICE),
+            &[
+                "label",
+                "taloscluster",
+                "legacy",
+                "-n",
+                NAMESPACE,
+                "team=platform",
+            ],
+            None,
+        )?,
+    )?;
+    let values = json!({"spec": {"cni": {"cilium": {"values": {"totallyUnknownKey": 2}}}}}).to_string();
+    refused(
+        "changed Cilium values that the chart does not have",
+        kubectl_as(
+            plane,
+            Some(ALICE),
+            &[
+                "patch",
+                "taloscluster",
+                "legacy",
+                "-n",
+                NAMESPACE,
+                "--type=merge",
+                "-p",
+                &values,
+            ],
+            None,
+        )?,
+    )?;
+
+    // TalosOperation: a destructive start needs `start` on talosoperations/<kind>.
+    refused(
+        "an operator starts a shutdown",
+        kubectl_as(
+            plane,
+            Some(OLGA),
+            &APPLY,
+            Some(&operation("stop-prod", "shutdown")),
+        )?,
+    )?;
+    accepted(
+        "an admin starts one (dry run)",
+        kubectl_as(
+            plane,
+            Some(ALICE),
+            &["create", "--dry-run=server", "-o", "name", "-f", "-"],
+            Some(&operation("stop-prod", "shutdown")),
+        )?,
+    )?;
+    accepted(
+        "an operator starts an upgrade",
+        kubectl_as(
+            plane,
+            Some(OLGA),
+            &APPLY,
+            Some(&operation("upgrade-prod", "upgrade")),
+        )?,
+    )?;
+
+    // The webhook server gone: failurePolicy Fail refuses, within the configured timeout.
+    replica.kill();
+    let started = Instant::now();
+    let answer = kubectl_as(plane, Some(ALICE), &APPLY, Some(&user("ivan", &[])))?;
+    let took = started.elapsed();
+    match answer {
+        Ok(out) => anyhow::bail!("a write with no webhook server was accepted: {out}"),
+        Err(e) => assert!(e.contains("failed calling webhook"), "{e}"),
+    }
+    eprintln!("a write refused with the webhook server down in {took:?}");
+    assert!(
+        took <= TIMEOUT + Duration::from_secs(3),
+        "the refusal took {took:?}"
+    );
+
+    // System identities are not reviewed (the match condition): the namespace controller empties
+    // a namespace being deleted even while no controller runs.
+    plane.kubectl_run(&["delete", "namespace", NAMESPACE, "--wait=false"], None)?;
+    let namespace_controller = (
+        "system:serviceaccount:kube-system:namespace-controller",
+        &["system:serviceaccounts"][..],
+    );
+    accepted(
+        "the namespace controller deletes the last admin",
+        kubectl_as(
+            plane,
+            Some(namespace_controller),
+            &["delete", "ichoruser", "alice", "-n", NAMESPACE],
+            None,
+        )?,
+    )?;
+    assert!(get(plane, 0, "ichoruser", "alice")?.is_none(), "alice is gone");
+    Ok(())
+}
