@@ -1,6 +1,8 @@
 //! `ichor-controller run` without a cluster: the loop core with a fake applier, the watch event
 //! conversion, the journal's redaction, the metrics and endpoints, the flags, and the Lease
-//! election against a scripted API server.
+//! election's faults against a scripted API server (a lost race, an unreachable server). The
+//! election itself (a missing Lease created, a held one taken only once its record stood still)
+//! runs against a real apiserver in `tests/cluster`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::VecDeque;
@@ -615,7 +617,6 @@ fn scripted(script: Script, seen: Arc<Mutex<Vec<(String, Value)>>>) -> kube::Cli
 }
 
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/ichor-system/leases/ichor-controller";
-const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ichor-system/leases";
 
 fn lease(holder: &str, rv: &str, transitions: i32) -> Value {
     json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -634,52 +635,6 @@ fn elector(script: Script, seen: Arc<Mutex<Vec<(String, Value)>>>) -> Elector {
         scripted(script, seen),
         LeaseConfig::new(NAMESPACE, "ichor-controller", "pod-a"),
     )
-}
-
-#[tokio::test]
-async fn a_missing_lease_is_created_with_this_pod_as_holder() {
-    let script: Script = Arc::new(Mutex::new(VecDeque::from([
-        (format!("GET {LEASE}"), 404, status(404, "NotFound")),
-        (format!("POST {LEASES}"), 201, lease("pod-a", "1", 0)),
-    ])));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let mut e = elector(script.clone(), seen.clone());
-    assert!(e.step(Instant::now(), now()).await.unwrap());
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen[1].1["spec"]["holderIdentity"], json!("pod-a"));
-    assert_eq!(seen[1].1["spec"]["leaseDurationSeconds"], json!(15));
-    assert!(script.lock().unwrap().is_empty());
-}
-
-#[tokio::test]
-async fn a_held_lease_is_taken_only_after_its_record_stood_still_for_its_duration() {
-    let script: Script = Arc::new(Mutex::new(VecDeque::from([
-        (format!("GET {LEASE}"), 200, lease("pod-b", "5", 3)),
-        (format!("GET {LEASE}"), 200, lease("pod-b", "5", 3)),
-        (format!("GET {LEASE}"), 200, lease("pod-b", "5", 3)),
-        (format!("PUT {LEASE}"), 200, lease("pod-a", "6", 4)),
-    ])));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let mut e = elector(script.clone(), seen.clone());
-    let t0 = Instant::now();
-    assert!(!e.step(t0, now()).await.unwrap(), "pod-b holds it");
-    assert!(
-        !e.step(t0 + Duration::from_secs(14), now()).await.unwrap(),
-        "not yet expired"
-    );
-    assert!(
-        e.step(t0 + Duration::from_secs(15), now()).await.unwrap(),
-        "expired: taken"
-    );
-    let seen = seen.lock().unwrap();
-    let put = &seen[3].1;
-    assert_eq!(put["spec"]["holderIdentity"], json!("pod-a"));
-    assert_eq!(put["spec"]["leaseTransitions"], json!(4));
-    assert_eq!(
-        put["metadata"]["resourceVersion"],
-        json!("5"),
-        "optimistic concurrency"
-    );
 }
 
 #[tokio::test]

@@ -270,6 +270,13 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
     eprintln!("leader failover after kill -9: {failover:?}");
     // The last renewal was at most renew_every before the kill; the standby looks every
     // retry_every and takes the Lease once the record stood still for the lease duration.
+    // The standby waited for the record to stand still: at least the lease duration after the
+    // last renewal, which was at most renew_every before the kill.
+    assert!(
+        failover + Duration::from_millis(500) >= lease.duration - lease.renew_every,
+        "the standby took the Lease {failover:?} after the kill, before the record stood still for {:?}",
+        lease.duration
+    );
     assert!(
         failover <= lease.duration + lease.retry_every + Duration::from_secs(2),
         "the standby took {failover:?}, more than the lease duration ({:?}) and one look",
