@@ -111,6 +111,71 @@ fn wait_keys(plane: &ControlPlane, want: &[&str]) -> anyhow::Result<()> {
     })
 }
 
+/// The field managers of one object, `manager operation subresource → fields`.
+fn managers(plane: &ControlPlane, kind: &str, name: &str) -> anyhow::Result<Vec<(String, Value)>> {
+    let out = plane.kubectl_run(
+        &[
+            "get",
+            kind,
+            name,
+            "-n",
+            NAMESPACE,
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ],
+        None,
+    )?;
+    let object: Value = serde_json::from_str(&out)?;
+    Ok(object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let key = format!(
+                "{} {} {}",
+                m["manager"].as_str().unwrap_or_default(),
+                m["operation"].as_str().unwrap_or_default(),
+                m["subresource"].as_str().unwrap_or("-")
+            );
+            (key, m["fieldsV1"].clone())
+        })
+        .collect())
+}
+
+/// Server-side apply as the apiserver recorded it: the trust ConfigMap applied by the
+/// controller's field manager, and of an IchorUser the controller owns `status` only, through
+/// the status subresource (the spec stays the person's).
+fn field_ownership(plane: &ControlPlane) -> anyhow::Result<()> {
+    let cm = managers(plane, "configmap", TRUST_CONFIGMAP)?;
+    let applied = cm.iter().find(|(k, _)| k == "ichor-controller Apply -");
+    let fields = applied
+        .map(|(_, f)| f)
+        .ok_or_else(|| anyhow::anyhow!("no Apply of ichor-controller: {cm:?}"))?;
+    assert!(
+        fields["f:data"].is_object(),
+        "the controller owns the data: {fields}"
+    );
+    let alice = managers(plane, "ichoruser", "alice")?;
+    let ours: Vec<&(String, Value)> = alice
+        .iter()
+        .filter(|(k, _)| k.starts_with("ichor-controller "))
+        .collect();
+    assert_eq!(ours.len(), 1, "{alice:?}");
+    assert_eq!(ours[0].0, "ichor-controller Apply status", "{alice:?}");
+    let owned: Vec<&String> = ours[0]
+        .1
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(
+        owned,
+        ["f:status"],
+        "the controller owns nothing of alice but her status"
+    );
+    Ok(())
+}
+
 /// The issuer Service deleted, and the trust ConfigMap made unreadable meanwhile: the controller
 /// deletes it as an orphan. The Service created again at another ClusterIP: the Ichor leaf is
 /// issued again for the new address and the ConfigMap comes back.
@@ -248,6 +313,7 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
         })
     })();
     settled.map_err(|e| e.context(logs(&replicas)))?;
+    field_ownership(&plane)?;
     let before = owned(&plane)?;
 
     // kill -9 of the leader: the standby takes the Lease once its record stood still.
