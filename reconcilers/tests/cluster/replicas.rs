@@ -59,6 +59,15 @@ impl Replica {
         }
     }
 
+    /// SIGSTOP: the replica hangs (its sockets accept, nothing answers) until killed.
+    pub fn freeze(&self) -> anyhow::Result<()> {
+        let pid = self.process.as_ref().map(|p| p.id().to_string());
+        let pid = pid.ok_or_else(|| anyhow::anyhow!("{} was killed", self.pod))?;
+        let status = Command::new("kill").args(["-STOP", &pid]).status()?;
+        anyhow::ensure!(status.success(), "kill -STOP {pid} failed");
+        Ok(())
+    }
+
     /// An error quoting its log when it has exited.
     pub fn check_running(&mut self) -> anyhow::Result<()> {
         match self.process.as_mut() {
