@@ -43,17 +43,16 @@ use std::{
 
 use axum::http::StatusCode;
 use common::{
-    CLI_REDIRECT, Harness, ISSUER, ManualClock, MemoryStore, UI_REDIRECT, VERIFIER, claims, jose_header,
+    CLI_REDIRECT, Harness, ManualClock, MemoryStore, UI_REDIRECT, VERIFIER, claims, jose_header, replica,
 };
 use http_body_util::BodyExt as _;
 use ichor_issuer::{
     keys::KeyRing,
-    oidc::{self, Clock, Issuer, IssuerConfig, Settings, TrustedProxies},
+    oidc::Settings,
     store::{UserStore, Version, kube::KubeStore, local::LocalStore},
 };
 use ichor_renderers::auth::credentials::CredentialsEntry;
 use jiff::{SignedDuration, Timestamp};
-use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
 // === shared helpers ===
@@ -68,42 +67,6 @@ fn generation_of(refresh_token: &str) -> u64 {
 
 fn family_of(refresh_token: &str) -> String {
     claims(refresh_token)["fam"].as_str().expect("fam").to_owned()
-}
-
-/// One more replica of the in-process issuer over `store`, `ring` and `settings`, with its own
-/// clock. (`Harness::store` is an unused placeholder when the store is not a `MemoryStore`.)
-fn replica(
-    store: Arc<dyn UserStore>,
-    memory: Arc<MemoryStore>,
-    ring: Arc<KeyRing>,
-    settings: Arc<Settings>,
-    clock: Arc<ManualClock>,
-) -> Harness {
-    let mut registry = Registry::default();
-    let issuer = Issuer::new(
-        IssuerConfig {
-            external_url: format!("{ISSUER}/"),
-            trusted_proxies: TrustedProxies::none(),
-        },
-        Arc::clone(&ring),
-        store,
-        Arc::clone(&settings),
-        &mut registry,
-    )
-    .expect("issuer")
-    .with_clock(Arc::clone(&clock) as Arc<dyn Clock>);
-    let issuer = Arc::new(issuer);
-    Harness {
-        router: oidc::external_router(Arc::clone(&issuer)),
-        internal: oidc::internal_router(Arc::clone(&issuer)),
-        issuer,
-        store: memory,
-        clock,
-        ring,
-        settings,
-        registry: Arc::new(registry),
-        peer: "192.0.2.10:50000".parse().expect("addr"),
-    }
 }
 
 fn user_yaml(name: &str, roles: &str) -> String {

@@ -513,3 +513,39 @@ pub fn jose_header(token: &str) -> serde_json::Value {
     let header = token.split('.').next().expect("header");
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).expect("b64")).expect("json")
 }
+
+/// One more replica of the in-process issuer over `store`, `ring` and `settings`, with its own
+/// clock. (`Harness::store` is an unused placeholder when the store is not a `MemoryStore`.)
+pub fn replica(
+    store: Arc<dyn UserStore>,
+    memory: Arc<MemoryStore>,
+    ring: Arc<KeyRing>,
+    settings: Arc<Settings>,
+    clock: Arc<ManualClock>,
+) -> Harness {
+    let mut registry = Registry::default();
+    let issuer = Issuer::new(
+        IssuerConfig {
+            external_url: format!("{ISSUER}/"),
+            trusted_proxies: TrustedProxies::none(),
+        },
+        Arc::clone(&ring),
+        store,
+        Arc::clone(&settings),
+        &mut registry,
+    )
+    .expect("issuer")
+    .with_clock(Arc::clone(&clock) as Arc<dyn Clock>);
+    let issuer = Arc::new(issuer);
+    Harness {
+        router: oidc::external_router(Arc::clone(&issuer)),
+        internal: oidc::internal_router(Arc::clone(&issuer)),
+        issuer,
+        store: memory,
+        clock,
+        ring,
+        settings,
+        registry: Arc::new(registry),
+        peer: "192.0.2.10:50000".parse().expect("addr"),
+    }
+}

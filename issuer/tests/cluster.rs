@@ -1,0 +1,177 @@
+//! The issuer's Kubernetes store on a real control plane (`ichor_testkit::control_plane`, Ichor
+//! installed from its chart), authenticated with a TokenRequest token of the chart's issuer
+//! ServiceAccount: two in-process issuer replicas, each with its own `KubeStore`, race refresh
+//! rotations of one family on the one credentials Secret (the apiserver's own resourceVersion
+//! conflicts); each generation is rotated exactly once and both replicas answer the one
+//! successor; after the grace window the losing token is a detected reuse that revokes the
+//! family in the Secret; and the chart grants every request the store made. Skipped with a
+//! message when the binaries are missing, unless `ICHOR_REQUIRE_CONSUMERS=1`.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use base64::Engine as _;
+use common::{Harness, ManualClock, MemoryStore, claims, replica};
+use ichor_issuer::keys::{KeyRing, LoadedKeys};
+use ichor_issuer::oidc::Settings;
+use ichor_issuer::store::UserStore;
+use ichor_issuer::store::kube::KubeStore;
+use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
+use ichor_testkit::control_plane::{ControlPlane, Options};
+use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
+use ichor_testkit::rbac;
+use jiff::SignedDuration;
+use serde_json::{Value, json};
+
+const ROUNDS: u64 = 12;
+
+fn refresh_of(v: &Value) -> String {
+    v["refresh_token"].as_str().expect("refresh_token").to_owned()
+}
+
+/// The generation of family `fam` of alice's entry, as the apiserver holds it.
+fn generation(plane: &ControlPlane, fam: &str) -> anyhow::Result<Option<u64>> {
+    let out = plane.kubectl_run(
+        &[
+            "get",
+            "secret",
+            CREDENTIALS_SECRET_NAME,
+            "-n",
+            NAMESPACE,
+            "-o",
+            "json",
+        ],
+        None,
+    )?;
+    let secret: Value = serde_json::from_str(&out)?;
+    let b64 = secret["data"]["alice"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("no entry for alice"))?;
+    let entry = CredentialsEntry::parse("alice", &base64::engine::general_purpose::STANDARD.decode(b64)?)?;
+    Ok(entry.family(fam).map(|f| f.generation))
+}
+
+#[test]
+fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_detect_reuse()
+-> anyhow::Result<()> {
+    let Some(plane) = ControlPlane::start(Options {
+        audit: true,
+        ..Options::default()
+    })?
+    else {
+        return Ok(());
+    };
+    install::install(&plane)?;
+    plane.apply(
+        &json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+            "metadata": {"name": "alice", "namespace": NAMESPACE}, "spec": {"roles": ["admin"]}})
+        .to_string(),
+    )?;
+    let entry = common::entry(false).to_json("alice")?;
+    plane.apply(
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": CREDENTIALS_SECRET_NAME, "namespace": NAMESPACE},
+            "data": {"alice": base64::engine::general_purpose::STANDARD.encode(entry)}})
+        .to_string(),
+    )?;
+    let kubeconfig = install::component_kubeconfig(&plane, 0, ISSUER_SERVICE_ACCOUNT)?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(&kubeconfig)?,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?;
+        let clock = Arc::new(ManualClock::new(common::start()));
+        let ring = Arc::new(KeyRing::with_keys(LoadedKeys::from_document(
+            &common::first_document(common::start()),
+        )?));
+        let settings = Arc::new(Settings::new(common::settings()));
+        let make = || -> anyhow::Result<Arc<Harness>> {
+            let store = KubeStore::new(kube::Client::try_from(config.clone())?);
+            Ok(Arc::new(replica(
+                Arc::new(store) as Arc<dyn UserStore>,
+                Arc::new(MemoryStore::default()),
+                Arc::clone(&ring),
+                Arc::clone(&settings),
+                Arc::clone(&clock),
+            )))
+        };
+        let (a, b) = (make()?, make()?);
+
+        let session = a.cli_session("alice").await;
+        let first = refresh_of(&session);
+        let fam = claims(&first)["fam"].as_str().expect("fam").to_owned();
+        assert_eq!(generation(&plane, &fam)?, Some(1));
+        let mut token = first.clone();
+        let mut previous = first.clone();
+        for round in 0..ROUNDS {
+            let (ra, rb) = {
+                let (ha, hb) = (Arc::clone(&a), Arc::clone(&b));
+                let (ta, tb) = (token.clone(), token.clone());
+                let ja = tokio::spawn(async move { ha.refresh(&ta, "ichor-cli", None).await });
+                let jb = tokio::spawn(async move { hb.refresh(&tb, "ichor-cli", None).await });
+                (ja.await?, jb.await?)
+            };
+            assert_eq!(ra.status, StatusCode::OK, "round {round} A: {}", ra.text());
+            assert_eq!(rb.status, StatusCode::OK, "round {round} B: {}", rb.text());
+            let (sa, sb) = (refresh_of(&ra.json()), refresh_of(&rb.json()));
+            assert_eq!(sa, sb, "round {round}: both replicas answer the one successor");
+            assert_eq!(claims(&sa)["generation"].as_u64(), Some(round + 2));
+            assert_eq!(
+                generation(&plane, &fam)?,
+                Some(round + 2),
+                "round {round}: exactly one rotation in the Secret"
+            );
+            previous = token;
+            token = sa;
+            clock.advance(SignedDuration::from_secs(11));
+        }
+
+        // Past the grace window the previous token is a reuse: the family is revoked in the
+        // Secret, for both replicas.
+        let reuse = b.refresh(&previous, "ichor-cli", None).await;
+        assert_eq!(reuse.status, StatusCode::BAD_REQUEST, "{}", reuse.text());
+        assert_eq!(reuse.error(), "invalid_grant");
+        assert!(reuse.text().contains("already used"), "{}", reuse.text());
+        assert_eq!(generation(&plane, &fam)?, None, "the family is revoked");
+        let dead = a.refresh(&token, "ichor-cli", None).await;
+        assert_eq!(
+            dead.error(),
+            "invalid_grant",
+            "the successor is dead on the other replica too"
+        );
+        anyhow::Ok(())
+    })?;
+
+    // The store's requests, all granted by the chart's issuer Role.
+    let grants = rbac::grants_for(&install::chart_manifest()?, NAMESPACE, ISSUER_SERVICE_ACCOUNT)?;
+    let usage = rbac::usage(
+        &grants,
+        &plane.audit_events()?,
+        &install::service_account_user(ISSUER_SERVICE_ACCOUNT),
+    );
+    eprintln!("kube store requests: {:#?}", usage.requests);
+    assert!(
+        !usage.requests.is_empty(),
+        "the store made no request as its ServiceAccount"
+    );
+    assert!(
+        usage.forbidden.is_empty(),
+        "the chart does not grant what the store needs: {:#?}",
+        usage.forbidden
+    );
+    assert!(
+        usage.outside.is_empty(),
+        "allowed by something other than the chart: {:#?}",
+        usage.outside
+    );
+    Ok(())
+}
