@@ -4,8 +4,10 @@
 //! rotations of one family on the one credentials Secret (the apiserver's own resourceVersion
 //! conflicts); each generation is rotated exactly once and both replicas answer the one
 //! successor; after the grace window the losing token is a detected reuse that revokes the
-//! family in the Secret; and the chart grants every request the store made. Skipped with a
-//! message when the binaries are missing, unless `ICHOR_REQUIRE_CONSUMERS=1`.
+//! family in the Secret. The `UserService` backend writes `IchorUser`s as the caller through
+//! real impersonation, so the apiserver's RBAC refuses what the caller may not do. The chart
+//! grants every request made. Skipped with a message when the binaries are missing, unless
+//! `ICHOR_REQUIRE_CONSUMERS=1`.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
@@ -15,11 +17,13 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use base64::Engine as _;
 use common::{Harness, ManualClock, MemoryStore, claims, replica};
+use ichor_issuer::api::{ApiError, Caller, UserBackend};
 use ichor_issuer::keys::{KeyRing, LoadedKeys};
 use ichor_issuer::oidc::Settings;
 use ichor_issuer::store::UserStore;
 use ichor_issuer::store::kube::KubeStore;
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
+use ichor_renderers::crd::{IchorUser, IchorUserSpec};
 use ichor_testkit::control_plane::{ControlPlane, Options};
 use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
 use ichor_testkit::rbac;
@@ -54,6 +58,82 @@ fn generation(plane: &ControlPlane, fam: &str) -> anyhow::Result<Option<u64>> {
     Ok(entry.family(fam).map(|f| f.generation))
 }
 
+fn caller(name: &str, roles: &[&str]) -> Caller {
+    Caller {
+        name: name.into(),
+        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+        display_name: None,
+        email: None,
+        must_change: false,
+    }
+}
+
+fn person(name: &str, roles: &[&str]) -> IchorUser {
+    let mut user = IchorUser::new(
+        name,
+        IchorUserSpec {
+            display_name: Some(name.to_owned()),
+            email: None,
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            disabled: false,
+        },
+    );
+    user.metadata.namespace = Some(NAMESPACE.into());
+    user
+}
+
+/// The roles of IchorUser `name` as the apiserver holds it.
+fn roles(plane: &ControlPlane, name: &str) -> anyhow::Result<Option<Value>> {
+    let out = plane.kubectl_run(
+        &[
+            "get",
+            "ichoruser",
+            name,
+            "-n",
+            NAMESPACE,
+            "-o",
+            "json",
+            "--ignore-not-found",
+        ],
+        None,
+    )?;
+    if out.trim().is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(
+        serde_json::from_str::<Value>(&out)?["spec"]["roles"].clone(),
+    ))
+}
+
+/// The `UserService` backend's writes as the caller: an admin creates, changes and deletes a
+/// user; an operator, whom the chart's roles do not let write IchorUsers, is refused by the
+/// apiserver, which names the impersonated caller.
+async fn writes_as_the_caller(plane: &ControlPlane, store: &KubeStore) -> anyhow::Result<()> {
+    let admin = caller("alice", &["admin"]);
+    store.create_user(&admin, &person("bob", &["viewer"])).await?;
+    assert_eq!(roles(plane, "bob")?, Some(json!(["viewer"])));
+    store
+        .update_user(&admin, &person("bob", &["operator", "viewer"]))
+        .await?;
+    assert_eq!(roles(plane, "bob")?, Some(json!(["operator", "viewer"])));
+    let refused = store
+        .create_user(&caller("carol", &["operator"]), &person("dave", &["viewer"]))
+        .await;
+    match refused {
+        Err(ApiError::Denied(message)) => {
+            assert!(
+                message.contains("ichor:carol"),
+                "the apiserver names the caller: {message}"
+            );
+        }
+        other => anyhow::bail!("an operator created a user: {other:?}"),
+    }
+    assert_eq!(roles(plane, "dave")?, None, "nothing was written");
+    store.delete_user(&admin, "bob").await?;
+    assert_eq!(roles(plane, "bob")?, None);
+    Ok(())
+}
+
 #[test]
 fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_detect_reuse()
 -> anyhow::Result<()> {
@@ -65,6 +145,12 @@ fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_de
         return Ok(());
     };
     install::install(&plane)?;
+    // No controller serves the chart's webhooks here; without them, what decides a write is
+    // RBAC alone.
+    plane.kubectl_run(
+        &["delete", "validatingwebhookconfiguration", "ichor-identity"],
+        None,
+    )?;
     plane.apply(
         &json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
             "metadata": {"name": "alice", "namespace": NAMESPACE}, "spec": {"roles": ["admin"]}})
@@ -148,6 +234,8 @@ fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_de
             "invalid_grant",
             "the successor is dead on the other replica too"
         );
+
+        writes_as_the_caller(&plane, &KubeStore::new(kube::Client::try_from(config.clone())?)).await?;
         anyhow::Ok(())
     })?;
 
@@ -158,7 +246,12 @@ fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_de
         &plane.audit_events()?,
         &install::service_account_user(ISSUER_SERVICE_ACCOUNT),
     );
-    eprintln!("kube store requests: {:#?}", usage.requests);
+    // The rest of the issuer's grants (its mounted Secrets, access reviews, IchorInstallation)
+    // belong to the binary's other parts, not to the store.
+    eprintln!(
+        "kube store requests: {:#?}\nnot used by the store: {:#?}",
+        usage.requests, usage.unused
+    );
     assert!(
         !usage.requests.is_empty(),
         "the store made no request as its ServiceAccount"

@@ -255,7 +255,10 @@ pub fn usage(grants: &[Grant], events: &[AuditEvent], username: &str) -> Usage {
             continue;
         }
         *out.requests.entry(event.describe()).or_default() += 1;
-        let refused = event.decision() == Some("forbid") || event.code() == 403;
+        // An impersonated request is decided for the person it names: its refusal says nothing
+        // of the impersonation, which passed.
+        let refused =
+            event.impersonated_user.is_none() && (event.decision() == Some("forbid") || event.code() == 403);
         for check in &checks {
             let mut matched = false;
             for (g, grant) in grants.iter().enumerate() {
