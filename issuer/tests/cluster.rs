@@ -84,25 +84,9 @@ fn person(name: &str, roles: &[&str]) -> IchorUser {
 
 /// The roles of IchorUser `name` as the apiserver holds it.
 fn roles(plane: &ControlPlane, name: &str) -> anyhow::Result<Option<Value>> {
-    let out = plane.kubectl_run(
-        &[
-            "get",
-            "ichoruser",
-            name,
-            "-n",
-            NAMESPACE,
-            "-o",
-            "json",
-            "--ignore-not-found",
-        ],
-        None,
-    )?;
-    if out.trim().is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(
-        serde_json::from_str::<Value>(&out)?["spec"]["roles"].clone(),
-    ))
+    Ok(plane
+        .get_json(0, "ichoruser", NAMESPACE, name)?
+        .map(|u| u["spec"]["roles"].clone()))
 }
 
 /// The `UserService` backend's writes as the caller: an admin creates, changes and deletes a

@@ -32,28 +32,8 @@ pub struct Site {
 
 /// The chart's CRDs (and the partial views of Ichor core's kinds), then the built-in roles.
 pub fn install_chart_objects(plane: &ControlPlane) {
+    ichor_testkit::install::install_crds(plane).unwrap();
     let root = repo_root();
-    plane
-        .apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ichor-system\n")
-        .unwrap();
-    for dir in ["helm/ichor/crds", "hack/crds"] {
-        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
-            let yaml = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-            plane.apply(&yaml).unwrap();
-        }
-    }
-    plane
-        .kubectl_run(
-            &[
-                "wait",
-                "--for=condition=Established",
-                "crd",
-                "--all",
-                "--timeout=60s",
-            ],
-            None,
-        )
-        .unwrap();
     let roles = std::fs::read_to_string(root.join("helm/ichor/files/ichor-roles.yaml")).unwrap();
     plane.apply(&roles).unwrap();
 }

@@ -4,7 +4,6 @@
 //! messages a `kubectl apply` user sees (a golden file).
 
 use std::fmt::Write as _;
-use std::process::Stdio;
 
 use ichor_testkit::control_plane::{ControlPlane, Options};
 use ichor_testkit::install::{self, NAMESPACE};
@@ -18,24 +17,10 @@ fn user(name: &str, spec: Value) -> String {
 
 /// Runs kubectl as the admin, which must fail; its stderr.
 fn refused(plane: &ControlPlane, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
-    use std::io::Write as _;
-    let mut cmd = plane.kubectl();
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    if stdin.is_some() {
-        cmd.stdin(Stdio::piped());
+    match plane.kubectl_as(None, args, stdin)? {
+        Ok(out) => anyhow::bail!("kubectl {} was accepted: {out}", args.join(" ")),
+        Err(stderr) => Ok(stderr),
     }
-    let mut child = cmd.spawn()?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    anyhow::ensure!(
-        !out.status.success(),
-        "kubectl {} was accepted: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    Ok(String::from_utf8_lossy(&out.stderr).trim().to_owned())
 }
 
 #[test]

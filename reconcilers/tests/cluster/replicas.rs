@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use ichor_testkit::control_plane::{ControlPlane, Process, free_port, log_tail};
 use ichor_testkit::install::NAMESPACE;
 use serde_json::Value;
@@ -96,25 +95,7 @@ impl Replica {
 /// `kubectl get KIND NAME -n ichor-system -o json` as the admin on apiserver `on`; `None` when
 /// the object does not exist.
 pub fn get(plane: &ControlPlane, on: usize, kind: &str, name: &str) -> anyhow::Result<Option<Value>> {
-    let server = format!("--server={}", plane.url(on));
-    let out = plane.kubectl_run(
-        &[
-            &server,
-            "get",
-            kind,
-            name,
-            "-n",
-            NAMESPACE,
-            "-o",
-            "json",
-            "--ignore-not-found",
-        ],
-        None,
-    )?;
-    if out.trim().is_empty() {
-        return Ok(None);
-    }
-    serde_json::from_str(&out).with_context(|| format!("kubectl get {kind} {name}: not JSON"))
+    plane.get_json(on, kind, NAMESPACE, name)
 }
 
 /// The holder of the controller's Lease, if any.

@@ -7,7 +7,6 @@
 //! ichor:<role>`), so RBAC, the webhook's rules and its real `SubjectAccessReview`s all decide.
 
 use std::fmt::Write as _;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -26,38 +25,7 @@ const PORT_NAME: &str = "webhook";
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a kubectl run answered: its stdout, or its stderr when it failed.
-pub type Answer = Result<String, String>;
-
-/// kubectl as the admin impersonating `user` in `groups` (none: the admin itself).
-pub fn kubectl_as(
-    plane: &ControlPlane,
-    user: Option<(&str, &[&str])>,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> anyhow::Result<Answer> {
-    use std::io::Write as _;
-    let mut cmd = plane.kubectl();
-    if let Some((name, groups)) = user {
-        cmd.arg(format!("--as={name}"));
-        for g in groups {
-            cmd.arg(format!("--as-group={g}"));
-        }
-    }
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    if stdin.is_some() {
-        cmd.stdin(Stdio::piped());
-    }
-    let mut child = cmd.spawn()?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    Ok(if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    })
-}
+type Answer = Result<String, String>;
 
 /// The kubelet's part: the Secret `ichor-webhook-tls` written into the replica's certificate
 /// directory (the pod's Secret volume), then the Service pointed at the replica.
@@ -117,7 +85,7 @@ fn operation(name: &str, kind: &str) -> String {
 /// took.
 fn refused_within(plane: &ControlPlane, name: &str) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    let answer = kubectl_as(plane, Some(ALICE), &APPLY, Some(&user(name, &[])))?;
+    let answer = plane.kubectl_as(Some(ALICE), &APPLY, Some(&user(name, &[])))?;
     let took = started.elapsed();
     match answer {
         Ok(out) => anyhow::bail!("a write with no working webhook server was accepted: {out}"),
@@ -153,7 +121,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     wait::until(
         "the webhook reached through its Service",
         Duration::from_secs(30),
-        || match kubectl_as(plane, Some(EVE), &APPLY, Some(&user("frank", &["viewer"])))? {
+        || match plane.kubectl_as(Some(EVE), &APPLY, Some(&user("frank", &["viewer"])))? {
             Ok(_) => Ok(Some(())),
             Err(stderr) => Err(anyhow::anyhow!(stderr)),
         },
@@ -162,7 +130,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     // The grant rule: up to the highest built-in role held.
     refused(
         "a grant above the granter's own roles",
-        kubectl_as(plane, Some(EVE), &APPLY, Some(&user("gina", &["admin"])))?,
+        plane.kubectl_as(Some(EVE), &APPLY, Some(&user("gina", &["admin"])))?,
     )?;
     // The last enabled admin.
     let disable = json!({"spec": {"disabled": true}}).to_string();
@@ -178,12 +146,11 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     ];
     refused(
         "the last enabled admin disabled by herself",
-        kubectl_as(plane, Some(ALICE), &patch, None)?,
+        plane.kubectl_as(Some(ALICE), &patch, None)?,
     )?;
     refused(
         "the last enabled admin deleted",
-        kubectl_as(
-            plane,
+        plane.kubectl_as(
             Some(ALICE),
             &["delete", "ichoruser", "alice", "-n", NAMESPACE],
             None,
@@ -192,7 +159,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     // A second admin lifts the rule (the dry run is reviewed and writes nothing).
     accepted(
         "a second admin",
-        kubectl_as(plane, Some(ALICE), &APPLY, Some(&user("henry", &["admin"])))?,
+        plane.kubectl_as(Some(ALICE), &APPLY, Some(&user("henry", &["admin"])))?,
     )?;
     let dry = [
         "patch",
@@ -207,12 +174,11 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     ];
     accepted(
         "an admin disabled while another remains",
-        kubectl_as(plane, Some(ALICE), &dry, None)?,
+        plane.kubectl_as(Some(ALICE), &dry, None)?,
     )?;
     accepted(
         "henry removed",
-        kubectl_as(
-            plane,
+        plane.kubectl_as(
             Some(ALICE),
             &["delete", "ichoruser", "henry", "-n", NAMESPACE],
             None,
@@ -245,20 +211,19 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     refused(
         "an operator repoints the cluster's identity providers",
-        kubectl_as(plane, Some(OLGA), &args, None)?,
+        plane.kubectl_as(Some(OLGA), &args, None)?,
     )?;
     let args = repoint(true);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     accepted(
         "an admin repoints them",
-        kubectl_as(plane, Some(ALICE), &args, None)?,
+        plane.kubectl_as(Some(ALICE), &args, None)?,
     )?;
     // The Cilium values are ratcheted: `legacy` was written before the webhooks with a value the
     // chart does not have; an unrelated change passes, a change of the values is checked.
     accepted(
         "an unrelated change of a cluster with old invalid values",
-        kubectl_as(
-            plane,
+        plane.kubectl_as(
             Some(ALICE),
             &[
                 "label",
@@ -274,8 +239,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     let values = json!({"spec": {"cni": {"cilium": {"values": {"totallyUnknownKey": 2}}}}}).to_string();
     refused(
         "changed Cilium values that the chart does not have",
-        kubectl_as(
-            plane,
+        plane.kubectl_as(
             Some(ALICE),
             &[
                 "patch",
@@ -294,17 +258,11 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     // TalosOperation: a destructive start needs `start` on talosoperations/<kind>.
     refused(
         "an operator starts a shutdown",
-        kubectl_as(
-            plane,
-            Some(OLGA),
-            &APPLY,
-            Some(&operation("stop-prod", "shutdown")),
-        )?,
+        plane.kubectl_as(Some(OLGA), &APPLY, Some(&operation("stop-prod", "shutdown")))?,
     )?;
     accepted(
         "an admin starts one (dry run)",
-        kubectl_as(
-            plane,
+        plane.kubectl_as(
             Some(ALICE),
             &["create", "--dry-run=server", "-o", "name", "-f", "-"],
             Some(&operation("stop-prod", "shutdown")),
@@ -312,12 +270,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     )?;
     accepted(
         "an operator starts an upgrade",
-        kubectl_as(
-            plane,
-            Some(OLGA),
-            &APPLY,
-            Some(&operation("upgrade-prod", "upgrade")),
-        )?,
+        plane.kubectl_as(Some(OLGA), &APPLY, Some(&operation("upgrade-prod", "upgrade")))?,
     )?;
 
     // The webhook server hung, then gone: failurePolicy Fail refuses, after the configured
@@ -348,8 +301,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     );
     accepted(
         "the namespace controller deletes an admin while no webhook runs",
-        kubectl_as(
-            plane,
+        plane.kubectl_as(
             Some(namespace_controller),
             &["delete", "ichoruser", "alice", "-n", NAMESPACE],
             None,

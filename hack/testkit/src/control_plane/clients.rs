@@ -106,8 +106,27 @@ impl ControlPlane {
 
     /// Runs kubectl as the admin with `stdin`; its stdout, or an error with its stderr.
     pub fn kubectl_run(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+        self.kubectl_as(None, args, stdin)?
+            .map_err(|stderr| anyhow::anyhow!("kubectl {} failed: {stderr}", args.join(" ")))
+    }
+
+    /// Runs kubectl as the admin, impersonating `user` in its groups when given (`--as`,
+    /// `--as-group`), with `stdin`: `Ok(stdout)` when kubectl succeeded, `Err(stderr)` (what a
+    /// user reads) when it failed; the outer error when kubectl could not run.
+    pub fn kubectl_as(
+        &self,
+        user: Option<(&str, &[&str])>,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> anyhow::Result<Result<String, String>> {
         use std::io::Write as _;
         let mut cmd = self.kubectl();
+        if let Some((name, groups)) = user {
+            cmd.arg(format!("--as={name}"));
+            for g in groups {
+                cmd.arg(format!("--as-group={g}"));
+            }
+        }
         cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
         if stdin.is_some() {
             cmd.stdin(Stdio::piped());
@@ -117,16 +136,41 @@ impl ControlPlane {
             pipe.write_all(input.as_bytes())?;
         }
         let out = child.wait_with_output()?;
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if !out.status.success() {
-            bail!(
-                "kubectl {} failed ({}): {}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
+        Ok(if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        })
+    }
+
+    /// `kubectl get KIND NAME -n NAMESPACE -o json` as the admin on apiserver `on`; `None` when
+    /// the object does not exist.
+    pub fn get_json(
+        &self,
+        on: usize,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<serde_json::Value>> {
+        let server = format!("--server={}", self.url(on));
+        let out = self.kubectl_run(
+            &[
+                &server,
+                "get",
+                kind,
+                name,
+                "-n",
+                namespace,
+                "-o",
+                "json",
+                "--ignore-not-found",
+            ],
+            None,
+        )?;
+        if out.trim().is_empty() {
+            return Ok(None);
         }
-        Ok(stdout)
+        serde_json::from_str(&out).with_context(|| format!("kubectl get {kind} {name}: not JSON"))
     }
 
     /// `kubectl apply --server-side` of a YAML stream as the admin.
