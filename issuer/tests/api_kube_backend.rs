@@ -12,13 +12,13 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use api_common::{build_api, t0};
+use api_common::{build_api, caller, t0};
 use base64::Engine as _;
 use http::{Method, Request, Response};
 use http_body_util::BodyExt as _;
 use ichor_issuer::{
     api::{
-        ApiError, Caller, UserBackend,
+        ApiError, UserBackend,
         kube_backend::MAX_UPDATE_ATTEMPTS,
         proto::{CreateUserRequest, create_user_request::InitialPassword},
     },
@@ -263,16 +263,6 @@ fn store(state: &Arc<Mutex<State>>) -> KubeStore {
 
 fn shared(state: State) -> Arc<Mutex<State>> {
     Arc::new(Mutex::new(state))
-}
-
-fn caller(name: &str, roles: &[&str]) -> Caller {
-    Caller {
-        name: name.into(),
-        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
-        display_name: None,
-        email: None,
-        must_change: false,
-    }
 }
 
 fn user(name: &str, roles: &[&str]) -> IchorUser {

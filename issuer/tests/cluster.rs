@@ -10,14 +10,16 @@
 //! `ICHOR_REQUIRE_CONSUMERS=1`.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod api_common;
 mod common;
 
 use std::sync::Arc;
 
+use api_common::caller;
 use axum::http::StatusCode;
 use base64::Engine as _;
 use common::{Harness, ManualClock, MemoryStore, claims, replica};
-use ichor_issuer::api::{ApiError, Caller, UserBackend};
+use ichor_issuer::api::{ApiError, UserBackend};
 use ichor_issuer::keys::{KeyRing, LoadedKeys};
 use ichor_issuer::oidc::Settings;
 use ichor_issuer::store::UserStore;
@@ -56,16 +58,6 @@ fn generation(plane: &ControlPlane, fam: &str) -> anyhow::Result<Option<u64>> {
         .ok_or_else(|| anyhow::anyhow!("no entry for alice"))?;
     let entry = CredentialsEntry::parse("alice", &base64::engine::general_purpose::STANDARD.decode(b64)?)?;
     Ok(entry.family(fam).map(|f| f.generation))
-}
-
-fn caller(name: &str, roles: &[&str]) -> Caller {
-    Caller {
-        name: name.into(),
-        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
-        display_name: None,
-        email: None,
-        must_change: false,
-    }
 }
 
 fn person(name: &str, roles: &[&str]) -> IchorUser {

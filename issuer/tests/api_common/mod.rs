@@ -295,3 +295,14 @@ impl UserBackend for FailingCredentials {
         UserBackend::delete_user(&self.0, caller, name).await
     }
 }
+
+/// A caller of the API: `ichor:<name>` with the groups `ichor:<role>`.
+pub fn caller(name: &str, roles: &[&str]) -> ichor_issuer::api::Caller {
+    ichor_issuer::api::Caller {
+        name: name.into(),
+        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+        display_name: None,
+        email: None,
+        must_change: false,
+    }
+}

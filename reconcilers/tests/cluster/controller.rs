@@ -59,6 +59,26 @@ fn entry(name: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(json)
 }
 
+/// Adds an entry for `name` to the credentials Secret through apiserver `on`, as the issuer
+/// does when a password is set.
+fn add_credentials_key(plane: &ControlPlane, on: usize, name: &str) -> anyhow::Result<()> {
+    let server = format!("--server={}", plane.url(on));
+    let patch = json!({"data": {name: entry(name)}}).to_string();
+    let args = [
+        &server,
+        "patch",
+        "secret",
+        CREDENTIALS_SECRET_NAME,
+        "-n",
+        NAMESPACE,
+        "--type=merge",
+        "-p",
+        &patch,
+    ];
+    plane.kubectl_run(&args, None)?;
+    Ok(())
+}
+
 /// The credentials Secret as the issuer keeps it, with an entry per name.
 fn credentials(names: &[&str]) -> String {
     let data: serde_json::Map<String, Value> =
@@ -357,20 +377,7 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
     plane.apply(&user("bob", &["viewer"]))?;
     // Seen by the new leader before his password is set (as the issuer would set it).
     wait_status(&plane, "bob", "PasswordSet", "False").map_err(|e| e.context(logs(&replicas)))?;
-    let patch = json!({"data": {"bob": entry("bob")}}).to_string();
-    plane.kubectl_run(
-        &[
-            "patch",
-            "secret",
-            CREDENTIALS_SECRET_NAME,
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            &patch,
-        ],
-        None,
-    )?;
+    add_credentials_key(&plane, 0, "bob")?;
     wait_status(&plane, "bob", "PasswordSet", "True").map_err(|e| e.context(logs(&replicas)))?;
     let after = owned(&plane)?;
     for name in OWNED_SECRETS {
@@ -403,21 +410,7 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
         Some(&user("carol", &[])),
     )?;
     plane.kubectl_run(&[&server, "delete", "ichoruser", "bob", "-n", NAMESPACE], None)?;
-    let patch = json!({"data": {"ghost2": entry("ghost2")}}).to_string();
-    plane.kubectl_run(
-        &[
-            &server,
-            "patch",
-            "secret",
-            CREDENTIALS_SECRET_NAME,
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            &patch,
-        ],
-        None,
-    )?;
+    add_credentials_key(&plane, 1, "ghost2")?;
     plane.start_apiserver(0, Duration::from_secs(60))?;
     let resumed = (|| -> anyhow::Result<()> {
         wait_status(&plane, "carol", "PasswordSet", "False")?;
