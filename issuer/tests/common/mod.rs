@@ -313,32 +313,15 @@ impl Harness {
         let ring = Arc::new(KeyRing::with_keys(
             LoadedKeys::from_document(&first_document(start())).expect("keys"),
         ));
-        let mut registry = Registry::default();
-        let users_settings = Arc::new(Settings::new(settings()));
-        let issuer = Issuer::new(
-            IssuerConfig {
-                external_url: format!("{ISSUER}/"),
-                trusted_proxies,
-            },
-            Arc::clone(&ring),
+        let settings = Arc::new(Settings::new(settings()));
+        assemble(
             Arc::clone(&store) as Arc<dyn UserStore>,
-            Arc::clone(&users_settings),
-            &mut registry,
-        )
-        .expect("issuer")
-        .with_clock(Arc::clone(&clock) as Arc<dyn Clock>);
-        let issuer = Arc::new(issuer);
-        Harness {
-            router: oidc::external_router(Arc::clone(&issuer)),
-            internal: oidc::internal_router(Arc::clone(&issuer)),
-            issuer,
             store,
-            clock,
             ring,
-            settings: users_settings,
-            registry: Arc::new(registry),
-            peer: "192.0.2.10:50000".parse().expect("addr"),
-        }
+            settings,
+            clock,
+            trusted_proxies,
+        )
     }
 
     pub fn metrics(&self) -> String {
@@ -523,11 +506,23 @@ pub fn replica(
     settings: Arc<Settings>,
     clock: Arc<ManualClock>,
 ) -> Harness {
+    assemble(store, memory, ring, settings, clock, TrustedProxies::none())
+}
+
+/// The issuer over `store` with its routers: how every harness is built.
+fn assemble(
+    store: Arc<dyn UserStore>,
+    memory: Arc<MemoryStore>,
+    ring: Arc<KeyRing>,
+    settings: Arc<Settings>,
+    clock: Arc<ManualClock>,
+    trusted_proxies: TrustedProxies,
+) -> Harness {
     let mut registry = Registry::default();
     let issuer = Issuer::new(
         IssuerConfig {
             external_url: format!("{ISSUER}/"),
-            trusted_proxies: TrustedProxies::none(),
+            trusted_proxies,
         },
         Arc::clone(&ring),
         store,

@@ -6,6 +6,8 @@
 use std::fmt::Write as _;
 
 use ichor_testkit::control_plane::{ControlPlane, Options};
+
+use crate::replicas::merge_patch;
 use ichor_testkit::install::{self, NAMESPACE};
 use serde_json::{Value, json};
 
@@ -16,9 +18,16 @@ fn user(name: &str, spec: Value) -> String {
 }
 
 /// Runs kubectl as the admin, which must fail; its stderr.
-fn refused(plane: &ControlPlane, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+fn refused<S: AsRef<std::ffi::OsStr>>(
+    plane: &ControlPlane,
+    args: &[S],
+    stdin: Option<&str>,
+) -> anyhow::Result<String> {
     match plane.kubectl_as(None, args, stdin)? {
-        Ok(out) => anyhow::bail!("kubectl {} was accepted: {out}", args.join(" ")),
+        Ok(out) => {
+            let args: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+            anyhow::bail!("kubectl {} was accepted: {out}", args.join(" "))
+        }
         Err(stderr) => Ok(stderr),
     }
 }
@@ -91,21 +100,13 @@ fn the_apiserver_enforces_the_ichoruser_rules_with_the_messages_kubectl_shows() 
         )?;
         writeln!(golden, "## {what}\n{stderr}\n")?;
     }
-    let rename = json!({"metadata": {"name": "mallory"}}).to_string();
-    let stderr = refused(
-        &plane,
-        &[
-            "patch",
-            "ichoruser",
-            "alice",
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            &rename,
-        ],
-        None,
-    )?;
+    let rename = merge_patch(
+        "ichoruser",
+        "alice",
+        &json!({"metadata": {"name": "mallory"}}),
+        false,
+    );
+    let stderr = refused(&plane, &rename, None)?;
     writeln!(golden, "## a rename (the name is the identity)\n{stderr}")?;
     assert!(
         !golden.contains("hunter2"),

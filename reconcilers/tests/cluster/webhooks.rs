@@ -16,7 +16,7 @@ use ichor_testkit::install::{self, NAMESPACE};
 use ichor_testkit::wait;
 use serde_json::json;
 
-use crate::replicas::{Replica, get};
+use crate::replicas::{Replica, get, merge_patch};
 
 /// The webhook Service of the chart and its port's name.
 const SERVICE: &str = "ichor-controller-webhook";
@@ -133,17 +133,8 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
         plane.kubectl_as(Some(EVE), &APPLY, Some(&user("gina", &["admin"])))?,
     )?;
     // The last enabled admin.
-    let disable = json!({"spec": {"disabled": true}}).to_string();
-    let patch = [
-        "patch",
-        "ichoruser",
-        "alice",
-        "-n",
-        NAMESPACE,
-        "--type=merge",
-        "-p",
-        &disable,
-    ];
+    let disable = json!({"spec": {"disabled": true}});
+    let patch = merge_patch("ichoruser", "alice", &disable, false);
     refused(
         "the last enabled admin disabled by herself",
         plane.kubectl_as(Some(ALICE), &patch, None)?,
@@ -161,17 +152,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
         "a second admin",
         plane.kubectl_as(Some(ALICE), &APPLY, Some(&user("henry", &["admin"])))?,
     )?;
-    let dry = [
-        "patch",
-        "ichoruser",
-        "alice",
-        "-n",
-        NAMESPACE,
-        "--type=merge",
-        "-p",
-        &disable,
-        "--dry-run=server",
-    ];
+    let dry = merge_patch("ichoruser", "alice", &disable, true);
     accepted(
         "an admin disabled while another remains",
         plane.kubectl_as(Some(ALICE), &dry, None)?,
@@ -187,37 +168,23 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
 
     // TalosCluster: spec.authentication needs update on talosclusters/authentication (a real
     // SubjectAccessReview against the chart's roles).
-    let external =
-        json!({"spec": {"authentication": {"ichor": {"enabled": true, "url": "https://ichor.example.com"},
-        "external": [{"issuerURL": "https://idp.example.org", "audiences": ["kubernetes"]}]}}})
-        .to_string();
-    let repoint = |dry_run: bool| {
-        let mut a = vec![
-            "patch",
-            "taloscluster",
-            "prod",
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            external.as_str(),
-        ];
-        if dry_run {
-            a.push("--dry-run=server");
-        }
-        a.into_iter().map(str::to_owned).collect::<Vec<_>>()
-    };
-    let args = repoint(false);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let external = json!({"spec": {"authentication": {"ichor": {"enabled": true, "url": "https://ichor.example.com"},
+        "external": [{"issuerURL": "https://idp.example.org", "audiences": ["kubernetes"]}]}}});
     refused(
         "an operator repoints the cluster's identity providers",
-        plane.kubectl_as(Some(OLGA), &args, None)?,
+        plane.kubectl_as(
+            Some(OLGA),
+            &merge_patch("taloscluster", "prod", &external, false),
+            None,
+        )?,
     )?;
-    let args = repoint(true);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     accepted(
         "an admin repoints them",
-        plane.kubectl_as(Some(ALICE), &args, None)?,
+        plane.kubectl_as(
+            Some(ALICE),
+            &merge_patch("taloscluster", "prod", &external, true),
+            None,
+        )?,
     )?;
     // The Cilium values are ratcheted: `legacy` was written before the webhooks with a value the
     // chart does not have; an unrelated change passes, a change of the values is checked.
@@ -236,21 +203,12 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
             None,
         )?,
     )?;
-    let values = json!({"spec": {"cni": {"cilium": {"values": {"totallyUnknownKey": 2}}}}}).to_string();
+    let values = json!({"spec": {"cni": {"cilium": {"values": {"totallyUnknownKey": 2}}}}});
     refused(
         "changed Cilium values that the chart does not have",
         plane.kubectl_as(
             Some(ALICE),
-            &[
-                "patch",
-                "taloscluster",
-                "legacy",
-                "-n",
-                NAMESPACE,
-                "--type=merge",
-                "-p",
-                &values,
-            ],
+            &merge_patch("taloscluster", "legacy", &values, false),
             None,
         )?,
     )?;

@@ -113,10 +113,10 @@ impl ControlPlane {
     /// Runs kubectl as the admin, impersonating `user` in its groups when given (`--as`,
     /// `--as-group`), with `stdin`: `Ok(stdout)` when kubectl succeeded, `Err(stderr)` (what a
     /// user reads) when it failed; the outer error when kubectl could not run.
-    pub fn kubectl_as(
+    pub fn kubectl_as<S: AsRef<std::ffi::OsStr>>(
         &self,
         user: Option<(&str, &[&str])>,
-        args: &[&str],
+        args: &[S],
         stdin: Option<&str>,
     ) -> anyhow::Result<Result<String, String>> {
         use std::io::Write as _;
