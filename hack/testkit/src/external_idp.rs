@@ -384,13 +384,10 @@ impl ExternalIdp {
     /// refresh token (the provider rotates them; the one given is spent).
     pub fn refresh(&self, client_id: &str, refresh_token: &str) -> anyhow::Result<Tokens> {
         let client = self.client(client_id)?;
-        let mut args = vec![
-            "refresh",
-            "--client-id",
-            client_id,
-            "--refresh-token",
-            refresh_token,
-        ];
+        // `--name=value`: a token may begin with '-', which node's parseArgs would take for an
+        // option.
+        let token = format!("--refresh-token={refresh_token}");
+        let mut args = vec!["refresh", "--client-id", client_id, token.as_str()];
         if let Some(secret) = &client.client_secret {
             args.extend(["--client-secret", secret]);
         }
