@@ -6,11 +6,18 @@
 
 use std::path::{Path, PathBuf};
 
-/// The repository's root (the test kit lives at `hack/testkit`).
+/// The repository's root (the test kit lives at `hack/testkit`): found from the running test's
+/// package directory (`CARGO_MANIFEST_DIR` as cargo and nextest set it at run time), then from
+/// the one this crate was compiled in. A target directory shared by two checkouts can keep the
+/// compiled path of the other checkout, so the run-time one comes first.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
+    let running = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let compiled = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    running
+        .iter()
+        .chain([&compiled])
+        .flat_map(|dir| dir.ancestors())
+        .find(|dir| dir.join("hack/testkit/Cargo.toml").is_file())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."))
 }
