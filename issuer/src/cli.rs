@@ -9,6 +9,8 @@
 //!   caller ([`kube_routers`]);
 //! - the internal listener (default `0.0.0.0:8444`): discovery and JWKS only, with the Ichor leaf.
 
+use crate::installation::InstallationSettings;
+use crate::oidc::Settings;
 use crate::server::cidr::Cidr;
 use crate::server::health::{self, Readiness};
 use crate::server::metrics::{Metrics, ReloadStatus, Sources};
@@ -319,6 +321,20 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
+impl Config {
+    /// The runtime settings the flags give (all of them with `--store local`; the fallback of
+    /// each field `IchorInstallation.spec.users` leaves out with `--store kube`).
+    pub fn settings(&self) -> ichor_renderers::crd::UsersSettings {
+        use ichor_renderers::crd::GoDuration;
+        ichor_renderers::crd::UsersSettings {
+            token_ttl: GoDuration::from_secs(self.token_ttl.as_secs()),
+            refresh_lifetime: GoDuration::from_secs(self.refresh_lifetime.as_secs()),
+            kube_api_server_url: self.kubeconfig.api_server_url.clone(),
+            kube_api_tls_server_name: self.kubeconfig.tls_server_name.clone(),
+        }
+    }
+}
+
 /// A flag was refused. Each message names the flag.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -602,12 +618,15 @@ impl Flags {
 }
 
 /// How [`run`] watches files and serves (the defaults in production; tests shorten them).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Watching of `keys.json` and the TLS pairs.
     pub watch: WatchOptions,
     /// Limits and timeouts of both listeners.
     pub serve: ServeOptions,
+    /// The cluster's runtime settings (`--store kube`), which `/readyz` waits for; `None`: the
+    /// flags' values are the settings.
+    pub installation: Option<Arc<InstallationSettings>>,
 }
 
 /// The two bound sockets.
@@ -671,6 +690,8 @@ pub struct Served {
     pub keys: Watched<KeysDocument>,
     /// The metrics registry (its counters go to the request handlers).
     pub metrics: Arc<Metrics>,
+    /// The runtime settings (token TTL, refresh lifetime, kubeconfig server), read per token.
+    pub settings: Arc<Settings>,
 }
 
 /// The OIDC routers of the two listeners.
@@ -759,11 +780,7 @@ where
         .map_err(|e| RunError::Issuer(format!("the UserService: {e}")))?;
     // One set of argon2id permits for the whole process: sign-ins and password changes.
     config.hash_permits = Arc::clone(issuer.hash_permits());
-    let kubeconfig = &served.config.kubeconfig;
-    let mut settings = (**config.settings.load()).clone();
-    settings.kube_api_server_url = kubeconfig.api_server_url.clone();
-    settings.kube_api_tls_server_name = kubeconfig.tls_server_name.clone();
-    config.settings.store(Arc::new(settings));
+    config.settings = Arc::clone(&served.settings);
     let api = UserApi::new(store, access, Arc::clone(&issuer), Arc::new(SystemClock), config);
     let service = grpc_service(api);
     let path = format!(
@@ -899,9 +916,8 @@ fn ui_router(served: &Served) -> Router {
 fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate::oidc::Issuer>, RunError> {
     use crate::{
         keys::{KeyRing, LoadedKeys},
-        oidc::{Issuer, IssuerConfig, Settings, TrustedProxies},
+        oidc::{Issuer, IssuerConfig, TrustedProxies},
     };
-    use ichor_renderers::crd::{GoDuration, UsersSettings};
 
     let ring = Arc::new(KeyRing::new());
     let load = {
@@ -926,12 +942,7 @@ fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate:
     });
 
     let config = &served.config;
-    let settings = Arc::new(Settings::new(UsersSettings {
-        token_ttl: GoDuration::from_secs(config.token_ttl.as_secs()),
-        refresh_lifetime: GoDuration::from_secs(config.refresh_lifetime.as_secs()),
-        kube_api_server_url: config.kubeconfig.api_server_url.clone(),
-        kube_api_tls_server_name: config.kubeconfig.tls_server_name.clone(),
-    }));
+    let settings = Arc::clone(&served.settings);
     let proxies: Vec<String> = config.trusted_proxies.iter().map(ToString::to_string).collect();
     let trusted_proxies = TrustedProxies::parse(&proxies).map_err(|e| RunError::Issuer(e.to_string()))?;
     let mut built = None;
@@ -1032,6 +1043,9 @@ where
     if matches!(config.external_tls, ExternalTls::Operator(_)) {
         reloads.push(Arc::new(external_pair.clone()));
     }
+    if let Some(installation) = &options.installation {
+        reloads.push(Arc::clone(installation) as Arc<dyn ReloadStatus>);
+    }
     let metrics = Arc::new(Metrics::new(Sources {
         reloads: reloads.clone(),
         certificates: vec![
@@ -1045,6 +1059,10 @@ where
         .fold(Readiness::new(), |r, watched| r.require_loaded(watched));
 
     let served = Served {
+        settings: match &options.installation {
+            Some(installation) => installation.settings(),
+            None => Arc::new(Settings::new(config.settings())),
+        },
         config: Arc::clone(&config),
         keys,
         metrics: Arc::clone(&metrics),
@@ -1156,6 +1174,8 @@ pub fn main() -> ExitCode {
             .await;
         }
         let (store, access, endpoint) = open_kube().await?;
+        let installation = Arc::new(InstallationSettings::new(config.settings()));
+        tokio::spawn(Arc::clone(&installation).follow(store.client().clone()));
         let ca = match &config.kubeconfig.ca_file {
             Some(file) => read_kube_ca(file).map_err(|e| RunError::Store(e.to_string()))?,
             None => None,
@@ -1171,7 +1191,10 @@ pub fn main() -> ExitCode {
         run(
             config,
             listeners,
-            RunOptions::default(),
+            RunOptions {
+                installation: Some(installation),
+                ..RunOptions::default()
+            },
             move |served| kube_routers(served, store, access, Some(cluster)),
             shutdown_signal(),
         )

@@ -4,13 +4,14 @@
 //!
 //! Modules: [`api`] (the `UserService`, gRPC and gRPC-web), [`keys`] (the loaded signing material
 //! and the JWKS), [`tokens`] (ID tokens and the HMAC artifacts: ticket, code, refresh token),
-//! [`store`] (users and credentials), [`oidc`] (the HTTP endpoints), [`server`] (TLS listeners,
+//! [`store`] (users and credentials), [`installation`] (the runtime settings of a cluster), [`oidc`] (the HTTP endpoints), [`server`] (TLS listeners,
 //! reload, health, metrics) and [`cli`] (flags).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod api;
 pub mod cli;
+pub mod installation;
 pub mod keys;
 pub mod oidc;
 pub mod server;

@@ -766,6 +766,7 @@ mod routers {
         )
         .unwrap();
         let served = Served {
+            settings: Arc::new(ichor_issuer::oidc::Settings::new(config.settings())),
             config: Arc::new(config),
             keys,
             metrics: Arc::new(Metrics::new(Sources {

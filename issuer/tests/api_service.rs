@@ -880,10 +880,10 @@ async fn get_my_kubeconfig_uses_the_settings_and_the_ca_file() {
     assert!(plain.contains("server: https://10.0.0.10:6443"), "{plain}");
     assert!(plain.contains("name: ichor-view@prod"), "{plain}");
     assert!(!plain.contains("--ca-file") && !plain.contains("tls-server-name"));
-    let mut settings = (**e.config_settings.load()).clone();
+    let mut settings = (*e.config_settings.get()).clone();
     settings.kube_api_server_url = Some("https://kube.example.com:6443".into());
     settings.kube_api_tls_server_name = Some("kube-apiserver.prod.internal".into());
-    e.config_settings.store(Arc::new(settings));
+    e.config_settings.store(settings);
     let custom = e
         .api
         .get_my_kubeconfig(req(

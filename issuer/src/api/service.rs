@@ -3,7 +3,6 @@
 
 use std::{sync::Arc, time::Duration};
 
-use arc_swap::ArcSwap;
 use ichor_renderers::{
     auth::{
         Password,
@@ -61,8 +60,9 @@ pub struct ApiConfig {
     pub issuer_url: String,
     /// The cluster for `GetMyKubeconfig` (`None`: the call fails with `FailedPrecondition`).
     pub cluster: Option<ClusterInfo>,
-    /// The runtime settings (`IchorInstallation.spec.users`), replaced when they change.
-    pub settings: Arc<ArcSwap<UsersSettings>>,
+    /// The runtime settings (`IchorInstallation.spec.users`), replaced when they change (the
+    /// issuer's own, shared).
+    pub settings: Arc<crate::oidc::Settings>,
     /// How long a session state (`notBefore`, `mustChange`) may be cached (at most 10 s).
     pub session_ttl: Duration,
     /// The argon2 semaphore, shared with the issuer's login endpoint.
@@ -80,7 +80,7 @@ impl ApiConfig {
         Ok(Self {
             issuer_url: issuer_url.into(),
             cluster,
-            settings: Arc::new(ArcSwap::from_pointee(settings)),
+            settings: Arc::new(crate::oidc::Settings::new(settings)),
             session_ttl: USER_CACHE_TTL,
             hash_permits: Arc::new(Semaphore::new(DEFAULT_HASH_PERMITS)),
         })
@@ -633,7 +633,7 @@ where
         let cluster = self.inner.config.cluster.as_ref().ok_or_else(|| {
             ApiError::FailedPrecondition("no cluster is configured for kubeconfigs on this issuer".to_owned())
         })?;
-        let settings = self.inner.config.settings.load();
+        let settings = self.inner.config.settings.get();
         let kubeconfig = kubeconfig::render(&KubeconfigInput {
             cluster_name: &cluster.name,
             user: &caller.name,

@@ -109,7 +109,7 @@ pub struct Env<B: UserBackend = LocalStore> {
     pub store: Arc<B>,
     pub api: Api<B>,
     pub clock: Arc<TestClock>,
-    pub config_settings: Arc<arc_swap::ArcSwap<ichor_renderers::crd::UsersSettings>>,
+    pub config_settings: Arc<ichor_issuer::oidc::Settings>,
 }
 
 pub fn local_store(dir: &tempfile::TempDir) -> LocalStore {
@@ -150,11 +150,7 @@ pub fn env_over<B: UserBackend>(dir: tempfile::TempDir, store: Arc<B>, extra_rba
 pub fn build_api<B: UserBackend>(
     store: Arc<B>,
     extra_rbac: Option<&str>,
-) -> (
-    Api<B>,
-    Arc<TestClock>,
-    Arc<arc_swap::ArcSwap<ichor_renderers::crd::UsersSettings>>,
-) {
+) -> (Api<B>, Arc<TestClock>, Arc<ichor_issuer::oidc::Settings>) {
     let clock = Arc::new(TestClock(Mutex::new(t0())));
     let mut config = ApiConfig::new(
         ISSUER,
