@@ -63,10 +63,7 @@ SECRET_GRANTS: dict[tuple[str, str], set[tuple[str, str | None]]] = {
     },
     ("Role", "ichor-issuer"): {
         ("get", "ichor-user-credentials"),
-        ("update", "ichor-user-credentials"),
         ("patch", "ichor-user-credentials"),
-        ("get", "ichor-oidc-signing"),
-        ("get", "ichor-oidc-tls"),
     },
 }
 ISSUER_IMPERSONATION_ROLE = ("ClusterRole", "ichor-issuer")
