@@ -1,8 +1,10 @@
-//! Shared harness of the `conformance_*` tests: the REAL `ichor-issuer` binary started on
-//! loopback with a test CA and leaf (rcgen), a `keys.json` made by the controller's own key
-//! timeline, and the local store holding one user whose password is hashed by
-//! `ichor_renderers::auth::hash`; an HTTPS client trusting the test CA; and a sign-in driven
-//! through the real endpoints (authorize as JSON → ticket → login → code → token).
+//! Shared harness of the tests of the REAL `ichor-issuer` binary (the `conformance_*` tests and
+//! the cluster test): started on loopback with a test CA and leaf (rcgen), a `keys.json` made by
+//! the controller's own key timeline, and either the local store holding one user whose password
+//! is hashed by `ichor_renderers::auth::hash`, or `--store kube` with a kubeconfig; further
+//! replicas on the same files and external URL; an HTTPS client trusting the test CA; a sign-in
+//! driven through the real endpoints (authorize as JSON → ticket → login → code → token); and
+//! the `UserService` over gRPC with TLS.
 //!
 //! Third-party consumers (the go-oidc verifier) are found under `$ICHOR_BUILD_DIR`; when one is
 //! missing the test skips with a message, unless `ICHOR_REQUIRE_CONSUMERS=1`, then it fails.
@@ -133,11 +135,24 @@ pub fn go_oidc_verifier() -> Option<PathBuf> {
     None
 }
 
+/// Where an issuer process keeps users and credentials.
+#[derive(Clone, Default)]
+pub enum Store {
+    /// `--store local` on the harness's users and state directories (alice, an admin).
+    #[default]
+    Local,
+    /// `--store kube` with this kubeconfig (`KUBECONFIG`) and the cluster's CA (the
+    /// kubeconfigs' `--kube-ca-file`).
+    Kube { kubeconfig: PathBuf, ca_file: PathBuf },
+}
+
 /// Options of one issuer process.
+#[derive(Clone)]
 pub struct Options {
     pub token_ttl: &'static str,
     /// Extra environment (e.g. `RUST_LOG`).
     pub env: Vec<(&'static str, String)>,
+    pub store: Store,
 }
 
 impl Default for Options {
@@ -145,6 +160,7 @@ impl Default for Options {
         Options {
             token_ttl: "5m",
             env: Vec::new(),
+            store: Store::Local,
         }
     }
 }
@@ -152,11 +168,14 @@ impl Default for Options {
 /// A running `ichor-issuer` process and its files; killed on drop.
 pub struct RunningIssuer {
     pub child: Child,
-    pub dir: tempfile::TempDir,
+    /// The files, shared by the replicas.
+    pub dir: std::sync::Arc<tempfile::TempDir>,
     pub external: SocketAddr,
     pub internal: SocketAddr,
-    /// The external URL, `https://127.0.0.1:<port>` (the `iss`).
+    /// The external URL, `https://127.0.0.1:<port>` of the first replica (the `iss`).
     pub issuer: String,
+    /// Where this process answers, `https://127.0.0.1:<its external port>`.
+    pub url: String,
     pub ca_pem: String,
     pub ca_path: PathBuf,
     pub keys_path: PathBuf,
@@ -240,38 +259,79 @@ impl RunningIssuer {
         let keys_path = dir.path().join("keys.json");
         std::fs::write(&keys_path, keys.to_json()).unwrap();
 
-        let (external, internal) = (free_port(), free_port());
+        let external = free_port();
         let issuer = format!("https://127.0.0.1:{external}");
+        let dir = std::sync::Arc::new(dir);
+        Self::spawn(&dir, external, issuer, pki.ca_pem, keys, keys_made, &options).await
+    }
+
+    /// Another process on the same files and external URL (the `iss`), with its own ports:
+    /// a second replica behind one Service.
+    pub async fn replica(&self, options: &Options) -> RunningIssuer {
+        Self::spawn(
+            &self.dir,
+            free_port(),
+            self.issuer.clone(),
+            self.ca_pem.clone(),
+            self.keys.clone(),
+            self.keys_made,
+            options,
+        )
+        .await
+    }
+
+    async fn spawn(
+        dir: &std::sync::Arc<tempfile::TempDir>,
+        external: u16,
+        issuer: String,
+        ca_pem: String,
+        keys: KeysDocument,
+        keys_made: usize,
+        options: &Options,
+    ) -> RunningIssuer {
+        let internal = free_port();
+        let root = dir.path();
+        let keys_path = root.join("keys.json");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ichor-issuer"));
         cmd.args(["--external-url", &issuer])
             .args(["--listen", &format!("127.0.0.1:{external}")])
             .args(["--internal-listen", &format!("127.0.0.1:{internal}")])
             .arg("--ichor-tls-dir")
-            .arg(&tls)
+            .arg(root.join("tls"))
             .arg("--keys-file")
             .arg(&keys_path)
-            .args(["--store", "local", "--token-ttl", options.token_ttl])
-            .arg("--local-users-dir")
-            .arg(&users)
-            .arg("--local-state-dir")
-            .arg(&state)
+            .args(["--token-ttl", options.token_ttl])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        match &options.store {
+            Store::Local => {
+                cmd.args(["--store", "local", "--local-users-dir"])
+                    .arg(root.join("users"))
+                    .arg("--local-state-dir")
+                    .arg(root.join("state"));
+            }
+            Store::Kube { kubeconfig, ca_file } => {
+                cmd.args(["--store", "kube", "--kube-ca-file"])
+                    .arg(ca_file)
+                    .env("KUBECONFIG", kubeconfig);
+            }
+        }
         for (k, v) in &options.env {
             cmd.env(k, v);
         }
         let child = cmd.spawn().unwrap();
-        let client = https_client(&pki.ca_pem);
+        let client = https_client(&ca_pem);
         let mut running = RunningIssuer {
             child,
-            dir,
+            dir: std::sync::Arc::clone(dir),
             external: ([127, 0, 0, 1], external).into(),
             internal: ([127, 0, 0, 1], internal).into(),
             issuer,
-            ca_pem: pki.ca_pem,
-            ca_path,
+            url: format!("https://127.0.0.1:{external}"),
+            ca_pem,
+            ca_path: root.join("ca.crt"),
             keys_path,
             keys,
             keys_made,
@@ -283,7 +343,7 @@ impl RunningIssuer {
 
     async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        let url = format!("{}/readyz", self.issuer);
+        let url = format!("{}/readyz", self.url);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 panic!("ichor-issuer exited before it was ready: {status}");
@@ -324,7 +384,7 @@ impl RunningIssuer {
     pub async fn jwks_kids(&self) -> Vec<String> {
         let jwks: serde_json::Value = self
             .client
-            .get(format!("{}/oidc/jwks", self.issuer))
+            .get(format!("{}/oidc/jwks", self.url))
             .send()
             .await
             .unwrap()
@@ -339,9 +399,23 @@ impl RunningIssuer {
             .collect()
     }
 
-    /// Signs `user` in through the real endpoints for `ichor-cli` (loopback redirect) with
+    /// Signs [`USER`] in through the real endpoints for `ichor-cli` (loopback redirect) with
     /// `openid offline_access` and returns the token response.
     pub async fn cli_sign_in(&self, audience: Option<&str>) -> serde_json::Value {
+        self.sign_in(USER, PASSWORD, audience)
+            .await
+            .unwrap_or_else(|(status, body)| panic!("HTTP {status}: {body}"))
+    }
+
+    /// Signs `user` in with `password` for `ichor-cli` (`openid offline_access`, audience
+    /// `audience` or the client's default): the token response, or the status and body of the
+    /// step that refused.
+    pub async fn sign_in(
+        &self,
+        user: &str,
+        password: &str,
+        audience: Option<&str>,
+    ) -> Result<serde_json::Value, (u16, String)> {
         let verifier = "conformance-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
         let challenge = ichor_issuer::oidc::request::s256_challenge(verifier);
         let mut query = vec![
@@ -357,66 +431,104 @@ impl RunningIssuer {
         if let Some(a) = audience {
             query.push(("audience", a));
         }
-        let ticket: serde_json::Value = ok_json(
+        let ticket = answer(
             self.client
-                .get(format!("{}/oidc/authorize", self.issuer))
+                .get(format!("{}/oidc/authorize", self.url))
                 .query(&query)
-                .header("accept", "application/json")
-                .send()
-                .await
-                .unwrap(),
+                .header("accept", "application/json"),
         )
-        .await;
-        let login: serde_json::Value = ok_json(
+        .await?;
+        let login = answer(
             self.client
-                .post(format!("{}/oidc/login", self.issuer))
+                .post(format!("{}/oidc/login", self.url))
                 .json(&serde_json::json!({
-                    "ticket": ticket["ticket"], "username": USER, "password": PASSWORD
-                }))
-                .send()
-                .await
-                .unwrap(),
+                    "ticket": ticket["ticket"], "username": user, "password": password
+                })),
         )
-        .await;
+        .await?;
         let redirect = url::Url::parse(login["redirect_uri"].as_str().unwrap()).unwrap();
         let code = redirect
             .query_pairs()
             .find(|(k, _)| k == "code")
             .map(|(_, v)| v.into_owned())
             .unwrap();
-        ok_json(
-            self.client
-                .post(format!("{}/oidc/token", self.issuer))
-                .form(&[
-                    ("grant_type", "authorization_code"),
-                    ("code", code.as_str()),
-                    ("client_id", "ichor-cli"),
-                    ("redirect_uri", CLI_REDIRECT),
-                    ("code_verifier", verifier),
-                ])
-                .send()
-                .await
-                .unwrap(),
-        )
+        answer(self.client.post(format!("{}/oidc/token", self.url)).form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("client_id", "ichor-cli"),
+            ("redirect_uri", CLI_REDIRECT),
+            ("code_verifier", verifier),
+        ]))
         .await
     }
 
     /// Rotates a refresh token through `/oidc/token`.
     pub async fn refresh(&self, refresh_token: &str) -> serde_json::Value {
-        ok_json(
-            self.client
-                .post(format!("{}/oidc/token", self.issuer))
-                .form(&[
-                    ("grant_type", "refresh_token"),
-                    ("refresh_token", refresh_token),
-                    ("client_id", "ichor-cli"),
-                ])
-                .send()
-                .await
-                .unwrap(),
-        )
+        self.try_refresh(refresh_token)
+            .await
+            .unwrap_or_else(|(status, body)| panic!("HTTP {status}: {body}"))
+    }
+
+    /// Rotates a refresh token: the token response, or the status and body of the refusal.
+    pub async fn try_refresh(&self, refresh_token: &str) -> Result<serde_json::Value, (u16, String)> {
+        answer(self.client.post(format!("{}/oidc/token", self.url)).form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh_token),
+            ("client_id", "ichor-cli"),
+        ]))
         .await
     }
+
+    /// The `UserService` of this process over gRPC with TLS, sending `id_token` (an `ichor-ui`
+    /// ID token) as the bearer.
+    pub async fn user_service(&self, id_token: &str) -> UserService {
+        use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&self.ca_pem))
+            .domain_name("localhost");
+        let channel = Endpoint::from_shared(self.url.clone())
+            .unwrap()
+            .tls_config(tls)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {id_token}").parse().unwrap();
+        ichor_issuer::api::proto::user_service_client::UserServiceClient::with_interceptor(
+            channel,
+            Bearer(bearer),
+        )
+    }
+}
+
+/// A `UserService` client over TLS with a bearer token.
+pub type UserService = ichor_issuer::api::proto::user_service_client::UserServiceClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Bearer>,
+>;
+
+/// Adds the bearer token to every call.
+#[derive(Clone)]
+pub struct Bearer(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        request.metadata_mut().insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+/// The JSON body of a 2xx answer, or the status and body of another.
+async fn answer(request: reqwest::RequestBuilder) -> Result<serde_json::Value, (u16, String)> {
+    let response = request.send().await.map_err(|e| (0, e.to_string()))?;
+    let status = response.status();
+    let body = response
+        .text()
+        .await
+        .map_err(|e| (status.as_u16(), e.to_string()))?;
+    if !status.is_success() {
+        return Err((status.as_u16(), body));
+    }
+    serde_json::from_str(&body).map_err(|e| (status.as_u16(), format!("{e}: {body}")))
 }
 
 /// The body of a 200 response as JSON; panics with the body otherwise.

@@ -1,63 +1,34 @@
-//! The issuer's Kubernetes store on a real control plane (`ichor_testkit::control_plane`, Ichor
-//! installed from its chart), authenticated with a TokenRequest token of the chart's issuer
-//! ServiceAccount: two in-process issuer replicas, each with its own `KubeStore`, race refresh
-//! rotations of one family on the one credentials Secret (the apiserver's own resourceVersion
-//! conflicts); each generation is rotated exactly once and both replicas answer the one
-//! successor; after the grace window the losing token is a detected reuse that revokes the
-//! family in the Secret. The `UserService` backend writes `IchorUser`s as the caller through
-//! real impersonation, so the apiserver's RBAC refuses what the caller may not do. The chart
-//! grants every request made. Skipped with a message when the binaries are missing, unless
-//! `ICHOR_REQUIRE_CONSUMERS=1`.
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
-
-mod api_common;
-mod common;
+//! Two in-process issuers, each with its own `KubeStore`, race refresh rotations of one family on
+//! the one credentials Secret (the apiserver's own resourceVersion conflicts): each generation is
+//! rotated exactly once and both answer the one successor; after the grace window the losing
+//! token is a detected reuse that revokes the family in the Secret. The `UserService` backend
+//! writes `IchorUser`s as the caller through real impersonation, so the apiserver's RBAC refuses
+//! what the caller may not do. The chart grants every request made.
 
 use std::sync::Arc;
 
-use api_common::caller;
 use axum::http::StatusCode;
-use base64::Engine as _;
-use common::{Harness, ManualClock, MemoryStore, claims, replica};
 use ichor_issuer::api::{ApiError, UserBackend};
 use ichor_issuer::keys::{KeyRing, LoadedKeys};
 use ichor_issuer::oidc::Settings;
 use ichor_issuer::store::UserStore;
 use ichor_issuer::store::kube::KubeStore;
-use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
 use ichor_renderers::crd::{IchorUser, IchorUserSpec};
-use ichor_testkit::control_plane::{ControlPlane, Options};
+use ichor_testkit::control_plane::ControlPlane;
 use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
 use ichor_testkit::rbac;
 use jiff::SignedDuration;
-use serde_json::{Value, json};
+use serde_json::json;
+
+use super::api_common::caller;
+use super::common::{self, Harness, ManualClock, MemoryStore, claims, replica};
+use super::{cluster, issuer_client, refresh_of, roles, stored_entry};
 
 const ROUNDS: u64 = 12;
 
-fn refresh_of(v: &Value) -> String {
-    v["refresh_token"].as_str().expect("refresh_token").to_owned()
-}
-
 /// The generation of family `fam` of alice's entry, as the apiserver holds it.
 fn generation(plane: &ControlPlane, fam: &str) -> anyhow::Result<Option<u64>> {
-    let out = plane.kubectl_run(
-        &[
-            "get",
-            "secret",
-            CREDENTIALS_SECRET_NAME,
-            "-n",
-            NAMESPACE,
-            "-o",
-            "json",
-        ],
-        None,
-    )?;
-    let secret: Value = serde_json::from_str(&out)?;
-    let b64 = secret["data"]["alice"]
-        .as_str()
-        .ok_or_else(|| anyhow::anyhow!("no entry for alice"))?;
-    let entry = CredentialsEntry::parse("alice", &base64::engine::general_purpose::STANDARD.decode(b64)?)?;
-    Ok(entry.family(fam).map(|f| f.generation))
+    Ok(stored_entry(plane, "alice")?.and_then(|e| e.family(fam).map(|f| f.generation)))
 }
 
 fn person(name: &str, roles: &[&str]) -> IchorUser {
@@ -72,13 +43,6 @@ fn person(name: &str, roles: &[&str]) -> IchorUser {
     );
     user.metadata.namespace = Some(NAMESPACE.into());
     user
-}
-
-/// The roles of IchorUser `name` as the apiserver holds it.
-fn roles(plane: &ControlPlane, name: &str) -> anyhow::Result<Option<Value>> {
-    Ok(plane
-        .get_json(0, "ichoruser", NAMESPACE, name)?
-        .map(|u| u["spec"]["roles"].clone()))
 }
 
 /// The `UserService` backend's writes as the caller: an admin creates, changes and deletes a
@@ -113,51 +77,22 @@ async fn writes_as_the_caller(plane: &ControlPlane, store: &KubeStore) -> anyhow
 #[test]
 fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_detect_reuse()
 -> anyhow::Result<()> {
-    let Some(plane) = ControlPlane::start(Options {
-        audit: true,
-        ..Options::default()
-    })?
-    else {
+    let Some(plane) = cluster(&[("alice", "admin")], &[("alice", &common::entry(false))])? else {
         return Ok(());
     };
-    install::install(&plane)?;
-    // No controller serves the chart's webhooks here; without them, what decides a write is
-    // RBAC alone.
-    plane.kubectl_run(
-        &["delete", "validatingwebhookconfiguration", "ichor-identity"],
-        None,
-    )?;
-    plane.apply(
-        &json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
-            "metadata": {"name": "alice", "namespace": NAMESPACE}, "spec": {"roles": ["admin"]}})
-        .to_string(),
-    )?;
-    let entry = common::entry(false).to_json("alice")?;
-    plane.apply(
-        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": CREDENTIALS_SECRET_NAME, "namespace": NAMESPACE},
-            "data": {"alice": base64::engine::general_purpose::STANDARD.encode(entry)}})
-        .to_string(),
-    )?;
-    let kubeconfig = install::component_kubeconfig(&plane, 0, ISSUER_SERVICE_ACCOUNT)?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let config = kube::Config::from_custom_kubeconfig(
-            kube::config::Kubeconfig::read_from(&kubeconfig)?,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await?;
+        let client = issuer_client(&plane).await?;
         let clock = Arc::new(ManualClock::new(common::start()));
         let ring = Arc::new(KeyRing::with_keys(LoadedKeys::from_document(
             &common::first_document(common::start()),
         )?));
         let settings = Arc::new(Settings::new(common::settings()));
         let make = || -> anyhow::Result<Arc<Harness>> {
-            let store = KubeStore::new(kube::Client::try_from(config.clone())?);
+            let store = KubeStore::new(client.clone());
             Ok(Arc::new(replica(
                 Arc::new(store) as Arc<dyn UserStore>,
                 Arc::new(MemoryStore::default()),
@@ -211,7 +146,7 @@ fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_de
             "the successor is dead on the other replica too"
         );
 
-        writes_as_the_caller(&plane, &KubeStore::new(kube::Client::try_from(config.clone())?)).await?;
+        writes_as_the_caller(&plane, &KubeStore::new(client.clone())).await?;
         anyhow::Ok(())
     })?;
 
