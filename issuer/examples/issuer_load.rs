@@ -12,6 +12,9 @@
 //!   (`--flood` tasks signing in as fast as they can, a third with wrong passwords). Prints a
 //!   markdown report: throughput and p50/p99/p999 per endpoint and phase, and each issuer's
 //!   VmHWM after each phase.
+//! - `control-plane --dir D`: a real kube-apiserver and etcd on loopback with Ichor's chart
+//!   installed and the users of `setup` in it, for issuers run with `--store kube`
+//!   (`hack/bench/kube-store.sh`; see [`cluster`]).
 //! - `serve-memory --dir D --port P`: the same OIDC router as the binary, over the same TLS
 //!   serving code, but on an in-memory store with one version per user (no file, no fsync, no
 //!   cross-user conflicts): the issuer's own ceiling, with the store taken out.
@@ -59,14 +62,20 @@ enum Command {
     },
     /// Refresh-grant throughput and latency.
     Refresh {
-        #[arg(long)]
-        issuer: String,
+        /// An issuer URL (once per issuer; each client's requests alternate between them).
+        #[arg(long, required = true)]
+        issuer: Vec<String>,
         #[arg(long)]
         ca: PathBuf,
         #[arg(long, default_value_t = 64)]
         clients: usize,
         #[arg(long, default_value_t = 10)]
         seconds: u64,
+    },
+    /// Starts a real control plane holding the users of `setup` (until SIGTERM).
+    ControlPlane {
+        #[arg(long)]
+        dir: PathBuf,
     },
     /// Serves the issuer in this process on an in-memory store (until killed).
     ServeMemory {
@@ -103,6 +112,9 @@ enum Command {
     },
 }
 
+#[path = "issuer_load/cluster.rs"]
+mod cluster;
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -123,6 +135,7 @@ async fn main() -> Result<()> {
             flood,
         } => mixed::run(&issuer, &ca, &pid, Duration::from_secs(seconds), flood).await,
         Command::ServeMemory { dir, port } => memory::run(&dir, port).await,
+        Command::ControlPlane { dir } => cluster::run(&dir).await,
     }
 }
 
@@ -307,7 +320,7 @@ struct Tally {
     errors: std::collections::BTreeMap<String, usize>,
 }
 
-async fn refresh(issuer: &str, ca: &Path, clients: usize, duration: Duration) -> Result<()> {
+async fn refresh(issuers: &[String], ca: &Path, clients: usize, duration: Duration) -> Result<()> {
     let ca = std::fs::read(ca)?;
     // Families up front: the sign-ins are argon2-bound (two at a time), so four at once suffice.
     let started = Instant::now();
@@ -315,7 +328,7 @@ async fn refresh(issuer: &str, ca: &Path, clients: usize, duration: Duration) ->
     let mut setups = Vec::new();
     for i in 0..clients {
         let http = client(&ca)?;
-        let (issuer, limit) = (issuer.to_owned(), Arc::clone(&limit));
+        let (issuer, limit) = (issuers[i % issuers.len()].clone(), Arc::clone(&limit));
         setups.push(tokio::spawn(async move {
             let _permit = limit.acquire().await?;
             let token = sign_in(&http, &issuer, &format!("bench-{i}"), &source(1_000_000 + i)).await?;
@@ -335,12 +348,13 @@ async fn refresh(issuer: &str, ca: &Path, clients: usize, duration: Duration) ->
     let deadline = start + duration;
     let mut tasks = Vec::new();
     for (i, (http, mut token)) in families.into_iter().enumerate() {
-        let issuer = issuer.to_owned();
+        let issuers = issuers.to_vec();
         tasks.push(tokio::spawn(async move {
             let mut tally = Tally::default();
             let mut n = 0usize;
             while Instant::now() < deadline {
                 let from = source(i * 100_000 + n / PER_ADDRESS);
+                let issuer = &issuers[(i + n) % issuers.len()];
                 n += 1;
                 let t = Instant::now();
                 let reply = http
@@ -392,7 +406,8 @@ async fn refresh(issuer: &str, ca: &Path, clients: usize, duration: Duration) ->
     all.ok.sort();
     let errors: usize = all.errors.values().sum();
     println!(
-        "refresh clients={clients} seconds={:.1} ok={} errors={errors} rps={:.1} p50_ms={:.1} p99_ms={:.1} max_ms={:.1}",
+        "refresh issuers={} clients={clients} seconds={:.1} ok={} errors={errors} rps={:.1} p50_ms={:.1} p99_ms={:.1} max_ms={:.1}",
+        issuers.len(),
         elapsed.as_secs_f64(),
         all.ok.len(),
         all.ok.len() as f64 / elapsed.as_secs_f64(),
