@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::common::claims;
 use super::conformance_common;
-use super::{cluster, refresh_of, roles};
+use super::{cluster, refresh_of, roles, stored_entry};
 
 /// The `IchorInstallation` `ichor` with `spec.users.tokenTTL` = `ttl`.
 fn installation(ttl: &str) -> String {
@@ -152,6 +152,11 @@ fn two_issuer_processes_on_the_kube_store_serve_sign_ins_sessions_and_the_user_s
             .expect_err("an operator created an admin");
         assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
         assert_eq!(roles(&plane, "erin")?, None);
+        assert_eq!(
+            stored_entry(&plane, "erin")?,
+            None,
+            "no credentials after a refused create"
+        );
 
         // A password change on A: B refuses the old password and takes the new one.
         let mut alice_on_a = a.user_service(&ui).await;

@@ -69,6 +69,35 @@ async fn writes_as_the_caller(plane: &ControlPlane, store: &KubeStore) -> anyhow
         other => anyhow::bail!("an operator created a user: {other:?}"),
     }
     assert_eq!(roles(plane, "dave")?, None, "nothing was written");
+
+    // The apiserver's other answers, as the API maps them.
+    match store.create_user(&admin, &person("bob", &["viewer"])).await {
+        Err(ApiError::AlreadyExists(name)) => assert_eq!(name, "bob"),
+        other => anyhow::bail!("a second bob: {other:?}"),
+    }
+    match store.update_user(&admin, &person("ghost", &["viewer"])).await {
+        Err(ApiError::NotFound(name)) => assert_eq!(name, "ghost"),
+        other => anyhow::bail!("an update of nobody: {other:?}"),
+    }
+    match store.delete_user(&admin, "ghost").await {
+        Err(ApiError::NotFound(name)) => assert_eq!(name, "ghost"),
+        other => anyhow::bail!("a delete of nobody: {other:?}"),
+    }
+    match store.create_user(&admin, &person("frank", &["Admin"])).await {
+        Err(ApiError::InvalidArgument { field, reason }) => {
+            assert!(
+                field.starts_with("spec.roles"),
+                "the CRD's field: {field} ({reason})"
+            );
+        }
+        other => anyhow::bail!("a role the CRD refuses: {other:?}"),
+    }
+    match store.delete_user(&caller("vic", &["viewer"]), "bob").await {
+        Err(ApiError::Denied(message)) => {
+            assert!(message.contains("cannot delete resource"), "{message}");
+        }
+        other => anyhow::bail!("a viewer deleted a user: {other:?}"),
+    }
     store.delete_user(&admin, "bob").await?;
     assert_eq!(roles(plane, "bob")?, None);
     Ok(())
