@@ -13,7 +13,8 @@
 //!     write is a JSON Patch (`application/json-patch+json`, RFC 6902) `test` of `/data/<user>`
 //!     against that value followed by `replace` (or `remove`). The API server applies the
 //!     operations atomically and refuses the whole patch with 422 when the test fails
-//!     ([`StoreError::Conflict`]);
+//!     ([`StoreError::Conflict`]). Such writes made while one is in flight are sent together as
+//!     one patch ([`super::group_commit`]): one write of the Secret in flight per replica;
 //!   - when the user had none (a test cannot assert absence), the [`Version`] carries the
 //!     Secret's `resourceVersion` and the write is a JSON merge patch
 //!     (`application/merge-patch+json`) of the one key carrying `metadata.resourceVersion`, which
@@ -43,6 +44,7 @@ use kube::{
 };
 use tokio::time::Instant;
 
+use super::group_commit::{self, Batch, EntryWrite, Queue};
 use super::{StoreError, StoredUser, USER_CACHE_TTL, UserStore, Version, convert::stored_user, redact};
 
 /// The field manager named on every credentials write (audit logs show who wrote).
@@ -70,6 +72,7 @@ pub struct KubeStore {
     secrets: Request,
     ttl: Duration,
     cache: Mutex<Cache>,
+    writes: Queue,
 }
 
 impl std::fmt::Debug for KubeStore {
@@ -97,6 +100,7 @@ impl KubeStore {
             client,
             ttl: USER_CACHE_TTL,
             cache: Mutex::new(Cache::default()),
+            writes: Queue::default(),
         }
     }
 
@@ -263,19 +267,19 @@ impl UserStore for KubeStore {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        let request = if let Some(read) = expected.0.strip_prefix(ENTRY_VERSION_PREFIX) {
-            let patch = json_patch(name, read, value.as_deref());
-            self.secrets
-                .patch(CREDENTIALS_SECRET_NAME, &params, &Patch::Merge(&patch))
-                .map(|mut request| {
-                    // The body is the operations array as given; only the media type differs.
-                    request.headers_mut().insert(
-                        http::header::CONTENT_TYPE,
-                        http::HeaderValue::from_static(JSON_PATCH),
-                    );
-                    request
-                })
-        } else {
+        if let Some(read) = expected.0.strip_prefix(ENTRY_VERSION_PREFIX) {
+            let write = EntryWrite {
+                name: name.to_owned(),
+                read: read.to_owned(),
+                value,
+            };
+            let client = self.client.clone();
+            return self
+                .writes
+                .submit(write, move |batch| commit(client.clone(), batch))
+                .await;
+        }
+        let request = {
             match expected.0.strip_prefix(ABSENT_VERSION_PREFIX) {
                 // An empty resourceVersion is no precondition at all to the API server: the write
                 // would overwrite blindly. No read ever returns one, so it cannot be current.
@@ -296,12 +300,7 @@ impl UserStore for KubeStore {
             .request_text(request)
             .await
             .map_err(|e| secret_error(&e, Some(name)))?;
-        let secret = parse_secret(&text)?;
-        let resource_version = secret_version(&secret)?;
-        Ok(match secret.data.as_ref().and_then(|data| data.get(name)) {
-            Some(bytes) => entry_version(&bytes.0),
-            None => Version(format!("{ABSENT_VERSION_PREFIX}{}", resource_version.0)),
-        })
+        version_in(&parse_secret(&text)?, name)
     }
 
     fn invalidate(&self, name: &str) {
@@ -333,16 +332,77 @@ fn merge_patch(name: &str, resource_version: &str, value: Option<String>) -> ser
     })
 }
 
-/// The JSON Patch replacing (or, with `None`, removing) exactly one key, only if it still holds
-/// `read` (base64, as read).
-fn json_patch(name: &str, read: &str, value: Option<&str>) -> serde_json::Value {
-    // RFC 6901 escaping; a DNS label needs none, but the pointer must never be ambiguous.
-    let path = format!("/data/{}", name.replace('~', "~0").replace('/', "~1"));
-    let change = match value {
-        Some(value) => serde_json::json!({"op": "replace", "path": path, "value": value}),
-        None => serde_json::json!({"op": "remove", "path": path}),
+/// The version of `name` in the Secret as the API returned it.
+fn version_in(secret: &Secret, name: &str) -> Result<Version, StoreError> {
+    let resource_version = secret_version(secret)?;
+    Ok(match secret.data.as_ref().and_then(|data| data.get(name)) {
+        Some(bytes) => entry_version(&bytes.0),
+        None => Version(format!("{ABSENT_VERSION_PREFIX}{}", resource_version.0)),
+    })
+}
+
+/// Commits a batch of entry writes: a user's repeated write is a conflict at once (it read the
+/// value the first replaces); two or more are one patch, and when its tests fail, each is sent
+/// alone so only the stale ones are conflicts.
+async fn commit(client: Client, batch: Batch) {
+    let (first, repeats) = group_commit::split_repeats(batch);
+    for (write, reply) in repeats {
+        let _ = reply.send(Err(StoreError::Conflict(write.name)));
+    }
+    if first.len() > 1 {
+        match send_entry_writes(&client, first.iter().map(|(w, _)| w), "(several users)").await {
+            Ok(secret) => {
+                for (write, reply) in first {
+                    let _ = reply.send(version_in(&secret, &write.name));
+                }
+                return;
+            }
+            Err(StoreError::Conflict(_)) => {}
+            Err(error) => {
+                for (_, reply) in first {
+                    let _ = reply.send(Err(error.clone()));
+                }
+                return;
+            }
+        }
+    }
+    for (write, reply) in first {
+        let result = send_entry_writes(&client, [&write], &write.name)
+            .await
+            .and_then(|secret| version_in(&secret, &write.name));
+        let _ = reply.send(result);
+    }
+}
+
+/// PATCHes the Secret with the JSON Patch of `writes`; `user` names the conflict when a test fails.
+async fn send_entry_writes<'a>(
+    client: &Client,
+    writes: impl IntoIterator<Item = &'a EntryWrite>,
+    user: &str,
+) -> Result<Secret, StoreError> {
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
     };
-    serde_json::json!([{"op": "test", "path": path, "value": read}, change])
+    let patch = group_commit::patch_of(writes);
+    let request = Request::new(Secret::url_path(&(), Some(NAMESPACE)))
+        .patch(CREDENTIALS_SECRET_NAME, &params, &Patch::Merge(&patch))
+        .map(|mut request| {
+            // The body is the operations array as given; only the media type differs.
+            request.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static(JSON_PATCH),
+            );
+            request
+        })
+        .map_err(|e| {
+            StoreError::Unavailable(format!("cannot build the request for {}: {e}", secret_ref()))
+        })?;
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(|e| secret_error(&e, Some(user)))?;
+    parse_secret(&text)
 }
 
 fn secret_ref() -> String {

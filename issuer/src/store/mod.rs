@@ -20,6 +20,7 @@ pub mod kube;
 pub mod local;
 
 mod convert;
+mod group_commit;
 mod redact;
 
 use std::{future::Future, time::Duration};
@@ -60,7 +61,7 @@ pub struct StoredUser {
 pub struct Version(pub String);
 
 /// Why a store call failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The backend is unreachable or failed; try again later.
     #[error("the user store is unavailable: {0}")]

@@ -2,7 +2,8 @@
 //! a first write adds one key under the Secret's resourceVersion, later writes test the key's
 //! value as read; a stale value (422 from the JSON Patch `test`) and a moved resourceVersion (409)
 //! are conflicts, another user's write in between is none; concurrent writers on two stores lose
-//! no change; a missing Secret and a corrupt entry are reported without any value.
+//! no change, and one store's concurrent writes are grouped into few PATCHes; a missing Secret
+//! and a corrupt entry are reported without any value.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,6 +49,21 @@ async fn bump(store: &KubeStore, user: &str) -> anyhow::Result<()> {
     })
     .await?;
     Ok(())
+}
+
+/// The credentials PATCHes the apiserver has answered so far.
+fn patches(plane: &ichor_testkit::control_plane::ControlPlane) -> anyhow::Result<usize> {
+    Ok(plane
+        .audit_events()?
+        .iter()
+        .filter(|e| {
+            e.verb == "patch"
+                && e.stage == "ResponseComplete"
+                && e.object_ref
+                    .as_ref()
+                    .is_some_and(|o| o.name == CREDENTIALS_SECRET_NAME)
+        })
+        .count())
 }
 
 #[test]
@@ -137,6 +153,30 @@ fn credentials_writes_on_the_real_secret_touch_one_key_and_conflict_exactly_when
         for (user, generation) in expected {
             let stored = stored_entry(&plane, user)?.unwrap();
             assert_eq!(stored.family(FAMILY).unwrap().generation, generation, "{user}");
+        }
+
+        // Writes made while one is in flight go out together: 32 users' concurrent writes from
+        // one store are far fewer PATCHes, and each lands.
+        let users: Vec<String> = (0..32).map(|i| format!("group-{i}")).collect();
+        for user in &users {
+            let (_, absent) = stores[0].read_credentials(user).await?;
+            stores[0].write_credentials(user, &absent, Some(&entry())).await?;
+        }
+        let before = patches(&plane)?;
+        let mut tasks = Vec::new();
+        for user in users.clone() {
+            let store = Arc::clone(&stores[0]);
+            tasks.push(tokio::spawn(async move { bump(&store, &user).await }));
+        }
+        for task in tasks {
+            task.await??;
+        }
+        let sent = patches(&plane)? - before;
+        eprintln!("32 concurrent entry writes: {sent} PATCH requests");
+        assert!(sent < 16, "32 concurrent writes took {sent} PATCHes");
+        for user in &users {
+            let stored = stored_entry(&plane, user)?.unwrap();
+            assert_eq!(stored.family(FAMILY).unwrap().generation, 2, "{user}");
         }
 
         // A corrupt entry is named, its content is not.
