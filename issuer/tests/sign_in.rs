@@ -206,6 +206,13 @@ async fn a_full_password_queue_sheds_sign_ins_at_once_with_a_503_and_retry_after
         "{}",
         h.metrics()
     );
+    // A sign-in shed while the queue is full never reads the store (on the Kubernetes store a
+    // read is a GET of the whole credentials Secret).
+    let reads = h.store.credential_reads.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        reads >= verified && reads < 40,
+        "{reads} credential reads for {verified} verified and {shed} shed sign-ins"
+    );
     // Shed attempts are no attempts: alice signs in right after.
     let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
     assert_eq!(h.login(&ticket, "alice", PASSWORD).await.status, StatusCode::OK);

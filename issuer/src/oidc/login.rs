@@ -214,6 +214,11 @@ async fn sign_in(
         at: now,
     };
 
+    if let Some(retry_after) = issuer.hash_gate.busy() {
+        // Not an attempt: the reservation is dropped unused and counts nothing.
+        issuer.metrics.backoff_hit("hash_queue_full");
+        return Err(Failure::Busy { retry_after });
+    }
     let (user, entry) = match &name {
         Some(name) => {
             let (user, creds) = tokio::join!(

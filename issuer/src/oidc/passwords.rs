@@ -82,6 +82,15 @@ impl HashGate {
         self.waiting.load(Ordering::Acquire)
     }
 
+    /// When no permit is free and the queue is full: the `Retry-After` seconds a check entering
+    /// now would be refused with. A sign-in asks before it reads the store, so a flood shed here
+    /// costs the user store nothing (on the Kubernetes store, a read of the credentials Secret per
+    /// attempt); [`HashGate::enter`] still enforces the bound.
+    pub fn busy(&self) -> Option<u64> {
+        (self.permits.available_permits() == 0 && self.waiting() >= self.max_waiting)
+            .then(|| self.drain_seconds())
+    }
+
     /// A permit, at once when one is free, after waiting in the queue when it has room, or
     /// [`GateError::Busy`] when it has none.
     pub async fn enter(&self) -> Result<OwnedSemaphorePermit, GateError> {
@@ -187,10 +196,12 @@ mod tests {
             let g = Arc::clone(g);
             tokio::spawn(async move { g.enter().await.map(drop) })
         };
+        assert_eq!(gate.busy(), None, "the queue has room");
         let (first, second) = (waiter(&gate), waiter(&gate));
         while gate.waiting() < 2 {
             tokio::task::yield_now().await;
         }
+        assert_eq!(gate.busy(), Some(1), "a check entering now would be refused");
         assert_eq!(
             gate.enter().await.map(drop),
             Err(GateError::Busy { retry_after: 1 })

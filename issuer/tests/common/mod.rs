@@ -70,6 +70,7 @@ pub struct MemoryStore {
     version: AtomicU64,
     pub unavailable: AtomicBool,
     pub writes: AtomicU64,
+    pub credential_reads: AtomicU64,
 }
 
 impl MemoryStore {
@@ -131,6 +132,7 @@ impl UserStore for MemoryStore {
 
     async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError> {
         self.check()?;
+        self.credential_reads.fetch_add(1, Ordering::SeqCst);
         let d = self.data.lock().unwrap();
         let v = self.version.load(Ordering::SeqCst);
         Ok((d.creds.get(name).cloned(), Version(v.to_string())))
