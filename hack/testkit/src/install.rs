@@ -36,7 +36,20 @@ pub fn service_account_user(name: &str) -> String {
 /// # Errors
 /// The file cannot be read.
 pub fn chart_manifest() -> anyhow::Result<String> {
-    let path = repo_root().join("golden/chart/users-on.yaml");
+    read_golden("golden/chart/users-on.yaml")
+}
+
+/// The chart as the real Helm engine renders it with the default values, users off
+/// (`golden/chart/default.yaml`).
+///
+/// # Errors
+/// The file cannot be read.
+pub fn chart_manifest_users_off() -> anyhow::Result<String> {
+    read_golden("golden/chart/default.yaml")
+}
+
+fn read_golden(relative: &str) -> anyhow::Result<String> {
+    let path = repo_root().join(relative);
     std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
 }
 

@@ -1,4 +1,5 @@
-//! The CRDs on a real apiserver: every CRD Ichor installs or watches becomes established, and the
+//! The chart and the CRDs on a real apiserver: the chart with users off, then with users on over
+//! it, is accepted object by object; every CRD Ichor installs or watches becomes established; the
 //! `IchorUser` rules (a DNS-label name that cannot change, the roles' pattern, count and
 //! uniqueness, the bounded informational fields) are enforced by the apiserver itself, with the
 //! messages a `kubectl apply` user sees (a golden file).
@@ -37,7 +38,39 @@ fn the_apiserver_enforces_the_ichoruser_rules_with_the_messages_kubectl_shows() 
     let Some(plane) = ControlPlane::start(Options::default())? else {
         return Ok(());
     };
-    install::install(&plane)?;
+    // The chart with its default values (users off) first, then users turned on over it, as an
+    // upgrade does: every object of both is accepted by the apiserver.
+    install::install_crds(&plane)?;
+    plane.apply(&install::chart_manifest_users_off()?)?;
+    let off = plane.kubectl_run(
+        &[
+            "get",
+            "deployments,serviceaccounts",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "name",
+        ],
+        None,
+    )?;
+    assert!(off.contains("deployment.apps/ichor-controller"), "{off}");
+    assert!(
+        !off.contains("ichor-issuer"),
+        "users off installs no issuer: {off}"
+    );
+    install::install_chart(&plane)?;
+    let on = plane.kubectl_run(
+        &[
+            "get",
+            "deployments,serviceaccounts",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "name",
+        ],
+        None,
+    )?;
+    assert!(on.contains("deployment.apps/ichor-issuer"), "{on}");
     let established = plane.kubectl_run(&["get", "crd", "-o", "name"], None)?;
     for crd in [
         "ichorusers.ichor.maesh.dev",
