@@ -53,6 +53,20 @@ fn read_golden(relative: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
 }
 
+/// What `service_account` of the chart did with the chart's grants, from the audit log of
+/// `plane` (started with [`crate::control_plane::Options::audit`]).
+///
+/// # Errors
+/// The chart or the audit log cannot be read.
+pub fn chart_rbac_usage(plane: &ControlPlane, service_account: &str) -> anyhow::Result<crate::rbac::Usage> {
+    let grants = crate::rbac::grants_for(&chart_manifest()?, NAMESPACE, service_account)?;
+    Ok(crate::rbac::usage(
+        &grants,
+        &plane.audit_events()?,
+        &service_account_user(service_account),
+    ))
+}
+
 /// The object `kind`/`name` of the chart, as JSON (to apply again, or changed).
 ///
 /// # Errors

@@ -184,6 +184,44 @@ pub struct Usage {
     pub requests: BTreeMap<String, usize>,
 }
 
+impl Usage {
+    /// Fails naming each request that the grants refused (`who` lacks it) or that something
+    /// else allowed.
+    ///
+    /// # Errors
+    /// Either list is not empty.
+    pub fn check_granted(&self, who: &str) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.forbidden.is_empty(),
+            "the chart does not grant what {who} needs: {:#?}",
+            self.forbidden
+        );
+        anyhow::ensure!(
+            self.outside.is_empty(),
+            "{who} was allowed by something other than the chart: {:#?}",
+            self.outside
+        );
+        Ok(())
+    }
+
+    /// Fails naming each granted verb that no request used, but those in `exempt`.
+    ///
+    /// # Errors
+    /// Some granted verb is unused.
+    pub fn check_all_used(&self, who: &str, exempt: &[&str]) -> anyhow::Result<()> {
+        let unused: Vec<&String> = self
+            .unused
+            .iter()
+            .filter(|u| !exempt.contains(&u.as_str()))
+            .collect();
+        anyhow::ensure!(
+            unused.is_empty(),
+            "the chart grants what {who} never used: {unused:#?}"
+        );
+        Ok(())
+    }
+}
+
 /// One authorization check of a request: group, resource (with `/subresource`), namespace,
 /// name, verb.
 struct Check {

@@ -2,8 +2,7 @@
 //! issuer's ServiceAccount, the mounted Secrets as files, one external URL.
 
 use ichor_renderers::auth::credentials::CredentialsEntry;
-use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
-use ichor_testkit::rbac;
+use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT};
 use jiff::SignedDuration;
 use serde_json::{Value, json};
 
@@ -179,27 +178,9 @@ fn two_issuer_processes_on_the_kube_store_serve_sign_ins_sessions_and_the_user_s
 
     // Every request the processes made is granted by the chart's issuer roles, and every rule
     // of those roles was used.
-    let grants = rbac::grants_for(&install::chart_manifest()?, NAMESPACE, ISSUER_SERVICE_ACCOUNT)?;
-    let usage = rbac::usage(
-        &grants,
-        &plane.audit_events()?,
-        &install::service_account_user(ISSUER_SERVICE_ACCOUNT),
-    );
+    let usage = install::chart_rbac_usage(&plane, ISSUER_SERVICE_ACCOUNT)?;
     eprintln!("issuer requests: {:#?}", usage.requests);
-    assert!(
-        usage.forbidden.is_empty(),
-        "the chart does not grant: {:#?}",
-        usage.forbidden
-    );
-    assert!(
-        usage.outside.is_empty(),
-        "allowed by something other than the chart: {:#?}",
-        usage.outside
-    );
-    assert!(
-        usage.unused.is_empty(),
-        "granted and never used: {:#?}",
-        usage.unused
-    );
+    usage.check_granted("the issuer")?;
+    usage.check_all_used("the issuer", &[])?;
     Ok(())
 }

@@ -16,7 +16,6 @@ use ichor_issuer::store::kube::KubeStore;
 use ichor_renderers::crd::{IchorUser, IchorUserSpec};
 use ichor_testkit::control_plane::ControlPlane;
 use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
-use ichor_testkit::rbac;
 use jiff::SignedDuration;
 use serde_json::json;
 
@@ -180,14 +179,9 @@ fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_de
     })?;
 
     // The store's requests, all granted by the chart's issuer Role.
-    let grants = rbac::grants_for(&install::chart_manifest()?, NAMESPACE, ISSUER_SERVICE_ACCOUNT)?;
-    let usage = rbac::usage(
-        &grants,
-        &plane.audit_events()?,
-        &install::service_account_user(ISSUER_SERVICE_ACCOUNT),
-    );
-    // The rest of the issuer's grants (its mounted Secrets, access reviews, IchorInstallation)
-    // belong to the binary's other parts, not to the store.
+    let usage = install::chart_rbac_usage(&plane, ISSUER_SERVICE_ACCOUNT)?;
+    // The rest of the issuer's grants (access reviews, IchorInstallation) belong to the binary's
+    // other parts, not to the store (tests/cluster/processes.rs checks the whole).
     eprintln!(
         "kube store requests: {:#?}\nnot used by the store: {:#?}",
         usage.requests, usage.unused
@@ -196,15 +190,6 @@ fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_de
         !usage.requests.is_empty(),
         "the store made no request as its ServiceAccount"
     );
-    assert!(
-        usage.forbidden.is_empty(),
-        "the chart does not grant what the store needs: {:#?}",
-        usage.forbidden
-    );
-    assert!(
-        usage.outside.is_empty(),
-        "allowed by something other than the chart: {:#?}",
-        usage.outside
-    );
+    usage.check_granted("the kube store")?;
     Ok(())
 }

@@ -41,35 +41,26 @@ fn the_apiserver_enforces_the_ichoruser_rules_with_the_messages_kubectl_shows() 
     // The chart with its default values (users off) first, then users turned on over it, as an
     // upgrade does: every object of both is accepted by the apiserver.
     install::install_crds(&plane)?;
-    plane.apply(&install::chart_manifest_users_off()?)?;
-    let off = plane.kubectl_run(
-        &[
+    let workloads = || {
+        let args = [
             "get",
             "deployments,serviceaccounts",
             "-n",
             NAMESPACE,
             "-o",
             "name",
-        ],
-        None,
-    )?;
+        ];
+        plane.kubectl_run(&args, None)
+    };
+    plane.apply(&install::chart_manifest_users_off()?)?;
+    let off = workloads()?;
     assert!(off.contains("deployment.apps/ichor-controller"), "{off}");
     assert!(
         !off.contains("ichor-issuer"),
         "users off installs no issuer: {off}"
     );
     install::install_chart(&plane)?;
-    let on = plane.kubectl_run(
-        &[
-            "get",
-            "deployments,serviceaccounts",
-            "-n",
-            NAMESPACE,
-            "-o",
-            "name",
-        ],
-        None,
-    )?;
+    let on = workloads()?;
     assert!(on.contains("deployment.apps/ichor-issuer"), "{on}");
     let established = plane.kubectl_run(&["get", "crd", "-o", "name"], None)?;
     for crd in [
