@@ -213,3 +213,17 @@ pub fn component_kubeconfig(
     let token = plane.service_account_token(NAMESPACE, service_account, TOKEN_LIFETIME)?;
     plane.token_kubeconfig(i, &token, &format!("{service_account}-{i}.kubeconfig"))
 }
+
+/// The arguments of `kubectl patch KIND NAME -n ichor-system --type=merge -p PATCH`, a server
+/// dry run when `dry_run`.
+pub fn merge_patch_args(kind: &str, name: &str, patch: &serde_json::Value, dry_run: bool) -> Vec<String> {
+    let mut args: Vec<String> = ["patch", kind, name, "-n", NAMESPACE, "--type=merge", "-p"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    args.push(patch.to_string());
+    if dry_run {
+        args.push("--dry-run=server".to_owned());
+    }
+    args
+}

@@ -181,23 +181,12 @@ fn credentials_writes_on_the_real_secret_touch_one_key_and_conflict_exactly_when
 
         // A corrupt entry is named, its content is not.
         let bad = br#"{"v":1,"hash":"$argon2id$LEAKEDHASH","notBefore":"2026-11-05T10:00:00Z","mustChange":"LEAKED"}"#;
-        plane.kubectl_run(
-            &[
-                "patch",
-                "secret",
-                CREDENTIALS_SECRET_NAME,
-                "-n",
-                NAMESPACE,
-                "--type=merge",
-                "-p",
-                &serde_json::json!({"data": {"erin": base64::Engine::encode(
-                    &base64::engine::general_purpose::STANDARD,
-                    bad
-                )}})
-                .to_string(),
-            ],
-            None,
-        )?;
+        let corrupt = serde_json::json!({"data": {"erin": base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            bad
+        )}});
+        let args = ichor_testkit::install::merge_patch_args("secret", CREDENTIALS_SECRET_NAME, &corrupt, false);
+        plane.kubectl_run(&args.iter().map(String::as_str).collect::<Vec<_>>(), None)?;
         let err = stores[0].read_credentials("erin").await.expect_err("a corrupt entry");
         assert!(matches!(err, StoreError::Corrupt { ref user, .. } if user == "erin"), "{err}");
         assert!(!err.to_string().contains("LEAKED"), "{err}");

@@ -20,7 +20,7 @@ use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE};
 use ichor_testkit::{rbac, wait};
 use serde_json::{Value, json};
 
-use crate::replicas::{Replica, condition, get, lease_holder};
+use crate::replicas::{Replica, condition, get, lease_holder, merge_patch};
 
 const OWNED_SECRETS: [&str; 4] = [SIGNING_SECRET, CA_SECRET, TLS_SECRET, WEBHOOK_TLS_SECRET];
 /// Granted rules only a 409 Conflict makes the controller use: it reads the object again. A real
@@ -62,19 +62,14 @@ fn entry(name: &str) -> String {
 /// Adds an entry for `name` to the credentials Secret through apiserver `on`, as the issuer
 /// does when a password is set.
 fn add_credentials_key(plane: &ControlPlane, on: usize, name: &str) -> anyhow::Result<()> {
-    let server = format!("--server={}", plane.url(on));
-    let patch = json!({"data": {name: entry(name)}}).to_string();
-    let args = [
-        &server,
-        "patch",
+    let mut args = vec![format!("--server={}", plane.url(on))];
+    args.extend(merge_patch(
         "secret",
         CREDENTIALS_SECRET_NAME,
-        "-n",
-        NAMESPACE,
-        "--type=merge",
-        "-p",
-        &patch,
-    ];
+        &json!({"data": {name: entry(name)}}),
+        false,
+    ));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     plane.kubectl_run(&args, None)?;
     Ok(())
 }

@@ -98,19 +98,7 @@ pub fn get(plane: &ControlPlane, on: usize, kind: &str, name: &str) -> anyhow::R
     plane.get_json(on, kind, NAMESPACE, name)
 }
 
-/// The arguments of `kubectl patch KIND NAME -n ichor-system --type=merge -p PATCH`, a server
-/// dry run when `dry_run`.
-pub fn merge_patch(kind: &str, name: &str, patch: &Value, dry_run: bool) -> Vec<String> {
-    let mut args: Vec<String> = ["patch", kind, name, "-n", NAMESPACE, "--type=merge", "-p"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
-    args.push(patch.to_string());
-    if dry_run {
-        args.push("--dry-run=server".to_owned());
-    }
-    args
-}
+pub use ichor_testkit::install::merge_patch_args as merge_patch;
 
 /// The holder of the controller's Lease, if any.
 pub fn lease_holder(plane: &ControlPlane) -> anyhow::Result<Option<String>> {
