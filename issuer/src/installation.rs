@@ -83,6 +83,7 @@ pub struct InstallationSettings {
     fallback: UsersSettings,
     loaded: AtomicBool,
     failures: AtomicU64,
+    problem: std::sync::Mutex<Option<String>>,
 }
 
 impl InstallationSettings {
@@ -93,6 +94,7 @@ impl InstallationSettings {
             fallback,
             loaded: AtomicBool::new(false),
             failures: AtomicU64::new(0),
+            problem: std::sync::Mutex::new(None),
         }
     }
 
@@ -137,11 +139,20 @@ impl InstallationSettings {
 
     fn apply(&self, installations: &BTreeMap<String, Option<UsersSpec>>) {
         let next = effective(&self.fallback, installations);
+        {
+            let mut last = self
+                .problem
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *last != next.problem {
+                if let Some(problem) = &next.problem {
+                    tracing::warn!(%problem, "IchorInstallation settings");
+                }
+                last.clone_from(&next.problem);
+            }
+        }
         if *self.settings.get() == next.settings {
             return;
-        }
-        if let Some(problem) = &next.problem {
-            tracing::warn!(%problem, "IchorInstallation settings");
         }
         tracing::info!(
             token_ttl = %next.settings.token_ttl,
