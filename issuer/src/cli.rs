@@ -11,16 +11,17 @@
 
 use crate::installation::InstallationSettings;
 use crate::oidc::Settings;
-use crate::server::cidr::Cidr;
-use crate::server::health::{self, Readiness};
-use crate::server::metrics::{Metrics, ReloadStatus, Sources};
-use crate::server::reload::{WatchError, WatchOptions, Watched};
-use crate::server::tls::{self, PairFiles};
-use crate::server::{ServeOptions, serve};
 use crate::store::UserStore;
 use axum::Router;
 use clap::{Parser, ValueEnum};
 use ichor_renderers::trust::keys::KeysDocument;
+use ichor_server::cidr::Cidr;
+use ichor_server::health::{self, Readiness};
+use ichor_server::logging::LogFormat;
+use ichor_server::metrics::{Metrics, ReloadStatus, Sources};
+use ichor_server::reload::{WatchError, WatchOptions, Watched};
+use ichor_server::tls::{self, PairFiles};
+use ichor_server::{ServeOptions, serve};
 use jiff::SignedDuration;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -73,15 +74,6 @@ pub enum StoreKind {
     Kube,
     /// Files: a directory of `IchorUser` manifests and a state directory (`ichor dev`).
     Local,
-}
-
-/// The log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 /// The flags of `ichor-issuer`, as given (see [`Flags::validate`]).
@@ -403,7 +395,7 @@ pub enum ConfigError {
     KubeClusterName(String),
     /// A `--trusted-proxy` is not a CIDR.
     #[error("--trusted-proxy: {0}")]
-    TrustedProxy(#[from] crate::server::cidr::CidrError),
+    TrustedProxy(#[from] ichor_server::cidr::CidrError),
 }
 
 fn parse_duration(
@@ -943,8 +935,7 @@ fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate:
 
     let config = &served.config;
     let settings = Arc::clone(&served.settings);
-    let proxies: Vec<String> = config.trusted_proxies.iter().map(ToString::to_string).collect();
-    let trusted_proxies = TrustedProxies::parse(&proxies).map_err(|e| RunError::Issuer(e.to_string()))?;
+    let trusted_proxies = TrustedProxies::new(config.trusted_proxies.clone());
     let mut built = None;
     served.metrics.handlers(|registry| {
         built = Some(Issuer::new(
@@ -1046,14 +1037,17 @@ where
     if let Some(installation) = &options.installation {
         reloads.push(Arc::clone(installation) as Arc<dyn ReloadStatus>);
     }
-    let metrics = Arc::new(Metrics::new(Sources {
-        reloads: reloads.clone(),
-        certificates: vec![
-            ("external".to_owned(), external_pair.clone()),
-            ("internal".to_owned(), internal_pair.clone()),
-        ],
-        key_times: Some(Sources::key_times_of(keys.clone())),
-    }));
+    let metrics = Arc::new(Metrics::new(
+        "ichor_issuer",
+        Sources {
+            reloads: reloads.clone(),
+            certificates: vec![
+                ("external".to_owned(), external_pair.clone()),
+                ("internal".to_owned(), internal_pair.clone()),
+            ],
+            key_times: Some(crate::keys::key_times_source(keys.clone())),
+        },
+    ));
     let readiness = reloads
         .into_iter()
         .fold(Readiness::new(), |r, watched| r.require_loaded(watched));
@@ -1105,41 +1099,6 @@ where
     Ok(())
 }
 
-/// Completes on SIGTERM or Ctrl-C (SIGINT).
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
-}
-
 /// Parses the flags and runs the issuer: exit 2 on a refused flag, 1 when it cannot start.
 pub fn main() -> ExitCode {
     let flags = IssuerArgs::parse();
@@ -1150,7 +1109,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(config.log_format);
+    ichor_server::logging::init(config.log_format);
     // Another provider already installed is fine: every config here names ring explicitly.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -1169,7 +1128,7 @@ pub fn main() -> ExitCode {
                 listeners,
                 RunOptions::default(),
                 move |served| local_routers(served, store, None),
-                shutdown_signal(),
+                ichor_server::shutdown::signal(),
             )
             .await;
         }
@@ -1196,7 +1155,7 @@ pub fn main() -> ExitCode {
                 ..RunOptions::default()
             },
             move |served| kube_routers(served, store, access, Some(cluster)),
-            shutdown_signal(),
+            ichor_server::shutdown::signal(),
         )
         .await
     });

@@ -20,7 +20,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 
 use crate::oidc::Settings;
-use crate::server::metrics::ReloadStatus;
+use ichor_server::metrics::ReloadStatus;
 
 /// The name of this source in `/readyz` and the reload metrics.
 pub const SOURCE_NAME: &str = "installation";

@@ -271,6 +271,25 @@ impl KeyRing {
     }
 }
 
+/// The creation instants of the keys of `doc` signing at `now`, for the key-age gauges.
+pub fn signing_key_times(doc: &KeysDocument, now: Timestamp) -> ichor_server::metrics::SigningKeyTimes {
+    ichor_server::metrics::SigningKeyTimes {
+        rsa: doc.signing_key(now).map(|k| k.created_at()),
+        hmac: doc.signing_hmac(now).map(|k| k.created_at()),
+    }
+}
+
+/// The key-age gauges' source: the times of the watched `keys.json` at each scrape.
+pub fn key_times_source(
+    keys: ichor_server::reload::Watched<KeysDocument>,
+) -> Arc<ichor_server::metrics::KeyTimesFn> {
+    Arc::new(move |now| {
+        keys.current()
+            .map(|doc| signing_key_times(&doc, now))
+            .unwrap_or_default()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ pub mod cli;
 pub mod installation;
 pub mod keys;
 pub mod oidc;
-pub mod server;
+pub use ichor_server as server;
 pub mod store;
 pub mod tokens;
 pub mod ui;

@@ -658,11 +658,14 @@ mod routers {
             settings: Arc::new(ichor_issuer::oidc::Settings::new(config.settings())),
             config: Arc::new(config),
             keys,
-            metrics: Arc::new(Metrics::new(Sources {
-                reloads: Vec::new(),
-                certificates: Vec::new(),
-                key_times: None,
-            })),
+            metrics: Arc::new(Metrics::new(
+                "ichor_issuer",
+                Sources {
+                    reloads: Vec::new(),
+                    certificates: Vec::new(),
+                    key_times: None,
+                },
+            )),
         };
 
         let mut s = State::default();

@@ -2,8 +2,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use clap::Parser as _;
-use ichor_issuer::cli::{Config, ConfigError, ExternalTls, Flags, LogFormat, StoreConfig};
+use ichor_issuer::cli::{Config, ConfigError, ExternalTls, Flags, StoreConfig};
 use ichor_issuer::server::tls::PairFiles;
+use ichor_server::logging::LogFormat;
 use jiff::SignedDuration;
 
 fn parse(extra: &[&str]) -> Result<Config, String> {

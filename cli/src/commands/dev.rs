@@ -24,8 +24,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use ichor_issuer::api::ClusterInfo;
 use ichor_issuer::cli::{
-    Flags, Listeners, LogFormat, MAX_TOKEN_TTL, MIN_TOKEN_TTL, RunOptions, StoreKind, local_routers,
-    run as run_issuer, shutdown_signal,
+    Flags, Listeners, MAX_TOKEN_TTL, MIN_TOKEN_TTL, RunOptions, StoreKind, local_routers, run as run_issuer,
 };
 use ichor_issuer::store::local::LocalStore;
 use ichor_issuer::store::{Change, StoreError, UserStore, modify_credentials};
@@ -371,16 +370,6 @@ async fn bootstrap_admin(store: &LocalStore) -> anyhow::Result<Option<String>> {
     .context("cannot store the first admin's credentials")
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}
-
 /// Runs `ichor dev` until Ctrl-C or SIGTERM.
 ///
 /// # Errors
@@ -393,7 +382,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         Some(d) => d.clone(),
         None => default_state_dir()?,
     };
-    init_logging();
+    ichor_server::logging::init(ichor_server::logging::LogFormat::Text);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let layout = Layout::new(&root);
     let created = prepare(&layout)?;
@@ -446,7 +435,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         token_ttl: args.token_ttl.clone(),
         refresh_lifetime: "12h".to_owned(),
         trusted_proxy: Vec::new(),
-        log_format: LogFormat::Text,
+        log_format: ichor_server::logging::LogFormat::Text,
     }
     .validate()
     .context("the issuer's configuration")?;
@@ -474,7 +463,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             listeners,
             options,
             move |served| local_routers(served, store, cluster),
-            shutdown_signal(),
+            ichor_server::shutdown::signal(),
         )
         .await;
         stop.store(true, Ordering::Relaxed);

@@ -385,97 +385,6 @@ impl CodeLedger {
     }
 }
 
-// === source address ===
-
-/// A malformed trusted-proxy entry.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("trusted proxy {0:?}: write an IP address or a CIDR block such as 10.0.0.0/8 or fd00::/8")]
-pub struct TrustedProxyError(pub String);
-
-/// The proxies whose `X-Forwarded-For` is believed: a list of CIDR blocks.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrustedProxies {
-    blocks: Vec<(IpAddr, u8)>,
-}
-
-fn prefix_matches(block: IpAddr, len: u8, ip: IpAddr) -> bool {
-    match (block, ip.to_canonical()) {
-        (IpAddr::V4(b), IpAddr::V4(i)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(len.min(32))).unwrap_or(0);
-            u32::from(b) & mask == u32::from(i) & mask
-        }
-        (IpAddr::V6(b), IpAddr::V6(i)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(len.min(128))).unwrap_or(0);
-            u128::from(b) & mask == u128::from(i) & mask
-        }
-        _ => false,
-    }
-}
-
-impl TrustedProxies {
-    /// No trusted proxy: the peer address is always the source.
-    pub fn none() -> Self {
-        Self::default()
-    }
-
-    /// Parses entries like `10.0.0.0/8`, `192.168.1.10` or `fd00::/8`.
-    ///
-    /// # Errors
-    /// The first malformed entry.
-    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, TrustedProxyError> {
-        let mut blocks = Vec::new();
-        for entry in entries {
-            let entry = entry.as_ref().trim();
-            let bad = || TrustedProxyError(entry.chars().take(64).collect());
-            let (addr, len) = match entry.split_once('/') {
-                Some((a, l)) => (a, Some(l.parse::<u8>().map_err(|_| bad())?)),
-                None => (entry, None),
-            };
-            let ip: IpAddr = addr.parse().map_err(|_| bad())?;
-            let max = if ip.is_ipv4() { 32 } else { 128 };
-            let len = len.unwrap_or(max);
-            if len > max {
-                return Err(bad());
-            }
-            blocks.push((ip.to_canonical(), len));
-        }
-        Ok(TrustedProxies { blocks })
-    }
-
-    /// Whether `ip` is a trusted proxy.
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        self.blocks.iter().any(|(b, l)| prefix_matches(*b, *l, ip))
-    }
-}
-
-/// The address a request comes from. The peer, unless the peer is a trusted proxy: then the
-/// `X-Forwarded-For` chain (all header values, in order) is walked from the right, skipping
-/// trusted proxies, and the first untrusted address is the source. A malformed entry stops the
-/// walk at the last good hop (a trusted proxy), so a forged value never wins; `None` when the
-/// peer is unknown.
-pub fn source_address(
-    peer: Option<IpAddr>,
-    forwarded_for: &[&str],
-    trusted: &TrustedProxies,
-) -> Option<IpAddr> {
-    let peer = peer?.to_canonical();
-    if !trusted.contains(peer) {
-        return Some(peer);
-    }
-    let hops = forwarded_for.iter().flat_map(|v| v.split(',')).map(str::trim);
-    let mut source = peer;
-    for hop in hops.collect::<Vec<_>>().into_iter().rev() {
-        let Ok(ip) = hop.parse::<IpAddr>() else {
-            break;
-        };
-        source = ip.to_canonical();
-        if !trusted.contains(source) {
-            break;
-        }
-    }
-    Some(source)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,31 +495,5 @@ mod tests {
         assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::First);
         assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::Replay { revoke: None });
         assert!(ledger.complete("j1", "alice", None));
-    }
-
-    #[test]
-    fn forwarded_for_is_believed_only_from_a_trusted_proxy() {
-        let trusted = TrustedProxies::parse(&["10.0.0.0/8", "fd00::/8"]).expect("parse");
-        let proxy: IpAddr = "10.1.2.3".parse().expect("ip");
-        let client: IpAddr = "203.0.113.7".parse().expect("ip");
-        assert_eq!(
-            source_address(Some(client), &["198.51.100.1"], &trusted),
-            Some(client),
-            "an untrusted peer's header is ignored"
-        );
-        assert_eq!(
-            source_address(Some(proxy), &["198.51.100.1, 203.0.113.7, 10.9.9.9"], &trusted),
-            Some(client),
-            "the rightmost untrusted hop is the source; the forged leftmost entry is ignored"
-        );
-        assert_eq!(
-            source_address(Some(proxy), &["203.0.113.7", "10.9.9.9"], &trusted),
-            Some(client),
-            "several header lines form one chain"
-        );
-        assert_eq!(source_address(Some(proxy), &["garbage"], &trusted), Some(proxy));
-        assert_eq!(source_address(Some(proxy), &[], &trusted), Some(proxy));
-        assert!(TrustedProxies::parse(&["10.0.0.0/33"]).is_err());
-        assert!(TrustedProxies::parse(&["example.com"]).is_err());
     }
 }

@@ -62,7 +62,7 @@ use jiff::Timestamp;
 use prometheus_client::registry::Registry;
 use tokio::sync::Semaphore;
 
-pub use limits::{TrustedProxies, TrustedProxyError};
+pub use ichor_server::cidr::TrustedProxies;
 pub use metrics::Metrics;
 
 use crate::{keys::KeyRing, store::UserStore};
@@ -265,7 +265,7 @@ impl Issuer {
     }
 }
 
-/// The source address of a request ([`limits::source_address`] over the peer from
+/// The source address of a request ([`ichor_server::cidr::source_address`] over the peer from
 /// `ConnectInfo<SocketAddr>` and `X-Forwarded-For`). A request without `ConnectInfo` counts as
 /// coming from `0.0.0.0`, so such requests share one rate-limit bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,7 +285,7 @@ impl FromRequestParts<Arc<Issuer>> for Source {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .collect();
-        let ip = limits::source_address(peer, &xff, &state.trusted_proxies)
+        let ip = ichor_server::cidr::source_address(peer, &xff, &state.trusted_proxies)
             .unwrap_or(Ipv4Addr::UNSPECIFIED.into());
         Ok(Source(ip))
     }

@@ -1,6 +1,6 @@
 //! HTTPS for the webhooks, by the issuer's listener code (reused, not copied): the serving pair
 //! `tls.crt`/`tls.key` of a directory (the mounted Secret `ichor-webhook-tls`) is followed on
-//! change (`ichor_issuer::server::tls::watch_pair`: file events plus a poll), so a reissued
+//! change (`ichor_server::tls::watch_pair`: file events plus a poll), so a reissued
 //! certificate reaches new connections without a restart. Until the pair exists (the controller
 //! issues it after start), handshakes fail and the kube-apiserver's calls fail; that is expected
 //! and heals by itself once the Secret is mounted.
@@ -10,9 +10,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ichor_issuer::server::reload::WatchOptions;
-use ichor_issuer::server::tls::{PairFiles, server_config, watch_pair};
-use ichor_issuer::server::{ServeOptions, serve as serve_https};
+use ichor_server::reload::WatchOptions;
+use ichor_server::tls::{PairFiles, server_config, watch_pair};
+use ichor_server::{ServeOptions, serve as serve_https};
 use tokio::net::TcpListener;
 
 use super::review::MAX_BODY_BYTES;

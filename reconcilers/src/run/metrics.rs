@@ -1,5 +1,5 @@
 //! Operations: the Prometheus metrics of the loop and the plain-HTTP endpoints `/metrics`,
-//! `/healthz` and `/readyz` (axum, on `--metrics-listen`).
+//! `/healthz` and `/readyz` (the shared router of `ichor-server`, on `--metrics-listen`).
 //!
 //! `/healthz` answers 200 while the process serves; `/readyz` answers 200 once every watcher's
 //! initial list is folded, and stays 200 on a standby and after a lost lease: every replica
@@ -9,12 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use ichor_graph::{Action, Cause, Event};
 use ichor_renderers::trust::tls::CertFacts;
+use ichor_server::health::{Exposition, Readiness};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -245,54 +242,17 @@ impl Health {
     }
 }
 
-#[derive(Clone)]
-struct OpsState {
-    registry: Arc<Registry>,
-    health: Arc<Health>,
-}
-
-/// The router of `/metrics`, `/healthz` and `/readyz`.
+/// The router of `/metrics`, `/healthz` and `/readyz`: the shared one, ready once every
+/// watcher's initial list is folded (`waitingFor: ["watchers"]` until then).
 pub fn router(registry: Arc<Registry>, health: Arc<Health>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics_text))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .with_state(OpsState { registry, health })
+    let readiness = Readiness::new().require("watchers", move || health.is_ready());
+    ichor_server::health::router(Arc::new(readiness), registry)
 }
 
 /// The registry in the OpenMetrics text format.
+///
+/// # Errors
+/// A metric could not be encoded.
 pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, registry)?;
-    Ok(out)
-}
-
-async fn metrics_text(State(state): State<OpsState>) -> Response {
-    match encode(&state.registry) {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(_) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "metrics could not be encoded\n",
-        )
-            .into_response(),
-    }
-}
-
-async fn readyz(State(state): State<OpsState>) -> Response {
-    if state.health.is_ready() {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the watchers' initial lists are not all folded yet\n",
-        )
-            .into_response()
-    }
+    Exposition::render(registry)
 }

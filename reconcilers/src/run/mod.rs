@@ -44,14 +44,7 @@ use crate::identity::Controller;
 use crate::perform::OsKeyMaterial;
 use ichor_graph::{Action, World};
 
-/// The log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// One JSON object per line (for log collectors).
-    Json,
-    /// Human-readable lines.
-    Text,
-}
+use ichor_server::logging::LogFormat;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -168,17 +161,6 @@ pub enum RunError {
     Runtime(std::io::Error),
 }
 
-/// Starts logging in `format` (level from `RUST_LOG`, default `info`).
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.try_init(),
-    };
-}
-
 /// The channels and shared state [`drive`] runs on.
 pub struct Driver {
     /// The watchers' batches.
@@ -281,19 +263,7 @@ pub async fn drive<A: Apply + ?Sized>(lp: &mut Loop, applier: &mut A, mut d: Dri
 }
 
 async fn shutdown_signal(tx: signal::Sender<bool>) {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
-    tracing::info!("shutting down");
+    ichor_server::shutdown::signal().await;
     let _ = tx.send(true);
 }
 
@@ -455,7 +425,7 @@ impl Apply for Applier {
 /// # Errors
 /// See [`run`].
 pub fn main(args: RunArgs) -> Result<(), RunError> {
-    init_logging(args.log_format);
+    ichor_server::logging::init(args.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,6 +1,6 @@
 //! `/healthz` (200 while the process serves), `/readyz` (503 with the list of what is still
-//! missing until every readiness check holds: signing keys and TLS loaded) and `/metrics`
-//! (OpenMetrics text).
+//! missing until every readiness check holds: the issuer's signing keys and TLS loaded, the
+//! controller's watchers synced) and `/metrics` (OpenMetrics text).
 
 use super::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE, ReloadStatus};
 use axum::Router;
@@ -66,14 +66,37 @@ impl Readiness {
     }
 }
 
+/// What `/metrics` serves: an OpenMetrics text exposition rendered at each scrape.
+pub trait Exposition: Send + Sync {
+    /// The exposition text, `# EOF` included.
+    ///
+    /// # Errors
+    /// A metric could not be encoded.
+    fn render(&self) -> Result<String, fmt::Error>;
+}
+
+impl Exposition for Metrics {
+    fn render(&self) -> Result<String, fmt::Error> {
+        Metrics::render(self)
+    }
+}
+
+impl Exposition for prometheus_client::registry::Registry {
+    fn render(&self) -> Result<String, fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, self)?;
+        Ok(out)
+    }
+}
+
 #[derive(Clone)]
 struct HealthState {
     readiness: Arc<Readiness>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn Exposition>,
 }
 
 /// The router of the three endpoints.
-pub fn router(readiness: Arc<Readiness>, metrics: Arc<Metrics>) -> Router {
+pub fn router(readiness: Arc<Readiness>, metrics: Arc<dyn Exposition>) -> Router {
     Router::new()
         .route(HEALTHZ, get(healthz))
         .route(READYZ, get(readyz))

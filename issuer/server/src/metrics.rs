@@ -1,13 +1,12 @@
-//! The issuer's Prometheus metrics, rendered in the OpenMetrics text format.
+//! A serving process's Prometheus metrics, rendered in the OpenMetrics text format.
 //!
-//! Two kinds: counters the request handlers increment ([`IssuerCounters`]: tokens issued by
-//! grant and audience, login failures, back-off hits, refresh reuse detections), and values
-//! computed at scrape from the watched files ([`Sources`]: age of the signing keys, expiry of the
-//! served certificates, reload failures). Every name starts with `ichor_issuer_`.
+//! Two kinds: counters the request handlers register and increment ([`Metrics::handlers`]), and
+//! values computed at scrape from the watched files ([`Sources`]: age of the signing keys, expiry
+//! of the served certificates, reload failures). Every name starts with the prefix given to
+//! [`Metrics::new`] (`ichor_issuer_` for the issuer).
 
 use super::reload::Watched;
 use super::tls::TlsPair;
-use ichor_renderers::trust::keys::{KeyTimes as _, KeysDocument};
 use jiff::Timestamp;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -51,16 +50,6 @@ pub struct SigningKeyTimes {
     pub hmac: Option<Timestamp>,
 }
 
-impl SigningKeyTimes {
-    /// The signing keys of `doc` at `now`.
-    pub fn of(doc: &KeysDocument, now: Timestamp) -> Self {
-        SigningKeyTimes {
-            rsa: doc.signing_key(now).map(|k| k.created_at()),
-            hmac: doc.signing_hmac(now).map(|k| k.created_at()),
-        }
-    }
-}
-
 /// Reads the current signing-key times at scrape (`now` given).
 pub type KeyTimesFn = dyn Fn(Timestamp) -> SigningKeyTimes + Send + Sync;
 
@@ -73,17 +62,6 @@ pub struct Sources {
     pub certificates: Vec<(String, Watched<TlsPair>)>,
     /// The signing keys' creation times.
     pub key_times: Option<Arc<KeyTimesFn>>,
-}
-
-impl Sources {
-    /// Key times read from a watched `keys.json`.
-    pub fn key_times_of(keys: Watched<KeysDocument>) -> Arc<KeyTimesFn> {
-        Arc::new(move |now| {
-            keys.current()
-                .map(|doc| SigningKeyTimes::of(&doc, now))
-                .unwrap_or_default()
-        })
-    }
 }
 
 impl fmt::Debug for Sources {
@@ -103,7 +81,7 @@ impl fmt::Debug for Sources {
     }
 }
 
-/// The metrics registry of one issuer process: the scrape-time values computed here, plus the
+/// The metrics registry of one serving process: the scrape-time values computed here, plus the
 /// request handlers' counters, registered by the OIDC module into [`Metrics::handlers`].
 #[derive(Debug)]
 pub struct Metrics {
@@ -112,9 +90,9 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Registers the counters and the scrape-time collector over `sources`.
-    pub fn new(sources: Sources) -> Self {
-        let mut registry = Registry::with_prefix("ichor_issuer");
+    /// Registers the scrape-time collector over `sources`, its metrics named `<prefix>_…`.
+    pub fn new(prefix: &str, sources: Sources) -> Self {
+        let mut registry = Registry::with_prefix(prefix);
         registry.register_collector(Box::new(ScrapeCollector { sources }));
         Metrics {
             registry,

@@ -1,0 +1,20 @@
+//! What the Ichor binaries serve with, generic over what they serve: file-backed values
+//! reloaded on change ([`reload`]), the rustls configuration whose certificate follows its files
+//! ([`tls`]), the HTTPS accept loop with graceful shutdown ([`serve()`]), health, readiness and
+//! Prometheus metrics ([`health`], [`metrics`]), trusted-proxy networks ([`cidr`]), log set-up
+//! ([`logging`]) and the shutdown signal ([`shutdown`]).
+//!
+//! Nothing here knows about OpenID Connect or Kubernetes: the issuer hands in its OIDC routers,
+//! the controller its admission router.
+#![forbid(unsafe_code)]
+
+pub mod cidr;
+pub mod health;
+pub mod logging;
+pub mod metrics;
+pub mod reload;
+mod serve;
+pub mod shutdown;
+pub mod tls;
+
+pub use serve::{ServeOptions, serve};
