@@ -3,7 +3,7 @@
 //! document) is snapshotted.
 //!
 //! The journals are committed files, written once by the simulated applier
-//! (`ichor_reconcilers::sim`): its certificates have random keys, so generating them at test time
+//! (`ichor_reconcile::sim`): its certificates have random keys, so generating them at test time
 //! would change every fingerprint and hash. Committed, a replay is byte-for-byte deterministic and
 //! the snapshots are stable. They are written unredacted: the Secrets hold test material only
 //! (a public RSA test key, HMAC keys derived from their kid, throw-away certificates). To
@@ -19,9 +19,9 @@ use std::io::{BufReader, BufWriter, Write};
 use std::path::PathBuf;
 
 use ichor_graph::{Event, JournalReader, ObjectKey};
-use ichor_reconcilers::identity::{Controller, ReplayLine, ReplayReport, replay};
-use ichor_reconcilers::sim::fixtures::{self, Auth};
-use ichor_reconcilers::sim::{Sim, SimError};
+use ichor_reconcile::identity::{Controller, ReplayLine, ReplayReport, replay};
+use ichor_reconcile::sim::fixtures::{self, Auth};
+use ichor_reconcile::sim::{Sim, SimError};
 use ichor_renderers::trust::tls::CertFacts;
 use jiff::{SignedDuration, Timestamp};
 
@@ -181,18 +181,12 @@ fn a_deleted_user_loses_its_credentials_key_and_users_get_their_conditions() {
 type FileSim = Sim<BufWriter<File>>;
 
 fn file_sim(name: &str) -> Result<FileSim, SimError> {
-    let f = File::create(journal_path(name)).map_err(|e| SimError::Effect {
-        id: "create journal".into(),
-        message: e.to_string(),
-    })?;
+    let f = File::create(journal_path(name)).map_err(|e| SimError::Setup(format!("create journal: {e}")))?;
     Sim::new(BufWriter::new(f))
 }
 
 fn fork(from: &Sim<std::io::Sink>, name: &str) -> Result<FileSim, SimError> {
-    let f = File::create(journal_path(name)).map_err(|e| SimError::Effect {
-        id: "create journal".into(),
-        message: e.to_string(),
-    })?;
+    let f = File::create(journal_path(name)).map_err(|e| SimError::Setup(format!("create journal: {e}")))?;
     from.fork(BufWriter::new(f))
 }
 
@@ -288,10 +282,7 @@ fn leaf_renewal() -> Result<(), SimError> {
             ("prod-cp-3", "prod"),
         ],
     )?;
-    let leaf = tls_leaf(&setup).ok_or_else(|| SimError::Effect {
-        id: "leaf".into(),
-        message: "no leaf was issued".into(),
-    })?;
+    let leaf = tls_leaf(&setup).ok_or_else(|| SimError::Setup("no leaf was issued".into()))?;
     let renewal = leaf.renewal_point();
     setup.run_until(renewal - SignedDuration::from_mins(1))?;
     let mut sim = fork(&setup, "leaf-renewal")?;

@@ -14,9 +14,9 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ichor_graph::{Event, JournalReader, ObjectKey};
-use ichor_reconcilers::identity::{Controller, replay};
-use ichor_reconcilers::sim::Sim;
-use ichor_reconcilers::sim::workload::{Workload, generate};
+use ichor_reconcile::identity::{Controller, replay};
+use ichor_reconcile::sim::Sim;
+use ichor_reconcile::sim::workload::{Workload, generate};
 use serde_json::json;
 
 /// The controller binary's allocator, so the numbers are the binary's.
@@ -74,7 +74,7 @@ fn replay_journal(c: &mut Criterion) {
     let mut sim = Sim::new(Vec::new()).expect("the graph builds");
     sim.record = false;
     generate(&mut sim, Workload::default()).expect("the journal is generated");
-    let journal = sim.into_journal();
+    let journal = sim.into_journal().expect("the journal is written");
     let mut group = c.benchmark_group("identity");
     group.sample_size(10);
     group.throughput(Throughput::Elements(100_000));

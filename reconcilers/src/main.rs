@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use ichor_graph::JournalReader;
-use ichor_reconcilers::identity::{Controller, replay_with};
-use ichor_reconcilers::sim::Sim;
-use ichor_reconcilers::sim::workload::{Workload, generate};
+use ichor_reconcile::identity::{Controller, replay_with};
+use ichor_reconcile::sim::Sim;
+use ichor_reconcile::sim::workload::{Workload, generate};
 
 /// The allocator: the graph allocates and frees many small JSON values per event, which
 /// mimalloc serves several times faster than the system allocator (replay throughput).

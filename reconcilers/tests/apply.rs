@@ -14,14 +14,14 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use http::{Request, Response};
 use ichor_graph::{Action, Cause, EffectRequest, Event, Object, ObjectKey, Reason, World};
+use ichor_reconcile::identity::effects::{
+    GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest, SanName,
+};
+use ichor_reconcile::perform::{self, IssuedPair, KeyMaterial};
 use ichor_reconcilers::apply::webhook::{
     BundleAction, CertDecision, CertificateAction, decide_webhook_cert, ensure_webhook_cert, webhook_sans,
 };
 use ichor_reconcilers::apply::{KubeApplier, RetryPolicy};
-use ichor_reconcilers::identity::effects::{
-    GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest, SanName,
-};
-use ichor_reconcilers::perform::{self, IssuedPair, KeyMaterial};
 use ichor_renderers::trust::keys::KeysDocument;
 use ichor_renderers::trust::tls::{CA_COMMON_NAME, CertFacts, San};
 use jiff::Timestamp;
@@ -49,9 +49,9 @@ struct Fixed;
 
 impl KeyMaterial for Fixed {
     fn rsa_pkcs8_pem(&mut self) -> Result<String, String> {
-        Ok(ichor_reconcilers::sim::TEST_RSA_PEM.to_owned())
+        Ok(ichor_reconcile::sim::TEST_RSA_PEM.to_owned())
     }
-    fn hmac_secret(&mut self) -> Result<[u8; 32], String> {
+    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], String> {
         Ok([42; 32])
     }
 }
@@ -354,7 +354,9 @@ async fn a_status_write_that_keeps_conflicting_gives_up_after_the_attempts_and_s
     assert!(report.events.is_empty());
     assert_eq!(report.problems.len(), 1, "{report:?}");
     assert!(
-        report.problems[0].contains("still conflicting after 3 attempts"),
+        report.problems[0]
+            .message
+            .contains("still conflicting after 3 attempts"),
         "{report:?}"
     );
 }
@@ -381,7 +383,11 @@ async fn the_spec_of_an_input_kind_is_never_written() {
     drop(a);
     assert_no_more_requests(handle).await;
     assert_eq!(report.problems.len(), 1, "{report:?}");
-    assert!(report.problems[0].contains("never writes the spec of an input kind"));
+    assert!(
+        report.problems[0]
+            .message
+            .contains("never writes the spec of an input kind")
+    );
 }
 
 fn signing_secret(rv: &str) -> Object {
@@ -452,9 +458,9 @@ async fn a_conflict_on_an_effect_secret_is_reported_and_never_overwritten() {
     );
     assert_eq!(report.problems.len(), 1, "{report:?}");
     let problem = &report.problems[0];
-    assert!(problem.contains("not overwritten"), "{problem}");
+    assert!(problem.message.contains("not overwritten"), "{problem}");
     assert!(
-        !problem.contains(&STANDARD.encode([42u8; 32])),
+        !problem.message.contains(&STANDARD.encode([42u8; 32])),
         "no secret material in messages"
     );
 }
@@ -552,7 +558,7 @@ async fn a_garbage_collection_conflict_leaves_the_key_of_a_user_who_is_back() {
     drop(a);
     assert_no_more_requests(handle).await;
     assert_eq!(report.problems.len(), 1, "{report:?}");
-    assert!(report.problems[0].contains("exists again"), "{report:?}");
+    assert!(report.problems[0].message.contains("exists again"), "{report:?}");
 }
 
 #[tokio::test]
@@ -902,12 +908,15 @@ async fn a_leaf_is_not_written_when_the_ca_it_is_signed_by_lost_its_write() {
         "{report:?}"
     );
     assert_eq!(report.problems.len(), 2, "{report:?}");
-    assert!(report.problems[0].contains("ichor-oidc-ca") && report.problems[0].contains("not overwritten"));
     assert!(
-        report.problems[1].contains("ichor-oidc-tls: not written"),
+        report.problems[0].message.contains("ichor-oidc-ca")
+            && report.problems[0].message.contains("not overwritten")
+    );
+    assert!(
+        report.problems[1].message.contains("ichor-oidc-tls: not written"),
         "{report:?}"
     );
-    assert!(report.problems.iter().all(|p| !p.contains("PRIVATE KEY")));
+    assert!(report.problems.iter().all(|p| !p.message.contains("PRIVATE KEY")));
 }
 
 #[tokio::test]

@@ -12,14 +12,17 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use clap::Parser;
 use ichor_graph::{Action, Event, Object, ObjectKey, World};
-use ichor_reconcilers::perform::{self, KeyMaterial, Outcome};
+use ichor_reconcile::memory::merge_into;
+use ichor_reconcile::perform::{self, KeyMaterial, Outcome};
+use ichor_reconcile::problem::{Problem, ProblemKind};
+use ichor_reconcile::sim::TEST_RSA_PEM;
+use ichor_reconcile::sim::fixtures::{issuer_service, user};
 use ichor_reconcilers::run::convert::WatchState;
 use ichor_reconcilers::run::leader::{Elector, LeaderFlag, LeaseConfig, may_take};
 use ichor_reconcilers::run::metrics::{self, Health, Metrics};
+use ichor_reconcilers::run::observe::ClusterObserver;
 use ichor_reconcilers::run::watch::{Batch, SyncState, sources};
-use ichor_reconcilers::run::{Apply, ApplyReport, Driver, Loop, RunArgs, drive, journal};
-use ichor_reconcilers::sim::fixtures::{issuer_service, user};
-use ichor_reconcilers::sim::{TEST_RSA_PEM, merge_into};
+use ichor_reconcilers::run::{Apply, Driver, Loop, Report as ApplyReport, RunArgs, drive, journal};
 use ichor_renderers::trust::{NAMESPACE, SIGNING_SECRET, TLS_SECRET};
 use ichor_server::logging::LogFormat;
 use jiff::Timestamp;
@@ -35,7 +38,7 @@ impl KeyMaterial for FixedMaterial {
     fn rsa_pkcs8_pem(&mut self) -> Result<String, String> {
         Ok(TEST_RSA_PEM.to_owned())
     }
-    fn hmac_secret(&mut self) -> Result<[u8; 32], String> {
+    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], String> {
         Ok([7; 32])
     }
 }
@@ -66,7 +69,7 @@ impl Apply for FakeApplier {
         self.seen.extend(actions.iter().map(ToString::to_string));
         if let Some(problem) = self.fail_next.pop_front() {
             return ApplyReport {
-                problems: vec![problem],
+                problems: vec![Problem::new(ProblemKind::Unavailable, problem)],
                 ..ApplyReport::default()
             };
         }
@@ -105,7 +108,9 @@ impl Apply for FakeApplier {
                         }
                     }
                 }
-                Err(e) => report.problems.push(e.to_string()),
+                Err(e) => report
+                    .problems
+                    .push(Problem::new(ProblemKind::Effect, e.to_string())),
             }
         }
         report
@@ -119,9 +124,9 @@ fn now() -> Timestamp {
 fn leader_loop() -> (Loop, prometheus_client::registry::Registry) {
     let (metrics, registry) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcilers::identity::Controller::new().unwrap(),
+        ichor_reconcile::identity::Controller::new().unwrap(),
         None,
-        metrics,
+        ClusterObserver::new(metrics),
     );
     lp.ingest([
         Event::Applied(issuer_service("10.96.0.10")),
@@ -146,7 +151,11 @@ fn secret_key(name: &str) -> ObjectKey {
 async fn a_leader_settles_a_fresh_install_and_then_decides_nothing() {
     let (mut lp, _) = leader_loop();
     let mut applier = FakeApplier::default();
-    let report = lp.settle(&mut applier, now(), &always).await;
+    let report = {
+        lp.tick(now());
+        lp.settle(&mut applier, &always)
+    }
+    .await;
     assert!(report.settled, "{report:?}");
     assert!(report.problems.is_empty(), "{report:?}");
     assert!(report.rounds >= 2, "results were fed back: {report:?}");
@@ -161,7 +170,11 @@ async fn a_leader_settles_a_fresh_install_and_then_decides_nothing() {
     assert!(lp.world().get(&secret_key(TLS_SECRET)).is_some());
 
     let calls = applier.calls;
-    let again = lp.settle(&mut applier, now(), &always).await;
+    let again = {
+        lp.tick(now());
+        lp.settle(&mut applier, &always)
+    }
+    .await;
     assert!(again.actions.is_empty() && again.settled, "{again:?}");
     assert_eq!(applier.calls, calls);
 }
@@ -171,7 +184,11 @@ async fn a_standby_applies_nothing_and_decides_everything_once_it_leads() {
     let (mut lp, _) = leader_loop();
     lp.set_leader(false);
     let mut applier = FakeApplier::default();
-    let report = lp.settle(&mut applier, now(), &always).await;
+    let report = {
+        lp.tick(now());
+        lp.settle(&mut applier, &always)
+    }
+    .await;
     assert!(report.actions.is_empty() && report.settled, "{report:?}");
     assert_eq!(applier.calls, 0);
 
@@ -179,7 +196,11 @@ async fn a_standby_applies_nothing_and_decides_everything_once_it_leads() {
     // Taking the lease diffs everything again and hands over the effects the standby's
     // evaluation requested (the graph announces an effect only once).
     lp.set_leader(true);
-    let report = lp.settle(&mut applier, now(), &always).await;
+    let report = {
+        lp.tick(now());
+        lp.settle(&mut applier, &always)
+    }
+    .await;
     assert!(report.settled, "{report:?}");
     assert!(
         report
@@ -196,22 +217,38 @@ async fn a_standby_applies_nothing_and_decides_everything_once_it_leads() {
 async fn nothing_is_decided_before_every_watcher_listed() {
     let (metrics, _) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcilers::identity::Controller::new().unwrap(),
+        ichor_reconcile::identity::Controller::new().unwrap(),
         None,
-        metrics,
+        ClusterObserver::new(metrics),
     );
     lp.set_leader(true);
     lp.ingest([Event::Applied(issuer_service("10.96.0.10"))]);
-    assert!(lp.decide(now()).is_empty());
+    assert!(
+        {
+            lp.tick(now());
+            lp.decide()
+        }
+        .is_empty()
+    );
     lp.set_synced();
-    assert!(!lp.decide(now()).is_empty());
+    assert!(
+        !{
+            lp.tick(now());
+            lp.decide()
+        }
+        .is_empty()
+    );
 }
 
 #[tokio::test]
 async fn a_lease_lost_before_a_round_stops_the_applying() {
     let (mut lp, _) = leader_loop();
     let mut applier = FakeApplier::default();
-    let report = lp.settle(&mut applier, now(), &|| false).await;
+    let report = {
+        lp.tick(now());
+        lp.settle(&mut applier, &|| false)
+    }
+    .await;
     assert!(report.actions.is_empty(), "{report:?}");
     assert_eq!(applier.calls, 0);
     assert!(!lp.is_leader());
@@ -221,10 +258,18 @@ async fn a_lease_lost_before_a_round_stops_the_applying() {
 async fn the_next_deadline_is_after_now_and_a_tick_there_moves_it_on() {
     let (mut lp, _) = leader_loop();
     let mut applier = FakeApplier::default();
-    lp.settle(&mut applier, now(), &always).await;
+    {
+        lp.tick(now());
+        lp.settle(&mut applier, &always)
+    }
+    .await;
     let deadline = lp.next_deadline().expect("a settled install has a next deadline");
     assert!(deadline > now(), "{deadline} after {}", now());
-    let report = lp.settle(&mut applier, deadline, &always).await;
+    let report = {
+        lp.tick(deadline);
+        lp.settle(&mut applier, &always)
+    }
+    .await;
     assert!(report.settled, "{report:?}");
     let next = lp.next_deadline().expect("another deadline");
     assert!(next > deadline, "{next} after {deadline}");
@@ -237,13 +282,21 @@ async fn an_applier_problem_backs_off_and_the_next_cycle_asks_again() {
     applier
         .fail_next
         .push_back("Secret ichor-oidc-signing: 500 Internal Server Error".into());
-    let report = lp.settle(&mut applier, now(), &always).await;
+    let report = {
+        lp.tick(now());
+        lp.settle(&mut applier, &always)
+    }
+    .await;
     assert_eq!(report.problems.len(), 1, "{report:?}");
     assert!(!report.settled);
     assert_eq!(lp.retry_delay(), Some(Duration::from_secs(2)));
     let first = applier.seen.clone();
 
-    let report = lp.settle(&mut applier, now(), &always).await;
+    let report = {
+        lp.tick(now());
+        lp.settle(&mut applier, &always)
+    }
+    .await;
     assert!(report.settled && report.problems.is_empty(), "{report:?}");
     // The same actions (by what they act on; the reason may now be drift) come again.
     let target = |a: &String| a.split(" (").next().unwrap_or_default().to_owned();
@@ -259,12 +312,12 @@ async fn an_applier_problem_backs_off_and_the_next_cycle_asks_again() {
 fn retry_delays_double_up_to_five_minutes() {
     let (metrics, _) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcilers::identity::Controller::new().unwrap(),
+        ichor_reconcile::identity::Controller::new().unwrap(),
         None,
-        metrics,
+        ClusterObserver::new(metrics),
     );
     let failed = || ApplyReport {
-        problems: vec!["x".into()],
+        problems: vec![Problem::new(ProblemKind::Conflict, "x")],
         ..ApplyReport::default()
     };
     let mut delays = Vec::new();
@@ -281,9 +334,9 @@ fn retry_delays_double_up_to_five_minutes() {
 async fn the_driver_folds_a_batch_applies_as_leader_and_stops_on_shutdown() {
     let (metrics, _) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcilers::identity::Controller::new().unwrap(),
+        ichor_reconcile::identity::Controller::new().unwrap(),
         None,
-        metrics,
+        ClusterObserver::new(metrics),
     );
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     let sync = Arc::new(SyncState::new(1));
@@ -431,9 +484,9 @@ async fn the_journal_holds_no_secret_data_and_continues_after_a_restart() {
     let path = dir.path().join("journal.jsonl");
     let (metrics, _) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcilers::identity::Controller::new().unwrap(),
+        ichor_reconcile::identity::Controller::new().unwrap(),
         Some(journal::open(&path).unwrap()),
-        metrics,
+        ClusterObserver::new(metrics),
     );
     lp.ingest([
         Event::Applied(issuer_service("10.96.0.10")),
@@ -442,7 +495,11 @@ async fn the_journal_holds_no_secret_data_and_continues_after_a_restart() {
     lp.set_synced();
     lp.set_leader(true);
     let mut applier = FakeApplier::default();
-    lp.settle(&mut applier, now(), &always).await;
+    {
+        lp.tick(now());
+        lp.settle(&mut applier, &always)
+    }
+    .await;
     drop(lp.take_journal());
 
     let text = std::fs::read_to_string(&path).unwrap();
@@ -505,14 +562,25 @@ fn a_journal_with_a_cut_line_is_kept_aside_and_a_new_one_started() {
 async fn the_metrics_text_has_every_family_and_the_issuer_certificate_expiry() {
     let (mut lp, registry) = leader_loop();
     let mut applier = FakeApplier::default();
-    lp.settle(&mut applier, now(), &always).await;
+    {
+        lp.tick(now());
+        lp.settle(&mut applier, &always)
+    }
+    .await;
+    lp.absorb(ApplyReport {
+        problems: vec![Problem::new(
+            ProblemKind::Conflict,
+            "Secret ichor-oidc-signing: a 409",
+        )],
+        ..ApplyReport::default()
+    });
     let text = metrics::encode(&registry).unwrap();
     for family in [
         "ichor_controller_reconciles_total",
         "ichor_controller_actions_total{action=\"effect\",kind=\"generate-rsa-key\"",
         "ichor_controller_events_total{type=\"applied\"}",
         "ichor_controller_graph_evaluation_seconds_bucket",
-        "ichor_controller_apply_problems_total 0",
+        "ichor_controller_apply_problems_total{kind=\"conflict\"} 1",
         "ichor_controller_leader 1",
         "ichor_controller_watchers_synced 1",
         "ichor_controller_world_objects",
@@ -811,9 +879,9 @@ async fn the_driver_of_a_standby_is_ready_but_applies_only_once_it_gains_the_lea
     use std::sync::atomic::Ordering;
     let (metrics, _) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcilers::identity::Controller::new().unwrap(),
+        ichor_reconcile::identity::Controller::new().unwrap(),
         None,
-        metrics,
+        ClusterObserver::new(metrics),
     );
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     let sync = Arc::new(SyncState::new(1));

@@ -4,7 +4,7 @@
 //! - the identity graph over the GitOps tree `<state>/manifests` (re-read every second: editing
 //!   an `IchorUser` file takes effect without a restart) with the local applier, which writes the
 //!   signing keys, the Ichor CA and the issuer's leaf as files under `<state>/secrets`
-//!   ([`ichor_reconcilers::local`]);
+//!   ([`crate::local`]);
 //! - the OIDC issuer and the `UserService` on `https://<address>:<port>` (internal listener on
 //!   `<port>+1`), reading those files, users from the tree and credentials from
 //!   `<state>/issuer/credentials.json`.
@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::local::{CredentialsRemover, LocalController, LocalPaths};
 use anyhow::{Context as _, bail};
 use clap::Args;
 use ichor_issuer::api::ClusterInfo;
@@ -28,9 +29,8 @@ use ichor_issuer::cli::{
 };
 use ichor_issuer::store::local::LocalStore;
 use ichor_issuer::store::{Change, StoreError, UserStore, modify_credentials};
-use ichor_reconcilers::identity::effects::RemoveCredentialsKeyRequest;
-use ichor_reconcilers::local::{CredentialsRemover, LocalController, LocalPaths};
-use ichor_reconcilers::perform::OsKeyMaterial;
+use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
+use ichor_reconcile::perform::OsKeyMaterial;
 use ichor_renderers::auth::credentials::CredentialsEntry;
 use ichor_renderers::auth::hash::hash_password_random;
 use ichor_renderers::auth::policy::generate_password;
@@ -475,7 +475,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn log_report(report: &ichor_reconcilers::local::TickReport) {
+fn log_report(report: &crate::local::TickReport) {
     for a in &report.actions {
         tracing::info!(action = %a, "identity graph");
     }

@@ -15,9 +15,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ichor_cli::commands::dev::{Layout, prepare};
-use ichor_reconcilers::identity::effects::RemoveCredentialsKeyRequest;
-use ichor_reconcilers::local::{CredentialsRemover, LocalController, LocalPaths};
-use ichor_reconcilers::perform::OsKeyMaterial;
+use ichor_cli::local::{CredentialsRemover, LocalController, LocalPaths};
+use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
+use ichor_reconcile::perform::OsKeyMaterial;
 use ichor_renderers::trust::{KEYS_JSON, SIGNING_SECRET};
 use jiff::{SignedDuration, Timestamp};
 

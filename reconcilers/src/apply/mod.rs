@@ -1,5 +1,5 @@
-//! The Kubernetes applier of `ichor-controller`: the cluster twin of
-//! [`crate::local::LocalController`]'s applier. It takes one evaluation's actions and performs
+//! The Kubernetes applier of `ichor-controller`: the cluster sink of the one reconcile loop
+//! (`ichor_reconcile::cycle`). It takes one evaluation's actions and performs
 //! them against the API server, and returns what the server answered so the caller folds it
 //! back into the World (`Event::Applied` / `Event::Deleted`) without waiting for the watch.
 //!
@@ -8,7 +8,7 @@
 //! | apply of an owned object (the trust ConfigMap) | server-side apply, field manager [`FIELD_MANAGER`], `force` |
 //! | apply holding only `status` (IchorUser, TalosMachine) | server-side apply on the `/status` subresource, conditioned on the observed resourceVersion; on 409 re-read, rebase ([`status::rebase_status`]), retry |
 //! | delete of an owned object | DELETE with a resourceVersion precondition; 404 is success |
-//! | effects | [`crate::perform::perform`] on a blocking thread; each Secret created (absent) or replaced with the resourceVersion the performer read; a 409 is *not* retried (another writer won; the next evaluation decides from fresh state) |
+//! | effects | [`ichor_reconcile::perform::perform`] on a blocking thread; each Secret created (absent) or replaced with the resourceVersion the performer read; a 409 is *not* retried (another writer won; the next evaluation decides from fresh state) |
 //! | `remove-credentials-key` | JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials`; on 409 re-read (key gone → done; user back → leave it) and retry |
 //!
 //! Safety rules: the spec of an input kind (IchorUser, TalosCluster, TalosMachine,
@@ -29,9 +29,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::core::Status;
 use serde_json::{Value, json};
 
-use crate::identity::conditions::stamp_transition_times;
-use crate::identity::effects::RemoveCredentialsKeyRequest;
-use crate::perform::{self, KeyMaterial, Outcome, PerformError, SecretData};
+use ichor_reconcile::cycle::Report;
+use ichor_reconcile::identity::conditions::stamp_transition_times;
+use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
+use ichor_reconcile::perform::{self, KeyMaterial, Outcome, PerformError, SecretData};
+use ichor_reconcile::problem::{Problem, ProblemKind};
 use resources::{Resource, apply_body, is_status_write, observed, resource_for};
 
 /// The field manager of every write of the controller.
@@ -127,6 +129,30 @@ pub enum ApplyError {
     },
 }
 
+impl ApplyError {
+    /// The kind of this failure, for the loop and the `kind` label of
+    /// `ichor_controller_apply_problems_total`.
+    pub fn kind(&self) -> ProblemKind {
+        match self {
+            ApplyError::Api { code, .. } => ProblemKind::of_status(*code),
+            ApplyError::Transport { .. } => ProblemKind::Unavailable,
+            ApplyError::Conflict { .. } | ApplyError::Stale { .. } => ProblemKind::Conflict,
+            ApplyError::Perform(PerformError::Stale { .. }) => ProblemKind::Conflict,
+            ApplyError::Perform(_) | ApplyError::Task(_) => ProblemKind::Effect,
+            ApplyError::UnknownKind { .. }
+            | ApplyError::SpecOfInput { .. }
+            | ApplyError::DeleteOfInput { .. }
+            | ApplyError::NoResourceVersion { .. }
+            | ApplyError::Malformed { .. } => ProblemKind::Other,
+        }
+    }
+
+    /// This failure as a problem of the loop's report.
+    pub fn problem(&self) -> Problem {
+        Problem::new(self.kind(), self.to_string())
+    }
+}
+
 /// How conflicts are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -156,36 +182,8 @@ impl RetryPolicy {
     }
 }
 
-/// What one [`KubeApplier::apply`] did. Its `Debug` names the events' objects without their
-/// content (they include Secrets).
-#[derive(Default, Clone, PartialEq)]
-pub struct ApplyReport {
-    /// The objects as the API server returned them (and the deleted keys), to fold into the World.
-    pub events: Vec<Event>,
-    /// Every action carried out, as text with its reason.
-    pub applied: Vec<String>,
-    /// Every action that failed, as text with the reason of the failure.
-    pub problems: Vec<String>,
-}
-
-impl std::fmt::Debug for ApplyReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let events: Vec<String> = self
-            .events
-            .iter()
-            .map(|e| match e {
-                Event::Applied(o) => format!("applied {} at {:?}", o.key(), o.resource_version),
-                Event::Deleted(k) => format!("deleted {k}"),
-                Event::Tick(t) => format!("tick {t}"),
-            })
-            .collect();
-        f.debug_struct("ApplyReport")
-            .field("events", &events)
-            .field("applied", &self.applied)
-            .field("problems", &self.problems)
-            .finish()
-    }
-}
+/// What one [`KubeApplier::apply`] did: the loop's report, whose problems carry their kind.
+pub type ApplyReport = Report;
 
 /// The Kubernetes applier (see the module documentation).
 pub struct KubeApplier {
@@ -350,7 +348,9 @@ impl KubeApplier {
                 }
                 Err(e) => {
                     tracing::warn!(action = %action, error = %e, "action failed");
-                    report.problems.push(format!("{action}: {e}"));
+                    report
+                        .problems
+                        .push(Problem::new(e.kind(), format!("{action}: {e}")));
                 }
             }
         }
@@ -499,11 +499,11 @@ impl KubeApplier {
         let outcomes = match performed {
             Ok(Ok(outcomes)) => outcomes,
             Ok(Err(e)) => {
-                report.problems.push(ApplyError::Perform(e).to_string());
+                report.problems.push(ApplyError::Perform(e).problem());
                 return;
             }
             Err(e) => {
-                report.problems.push(ApplyError::Task(e.to_string()).to_string());
+                report.problems.push(ApplyError::Task(e.to_string()).problem());
                 return;
             }
         };
@@ -514,9 +514,12 @@ impl KubeApplier {
                 // A Secret after a refused one is not written: a leaf signed by a CA that lost
                 // its write would be signed by a CA nobody trusts.
                 Outcome::Secret(secret) if secrets_blocked => {
-                    report.problems.push(format!(
-                        "Secret {}: not written, an earlier write of the same effects failed",
-                        secret.name
+                    report.problems.push(Problem::new(
+                        ProblemKind::Effect,
+                        format!(
+                            "Secret {}: not written, an earlier write of the same effects failed",
+                            secret.name
+                        ),
                     ));
                     failed = true;
                     continue;
@@ -532,7 +535,7 @@ impl KubeApplier {
                 Ok(event) => report.events.push(event),
                 Err(e) => {
                     failed = true;
-                    report.problems.push(e.to_string());
+                    report.problems.push(e.problem());
                 }
             }
         }

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::identity::conditions::LAST_TRANSITION_TIME;
+use ichor_reconcile::identity::conditions::LAST_TRANSITION_TIME;
 
 fn conditions(status: Option<&Value>) -> &[Value] {
     status

@@ -3,7 +3,7 @@
 //!
 //! The decisions are pure ([`decide_webhook_cert`], [`ca_bundle_patch`], [`webhook_sans`]); the
 //! I/O is [`ensure_webhook_cert`]: read the Secret, issue when the decision says so (with
-//! [`crate::perform::issue_leaf`], the issuer leaf's code), write it conditioned on the
+//! [`ichor_reconcile::perform::issue_leaf`], the issuer leaf's code), write it conditioned on the
 //! resourceVersion read, then patch only the `caBundle` of the webhooks that differ,
 //! conditioned on the configuration's resourceVersion (no write when every one is current).
 
@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 
 use super::resources::{observed, resource_for};
 use super::{ApplyError, Failure, RetryPolicy, classify, to_dynamic, to_value};
-use crate::identity::effects::{IssueLeafRequest, SanName};
-use crate::identity::{CA_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-use crate::perform::{self, IssuedPair, SecretData, TLS_TYPE};
+use ichor_reconcile::identity::effects::{IssueLeafRequest, SanName};
+use ichor_reconcile::identity::{CA_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+use ichor_reconcile::perform::{self, IssuedPair, SecretData, TLS_TYPE};
 
 /// The Secret holding the webhook's serving certificate (`kubernetes.io/tls`).
 pub const WEBHOOK_TLS_SECRET: &str = "ichor-webhook-tls";

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use ichor_graph::{JournalReader, JournalWriter};
 
-use super::core::Journal;
+use super::Journal;
 
 /// Why the journal could not be opened.
 #[derive(Debug, thiserror::Error)]

@@ -73,6 +73,13 @@ pub struct EventLabels {
     pub r#type: String,
 }
 
+/// The label of `ichor_controller_apply_problems_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProblemLabels {
+    /// `conflict`, `forbidden`, `invalid`, `unavailable`, `effect` or `other`.
+    pub kind: String,
+}
+
 /// The labels of `ichor_controller_admission_seconds`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AdmissionLabels {
@@ -93,8 +100,8 @@ pub struct Metrics {
     pub events: Family<EventLabels, Counter>,
     /// Graph evaluation wall time, seconds.
     pub evaluation_seconds: Histogram,
-    /// Problems reported by the applier (failed writes or effects).
-    pub apply_problems: Counter,
+    /// Problems reported by the applier (failed writes or effects), by kind.
+    pub apply_problems: Family<ProblemLabels, Counter>,
     /// Node instances that failed in an evaluation.
     pub node_failures: Counter,
     /// Journal writes that failed (the journal is then closed; the controller goes on).
@@ -136,7 +143,7 @@ impl Metrics {
             events: Family::default(),
             // 100 µs to ~26 s.
             evaluation_seconds: Histogram::new(exponential_buckets(0.0001, 4.0, 10)),
-            apply_problems: Counter::default(),
+            apply_problems: Family::default(),
             node_failures: Counter::default(),
             journal_errors: Counter::default(),
             leader: Gauge::default(),
@@ -161,7 +168,7 @@ impl Metrics {
         );
         r.register(
             "apply_problems",
-            "Problems reported by the applier",
+            "Problems reported by the applier, by kind (conflict, forbidden, invalid, unavailable, effect, other)",
             metrics.apply_problems.clone(),
         );
         r.register(

@@ -1,4 +1,5 @@
-//! `ichor-controller run`: the in-cluster loop.
+//! `ichor-controller run`: the cluster driver of the one reconcile loop
+//! (`ichor_reconcile::cycle`).
 //!
 //! ```text
 //! watchers (one per input) ─► mpsc ─► Loop::ingest (journal, fold)
@@ -9,7 +10,7 @@
 //! axum on --metrics-listen: /metrics /healthz /readyz
 //! ```
 //!
-//! - [`core`]: the loop core without a cluster ([`Loop`], [`Apply`], [`ApplyReport`]);
+//! - [`observe`]: the loop's decisions and problems as logs and metrics;
 //! - [`convert`]: watch events → graph events, re-lists included;
 //! - [`watch`]: the watchers of the inputs;
 //! - [`leader`]: Lease election;
@@ -17,10 +18,10 @@
 //! - [`journal`]: the `--journal FILE` writer (Secret data redacted), resumed across restarts.
 
 pub mod convert;
-pub mod core;
 pub mod journal;
 pub mod leader;
 pub mod metrics;
+pub mod observe;
 pub mod watch;
 pub mod webhook_cert;
 
@@ -34,15 +35,26 @@ use jiff::Timestamp;
 use kube::Client;
 use tokio::sync::{mpsc, watch as signal};
 
-pub use self::core::{Apply, ApplyReport, CycleReport, DryRun, Journal, Loop, MAX_ROUNDS};
+use self::observe::ClusterObserver;
+pub use ichor_reconcile::cycle::{Apply, CycleReport, DryRun, MAX_ROUNDS, Report};
+
+/// The cluster driver's loop: the one reconcile loop, observed as logs and metrics.
+pub type Loop = ichor_reconcile::cycle::Loop<ClusterObserver>;
+/// The journal the loop writes (`--journal FILE`), Secret data redacted to sha256.
+pub type Journal = ichor_graph::JournalWriter<Box<dyn std::io::Write + Send>>;
+
+fn count_world(lp: &Loop) {
+    let objects = i64::try_from(lp.world().len()).unwrap_or(i64::MAX);
+    lp.observer().metrics().world_objects.set(objects);
+}
 use self::leader::{Elector, LeaderFlag, LeaseConfig};
 use self::metrics::{Health, Metrics};
 use self::watch::{Batch, SyncState};
 use crate::admission::{self, AdmissionState, KubeAccessReviewer, KubeUserLister};
 use crate::apply::KubeApplier;
-use crate::identity::Controller;
-use crate::perform::OsKeyMaterial;
 use ichor_graph::{Action, World};
+use ichor_reconcile::identity::Controller;
+use ichor_reconcile::perform::OsKeyMaterial;
 
 use ichor_server::logging::LogFormat;
 
@@ -209,6 +221,7 @@ pub async fn drive<A: Apply + ?Sized>(lp: &mut Loop, applier: &mut A, mut d: Dri
                         events.extend(more.events);
                     }
                     lp.ingest(events);
+                    count_world(lp);
                 }
             },
             _ = d.sync.changed() => {}
@@ -231,15 +244,16 @@ pub async fn drive<A: Apply + ?Sized>(lp: &mut Loop, applier: &mut A, mut d: Dri
         let leading = lp.is_leader();
         let flag = d.leader.clone();
         let still_leader = move || flag.is_leader();
-        let now = Timestamp::now();
+        lp.tick(Timestamp::now());
         let report = if leading {
             tokio::select! {
-                report = lp.settle(applier, now, &still_leader) => Some(report),
+                report = lp.settle(applier, &still_leader) => Some(report),
                 _ = leader_rx.wait_for(|v| !*v) => None,
             }
         } else {
-            Some(lp.settle(applier, now, &still_leader).await)
+            Some(lp.settle(applier, &still_leader).await)
         };
+        count_world(lp);
         match report {
             Some(report) => {
                 retry_at = lp.retry_delay().map(|delay| Instant::now() + delay);
@@ -369,7 +383,7 @@ where
     let watchers = watch::spawn(&client, &args.namespace, sources, tx, sync.clone());
 
     let journal = args.journal.as_deref().map(journal::open).transpose()?;
-    let mut lp = Loop::new(Controller::new()?, journal, metrics);
+    let mut lp = Loop::new(Controller::new()?, journal, ClusterObserver::new(metrics));
     let mut applier = make_applier(client);
     tracing::info!(identity = %identity, leader_elect = args.leader_elect, dry_run = args.dry_run, "started");
     let driver = Driver {
@@ -412,10 +426,15 @@ pub enum Applier {
 
 #[async_trait::async_trait]
 impl Apply for Applier {
-    async fn apply(&mut self, world: &World, actions: &[Action]) -> ApplyReport {
+    async fn apply(&mut self, world: &World, actions: &[Action]) -> Report {
         match self {
             Applier::Kube(kube) => kube.apply(world, actions).await,
-            Applier::DryRun(dry) => dry.apply(world, actions).await,
+            Applier::DryRun(dry) => {
+                for action in actions {
+                    tracing::info!(action = %action, "dry run: not applied");
+                }
+                dry.apply(world, actions).await
+            }
         }
     }
 }

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use ichor_reconcile::sim::fixtures::{Auth, cluster, control_plane};
 use ichor_reconcilers::run::leader::LeaseConfig;
 use ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET;
-use ichor_reconcilers::sim::fixtures::{Auth, cluster, control_plane};
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
 use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
 use ichor_testkit::control_plane::{ControlPlane, Options};

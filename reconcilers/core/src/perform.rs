@@ -1,6 +1,6 @@
 //! The effect performers: the real key and certificate generation behind the identity graph's
 //! effects (see [`crate::identity::effects`]), shared by every applier (the local one of
-//! `ichor dev` in [`crate::local`], the cluster one later). A performer turns requests into the
+//! `ichor dev`, the cluster one, the simulation). A performer turns requests into the
 //! *content* of the Secrets to write ([`SecretData`]); writing them (files, the Kubernetes API)
 //! and feeding them back to the graph is the applier's job.
 //!
@@ -108,11 +108,11 @@ pub trait KeyMaterial {
     /// The generator failed (the message names no material).
     fn rsa_pkcs8_pem(&mut self) -> Result<String, String>;
 
-    /// 32 new random bytes.
+    /// 32 new random bytes for the HMAC key `kid`.
     ///
     /// # Errors
     /// The random source failed.
-    fn hmac_secret(&mut self) -> Result<[u8; 32], String>;
+    fn hmac_secret(&mut self, kid: &str) -> Result<[u8; 32], String>;
 }
 
 /// Key material from OpenSSL (its CSPRNG is seeded by the operating system).
@@ -127,7 +127,7 @@ impl KeyMaterial for OsKeyMaterial {
         String::from_utf8(pem).map_err(|_| "OpenSSL wrote a PEM that is not UTF-8".to_owned())
     }
 
-    fn hmac_secret(&mut self) -> Result<[u8; 32], String> {
+    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], String> {
         let mut out = [0u8; 32];
         openssl::rand::rand_bytes(&mut out).map_err(|e| e.to_string())?;
         Ok(out)
@@ -305,7 +305,7 @@ pub fn signing_keys(
                 doc.insert_rsa(key).map_err(|e| crypto(&id, e))?;
             }
             KeyKind::Hmac if doc.hmac_key(&r.kid).is_none() => {
-                let bytes = material.hmac_secret().map_err(|e| crypto(&id, e))?;
+                let bytes = material.hmac_secret(&r.kid).map_err(|e| crypto(&id, e))?;
                 let key = HmacKey::new(
                     r.kid.clone(),
                     HmacSecret::new(bytes),
@@ -557,7 +557,7 @@ mod tests {
             self.rsa += 1;
             Ok(crate::sim::TEST_RSA_PEM.to_owned())
         }
-        fn hmac_secret(&mut self) -> Result<[u8; 32], String> {
+        fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], String> {
             self.hmac += 1;
             Ok([7; 32])
         }

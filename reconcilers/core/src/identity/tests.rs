@@ -371,7 +371,7 @@ proptest! {
     fn the_same_journal_replays_to_the_same_actions(ops in prop::collection::vec(op(), 1..20)) {
         let mut sim = Sim::new(Vec::new()).expect("builds");
         run(&mut sim, &ops).expect("every change settles");
-        let journal = sim.into_journal();
+        let journal = sim.into_journal().expect("the journal is written");
         let first = replayed(&journal);
         prop_assert_eq!(&first, &replayed(&journal));
     }

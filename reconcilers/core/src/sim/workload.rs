@@ -154,7 +154,7 @@ pub fn generate<W: Write>(sim: &mut Sim<W>, w: Workload) -> Result<(), SimError>
     let mut temp_alive = [false; 100];
     let mut generation = vec![1i64; w.users];
     let mut urls_flipped = vec![false; clusters];
-    while sim.journal.last_seq().unwrap_or(0) < w.events {
+    while sim.journal_seq().unwrap_or(0) < w.events {
         let roll = rng.below(100);
         let event = if roll < 70 && w.users > 0 {
             let i = rng.below(w.users);
@@ -221,7 +221,10 @@ pub fn generate<W: Write>(sim: &mut Sim<W>, w: Workload) -> Result<(), SimError>
             let i = rng.below(with_password.len());
             if let Some(name) = with_password.get(i) {
                 let entry = format!("{{\"v\":1,\"signIn\":{}}}", rng.below(1000));
-                creds.value["data"][*name] = json!(super::b64(entry.as_bytes()));
+                creds.value["data"][*name] = json!(base64::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD,
+                    entry.as_bytes()
+                ));
             }
             Event::Applied(creds)
         };
