@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::instance::{Outcome, eval_instance, link_joins, remove_instance, unlink_joins};
-use super::memo::{Instance, Joiners, SlotState};
+use super::memo::{FamilyMemo, Instance, Joiners};
 use super::pass::Pass;
 use super::upstream::Upstream;
 use crate::builder::{SlotDef, SlotKind};
@@ -20,13 +20,10 @@ impl Pass<'_> {
         &mut self,
         up: &Upstream<'_>,
         slot: SlotId,
-        def: &SlotDef,
-        st: &mut SlotState,
+        inputs: &[InputSpec],
+        inst: &mut Option<Box<Instance>>,
         node: &mut NodeStats,
     ) -> Option<Instant> {
-        let (SlotKind::Node { inputs, .. }, SlotState::Node(inst)) = (&def.kind, st) else {
-            return None;
-        };
         let mut t0 = None;
         let any_changed = inputs.iter().any(|s| self.input_changed(s));
         if self.full || any_changed || inst.as_ref().is_none_or(|i| i.input_digest.is_none()) {
@@ -58,26 +55,24 @@ impl Pass<'_> {
         up: &Upstream<'_>,
         slot: SlotId,
         def: &SlotDef,
-        st: &mut SlotState,
+        memo: &mut FamilyMemo,
         node: &mut NodeStats,
     ) -> Option<Instant> {
-        let (
-            SlotKind::Family {
-                primary,
-                inputs,
-                existence_only,
-                ..
-            },
-            SlotState::Family {
-                instances,
-                reverse,
-                set,
-                outputs,
-            },
-        ) = (&def.kind, st)
+        let SlotKind::Family {
+            primary,
+            inputs,
+            existence_only,
+            ..
+        } = &def.kind
         else {
             return None;
         };
+        let FamilyMemo {
+            instances,
+            reverse,
+            set,
+            outputs,
+        } = memo;
         let mut t0 = None;
         let joined = inputs.iter().any(|s| matches!(s.kind, InputKind::Joined(_)));
         let candidates = self.candidates(up, *primary, inputs, instances.keys(), reverse);

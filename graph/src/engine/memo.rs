@@ -68,15 +68,19 @@ pub(super) enum SlotState {
         set: Option<SetDigest>,
     },
     Node(Option<Box<Instance>>),
-    Family {
-        instances: BTreeMap<ObjectKey, Instance>,
-        /// Per input, its reverse index (empty for inputs that are not joined).
-        reverse: Vec<Joiners>,
-        /// The digest of the whole family, kept only when an `All` input reads it.
-        set: Option<SetDigest>,
-        /// How many instances have an output (what a `Count` input reads).
-        outputs: usize,
-    },
+    Family(FamilyMemo),
+}
+
+/// The memo of a family node: its instances and what is kept to read them fast.
+#[derive(Debug)]
+pub(super) struct FamilyMemo {
+    pub(super) instances: BTreeMap<ObjectKey, Instance>,
+    /// Per input, its reverse index (empty for inputs that are not joined).
+    pub(super) reverse: Vec<Joiners>,
+    /// The digest of the whole family, kept only when an `All` input reads it.
+    pub(super) set: Option<SetDigest>,
+    /// How many instances have an output (what a `Count` input reads).
+    pub(super) outputs: usize,
 }
 
 #[derive(Debug, Default)]
@@ -118,12 +122,12 @@ impl State {
                     set: set(slot),
                 },
                 SlotKind::Node { .. } => SlotState::Node(None),
-                SlotKind::Family { inputs, .. } => SlotState::Family {
+                SlotKind::Family { inputs, .. } => SlotState::Family(FamilyMemo {
                     instances: BTreeMap::new(),
                     reverse: vec![BTreeMap::new(); inputs.len()],
                     set: set(slot),
                     outputs: 0,
-                },
+                }),
             })
             .collect();
         State {
@@ -142,12 +146,12 @@ impl State {
                 SlotState::Single(d) => usize::from(d.is_some()),
                 SlotState::Kind { digests, set } => digests.len() + set.as_ref().map_or(0, SetDigest::len),
                 SlotState::Node(i) => usize::from(i.is_some()),
-                SlotState::Family {
+                SlotState::Family(FamilyMemo {
                     instances,
                     reverse,
                     set,
                     ..
-                } => {
+                }) => {
                     instances.len()
                         + reverse
                             .iter()
@@ -172,7 +176,7 @@ pub(super) fn emitted_object<'a>(
 ) -> Option<&'a Object> {
     let output = match (slots.get(origin.0)?, &origin.1) {
         (SlotState::Node(Some(inst)), None) => inst.output.as_ref(),
-        (SlotState::Family { instances, .. }, Some(k)) => instances.get(k)?.output.as_ref(),
+        (SlotState::Family(FamilyMemo { instances, .. }), Some(k)) => instances.get(k)?.output.as_ref(),
         _ => None,
     };
     match output {

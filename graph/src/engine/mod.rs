@@ -27,7 +27,7 @@ use std::time::Instant;
 use jiff::Timestamp;
 use serde::de::DeserializeOwned;
 
-use self::memo::{SlotState, State, emitted_object};
+use self::memo::{FamilyMemo, SlotState, State, emitted_object};
 use self::pass::{Pass, Sinks};
 use crate::builder::SlotDef;
 use crate::canonical::Digest;
@@ -187,7 +187,7 @@ impl Graph {
             return None;
         }
         match self.state.slots.get(family.slot)? {
-            SlotState::Family { instances, .. } => {
+            SlotState::Family(FamilyMemo { instances, .. }) => {
                 T::deserialize(&*instances.get(key)?.output.as_ref()?.0.json().ok()?).ok()
             }
             _ => None,
@@ -201,7 +201,9 @@ impl Graph {
             return None;
         }
         match self.state.slots.get(family.slot)? {
-            SlotState::Family { instances, .. } => instances.get(key)?.output.as_ref().map(|(_, d)| *d),
+            SlotState::Family(FamilyMemo { instances, .. }) => {
+                instances.get(key)?.output.as_ref().map(|(_, d)| *d)
+            }
             _ => None,
         }
     }

@@ -114,21 +114,27 @@ impl<'a> Pass<'a> {
                 slots,
                 world: self.world,
             };
-            match &def.kind {
-                SlotKind::Now if self.full || self.pending.now_changed => {
-                    self.refresh_now(slot, &mut st);
+            match (&def.kind, &mut st) {
+                (SlotKind::Now, SlotState::Single(d)) if self.full || self.pending.now_changed => {
+                    self.refresh_now(slot, d);
                     None
                 }
-                SlotKind::Object(key) if self.full || self.pending.keys.contains(key) => {
-                    self.refresh_object(slot, key, &mut st);
+                (SlotKind::Object(key), SlotState::Single(d))
+                    if self.full || self.pending.keys.contains(key) =>
+                {
+                    self.refresh_object(slot, key, d);
                     None
                 }
-                SlotKind::Kind(kind) => {
-                    self.refresh_kind(slot, kind, &mut st);
+                (SlotKind::Kind(kind), SlotState::Kind { digests, set }) => {
+                    self.refresh_kind(slot, kind, digests, set);
                     None
                 }
-                SlotKind::Node { .. } => self.evaluate_node(&up, slot, def, &mut st, &mut node),
-                SlotKind::Family { .. } => self.evaluate_family(&up, slot, def, &mut st, &mut node),
+                (SlotKind::Node { inputs, .. }, SlotState::Node(inst)) => {
+                    self.evaluate_node(&up, slot, inputs, inst, &mut node)
+                }
+                (SlotKind::Family { .. }, SlotState::Family(memo)) => {
+                    self.evaluate_family(&up, slot, def, memo, &mut node)
+                }
                 _ => None,
             }
         };

@@ -1,21 +1,20 @@
 //! The first step for each source slot (now, one object, every object of a kind): its digests
 //! follow the World, and what changed is recorded for the nodes reading it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::memo::SlotState;
 use super::pass::Pass;
-use crate::canonical::digest_value;
+use crate::canonical::{Digest, digest_value};
 use crate::inputs::SlotId;
 use crate::object::{Object, ObjectKey};
+use crate::set_digest::SetDigest;
 use crate::world::Pending;
 
 impl Pass<'_> {
     /// The digest of the World's time.
-    pub(super) fn refresh_now(&mut self, slot: SlotId, st: &mut SlotState) {
-        let SlotState::Single(d) = st else { return };
+    pub(super) fn refresh_now(&mut self, slot: SlotId, d: &mut Option<Digest>) {
         let new = self
             .world
             .now()
@@ -28,8 +27,7 @@ impl Pass<'_> {
     }
 
     /// The digest of one object (of `null` while it is absent).
-    pub(super) fn refresh_object(&mut self, slot: SlotId, key: &ObjectKey, st: &mut SlotState) {
-        let SlotState::Single(d) = st else { return };
+    pub(super) fn refresh_object(&mut self, slot: SlotId, key: &ObjectKey, d: &mut Option<Digest>) {
         let new = Some(
             self.world
                 .get_with_digest(key)
@@ -44,10 +42,13 @@ impl Pass<'_> {
 
     /// The digests of the objects of one kind: every one in a full evaluation, else the
     /// pending ones.
-    pub(super) fn refresh_kind(&mut self, slot: SlotId, kind: &str, st: &mut SlotState) {
-        let SlotState::Kind { digests, set } = st else {
-            return;
-        };
+    pub(super) fn refresh_kind(
+        &mut self,
+        slot: SlotId,
+        kind: &str,
+        digests: &mut BTreeMap<ObjectKey, Digest>,
+        set: &mut Option<SetDigest>,
+    ) {
         let keys: Vec<ObjectKey> = if self.full {
             let mut ks: BTreeSet<ObjectKey> = digests.keys().cloned().collect();
             ks.extend(self.world.objects(kind).map(Object::key));

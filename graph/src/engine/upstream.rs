@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use super::memo::SlotState;
+use super::memo::{FamilyMemo, SlotState};
 use crate::builder::{SlotDef, SlotKind};
 use crate::canonical::Digest;
 use crate::inputs::{InputKind, InputSpec, PrimaryRef, SlotId, ValueSource};
@@ -61,11 +61,13 @@ impl ValueSource for Upstream<'_> {
             (SlotKind::Node { .. }, Some(SlotState::Node(Some(inst))), None) => {
                 inst.output.as_ref().map(|(o, _)| o.json()).transpose()?
             }
-            (SlotKind::Family { .. }, Some(SlotState::Family { instances, .. }), Some(k)) => instances
-                .get(k)
-                .and_then(|i| i.output.as_ref())
-                .map(|(o, _)| o.json())
-                .transpose()?,
+            (SlotKind::Family { .. }, Some(SlotState::Family(FamilyMemo { instances, .. })), Some(k)) => {
+                instances
+                    .get(k)
+                    .and_then(|i| i.output.as_ref())
+                    .map(|(o, _)| o.json())
+                    .transpose()?
+            }
             _ => None,
         })
     }
@@ -81,7 +83,7 @@ impl ValueSource for Upstream<'_> {
                     each(k, &serde_json::to_value(o)?)?;
                 }
             }
-            (_, Some(SlotState::Family { instances, .. })) => {
+            (_, Some(SlotState::Family(FamilyMemo { instances, .. }))) => {
                 for (k, i) in instances {
                     if let Some((o, _)) = &i.output {
                         each(k, &*o.json()?)?;
@@ -96,7 +98,7 @@ impl ValueSource for Upstream<'_> {
     fn count(&self, slot: SlotId) -> usize {
         match self.slots.get(slot) {
             Some(SlotState::Kind { digests, .. }) => digests.len(),
-            Some(SlotState::Family { outputs, .. }) => *outputs,
+            Some(SlotState::Family(FamilyMemo { outputs, .. })) => *outputs,
             _ => 0,
         }
     }
@@ -141,7 +143,7 @@ impl Upstream<'_> {
                 (Some(SlotKind::Kind(kind)), _) if **kind == *key.kind => {
                     self.world.get(key).map(Primary::Object)
                 }
-                (_, Some(SlotState::Family { instances, .. })) => {
+                (_, Some(SlotState::Family(FamilyMemo { instances, .. }))) => {
                     match instances.get(key).and_then(|i| i.output.as_ref()) {
                         Some((o, _)) => Some(Primary::Json(o.json()?)),
                         None => None,
@@ -156,7 +158,9 @@ impl Upstream<'_> {
     pub(super) fn instance_digest(&self, slot: SlotId, key: &ObjectKey) -> Option<Digest> {
         match self.slots.get(slot)? {
             SlotState::Kind { digests, .. } => digests.get(key).copied(),
-            SlotState::Family { instances, .. } => instances.get(key)?.output.as_ref().map(|(_, d)| *d),
+            SlotState::Family(FamilyMemo { instances, .. }) => {
+                instances.get(key)?.output.as_ref().map(|(_, d)| *d)
+            }
             _ => None,
         }
     }
@@ -165,7 +169,7 @@ impl Upstream<'_> {
     pub(super) fn instance_keys(&self, slot: SlotId) -> Vec<ObjectKey> {
         match self.slots.get(slot) {
             Some(SlotState::Kind { digests, .. }) => digests.keys().cloned().collect(),
-            Some(SlotState::Family { instances, .. }) => instances
+            Some(SlotState::Family(FamilyMemo { instances, .. })) => instances
                 .iter()
                 .filter(|(_, i)| i.output.is_some())
                 .map(|(k, _)| k.clone())
@@ -178,7 +182,9 @@ impl Upstream<'_> {
     /// by the family's evaluation when an `All` input reads it, so reading it is O(1).
     fn all_digest(&self, slot: SlotId) -> Digest {
         match self.slots.get(slot) {
-            Some(SlotState::Kind { set: Some(s), .. } | SlotState::Family { set: Some(s), .. }) => s.digest(),
+            Some(
+                SlotState::Kind { set: Some(s), .. } | SlotState::Family(FamilyMemo { set: Some(s), .. }),
+            ) => s.digest(),
             // Not maintained (never the case for a slot an `All` input reads): build it.
             Some(SlotState::Kind { digests, .. }) => {
                 let mut s = SetDigest::default();
@@ -186,7 +192,7 @@ impl Upstream<'_> {
                 s.refresh();
                 s.digest()
             }
-            Some(SlotState::Family { instances, .. }) => {
+            Some(SlotState::Family(FamilyMemo { instances, .. })) => {
                 let mut s = SetDigest::default();
                 for (k, i) in instances {
                     if let Some((_, d)) = &i.output {
