@@ -2,7 +2,7 @@
 //! 150 machines. Run briefly: `cargo bench -p ichor-graph -- --quick`.
 #![allow(missing_docs, clippy::unwrap_used)]
 
-#[path = "../tests/toy/mod.rs"]
+#[path = "../tests/it/toy/mod.rs"]
 mod toy;
 
 use std::hint::black_box;

@@ -4,7 +4,7 @@
 //! `cargo run --release -p ichor-graph --example replay_profile -- [events]`
 #![allow(missing_docs, clippy::unwrap_used, clippy::print_stdout)]
 
-#[path = "../tests/toy/mod.rs"]
+#[path = "../tests/it/toy/mod.rs"]
 mod toy;
 
 use std::time::Instant;

@@ -1,7 +1,4 @@
 //! Property tests of the engine on the toy graph.
-#![allow(clippy::unwrap_used)]
-
-mod toy;
 
 use ichor_graph::{
     Cause, EffectRequest, Event, Graph, JournalReader, JournalWriter, Object, ObjectKey, Reason, World, diff,
@@ -9,7 +6,8 @@ use ichor_graph::{
 };
 use proptest::prelude::*;
 use serde_json::json;
-use toy::*;
+
+use crate::toy::*;
 
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![

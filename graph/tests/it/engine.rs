@@ -1,13 +1,11 @@
 //! The engine on the toy graph: incremental recomputation, reasons, diff, deadlines, replay.
-#![allow(clippy::unwrap_used)]
-
-mod toy;
 
 use ichor_graph::{
     Action, Cause, Event, JournalReader, JournalWriter, Object, ObjectKey, Reason, World, diff, replay,
 };
 use serde_json::json;
-use toy::*;
+
+use crate::toy::*;
 
 fn world_of(events: Vec<Event>) -> World {
     let mut w = World::new();
