@@ -4,48 +4,13 @@
 //! `cargo run --release -p ichor-graph --example replay_profile -- [events]`
 #![allow(missing_docs, clippy::unwrap_used, clippy::print_stdout)]
 
-#[path = "../tests/toy/mod.rs"]
+#[path = "../tests/it/toy/mod.rs"]
 mod toy;
 
 use std::time::Instant;
 
-use ichor_graph::{Event, JournalReader, JournalWriter, replay};
+use ichor_graph::{JournalReader, replay};
 use toy::*;
-
-fn journal(events: usize) -> Vec<u8> {
-    let mut w = JournalWriter::new(Vec::new());
-    let mut n = 0;
-    for e in populate(1_000, 50) {
-        w.append(&e).unwrap();
-        n += 1;
-    }
-    let mut i = 0u64;
-    while n < events {
-        i += 1;
-        let e = match i % 100 {
-            0 => Event::Applied(cluster(&format!("c{}", i % 50), &format!("https://e{i}"))),
-            1 => Event::Applied(machine(
-                &format!("c{}-m1", i % 50),
-                &format!("c{}", (i / 7) % 50),
-                "worker",
-            )),
-            2 => Event::Tick(at(1_000 + i as i64)),
-            3 => Event::Applied(user(
-                &format!("u{}", i % 1_000),
-                (i / 100).is_multiple_of(2),
-                &format!("n{i}"),
-            )),
-            _ => Event::Applied(user(
-                &format!("u{}", i % 1_000),
-                (i % 1_000).is_multiple_of(2),
-                &format!("n{i}"),
-            )),
-        };
-        w.append(&e).unwrap();
-        n += 1;
-    }
-    w.into_inner()
-}
 
 /// Nanoseconds this thread spent on a CPU (Linux), to measure on a loaded machine.
 fn cpu_ns() -> Option<u64> {
@@ -62,7 +27,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
-    let bytes = journal(events);
+    let bytes = churn_journal(events);
     let mut t = toy();
     let started = Instant::now();
     let cpu = cpu_ns();

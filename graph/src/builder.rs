@@ -358,22 +358,7 @@ impl GraphBuilder {
             .map_err(ComputeError::Primary)??;
             Ok((Output::of(out.value)?, out.deadline))
         });
-        if primary.builder != self.id {
-            self.errors.push(BuildError::ForeignHandle {
-                node: name.to_owned(),
-                input: 0,
-            });
-        }
-        let slot = self.add(
-            name,
-            SlotKind::Family {
-                primary: primary.slot,
-                inputs: specs,
-                compute,
-                existence_only: false,
-            },
-        );
-        self.family_handle(slot)
+        self.add_family(name, primary, specs, compute, false)
     }
 
     /// A family with one instance per instance of `primary`, whose output is `true`: it changes
@@ -383,6 +368,18 @@ impl GraphBuilder {
     /// what belongs to a deleted object).
     pub fn exists<P>(&mut self, name: &str, primary: &Family<P>) -> Family<bool> {
         let compute: ComputeFamily = Box::new(|_, _, _| Ok((Output::of(true)?, None)));
+        self.add_family(name, primary, Vec::new(), compute, true)
+    }
+
+    /// Registers a family node over `primary`, which must be a handle of this builder.
+    fn add_family<P, O>(
+        &mut self,
+        name: &str,
+        primary: &Family<P>,
+        inputs: Vec<InputSpec>,
+        compute: ComputeFamily,
+        existence_only: bool,
+    ) -> Family<O> {
         if primary.builder != self.id {
             self.errors.push(BuildError::ForeignHandle {
                 node: name.to_owned(),
@@ -393,9 +390,9 @@ impl GraphBuilder {
             name,
             SlotKind::Family {
                 primary: primary.slot,
-                inputs: Vec::new(),
+                inputs,
                 compute,
-                existence_only: true,
+                existence_only,
             },
         );
         self.family_handle(slot)

@@ -1,15 +1,12 @@
 //! Property tests of the engine on the toy graph.
-#![allow(clippy::unwrap_used)]
-
-mod toy;
 
 use ichor_graph::{
-    Cause, EffectRequest, Event, Graph, JournalReader, JournalWriter, Object, ObjectKey, Reason, World, diff,
-    replay,
+    Cause, EffectRequest, Event, Graph, JournalReader, Object, ObjectKey, Reason, World, diff, replay,
 };
 use proptest::prelude::*;
 use serde_json::json;
-use toy::*;
+
+use crate::toy::*;
 
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
@@ -35,14 +32,6 @@ fn event() -> impl Strategy<Value = Event> {
     ]
 }
 
-fn journal_bytes(events: &[Event]) -> Vec<u8> {
-    let mut w = JournalWriter::new(Vec::new());
-    for e in events {
-        w.append(e).unwrap();
-    }
-    w.into_inner()
-}
-
 fn desired_of(graph: &Graph) -> Vec<Object> {
     graph.desired().cloned().collect()
 }
@@ -51,30 +40,12 @@ fn effects_of(graph: &Graph) -> Vec<EffectRequest> {
     graph.requested_effects().cloned().collect()
 }
 
-/// Evaluates and performs every action until none is left; returns the rounds needed.
-fn converge(graph: &mut Graph, world: &mut World, rv: &mut u64) -> Option<usize> {
-    for round in 0..30 {
-        let eval = graph.evaluate(world);
-        assert!(eval.failures.is_empty(), "{:?}", eval.failures);
-        if eval.actions.is_empty() {
-            return Some(round);
-        }
-        for a in &eval.actions {
-            *rv += 1;
-            for e in perform(world, a, *rv) {
-                world.apply(e);
-            }
-        }
-    }
-    None
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn the_same_journal_always_yields_the_same_actions(events in prop::collection::vec(event(), 0..60)) {
-        let bytes = journal_bytes(&events);
+        let bytes = journal_of(&events);
         let mut a = toy();
         let first = replay(JournalReader::new(&bytes[..]), &mut a.graph).unwrap();
         let again = replay(JournalReader::new(&bytes[..]), &mut a.graph).unwrap();
@@ -97,7 +68,7 @@ proptest! {
             for e in chunk {
                 world.apply(e);
             }
-            prop_assert!(converge(&mut t.graph, &mut world, &mut rv).is_some(), "no fixed point");
+            prop_assert!(settle(&mut t.graph, &mut world, &mut rv, 30).is_some(), "no fixed point");
 
             // At the fixed point nothing is requested, and the full reference diff is empty.
             prop_assert!(effects_of(&t.graph).is_empty());

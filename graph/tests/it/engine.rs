@@ -1,39 +1,28 @@
 //! The engine on the toy graph: incremental recomputation, reasons, diff, deadlines, replay.
-#![allow(clippy::unwrap_used)]
-
-mod toy;
 
 use ichor_graph::{
-    Action, Cause, Event, JournalReader, JournalWriter, Object, ObjectKey, Reason, World, diff, replay,
+    Action, Cause, Evaluation, Event, Graph, JournalReader, Object, ObjectKey, Reason, World, diff, replay,
 };
 use serde_json::json;
-use toy::*;
 
-fn world_of(events: Vec<Event>) -> World {
-    let mut w = World::new();
-    for e in events {
-        w.apply(e);
-    }
-    w
-}
+use crate::toy::*;
 
 /// Applies every action through the simulated applier until nothing is left to do.
-fn converge(graph: &mut ichor_graph::Graph, world: &mut World) -> usize {
-    let mut rv = 1_000;
-    for round in 0..20 {
-        let eval = graph.evaluate(world);
-        assert!(eval.failures.is_empty(), "{:?}", eval.failures);
-        if eval.actions.is_empty() {
-            return round;
-        }
-        for a in &eval.actions {
-            rv += 1;
-            for e in perform(world, a, rv) {
-                world.apply(e);
-            }
-        }
-    }
-    panic!("no fixed point after 20 rounds");
+fn converge(graph: &mut Graph, world: &mut World) -> usize {
+    settle(graph, world, &mut 1_000, 20).expect("no fixed point after 20 rounds")
+}
+
+/// The toy graph converged on the World of `populate(users, clusters)`.
+fn converged(users: usize, clusters: usize) -> (Toy, World) {
+    let mut t = toy();
+    let mut world = world_of(populate(users, clusters));
+    converge(&mut t.graph, &mut world);
+    (t, world)
+}
+
+/// How many instances of `node` the evaluation recomputed.
+fn recomputed(eval: &Evaluation, node: &str) -> usize {
+    eval.stats.node(node).unwrap().recomputed
 }
 
 fn applies(actions: &[Action]) -> Vec<String> {
@@ -42,20 +31,18 @@ fn applies(actions: &[Action]) -> Vec<String> {
 
 #[test]
 fn a_one_user_change_recomputes_only_that_users_instances() {
-    let mut t = toy();
-    let mut world = world_of(populate(1_000, 50));
-    converge(&mut t.graph, &mut world);
+    let (mut t, mut world) = converged(1_000, 50);
 
     // The display name changes: status and enabled recompute for that user only; enabled is
     // unchanged, so the count downstream of it is skipped.
     world.apply(Event::Applied(user("u7", false, "renamed")));
     let eval = t.graph.evaluate(&mut world);
     let s = &eval.stats;
-    assert_eq!(s.node("user-status").unwrap().recomputed, 1);
-    assert_eq!(s.node("user-enabled").unwrap().recomputed, 1);
-    assert_eq!(s.node("enabled-count").unwrap().recomputed, 0);
-    assert_eq!(s.node("cluster-doc").unwrap().recomputed, 0);
-    assert_eq!(s.node("machine-class").unwrap().recomputed, 0);
+    assert_eq!(recomputed(&eval, "user-status"), 1);
+    assert_eq!(recomputed(&eval, "user-enabled"), 1);
+    assert_eq!(recomputed(&eval, "enabled-count"), 0);
+    assert_eq!(recomputed(&eval, "cluster-doc"), 0);
+    assert_eq!(recomputed(&eval, "machine-class"), 0);
     assert_eq!(s.recomputed, 2);
     assert_eq!(s.objects_hashed, 1);
     assert_eq!(s.node("user-status").unwrap().skipped, 999);
@@ -67,20 +54,18 @@ fn a_one_user_change_recomputes_only_that_users_instances() {
     // Enabling a user also changes the count, which is recomputed once.
     world.apply(Event::Applied(user("u7", true, "renamed")));
     let eval = t.graph.evaluate(&mut world);
-    assert_eq!(eval.stats.node("enabled-count").unwrap().recomputed, 1);
+    assert_eq!(recomputed(&eval, "enabled-count"), 1);
     assert_eq!(eval.stats.recomputed, 3);
     assert_eq!(eval.stats.applies, 2);
 }
 
 #[test]
 fn a_cluster_change_recomputes_that_cluster_and_its_machines_only() {
-    let mut t = toy();
-    let mut world = world_of(populate(10, 50));
-    converge(&mut t.graph, &mut world);
+    let (mut t, mut world) = converged(10, 50);
     world.apply(Event::Applied(cluster("c3", "https://moved:6443")));
     let eval = t.graph.evaluate(&mut world);
-    assert_eq!(eval.stats.node("cluster-doc").unwrap().recomputed, 1);
-    assert_eq!(eval.stats.node("machine-class").unwrap().recomputed, 3);
+    assert_eq!(recomputed(&eval, "cluster-doc"), 1);
+    assert_eq!(recomputed(&eval, "machine-class"), 3);
     assert_eq!(eval.stats.recomputed, 4);
     let reasons: Vec<String> = eval.actions.iter().map(|a| a.reason().to_string()).collect();
     assert_eq!(
@@ -102,46 +87,26 @@ fn a_cluster_change_recomputes_that_cluster_and_its_machines_only() {
 
 #[test]
 fn a_shared_input_change_recomputes_every_dependent_instance() {
-    let mut t = toy();
-    let mut world = world_of(populate(10, 50));
-    converge(&mut t.graph, &mut world);
+    let (mut t, mut world) = converged(10, 50);
     world.apply(Event::Applied(config("https://other", 0)));
     let eval = t.graph.evaluate(&mut world);
-    assert_eq!(eval.stats.node("cluster-doc").unwrap().recomputed, 50);
-    assert_eq!(eval.stats.node("machine-class").unwrap().recomputed, 150);
-    assert_eq!(eval.stats.node("user-status").unwrap().recomputed, 0);
+    assert_eq!(recomputed(&eval, "cluster-doc"), 50);
+    assert_eq!(recomputed(&eval, "machine-class"), 150);
+    assert_eq!(recomputed(&eval, "user-status"), 0);
     assert_eq!(eval.stats.applies, 150);
 }
 
 #[test]
 fn a_machine_moving_to_another_cluster_follows_the_new_cluster() {
-    let mut t = toy();
-    let mut world = world_of(populate(0, 3));
-    converge(&mut t.graph, &mut world);
+    let (mut t, mut world) = converged(0, 3);
     world.apply(Event::Applied(machine("c0-m1", "c2", "worker")));
     let eval = t.graph.evaluate(&mut world);
     assert_eq!(eval.stats.recomputed, 1);
     // A change of the old cluster no longer touches the moved machine; the new one does.
     world.apply(Event::Applied(cluster("c0", "https://zero")));
-    assert_eq!(
-        t.graph
-            .evaluate(&mut world)
-            .stats
-            .node("machine-class")
-            .unwrap()
-            .recomputed,
-        2
-    );
+    assert_eq!(recomputed(&t.graph.evaluate(&mut world), "machine-class"), 2);
     world.apply(Event::Applied(cluster("c2", "https://two")));
-    assert_eq!(
-        t.graph
-            .evaluate(&mut world)
-            .stats
-            .node("machine-class")
-            .unwrap()
-            .recomputed,
-        4
-    );
+    assert_eq!(recomputed(&t.graph.evaluate(&mut world), "machine-class"), 4);
 }
 
 #[test]
@@ -165,9 +130,7 @@ fn a_machine_waiting_for_its_cluster_is_computed_when_the_cluster_appears() {
 
 #[test]
 fn deleting_a_user_deletes_its_owned_status_with_the_reason() {
-    let mut t = toy();
-    let mut world = world_of(populate(3, 0));
-    converge(&mut t.graph, &mut world);
+    let (mut t, mut world) = converged(3, 0);
     // u1 is disabled: the enabled count does not change.
     world.apply(Event::Deleted(ObjectKey::new("User", NS, "u1")));
     let eval = t.graph.evaluate(&mut world);
@@ -193,9 +156,7 @@ fn deleting_a_user_deletes_its_owned_status_with_the_reason() {
 
 #[test]
 fn never_fights_another_field_manager_but_repairs_owned_fields() {
-    let mut t = toy();
-    let mut world = world_of(populate(1, 0));
-    converge(&mut t.graph, &mut world);
+    let (mut t, mut world) = converged(1, 0);
     let key = ObjectKey::new("UserStatus", NS, "u0");
     let mut other = world.get(&key).unwrap().clone();
     other.value["spec"]["addedByOthers"] = json!("kept");
@@ -217,9 +178,7 @@ fn never_fights_another_field_manager_but_repairs_owned_fields() {
 
 #[test]
 fn deletes_owned_orphans_and_leaves_foreign_objects_alone() {
-    let mut t = toy();
-    let mut world = world_of(populate(0, 0));
-    converge(&mut t.graph, &mut world);
+    let (mut t, mut world) = converged(0, 0);
     world.apply(Event::Applied(Object::new(
         "UserStatus",
         NS,
@@ -311,9 +270,7 @@ fn nodes_reading_now_wait_for_the_first_tick() {
 
 #[test]
 fn the_incremental_state_matches_the_reference_diff_after_convergence() {
-    let mut t = toy();
-    let mut world = world_of(populate(20, 4));
-    converge(&mut t.graph, &mut world);
+    let (t, world) = converged(20, 4);
     let reason = Reason {
         node: None,
         instance: None,
@@ -333,11 +290,7 @@ fn replay_lists_every_decision_with_its_seq_and_reason() {
         Event::Applied(user("alice", true, "Alice")),
         Event::Deleted(ObjectKey::new("Machine", NS, "m")),
     ];
-    let mut w = JournalWriter::new(Vec::new());
-    for e in &events {
-        w.append(e).unwrap();
-    }
-    let bytes = w.into_inner();
+    let bytes = journal_of(&events);
     let mut t = toy();
     let report = replay(JournalReader::new(&bytes[..]), &mut t.graph).unwrap();
     assert_eq!(report.events, 5);
@@ -369,9 +322,7 @@ fn replay_stops_at_a_bad_line_naming_it_and_keeps_the_decisions_before_it() {
 
 #[test]
 fn the_memo_stays_bounded_by_the_live_objects_however_many_events_are_evaluated() {
-    let mut t = toy();
-    let mut world = world_of(populate(100, 10));
-    converge(&mut t.graph, &mut world);
+    let (mut t, mut world) = converged(100, 10);
     let settled = t.graph.memo_entries();
     // 100 users (2 instances and 2 digests each, a status desired), 10 clusters, 30 machines...
     assert!(settled > 400, "{settled}");
@@ -425,7 +376,7 @@ fn a_count_input_changes_only_when_instances_come_or_go_and_an_existence_family_
     let u = |name: &str, v: i64| Event::Applied(Object::new("User", "ns", name, json!({"v": v})));
     let mut world = world_of(vec![u("a", 1), u("b", 1)]);
     let eval = graph.evaluate(&mut world);
-    assert_eq!(eval.stats.node("user-exists").unwrap().recomputed, 2);
+    assert_eq!(recomputed(&eval, "user-exists"), 2);
     assert_eq!(graph.output(&any), Some(true));
     let key = ObjectKey::new("User", "ns", "a");
     assert_eq!(graph.instance(&exists, &key), Some(true));
@@ -439,7 +390,7 @@ fn a_count_input_changes_only_when_instances_come_or_go_and_an_existence_family_
     // existence instance goes with it.
     world.apply(Event::Deleted(key.clone()));
     let eval = graph.evaluate(&mut world);
-    assert_eq!(eval.stats.node("any-user").unwrap().recomputed, 1);
+    assert_eq!(recomputed(&eval, "any-user"), 1);
     assert_eq!(graph.instance(&exists, &key), None);
     world.apply(Event::Deleted(ObjectKey::new("User", "ns", "b")));
     graph.evaluate(&mut world);

@@ -5,7 +5,8 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use ichor_graph::{
-    Action, Desired, EffectRequest, Event, Family, Graph, GraphBuilder, Node, Object, ObjectKey, Timed,
+    Action, Desired, EffectRequest, Event, Family, Graph, GraphBuilder, JournalWriter, Node, Object,
+    ObjectKey, Timed, World,
 };
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -242,6 +243,84 @@ pub fn populate(users: usize, clusters: usize) -> Vec<Event> {
     events
 }
 
+/// A World holding `events`.
+pub fn world_of(events: Vec<Event>) -> World {
+    let mut w = World::new();
+    for e in events {
+        w.apply(e);
+    }
+    w
+}
+
+/// A journal of `events`, numbered from 1.
+pub fn journal_of(events: &[Event]) -> Vec<u8> {
+    let mut w = JournalWriter::new(Vec::new());
+    for e in events {
+        w.append(e).unwrap();
+    }
+    w.into_inner()
+}
+
+/// The journal the benchmarks replay: the World of `populate(1_000, 50)`, then changes up to
+/// `events` events in all, most of them edits of a user's display name.
+pub fn churn_journal(events: usize) -> Vec<u8> {
+    let mut w = JournalWriter::new(Vec::new());
+    let mut n = 0;
+    for e in populate(1_000, 50) {
+        w.append(&e).unwrap();
+        n += 1;
+    }
+    let mut i = 0u64;
+    while n < events {
+        i += 1;
+        let e = match i % 100 {
+            0 => Event::Applied(cluster(&format!("c{}", i % 50), &format!("https://e{i}"))),
+            1 => Event::Applied(machine(
+                &format!("c{}-m1", i % 50),
+                &format!("c{}", (i / 7) % 50),
+                "worker",
+            )),
+            2 => Event::Tick(at(1_000 + i as i64)),
+            // One in a hundred events enables or disables a user, which recomputes the
+            // enabled-count aggregate over all 1,000 users.
+            3 => Event::Applied(user(
+                &format!("u{}", i % 1_000),
+                (i / 100).is_multiple_of(2),
+                &format!("n{i}"),
+            )),
+            // The rest edit a user's display name.
+            _ => Event::Applied(user(
+                &format!("u{}", i % 1_000),
+                (i % 1_000).is_multiple_of(2),
+                &format!("n{i}"),
+            )),
+        };
+        w.append(&e).unwrap();
+        n += 1;
+    }
+    w.into_inner()
+}
+
+/// Evaluates and performs every action (resource versions counting on from `rv`) until none
+/// is left, for at most `rounds` evaluations; returns the rounds needed, `None` without a
+/// fixed point. No evaluation may fail.
+pub fn settle(graph: &mut Graph, world: &mut World, rv: &mut u64, rounds: usize) -> Option<usize> {
+    for round in 0..rounds {
+        let eval = graph.evaluate(world);
+        assert!(eval.failures.is_empty(), "{:?}", eval.failures);
+        if eval.actions.is_empty() {
+            return Some(round);
+        }
+        for a in &eval.actions {
+            *rv += 1;
+            for e in perform(world, a, *rv) {
+                world.apply(e);
+            }
+        }
+    }
+    None
+}
+
 /// Deep-merges `patch` into `target`: objects recurse, everything else replaces (like a
 /// server-side apply of the owned fields).
 pub fn merge(target: &mut Value, patch: &Value) {
@@ -256,7 +335,7 @@ pub fn merge(target: &mut Value, patch: &Value) {
 }
 
 /// What a simulated applier writes back for one action, as events.
-pub fn perform(world: &ichor_graph::World, action: &Action, rv: u64) -> Vec<Event> {
+pub fn perform(world: &World, action: &Action, rv: u64) -> Vec<Event> {
     match action {
         Action::Apply { object, .. } => {
             let mut observed = world.get(&object.key()).cloned().unwrap_or_else(|| {
