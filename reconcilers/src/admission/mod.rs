@@ -24,6 +24,7 @@
 //! [`router`] is the axum router (the three POST paths and `/healthz`); [`serve`] serves it over
 //! HTTPS with the serving pair `tls.crt`/`tls.key` of a directory, reloaded on change (the
 //! issuer's `server::tls` and `server::serve`, reused). Every replica serves webhooks.
+//! [`fixtures`] holds the documents, fakes and loopback server the tests and the benchmark share.
 //!
 //! # Caveats
 //! The Cilium values are checked statically (`renderers::cni` with no facts): the guards that
@@ -32,6 +33,7 @@
 
 pub mod access;
 pub mod clusters;
+pub mod fixtures;
 mod http;
 pub mod operations;
 pub mod review;
