@@ -89,7 +89,7 @@ pub fn review(kind: &str, operation: &str, who: &Who<'_>, object: Value, old: Va
     })
 }
 
-/// The request of [`review`], parsed as the webhook parses a body.
+/// The request of [`review()`], parsed as the webhook parses a body.
 ///
 /// # Errors
 /// [`ReviewError`] when the document is not a valid review (an object that is not a JSON object).

@@ -13,7 +13,7 @@
 //!   always sends (`uid`, `kind`, `resource`, `operation`, `userInfo`), and its objects are
 //!   [`DynamicObject`]s: an object that is not a JSON object, or whose `metadata` is not an
 //!   `ObjectMeta`, is a malformed review. What the rules read of the rest (`spec`) is decoded
-//!   by each rule ([`decode`]), so a bad spec is a denial naming the field.
+//!   by each rule (`decode`), so a bad spec is a denial naming the field.
 //! - An empty `uid` is refused: the answer must echo it.
 //! - The answer has the shape of the Go `AdmissionResponse`: no `status` on an allow (kube-core
 //!   always writes one, empty), and on a denial `Failure`, reason `Forbidden`, code 403.
