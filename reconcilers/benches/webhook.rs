@@ -1,7 +1,8 @@
 //! Latency of the `IchorUser` admission webhook at a paced 200 requests/s over real HTTPS on
-//! loopback (issue 6, "Done when"): the grant rule and the last-enabled-admin rule on writes
-//! that need no user list (a viewer creating a viewer, an admin renaming a viewer), so the number
-//! is the handler, TLS and HTTP, not the kube-apiserver.
+//! loopback: the grant rule and the last-enabled-admin rule on writes that need no user list (a
+//! viewer creating a viewer, an admin renaming a viewer), so the number is the handler, TLS and
+//! HTTP, not the kube-apiserver. Documents, fakes and server are `admission::fixtures`', as the
+//! tests use them.
 //!
 //! Open loop: one request is started every 1/rate s whatever the previous ones do, and latency
 //! is measured from the scheduled start (no coordinated omission).
@@ -14,40 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use ichor_reconcilers::admission::{
-    AccessReviewer, AdmissionError, AdmissionState, ServerOptions, UserLister, controller_identity, serve_on,
+use ichor_reconcilers::admission::fixtures::{
+    FakeLister, FakeReviewer, LoopbackServer, ROOT, ServingPair, VIEWER, WEBHOOK_HOST, review, user,
 };
-use ichor_renderers::crd::IchorUser;
-use k8s_openapi::api::authentication::v1::UserInfo;
-use k8s_openapi::api::authorization::v1::ResourceAttributes;
+use ichor_reconcilers::admission::{AdmissionState, ICHORUSERS_PATH, ServerOptions, controller_identity};
 use serde_json::{Value, json};
-
-const HOST: &str = "ichor-controller-webhook.ichor-system.svc";
-
-/// The IchorUser rule never asks RBAC; a call would be a bug in what is measured.
-struct NoReviews;
-
-#[async_trait]
-impl AccessReviewer for NoReviews {
-    async fn allowed(&self, _: &UserInfo, _: &ResourceAttributes) -> Result<bool, AdmissionError> {
-        Err(AdmissionError::AccessReview(
-            "the benchmark expects no access review".to_owned(),
-        ))
-    }
-}
-
-/// Counts list calls: the measured writes must need none.
-#[derive(Default)]
-struct CountingLister(AtomicUsize);
-
-#[async_trait]
-impl UserLister for CountingLister {
-    async fn list_users(&self, _: &str) -> Result<Vec<IchorUser>, AdmissionError> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Ok(Vec::new())
-    }
-}
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -56,53 +28,29 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn user(name: &str, roles: &[&str], display: &str) -> Value {
-    json!({
-        "apiVersion": "ichor.maesh.dev/v1alpha1",
-        "kind": "IchorUser",
-        "metadata": {"name": name, "namespace": "ichor-system"},
-        "spec": {"displayName": display, "roles": roles}
-    })
-}
-
-fn review(uid: usize, operation: &str, who: (&str, &[&str]), object: Value, old: Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": format!("bench-{uid}"),
-            "kind": {"group": "ichor.maesh.dev", "version": "v1alpha1", "kind": "IchorUser"},
-            "resource": {"group": "ichor.maesh.dev", "version": "v1alpha1", "resource": "ichorusers"},
-            "name": object["metadata"]["name"],
-            "namespace": "ichor-system",
-            "operation": operation,
-            "userInfo": {"username": who.0, "groups": who.1},
-            "object": object,
-            "oldObject": old,
-            "dryRun": false
-        }
-    })
-}
-
 /// The two measured writes, alternating: a viewer creating a viewer; an admin renaming a viewer.
 fn document(i: usize) -> Vec<u8> {
-    let doc = if i.is_multiple_of(2) {
+    let mut doc = if i.is_multiple_of(2) {
+        let name = format!("user-{i}");
         review(
-            i,
+            "IchorUser",
             "CREATE",
-            ("ichor:vera", &["ichor:viewer", "system:authenticated"]),
-            user(&format!("user-{i}"), &["viewer"], "New"),
+            &VIEWER,
+            user(&name, &["viewer"], false),
             Value::Null,
         )
     } else {
+        let mut renamed = user("bo", &["viewer"], false);
+        renamed["spec"]["displayName"] = json!(format!("Bo {i}"));
         review(
-            i,
+            "IchorUser",
             "UPDATE",
-            ("ichor:root", &["ichor:admin", "system:authenticated"]),
-            user("bo", &["viewer"], &format!("Bo {i}")),
-            user("bo", &["viewer"], "Bo"),
+            &ROOT,
+            renamed,
+            user("bo", &["viewer"], false),
         )
     };
+    doc["request"]["uid"] = json!(format!("bench-{i}"));
     serde_json::to_vec(&doc).unwrap()
 }
 
@@ -124,41 +72,33 @@ async fn main() {
     let rate = env_number("WEBHOOK_BENCH_RPS", 200).max(1);
 
     let dir = tempfile::tempdir().unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec![HOST.to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
-    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
+    let pair = ServingPair::self_signed(WEBHOOK_HOST).unwrap();
+    pair.write_to(dir.path()).unwrap();
 
-    let lister = Arc::new(CountingLister::default());
+    // The IchorUser rule never asks RBAC: a review fails (a call would be a bug in what is
+    // measured), and the measured writes need no user list (counted).
+    let lister = Arc::new(FakeLister::default());
     let state = AdmissionState::new(
-        Arc::new(NoReviews),
+        Arc::new(FakeReviewer::failing()),
         lister.clone(),
         controller_identity("ichor-system"),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve_on(
-        listener,
+    let server = LoopbackServer::start(
         dir.path().to_path_buf(),
         Arc::new(state),
-        async move {
-            let _ = stop_rx.await;
-        },
         ServerOptions::default(),
-    ));
+    )
+    .await
+    .unwrap();
 
     // The kube-apiserver keeps connections to a webhook alive; so does this client.
     let client = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(cert.pem().as_bytes()).unwrap())
-        .resolve(HOST, addr)
+        .add_root_certificate(reqwest::Certificate::from_pem(pair.cert_pem.as_bytes()).unwrap())
+        .resolve(WEBHOOK_HOST, server.addr())
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
-    let url = Arc::new(format!("https://{HOST}:{}/validate/ichorusers", addr.port()));
+    let url = Arc::new(server.url(WEBHOOK_HOST, ICHORUSERS_PATH));
 
     // Warm-up: the connection pool and the TLS sessions.
     for i in 0..50 {
@@ -201,8 +141,7 @@ async fn main() {
     }
     let wall = begin.elapsed();
     latencies.sort();
-    stop_tx.send(()).ok();
-    let _ = server.await;
+    let _ = server.stop().await;
 
     println!(
         "webhook /validate/ichorusers over HTTPS, paced {rate} req/s for {seconds} s: {} requests in {:.2} s \
@@ -217,6 +156,6 @@ async fn main() {
         ms(percentile(&latencies, 99.0)),
         ms(latencies.last().copied().unwrap_or_default()),
         errors.load(Ordering::Relaxed),
-        lister.0.load(Ordering::Relaxed)
+        lister.calls()
     );
 }

@@ -14,12 +14,10 @@ use ichor_renderers::authn::prefix;
 use ichor_renderers::authn::render::{MAX_EXTERNAL_ISSUERS, RenderError};
 use ichor_renderers::cni::{self, CiliumFacts, UNMANAGED_PRESET};
 use ichor_renderers::crd::{AuthenticationSpec, CniSpec, TalosClusterSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Deserialize;
 
 use super::AdmissionState;
 use super::access::{ichor_attributes, require_right};
-use super::review::{AdmissionRequest, Operation, Verdict, decode};
+use super::review::{self, AdmissionRequest, Operation, Verdict, decode};
 
 /// The kind this webhook admits.
 pub const KIND: &str = "TalosCluster";
@@ -29,15 +27,6 @@ pub const RESOURCE: &str = "talosclusters";
 pub const AUTHENTICATION_SUBRESOURCE: &str = "authentication";
 /// The subresource whose `update` a change of `spec.cni.cilium.values` needs.
 pub const CILIUM_VALUES_SUBRESOURCE: &str = "cilium-values";
-
-/// The parts of a `TalosCluster` the rules read.
-#[derive(Debug, Default, Deserialize)]
-struct ClusterObject {
-    #[serde(default)]
-    metadata: ObjectMeta,
-    #[serde(default)]
-    spec: TalosClusterSpec,
-}
 
 /// The static checks of a set `spec.authentication` (the renderer's own refusals).
 fn authentication_errors(spec: &TalosClusterSpec, auth: &AuthenticationSpec) -> Option<RenderError> {
@@ -55,13 +44,14 @@ fn authentication_errors(spec: &TalosClusterSpec, auth: &AuthenticationSpec) -> 
 
 /// Decides one `TalosCluster` admission request.
 pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
+    let spec = |which, object| decode::<TalosClusterSpec>(which, KIND, object);
     let decoded = match req.operation {
-        Operation::Create => decode::<ClusterObject>("object", KIND, req.object.as_ref()).map(|n| (None, n)),
-        Operation::Update => decode::<ClusterObject>("oldObject", KIND, req.old_object.as_ref())
-            .and_then(|o| decode::<ClusterObject>("object", KIND, req.object.as_ref()).map(|n| (Some(o), n))),
+        Operation::Create => spec("object", req.object.as_ref()).map(|n| (None, n)),
+        Operation::Update => spec("oldObject", req.old_object.as_ref())
+            .and_then(|o| spec("object", req.object.as_ref()).map(|n| (Some(o), n))),
         ref op => Err(Verdict::deny(format!(
             "request.operation: {:?} is not admitted for TalosCluster; only CREATE and UPDATE are",
-            op.as_str()
+            review::operation_name(op)
         ))),
     };
     let (old, new) = match decoded {
@@ -99,7 +89,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     // in the webhook's 5 s.
     let name = new.metadata.name.as_deref().unwrap_or(req.name.as_str());
     let ask = |needed: bool, subresource: &'static str, field: &'static str, needs: &'static str| {
-        let attrs = ichor_attributes("update", RESOURCE, subresource, &req.namespace, name);
+        let attrs = ichor_attributes("update", RESOURCE, subresource, review::namespace(req), name);
         async move {
             if needed {
                 require_right(state.reviewer.as_ref(), &req.user_info, &attrs, field, needs).await

@@ -17,7 +17,7 @@ use axum::routing::{get, post};
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use ichor_renderers::crd::GROUP;
 
-use super::review::{self, AdmissionRequest, MAX_BODY_BYTES, ResponseReview, Verdict};
+use super::review::{self, AdmissionRequest, MAX_BODY_BYTES, Verdict};
 use super::{AdmissionState, clusters, operations, users};
 
 /// The path of the `IchorUser` webhook.
@@ -118,9 +118,9 @@ async fn handle(state: &AdmissionState, webhook: Webhook, body: Body) -> Respons
         tracing::info!(
             webhook = webhook.name(),
             uid = %request.uid,
-            user = request.username(),
-            operation = request.operation.as_str(),
-            namespace = %request.namespace,
+            user = review::username(&request),
+            operation = review::operation_name(&request.operation),
+            namespace = review::namespace(&request),
             name = %request.name,
             reason = %message,
             "admission: denied"
@@ -129,7 +129,13 @@ async fn handle(state: &AdmissionState, webhook: Webhook, body: Body) -> Respons
     if let Some(observer) = &state.observer {
         observer.decided(webhook.name(), verdict.is_allowed(), started.elapsed());
     }
-    Json(ResponseReview::new(&request.uid, verdict)).into_response()
+    match review::answer(&request, verdict) {
+        Ok(document) => Json(document).into_response(),
+        Err(error) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the AdmissionReview answer could not be written: {error}"),
+        ),
+    }
 }
 
 async fn decide(state: &AdmissionState, webhook: Webhook, request: &AdmissionRequest) -> Verdict {

@@ -14,13 +14,17 @@
 //!
 //! Every answer is an `AdmissionReview` v1 with the request's `uid`; a denial carries status code
 //! 403 and one sentence naming the field. Everything that cannot be decided is refused (fail
-//! closed): an unknown kind or operation, an object that does not decode, a
-//! `SubjectAccessReview` or user list that errors or times out. A body that is not an
-//! `AdmissionReview` v1 is answered with HTTP 400 ([`review`]).
+//! closed): a kind or operation the path does not admit, a spec that does not decode, a
+//! `SubjectAccessReview` or user list that errors or times out. A body the kube-apiserver would
+//! not send — not an `AdmissionReview` v1, a request without a field the apiserver always
+//! sends, an unknown operation, an object that is not a Kubernetes object — is answered with
+//! HTTP 400 ([`review`], by kube-core's admission types), which the chart's `failurePolicy: Fail`
+//! turns into a refusal as well.
 //!
 //! [`router`] is the axum router (the three POST paths and `/healthz`); [`serve`] serves it over
 //! HTTPS with the serving pair `tls.crt`/`tls.key` of a directory, reloaded on change (the
 //! issuer's `server::tls` and `server::serve`, reused). Every replica serves webhooks.
+//! [`fixtures`] holds the documents, fakes and loopback server the tests and the benchmark share.
 //!
 //! # Caveats
 //! The Cilium values are checked statically (`renderers::cni` with no facts): the guards that
@@ -29,6 +33,7 @@
 
 pub mod access;
 pub mod clusters;
+pub mod fixtures;
 mod http;
 pub mod operations;
 pub mod review;

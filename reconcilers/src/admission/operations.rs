@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::AdmissionState;
 use super::access::{ichor_attributes, require_right};
-use super::review::{AdmissionRequest, Operation, Verdict, decode};
+use super::review::{self, AdmissionRequest, Operation, Verdict, decode};
 
 /// The kind this webhook admits.
 pub const KIND: &str = "TalosOperation";
@@ -18,14 +18,6 @@ pub const KIND: &str = "TalosOperation";
 pub const RESOURCE: &str = "talosoperations";
 /// The verb of the destructive-start rights.
 pub const START_VERB: &str = "start";
-
-#[derive(Debug, Default, Deserialize)]
-struct OperationObject {
-    #[serde(default)]
-    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    #[serde(default)]
-    spec: OperationSpecView,
-}
 
 /// `spec.kind` and `spec.action`, read leniently (an action this build does not know is kept as
 /// written and is not destructive here).
@@ -55,17 +47,17 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     if req.operation != Operation::Create {
         return Verdict::deny(format!(
             "request.operation: {:?} is not admitted for TalosOperation; only CREATE is",
-            req.operation.as_str()
+            review::operation_name(&req.operation)
         ));
     }
-    let new = match decode::<OperationObject>("object", KIND, req.object.as_ref()) {
+    let new = match decode::<OperationSpecView>("object", KIND, req.object.as_ref()) {
         Ok(new) => new,
         Err(denial) => return denial,
     };
     let Some(subresource) = start_subresource(&new.spec.kind, new.spec.action.as_deref()) else {
         return Verdict::Allow;
     };
-    if req.username() == state.controller_identity {
+    if review::username(req) == state.controller_identity {
         return Verdict::Allow;
     }
     let (field, what) = match new.spec.kind {
@@ -79,7 +71,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         ref kind => ("spec.kind", format!("a {:?} operation", kind.as_str())),
     };
     let name = new.metadata.name.as_deref().unwrap_or(req.name.as_str());
-    let attrs = ichor_attributes(START_VERB, RESOURCE, subresource, &req.namespace, name);
+    let attrs = ichor_attributes(START_VERB, RESOURCE, subresource, review::namespace(req), name);
     require_right(
         state.reviewer.as_ref(),
         &req.user_info,

@@ -1,18 +1,36 @@
-//! The `AdmissionReview` v1 wire format (`admission.k8s.io/v1`): the request as the kube-apiserver
-//! sends it, parsed strictly enough to refuse anything else with a clear error, and the response.
+//! The `AdmissionReview` v1 wire format (`admission.k8s.io/v1`) through kube-core's types
+//! (`kube::core::admission`): [`parse`] reads the request as the kube-apiserver sends it into an
+//! [`AdmissionRequest`], refusing anything else with a reason ([`ReviewError`], answered with
+//! HTTP 400), and [`answer`] writes the [`AdmissionReview`] that carries a [`Verdict`].
 //!
-//! Only the fields the rules read are modelled; the objects stay JSON until a rule decodes them
-//! into the type it needs.
+//! What this module adds to kube-core's types, and why:
+//!
+//! - The envelope (`apiVersion`, `kind`, `request`) is read leniently, so a body of another
+//!   version, or with no type fields at all, is told to set `admissionReviewVersions: ["v1"]`
+//!   instead of getting a serde message; kube-core's `AdmissionReview` flattens a `TypeMeta`
+//!   whose two fields are required.
+//! - The request itself is kube-core's, as strict as the Go type on what the kube-apiserver
+//!   always sends (`uid`, `kind`, `resource`, `operation`, `userInfo`), and its objects are
+//!   [`DynamicObject`]s: an object that is not a JSON object, or whose `metadata` is not an
+//!   `ObjectMeta`, is a malformed review. What the rules read of the rest (`spec`) is decoded
+//!   by each rule (`decode`), so a bad spec is a denial naming the field.
+//! - An empty `uid` is refused: the answer must echo it.
+//! - The answer has the shape of the Go `AdmissionResponse`: no `status` on an allow (kube-core
+//!   always writes one, empty), and on a denial `Failure`, reason `Forbidden`, code 403.
 
-use std::collections::BTreeMap;
+use kube::core::admission::{self, META_API_VERSION_V1, META_KIND};
+use kube::core::{DynamicObject, ObjectMeta, Status, TypeMeta};
+use serde::Deserialize;
 
-use k8s_openapi::api::authentication::v1::UserInfo;
-use serde::{Deserialize, Serialize};
+pub use kube::core::admission::{AdmissionResponse, AdmissionReview, Operation};
+
+/// One admission request as the rules read it: kube-core's, with the objects kept dynamic.
+pub type AdmissionRequest = admission::AdmissionRequest<DynamicObject>;
 
 /// The `apiVersion` of an `AdmissionReview` v1.
-pub const API_VERSION: &str = "admission.k8s.io/v1";
+pub const API_VERSION: &str = META_API_VERSION_V1;
 /// The `kind` of an `AdmissionReview`.
-pub const KIND: &str = "AdmissionReview";
+pub const KIND: &str = META_KIND;
 /// The largest request body read: 3 MiB, the kube-apiserver's own request size limit, so a
 /// legitimate review always fits.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -20,7 +38,7 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Why a body is not an `AdmissionReview` v1 (answered with HTTP 400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReviewError {
-    /// Not JSON, or a field of the wrong type.
+    /// Not JSON, or a field of the wrong type, or a field the kube-apiserver always sends missing.
     #[error("the body is not a valid AdmissionReview: {0}")]
     Json(String),
     /// Another `apiVersion`/`kind`.
@@ -42,54 +60,8 @@ pub enum ReviewError {
     NoUid,
 }
 
-/// The operation of a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Operation {
-    /// `CREATE`.
-    Create,
-    /// `UPDATE`.
-    Update,
-    /// `DELETE`.
-    Delete,
-    /// Anything else (`CONNECT`), kept as written.
-    Other(String),
-}
-
-impl Operation {
-    fn parse(s: String) -> Self {
-        match s.as_str() {
-            "CREATE" => Self::Create,
-            "UPDATE" => Self::Update,
-            "DELETE" => Self::Delete,
-            _ => Self::Other(s),
-        }
-    }
-
-    /// The operation as written in the review.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Create => "CREATE",
-            Self::Update => "UPDATE",
-            Self::Delete => "DELETE",
-            Self::Other(s) => s,
-        }
-    }
-}
-
-/// A group, version and kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct GroupVersionKind {
-    /// API group (empty for the core group).
-    #[serde(default)]
-    pub group: String,
-    /// Version.
-    #[serde(default)]
-    pub version: String,
-    /// Kind.
-    #[serde(default)]
-    pub kind: String,
-}
-
+/// The envelope of a review body. Its name shows in the message for a body that is not a JSON
+/// object ("expected struct WireReview").
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireReview {
@@ -98,68 +70,11 @@ struct WireReview {
     #[serde(default)]
     kind: String,
     #[serde(default)]
-    request: Option<WireRequest>,
+    request: Option<AdmissionRequest>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WireRequest {
-    #[serde(default)]
-    uid: String,
-    #[serde(default)]
-    kind: GroupVersionKind,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    operation: String,
-    #[serde(default)]
-    user_info: UserInfo,
-    #[serde(default)]
-    object: Option<serde_json::Value>,
-    #[serde(default)]
-    old_object: Option<serde_json::Value>,
-}
-
-/// One admission request, as the rules read it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AdmissionRequest {
-    /// The round-trip identifier, echoed in the response.
-    pub uid: String,
-    /// The kind of the object.
-    pub kind: GroupVersionKind,
-    /// The subresource, if the request is for one.
-    pub sub_resource: Option<String>,
-    /// The object's name (may be empty on a create with `generateName`).
-    pub name: String,
-    /// The namespace (empty for a cluster-scoped object).
-    pub namespace: String,
-    /// The operation.
-    pub operation: Operation,
-    /// The authenticated user of the request.
-    pub user_info: UserInfo,
-    /// The new object (CREATE, UPDATE), `null` read as absent.
-    pub object: Option<serde_json::Value>,
-    /// The stored object (UPDATE, DELETE), `null` read as absent.
-    pub old_object: Option<serde_json::Value>,
-}
-
-impl AdmissionRequest {
-    /// The user name of the request (empty if the review carried none).
-    pub fn username(&self) -> &str {
-        self.user_info.username.as_deref().unwrap_or_default()
-    }
-
-    /// The groups of the request's user.
-    pub fn groups(&self) -> &[String] {
-        self.user_info.groups.as_deref().unwrap_or_default()
-    }
-}
-
-/// Parses a body as an `AdmissionReview` v1 request.
+/// Parses a body as an `AdmissionReview` v1 request. The request's `types` are set to v1, and an
+/// empty `subResource` reads as none.
 ///
 /// # Errors
 /// [`ReviewError`] when the body is not JSON, not a v1 `AdmissionReview`, or has no request or uid.
@@ -181,22 +96,20 @@ pub fn parse(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
             kind: clip(&wire.kind),
         });
     }
-    let request = wire.request.ok_or(ReviewError::NoRequest)?;
+    let mut request = wire.request.ok_or(ReviewError::NoRequest)?;
     if request.uid.is_empty() {
         return Err(ReviewError::NoUid);
     }
-    let present = |v: Option<serde_json::Value>| v.filter(|v| !v.is_null());
-    Ok(AdmissionRequest {
-        uid: request.uid,
-        kind: request.kind,
-        sub_resource: request.sub_resource.filter(|s| !s.is_empty()),
-        name: request.name,
-        namespace: request.namespace.unwrap_or_default(),
-        operation: Operation::parse(request.operation),
-        user_info: request.user_info,
-        object: present(request.object),
-        old_object: present(request.old_object),
-    })
+    request.types = v1();
+    request.sub_resource = request.sub_resource.filter(|s| !s.is_empty());
+    Ok(request)
+}
+
+fn v1() -> TypeMeta {
+    TypeMeta {
+        api_version: API_VERSION.to_owned(),
+        kind: KIND.to_owned(),
+    }
 }
 
 fn clip(s: &str) -> String {
@@ -204,6 +117,31 @@ fn clip(s: &str) -> String {
         "(none)".to_owned()
     } else {
         s.chars().take(64).collect()
+    }
+}
+
+/// The user name of a request (empty if the review carried none).
+pub fn username(request: &AdmissionRequest) -> &str {
+    request.user_info.username.as_deref().unwrap_or_default()
+}
+
+/// The groups of a request's user.
+pub fn groups(request: &AdmissionRequest) -> &[String] {
+    request.user_info.groups.as_deref().unwrap_or_default()
+}
+
+/// The namespace of a request (empty for a cluster-scoped object).
+pub fn namespace(request: &AdmissionRequest) -> &str {
+    request.namespace.as_deref().unwrap_or_default()
+}
+
+/// The operation as the review writes it (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
+pub fn operation_name(operation: &Operation) -> &'static str {
+    match operation {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
     }
 }
 
@@ -228,87 +166,71 @@ impl Verdict {
     }
 }
 
-/// The `status` of a denied response (a `metav1.Status`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResponseStatus {
-    /// Always `Failure`.
-    pub status: &'static str,
-    /// The sentence shown to the client.
-    pub message: String,
-    /// Always `Forbidden`.
-    pub reason: &'static str,
-    /// Always 403.
-    pub code: u16,
-}
-
-/// The `response` of an `AdmissionReview`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AdmissionResponse {
-    /// The request's uid.
-    pub uid: String,
-    /// Whether the request may proceed.
-    pub allowed: bool,
-    /// Why not, when it may not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<ResponseStatus>,
-    /// Key-value pairs the kube-apiserver adds to the audit event.
-    #[serde(rename = "auditAnnotations", skip_serializing_if = "BTreeMap::is_empty")]
-    pub audit_annotations: BTreeMap<String, String>,
-}
-
-/// A whole `AdmissionReview` v1 response document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResponseReview {
-    /// `admission.k8s.io/v1`.
-    #[serde(rename = "apiVersion")]
-    pub api_version: &'static str,
-    /// `AdmissionReview`.
-    pub kind: &'static str,
-    /// The answer.
-    pub response: AdmissionResponse,
-}
-
-impl ResponseReview {
-    /// The review answering the request `uid` with `verdict`.
-    pub fn new(uid: &str, verdict: Verdict) -> Self {
-        let (allowed, status) = match verdict {
-            Verdict::Allow => (true, None),
-            Verdict::Deny(message) => (
-                false,
-                Some(ResponseStatus {
-                    status: "Failure",
-                    message,
-                    reason: "Forbidden",
-                    code: 403,
-                }),
-            ),
-        };
-        Self {
-            api_version: API_VERSION,
-            kind: KIND,
-            response: AdmissionResponse {
-                uid: uid.to_owned(),
-                allowed,
-                status,
-                audit_annotations: BTreeMap::new(),
-            },
-        }
+/// The review answering `request` with `verdict` (kube-core's `AdmissionResponse::from`,
+/// `deny` and `into_review`), always v1; a denial carries `Failure`, `Forbidden` and 403.
+pub fn respond(request: &AdmissionRequest, verdict: Verdict) -> AdmissionReview<DynamicObject> {
+    let mut response = AdmissionResponse::from(request);
+    response.types = v1();
+    if let Verdict::Deny(message) = verdict {
+        response = response.deny(&message);
+        response.result = Status::failure(&message, "Forbidden").with_code(403);
     }
+    response.into_review()
 }
 
-/// Decodes one of the request's objects into `T`, or a denial naming where it failed.
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(
+/// The JSON document of [`respond`]'s review, without the empty `status` kube-core writes on an
+/// allow (the Go type omits it, and so did this webhook's answers).
+///
+/// # Errors
+/// When the review cannot be serialized (it always can: it holds no map with non-string keys).
+pub fn answer(request: &AdmissionRequest, verdict: Verdict) -> Result<serde_json::Value, serde_json::Error> {
+    let mut document = serde_json::to_value(respond(request, verdict))?;
+    if let Some(response) = document
+        .get_mut("response")
+        .and_then(serde_json::Value::as_object_mut)
+        && response
+            .get("status")
+            .and_then(serde_json::Value::as_object)
+            .is_some_and(serde_json::Map::is_empty)
+    {
+        response.shift_remove("status");
+    }
+    Ok(document)
+}
+
+/// The parts of an object a rule reads: its metadata, and its `spec` decoded as `S`.
+#[derive(Debug)]
+pub(crate) struct Decoded<'a, S> {
+    /// The object's metadata.
+    pub(crate) metadata: &'a ObjectMeta,
+    /// The object's `spec` (its default when absent).
+    pub(crate) spec: S,
+}
+
+#[derive(Deserialize)]
+struct SpecOf<S> {
+    #[serde(default)]
+    spec: S,
+}
+
+/// Decodes the `spec` of one of the request's objects (`which`: `object` or `oldObject`) into
+/// `S`, or a denial naming where it failed.
+pub(crate) fn decode<'a, S: serde::de::DeserializeOwned + Default>(
     which: &str,
     kind: &str,
-    value: Option<&serde_json::Value>,
-) -> Result<T, Verdict> {
-    let value =
-        value.ok_or_else(|| Verdict::deny(format!("request.{which}: required: the {kind} is missing")))?;
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    object: Option<&'a DynamicObject>,
+) -> Result<Decoded<'a, S>, Verdict> {
+    let object =
+        object.ok_or_else(|| Verdict::deny(format!("request.{which}: required: the {kind} is missing")))?;
+    let spec: SpecOf<S> = serde_path_to_error::deserialize(&object.data).map_err(|e| {
         let path = e.path().to_string();
         Verdict::deny(format!(
             "request.{which}: not a valid {kind}: {path}: {}",
             e.into_inner()
         ))
+    })?;
+    Ok(Decoded {
+        metadata: &object.metadata,
+        spec: spec.spec,
     })
 }

@@ -14,46 +14,32 @@ use ichor_renderers::auth::roles::{
     Requester, UserChange, UserState, check_last_admin, is_exempt_from_last_admin_rule,
 };
 use ichor_renderers::crd::IchorUserSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Deserialize;
 
 use super::AdmissionState;
-use super::review::{AdmissionRequest, Operation, Verdict, decode};
+use super::review::{self, AdmissionRequest, Decoded, Operation, Verdict, decode};
 
 /// The kind this webhook admits.
 pub const KIND: &str = "IchorUser";
 
-/// The parts of an `IchorUser` the rules read.
-#[derive(Debug, Default, Deserialize)]
-struct UserObject {
-    #[serde(default)]
-    metadata: ObjectMeta,
-    #[serde(default)]
-    spec: IchorUserSpec,
-}
-
 /// Decides one `IchorUser` admission request.
 pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
+    let spec = |which, object| decode::<IchorUserSpec>(which, KIND, object);
     let decoded = match req.operation {
-        Operation::Create => {
-            decode::<UserObject>("object", KIND, req.object.as_ref()).map(|n| (None, Some(n)))
-        }
-        Operation::Update => decode::<UserObject>("oldObject", KIND, req.old_object.as_ref()).and_then(|o| {
-            decode::<UserObject>("object", KIND, req.object.as_ref()).map(|n| (Some(o), Some(n)))
-        }),
-        Operation::Delete => {
-            decode::<UserObject>("oldObject", KIND, req.old_object.as_ref()).map(|o| (Some(o), None))
-        }
-        Operation::Other(ref op) => Err(Verdict::deny(format!(
-            "request.operation: {op:?} is not admitted for IchorUser; only CREATE, UPDATE and DELETE are"
+        Operation::Create => spec("object", req.object.as_ref()).map(|n| (None, Some(n))),
+        Operation::Update => spec("oldObject", req.old_object.as_ref())
+            .and_then(|o| spec("object", req.object.as_ref()).map(|n| (Some(o), Some(n)))),
+        Operation::Delete => spec("oldObject", req.old_object.as_ref()).map(|o| (Some(o), None)),
+        Operation::Connect => Err(Verdict::deny(format!(
+            "request.operation: {:?} is not admitted for IchorUser; only CREATE, UPDATE and DELETE are",
+            review::operation_name(&req.operation)
         ))),
     };
-    let (old, new) = match decoded {
+    let (old, new): (Option<Decoded<'_, IchorUserSpec>>, _) = match decoded {
         Ok(pair) => pair,
         Err(denial) => return denial,
     };
-    let username = req.username();
-    let groups = req.groups();
+    let username = review::username(req);
+    let groups = review::groups(req);
 
     // The grant rule: only roles added by this write are checked.
     if let (Some(new), Some(requester)) = (&new, Requester::from_identity(username, groups)) {
@@ -103,10 +89,9 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     if check_last_admin(name, &change, std::iter::empty::<(&str, &[String], bool)>()).is_ok() {
         return Verdict::Allow;
     }
-    let namespace = if req.namespace.is_empty() {
-        old.metadata.namespace.as_deref().unwrap_or_default()
-    } else {
-        req.namespace.as_str()
+    let namespace = match review::namespace(req) {
+        "" => old.metadata.namespace.as_deref().unwrap_or_default(),
+        namespace => namespace,
     };
     let users = match state.lister.list_users(namespace).await {
         Ok(users) => users,

@@ -1,0 +1,276 @@
+//! The kube implementations of what the rules ask the cluster — the `SubjectAccessReview`
+//! ([`KubeAccessReviewer`]) and the uncached user list ([`KubeUserLister`]) — against a scripted
+//! kube client, alone and feeding the rules.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{Method, Request, Response};
+use http_body_util::{BodyExt as _, Full};
+use ichor_reconcilers::admission::access::{ichor_attributes, subject_access_review};
+use ichor_reconcilers::admission::fixtures::{
+    self, FakeLister, FakeReviewer, NAMESPACE, ROOT, operation, user, user_object,
+};
+use ichor_reconcilers::admission::{
+    AccessReviewer, AdmissionError, AdmissionState, KubeAccessReviewer, KubeUserLister, UserLister,
+    controller_identity, operations, users,
+};
+use k8s_openapi::api::authentication::v1::UserInfo;
+use serde_json::{Value, json};
+
+use super::{Denied, assert_denied, outcome};
+
+type Script = Arc<dyn Fn(Method, String, Value) -> Option<(u16, Value)> + Send + Sync>;
+
+/// Every request a scripted client saw: method, path and query, JSON body.
+type Seen = Arc<Mutex<Vec<(Method, String, Value)>>>;
+
+/// A kube client whose HTTP side answers with `script(method, path?query, body)`; `None` never
+/// answers (a hung apiserver). Every request is recorded.
+fn scripted_client(script: Script) -> (kube::Client, Seen) {
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let service = tower::service_fn(move |request: Request<kube::client::Body>| {
+        let script = script.clone();
+        let log = log.clone();
+        async move {
+            let method = request.method().clone();
+            let path = request
+                .uri()
+                .path_and_query()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let bytes = request.into_body().collect().await.unwrap().to_bytes();
+            let body: Value = if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).unwrap()
+            };
+            log.lock()
+                .unwrap()
+                .push((method.clone(), path.clone(), body.clone()));
+            match script(method, path, body) {
+                Some((status, answer)) => Ok::<_, Infallible>(
+                    Response::builder()
+                        .status(status)
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::from(serde_json::to_vec(&answer).unwrap())))
+                        .unwrap(),
+                ),
+                None => std::future::pending().await,
+            }
+        }
+    });
+    (kube::Client::new(service, "default"), seen)
+}
+
+/// A client that answers every request with `status` and `answer`.
+fn answering(status: u16, answer: Value) -> kube::Client {
+    scripted_client(Arc::new(move |_, _, _| Some((status, answer.clone())))).0
+}
+
+/// A client that never answers.
+fn hung() -> kube::Client {
+    scripted_client(Arc::new(|_, _, _| None)).0
+}
+
+/// A client that answers each `SubjectAccessReview` with `allowed` and `denied`.
+fn reviewing(allowed: bool, denied: Option<bool>) -> (kube::Client, Seen) {
+    scripted_client(Arc::new(move |_, _, body| {
+        let mut answer = body;
+        answer["status"] = json!({"allowed": allowed});
+        if let Some(d) = denied {
+            answer["status"]["denied"] = json!(d);
+        }
+        Some((201, answer))
+    }))
+}
+
+fn alice() -> UserInfo {
+    UserInfo {
+        username: Some("ichor:alice".to_owned()),
+        uid: Some("u-1".to_owned()),
+        groups: Some(vec!["ichor:operator".to_owned()]),
+        extra: Some(BTreeMap::from([("scopes".to_owned(), vec!["a".to_owned()])])),
+    }
+}
+
+/// A `shutdown` operation created by root, decided with `reviewer`.
+async fn start_shutdown(reviewer: Arc<dyn AccessReviewer>) -> Result<(), String> {
+    let state = AdmissionState::new(
+        reviewer,
+        Arc::new(FakeLister::default()),
+        controller_identity(NAMESPACE),
+    );
+    let new = operation("shutdown", None);
+    let request = fixtures::request(operations::KIND, "CREATE", &ROOT, new, Value::Null).unwrap();
+    outcome(operations::review(&state, &request).await)
+}
+
+// === The SubjectAccessReview ===
+
+#[tokio::test]
+async fn the_kube_reviewer_posts_a_subject_access_review_for_the_requests_user() {
+    let (client, seen) = reviewing(true, None);
+    let reviewer = KubeAccessReviewer::new(client);
+    let attrs = ichor_attributes("start", "talosoperations", "etcd-restore", NAMESPACE, "op-1");
+    assert!(reviewer.allowed(&alice(), &attrs).await.unwrap());
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    let (method, path, body) = &seen[0];
+    assert_eq!(method, Method::POST);
+    assert!(
+        path.starts_with("/apis/authorization.k8s.io/v1/subjectaccessreviews"),
+        "{path}"
+    );
+    assert_eq!(
+        *body,
+        serde_json::to_value(subject_access_review(&alice(), &attrs)).unwrap()
+    );
+    assert_eq!(body["spec"]["user"], "ichor:alice");
+    assert_eq!(body["spec"]["uid"], "u-1");
+    assert_eq!(body["spec"]["groups"], json!(["ichor:operator"]));
+    assert_eq!(body["spec"]["extra"], json!({"scopes": ["a"]}));
+    assert_eq!(
+        body["spec"]["resourceAttributes"],
+        json!({"group": "ichor.maesh.dev", "name": "op-1", "namespace": NAMESPACE, "resource": "talosoperations", "subresource": "etcd-restore", "verb": "start"})
+    );
+}
+
+#[tokio::test]
+async fn the_kube_reviewer_reads_denied_and_not_allowed_as_no() {
+    for (allowed, denied) in [(false, None), (false, Some(true)), (true, Some(true))] {
+        let attrs = ichor_attributes("update", "talosclusters", "authentication", NAMESPACE, "prod");
+        let reviewer = KubeAccessReviewer::new(reviewing(allowed, denied).0);
+        assert!(
+            !reviewer.allowed(&alice(), &attrs).await.unwrap(),
+            "{allowed} {denied:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_kube_reviewer_reports_an_apiserver_error() {
+    let client = answering(
+        403,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "subjectaccessreviews is forbidden", "reason": "Forbidden", "code": 403}),
+    );
+    let attrs = ichor_attributes("update", "talosclusters", "authentication", NAMESPACE, "prod");
+    let error = KubeAccessReviewer::new(client)
+        .allowed(&alice(), &attrs)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, AdmissionError::AccessReview(_)), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .starts_with("authorization could not be checked"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_hung_subject_access_review_times_out_and_the_webhook_refuses() {
+    let reviewer = Arc::new(KubeAccessReviewer::with_timeout(
+        hung(),
+        Duration::from_millis(200),
+    ));
+    let attrs = ichor_attributes("start", "talosoperations", "shutdown", NAMESPACE, "op-1");
+    let error = reviewer.allowed(&alice(), &attrs).await.unwrap_err();
+    assert!(
+        matches!(error, AdmissionError::AccessReviewTimeout(_)),
+        "{error:?}"
+    );
+    assert_denied(
+        start_shutdown(reviewer).await,
+        &[Denied::Contains(
+            "authorization could not be checked: the SubjectAccessReview did not answer within 200ms",
+        )],
+    );
+}
+
+#[tokio::test]
+async fn a_granted_subject_access_review_through_kube_admits_the_request() {
+    let reviewer = Arc::new(KubeAccessReviewer::new(reviewing(true, None).0));
+    assert_eq!(start_shutdown(reviewer).await, Ok(()));
+}
+
+// === The uncached user list ===
+
+fn user_list(items: &[(&str, &[&str], bool)], next: Option<&str>) -> Value {
+    json!({
+        "apiVersion": "ichor.maesh.dev/v1alpha1",
+        "kind": "IchorUserList",
+        "metadata": {"resourceVersion": "42", "continue": next.unwrap_or("")},
+        "items": items.iter().map(|(n, r, d)| serde_json::to_value(user_object(n, r, *d)).unwrap()).collect::<Vec<_>>()
+    })
+}
+
+#[tokio::test]
+async fn the_kube_lister_reads_every_page_from_the_apiserver() {
+    let (client, seen) = scripted_client(Arc::new(|method, path, _| {
+        assert_eq!(method, Method::GET);
+        if path.contains("continue=page2") {
+            Some((200, user_list(&[("cy", &["viewer"], false)], None)))
+        } else {
+            Some((
+                200,
+                user_list(
+                    &[("ann", &["admin"], false), ("bo", &["admin"], true)],
+                    Some("page2"),
+                ),
+            ))
+        }
+    }));
+    let users = KubeUserLister::new(client).list_users(NAMESPACE).await.unwrap();
+    let names: Vec<_> = users.iter().map(|u| u.metadata.name.clone().unwrap()).collect();
+    assert_eq!(names, ["ann", "bo", "cy"]);
+    assert!(users[1].spec.disabled);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen[0]
+            .1
+            .starts_with("/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers?"),
+        "{}",
+        seen[0].1
+    );
+    assert!(seen[0].1.contains("limit=500"), "{}", seen[0].1);
+    assert!(
+        !seen[0].1.contains("resourceVersion"),
+        "an uncached list asks for the latest state: {}",
+        seen[0].1
+    );
+}
+
+#[tokio::test]
+async fn the_kube_lister_feeds_the_last_admin_rule_and_fails_closed() {
+    let client = answering(200, user_list(&[("ann", &["admin"], false)], None));
+    let state = AdmissionState::new(
+        Arc::new(FakeReviewer::default()),
+        Arc::new(KubeUserLister::new(client)),
+        controller_identity(NAMESPACE),
+    );
+    let old = user("ann", &["admin"], false);
+    let request = fixtures::request(users::KIND, "DELETE", &ROOT, Value::Null, old).unwrap();
+    let got = outcome(users::review(&state, &request).await);
+    assert_denied(got, &[Denied::Contains("last enabled admin")]);
+
+    let client = answering(
+        500,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "etcdserver: request timed out", "code": 500}),
+    );
+    let error = KubeUserLister::new(client)
+        .list_users(NAMESPACE)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, AdmissionError::ListUsers(_)), "{error:?}");
+    let error = KubeUserLister::with_timeout(hung(), Duration::from_millis(100))
+        .list_users(NAMESPACE)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, AdmissionError::ListUsersTimeout(_)), "{error:?}");
+}

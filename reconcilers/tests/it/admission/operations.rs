@@ -1,0 +1,125 @@
+//! `TalosOperation`: a destructive kind needs `start` on its subresource of `talosoperations`;
+//! the controller's own identity is exempt.
+
+use ichor_reconcilers::admission::access::ichor_attributes;
+use ichor_reconcilers::admission::controller_identity;
+use ichor_reconcilers::admission::fixtures::{NAMESPACE, OPERATOR, ROOT, VIEWER, Who, operation};
+use serde_json::Value;
+
+use super::{Denied, Fakes, OPERATION, assert_denied};
+
+#[tokio::test]
+async fn destructive_kinds_need_start_on_their_subresource() {
+    let cases = [
+        ("shutdown", None, "shutdown"),
+        ("ca-rotation", None, "ca-rotation"),
+        ("etcd-restore", None, "etcd-restore"),
+        ("node", Some("reset"), "node-reset"),
+        ("node", Some("shutdown"), "node-shutdown"),
+    ];
+    for (kind, action, sub) in cases {
+        let right = format!("talosoperations/{sub}");
+        let allowed = Fakes::granting(&[("start", right.as_str())]);
+        assert_eq!(
+            allowed
+                .decide(OPERATION, "CREATE", &ROOT, operation(kind, action), Value::Null)
+                .await,
+            Ok(()),
+            "{kind} {action:?}"
+        );
+        assert_eq!(
+            allowed.reviewer.calls()[0].1,
+            ichor_attributes("start", "talosoperations", sub, NAMESPACE, "op-1")
+        );
+        assert_denied(
+            Fakes::none()
+                .decide(
+                    OPERATION,
+                    "CREATE",
+                    &OPERATOR,
+                    operation(kind, action),
+                    Value::Null,
+                )
+                .await,
+            &[Denied::Contains(&format!("verb \"start\" on {right}"))],
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_denial_names_the_field() {
+    let f = Fakes::none();
+    assert_eq!(
+        f.decide(OPERATION, "CREATE", &OPERATOR, operation("ca-rotation", None), Value::Null).await,
+        Err("spec.kind: starting a \"ca-rotation\" operation needs verb \"start\" on talosoperations/ca-rotation in \
+             namespace \"ichor-system\", which user \"ichor:olga\" does not hold"
+            .to_owned())
+    );
+    assert_denied(
+        f.decide(
+            OPERATION,
+            "CREATE",
+            &OPERATOR,
+            operation("node", Some("reset")),
+            Value::Null,
+        )
+        .await,
+        &[Denied::StartsWith("spec.action: starting a node \"reset\"")],
+    );
+}
+
+#[tokio::test]
+async fn other_kinds_need_no_right() {
+    let f = Fakes::none();
+    for (kind, action) in [
+        ("config", None),
+        ("node", Some("reboot")),
+        ("upgrade", None),
+        ("cni", None),
+    ] {
+        assert_eq!(
+            f.decide(OPERATION, "CREATE", &VIEWER, operation(kind, action), Value::Null)
+                .await,
+            Ok(()),
+            "{kind}"
+        );
+    }
+    assert!(f.reviewer.calls().is_empty());
+}
+
+#[tokio::test]
+async fn the_controllers_own_identity_is_exempt() {
+    let f = Fakes::none();
+    let me = controller_identity(NAMESPACE);
+    let controller = Who {
+        user: &me,
+        groups: &["system:serviceaccounts", "system:serviceaccounts:ichor-system"],
+    };
+    let restore = || operation("etcd-restore", None);
+    assert_eq!(
+        f.decide(OPERATION, "CREATE", &controller, restore(), Value::Null)
+            .await,
+        Ok(())
+    );
+    assert!(f.reviewer.calls().is_empty());
+    // Another ServiceAccount of the same namespace is not.
+    let other = Who {
+        user: "system:serviceaccount:ichor-system:ichor-ui",
+        groups: &[],
+    };
+    assert!(
+        f.decide(OPERATION, "CREATE", &other, restore(), Value::Null)
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_talos_operation_update_is_refused_as_not_admitted() {
+    let f = Fakes::none();
+    let config = || operation("config", None);
+    assert_denied(
+        f.decide(OPERATION, "UPDATE", &ROOT, config(), config()).await,
+        &[Denied::StartsWith("request.operation: \"UPDATE\"")],
+    );
+}

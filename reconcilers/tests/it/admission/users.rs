@@ -1,0 +1,229 @@
+//! `IchorUser`: the grant rule and the last-enabled-admin rule.
+
+use ichor_reconcilers::admission::fixtures::{
+    FakeLister, FakeReviewer, NAMESPACE, OPERATOR, ROOT, VIEWER, Who, user,
+};
+use serde_json::{Value, json};
+
+use super::{Denied, Fakes, USER, assert_denied};
+
+// === The grant rule ===
+
+/// A create of user `name` with roles by a requester, and its answer (`Err`: the exact message).
+type Create<'a> = (&'a Who<'a>, &'a str, &'a [&'a str], Result<(), &'a str>);
+
+/// Runs each create against `f` and checks its answer.
+async fn creates(f: &Fakes, cases: &[Create<'_>]) {
+    for (who, name, roles, expected) in cases {
+        let new = user(name, roles, false);
+        let got = f.decide(USER, "CREATE", who, new, Value::Null).await;
+        assert_eq!(got, expected.map_err(str::to_owned), "{} {roles:?}", who.user);
+    }
+}
+
+#[tokio::test]
+async fn an_admin_may_create_an_admin() {
+    let f = Fakes::none();
+    creates(&f, &[(&ROOT, "ann", &["admin", "auditor"], Ok(()))]).await;
+    assert_eq!(f.lister.calls(), 0, "a create never lists the other users");
+}
+
+#[tokio::test]
+async fn an_operator_may_not_create_an_admin_and_the_message_is_the_apis() {
+    let message = "spec.roles: you may not grant role \"admin\": it is above your highest role \"operator\"";
+    creates(
+        &Fakes::none(),
+        &[(&OPERATOR, "ann", &["viewer", "admin"], Err(message))],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_viewer_may_create_a_viewer_but_not_an_operator() {
+    let message = "spec.roles: you may not grant role \"operator\": it is above your highest role \"viewer\"";
+    let cases: [Create<'_>; 2] = [
+        (&VIEWER, "bo", &["viewer"], Ok(())),
+        (&VIEWER, "bo", &["operator"], Err(message)),
+    ];
+    creates(&Fakes::none(), &cases).await;
+}
+
+#[tokio::test]
+async fn a_custom_role_needs_a_literal_match() {
+    let message = "spec.roles: you may not grant role \"auditor\": you do not hold it";
+    creates(&Fakes::none(), &[(&OPERATOR, "bo", &["auditor"], Err(message))]).await;
+}
+
+#[tokio::test]
+async fn an_update_checks_only_the_roles_it_adds() {
+    let f = Fakes::none();
+    // The operator renames an admin's display data; the admin role was already there.
+    let mut renamed = user("ann", &["admin"], false);
+    renamed["spec"]["displayName"] = json!("Ann B.");
+    let old = user("ann", &["admin"], false);
+    assert_eq!(f.decide(USER, "UPDATE", &OPERATOR, renamed, old).await, Ok(()));
+    // Adding admin is refused.
+    let (new, old) = (
+        user("bo", &["viewer", "admin"], false),
+        user("bo", &["viewer"], false),
+    );
+    assert_denied(
+        f.decide(USER, "UPDATE", &OPERATOR, new, old).await,
+        &[Denied::Contains("\"admin\"")],
+    );
+}
+
+#[tokio::test]
+async fn identities_that_are_not_ichor_ones_are_not_limited_by_the_grant_rule() {
+    let external = Who {
+        user: "oidc:bob@example.com",
+        groups: &["oidc:platform", "system:authenticated"],
+    };
+    creates(&Fakes::none(), &[(&external, "ann", &["admin"], Ok(()))]).await;
+}
+
+// === The last-enabled-admin rule ===
+
+const LAST_ADMIN_ANN: &str = "cannot disable, demote or delete the last enabled admin \"ann\": make another user an enabled admin first";
+
+/// Ann, the only enabled admin, disabled by root.
+fn disable_ann() -> (Value, Value) {
+    (user("ann", &["admin"], true), user("ann", &["admin"], false))
+}
+
+/// Ann, an enabled admin, deleted: no new object.
+fn delete_ann() -> (Value, Value) {
+    (Value::Null, user("ann", &["admin"], false))
+}
+
+#[tokio::test]
+async fn refuses_disabling_the_last_enabled_admin_after_an_uncached_list() {
+    let f = Fakes::listing(&[
+        ("ann", &["admin"], false),
+        ("bo", &["viewer"], false),
+        ("cy", &["admin"], true),
+    ]);
+    let (new, old) = disable_ann();
+    assert_eq!(
+        f.decide(USER, "UPDATE", &ROOT, new, old).await,
+        Err(format!("spec.disabled: {LAST_ADMIN_ANN}"))
+    );
+    assert_eq!(f.lister.namespaces(), vec![NAMESPACE.to_owned()]);
+}
+
+#[tokio::test]
+async fn refuses_demoting_or_deleting_the_last_enabled_admin() {
+    let f = Fakes::listing(&[("ann", &["admin"], false)]);
+    let (new, old) = (user("ann", &["viewer"], false), user("ann", &["admin"], false));
+    assert_denied(
+        f.decide(USER, "UPDATE", &ROOT, new, old).await,
+        &[Denied::StartsWith("spec.roles: cannot disable, demote")],
+    );
+    let (new, old) = delete_ann();
+    assert_eq!(
+        f.decide(USER, "DELETE", &ROOT, new, old).await,
+        Err(LAST_ADMIN_ANN.to_owned())
+    );
+}
+
+#[tokio::test]
+async fn allows_it_when_another_enabled_admin_exists() {
+    let f = Fakes::listing(&[("ann", &["admin"], false), ("dee", &["admin", "viewer"], false)]);
+    let (new, old) = delete_ann();
+    assert_eq!(f.decide(USER, "DELETE", &ROOT, new, old).await, Ok(()));
+    assert_eq!(f.lister.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_change_that_keeps_every_enabled_admin_needs_no_list() {
+    let f = Fakes::none();
+    let cases = [
+        (
+            "UPDATE",
+            "bo",
+            user("bo", &["viewer"], true),
+            user("bo", &["viewer"], false),
+        ),
+        (
+            "UPDATE",
+            "ann",
+            user("ann", &["admin", "viewer"], false),
+            user("ann", &["admin"], false),
+        ),
+        ("DELETE", "cy", Value::Null, user("cy", &["admin"], true)),
+    ];
+    for (operation, name, new, old) in cases {
+        assert_eq!(f.decide(USER, operation, &ROOT, new, old).await, Ok(()), "{name}");
+    }
+    assert_eq!(f.lister.calls(), 0);
+}
+
+#[tokio::test]
+async fn system_identities_and_system_masters_are_exempt_from_the_last_admin_rule() {
+    let f = Fakes::listing(&[("ann", &["admin"], false)]);
+    let namespace_controller = Who {
+        user: "system:serviceaccount:kube-system:namespace-controller",
+        groups: &["system:serviceaccounts", "system:authenticated"],
+    };
+    let override_cert = Who {
+        user: "admin",
+        groups: &["system:masters", "system:authenticated"],
+    };
+    let (new, old) = delete_ann();
+    assert_eq!(
+        f.decide(USER, "DELETE", &namespace_controller, new, old).await,
+        Ok(())
+    );
+    let (new, old) = disable_ann();
+    assert_eq!(f.decide(USER, "UPDATE", &override_cert, new, old).await, Ok(()));
+    assert_eq!(f.lister.calls(), 0, "exempt requests never list");
+}
+
+#[tokio::test]
+async fn an_object_already_being_deleted_is_not_guarded() {
+    let f = Fakes::listing(&[("ann", &["admin"], false)]);
+    let mut stored = user("ann", &["admin"], false);
+    stored["metadata"]["deletionTimestamp"] = json!("2026-11-29T10:00:00Z");
+    stored["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+    let mut released = stored.clone();
+    released["metadata"]["finalizers"] = json!([]);
+    released["spec"]["disabled"] = json!(true);
+    assert_eq!(
+        f.decide(USER, "UPDATE", &ROOT, released, stored.clone()).await,
+        Ok(())
+    );
+    assert_eq!(f.decide(USER, "DELETE", &ROOT, Value::Null, stored).await, Ok(()));
+    assert_eq!(f.lister.calls(), 0);
+}
+
+#[tokio::test]
+async fn a_failed_user_list_refuses_the_change() {
+    let f = Fakes::new(FakeReviewer::default(), FakeLister::failing());
+    let (new, old) = delete_ann();
+    assert_denied(
+        f.decide(USER, "DELETE", &ROOT, new, old).await,
+        &[
+            Denied::Contains("could not be listed"),
+            Denied::Contains("refused until it can be checked"),
+        ],
+    );
+}
+
+// === The objects ===
+
+#[tokio::test]
+async fn a_missing_or_undecodable_object_is_refused() {
+    let f = Fakes::none();
+    assert_eq!(
+        f.decide(USER, "CREATE", &ROOT, Value::Null, Value::Null).await,
+        Err("request.object: required: the IchorUser is missing".to_owned())
+    );
+    let mut bad = user("ann", &[], false);
+    bad["spec"]["roles"] = json!("admin");
+    assert_denied(
+        f.decide(USER, "CREATE", &ROOT, bad, Value::Null).await,
+        &[Denied::StartsWith(
+            "request.object: not a valid IchorUser: spec.roles",
+        )],
+    );
+}
