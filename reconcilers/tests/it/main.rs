@@ -1,4 +1,9 @@
-//! The integration tests of `ichor-reconcilers`, one binary with a module per area.
+//! The integration tests of `ichor-reconcilers`, one binary with a module per area (the real
+//! control-plane tests are the binary `cluster`, run one at a time by nextest's control-plane
+//! group).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod admission;
+mod apply;
+mod chart_contract;
+mod run;

@@ -1,6 +1,6 @@
 // Command authn-validate is the kube-apiserver's own decoding and validation of an
 // AuthenticationConfiguration, over a stream of cases, for the differential test of
-// `ichor authn validate` (golden/tests/apiserver_validator.rs).
+// `ichor authn validate` (golden/tests/it/apiserver_validator/).
 //
 // Input: one JSON object per line on stdin,
 //

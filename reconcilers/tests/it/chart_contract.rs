@@ -1,6 +1,5 @@
 //! The chart's controller Deployment against the binary it runs: every argument parses and every
 //! environment variable it sets is one `ichor-controller run` reads (clap names them in --help).
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::process::Command;
 

@@ -36,7 +36,7 @@ pub struct Case {
     pub text: String,
 }
 
-const TEST_CA: &str = include_str!("../../../renderers/src/authn/testdata/test-ca.pem");
+const TEST_CA: &str = include_str!("../../../../renderers/src/authn/testdata/test-ca.pem");
 const ENDPOINT: &str = "https://cp.example.net:6443";
 
 /// Every case, in a fixed order.
@@ -52,14 +52,14 @@ pub fn all() -> Vec<Case> {
 /// first issuer disallowed.
 fn golden() -> Vec<Case> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<_> = ["tests/snapshots", "../renderers/src/authn/snapshots"]
+    let mut files: Vec<_> = ["tests/it/snapshots", "../renderers/src/authn/snapshots"]
         .iter()
         .flat_map(|d| std::fs::read_dir(root.join(d)).expect("a snapshot directory"))
         .map(|e| e.expect("a directory entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "snap"))
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with("render__") || name.starts_with("ichor_renderers__authn__")
+            name.starts_with("it__render__") || name.starts_with("ichor_renderers__authn__")
         })
         .collect();
     files.sort();

@@ -10,8 +10,8 @@
 //! regenerate after a deliberate change:
 //!
 //! ```text
-//! cargo test -p ichor-golden --test journals -- --ignored regenerate_journals
-//! INSTA_UPDATE=always cargo test -p ichor-golden --test journals
+//! cargo test -p ichor-golden --test it -- --ignored journals::regenerate_journals
+//! INSTA_UPDATE=always cargo test -p ichor-golden --test it journals::
 //! ```
 
 use std::fs::File;

@@ -3,7 +3,6 @@
 //! election's faults against a scripted API server (a lost race, an unreachable server). The
 //! election itself (a missing Lease created, a held one taken only once its record stood still)
 //! runs against a real apiserver in `tests/cluster`.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

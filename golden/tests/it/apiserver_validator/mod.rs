@@ -5,7 +5,7 @@
 //! the Go binary over every case.
 //!
 //! The cases are every golden `AuthenticationConfiguration` (each `configuration` in
-//! golden/tests/snapshots/render__*.snap and renderers/src/authn/snapshots/*.snap), the renderer's
+//! golden/tests/it/snapshots/it__render__*.snap and renderers/src/authn/snapshots/*.snap), the renderer's
 //! own output for every fixture shape (valid or not), a list of hand-picked edge files, and
 //! [`cases::GENERATED`] configurations drawn with a fixed seed from a strategy biased to the edges
 //! of every rule (see `apiserver_validator/cases.rs`), each written as YAML or JSON.
@@ -28,7 +28,6 @@
 //! disagreement with its first examples.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "apiserver_validator/cases.rs"]
 mod cases;
 
 use std::{

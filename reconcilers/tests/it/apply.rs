@@ -5,7 +5,6 @@
 //! the controller off input kinds, and the webhook certificate's details. The ordinary writes (the
 //! trust ConfigMap applied, a status through its subresource, an effect's Secret created, a
 //! credentials key removed) are proven against a real apiserver in `tests/cluster`.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
