@@ -1,0 +1,216 @@
+//! The flags of `ichor-issuer` (each with an environment variable) and their bounds.
+
+use clap::{Parser, ValueEnum};
+use ichor_server::logging::LogFormat;
+use jiff::SignedDuration;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::*;
+
+/// Default mount of the `ichor-oidc-tls` Secret (`tls.crt`, `tls.key`).
+pub const DEFAULT_ICHOR_TLS_DIR: &str = "/var/run/ichor/oidc-tls";
+/// Default path of `keys.json` in the mounted `ichor-oidc-signing` Secret.
+pub const DEFAULT_KEYS_FILE: &str = "/var/run/ichor/oidc-signing/keys.json";
+/// Shortest accepted `--token-ttl`.
+pub const MIN_TOKEN_TTL: SignedDuration = SignedDuration::from_mins(1);
+/// Longest accepted `--token-ttl`.
+pub const MAX_TOKEN_TTL: SignedDuration = SignedDuration::from_mins(15);
+/// Shortest accepted `--refresh-lifetime`.
+pub const MIN_REFRESH_LIFETIME: SignedDuration = SignedDuration::from_hours(1);
+/// Longest accepted `--refresh-lifetime`.
+pub const MAX_REFRESH_LIFETIME: SignedDuration = SignedDuration::from_hours(720);
+/// The cluster CA a pod's ServiceAccount mount holds (public data): `--kube-ca-file`'s default
+/// with `--store kube`.
+pub const IN_CLUSTER_CA_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+/// The largest `--kube-ca-file` read (a CA bundle is a few KiB; the same bound as `ichor dev`).
+pub const MAX_KUBE_CA_BYTES: u64 = 256 * 1024;
+/// The default `--kube-cluster-name`.
+pub const DEFAULT_KUBE_CLUSTER_NAME: &str = "ichor";
+
+const EXAMPLES: &str = "\
+Examples:
+  # In a cluster (the helm chart's arguments): the Ichor leaf on both listeners
+  ichor-issuer --external-url https://ichor.example.com \\
+    --ichor-tls-dir /var/run/ichor/oidc-tls --keys-file /var/run/ichor/oidc-signing/keys.json
+
+  # The operator's certificate on 8443 (cert-manager renewals are picked up without a restart)
+  ichor-issuer --external-url https://ichor.example.com \\
+    --tls-cert-file /etc/ichor/ui-tls/tls.crt --tls-key-file /etc/ichor/ui-tls/tls.key \\
+    --trusted-proxy 10.0.0.0/8 --log-format json
+
+  # On one machine, with files for users and state
+  ichor-issuer --external-url https://127.0.0.1:8443 --listen 127.0.0.1:8443 \\
+    --internal-listen 127.0.0.1:8444 --store local \\
+    --local-users-dir ./users --local-state-dir ./state \\
+    --ichor-tls-dir ./state/oidc-tls --keys-file ./state/oidc-signing/keys.json";
+
+/// Where users and credentials are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// `IchorUser` objects and the `ichor-user-credentials` Secret (in a cluster).
+    Kube,
+    /// Files: a directory of `IchorUser` manifests and a state directory (`ichor dev`).
+    Local,
+}
+
+/// The flags of `ichor-issuer`, as given (see [`Flags::validate`]).
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "ichor-issuer",
+    version,
+    about = "The Ichor OpenID Connect issuer: sign-in for the Ichor UI and CLI, ID tokens for the kube-apiserver.",
+    after_help = EXAMPLES
+)]
+pub struct Flags {
+    /// The issuer's public URL (https), exactly as the kube-apiserver and the clients see it;
+    /// it is the `iss` of every token.
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_URL", value_name = "URL")]
+    pub external_url: String,
+
+    /// Address of the external HTTPS listener (OIDC, UI, API, health, metrics).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_LISTEN",
+        default_value = "0.0.0.0:8443",
+        value_name = "ADDR:PORT"
+    )]
+    pub listen: SocketAddr,
+
+    /// Address of the internal HTTPS listener (discovery and JWKS for the kube-apiserver, served
+    /// with the Ichor leaf).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_INTERNAL_LISTEN",
+        default_value = "0.0.0.0:8444",
+        value_name = "ADDR:PORT"
+    )]
+    pub internal_listen: SocketAddr,
+
+    /// The operator's certificate chain (PEM) for the external listener; with --tls-key-file.
+    /// Default: the Ichor leaf from --ichor-tls-dir.
+    #[arg(long, env = "ICHOR_ISSUER_TLS_CERT_FILE", value_name = "PATH")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert-file.
+    #[arg(long, env = "ICHOR_ISSUER_TLS_KEY_FILE", value_name = "PATH")]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// The mounted `ichor-oidc-tls` Secret (files `tls.crt` and `tls.key`).
+    #[arg(long, env = "ICHOR_ISSUER_ICHOR_TLS_DIR", default_value = DEFAULT_ICHOR_TLS_DIR, value_name = "DIR")]
+    pub ichor_tls_dir: PathBuf,
+
+    /// The `keys.json` of the mounted `ichor-oidc-signing` Secret.
+    #[arg(long, env = "ICHOR_ISSUER_KEYS_FILE", default_value = DEFAULT_KEYS_FILE, value_name = "PATH")]
+    pub keys_file: PathBuf,
+
+    /// Where users and credentials live.
+    #[arg(long, env = "ICHOR_ISSUER_STORE", value_enum, default_value = "kube")]
+    pub store: StoreKind,
+
+    /// With --store local: the directory of `IchorUser` manifests.
+    #[arg(long, env = "ICHOR_ISSUER_LOCAL_USERS_DIR", value_name = "DIR")]
+    pub local_users_dir: Option<PathBuf>,
+
+    /// With --store local: the directory of credentials and other state.
+    #[arg(long, env = "ICHOR_ISSUER_LOCAL_STATE_DIR", value_name = "DIR")]
+    pub local_state_dir: Option<PathBuf>,
+
+    /// Lifetime of an ID token when `IchorInstallation.spec.users` does not set one (1m to 15m).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_TOKEN_TTL",
+        default_value = "5m",
+        value_name = "DURATION"
+    )]
+    pub token_ttl: String,
+
+    /// Absolute lifetime of a refresh-token family when `IchorInstallation.spec.users` does not
+    /// set one (1h to 720h).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_REFRESH_LIFETIME",
+        default_value = "12h",
+        value_name = "DURATION"
+    )]
+    pub refresh_lifetime: String,
+
+    /// A network (CIDR) of reverse proxies whose `X-Forwarded-For` is believed; repeatable
+    /// (comma-separated in the environment variable).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_TRUSTED_PROXY",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub trusted_proxy: Vec<String>,
+
+    /// Log line format.
+    #[arg(long, env = "ICHOR_ISSUER_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// The flags of the kubeconfigs `GetMyKubeconfig` serves (apart from [`Flags`], which `ichor
+/// dev` builds itself; the binary parses both, see [`IssuerArgs`]).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct KubeconfigFlags {
+    /// The kube-apiserver URL written into the kubeconfigs `GetMyKubeconfig` serves (https),
+    /// when the clients reach the cluster at another address than the issuer's own client does.
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_KUBE_API_SERVER_URL",
+        value_name = "URL",
+        visible_alias = "kube-api-server"
+    )]
+    pub kube_api_server_url: Option<String>,
+
+    /// The `tls-server-name` written into those kubeconfigs, when the server URL's host is not in
+    /// the kube-apiserver's certificate.
+    #[arg(long, env = "ICHOR_ISSUER_KUBE_API_TLS_SERVER_NAME", value_name = "DNS-NAME")]
+    pub kube_api_tls_server_name: Option<String>,
+
+    /// The cluster's CA certificate(s) (PEM, certificates only) written into those kubeconfigs.
+    /// With --store kube it defaults to the ServiceAccount's
+    /// /var/run/secrets/kubernetes.io/serviceaccount/ca.crt; when that is absent, kubeconfigs
+    /// carry no CA data (the client's system roots verify the server).
+    #[arg(long, env = "ICHOR_ISSUER_KUBE_CA_FILE", value_name = "PATH")]
+    pub kube_ca_file: Option<PathBuf>,
+
+    /// The cluster's name in those kubeconfigs (cluster and context entries).
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_KUBE_CLUSTER_NAME",
+        default_value = DEFAULT_KUBE_CLUSTER_NAME,
+        value_name = "NAME"
+    )]
+    pub kube_cluster_name: String,
+}
+
+/// Everything `ichor-issuer` parses: [`Flags`] and [`KubeconfigFlags`].
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "ichor-issuer",
+    version,
+    about = "The Ichor OpenID Connect issuer: sign-in for the Ichor UI and CLI, ID tokens for the kube-apiserver.",
+    after_help = EXAMPLES
+)]
+pub struct IssuerArgs {
+    /// The issuer's flags.
+    #[command(flatten)]
+    pub flags: Flags,
+    /// The kubeconfig flags.
+    #[command(flatten)]
+    pub kubeconfig: KubeconfigFlags,
+}
+
+impl IssuerArgs {
+    /// Checks all flags and builds the [`Config`].
+    ///
+    /// # Errors
+    /// The first flag refused.
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let mut config = self.flags.validate()?;
+        config.kubeconfig = self.kubeconfig.validate(&config.store)?;
+        Ok(config)
+    }
+}
