@@ -22,8 +22,8 @@
 //! A key is *retired* at `retireAfter` exactly (the bound is exclusive): at that instant it is
 //! neither signing nor published, and the timeline drops it from the document.
 
-use crate::trust::der::{Pkcs8Problem, pkcs8_rsa_modulus_bits};
 use crate::trust::json::Json;
+use crate::trust::pkcs8_rsa::{Pkcs8Problem, pkcs8_rsa_modulus_bits};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use jiff::Timestamp;

@@ -14,9 +14,9 @@
 //! - [`configmap`]: the rendered `ichor-oidc-trust` ConfigMap and its strict reader.
 
 pub mod configmap;
-mod der;
 mod json;
 pub mod keys;
+mod pkcs8_rsa;
 pub mod timeline;
 pub mod tls;
 
