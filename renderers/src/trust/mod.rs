@@ -16,7 +16,6 @@
 pub mod configmap;
 mod json;
 pub mod keys;
-mod pkcs8_rsa;
 pub mod timeline;
 pub mod tls;
 
