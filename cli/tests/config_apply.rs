@@ -481,7 +481,7 @@ impl Harness {
 
     /// The rendered KubeAuthenticationConfig, as the renderer makes it.
     fn rendered_document(&self) -> String {
-        let manifests = ichor_renderers::manifest::load_dir(&self.path("manifests")).unwrap();
+        let manifests = ichor_server::manifest_files::load_dir(&self.path("manifests")).unwrap();
         let report = ichor_renderers::cluster::render_manifests(&manifests);
         report.clusters[0].yaml.clone().unwrap()
     }

@@ -10,13 +10,32 @@ use std::{hint::black_box, path::Path, time::Duration};
 use criterion::{Criterion, criterion_group, criterion_main};
 use ichor_renderers::{
     cluster::render_cluster,
-    manifest::{load_dir, parse_file},
+    manifest::{parse_file, parse_files},
     trust::IssuerTrust,
 };
 
+/// The files of the fixture directory.
+const FIXTURE_FILES: [&str; 5] = [
+    "cluster.yaml",
+    "installation.yaml",
+    "machines.yaml",
+    "trust.yaml",
+    "users.yaml",
+];
+
 fn full_render(c: &mut Criterion) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../golden/fixtures/ichor-and-externals");
-    let Ok(m) = load_dir(&dir) else {
+    let mut files = Vec::with_capacity(FIXTURE_FILES.len());
+    for name in FIXTURE_FILES {
+        match std::fs::read(dir.join(name)) {
+            Ok(bytes) => files.push((name, bytes)),
+            Err(e) => {
+                eprintln!("cannot read the fixture file {name}: {e}; nothing to benchmark");
+                return;
+            }
+        }
+    }
+    let Ok(m) = parse_files(files.iter().map(|(name, bytes)| (*name, bytes.as_slice()))) else {
         eprintln!(
             "the fixture {} does not load; nothing to benchmark",
             dir.display()
@@ -42,9 +61,9 @@ fn full_render(c: &mut Criterion) {
             )
         })
     });
-    let cluster_yaml = std::fs::read(dir.join("cluster.yaml")).unwrap_or_default();
+    let cluster_yaml = &files[0].1;
     group.bench_function("parse_cluster_manifest", |b| {
-        b.iter(|| parse_file(black_box("cluster.yaml"), black_box(&cluster_yaml)))
+        b.iter(|| parse_file(black_box("cluster.yaml"), black_box(cluster_yaml)))
     });
     group.finish();
 }

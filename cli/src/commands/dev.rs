@@ -27,13 +27,12 @@ use ichor_issuer::api::ClusterInfo;
 use ichor_issuer::cli::{
     Flags, Listeners, MAX_TOKEN_TTL, MIN_TOKEN_TTL, RunOptions, StoreKind, local_routers, run as run_issuer,
 };
+use ichor_issuer::oidc::passwords::{generate_password, hash_password_random};
 use ichor_issuer::store::local::LocalStore;
 use ichor_issuer::store::{Change, StoreError, UserStore, modify_credentials};
 use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
 use ichor_reconcile::perform::OsKeyMaterial;
 use ichor_renderers::auth::credentials::CredentialsEntry;
-use ichor_renderers::auth::hash::hash_password_random;
-use ichor_renderers::auth::policy::generate_password;
 use ichor_renderers::trust::{KEYS_JSON, SIGNING_SECRET, TLS_SECRET};
 
 const EXAMPLES: &str = "\

@@ -17,8 +17,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
+use ichor_issuer::oidc::passwords::generate_password;
 use ichor_renderers::{
-    auth::{Password, credentials::CREDENTIALS_SECRET_NAME, policy::generate_password},
+    auth::{Password, credentials::CREDENTIALS_SECRET_NAME},
     crd::{IchorUser, NAMESPACE, TalosCluster},
 };
 use jiff::Timestamp;

@@ -3,7 +3,8 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::Args;
-use ichor_renderers::{cluster, manifest};
+use ichor_renderers::cluster;
+use ichor_server::manifest_files;
 
 use crate::OutputFormat;
 
@@ -30,7 +31,7 @@ pub struct RenderArgs {
 
 /// Run `ichor render`.
 pub fn run(args: RenderArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
-    let manifests = match manifest::load_dir(&args.dir) {
+    let manifests = match manifest_files::load_dir(&args.dir) {
         Ok(m) => m,
         Err(errors) => {
             eprintln!("{errors}");

@@ -17,7 +17,8 @@ use ichor_issuer::api::proto::{
     CreateUserRequest, RoleList, SetPasswordRequest, UpdateUserRequest, create_user_request::InitialPassword,
     set_password_request::NewPassword,
 };
-use ichor_renderers::auth::{Password, policy::generate_password};
+use ichor_issuer::oidc::passwords::generate_password;
+use ichor_renderers::auth::Password;
 use jiff::Timestamp;
 
 use crate::{

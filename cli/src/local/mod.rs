@@ -3,7 +3,7 @@
 //!
 //! # Source
 //! - The GitOps tree (`IchorUser`, `IchorInstallation`, `TalosCluster`, `TalosMachine` YAML,
-//!   read with [`ichor_renderers::manifest::load_dir`]), re-read on every [`LocalController::tick`]
+//!   read with [`ichor_server::manifest_files::load_dir`]), re-read on every [`LocalController::tick`]
 //!   and diffed against the previous read, so an edit takes effect without a restart. A tree
 //!   that does not parse keeps the previous objects (one bad save must not delete every user)
 //!   and the problems are reported. Objects without a namespace are placed in `ichor-system`.
@@ -35,7 +35,8 @@ use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
 use ichor_reconcile::memory::{ResourceVersions, applied, merge_into};
 use ichor_reconcile::perform::{self, KeyMaterial, Outcome};
 use ichor_reconcile::problem::{Problem, ProblemKind};
-use ichor_renderers::manifest::{ManifestErrors, load_dir};
+use ichor_renderers::manifest::ManifestErrors;
+use ichor_server::manifest_files::load_dir;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 

@@ -18,8 +18,8 @@
 use std::time::{Duration, Instant};
 
 use ichor_renderers::authn::{self, IchorTrust, ValidationOptions};
-use ichor_renderers::manifest::load_dir;
 use ichor_renderers::trust::{IssuerTrust, NAMESPACE, TRUST_CONFIGMAP};
+use ichor_server::manifest_files::load_dir;
 use ichor_testkit::consumers::repo_root;
 use ichor_testkit::control_plane::{ControlPlane, Options, SERVICE_ACCOUNT_ISSUER};
 

@@ -3,7 +3,8 @@
 //! condition, and the rollout plan; or the errors, each naming its field.
 
 use ichor_golden::{fixture, shapes};
-use ichor_renderers::{cluster::render_manifests, manifest::load_dir};
+use ichor_renderers::cluster::render_manifests;
+use ichor_server::manifest_files::load_dir;
 
 fn report(shape: &str) -> ichor_renderers::cluster::RenderReport {
     let manifests = load_dir(&fixture(shape)).unwrap_or_else(|e| panic!("fixture {shape} must load: {e}"));

@@ -2,15 +2,17 @@
 //! reloaded on change ([`reload`]), the rustls configuration whose certificate follows its files
 //! ([`tls`]), the HTTPS accept loop with graceful shutdown ([`serve()`]), health, readiness and
 //! Prometheus metrics ([`health`], [`metrics`]), trusted-proxy networks ([`cidr`]), log set-up
-//! ([`logging`]) and the shutdown signal ([`shutdown`]).
+//! ([`logging`]), the shutdown signal ([`shutdown`]) and the reading of a manifest tree from the
+//! file system ([`manifest_files`], whose parsing is `ichor_renderers`').
 //!
-//! Nothing here knows about OpenID Connect or Kubernetes: the issuer hands in its OIDC routers,
-//! the controller its admission router.
+//! Nothing here knows about OpenID Connect or talks to Kubernetes: the issuer hands in its OIDC
+//! routers, the controller its admission router.
 #![forbid(unsafe_code)]
 
 pub mod cidr;
 pub mod health;
 pub mod logging;
+pub mod manifest_files;
 pub mod metrics;
 pub mod reload;
 mod serve;

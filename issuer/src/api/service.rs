@@ -7,8 +7,7 @@ use ichor_renderers::{
     auth::{
         Password,
         credentials::CredentialsEntry,
-        hash::{Verification, hash_password_random, verify_password},
-        policy::generate_password,
+        hash::{Verification, verify_password},
         roles::{UserChange, UserState, check_grant, check_last_admin},
     },
     crd::{IchorUser, IchorUserSpec, NAMESPACE, UsersSettings},
@@ -16,6 +15,8 @@ use ichor_renderers::{
 };
 use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status};
+
+use crate::oidc::passwords::{generate_password, hash_password_random};
 
 use super::{
     access::{self, AccessReview},

@@ -1,12 +1,16 @@
 //! Password verification under the process-wide limit of [`super::HASH_PERMITS`] concurrent
-//! argon2id computations, on tokio's blocking pool, with a bounded queue in front of it.
+//! argon2id computations, on tokio's blocking pool, with a bounded queue in front of it; and the
+//! edge where a new hash gets its salt and a generated password its random bytes, both read from
+//! the operating system's random source (the pure rules in `ichor_renderers::auth` take them as
+//! input). The API and `ichor` use the same two functions.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ichor_renderers::auth::{
     Password,
-    hash::{Verification, hash_password_random, verify_dummy, verify_password_or_dummy},
+    hash::{HashError, SALT_LEN, Verification, hash_password, verify_dummy, verify_password_or_dummy},
+    policy::{GENERATOR_RANDOM_BYTES, GenerateError, generate_password_from},
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -114,6 +118,59 @@ impl HashGate {
     }
 }
 
+/// Hashing a new password failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NewHashError {
+    /// The operating system's random source failed while making a salt.
+    #[error("could not read {SALT_LEN} random bytes for a salt from the operating system: {0}")]
+    Random(String),
+    /// The password could not be hashed.
+    #[error(transparent)]
+    Hash(#[from] HashError),
+}
+
+/// The operating system's random source failed while generating a password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("could not read random bytes from the operating system to generate a password: {0}")]
+pub struct GeneratePasswordError(String);
+
+/// Hashes a password with the current parameters and a fresh salt from the operating system's
+/// random source (a new credentials entry, a set password, a rehash after sign-in).
+///
+/// # Errors
+/// [`NewHashError::Random`] when no salt could be read, [`NewHashError::Hash`] when
+/// [`hash_password`] refuses the password or argon2id fails.
+pub fn hash_password_random(password: &Password) -> Result<String, NewHashError> {
+    let mut salt = [0u8; SALT_LEN];
+    getrandom::fill(&mut salt).map_err(|e| NewHashError::Random(e.to_string()))?;
+    Ok(hash_password(password, &salt)?)
+}
+
+/// Generates a password from the operating system's random source with
+/// [`generate_password_from`], drawing more bytes in the rare case the first ones are not enough.
+/// It always satisfies the policy.
+///
+/// # Errors
+/// The operating system's random source failed.
+pub fn generate_password() -> Result<Password, GeneratePasswordError> {
+    let mut random = Vec::with_capacity(GENERATOR_RANDOM_BYTES);
+    let generated = loop {
+        let drawn = random.len();
+        random.resize(drawn + GENERATOR_RANDOM_BYTES, 0);
+        let fresh = random.get_mut(drawn..).unwrap_or_default();
+        if let Err(e) = getrandom::fill(fresh) {
+            break Err(GeneratePasswordError(e.to_string()));
+        }
+        match generate_password_from(&random) {
+            Ok(password) => break Ok(password),
+            Err(GenerateError::NotEnoughRandomness { .. }) => continue,
+        }
+    };
+    random.iter_mut().for_each(|b| *b = 0);
+    std::hint::black_box(&random);
+    generated
+}
+
 /// What a password check found.
 #[derive(Debug)]
 pub(crate) enum Checked {
@@ -218,6 +275,31 @@ mod tests {
         assert_eq!(first.await.expect("join"), Ok(()));
         assert_eq!(third.await.expect("join"), Ok(()));
         assert_eq!(gate.waiting(), 0);
+    }
+
+    #[test]
+    fn a_new_hash_has_a_fresh_salt_and_verifies_its_password() {
+        use ichor_renderers::auth::hash::verify_password;
+        let password = Password::new("correct horse battery staple");
+        let a = hash_password_random(&password).expect("hash");
+        let b = hash_password_random(&password).expect("hash");
+        assert!(a.starts_with("$argon2id$v=19$m=65536,t=3,p=4$"), "{a}");
+        assert_ne!(a, b, "two salts were equal");
+        assert_eq!(
+            verify_password(&password, &a),
+            Ok(Verification::Valid { needs_rehash: false })
+        );
+    }
+
+    #[test]
+    fn generates_24_characters_from_the_os_that_pass_the_policy() {
+        use ichor_renderers::auth::policy::{GENERATED_PASSWORD_LEN, GENERATOR_ALPHABET, check_password};
+        let a = generate_password().expect("a password");
+        let b = generate_password().expect("a password");
+        assert_eq!(a.expose().len(), GENERATED_PASSWORD_LEN);
+        assert!(a.expose().bytes().all(|c| GENERATOR_ALPHABET.contains(&c)));
+        assert_eq!(check_password(&a), Ok(()));
+        assert_ne!(a.expose(), b.expose(), "two generated passwords were equal");
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub enum Verification {
     /// The password matches.
     Valid {
         /// The stored hash uses another algorithm, version or parameters than new hashes do:
-        /// hash the password again with [`hash_password_random`] and store it.
+        /// hash the password again with [`hash_password`] and a fresh salt, and store it.
         needs_rehash: bool,
     },
     /// The password does not match (or the user is unknown, or the password is over-long).
@@ -110,9 +110,6 @@ pub enum HashError {
         /// Parallelism.
         p: u32,
     },
-    /// The operating system's random source failed while making a salt.
-    #[error("could not read {SALT_LEN} random bytes for a salt from the operating system: {0}")]
-    Random(String),
     /// The argon2 computation itself failed (for example, out of memory).
     #[error("argon2id hashing failed: {0}")]
     Argon2(String),
@@ -125,15 +122,12 @@ fn current_params() -> Result<Params, HashError> {
 /// Hashes a password with the current parameters and the given salt: pure and deterministic.
 /// Refuses a password over [`MAX_PASSWORD_BYTES`] (the policy's bound, which also bounds work);
 /// it does not apply the minimum, which is [`super::policy::check_password`]'s job.
+///
+/// # Assumptions
+/// A stored hash needs a salt of its own: the caller draws `salt` from the operating system's
+/// random source for every new hash (the issuer's `hash_password_random` does).
 pub fn hash_password(password: &Password, salt: &[u8; SALT_LEN]) -> Result<String, HashError> {
     hash_with_params(password, salt, current_params()?)
-}
-
-/// [`hash_password`] with a fresh salt from the operating system's random source.
-pub fn hash_password_random(password: &Password) -> Result<String, HashError> {
-    let mut salt = [0u8; SALT_LEN];
-    getrandom::fill(&mut salt).map_err(|e| HashError::Random(e.to_string()))?;
-    hash_password(password, &salt)
 }
 
 fn hash_with_params(password: &Password, salt: &[u8], params: Params) -> Result<String, HashError> {
@@ -307,7 +301,7 @@ mod tests {
     #[test]
     fn a_hash_at_current_parameters_verifies_its_password_and_not_another() {
         let password = Password::new("correct horse battery staple");
-        let phc = hash_password_random(&password).unwrap();
+        let phc = hash_password(&password, &SALT).unwrap();
         assert!(phc.starts_with("$argon2id$v=19$m=65536,t=3,p=4$"), "{phc}");
         assert_eq!(needs_rehash(&phc), Ok(false));
         assert_eq!(

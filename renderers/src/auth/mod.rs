@@ -10,8 +10,8 @@
 //! - [`user_name`]: the validated user name;
 //! - [`password`]: the in-memory password type with a redacting `Debug`.
 //!
-//! Nothing here reads a clock, the network or the environment except where a function says it
-//! reads the operating system's random source (`*_random`, `generate_password`).
+//! Nothing here reads a clock, the network, the environment or a random source: the salt of a
+//! new hash and the random bytes of a generated password are passed in by the caller.
 
 pub mod credentials;
 pub mod hash;

@@ -15,33 +15,20 @@ use std::fmt::Write as _;
 
 /// `strconv.Quote(s)`: a double-quoted Go string literal with Go's escapes.
 pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if is_go_printable(c) => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if (c as u32) < 0x10000 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let _ = write!(out, "\\U{:08x}", c as u32);
-            }
+    quoted(s, |out, c| match c {
+        '\u{7}' => out.push_str("\\a"),
+        '\u{b}' => out.push_str("\\v"),
+        c if is_go_printable(c) => out.push(c),
+        c if (c as u32) < 0x20 || c == '\u{7f}' => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
         }
-    }
-    out.push('"');
-    out
+        c if (c as u32) < 0x10000 => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => {
+            let _ = write!(out, "\\U{:08x}", c as u32);
+        }
+    })
 }
 
 /// Go's `unicode.IsPrint`, approximated (see the module documentation).
@@ -66,28 +53,13 @@ pub fn is_go_printable(c: char) -> bool {
 /// Go `encoding/json`'s rendering of a string: JSON escapes plus `<`, `>`, `&`, U+2028 and
 /// U+2029 as `\u` escapes (Go's default HTML-safe encoder).
 pub fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    quoted(s, |out, c| {
+        if (c as u32) < 0x20 || is_html_special(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
         }
-    }
-    out.push('"');
-    out
+    })
 }
 
 /// Applies Go `encoding/json`'s HTML-safe escaping to JSON text produced by `serde_json`
@@ -95,14 +67,40 @@ pub fn json_string(s: &str) -> String {
 pub fn go_json_escape(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
-        match c {
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+        if is_html_special(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
         }
     }
     out
+}
+
+/// `s` between double quotes, with the escapes `strconv.Quote` and `encoding/json` share
+/// (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`); `other` writes every other character.
+fn quoted(s: &str, other: impl Fn(&mut String, char)) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => other(&mut out, c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The characters Go's HTML-safe JSON encoder writes as `\u` escapes: `<`, `>`, `&`, U+2028 and
+/// U+2029.
+fn is_html_special(c: char) -> bool {
+    matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}')
 }
 
 #[cfg(test)]

@@ -516,5 +516,4 @@ fn validate_user_rules(rules: &[UserValidationRule], p: &str, errs: &mut Vec<Fie
 }
 
 #[cfg(test)]
-#[path = "validate_tests.rs"]
 mod tests;

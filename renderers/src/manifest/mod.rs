@@ -1,13 +1,11 @@
-//! Reading a directory of manifests: the GitOps tree `ichor render --dir DIR` renders from and
-//! `ichor dev` runs on.
+//! Parsing a tree of manifests: the GitOps tree `ichor render --dir DIR` renders from and
+//! `ichor dev` runs on. Reading the tree from the file system is the edge's (the walk in
+//! `ichor-server`'s `manifest_files`); it hands every file's name and content to a
+//! [`TreeParser`], with any problem it met reading them.
 //!
-//! # What is read
-//! - Every `*.yaml`, `*.yml` and `*.json` file (extension in any case) in the directory and,
-//!   recursively, its sub-directories (at most [`MAX_DIR_DEPTH`] deep), in sorted order. Entries
-//!   whose name starts with `.` (`.git`, the `..data` links of a mounted ConfigMap) are skipped;
-//!   symbolic links to files are followed, to directories not (no loops). `kustomization.yaml`
-//!   (and `.yml`, `Kustomization`) is kustomize's build file, not an object, and is skipped.
-//! - Multi-document YAML (`---`); a JSON file is one document. Empty documents are skipped.
+//! # What is parsed
+//! - Multi-document YAML (`---`); a file whose name ends in `.json` (any case) is one JSON
+//!   document. Empty documents are skipped.
 //! - Kinds: `TalosCluster`, `TalosMachine`, `IchorUser`, `IchorInstallation`
 //!   (`ichor.maesh.dev/v1alpha1`) and `ConfigMap` (`v1`, kept as the Kubernetes type: the trust
 //!   ConfigMap `ichor-oidc-trust`). **Any other kind is an error**, not skipped: a misspelt kind or
@@ -24,22 +22,17 @@
 //! - `metadata.name` present.
 //!
 //! # Bounds
-//! [`MAX_FILE_BYTES`] per file, [`MAX_FILES`] files, [`MAX_DOCUMENTS`] documents in all,
-//! [`MAX_DEPTH`] levels of nesting (the YAML parser also stops at 128 levels and on alias
-//! expansion bombs).
+//! [`MAX_FILE_BYTES`] per file, [`MAX_DOCUMENTS`] documents in all, [`MAX_DEPTH`] levels of
+//! nesting (the YAML parser also stops at 128 levels and on alias expansion bombs); a tree of at
+//! most [`MAX_FILES`] files, [`MAX_DIR_DEPTH`] directories deep, which the reader of the tree
+//! keeps to.
 //!
 //! # Guarantees
 //! Never panics on any file content (a property test feeds arbitrary bytes), and reports every
-//! problem of the directory at once rather than the first, so an operator fixes all in one pass.
+//! problem of the tree at once rather than the first, so an operator fixes all in one pass.
 
 mod error;
 mod parse;
-
-use std::{
-    fs,
-    io::Read,
-    path::{Path, PathBuf},
-};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -89,102 +82,43 @@ pub fn parse_file(name: &str, bytes: &[u8]) -> Result<Manifests, ManifestErrors>
 pub fn parse_files<'a>(
     files: impl IntoIterator<Item = (&'a str, &'a [u8])>,
 ) -> Result<Manifests, ManifestErrors> {
-    let mut collector = parse::Collector::default();
+    let mut parser = TreeParser::new();
     for (name, bytes) in files {
-        collector.add_file(name, bytes);
+        parser.add_file(name, bytes);
     }
-    collector.finish().map_err(ManifestErrors)
+    parser.finish()
 }
 
-/// Read and parse the manifest directory `dir` (see the module documentation for what is read).
-///
-/// # Errors
-/// Every problem found: unreadable entries, and everything [`parse_files`] reports.
-pub fn load_dir(dir: &Path) -> Result<Manifests, ManifestErrors> {
-    let mut collector = parse::Collector::default();
-    let mut files = Vec::new();
-    collect_files(dir, 0, &mut files, &mut collector);
-    files.sort();
-    if files.len() > MAX_FILES {
-        collector.error(ManifestError::TooManyFiles {
-            dir: dir.display().to_string(),
-            max: MAX_FILES,
-        });
-        return collector.finish().map_err(ManifestErrors);
+/// The parser of a manifest tree, fed file by file by whoever reads the tree: objects and problems
+/// accumulate over every file (duplicates are found across files, the bounds apply to the whole
+/// set), and the problems the reader met (an unreadable entry, too many files) are reported with
+/// them, in the order they were added.
+#[derive(Default)]
+pub struct TreeParser(parse::Collector);
+
+impl TreeParser {
+    /// A parser that has seen no file.
+    pub fn new() -> Self {
+        Self::default()
     }
-    for path in files {
-        let name = path.display().to_string();
-        match read_bounded(&path) {
-            Ok(Some(bytes)) => collector.add_file(&name, &bytes),
-            Ok(None) => collector.error(ManifestError::FileTooLarge {
-                file: name,
-                max: MAX_FILE_BYTES,
-            }),
-            Err(e) => collector.error(ManifestError::Read {
-                file: name,
-                message: e.to_string(),
-            }),
-        }
+
+    /// Parses one file's content; `name` is how errors name the file. A file over
+    /// [`MAX_FILE_BYTES`] is refused as too large, unparsed.
+    pub fn add_file(&mut self, name: &str, bytes: &[u8]) {
+        self.0.add_file(name, bytes);
     }
-    collector.finish().map_err(ManifestErrors)
-}
 
-/// The file's bytes, or `None` when it is larger than [`MAX_FILE_BYTES`] (read no further).
-fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    let mut bytes = Vec::new();
-    fs::File::open(path)?
-        .take(MAX_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)?;
-    Ok((bytes.len() <= MAX_FILE_BYTES).then_some(bytes))
-}
+    /// Reports a problem the reader of the tree met, such as [`ManifestError::Read`].
+    pub fn add_error(&mut self, error: ManifestError) {
+        self.0.error(error);
+    }
 
-/// Whether a file name is a manifest this module reads.
-fn is_manifest_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    let is_kustomization =
-        matches!(lower.as_str(), "kustomization.yaml" | "kustomization.yml") || name == "Kustomization";
-    !is_kustomization && [".yaml", ".yml", ".json"].iter().any(|ext| lower.ends_with(ext))
-}
-
-fn collect_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, collector: &mut parse::Collector) {
-    let read_error = |path: &Path, e: std::io::Error| ManifestError::Read {
-        file: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => return collector.error(read_error(dir, e)),
-    };
-    let mut entries: Vec<_> = entries
-        .filter_map(|e| e.map_err(|e| collector.error(read_error(dir, e))).ok())
-        .collect();
-    entries.sort_by_key(fs::DirEntry::file_name);
-    for entry in entries {
-        // Stop listing once over the limit; the caller reports it.
-        if out.len() > MAX_FILES {
-            return;
-        }
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(link_meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if link_meta.is_dir() {
-            if depth < MAX_DIR_DEPTH {
-                collect_files(&path, depth + 1, out, collector);
-            }
-            continue;
-        }
-        if is_manifest_name(&name) {
-            match fs::metadata(&path) {
-                Ok(meta) if meta.is_file() => out.push(path),
-                Ok(_) => {}
-                Err(e) => collector.error(read_error(&path, e)),
-            }
-        }
+    /// The objects of every file, each list sorted by namespace then name.
+    ///
+    /// # Errors
+    /// Every problem added or found, in order.
+    pub fn finish(self) -> Result<Manifests, ManifestErrors> {
+        self.0.finish().map_err(ManifestErrors)
     }
 }
 

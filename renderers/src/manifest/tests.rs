@@ -1,5 +1,3 @@
-use std::fs;
-
 use kube::ResourceExt;
 use proptest::prelude::*;
 
@@ -340,51 +338,6 @@ fn empty_documents_and_files_are_skipped() {
     assert_eq!(
         parse_file("seps.yaml", b"---\n---\n# only a comment\n").unwrap(),
         Manifests::default()
-    );
-}
-
-#[test]
-fn loads_a_directory_tree_skipping_hidden_entries_kustomize_files_and_other_files() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    fs::create_dir_all(root.join("users/team")).unwrap();
-    fs::create_dir_all(root.join(".git")).unwrap();
-    fs::write(root.join("cluster.yaml"), CLUSTER).unwrap();
-    fs::write(root.join("users/team/users.YML"), USERS).unwrap();
-    let carol = serde_json::json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
-        "metadata": {"name": "carol", "namespace": "ichor-system"}, "spec": {"roles": ["operator"]}});
-    fs::write(root.join("users/carol.json"), carol.to_string()).unwrap();
-    fs::write(root.join(".git/config.yaml"), "not: [valid").unwrap();
-    fs::write(root.join("kustomization.yaml"), "resources: [cluster.yaml]\n").unwrap();
-    fs::write(root.join("README.md"), "# manifests\n").unwrap();
-    let m = load_dir(root).unwrap();
-    let users: Vec<String> = m.users.iter().map(ResourceExt::name_any).collect();
-    assert_eq!(users, ["alice", "bob", "carol"]);
-    assert_eq!(m.clusters.len(), 1);
-}
-
-#[test]
-fn load_errors_name_the_file_by_its_path() {
-    let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join("bad.yaml"), user("alice", "{disabled: 1}")).unwrap();
-    let err = load_dir(dir.path()).unwrap_err().to_string();
-    assert_eq!(
-        err,
-        format!(
-            "{}: document 1: spec.disabled: invalid type: integer `1`, expected a boolean",
-            dir.path().join("bad.yaml").display()
-        )
-    );
-}
-
-#[test]
-fn refuses_a_missing_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("nope");
-    let err = load_dir(&missing).unwrap_err().to_string();
-    assert!(
-        err.starts_with(&format!("{}: cannot read: ", missing.display())),
-        "{err}"
     );
 }
 

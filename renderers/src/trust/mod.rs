@@ -14,7 +14,6 @@
 //! - [`configmap`]: the rendered `ichor-oidc-trust` ConfigMap and its strict reader.
 
 pub mod configmap;
-mod der;
 mod json;
 pub mod keys;
 pub mod timeline;

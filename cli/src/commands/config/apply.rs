@@ -30,9 +30,9 @@ use clap::Args;
 use ichor_renderers::{
     cluster::{self, AUTHENTICATION_DOCUMENT, ClusterReport, RenderReport},
     crd::{MachineRole, OperationPhase, TalosOperation},
-    manifest,
     rollout::{self, APISERVER_PORT},
 };
+use ichor_server::manifest_files;
 
 use super::{
     machine_config::{self, Merge},
@@ -166,7 +166,7 @@ struct Timing {
 
 /// Run `ichor config apply`.
 pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
-    let manifests = match manifest::load_dir(&args.dir) {
+    let manifests = match manifest_files::load_dir(&args.dir) {
         Ok(m) => m,
         Err(errors) => {
             eprintln!("{errors}");

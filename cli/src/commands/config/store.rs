@@ -4,7 +4,7 @@
 //!
 //! [`FileOperationStore`] keeps one YAML file per cluster, `<dir>/.ichor/operations/<cluster>.yaml`
 //! below the manifests directory. The directory starts with `.` because `ichor render` (and
-//! `manifest::load_dir`) skips such entries but refuses any kind it does not read: a
+//! `manifest_files::load_dir`) skips such entries but refuses any kind it does not read: a
 //! `TalosOperation` in `<dir>/operations/` would break the next render of the same directory.
 
 use std::{

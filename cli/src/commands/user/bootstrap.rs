@@ -10,12 +10,14 @@
 //!   Secret's `resourceVersion` (retried on a conflict). If the entry cannot be written, the
 //!   `IchorUser` is deleted again, so the command leaves neither behind.
 
-use ichor_issuer::store::{StoreError, UserStore, Version, kube::KubeStore};
+use ichor_issuer::{
+    oidc::passwords::hash_password_random,
+    store::{StoreError, UserStore, Version, kube::KubeStore},
+};
 use ichor_renderers::{
     auth::{
         Password, UserName,
         credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry},
-        hash::hash_password_random,
         policy::check_password,
         roles::validate_roles,
     },

@@ -9,10 +9,8 @@
 use std::path::Path;
 
 use ichor_golden::{fixture, shapes};
-use ichor_renderers::{
-    authn::{self, IchorTrust},
-    manifest::load_dir,
-};
+use ichor_renderers::authn::{self, IchorTrust};
+use ichor_server::manifest_files::load_dir;
 use proptest::{
     collection::vec,
     prelude::*,

@@ -2,11 +2,12 @@
 //! `ichor dev` runs on), read file by file so one bad file costs only its own users.
 //!
 //! # What is read
-//! The same files as [`ichor_renderers::manifest::load_dir`]: `*.yaml`, `*.yml`, `*.json`
-//! (any case) in the directory and its sub-directories (at most
-//! [`MAX_DIR_DEPTH`] deep), skipping names that start with `.` and kustomize's build file.
-//! Objects of other kinds in the tree are ignored here. A file is parsed again only when its
-//! size, modification time or inode changed.
+//! The same files as [`ichor_server::manifest_files::load_dir`], listed by the same walk
+//! ([`manifest_paths`]): `*.yaml`, `*.yml`, `*.json` (any case) in the directory and its
+//! sub-directories (at most [`MAX_DIR_DEPTH`](ichor_renderers::manifest::MAX_DIR_DEPTH) deep),
+//! skipping names that start with `.` and kustomize's build file. Objects of other kinds in the
+//! tree are ignored here. A file is parsed again only when its size, modification time or inode
+//! changed.
 //!
 //! # What is refused (logged as a warning naming the file, never fatal)
 //! A file that does not parse (every user in it is skipped), a file over
@@ -16,8 +17,7 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    fs::{self, File},
-    io::{self, Read},
+    fs, io,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     sync::Arc,
@@ -26,8 +26,9 @@ use std::{
 
 use ichor_renderers::{
     crd::NAMESPACE,
-    manifest::{MAX_DIR_DEPTH, MAX_FILE_BYTES, MAX_FILES, parse_file},
+    manifest::{MAX_FILE_BYTES, MAX_FILES, parse_file},
 };
+use ichor_server::manifest_files::{ManifestPaths, Unreadable, manifest_paths, read_bounded};
 
 use crate::store::{StoreError, StoredUser, convert::stored_user};
 
@@ -112,9 +113,8 @@ impl Scan {
     /// [`StoreError::Unavailable`] when `dir` exists but cannot be listed. A missing `dir` is an
     /// empty directory.
     pub(crate) fn rescan(&self, dir: &Path) -> Result<Scan, StoreError> {
-        let mut paths = Vec::new();
         match fs::read_dir(dir) {
-            Ok(_) => collect_files(dir, 0, &mut paths),
+            Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 tracing::debug!(dir = %dir.display(), "the users directory does not exist; no users");
                 return Ok(Scan::default());
@@ -126,7 +126,16 @@ impl Scan {
                 )));
             }
         }
-        paths.sort();
+        let ManifestPaths {
+            files: mut paths,
+            unreadable,
+        } = manifest_paths(dir);
+        for problem in &unreadable {
+            // An entry that cannot be inspected is skipped, as if it were not there.
+            if let Unreadable::Directory { path, error } = problem {
+                tracing::warn!(dir = %path.display(), error = %error, "cannot list directory; its users are ignored");
+            }
+        }
         if paths.len() > MAX_FILES {
             tracing::warn!(
                 dir = %dir.display(),
@@ -247,56 +256,4 @@ fn parse_one(path: &Path, key: FileKey) -> ParsedFile {
         }
     }
     ParsedFile { key, users, objects }
-}
-
-/// The file's bytes, or `None` when it is larger than [`MAX_FILE_BYTES`].
-fn read_bounded(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    let mut bytes = Vec::new();
-    File::open(path)?
-        .take(MAX_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)?;
-    Ok((bytes.len() <= MAX_FILE_BYTES).then_some(bytes))
-}
-
-/// Whether a file name is a manifest (as the manifest reader decides).
-fn is_manifest_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    let is_kustomization =
-        matches!(lower.as_str(), "kustomization.yaml" | "kustomization.yml") || name == "Kustomization";
-    !is_kustomization && [".yaml", ".yml", ".json"].iter().any(|ext| lower.ends_with(ext))
-}
-
-/// Every manifest file under `dir`, at most [`MAX_FILES`] + 1 (the caller reports the excess).
-fn collect_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot list directory; its users are ignored");
-            return;
-        }
-    };
-    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-    entries.sort_by_key(fs::DirEntry::file_name);
-    for entry in entries {
-        if out.len() > MAX_FILES {
-            return;
-        }
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(link_meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if link_meta.is_dir() {
-            if depth < MAX_DIR_DEPTH {
-                collect_files(&path, depth + 1, out);
-            }
-            continue;
-        }
-        if is_manifest_name(&name) && fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-            out.push(path);
-        }
-    }
 }
