@@ -275,6 +275,7 @@ impl Apply for LocalStore {
             applied: actions.iter().map(ToString::to_string).collect(),
             events,
             problems,
+            stale: Vec::new(),
         }
     }
 }

@@ -10,6 +10,9 @@
 //!   and hand over every effect still requested (the graph announces an effect once, when it
 //!   is first requested, and keeps it requested until it observes the result);
 //! - a sink problem does the same on the next cycle, after a back-off ([`Loop::retry_delay`]);
+//! - a write the store refused because its object changed since it was observed (a 409) is
+//!   *stale*, not failed: the sink re-reads the object and reports it with its events, and the
+//!   next round decides again from what it read, through the graph, without back-off;
 //! - one cycle ([`Loop::settle`]) runs at most [`MAX_ROUNDS`] evaluate–apply rounds.
 //!
 //! What a driver reports (logs, metrics, a tick's summary) it learns through [`Observe`].
@@ -43,6 +46,10 @@ pub struct Report {
     pub applied: Vec<String>,
     /// Every action that failed, with the kind and the reason of the failure.
     pub problems: Vec<Problem>,
+    /// Every action the store refused because its object changed since it was observed (kind
+    /// [`crate::problem::ProblemKind::Conflict`]); the object as re-read is in `events`, so the
+    /// next round decides again from it.
+    pub stale: Vec<Problem>,
 }
 
 impl std::fmt::Debug for Report {
@@ -60,6 +67,7 @@ impl std::fmt::Debug for Report {
             .field("events", &events)
             .field("applied", &self.applied)
             .field("problems", &self.problems)
+            .field("stale", &self.stale)
             .finish()
     }
 }
@@ -135,6 +143,8 @@ pub struct CycleReport {
     pub actions: Vec<String>,
     /// Sink problems.
     pub problems: Vec<Problem>,
+    /// Writes refused as stale and decided again in a later round.
+    pub stale: Vec<Problem>,
     /// Whether an evaluation decided nothing within [`MAX_ROUNDS`] (a standby always settles).
     pub settled: bool,
 }
@@ -249,17 +259,21 @@ impl<O: Observe, W: Write> Loop<O, W> {
         decision.actions
     }
 
-    /// Folds back what the sink wrote. Returns whether the apply was clean; after problems the
-    /// next evaluation diffs everything and hands over every effect still requested (after
-    /// [`Loop::retry_delay`]).
+    /// Folds back what the sink wrote (and re-read). Returns whether the apply was clean; after
+    /// problems the next evaluation diffs everything and hands over every effect still
+    /// requested (after [`Loop::retry_delay`]). Stale writes are not problems: what the sink
+    /// re-read is folded and the next evaluation decides from it.
     pub fn absorb(&mut self, report: Report) -> bool {
         self.observer.absorbed(&report);
         let clean = report.problems.is_empty();
+        let stale = !report.stale.is_empty();
         self.ingest(report.events);
         if clean {
             self.failures_in_row = 0;
         } else {
             self.failures_in_row = self.failures_in_row.saturating_add(1);
+        }
+        if !clean || stale {
             self.controller.resync();
             self.reissue = true;
         }
@@ -267,7 +281,8 @@ impl<O: Observe, W: Write> Loop<O, W> {
     }
 
     /// One cycle: evaluate, apply (only while `still_leader()` holds before each round),
-    /// absorb, until nothing is decided, a round has problems, or [`MAX_ROUNDS`] rounds ran.
+    /// absorb, until nothing is decided, a round has problems, or [`MAX_ROUNDS`] rounds ran (a
+    /// round with only stale writes goes on: the next one decides from what was re-read).
     pub async fn settle<A: Apply + ?Sized>(
         &mut self,
         sink: &mut A,
@@ -287,6 +302,7 @@ impl<O: Observe, W: Write> Loop<O, W> {
             report.actions.extend(actions.iter().map(ToString::to_string));
             let applied = sink.apply(self.controller.world(), &actions).await;
             report.problems.extend(applied.problems.iter().cloned());
+            report.stale.extend(applied.stale.iter().cloned());
             if !self.absorb(applied) {
                 return report;
             }

@@ -23,7 +23,6 @@ pub mod leader;
 pub mod metrics;
 pub mod observe;
 pub mod watch;
-pub mod webhook_cert;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -98,20 +97,14 @@ pub struct RunArgs {
         default_value = "/var/run/ichor/webhook-tls"
     )]
     pub webhook_cert_dir: PathBuf,
-    /// The ValidatingWebhookConfiguration whose caBundle the controller keeps.
+    /// The ValidatingWebhookConfiguration whose caBundles the controller keeps; its webhooks'
+    /// Services are the DNS names of the serving certificate it issues.
     #[arg(
         long,
         env = "ICHOR_CONTROLLER_WEBHOOK_CONFIGURATION",
         default_value = "ichor-identity"
     )]
     pub webhook_configuration: String,
-    /// The Service in front of the webhooks (the DNS names of their serving certificate).
-    #[arg(
-        long,
-        env = "ICHOR_CONTROLLER_WEBHOOK_SERVICE",
-        default_value = "ichor-controller-webhook"
-    )]
-    pub webhook_service: String,
     /// Where /metrics, /healthz and /readyz are served (plain HTTP).
     #[arg(long, env = "ICHOR_CONTROLLER_METRICS_LISTEN", default_value = "0.0.0.0:8080")]
     pub metrics_listen: SocketAddr,
@@ -362,22 +355,7 @@ where
         (LeaderFlag::always(), None)
     };
 
-    // The leader keeps the webhook serving certificate and the caBundle (not in a dry run).
-    let cert_keeper = (!args.dry_run).then(|| {
-        let target = webhook_cert::WebhookCertTarget {
-            namespace: args.namespace.clone(),
-            service: args.webhook_service.clone(),
-            configuration: args.webhook_configuration.clone(),
-        };
-        tokio::spawn(webhook_cert::keep(
-            client.clone(),
-            target,
-            leader.clone(),
-            shutdown_rx.clone(),
-        ))
-    });
-
-    let sources = watch::sources(&args.issuer_service_selector);
+    let sources = watch::sources(&args.issuer_service_selector, &args.webhook_configuration);
     let sync = Arc::new(SyncState::new(sources.len()));
     let (tx, rx) = mpsc::channel(1024);
     let watchers = watch::spawn(&client, &args.namespace, sources, tx, sync.clone());
@@ -397,9 +375,6 @@ where
     drive(&mut lp, &mut applier, driver).await;
     for w in watchers {
         w.abort();
-    }
-    if let Some(task) = cert_keeper {
-        task.abort();
     }
     match tokio::time::timeout(Duration::from_secs(5), webhooks).await {
         Ok(Ok(Err(e))) => tracing::error!(error = %e, "the admission webhooks stopped"),

@@ -85,6 +85,15 @@ impl Observe for ClusterObserver {
                 .inc();
             tracing::warn!(problem = %problem, kind = problem.kind.label(), "apply failed; retried after a backoff");
         }
+        for stale in &report.stale {
+            self.metrics
+                .apply_problems
+                .get_or_create(&ProblemLabels {
+                    kind: stale.kind.label().to_owned(),
+                })
+                .inc();
+            tracing::info!(problem = %stale, kind = stale.kind.label(), "stale write; decided again from a fresh read");
+        }
     }
 
     fn journal_failed(&mut self, error: JournalError) {

@@ -14,6 +14,7 @@ use futures::StreamExt as _;
 use ichor_graph::Event;
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
@@ -24,8 +25,7 @@ use tokio::task::JoinHandle;
 
 use super::convert::WatchState;
 
-/// The webhook serving certificate's Secret (issued by the controller from the Ichor CA).
-pub const WEBHOOK_TLS_SECRET: &str = "ichor-webhook-tls";
+pub use ichor_reconcile::identity::webhook::WEBHOOK_TLS_SECRET;
 /// The API group and version of the Ichor kinds.
 pub const ICHOR_GROUP: &str = "ichor.maesh.dev";
 /// The version of the Ichor kinds.
@@ -52,8 +52,8 @@ fn ichor(kind: &str) -> ApiResource {
 }
 
 /// Every input of the identity graph, for a controller in one namespace that finds the issuer
-/// Service by `issuer_selector`.
-pub fn sources(issuer_selector: &str) -> Vec<Source> {
+/// Service by `issuer_selector` and keeps the webhook configuration `webhook_configuration`.
+pub fn sources(issuer_selector: &str, webhook_configuration: &str) -> Vec<Source> {
     let mut out = Vec::new();
     for kind in ["IchorUser", "TalosCluster", "TalosMachine", "TalosOperation"] {
         out.push(Source {
@@ -95,6 +95,15 @@ pub fn sources(issuer_selector: &str) -> Vec<Source> {
             optional: false,
         });
     }
+    // Cluster-scoped; without it (or without the RBAC to watch it) no serving certificate is
+    // issued, since nothing calls the webhooks.
+    out.push(Source {
+        label: format!("ValidatingWebhookConfiguration {webhook_configuration}"),
+        resource: ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
+        namespaced: false,
+        config: watcher::Config::default().fields(&format!("metadata.name={webhook_configuration}")),
+        optional: true,
+    });
     out.push(Source {
         label: format!("ConfigMap {TRUST_CONFIGMAP}"),
         resource: ApiResource::erase::<ConfigMap>(&()),

@@ -26,7 +26,15 @@ const OWNED_SECRETS: [&str; 4] = [SIGNING_SECRET, CA_SECRET, TLS_SECRET, WEBHOOK
 /// Granted rules only a 409 Conflict makes the controller use: it reads the object again. A real
 /// apiserver answers 409 only to a write that loses a race, which a test cannot arrange on
 /// demand; the re-reads are tested against the scripted server (`tests/apply.rs`).
-const CONFLICT_ONLY: [(&str, &str); 3] = [
+const CONFLICT_ONLY: [(&str, &str); 5] = [
+    (
+        "Role ichor-system/ichor-controller rule 0: get secrets [\"ichor-oidc-signing\", \"ichor-oidc-ca\", \"ichor-oidc-tls\", \"ichor-webhook-tls\"]",
+        "an effect's Secret write that met a conflict",
+    ),
+    (
+        "ClusterRole ichor-controller rule 2: get validatingwebhookconfigurations [\"ichor-identity\"]",
+        "a caBundle patch that met a conflict",
+    ),
     (
         "Role ichor-system/ichor-controller rule 1: get secrets [\"ichor-user-credentials\"]",
         "a credentials key removal that met a conflict",

@@ -17,9 +17,8 @@ use ichor_reconcile::identity::effects::{
     GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest, SanName,
 };
 use ichor_reconcile::perform::{self, IssuedPair, KeyMaterial};
-use ichor_reconcilers::apply::webhook::{
-    BundleAction, CertDecision, CertificateAction, decide_webhook_cert, ensure_webhook_cert, webhook_sans,
-};
+use ichor_reconcile::problem::ProblemKind;
+use ichor_reconcilers::apply::webhook::webhook_sans;
 use ichor_reconcilers::apply::{KubeApplier, RetryPolicy};
 use ichor_renderers::trust::keys::KeysDocument;
 use ichor_renderers::trust::tls::{CA_COMMON_NAME, CertFacts, San};
@@ -247,10 +246,11 @@ fn status_path() -> &'static str {
 }
 
 #[tokio::test]
-async fn a_conflicting_status_write_is_rebased_on_a_fresh_read_and_retried() {
+async fn a_conflicting_status_write_is_stale_and_hands_back_the_object_as_read_again() {
     let (client, mut handle) = client();
     let server = tokio::spawn(async move {
         let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.path, status_path());
         assert_eq!(seen.body["metadata"]["resourceVersion"], "5");
         reply(send, 409, &conflict("ichorusers.ichor.maesh.dev \"admin\""));
         let (read, send) = next(&mut handle).await;
@@ -268,21 +268,6 @@ async fn a_conflicting_status_write_is_rebased_on_a_fresh_read_and_retried() {
                 json!([cond("Other", "False", "B", Some("2026-11-29T11:00:00Z"))]),
             ),
         );
-        let (again, send) = next(&mut handle).await;
-        assert_eq!(again.method, "PATCH");
-        assert_eq!(again.path, status_path());
-        ssa_query(&again);
-        assert_eq!(again.body["metadata"]["resourceVersion"], "7");
-        assert_eq!(again.body.get("spec"), None);
-        assert_eq!(
-            again.body["status"]["conditions"],
-            json!([
-                cond("Other", "False", "B", Some("2026-11-29T11:00:00Z")),
-                cond("Ready", "True", "Ready", Some(NOW))
-            ]),
-            "the other writer's condition survives; only the graph's change is written"
-        );
-        reply(send, 200, &user("8", again.body["status"]["conditions"].clone()));
         handle
     });
     let old = json!([cond("Other", "True", "A", Some("2026-01-01T00:00:00Z"))]);
@@ -306,58 +291,21 @@ async fn a_conflicting_status_write_is_rebased_on_a_fresh_read_and_retried() {
     let handle = server.await.unwrap();
     drop(a);
     assert_no_more_requests(handle).await;
-    assert!(report.problems.is_empty(), "{report:?}");
+    assert!(
+        report.problems.is_empty() && report.applied.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    assert_eq!(report.stale[0].kind, ProblemKind::Conflict);
     let [Event::Applied(o)] = report.events.as_slice() else {
         panic!("{report:?}")
     };
-    assert_eq!(o.resource_version.as_deref(), Some("8"));
-}
-
-#[tokio::test]
-async fn a_status_write_that_keeps_conflicting_gives_up_after_the_attempts_and_says_so() {
-    let (client, mut handle) = client();
-    let server = tokio::spawn(async move {
-        for n in 0..3 {
-            let (_, send) = next(&mut handle).await;
-            reply(send, 409, &conflict("ichorusers.ichor.maesh.dev \"admin\""));
-            if n < 2 {
-                let (_, send) = next(&mut handle).await;
-                reply(send, 200, &user(&format!("{}", 10 + n), json!([])));
-            }
-        }
-        handle
-    });
-    let w = world(vec![observed("IchorUser", "admin", "5", user("5", json!([])))]);
-    let mut a = applier(client).with_retry(RetryPolicy {
-        attempts: 3,
-        backoff: Duration::ZERO,
-    });
-    let desired = Object::new(
-        "IchorUser",
-        NS,
-        "admin",
-        json!({"status": {"conditions": [cond("Ready", "True", "Ready", None)]}}),
+    assert_eq!(
+        o.resource_version.as_deref(),
+        Some("7"),
+        "the object as read again"
     );
-    let report = a
-        .apply(
-            &w,
-            &[Action::Apply {
-                object: desired,
-                reason: reason(),
-            }],
-        )
-        .await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
-    assert!(report.events.is_empty());
-    assert_eq!(report.problems.len(), 1, "{report:?}");
-    assert!(
-        report.problems[0]
-            .message
-            .contains("still conflicting after 3 attempts"),
-        "{report:?}"
-    );
+    assert_eq!(o.value["status"]["conditions"][0]["reason"], "B");
 }
 
 #[tokio::test]
@@ -424,7 +372,7 @@ fn keys_in(body: &Value) -> KeysDocument {
 }
 
 #[tokio::test]
-async fn a_conflict_on_an_effect_secret_is_reported_and_never_overwritten() {
+async fn a_conflict_on_an_effect_secret_is_stale_never_overwritten_and_read_again() {
     let (client, mut handle) = client();
     let server = tokio::spawn(async move {
         let (seen, send) = next(&mut handle).await;
@@ -443,6 +391,15 @@ async fn a_conflict_on_an_effect_secret_is_reported_and_never_overwritten() {
         );
         assert!(keys_in(&seen.body).hmac_key("h-20261129-1200").is_some());
         reply(send, 409, &conflict("secrets \"ichor-oidc-signing\""));
+        let (read, send) = next(&mut handle).await;
+        assert_eq!(
+            (read.method.as_str(), read.path.as_str()),
+            (
+                "GET",
+                "/api/v1/namespaces/ichor-system/secrets/ichor-oidc-signing"
+            )
+        );
+        reply(send, 200, &signing_secret("11").value);
         handle
     });
     let w = world(vec![signing_secret("10")]);
@@ -452,12 +409,19 @@ async fn a_conflict_on_an_effect_secret_is_reported_and_never_overwritten() {
     drop(a);
     assert_no_more_requests(handle).await;
     assert!(
-        report.events.is_empty() && report.applied.is_empty(),
+        report.problems.is_empty() && report.applied.is_empty(),
         "{report:?}"
     );
-    assert_eq!(report.problems.len(), 1, "{report:?}");
-    let problem = &report.problems[0];
-    assert!(problem.message.contains("not overwritten"), "{problem}");
+    let [Event::Applied(fresh)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(fresh.resource_version.as_deref(), Some("11"));
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    let problem = &report.stale[0];
+    assert!(
+        problem.message.contains("ichor-oidc-signing") && problem.message.contains("not written"),
+        "{problem}"
+    );
     assert!(
         !problem.message.contains(&STANDARD.encode([42u8; 32])),
         "no secret material in messages"
@@ -486,8 +450,9 @@ fn gc_effect() -> Action {
 
 const CREDENTIALS_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
 
-#[tokio::test]
-async fn a_garbage_collection_conflict_rereads_checks_the_user_and_retries() {
+/// A removal meeting a conflict, the credentials Secret as read again, then `user` for the
+/// key's IchorUser; returns the report.
+async fn gc_conflict(user_reply: (u16, Value)) -> ichor_reconcilers::apply::ApplyReport {
     let (client, mut handle) = client();
     let server = tokio::spawn(async move {
         let (_, send) = next(&mut handle).await;
@@ -500,20 +465,13 @@ async fn a_garbage_collection_conflict_rereads_checks_the_user_and_retries() {
         reply(send, 200, &credentials("22", &["admin", "ghost"]));
         let (user, send) = next(&mut handle).await;
         assert_eq!(
-            user.path,
-            "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/ghost"
+            (user.method.as_str(), user.path.as_str()),
+            (
+                "GET",
+                "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/ghost"
+            )
         );
-        reply(
-            send,
-            404,
-            &status(404, "NotFound", "ichorusers.ichor.maesh.dev \"ghost\" not found"),
-        );
-        let (again, send) = next(&mut handle).await;
-        assert_eq!(
-            again.body,
-            json!({"metadata": {"resourceVersion": "22"}, "data": {"ghost": null}})
-        );
-        reply(send, 200, &credentials("23", &["admin"]));
+        reply(send, user_reply.0, &user_reply.1);
         handle
     });
     let w = world(vec![observed(
@@ -527,37 +485,39 @@ async fn a_garbage_collection_conflict_rereads_checks_the_user_and_retries() {
     let handle = server.await.unwrap();
     drop(a);
     assert_no_more_requests(handle).await;
-    assert!(report.problems.is_empty(), "{report:?}");
-    assert_eq!(report.events.len(), 1);
+    report
 }
 
 #[tokio::test]
-async fn a_garbage_collection_conflict_leaves_the_key_of_a_user_who_is_back() {
-    let (client, mut handle) = client();
-    let server = tokio::spawn(async move {
-        let (_, send) = next(&mut handle).await;
-        reply(send, 409, &conflict("secrets \"ichor-user-credentials\""));
-        let (_, send) = next(&mut handle).await;
-        reply(send, 200, &credentials("22", &["admin", "ghost"]));
-        let (_, send) = next(&mut handle).await;
-        let mut back = user("3", json!([]));
-        back["metadata"]["name"] = json!("ghost");
-        reply(send, 200, &back);
-        handle
-    });
-    let w = world(vec![observed(
-        "Secret",
-        "ichor-user-credentials",
-        "20",
-        credentials("20", &["admin", "ghost"]),
-    )]);
-    let mut a = applier(client);
-    let report = a.apply(&w, &[gc_effect()]).await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
-    assert_eq!(report.problems.len(), 1, "{report:?}");
-    assert!(report.problems[0].message.contains("exists again"), "{report:?}");
+async fn a_garbage_collection_conflict_reads_the_secret_and_the_user_again_and_leaves_the_decision_to_the_graph()
+ {
+    let report = gc_conflict((
+        404,
+        status(404, "NotFound", "ichorusers.ichor.maesh.dev \"ghost\" not found"),
+    ))
+    .await;
+    assert!(
+        report.problems.is_empty() && report.applied.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    let [Event::Applied(secret), Event::Deleted(user)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(secret.resource_version.as_deref(), Some("22"));
+    assert_eq!(user, &ObjectKey::new("IchorUser", NS, "ghost"));
+}
+
+#[tokio::test]
+async fn a_garbage_collection_conflict_hands_back_a_user_who_is_back() {
+    let mut back = user("3", json!([]));
+    back["metadata"]["name"] = json!("ghost");
+    let report = gc_conflict((200, back)).await;
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    let [Event::Applied(_), Event::Applied(user)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!((&*user.kind, &*user.name), ("IchorUser", "ghost"));
 }
 
 #[tokio::test]
@@ -618,7 +578,7 @@ async fn an_input_object_is_never_deleted() {
     assert_eq!(report.problems.len(), 1, "{report:?}");
 }
 
-// ---- the webhook serving certificate ----
+// ---- the webhook serving certificate and the caBundles ----
 
 fn ca() -> IssuedPair {
     perform::issue_ca(
@@ -634,27 +594,15 @@ fn ca() -> IssuedPair {
     .unwrap()
 }
 
-fn serving(ca: &IssuedPair, from: &str, to: &str) -> BTreeMap<String, Vec<u8>> {
-    let leaf = perform::issue_leaf(
-        &IssueLeafRequest {
-            common_name: "ichor-webhook.ichor-system.svc".into(),
-            sans: webhook_sans("ichor-webhook", NS)
-                .into_iter()
-                .map(SanName::Dns)
-                .collect(),
-            not_before: from.parse().unwrap(),
-            not_after: to.parse().unwrap(),
-            reason: "test".into(),
-            replaces: None,
-        },
-        ca,
+fn ca_secret(ca: &IssuedPair) -> Object {
+    observed(
+        "Secret",
+        "ichor-oidc-ca",
+        "3",
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "ichor-oidc-ca", "namespace": NS, "resourceVersion": "3"},
+            "data": {"tls.crt": STANDARD.encode(&ca.cert_pem), "tls.key": STANDARD.encode(&ca.key_pem)}}),
     )
-    .unwrap();
-    BTreeMap::from([
-        ("tls.crt".to_owned(), leaf.cert_pem.into_bytes()),
-        ("tls.key".to_owned(), leaf.key_pem.into_bytes()),
-        ("ca.crt".to_owned(), ca.cert_pem.clone().into_bytes()),
-    ])
 }
 
 fn webhook_configuration(rv: &str, bundles: [&str; 2]) -> Value {
@@ -669,66 +617,98 @@ fn webhook_configuration(rv: &str, bundles: [&str; 2]) -> Value {
                 "service": {"name": "ichor-webhook", "namespace": NS, "path": "/validate/talosclusters", "port": 9443}}}]})
 }
 
-const WEBHOOK_SECRET_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-webhook-tls";
+fn configuration_object(rv: &str, bundles: [&str; 2]) -> Object {
+    let mut o = Object::new(
+        "ValidatingWebhookConfiguration",
+        "",
+        "ichor-identity",
+        webhook_configuration(rv, bundles),
+    );
+    o.resource_version = Some(rv.into());
+    o
+}
+
 const CONFIGURATION_PATH: &str =
     "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/ichor-identity";
 
 #[tokio::test]
-async fn a_webhook_certificate_is_issued_from_the_ichor_ca_and_the_ca_bundles_are_patched() {
+async fn the_webhook_leaf_effect_writes_ichor_webhook_tls_signed_by_the_observed_ca() {
     let ca = ca();
-    let bundle = STANDARD.encode(&ca.cert_pem);
-    let (client, mut handle) = client();
     let expected_ca = ca.cert_pem.clone();
-    let expected_bundle = bundle.clone();
+    let request = IssueLeafRequest {
+        common_name: "ichor-webhook.ichor-system.svc".into(),
+        sans: webhook_sans("ichor-webhook", NS)
+            .into_iter()
+            .map(SanName::Dns)
+            .collect(),
+        not_before: now(),
+        not_after: "2027-11-29T12:00:00Z".parse().unwrap(),
+        reason: "no serving certificate yet".into(),
+        replaces: None,
+    };
+    let (client, mut handle) = client();
     let server = tokio::spawn(async move {
-        let (get, send) = next(&mut handle).await;
-        assert_eq!(
-            (get.method.as_str(), get.path.as_str()),
-            ("GET", WEBHOOK_SECRET_PATH)
-        );
-        reply(
-            send,
-            404,
-            &status(404, "NotFound", "secrets \"ichor-webhook-tls\" not found"),
-        );
         let (create, send) = next(&mut handle).await;
         assert_eq!(
             (create.method.as_str(), create.path.as_str()),
             ("POST", "/api/v1/namespaces/ichor-system/secrets")
         );
+        assert_eq!(create.body["metadata"]["name"], "ichor-webhook-tls");
         assert_eq!(create.body["type"], "kubernetes.io/tls");
         let text = |k: &str| {
             String::from_utf8(STANDARD.decode(create.body["data"][k].as_str().unwrap()).unwrap()).unwrap()
         };
         assert_eq!(text("ca.crt"), expected_ca);
         let leaf = CertFacts::from_pem(&text("tls.crt"), "leaf").unwrap();
-        let ca_facts = CertFacts::from_pem(&expected_ca, "ca").unwrap();
-        assert!(leaf.is_issued_by(&ca_facts));
+        assert!(leaf.is_issued_by(&CertFacts::from_pem(&expected_ca, "ca").unwrap()));
         let mut sans: Vec<San> = webhook_sans("ichor-webhook", NS)
             .into_iter()
             .map(San::Dns)
             .collect();
         sans.sort();
         assert_eq!(leaf.sans, sans);
-        assert_eq!(
-            leaf.not_after,
-            "2027-11-29T12:00:00Z".parse().unwrap(),
-            "one year"
-        );
+        assert_eq!(leaf.not_after, "2027-11-29T12:00:00Z".parse().unwrap());
         let mut created = create.body.clone();
         created["metadata"]["resourceVersion"] = json!("1");
         reply(send, 201, &created);
+        handle
+    });
+    let action = Action::Effect {
+        request: EffectRequest::new("issue-webhook-leaf new", &request).unwrap(),
+        reason: reason(),
+    };
+    let mut a = applier(client);
+    let report = a.apply(&world(vec![ca_secret(&ca)]), &[action]).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(
+        report.problems.is_empty() && report.stale.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.applied, ["effect issue-webhook-leaf new (test: initial)"]);
+    let [Event::Applied(secret)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(secret.resource_version.as_deref(), Some("1"));
+}
 
-        let (get, send) = next(&mut handle).await;
-        assert_eq!(
-            (get.method.as_str(), get.path.as_str()),
-            ("GET", CONFIGURATION_PATH)
-        );
-        reply(
-            send,
-            200,
-            &webhook_configuration("44", [expected_bundle.as_str(), "b2xk"]),
-        );
+fn bundle_action(bundle: &str) -> Action {
+    let mut desired = configuration_object("44", [bundle, bundle]);
+    desired.value = json!({"webhooks": desired.value["webhooks"].clone()});
+    desired.resource_version = None;
+    Action::Apply {
+        object: desired,
+        reason: reason(),
+    }
+}
+
+#[tokio::test]
+async fn only_the_differing_ca_bundles_are_patched_conditioned_on_the_observed_version() {
+    let bundle = STANDARD.encode(ca().cert_pem);
+    let (client, mut handle) = client();
+    let expected = bundle.clone();
+    let server = tokio::spawn(async move {
         let (patch, send) = next(&mut handle).await;
         assert_eq!(
             (patch.method.as_str(), patch.path.as_str()),
@@ -741,119 +721,68 @@ async fn a_webhook_certificate_is_issued_from_the_ichor_ca_and_the_ca_bundles_ar
         assert_eq!(
             patch.body,
             json!({"metadata": {"resourceVersion": "44"},
-                "webhooks": [{"name": "talosclusters.ichor.maesh.dev", "clientConfig": {"caBundle": expected_bundle}}]}),
+                "webhooks": [{"name": "talosclusters.ichor.maesh.dev", "clientConfig": {"caBundle": expected}}]}),
             "only the stale caBundle, conditioned on the resourceVersion"
         );
         reply(
             send,
             200,
-            &webhook_configuration("45", [expected_bundle.as_str(), expected_bundle.as_str()]),
+            &webhook_configuration("45", [expected.as_str(), expected.as_str()]),
         );
         handle
     });
-    let outcome = ensure_webhook_cert(&client, NS, "ichor-webhook", "ichor-identity", &ca, now())
-        .await
-        .unwrap();
+    let w = world(vec![configuration_object("44", [bundle.as_str(), "b2xk"])]);
+    let mut a = applier(client);
+    let report = a.apply(&w, &[bundle_action(&bundle)]).await;
     let handle = server.await.unwrap();
-    drop(client);
+    drop(a);
     assert_no_more_requests(handle).await;
     assert!(
-        matches!(outcome.certificate, CertificateAction::Issued { .. }),
-        "{outcome:?}"
+        report.problems.is_empty() && report.stale.is_empty(),
+        "{report:?}"
     );
-    assert_eq!(
-        outcome.ca_bundle,
-        BundleAction::Patched {
-            webhooks: vec!["talosclusters.ichor.maesh.dev".into()]
-        }
-    );
-    assert_eq!(outcome.written.as_deref(), Some("1"));
-    // Renewed at two thirds of the year (243 days and 8 hours).
-    assert_eq!(outcome.renew_at, "2027-07-30T20:00:00Z".parse().unwrap());
+    let [Event::Applied(o)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(o.resource_version.as_deref(), Some("45"));
+    assert_eq!(o.namespace.as_str(), "", "cluster-scoped");
 }
 
 #[tokio::test]
-async fn nothing_is_written_when_the_webhook_certificate_and_bundles_are_current() {
-    let ca = ca();
-    let bundle = STANDARD.encode(&ca.cert_pem);
-    let data: serde_json::Map<String, Value> = serving(&ca, "2026-11-01T00:00:00Z", "2027-11-01T00:00:00Z")
-        .into_iter()
-        .map(|(k, v)| (k, json!(STANDARD.encode(v))))
-        .collect();
-    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-        "metadata": {"name": "ichor-webhook-tls", "namespace": NS, "resourceVersion": "7"}, "data": data});
+async fn a_ca_bundle_patch_meeting_a_conflict_is_stale_and_hands_back_the_configuration_as_read_again() {
+    let bundle = STANDARD.encode(ca().cert_pem);
     let (client, mut handle) = client();
     let server = tokio::spawn(async move {
-        let (get, send) = next(&mut handle).await;
-        assert_eq!(get.path, WEBHOOK_SECRET_PATH);
-        reply(send, 200, &secret);
-        let (get, send) = next(&mut handle).await;
-        assert_eq!(get.path, CONFIGURATION_PATH);
+        let (patch, send) = next(&mut handle).await;
+        assert_eq!(patch.method, "PATCH");
         reply(
             send,
-            200,
-            &webhook_configuration("44", [bundle.as_str(), bundle.as_str()]),
+            409,
+            &conflict("validatingwebhookconfigurations.admissionregistration.k8s.io \"ichor-identity\""),
         );
+        let (read, send) = next(&mut handle).await;
+        assert_eq!(
+            (read.method.as_str(), read.path.as_str()),
+            ("GET", CONFIGURATION_PATH)
+        );
+        reply(send, 200, &webhook_configuration("46", ["bmV3", "bmV3"]));
         handle
     });
-    let outcome = ensure_webhook_cert(&client, NS, "ichor-webhook", "ichor-identity", &ca, now())
-        .await
-        .unwrap();
+    let w = world(vec![configuration_object("44", ["b2xk", "b2xk"])]);
+    let mut a = applier(client);
+    let report = a.apply(&w, &[bundle_action(&bundle)]).await;
     let handle = server.await.unwrap();
-    drop(client);
+    drop(a);
     assert_no_more_requests(handle).await;
-    assert_eq!(outcome.certificate, CertificateAction::Kept);
-    assert_eq!(outcome.ca_bundle, BundleAction::Current);
-    assert_eq!(outcome.written, None);
-}
-
-#[test]
-fn a_serving_certificate_two_thirds_through_its_life_is_renewed_and_not_before() {
-    let ca = ca();
-    let data = serving(&ca, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z");
-    let sans = webhook_sans("ichor-webhook", NS);
-    let before = "2026-08-31T00:00:00Z".parse().unwrap();
-    let after = "2026-09-02T00:00:00Z".parse().unwrap();
-    assert!(matches!(
-        decide_webhook_cert(Some(&data), &ca.cert_pem, &sans, before),
-        CertDecision::Keep { .. }
-    ));
-    assert_eq!(
-        decide_webhook_cert(Some(&data), &ca.cert_pem, &sans, after),
-        CertDecision::Issue {
-            reason: "two thirds of its lifetime passed".into()
-        }
+    assert!(
+        report.problems.is_empty() && report.applied.is_empty(),
+        "{report:?}"
     );
-}
-
-#[test]
-fn a_serving_certificate_is_reissued_when_the_ca_or_the_service_name_changes() {
-    let ca = ca();
-    let data = serving(&ca, "2026-11-01T00:00:00Z", "2027-11-01T00:00:00Z");
-    let other_ca = perform::issue_ca(
-        &IssueCaRequest {
-            common_name: CA_COMMON_NAME.into(),
-            not_before: "2026-06-01T00:00:00Z".parse().unwrap(),
-            not_after: "2036-06-01T00:00:00Z".parse().unwrap(),
-            reason: "test".into(),
-            replaces: None,
-        },
-        &mut Fixed,
-    )
-    .unwrap();
-    let sans = webhook_sans("ichor-webhook", NS);
-    assert_eq!(
-        decide_webhook_cert(Some(&data), &other_ca.cert_pem, &sans, now()),
-        CertDecision::Issue {
-            reason: "the Ichor CA changed".into()
-        }
-    );
-    assert_eq!(
-        decide_webhook_cert(Some(&data), &ca.cert_pem, &webhook_sans("renamed", NS), now()),
-        CertDecision::Issue {
-            reason: "its DNS names differ from the webhook Service's".into()
-        }
-    );
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    let [Event::Applied(o)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(o.resource_version.as_deref(), Some("46"));
 }
 
 #[tokio::test]
@@ -895,6 +824,12 @@ async fn a_leaf_is_not_written_when_the_ca_it_is_signed_by_lost_its_write() {
             409,
             &status(409, "AlreadyExists", "secrets \"ichor-oidc-ca\" already exists"),
         );
+        let (read, send) = next(&mut handle).await;
+        assert_eq!(
+            (read.method.as_str(), read.path.as_str()),
+            ("GET", "/api/v1/namespaces/ichor-system/secrets/ichor-oidc-ca")
+        );
+        reply(send, 200, &ca_secret(&self::ca()).value);
         handle
     });
     let mut a = applier(client);
@@ -902,20 +837,29 @@ async fn a_leaf_is_not_written_when_the_ca_it_is_signed_by_lost_its_write() {
     let handle = server.await.unwrap();
     drop(a);
     assert_no_more_requests(handle).await;
+    assert!(report.applied.is_empty(), "{report:?}");
+    let [Event::Applied(other)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(
+        other.resource_version.as_deref(),
+        Some("3"),
+        "the other writer's CA, read again"
+    );
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    assert!(report.stale[0].message.contains("ichor-oidc-ca"), "{report:?}");
+    assert_eq!(report.problems.len(), 1, "{report:?}");
     assert!(
-        report.events.is_empty() && report.applied.is_empty(),
+        report.problems[0].message.contains("ichor-oidc-tls: not written"),
         "{report:?}"
     );
-    assert_eq!(report.problems.len(), 2, "{report:?}");
     assert!(
-        report.problems[0].message.contains("ichor-oidc-ca")
-            && report.problems[0].message.contains("not overwritten")
+        report
+            .problems
+            .iter()
+            .chain(&report.stale)
+            .all(|p| !p.message.contains("PRIVATE KEY"))
     );
-    assert!(
-        report.problems[1].message.contains("ichor-oidc-tls: not written"),
-        "{report:?}"
-    );
-    assert!(report.problems.iter().all(|p| !p.message.contains("PRIVATE KEY")));
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ fn every_variable_the_chart_sets_is_read_by_ichor_controller_run() {
         .unwrap();
     assert!(help.status.success());
     let help = String::from_utf8(help.stdout).unwrap();
-    assert!(names.len() >= 9, "{names:?}");
+    assert!(names.len() >= 8, "{names:?}");
     for name in names {
         assert!(
             help.contains(&format!("env: {name}")),

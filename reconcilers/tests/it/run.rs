@@ -383,7 +383,7 @@ fn dynamic(name: &str, rv: &str) -> DynamicObject {
 }
 
 fn users_resource() -> ApiResource {
-    sources("app.kubernetes.io/component=issuer")
+    sources("app.kubernetes.io/component=issuer", "ichor-identity")
         .into_iter()
         .find(|s| s.label == "IchorUser")
         .unwrap()
@@ -446,7 +446,7 @@ fn a_relist_deletes_what_vanished_and_skips_what_is_unchanged() {
 
 #[test]
 fn owned_secrets_and_the_trust_configmap_are_watched_by_name() {
-    let all = sources("app.kubernetes.io/component=issuer");
+    let all = sources("app.kubernetes.io/component=issuer", "ichor-identity");
     let labels: Vec<&str> = all.iter().map(|s| s.label.as_str()).collect();
     for name in [
         "Secret ichor-oidc-signing",
@@ -455,6 +455,7 @@ fn owned_secrets_and_the_trust_configmap_are_watched_by_name() {
         "Secret ichor-webhook-tls",
         "Secret ichor-user-credentials",
         "ConfigMap ichor-oidc-trust",
+        "ValidatingWebhookConfiguration ichor-identity",
     ] {
         let source = all
             .iter()
@@ -468,10 +469,18 @@ fn owned_secrets_and_the_trust_configmap_are_watched_by_name() {
         service.config.label_selector.as_deref(),
         Some("app.kubernetes.io/component=issuer")
     );
+    let cluster_scoped: Vec<&str> = all
+        .iter()
+        .filter(|s| !s.namespaced)
+        .map(|s| s.resource.kind.as_str())
+        .collect();
     assert_eq!(
-        all.iter().filter(|s| !s.namespaced).count(),
-        1,
-        "IchorInstallation only"
+        cluster_scoped,
+        ["IchorInstallation", "ValidatingWebhookConfiguration"]
+    );
+    assert!(
+        all.iter().filter(|s| !s.namespaced).all(|s| s.optional),
+        "a cluster whose RBAC grants neither still runs"
     );
 }
 
@@ -806,7 +815,7 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
         }
     });
     let client = kube::Client::new(service, NAMESPACE);
-    let all = sources("app.kubernetes.io/component=issuer");
+    let all = sources("app.kubernetes.io/component=issuer", "ichor-identity");
     let sync = Arc::new(SyncState::new(all.len()));
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let tasks = ichor_reconcilers::run::watch::spawn(&client, NAMESPACE, all, tx, sync.clone());

@@ -73,8 +73,36 @@ impl Apply for Forgetful {
                 self.0
                     .stamp(Event::Applied(fixtures::user("alice", &["admin"], false, 1))),
             ],
-            problems: Vec::new(),
+            ..Report::default()
         }
+    }
+}
+
+/// Refuses the first status write of alice as stale (someone changed her since it was
+/// decided) and hands back alice as re-read, now disabled at generation 2; then applies in
+/// memory.
+struct Racing {
+    raced: bool,
+    inner: MemorySink,
+}
+
+#[async_trait]
+impl Apply for Racing {
+    async fn apply(&mut self, world: &World, actions: &[Action]) -> Report {
+        let writes_alice = actions
+            .iter()
+            .any(|a| matches!(a, Action::Apply { object, .. } if object.kind == "IchorUser"));
+        if writes_alice && !self.raced {
+            self.raced = true;
+            let mut fresh = fixtures::user("alice", &["admin"], true, 2);
+            fresh.resource_version = Some("7".into());
+            return Report {
+                events: vec![Event::Applied(fresh)],
+                stale: vec![Problem::new(ProblemKind::Conflict, "IchorUser alice changed")],
+                ..Report::default()
+            };
+        }
+        self.inner.apply(world, actions).await
     }
 }
 
@@ -137,6 +165,35 @@ fn a_failed_apply_backs_off_doubling_and_the_next_cycle_reissues_then_settles() 
         third.actions
     );
     assert_eq!(lp.retry_delay(), None);
+}
+
+#[test]
+fn a_stale_write_is_decided_again_from_what_was_re_read_in_the_same_cycle_without_back_off() {
+    let mut lp = Loop::<Quiet, std::io::Sink>::sole_writer(Controller::new().unwrap(), None, Quiet);
+    lp.ingest([Event::Applied(fixtures::user("alice", &["admin"], false, 1))]);
+    lp.tick(now());
+    let mut sink = Racing {
+        raced: false,
+        inner: MemorySink::default(),
+    };
+    let report = lp.settle_now(&mut sink);
+    assert!(report.settled, "{report:?}");
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    assert_eq!(lp.retry_delay(), None, "a stale write is not a failure");
+    let alice = lp
+        .world()
+        .get(&ichor_graph::ObjectKey::new(
+            "IchorUser",
+            ichor_renderers::trust::NAMESPACE,
+            "alice",
+        ))
+        .unwrap();
+    assert_eq!(
+        alice.value["status"]["observedGeneration"], 2,
+        "the status written is decided from alice as re-read: {}",
+        alice.value["status"]
+    );
 }
 
 #[test]

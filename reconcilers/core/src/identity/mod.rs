@@ -13,6 +13,8 @@
 //! IchorUser ─► user-status[user] (joined to its credentials key; conditions → status write, emit)
 //! IchorUser (count) ─► users-observed ─┐
 //! credentials key ─► credentials-gc[key] (joined to user-exists[its IchorUser]) (emit: remove-credentials-key)
+//! certificates, Secret ichor-webhook-tls, ValidatingWebhookConfiguration, now ─► webhook-certificate (emit: issue-webhook-leaf)
+//! certificates, ValidatingWebhookConfiguration ─► webhook-ca-bundle (emit: the configuration's caBundles)
 //! ```
 //!
 //! # Design notes
@@ -59,6 +61,7 @@ pub mod nodes;
 pub mod project;
 mod read;
 pub mod replay;
+pub mod webhook;
 
 use ichor_graph::{BuildError, Desired, Family, Graph, GraphBuilder, Node, Object, ObjectKey, Ownership};
 use ichor_renderers::trust::{CA_SECRET, NAMESPACE, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
@@ -115,6 +118,10 @@ pub mod names {
     pub const USERS_OBSERVED: &str = "users-observed";
     /// Credentials garbage collection.
     pub const CREDENTIALS_GC: &str = "credentials-gc";
+    /// The webhooks' serving certificate decision.
+    pub const WEBHOOK_CERTIFICATE: &str = "webhook-certificate";
+    /// The `caBundle`s of the webhook configuration.
+    pub const WEBHOOK_CA_BUNDLE: &str = "webhook-ca-bundle";
 }
 
 /// Handles to the nodes whose outputs are useful outside the graph (reports, tests).
@@ -157,6 +164,8 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     let signing_secret = b.object("signing-secret", secret(SIGNING_SECRET));
     let ca_secret = b.object("ca-secret", secret(CA_SECRET));
     let tls_secret = b.object("tls-secret", secret(TLS_SECRET));
+    let webhook_tls = b.object("webhook-tls-secret", secret(webhook::WEBHOOK_TLS_SECRET));
+    let webhook_configurations = b.objects("webhook-configurations", webhook::CONFIGURATION_KIND);
     let observed_trust = b.object(
         "observed-trust-configmap",
         ObjectKey::new("ConfigMap", NAMESPACE, TRUST_CONFIGMAP),
@@ -180,6 +189,21 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
         |(now, certs, svc)| nodes::certificate_effects(*now, certs, svc),
     );
     b.emit(&cert_effects);
+
+    let webhook_cert = b.node_timed(
+        names::WEBHOOK_CERTIFICATE,
+        (now, certificates, webhook_tls, webhook_configurations.all()),
+        |(now, certs, secret, configurations)| {
+            webhook::webhook_certificate(*now, certs, secret, configurations)
+        },
+    );
+    b.emit(&webhook_cert);
+    let ca_bundle = b.node(
+        names::WEBHOOK_CA_BUNDLE,
+        (certificates, webhook_configurations.all()),
+        |(certs, configurations)| webhook::webhook_ca_bundle(certs, configurations),
+    );
+    b.emit(&ca_bundle);
 
     let trust = b.node(
         names::TRUST,

@@ -109,9 +109,12 @@ fn a_tick_in_a_settled_world_of_a_thousand_users_recomputes_only_the_timed_nodes
         .collect();
     assert!(eval.stats.recomputed <= 3, "{recomputed:?}");
     assert!(
-        recomputed
-            .iter()
-            .all(|(n, _)| [names::SIGNING_KEYS, names::CERTIFICATE_EFFECTS].contains(n)),
+        recomputed.iter().all(|(n, _)| [
+            names::SIGNING_KEYS,
+            names::CERTIFICATE_EFFECTS,
+            names::WEBHOOK_CERTIFICATE
+        ]
+        .contains(n)),
         "{recomputed:?}"
     );
 }

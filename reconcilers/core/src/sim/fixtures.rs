@@ -33,6 +33,27 @@ pub fn issuer_service(cluster_ip: &str) -> Object {
     )
 }
 
+/// The identity webhooks' `ValidatingWebhookConfiguration` (cluster-scoped) as the chart
+/// installs it: two webhooks calling Service `service` in the Ichor namespace, no `caBundle`.
+pub fn webhook_configuration(service: &str) -> Object {
+    let hook = |name: &str, path: &str| {
+        json!({"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "clientConfig": {"service": {"name": service, "namespace": NAMESPACE, "path": path, "port": 443}},
+            "rules": [{"apiGroups": ["ichor.maesh.dev"], "apiVersions": ["v1alpha1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["ichorusers"]}]})
+    };
+    Object::new(
+        "ValidatingWebhookConfiguration",
+        "",
+        "ichor-identity",
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "ichor-identity", "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+            "webhooks": [hook("ichorusers.identity.ichor.maesh.dev", "/validate/ichorusers"),
+                hook("talosclusters.identity.ichor.maesh.dev", "/validate/talosclusters")]}),
+    )
+}
+
 /// How a cluster authenticates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Auth {

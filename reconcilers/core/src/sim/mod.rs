@@ -146,7 +146,7 @@ impl Apply for MemorySink {
             Ok(events) => Report {
                 applied: actions.iter().map(ToString::to_string).collect(),
                 events,
-                problems: Vec::new(),
+                ..Report::default()
             },
             Err(problem) => Report {
                 problems: vec![problem],
