@@ -17,13 +17,15 @@ ARG DISTROLESS=gcr.io/distroless/cc-debian12:nonroot
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 COPY . .
+# `ichor` is a build of its own: built with the others, cargo would unify the issuer's features
+# and link kube-runtime (the issuer's IchorInstallation watch) into the kubectl exec plugin.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \
         -p ichor-reconcilers --bin ichor-controller \
         -p ichor-issuer --bin ichor-issuer \
-        -p ichor-cli --bin ichor \
+    && cargo build --release --locked -p ichor-cli --bin ichor \
     && mkdir -p /out \
     && cp target/release/ichor-controller target/release/ichor-issuer target/release/ichor /out/
 

@@ -49,6 +49,15 @@ if [[ $quick -eq 0 ]]; then
   cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
 fi
 
+step "the ichor CLI (the kubectl exec plugin) links neither kube-runtime nor the controller"
+linked=$(cargo tree --locked -p ichor-cli -e normal --prefix none --format '{p}' | sort -u)
+for heavy in kube-runtime ichor-reconcilers; do
+  if grep -q "^$heavy " <<<"$linked"; then
+    echo "hack/test.sh: ichor-cli depends on $heavy (cargo tree -p ichor-cli -e normal -i $heavy)" >&2
+    exit 1
+  fi
+done
+
 step "generated CRDs are in sync with the Rust types"
 cargo run --quiet --locked -p ichor-renderers --bin crdgen -- --check
 

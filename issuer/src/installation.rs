@@ -14,10 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use futures::StreamExt as _;
-use ichor_renderers::crd::{IchorInstallation, UsersSettings, UsersSpec};
-use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Api, Client, ResourceExt as _};
+use ichor_renderers::crd::{UsersSettings, UsersSpec};
 
 use crate::oidc::Settings;
 use ichor_server::metrics::ReloadStatus;
@@ -80,9 +77,12 @@ pub fn effective(fallback: &UsersSettings, installations: &BTreeMap<String, Opti
 #[derive(Debug)]
 pub struct InstallationSettings {
     settings: Arc<Settings>,
+    // Read only by the watch (an `ichor dev` build follows no installation).
+    #[cfg_attr(not(feature = "watch"), allow(dead_code))]
     fallback: UsersSettings,
     loaded: AtomicBool,
     failures: AtomicU64,
+    #[cfg_attr(not(feature = "watch"), allow(dead_code))]
     problem: std::sync::Mutex<Option<String>>,
 }
 
@@ -103,40 +103,7 @@ impl InstallationSettings {
         Arc::clone(&self.settings)
     }
 
-    /// Follows the installations through `client` until the process ends; a failed list or
-    /// watch is retried with back-off (the settings in force stay).
-    pub async fn follow(self: Arc<Self>, client: Client) {
-        let api: Api<IchorInstallation> = Api::all(client);
-        let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
-        let mut known: BTreeMap<String, Option<UsersSpec>> = BTreeMap::new();
-        let mut listing: BTreeMap<String, Option<UsersSpec>> = BTreeMap::new();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(watcher::Event::Init) => listing.clear(),
-                Ok(watcher::Event::InitApply(i)) => {
-                    listing.insert(i.name_any(), i.spec.users);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    known = std::mem::take(&mut listing);
-                    self.apply(&known);
-                    self.loaded.store(true, Ordering::Release);
-                }
-                Ok(watcher::Event::Apply(i)) => {
-                    known.insert(i.name_any(), i.spec.users);
-                    self.apply(&known);
-                }
-                Ok(watcher::Event::Delete(i)) => {
-                    known.remove(&i.name_any());
-                    self.apply(&known);
-                }
-                Err(error) => {
-                    self.failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%error, "cannot follow IchorInstallations; the settings in force stay");
-                }
-            }
-        }
-    }
-
+    #[cfg_attr(not(feature = "watch"), allow(dead_code))]
     fn apply(&self, installations: &BTreeMap<String, Option<UsersSpec>>) {
         let next = effective(&self.fallback, installations);
         {
@@ -172,6 +139,48 @@ impl ReloadStatus for InstallationSettings {
     }
     fn reload_failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(feature = "watch")]
+impl InstallationSettings {
+    /// Follows the installations through `client` until the process ends; a failed list or
+    /// watch is retried with back-off (the settings in force stay).
+    pub async fn follow(self: Arc<Self>, client: kube::Client) {
+        use futures::StreamExt as _;
+        use ichor_renderers::crd::IchorInstallation;
+        use kube::runtime::{WatchStreamExt as _, watcher};
+        use kube::{Api, ResourceExt as _};
+
+        let api: Api<IchorInstallation> = Api::all(client);
+        let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
+        let mut known: BTreeMap<String, Option<UsersSpec>> = BTreeMap::new();
+        let mut listing: BTreeMap<String, Option<UsersSpec>> = BTreeMap::new();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listing.clear(),
+                Ok(watcher::Event::InitApply(i)) => {
+                    listing.insert(i.name_any(), i.spec.users);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    known = std::mem::take(&mut listing);
+                    self.apply(&known);
+                    self.loaded.store(true, Ordering::Release);
+                }
+                Ok(watcher::Event::Apply(i)) => {
+                    known.insert(i.name_any(), i.spec.users);
+                    self.apply(&known);
+                }
+                Ok(watcher::Event::Delete(i)) => {
+                    known.remove(&i.name_any());
+                    self.apply(&known);
+                }
+                Err(error) => {
+                    self.failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%error, "cannot follow IchorInstallations; the settings in force stay");
+                }
+            }
+        }
     }
 }
 
