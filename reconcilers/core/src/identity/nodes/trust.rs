@@ -1,0 +1,127 @@
+//! The desired trust (discovery URL and CA), its ConfigMap, and each cluster's rendered
+//! authentication.
+
+use super::*;
+
+/// Where the trust facts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TrustSource {
+    /// Rendered from the issuer Service and the CA.
+    Rendered,
+    /// The Service or the CA is not readable now: the observed ConfigMap is kept as it is.
+    KeptObserved,
+    /// Nothing to render and nothing observed.
+    Unavailable,
+}
+
+/// The desired trust facts (what `ichor-oidc-trust` must say).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustOut {
+    /// The discovery URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery_url: Option<String>,
+    /// The CA PEM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_pem: Option<String>,
+    /// Where they come from.
+    pub source: TrustSource,
+}
+
+impl TrustOut {
+    /// The trust facts, when known.
+    pub fn trust(&self) -> Option<IssuerTrust> {
+        Some(IssuerTrust {
+            discovery_url: self.discovery_url.clone()?,
+            ca_pem: self.ca_pem.clone()?,
+        })
+    }
+}
+
+/// The issuer Service, the CA and the observed `ichor-oidc-trust` → the desired trust facts.
+/// Rendered when the Service and the CA are readable; otherwise the observed ConfigMap is kept
+/// (a missing Service for a moment must not remove the trust of every cluster).
+pub(crate) fn trust(service: &IssuerServiceOut, certs: &Certificates, observed: &Option<Object>) -> TrustOut {
+    if let (Some(svc), CertState::Read { pem, .. }) = (&service.service, &certs.ca) {
+        let t = IssuerTrust::for_service(&svc.into(), pem.clone());
+        return TrustOut {
+            discovery_url: Some(t.discovery_url),
+            ca_pem: Some(t.ca_pem),
+            source: TrustSource::Rendered,
+        };
+    }
+    let kept = observed
+        .as_ref()
+        .and_then(|o| serde_json::from_value::<k8s_openapi::api::core::v1::ConfigMap>(o.value.clone()).ok())
+        .and_then(|cm| IssuerTrust::from_configmap(&cm).ok());
+    match kept {
+        Some(t) => TrustOut {
+            discovery_url: Some(t.discovery_url),
+            ca_pem: Some(t.ca_pem),
+            source: TrustSource::KeptObserved,
+        },
+        None => TrustOut {
+            discovery_url: None,
+            ca_pem: None,
+            source: TrustSource::Unavailable,
+        },
+    }
+}
+
+/// The desired `ichor-oidc-trust` ConfigMap, labelled as owned by this graph.
+pub(crate) fn trust_configmap(trust: &TrustOut) -> Desired {
+    let Some(t) = trust.trust() else {
+        return Desired::default();
+    };
+    let mut value = serde_json::to_value(render_trust_configmap(&t)).unwrap_or(Value::Null);
+    if let Some(labels) = value
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("labels"))
+        .and_then(Value::as_object_mut)
+    {
+        labels.insert(OWNER_LABEL.to_owned(), json!(OWNER_VALUE));
+    }
+    let cm = Object::new(
+        "ConfigMap",
+        NAMESPACE,
+        ichor_renderers::trust::TRUST_CONFIGMAP,
+        value,
+    );
+    Desired {
+        objects: vec![cm],
+        effects: Vec::new(),
+    }
+}
+
+/// One cluster's rendered authentication document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterAuth {
+    /// Document kind → sha256 of the rendered document (empty when nothing was rendered).
+    pub documents: BTreeMap<String, String>,
+    /// Why nothing was rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A `TalosCluster` and the desired trust → its rendered document hashes.
+pub(crate) fn cluster_auth(key: &ObjectKey, cluster: &Object, trust: &TrustOut) -> ClusterAuth {
+    let spec: TalosClusterSpec = match decode(cluster.value.get("spec")) {
+        Ok(s) => s,
+        Err(e) => {
+            return ClusterAuth {
+                documents: BTreeMap::new(),
+                error: Some(format!("TalosCluster {key}: spec does not decode: {e}")),
+            };
+        }
+    };
+    let mut tc = TalosCluster::new(&key.name, spec);
+    tc.metadata.namespace = Some(key.namespace.to_string());
+    let trust = trust.trust();
+    let render = render_cluster(&tc, &[], trust.as_ref());
+    ClusterAuth {
+        documents: render.desired_hashes(),
+        error: render.authentication.err().map(|e| e.to_string()),
+    }
+}
