@@ -1,0 +1,264 @@
+//! Effects: an effect's Secret written conditionally, a credentials key removed, and what a
+//! conflict on either hands back.
+
+use super::*;
+
+fn signing_secret(rv: &str) -> Object {
+    let doc = KeysDocument::default().to_json();
+    observed(
+        "Secret",
+        "ichor-oidc-signing",
+        rv,
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "ichor-oidc-signing", "namespace": NS, "resourceVersion": rv,
+                "annotations": {"kept": "yes"}},
+            "type": "Opaque", "data": {"keys.json": STANDARD.encode(doc)}}),
+    )
+}
+
+fn hmac_effect(based_on: Option<&str>) -> Action {
+    let r = GenerateKeyRequest {
+        kind: KeyKind::Hmac,
+        kid: "h-20261129-1200".into(),
+        created_at: now(),
+        active_from: now(),
+        reason: "first key".into(),
+        based_on_resource_version: based_on.map(str::to_owned),
+        document_changes: Vec::new(),
+    };
+    Action::Effect {
+        request: EffectRequest::new(r.id(), &r).unwrap(),
+        reason: reason(),
+    }
+}
+
+fn keys_in(body: &Value) -> KeysDocument {
+    let b64 = body["data"]["keys.json"].as_str().unwrap();
+    KeysDocument::parse(&STANDARD.decode(b64).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_conflict_on_an_effect_secret_is_stale_never_overwritten_and_read_again() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(seen.method, "PUT");
+        assert_eq!(
+            seen.path,
+            "/api/v1/namespaces/ichor-system/secrets/ichor-oidc-signing"
+        );
+        assert_eq!(
+            seen.body["metadata"]["resourceVersion"], "10",
+            "the version the performer read"
+        );
+        assert_eq!(
+            seen.body["metadata"]["annotations"]["kept"], "yes",
+            "others' metadata is kept"
+        );
+        assert!(keys_in(&seen.body).hmac_key("h-20261129-1200").is_some());
+        reply(send, 409, &conflict("secrets \"ichor-oidc-signing\""));
+        let (read, send) = next(&mut handle).await;
+        assert_eq!(
+            (read.method.as_str(), read.path.as_str()),
+            (
+                "GET",
+                "/api/v1/namespaces/ichor-system/secrets/ichor-oidc-signing"
+            )
+        );
+        reply(send, 200, &signing_secret("11").value);
+        handle
+    });
+    let w = world(vec![signing_secret("10")]);
+    let mut a = applier(client);
+    let report = a.apply(&w, &[hmac_effect(Some("10"))]).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(
+        report.problems.is_empty() && report.applied.is_empty(),
+        "{report:?}"
+    );
+    let [Event::Applied(fresh)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(fresh.resource_version.as_deref(), Some("11"));
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    let problem = &report.stale[0];
+    assert!(
+        problem.message.contains("ichor-oidc-signing") && problem.message.contains("not written"),
+        "{problem}"
+    );
+    assert!(
+        !problem.message.contains(&STANDARD.encode([42u8; 32])),
+        "no secret material in messages"
+    );
+}
+
+fn credentials(rv: &str, users: &[&str]) -> Value {
+    let data: serde_json::Map<String, Value> =
+        users.iter().map(|u| ((*u).to_owned(), json!("e30="))).collect();
+    json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "ichor-user-credentials", "namespace": NS, "resourceVersion": rv},
+        "type": "Opaque", "data": data})
+}
+
+fn gc_effect() -> Action {
+    let r = RemoveCredentialsKeyRequest {
+        namespace: NS.into(),
+        secret: "ichor-user-credentials".into(),
+        key: "ghost".into(),
+    };
+    Action::Effect {
+        request: EffectRequest::new(r.id(), &r).unwrap(),
+        reason: reason(),
+    }
+}
+
+const CREDENTIALS_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
+
+/// A removal meeting a conflict, the credentials Secret as read again, then `user` for the
+/// key's IchorUser; returns the report.
+async fn gc_conflict(user_reply: (u16, Value)) -> ichor_reconcilers::apply::ApplyReport {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (_, send) = next(&mut handle).await;
+        reply(send, 409, &conflict("secrets \"ichor-user-credentials\""));
+        let (read, send) = next(&mut handle).await;
+        assert_eq!(
+            (read.method.as_str(), read.path.as_str()),
+            ("GET", CREDENTIALS_PATH)
+        );
+        reply(send, 200, &credentials("22", &["admin", "ghost"]));
+        let (user, send) = next(&mut handle).await;
+        assert_eq!(
+            (user.method.as_str(), user.path.as_str()),
+            (
+                "GET",
+                "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/ghost"
+            )
+        );
+        reply(send, user_reply.0, &user_reply.1);
+        handle
+    });
+    let w = world(vec![observed(
+        "Secret",
+        "ichor-user-credentials",
+        "20",
+        credentials("20", &["admin", "ghost"]),
+    )]);
+    let mut a = applier(client);
+    let report = a.apply(&w, &[gc_effect()]).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    report
+}
+
+#[tokio::test]
+async fn a_garbage_collection_conflict_reads_the_secret_and_the_user_again_and_leaves_the_decision_to_the_graph()
+ {
+    let report = gc_conflict((
+        404,
+        status(404, "NotFound", "ichorusers.ichor.maesh.dev \"ghost\" not found"),
+    ))
+    .await;
+    assert!(
+        report.problems.is_empty() && report.applied.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    let [Event::Applied(secret), Event::Deleted(user)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(secret.resource_version.as_deref(), Some("22"));
+    assert_eq!(user, &ObjectKey::new("IchorUser", NS, "ghost"));
+}
+
+#[tokio::test]
+async fn a_garbage_collection_conflict_hands_back_a_user_who_is_back() {
+    let mut back = user("3", json!([]));
+    back["metadata"]["name"] = json!("ghost");
+    let report = gc_conflict((200, back)).await;
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    let [Event::Applied(_), Event::Applied(user)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!((&*user.kind, &*user.name), ("IchorUser", "ghost"));
+}
+
+#[tokio::test]
+async fn a_leaf_is_not_written_when_the_ca_it_is_signed_by_lost_its_write() {
+    let ca = IssueCaRequest {
+        common_name: CA_COMMON_NAME.into(),
+        not_before: now(),
+        not_after: "2036-11-29T12:00:00Z".parse().unwrap(),
+        reason: "no CA".into(),
+        replaces: None,
+    };
+    let leaf = IssueLeafRequest {
+        common_name: "ichor-issuer".into(),
+        sans: vec![SanName::Ip("10.96.0.10".parse().unwrap())],
+        not_before: now(),
+        not_after: "2027-11-29T12:00:00Z".parse().unwrap(),
+        reason: "no leaf".into(),
+        replaces: None,
+    };
+    let actions = [
+        Action::Effect {
+            request: EffectRequest::new("issue-ca new", &ca).unwrap(),
+            reason: reason(),
+        },
+        Action::Effect {
+            request: EffectRequest::new("issue-leaf 10.96.0.10 new", &leaf).unwrap(),
+            reason: reason(),
+        },
+    ];
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(
+            (seen.method.as_str(), seen.body["metadata"]["name"].as_str()),
+            ("POST", Some("ichor-oidc-ca"))
+        );
+        reply(
+            send,
+            409,
+            &status(409, "AlreadyExists", "secrets \"ichor-oidc-ca\" already exists"),
+        );
+        let (read, send) = next(&mut handle).await;
+        assert_eq!(
+            (read.method.as_str(), read.path.as_str()),
+            ("GET", "/api/v1/namespaces/ichor-system/secrets/ichor-oidc-ca")
+        );
+        reply(send, 200, &ca_secret(&super::ca()).value);
+        handle
+    });
+    let mut a = applier(client);
+    let report = a.apply(&World::new(), &actions).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    assert!(report.applied.is_empty(), "{report:?}");
+    let [Event::Applied(other)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(
+        other.resource_version.as_deref(),
+        Some("3"),
+        "the other writer's CA, read again"
+    );
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    assert!(report.stale[0].message.contains("ichor-oidc-ca"), "{report:?}");
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    assert!(
+        report.problems[0].message.contains("ichor-oidc-tls: not written"),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .problems
+            .iter()
+            .chain(&report.stale)
+            .all(|p| !p.message.contains("PRIVATE KEY"))
+    );
+}

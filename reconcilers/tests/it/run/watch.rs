@@ -1,0 +1,211 @@
+//! Watch events folded into graph events, the sources the controller watches, and the
+//! watchers against a scripted API server.
+
+use super::*;
+
+// ─── watch events → graph events ─────────────────────────────────────────────────────────────
+
+fn dynamic(name: &str, rv: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NAMESPACE, "resourceVersion": rv,
+            "managedFields": [{"manager": "kubectl"}]},
+        "spec": {"roles": ["admin"]}
+    }))
+    .unwrap()
+}
+
+fn users_resource() -> ApiResource {
+    sources("app.kubernetes.io/component=issuer", "ichor-identity")
+        .into_iter()
+        .find(|s| s.label == "IchorUser")
+        .unwrap()
+        .resource
+}
+
+#[test]
+fn an_applied_object_carries_kind_api_version_and_resource_version_without_managed_fields() {
+    let mut state = WatchState::new(users_resource());
+    let events = state.on_event(watcher::Event::Apply(dynamic("alice", "7")));
+    let [Event::Applied(o)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(o.key(), ObjectKey::new("IchorUser", NAMESPACE, "alice"));
+    assert_eq!(o.resource_version.as_deref(), Some("7"));
+    assert_eq!(o.value["apiVersion"], json!("ichor.maesh.dev/v1alpha1"));
+    assert_eq!(o.value["kind"], json!("IchorUser"));
+    assert_eq!(o.value["spec"]["roles"], json!(["admin"]));
+    assert!(o.value["metadata"].get("managedFields").is_none());
+}
+
+#[test]
+fn a_relist_deletes_what_vanished_and_skips_what_is_unchanged() {
+    let mut state = WatchState::new(users_resource());
+    state.on_event(watcher::Event::Init);
+    state.on_event(watcher::Event::InitApply(dynamic("alice", "1")));
+    state.on_event(watcher::Event::InitApply(dynamic("bob", "2")));
+    assert!(!state.is_synced());
+    assert!(state.on_event(watcher::Event::InitDone).is_empty());
+    assert!(state.is_synced());
+
+    // Disconnected; bob was deleted meanwhile, alice is unchanged, carol is new.
+    let mut events = state.on_event(watcher::Event::Init);
+    events.extend(state.on_event(watcher::Event::InitApply(dynamic("alice", "1"))));
+    events.extend(state.on_event(watcher::Event::InitApply(dynamic("carol", "9"))));
+    events.extend(state.on_event(watcher::Event::InitDone));
+    let summary: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            Event::Applied(o) => format!("applied {}", o.name),
+            Event::Deleted(k) => format!("deleted {}", k.name),
+            Event::Tick(_) => "tick".into(),
+        })
+        .collect();
+    assert_eq!(summary, ["applied carol", "deleted bob"]);
+
+    let events = state.on_event(watcher::Event::Delete(dynamic("alice", "3")));
+    assert_eq!(
+        events,
+        [Event::Deleted(ObjectKey::new("IchorUser", NAMESPACE, "alice"))]
+    );
+    assert_eq!(
+        state
+            .on_event(watcher::Event::Apply(dynamic("carol", "10")))
+            .len(),
+        1,
+        "a new resourceVersion is folded"
+    );
+}
+
+#[test]
+fn owned_secrets_and_the_trust_configmap_are_watched_by_name() {
+    let all = sources("app.kubernetes.io/component=issuer", "ichor-identity");
+    let labels: Vec<&str> = all.iter().map(|s| s.label.as_str()).collect();
+    for name in [
+        "Secret ichor-oidc-signing",
+        "Secret ichor-oidc-ca",
+        "Secret ichor-oidc-tls",
+        "Secret ichor-webhook-tls",
+        "Secret ichor-user-credentials",
+        "ConfigMap ichor-oidc-trust",
+        "ValidatingWebhookConfiguration ichor-identity",
+    ] {
+        let source = all
+            .iter()
+            .find(|s| s.label == name)
+            .unwrap_or_else(|| panic!("{name} in {labels:?}"));
+        let wanted = format!("metadata.name={}", name.split_once(' ').unwrap().1);
+        assert_eq!(source.config.field_selector.as_deref(), Some(wanted.as_str()));
+    }
+    let service = all.iter().find(|s| s.resource.kind == "Service").unwrap();
+    assert_eq!(
+        service.config.label_selector.as_deref(),
+        Some("app.kubernetes.io/component=issuer")
+    );
+    let cluster_scoped: Vec<&str> = all
+        .iter()
+        .filter(|s| !s.namespaced)
+        .map(|s| s.resource.kind.as_str())
+        .collect();
+    assert_eq!(
+        cluster_scoped,
+        ["IchorInstallation", "ValidatingWebhookConfiguration"]
+    );
+    assert!(
+        all.iter().filter(|s| !s.namespaced).all(|s| s.optional),
+        "a cluster whose RBAC grants neither still runs"
+    );
+}
+
+// ─── the watchers against a scripted API server ──────────────────────────────────────────────
+
+#[tokio::test]
+async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_refused() {
+    let requests: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let seen = seen.clone();
+        async move {
+            let path = req.uri().path().to_owned();
+            let query = req.uri().query().unwrap_or_default().to_owned();
+            seen.lock().unwrap().push(format!("{path}?{query}"));
+            if query.contains("watch=true") {
+                // A watch that never delivers anything: the lists are what is tested.
+                futures::future::pending::<()>().await;
+            }
+            let (code, body) = if path.ends_with("/ichorinstallations") {
+                (403, status(403, "Forbidden"))
+            } else if path.ends_with("/services") {
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "ServiceList", "metadata": {"resourceVersion": "10"},
+                        "items": [{"metadata": {"name": "ichor-issuer", "namespace": NAMESPACE,
+                            "resourceVersion": "9", "labels": {"app.kubernetes.io/component": "issuer"}},
+                            "spec": {"clusterIP": "10.96.0.10"}}]}),
+                )
+            } else {
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"}, "items": []}),
+                )
+            };
+            let response = http::Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap();
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    let client = kube::Client::new(service, NAMESPACE);
+    let all = sources("app.kubernetes.io/component=issuer", "ichor-identity");
+    let sync = Arc::new(SyncState::new(all.len()));
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let tasks = ichor_reconcilers::run::watch::spawn(&client, NAMESPACE, all, tx, sync.clone());
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !sync.all() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("every watcher synced, IchorInstallation refused and counted as empty");
+    let batch = rx.recv().await.unwrap();
+    let [Event::Applied(service)] = batch.events.as_slice() else {
+        panic!("{batch:?}")
+    };
+    assert_eq!(
+        service.key(),
+        ObjectKey::new("Service", NAMESPACE, "ichor-issuer")
+    );
+    assert_eq!(service.value["apiVersion"], json!("v1"));
+    assert_eq!(service.value["spec"]["clusterIP"], json!("10.96.0.10"));
+    for t in tasks {
+        t.abort();
+    }
+
+    let requests = requests.lock().unwrap();
+    let lists: Vec<&String> = requests.iter().filter(|r| !r.contains("watch=true")).collect();
+    let secret_lists: Vec<&&String> = lists
+        .iter()
+        .filter(|r| r.starts_with("/api/v1/namespaces/ichor-system/secrets?"))
+        .collect();
+    assert_eq!(secret_lists.len(), 5, "{lists:#?}");
+    assert!(
+        secret_lists
+            .iter()
+            .all(|r| r.contains("fieldSelector=metadata.name%3Dichor-")),
+        "every Secret is listed by name (the RBAC grants no other list): {secret_lists:#?}"
+    );
+    assert!(
+        lists
+            .iter()
+            .any(|r| r.starts_with("/api/v1/namespaces/ichor-system/services?")
+                && r.contains("labelSelector=app.kubernetes.io%2Fcomponent%3Dissuer")),
+        "{lists:#?}"
+    );
+    assert!(
+        lists
+            .iter()
+            .any(|r| r.starts_with("/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers?")),
+        "{lists:#?}"
+    );
+}
