@@ -39,7 +39,7 @@ use jiff::Timestamp;
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
-use error::{classify, to_value};
+use error::{Failure, classify, to_value};
 use ichor_reconcile::cycle::Report;
 use ichor_reconcile::perform::KeyMaterial;
 use ichor_reconcile::problem::{Problem, ProblemKind};
@@ -189,6 +189,31 @@ impl KubeApplier {
             self.effects(world, &effects, &mut report).await;
         }
         report
+    }
+
+    /// What a write conditioned on the observed resourceVersion came to: the object as written;
+    /// on a conflict, stale, with the object as read again; on 404, its deletion (nothing to
+    /// write, and the World learns it).
+    async fn conditional(
+        &self,
+        resource: &Resource,
+        object: &Object,
+        what: &str,
+        result: Result<DynamicObject, kube::Error>,
+    ) -> Result<Written, ApplyError> {
+        let key = object.key();
+        match result {
+            Ok(o) => Ok(Written::Done(Event::Applied(observed(
+                &key.kind,
+                object,
+                to_value(what, o)?,
+            )))),
+            Err(e) => match classify(what, e) {
+                Failure::Conflict => Ok(Written::Stale(vec![self.reread(resource, &key).await?])),
+                Failure::NotFound => Ok(Written::Done(Event::Deleted(key))),
+                other => Err(other.into_error(what)),
+            },
+        }
     }
 
     /// Reads `key` again after a conflict: the object as the store holds it now, or its

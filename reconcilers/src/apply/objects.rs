@@ -77,22 +77,10 @@ impl KubeApplier {
             "metadata": meta, "status": desired.get("status").cloned().unwrap_or(Value::Null)});
         let api = self.api(resource, &object.namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        match api
+        let result = api
             .patch_status(&object.name, &params, &Patch::Apply(&body))
-            .await
-        {
-            Ok(o) => Ok(Written::Done(Event::Applied(observed(
-                &key.kind,
-                object,
-                to_value(&what, o)?,
-            )))),
-            Err(e) => match classify(&what, e) {
-                Failure::Conflict => Ok(Written::Stale(vec![self.reread(resource, &key).await?])),
-                // The object is gone: nothing to write, and the World learns it.
-                Failure::NotFound => Ok(Written::Done(Event::Deleted(key))),
-                other => Err(other.into_error(&what)),
-            },
-        }
+            .await;
+        self.conditional(resource, object, &what, result).await
     }
 
     /// A delete with the observed resourceVersion as precondition; 404 is success, 409 is stale.

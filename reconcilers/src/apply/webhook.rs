@@ -17,8 +17,8 @@ pub use ichor_reconcile::identity::webhook::{
     decide_webhook_cert, webhook_sans,
 };
 
-use super::error::{ApplyError, Failure, classify, to_value};
-use super::resources::{Resource, observed};
+use super::error::ApplyError;
+use super::resources::Resource;
 use super::{KubeApplier, Written};
 
 /// The strategic merge patch carrying the `caBundle` of every webhook of `desired` whose bundle
@@ -80,23 +80,11 @@ impl KubeApplier {
                 seen.cloned().unwrap_or_else(|| object.clone()),
             )));
         };
-        match self
+        let result = self
             .api(resource, &key.namespace)
             .patch(&key.name, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-        {
-            Ok(o) => Ok(Written::Done(Event::Applied(observed(
-                &key.kind,
-                object,
-                to_value(&what, o)?,
-            )))),
-            Err(e) => match classify(&what, e) {
-                Failure::Conflict => Ok(Written::Stale(vec![self.reread(resource, &key).await?])),
-                // Removed meanwhile: nothing to keep in step, and the World learns it.
-                Failure::NotFound => Ok(Written::Done(Event::Deleted(key))),
-                other => Err(other.into_error(&what)),
-            },
-        }
+            .await;
+        self.conditional(resource, object, &what, result).await
     }
 }
 

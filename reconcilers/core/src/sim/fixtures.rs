@@ -6,7 +6,9 @@ use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_renderers::trust::NAMESPACE;
 use serde_json::{Map, Value, json};
 
-use super::secret;
+use super::{SimKeyMaterial, secret};
+use crate::identity::effects::IssueCaRequest;
+use crate::perform::{self, IssuedPair, PerformError};
 
 /// The `IchorInstallation` named `ichor` with the given token TTL and refresh lifetime.
 pub fn installation(token_ttl: &str, refresh_lifetime: &str) -> Object {
@@ -137,4 +139,22 @@ pub fn deleted(o: &Object) -> Event {
         o.namespace.clone(),
         o.name.clone(),
     ))
+}
+
+/// An Ichor CA issued with the simulation's fixed RSA key (test material), valid from
+/// 2026-01-01 to 2036-01-01.
+///
+/// # Errors
+/// The certificate could not be issued (a bug of the performer).
+pub fn ca() -> Result<IssuedPair, PerformError> {
+    perform::issue_ca(
+        &IssueCaRequest {
+            common_name: ichor_renderers::trust::tls::CA_COMMON_NAME.into(),
+            not_before: jiff::Timestamp::constant(1_767_225_600, 0),
+            not_after: jiff::Timestamp::constant(2_082_758_400, 0),
+            reason: "test".into(),
+            replaces: None,
+        },
+        &mut SimKeyMaterial,
+    )
 }

@@ -16,7 +16,7 @@ use ichor_graph::{Action, Cause, EffectRequest, Event, Object, ObjectKey, Reason
 use ichor_reconcile::identity::effects::{
     GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest, SanName,
 };
-use ichor_reconcile::perform::{self, IssuedPair, KeyMaterial};
+use ichor_reconcile::perform::{IssuedPair, KeyMaterial};
 use ichor_reconcile::problem::ProblemKind;
 use ichor_reconcilers::apply::webhook::webhook_sans;
 use ichor_reconcilers::apply::{KubeApplier, RetryPolicy};
@@ -193,17 +193,7 @@ fn user(rv: &str, conditions: Value) -> Value {
 }
 
 fn ca() -> IssuedPair {
-    perform::issue_ca(
-        &IssueCaRequest {
-            common_name: CA_COMMON_NAME.into(),
-            not_before: "2026-01-01T00:00:00Z".parse().unwrap(),
-            not_after: "2036-01-01T00:00:00Z".parse().unwrap(),
-            reason: "test".into(),
-            replaces: None,
-        },
-        &mut Fixed,
-    )
-    .unwrap()
+    ichor_reconcile::sim::fixtures::ca().unwrap()
 }
 
 fn ca_secret(ca: &IssuedPair) -> Object {

@@ -46,6 +46,16 @@ fn settled() -> Sim<Vec<u8>> {
     sim
 }
 
+/// The certificates node's view of the CA the simulation issued.
+fn observed_ca(world: &ichor_graph::World) -> Certificates {
+    crate::identity::nodes::certificates(
+        &world
+            .get(&ObjectKey::new("Secret", NAMESPACE, CA_SECRET))
+            .cloned(),
+        &None,
+    )
+}
+
 fn replayed(journal: &[u8]) -> String {
     let mut c = Controller::new().unwrap();
     replay(JournalReader::new(journal), &mut c).unwrap().to_string()
@@ -150,12 +160,7 @@ fn without_a_configuration_nothing_is_issued_and_no_bundle_is_desired() {
 fn a_current_bundle_matches_and_a_stale_one_is_desired_with_the_other_fields_kept() {
     let sim = settled();
     let world = sim.controller().world();
-    let certs = crate::identity::nodes::certificates(
-        &world
-            .get(&ObjectKey::new("Secret", NAMESPACE, CA_SECRET))
-            .cloned(),
-        &None,
-    );
+    let certs = observed_ca(world);
     let current = world.get(&configuration_key()).unwrap();
     let configurations = BTreeMap::from([(configuration_key(), current.clone())]);
     let desired = webhook_ca_bundle(&certs, &configurations);
@@ -176,12 +181,7 @@ fn a_current_bundle_matches_and_a_stale_one_is_desired_with_the_other_fields_kep
 fn a_redacted_serving_certificate_decides_nothing() {
     let sim = settled();
     let world = sim.controller().world();
-    let certs = crate::identity::nodes::certificates(
-        &world
-            .get(&ObjectKey::new("Secret", NAMESPACE, CA_SECRET))
-            .cloned(),
-        &None,
-    );
+    let certs = observed_ca(world);
     let mut secret = world.get(&secret_key()).unwrap().clone();
     secret.value["data"][TLS_CERT_KEY] = json!({"sha256": "00"});
     let configurations = BTreeMap::from([(configuration_key(), fixtures::webhook_configuration(SERVICE))]);
@@ -190,17 +190,7 @@ fn a_redacted_serving_certificate_decides_nothing() {
 }
 
 fn ca() -> IssuedPair {
-    perform::issue_ca(
-        &IssueCaRequest {
-            common_name: CA_COMMON_NAME.into(),
-            not_before: "2026-01-01T00:00:00Z".parse().unwrap(),
-            not_after: "2036-01-01T00:00:00Z".parse().unwrap(),
-            reason: "test".into(),
-            replaces: None,
-        },
-        &mut SimKeyMaterial,
-    )
-    .unwrap()
+    crate::sim::fixtures::ca().unwrap()
 }
 
 fn serving(ca: &IssuedPair, from: &str, to: &str) -> BTreeMap<String, Vec<u8>> {
