@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step header says when it started (seconds into the run), so a slow step shows in the log.
+step() { printf '\n==> %s   [t+%ss]\n' "$*" "$(( $(date +%s) - started ))"; }
 # The machine's own Go (1.26+) before any other on PATH (Debian's packages may bring an older one).
 [[ -x /usr/local/go/bin/go ]] && export PATH="/usr/local/go/bin:$PATH"
 started=$(date +%s)
