@@ -3,7 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::{
-    sync::{Arc, Mutex, OnceLock},
+    sync::{Arc, OnceLock},
     time::Duration,
 };
 
@@ -16,16 +16,12 @@ use ichor_issuer::{
     store::{StoreError, StoredUser, UserStore, Version, local::LocalStore},
 };
 use ichor_renderers::{
-    auth::{
-        Password,
-        credentials::CredentialsEntry,
-        hash::{DUMMY_PHC, hash_password},
-    },
+    auth::{credentials::CredentialsEntry, hash::DUMMY_PHC},
     crd::{IchorUser, IchorUserSpec, NAMESPACE},
     rbac::{Authorizer, Policy},
 };
 use jiff::Timestamp;
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 
 pub const ISSUER: &str = "https://ichor.example.com";
 pub const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIBATAKBggqhkjOPQQDAjAVMRMwEQYDVQQDEwprdWJl\n-----END CERTIFICATE-----\n";
@@ -38,33 +34,11 @@ pub fn t0() -> Timestamp {
 
 /// Who seeds the test users (an administrator; the local backend ignores it).
 pub fn seeder() -> Caller {
-    Caller {
-        name: "seeder".into(),
-        roles: vec!["admin".into()],
-        display_name: None,
-        email: None,
-        must_change: false,
-    }
+    caller("seeder", &["admin"])
 }
 
-/// A clock the test moves.
-#[derive(Debug)]
-pub struct TestClock(Mutex<Timestamp>);
-
-impl TestClock {
-    pub fn set(&self, t: Timestamp) {
-        *self.0.lock().unwrap() = t;
-    }
-    pub fn get(&self) -> Timestamp {
-        *self.0.lock().unwrap()
-    }
-}
-
-impl Clock for TestClock {
-    fn now(&self) -> Timestamp {
-        self.get()
-    }
-}
+/// The clock the test moves: the kit's.
+pub use ichor_testkit::issuer::clock::ManualClock as TestClock;
 
 /// Tokens are `sub@iat-seconds[@groups,…]`; `bad` and anything else unparseable are refused.
 #[derive(Debug, Default)]
@@ -98,7 +72,7 @@ impl BearerVerifier for FakeVerifier {
 /// A real argon2id hash of [`PASSWORD`] (made once per test binary).
 pub fn real_hash() -> String {
     static HASH: OnceLock<String> = OnceLock::new();
-    HASH.get_or_init(|| hash_password(&Password::new(PASSWORD), &[7u8; 16]).unwrap())
+    HASH.get_or_init(|| ichor_testkit::issuer::harness::hash_of(PASSWORD))
         .clone()
 }
 
@@ -151,7 +125,7 @@ pub fn build_api<B: UserBackend>(
     store: Arc<B>,
     extra_rbac: Option<&str>,
 ) -> (Api<B>, Arc<TestClock>, Arc<ichor_issuer::oidc::Settings>) {
-    let clock = Arc::new(TestClock(Mutex::new(t0())));
+    let clock = Arc::new(TestClock::new(t0()));
     let mut config = ApiConfig::new(
         ISSUER,
         Some(ClusterInfo {
@@ -234,13 +208,7 @@ pub fn token(sub: &str, now: Timestamp) -> String {
 }
 
 /// A request carrying `authorization: Bearer <token>`.
-pub fn req<T>(token: &str, message: T) -> Request<T> {
-    let mut request = Request::new(message);
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    request
-}
+pub use ichor_testkit::issuer::grpc::bearer_request as req;
 
 pub fn assert_status<T: std::fmt::Debug>(result: Result<T, Status>, code: Code, contains: &str) {
     let status = result.expect_err("the call should have been refused");

@@ -9,14 +9,13 @@
 //! `tests/cluster/`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-mod api_common;
-
 use std::{
     collections::{BTreeMap, VecDeque},
     sync::{Arc, Mutex},
 };
 
-use api_common::{build_api, caller, t0};
+use crate::api_common;
+use crate::api_common::{build_api, caller, t0};
 use base64::Engine as _;
 use http::{Method, Request, Response};
 use http_body_util::BodyExt as _;
@@ -556,7 +555,7 @@ mod routers {
             metrics::{Metrics, Sources},
             reload::{WatchOptions, Watched},
         },
-        tokens::{IdTokenClaims, sign_id_token},
+        tokens::sign_id_token,
     };
     use ichor_renderers::trust::keys::KeysDocument;
     use jiff::{SignedDuration, Timestamp};
@@ -564,7 +563,7 @@ mod routers {
     use tower::ServiceExt as _;
 
     const ISSUER: &str = "https://ichor.example.com";
-    const RSA_PKCS8: &str = include_str!("fixtures/rsa2048.pkcs8.pem");
+    const RSA_PKCS8: &str = include_str!("../fixtures/rsa2048.pkcs8.pem");
 
     fn keys_json(created: Timestamp) -> String {
         let secret = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
@@ -692,15 +691,7 @@ mod routers {
         let loaded = LoadedKeys::from_document(&KeysDocument::parse(keys_text.as_bytes()).unwrap()).unwrap();
         let token = sign_id_token(
             &loaded,
-            &IdTokenClaims {
-                iss: ISSUER.into(),
-                sub: "alice".into(),
-                aud: "ichor-ui".into(),
-                exp: now.as_second() + 300,
-                iat: now.as_second(),
-                nonce: None,
-                groups: vec!["admin".into()],
-            },
+            &ichor_testkit::issuer::harness::id_claims(ISSUER, "alice", "ichor-ui", &["admin"], now),
             now,
         )
         .unwrap();

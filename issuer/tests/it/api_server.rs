@@ -2,9 +2,7 @@
 //! (HTTP/2), and a browser-style gRPC-web request (HTTP/1.1) through `tonic_web::GrpcWebLayer`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-mod api_common;
-
-use api_common::*;
+use crate::api_common::*;
 use ichor_issuer::api::{
     grpc_service,
     proto::{ListUsersRequest, WhoAmIRequest, WhoAmIResponse, user_service_client::UserServiceClient},
@@ -48,7 +46,7 @@ async fn the_generated_client_and_a_grpc_web_request_reach_the_service_over_tcp(
                 stopped.await.ok();
             }),
     );
-    let bearer = format!("Bearer {}", token("admin", e.clock.get()));
+    let bearer = format!("Bearer {}", token("admin", e.clock.now_ts()));
 
     // gRPC with the generated client.
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))

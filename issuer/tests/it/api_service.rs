@@ -2,11 +2,9 @@
 //! temporary directory and the in-process RBAC evaluator of the built-in roles.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-mod api_common;
-
 use std::sync::Arc;
 
-use api_common::*;
+use crate::api_common::*;
 use ichor_issuer::api::proto::{
     ChangeOwnPasswordRequest, CreateUserRequest, DeleteUserRequest, GetMyKubeconfigRequest, GetUserRequest,
     ListUsersRequest, RevokeSessionsRequest, RoleList, SetPasswordRequest, UpdateUserRequest, WhoAmIRequest,
@@ -50,7 +48,7 @@ const ALL_RPCS: [Rpc; 10] = [
 
 /// A valid call of `rpc` by `caller` (acting on the user `target`).
 async fn call(e: &Env, rpc: Rpc, caller: &str) -> Result<(), Status> {
-    let t = token(caller, e.clock.get());
+    let t = token(caller, e.clock.now_ts());
     let api = &e.api;
     match rpc {
         Rpc::ListUsers => api.list_users(req(&t, ListUsersRequest {})).await.map(drop),
@@ -191,7 +189,7 @@ async fn a_denied_write_changes_nothing() {
 async fn create_returns_the_user_and_a_generated_password_once_that_must_be_changed() {
     let e = env();
     e.cast().await;
-    let t = token("admin", e.clock.get());
+    let t = token("admin", e.clock.now_ts());
     let response = e
         .api
         .create_user(req(
@@ -247,7 +245,7 @@ async fn a_failed_create_leaves_neither_the_user_file_nor_a_credentials_entry() 
     let (api, clock, _) = build_api(failing, None);
     let result = api
         .create_user(req(
-            &token("admin", clock.get()),
+            &token("admin", clock.now_ts()),
             CreateUserRequest {
                 name: "dave".into(),
                 roles: vec!["viewer".into()],
@@ -276,7 +274,7 @@ async fn create_without_a_password_removes_a_stale_entry_of_an_earlier_user_of_t
     .await;
     e.api
         .create_user(req(
-            &token("admin", e.clock.get()),
+            &token("admin", e.clock.now_ts()),
             CreateUserRequest {
                 name: "ghost".into(),
                 ..Default::default()
@@ -292,7 +290,7 @@ async fn create_without_a_password_removes_a_stale_entry_of_an_earlier_user_of_t
 async fn bad_requests_are_refused_naming_the_field_before_anything_is_written() {
     let e = env();
     e.cast().await;
-    let t = token("admin", e.clock.get());
+    let t = token("admin", e.clock.now_ts());
     let create = |r: CreateUserRequest| e.api.create_user(req(&t, r));
     let named = |name: &str| CreateUserRequest {
         name: name.into(),
@@ -463,7 +461,7 @@ subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "ichor:opera
 async fn an_operator_with_user_rights_can_grant_viewer_and_operator_but_not_admin() {
     let e = env_with(Some(OPERATORS_MANAGE_USERS));
     e.cast().await;
-    let t = token("op", e.clock.get());
+    let t = token("op", e.clock.now_ts());
     let create = |name: &str, roles: &[&str]| {
         e.api.create_user(req(
             &t,
@@ -527,7 +525,7 @@ async fn the_last_enabled_admin_cannot_be_disabled_demoted_or_deleted() {
     e.cast().await;
     e.seed("old-admin", &["admin"], true, Some(DUMMY_PHC), false)
         .await;
-    let t = token("admin", e.clock.get());
+    let t = token("admin", e.clock.now_ts());
     let message = "cannot disable, demote or delete the last enabled admin \"admin\"";
     let update = |r: UpdateUserRequest| e.api.update_user(req(&t, r));
     assert_status(
@@ -588,7 +586,7 @@ async fn deleting_a_user_removes_its_file_and_credentials_entry() {
     e.cast().await;
     e.api
         .delete_user(req(
-            &token("admin", e.clock.get()),
+            &token("admin", e.clock.now_ts()),
             DeleteUserRequest {
                 name: "target".into(),
             },
@@ -604,7 +602,7 @@ async fn a_must_change_user_may_only_ask_who_it_is_and_change_its_password() {
     let e = env();
     e.cast().await;
     e.seed("fresh", &["admin"], false, Some(&real_hash()), true).await;
-    let t = token("fresh", e.clock.get());
+    let t = token("fresh", e.clock.now_ts());
     for rpc in ALL_RPCS {
         if matches!(rpc, Rpc::WhoAmI | Rpc::ChangeOwnPassword) {
             continue;
@@ -686,12 +684,12 @@ async fn set_password_sets_must_change_and_ends_every_session() {
         )
         .unwrap();
     e.put_entry("view", Some(&with_family)).await;
-    let viewer_token = token("view", e.clock.get());
+    let viewer_token = token("view", e.clock.now_ts());
     e.clock.set(t0() + SignedDuration::from_secs(5));
     let response = e
         .api
         .set_password(req(
-            &token("admin", e.clock.get()),
+            &token("admin", e.clock.now_ts()),
             SetPasswordRequest {
                 name: "view".into(),
                 new_password: Some(NewPassword::Generate(true)),
@@ -721,11 +719,11 @@ async fn set_password_sets_must_change_and_ends_every_session() {
 async fn revoke_sessions_refuses_tokens_issued_before_it() {
     let e = env();
     e.cast().await;
-    let before = token("view", e.clock.get());
+    let before = token("view", e.clock.now_ts());
     e.clock.set(t0() + SignedDuration::from_secs(60));
     e.api
         .revoke_sessions(req(
-            &token("admin", e.clock.get()),
+            &token("admin", e.clock.now_ts()),
             RevokeSessionsRequest { name: "view".into() },
         ))
         .await
@@ -740,7 +738,7 @@ async fn revoke_sessions_refuses_tokens_issued_before_it() {
         "revoked",
     );
     // Issued in the same second as the revocation: accepted (whole seconds, refused only when earlier).
-    let after = token("view", e.clock.get());
+    let after = token("view", e.clock.now_ts());
     assert!(e.api.who_am_i(req(&after, WhoAmIRequest {})).await.is_ok());
 }
 
@@ -750,7 +748,7 @@ async fn unauthenticated_callers_are_refused() {
     e.cast().await;
     e.seed("off", &["admin"], true, Some(DUMMY_PHC), false).await;
     e.seed("nopass", &["admin"], false, None, false).await;
-    let now = e.clock.get();
+    let now = e.clock.now_ts();
     let no_header = e.api.who_am_i(tonic::Request::new(WhoAmIRequest {})).await;
     assert_status(no_header, Code::Unauthenticated, "no bearer token");
     let mut basic = tonic::Request::new(WhoAmIRequest {});
@@ -793,13 +791,13 @@ async fn a_disable_or_role_change_applies_to_the_next_call_and_roles_come_from_t
     let e = env();
     e.cast().await;
     // The token claims admin; the IchorUser says viewer: the IchorUser wins.
-    let claims_admin = format!("{}@ichor:admin", token("view", e.clock.get()));
+    let claims_admin = format!("{}@ichor:admin", token("view", e.clock.now_ts()));
     assert_status(
         e.api.list_users(req(&claims_admin, ListUsersRequest {})).await,
         Code::PermissionDenied,
         "ichor:view may not list ichorusers",
     );
-    let t = token("admin", e.clock.get());
+    let t = token("admin", e.clock.now_ts());
     e.api
         .update_user(req(
             &t,
@@ -841,7 +839,7 @@ async fn a_disable_or_role_change_applies_to_the_next_call_and_roles_come_from_t
 async fn list_and_get_show_users_without_any_secret() {
     let e = env();
     e.cast().await;
-    let t = token("admin", e.clock.get());
+    let t = token("admin", e.clock.now_ts());
     let list = e
         .api
         .list_users(req(&t, ListUsersRequest {}))
@@ -869,7 +867,7 @@ async fn list_and_get_show_users_without_any_secret() {
 async fn get_my_kubeconfig_uses_the_settings_and_the_ca_file() {
     let e = env();
     e.cast().await;
-    let t = token("view", e.clock.get());
+    let t = token("view", e.clock.now_ts());
     let plain = e
         .api
         .get_my_kubeconfig(req(&t, GetMyKubeconfigRequest::default()))

@@ -16,123 +16,68 @@
     clippy::panic
 )]
 
-use ichor_renderers::{
-    auth::{Password, credentials::CredentialsEntry, hash::hash_password},
-    trust::{
-        HmacKey, KeyEffect, KeysDocument, KeysPlan, RsaKey, TimelineSettings,
-        keys::{HmacSecret, PrivateKeyPem},
-    },
-};
+use ichor_renderers::{auth::credentials::CredentialsEntry, trust::KeysDocument};
+use ichor_testkit::issuer::sign_in::{self, Authorize, Refusal, SlowDown};
+use ichor_testkit::pki::TestCa;
 use jiff::{SignedDuration, Timestamp};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, date_time_ymd};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use ichor_testkit::issuer::harness::{CLI_REDIRECT, PASSWORD, password_hash};
+pub use ichor_testkit::issuer::keys::{realize, timeline_settings};
+pub use ichor_testkit::jwt::header as jose_header;
+
 pub const USER: &str = "alice";
-pub const PASSWORD: &str = "correct horse battery staple";
-pub const CLI_REDIRECT: &str = "http://127.0.0.1:38123/callback";
-pub const PEMS: [&str; 3] = [
-    include_str!("../fixtures/rsa3072-1.pkcs8.pem"),
-    include_str!("../fixtures/rsa3072-2.pkcs8.pem"),
-    include_str!("../fixtures/rsa3072-3.pkcs8.pem"),
-];
-
-/// A test CA and a leaf for `localhost` and 127.0.0.1 (PEM).
-pub struct Pki {
-    pub ca_pem: String,
-    pub leaf_pem: String,
-    pub leaf_key_pem: String,
-}
-
-impl Pki {
-    pub fn new() -> Pki {
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(DnType::CommonName, "ichor conformance test CA");
-        ca.not_before = date_time_ymd(2020, 1, 1);
-        ca.not_after = date_time_ymd(2090, 1, 1);
-        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-        let issuer = Issuer::new(ca, ca_key);
-        let leaf_key = KeyPair::generate().unwrap();
-        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
-        leaf.distinguished_name.push(DnType::CommonName, "localhost");
-        leaf.use_authority_key_identifier_extension = true;
-        leaf.not_before = date_time_ymd(2020, 1, 1);
-        leaf.not_after = date_time_ymd(2090, 1, 1);
-        let leaf_pem = leaf.signed_by(&leaf_key, &issuer).unwrap().pem();
-        Pki {
-            ca_pem,
-            leaf_pem,
-            leaf_key_pem: leaf_key.serialize_pem(),
-        }
-    }
-}
-
-/// The controller's key timeline settings used here: 15-minute maximum token TTL, 48-hour
-/// refresh lifetime, a rotation every 24 hours.
-pub fn timeline_settings() -> TimelineSettings {
-    TimelineSettings::new(SignedDuration::from_mins(15), SignedDuration::from_hours(48))
-        .unwrap()
-        .with_rotation_period(SignedDuration::from_hours(24))
-        .unwrap()
-}
-
-/// Performs a plan's effects as the controller's applier does, with the fixture RSA keys
-/// (`next` counts the keys made so far, to pick a different fixture each time).
-pub fn realize(plan: &KeysPlan, current: Option<&KeysDocument>, next: &mut usize) -> KeysDocument {
-    let mut doc = plan.apply_changes(current);
-    for effect in &plan.effects {
-        let k = effect.key();
-        match effect {
-            KeyEffect::GenerateRsa(_) => {
-                let pem = PrivateKeyPem::new(PEMS[*next % PEMS.len()].to_owned()).unwrap();
-                *next += 1;
-                let key = RsaKey::new(k.kid.clone(), pem, k.created_at, k.active_from, k.retire_after);
-                doc.insert_rsa(key.unwrap()).unwrap();
-            }
-            KeyEffect::GenerateHmac(_) => {
-                let secret = HmacSecret::new([u8::try_from(*next % 250).unwrap() + 1; 32]);
-                *next += 1;
-                let key = HmacKey::new(k.kid.clone(), secret, k.created_at, k.active_from, k.retire_after);
-                doc.insert_hmac(key.unwrap()).unwrap();
-            }
-        }
-    }
-    doc
-}
 
 /// A free loopback port (bound and released; the issuer binds it right after).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    ichor_testkit::control_plane::free_port().unwrap()
 }
 
 /// The go-oidc v2 verifier harness, or `None` (after printing why) when the test should skip.
 /// Panics when it is missing and `ICHOR_REQUIRE_CONSUMERS=1`.
 pub fn go_oidc_verifier() -> Option<PathBuf> {
-    let build = std::env::var_os("ICHOR_BUILD_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.build"));
-    let path = build.join("go-oidc-verify");
-    if path.is_file() {
-        return Some(path);
+    ichor_testkit::consumers::require_path(
+        ichor_testkit::consumers::build_dir().join("go-oidc-verify"),
+        "hack/install-test-deps.sh",
+    )
+}
+
+/// The files of one deployment under `root`, as the chart mounts them: `tls/` (a serving
+/// certificate of a fresh test CA, whose PEM is also `ca.crt`), `users/` (each of `users` an
+/// admin), `state/credentials.json` (each with [`PASSWORD`]) and `keys.json` (made by the key
+/// timeline, its first RSA key created `key_age` ago). The CA's PEM, the keys and how many
+/// fixture keys they took.
+pub fn lay_out(root: &Path, users: &[&str], key_age: SignedDuration) -> (String, KeysDocument, usize) {
+    let ca = TestCa::new("ichor conformance test CA").unwrap();
+    let leaf = ca.serving("localhost").unwrap();
+    let (tls, users_dir, state) = (root.join("tls"), root.join("users"), root.join("state"));
+    for d in [&tls, &users_dir, &state] {
+        std::fs::create_dir_all(d).unwrap();
     }
-    let why = format!(
-        "the go-oidc v2 verifier is missing at {}; run hack/install-test-deps.sh",
-        path.display()
-    );
-    if std::env::var("ICHOR_REQUIRE_CONSUMERS").as_deref() == Ok("1") {
-        panic!("{why} (ICHOR_REQUIRE_CONSUMERS=1)");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
-    eprintln!("SKIPPED: {why}");
-    None
+    std::fs::write(tls.join("tls.crt"), &leaf.cert_pem).unwrap();
+    std::fs::write(tls.join("tls.key"), &leaf.key_pem).unwrap();
+    std::fs::write(root.join("ca.crt"), &ca.pem).unwrap();
+    for user in users {
+        std::fs::write(users_dir.join(format!("{user}.yaml")), user_yaml(user, "[admin]")).unwrap();
+    }
+    let now = Timestamp::now();
+    std::fs::write(
+        state.join("credentials.json"),
+        credentials_json(users, &password_hash(), now - SignedDuration::from_hours(1)),
+    )
+    .unwrap();
+    let mut keys_made = 0;
+    let plan = ichor_renderers::trust::plan(now - key_age, None, &timeline_settings());
+    let keys = realize(&plan, None, &mut keys_made);
+    std::fs::write(root.join("keys.json"), keys.to_json()).unwrap();
+    (ca.pem, keys, keys_made)
 }
 
 /// Where an issuer process keeps users and credentials.
@@ -213,11 +158,6 @@ pub fn credentials_json(users: &[&str], hash: &str, not_before: Timestamp) -> St
     serde_json::json!({"generation": 1, "entries": entries}).to_string()
 }
 
-/// The argon2id hash of [`PASSWORD`].
-pub fn password_hash() -> String {
-    hash_password(&Password::new(PASSWORD), &[7; 16]).unwrap()
-}
-
 impl RunningIssuer {
     /// Starts the binary with `alice` (admin) and keys whose first RSA key was created
     /// `key_age` ago; waits for `/readyz`.
@@ -228,41 +168,11 @@ impl RunningIssuer {
     pub async fn start_with(options: Options, key_age: SignedDuration) -> RunningIssuer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
-        let pki = Pki::new();
-        let tls = dir.path().join("tls");
-        let users = dir.path().join("users");
-        let state = dir.path().join("state");
-        for d in [&tls, &users, &state] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        std::fs::write(tls.join("tls.crt"), &pki.leaf_pem).unwrap();
-        std::fs::write(tls.join("tls.key"), &pki.leaf_key_pem).unwrap();
-        let ca_path = dir.path().join("ca.crt");
-        std::fs::write(&ca_path, &pki.ca_pem).unwrap();
-        std::fs::write(users.join("alice.yaml"), user_yaml(USER, "[admin]")).unwrap();
-        let now = Timestamp::now();
-        std::fs::write(
-            state.join("credentials.json"),
-            credentials_json(&[USER], &password_hash(), now - SignedDuration::from_hours(1)),
-        )
-        .unwrap();
-
-        let created = now - key_age;
-        let mut keys_made = 0;
-        let plan = ichor_renderers::trust::plan(created, None, &timeline_settings());
-        let keys = realize(&plan, None, &mut keys_made);
-        let keys_path = dir.path().join("keys.json");
-        std::fs::write(&keys_path, keys.to_json()).unwrap();
-
+        let (ca_pem, keys, keys_made) = lay_out(dir.path(), &[USER], key_age);
         let external = free_port();
         let issuer = format!("https://127.0.0.1:{external}");
         let dir = std::sync::Arc::new(dir);
-        Self::spawn(&dir, external, issuer, pki.ca_pem, keys, keys_made, &options).await
+        Self::spawn(&dir, external, issuer, ca_pem, keys, keys_made, &options).await
     }
 
     /// Another process on the same files and external URL (the `iss`), with its own ports:
@@ -416,50 +326,22 @@ impl RunningIssuer {
         password: &str,
         audience: Option<&str>,
     ) -> Result<serde_json::Value, (u16, String)> {
-        let verifier = "conformance-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
-        let challenge = ichor_issuer::oidc::request::s256_challenge(verifier);
-        let mut query = vec![
-            ("response_type", "code"),
-            ("client_id", "ichor-cli"),
-            ("redirect_uri", CLI_REDIRECT),
-            ("state", "st-conformance"),
-            ("nonce", "no-conformance"),
-            ("scope", "openid offline_access"),
-            ("code_challenge", challenge.as_str()),
-            ("code_challenge_method", "S256"),
-        ];
-        if let Some(a) = audience {
-            query.push(("audience", a));
-        }
-        let ticket = answer(
-            self.client
-                .get(format!("{}/oidc/authorize", self.url))
-                .query(&query)
-                .header("accept", "application/json"),
+        let request = Authorize {
+            state: "st-conformance",
+            nonce: "no-conformance",
+            audience,
+            ..Authorize::cli("conformance-verifier-0123456789-abcdefghijklmnopqrstuvwxyz")
+        };
+        sign_in::sign_in(
+            &self.client,
+            &self.url,
+            &request,
+            user,
+            password,
+            SlowDown::Refuse,
         )
-        .await?;
-        let login = answer(
-            self.client
-                .post(format!("{}/oidc/login", self.url))
-                .json(&serde_json::json!({
-                    "ticket": ticket["ticket"], "username": user, "password": password
-                })),
-        )
-        .await?;
-        let redirect = url::Url::parse(login["redirect_uri"].as_str().unwrap()).unwrap();
-        let code = redirect
-            .query_pairs()
-            .find(|(k, _)| k == "code")
-            .map(|(_, v)| v.into_owned())
-            .unwrap();
-        answer(self.client.post(format!("{}/oidc/token", self.url)).form(&[
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("client_id", "ichor-cli"),
-            ("redirect_uri", CLI_REDIRECT),
-            ("code_verifier", verifier),
-        ]))
         .await
+        .map_err(status_and_body)
     }
 
     /// Rotates a refresh token through `/oidc/token`.
@@ -471,12 +353,12 @@ impl RunningIssuer {
 
     /// Rotates a refresh token: the token response, or the status and body of the refusal.
     pub async fn try_refresh(&self, refresh_token: &str) -> Result<serde_json::Value, (u16, String)> {
-        answer(self.client.post(format!("{}/oidc/token", self.url)).form(&[
+        let request = self.client.post(format!("{}/oidc/token", self.url)).form(&[
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token),
             ("client_id", "ichor-cli"),
-        ]))
-        .await
+        ]);
+        sign_in::answer("refresh", request).await.map_err(status_and_body)
     }
 
     /// The `UserService` of this process over gRPC with TLS, sending `id_token` (an `ichor-ui`
@@ -517,34 +399,14 @@ impl tonic::service::Interceptor for Bearer {
     }
 }
 
-/// The JSON body of a 2xx answer, or the status and body of another.
-async fn answer(request: reqwest::RequestBuilder) -> Result<serde_json::Value, (u16, String)> {
-    let response = request.send().await.map_err(|e| (0, e.to_string()))?;
-    let status = response.status();
-    let body = response
-        .text()
-        .await
-        .map_err(|e| (status.as_u16(), e.to_string()))?;
-    if !status.is_success() {
-        return Err((status.as_u16(), body));
-    }
-    serde_json::from_str(&body).map_err(|e| (status.as_u16(), format!("{e}: {body}")))
-}
-
-/// The body of a 200 response as JSON; panics with the body otherwise.
-pub async fn ok_json(response: reqwest::Response) -> serde_json::Value {
-    let status = response.status();
-    let body = response.text().await.unwrap();
-    assert!(status.is_success(), "HTTP {status}: {body}");
-    serde_json::from_str(&body).unwrap()
+/// A refusal as the status (0 when no answer came) and the body.
+fn status_and_body(refusal: Refusal) -> (u16, String) {
+    (refusal.code(), refusal.body)
 }
 
 /// An HTTPS client trusting only the test CA; it follows no redirect.
 pub fn https_client(ca_pem: &str) -> reqwest::Client {
-    reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+    ichor_testkit::issuer::https::client_builder(ca_pem)
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(20))
         .build()
@@ -582,11 +444,4 @@ pub async fn go_oidc_verify(
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
-}
-
-/// The header of a JWT, decoded without verification.
-pub fn jose_header(token: &str) -> serde_json::Value {
-    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-    let header = token.split('.').next().unwrap();
-    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap()
 }

@@ -5,9 +5,7 @@
 //! without a restart.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-mod conformance_common;
-
-use conformance_common::*;
+use crate::conformance_common::*;
 use ichor_issuer::keys::LoadedKeys;
 use ichor_issuer::tokens::{IdTokenClaims, sign_id_token};
 use ichor_renderers::trust::keys::KeyTimes as _;
@@ -60,15 +58,8 @@ async fn go_oidc_refuses_a_token_of_our_key_that_has_expired() {
     let issuer = RunningIssuer::start(Options::default()).await;
     let keys = LoadedKeys::from_document(&issuer.keys).unwrap();
     let then = Timestamp::now() - SignedDuration::from_mins(10);
-    let claims = IdTokenClaims {
-        iss: issuer.issuer.clone(),
-        sub: USER.to_owned(),
-        aud: "ichor-kube".to_owned(),
-        exp: (then + SignedDuration::from_mins(5)).as_second(),
-        iat: then.as_second(),
-        nonce: None,
-        groups: vec!["admin".to_owned()],
-    };
+    let claims =
+        ichor_testkit::issuer::harness::id_claims(&issuer.issuer, USER, "ichor-kube", &["admin"], then);
     let expired = sign_id_token(&keys, &claims, then).unwrap();
     let verdict = go_oidc_verify(&verifier, &issuer, "ichor-kube", None, &expired).await;
     assert!(!verdict.accepted, "go-oidc accepted an expired token");

@@ -6,9 +6,7 @@
 //! for the code grant, the nonce).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-mod conformance_common;
-
-use conformance_common::*;
+use crate::conformance_common::*;
 use openidconnect::core::{CoreAuthenticationFlow, CoreClient, CoreIdToken, CoreProviderMetadata};
 use openidconnect::{
     AuthorizationCode, ClientId, CsrfToken, IssuerUrl, Nonce, OAuth2TokenResponse as _, PkceCodeChallenge,
@@ -18,29 +16,16 @@ use openidconnect::{
 /// Follows the authorize URL as the browser would, signs in, and returns the redirect's
 /// `code` after checking its `state` and `iss` (RFC 9207).
 async fn browse(issuer: &RunningIssuer, authorize_url: &url::Url, state: &CsrfToken) -> String {
-    let ticket = ok_json(
-        issuer
-            .client
-            .get(authorize_url.as_str())
-            .header("accept", "application/json")
-            .send()
-            .await
-            .unwrap(),
+    let to = ichor_testkit::issuer::sign_in::approve(
+        &issuer.client,
+        authorize_url.as_str(),
+        USER,
+        PASSWORD,
+        ichor_testkit::issuer::sign_in::SlowDown::Refuse,
     )
-    .await;
-    let login = ok_json(
-        issuer
-            .client
-            .post(format!("{}/oidc/login", issuer.issuer))
-            .json(&serde_json::json!({
-                "ticket": ticket["ticket"], "username": USER, "password": PASSWORD
-            }))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let redirect = url::Url::parse(login["redirect_uri"].as_str().unwrap()).unwrap();
+    .await
+    .unwrap_or_else(|refusal| panic!("{refusal}"));
+    let redirect = url::Url::parse(&to).unwrap();
     let param = |name: &str| {
         redirect
             .query_pairs()

@@ -26,9 +26,6 @@
     clippy::too_many_lines
 )]
 
-mod common;
-mod conformance_common;
-
 use std::{
     collections::BTreeMap,
     net::IpAddr,
@@ -41,10 +38,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::http::StatusCode;
-use common::{
+use crate::common::{
     CLI_REDIRECT, Harness, ManualClock, MemoryStore, UI_REDIRECT, VERIFIER, claims, jose_header, replica,
 };
+use crate::{common, conformance_common};
+use axum::http::StatusCode;
 use http_body_util::BodyExt as _;
 use ichor_issuer::{
     keys::KeyRing,
@@ -52,6 +50,7 @@ use ichor_issuer::{
     store::{UserStore, Version, kube::KubeStore, local::LocalStore},
 };
 use ichor_renderers::auth::credentials::CredentialsEntry;
+use ichor_testkit::issuer::sign_in::{self, Authorize, SlowDown};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
@@ -89,45 +88,14 @@ impl Deployment {
     fn new(users: &[&str]) -> Deployment {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
-        let pki = conformance_common::Pki::new();
-        for d in ["tls", "users", "state"] {
-            std::fs::create_dir_all(dir.path().join(d)).unwrap();
-        }
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(dir.path().join("state"), std::fs::Permissions::from_mode(0o700))
-                .unwrap();
-        }
-        std::fs::write(dir.path().join("tls/tls.crt"), &pki.leaf_pem).unwrap();
-        std::fs::write(dir.path().join("tls/tls.key"), &pki.leaf_key_pem).unwrap();
-        for user in users {
-            std::fs::write(
-                dir.path().join(format!("users/{user}.yaml")),
-                user_yaml(user, "[admin]"),
-            )
-            .unwrap();
-        }
-        let now = Timestamp::now();
-        std::fs::write(
-            dir.path().join("state/credentials.json"),
-            conformance_common::credentials_json(
-                users,
-                &common::password_hash(),
-                now - SignedDuration::from_hours(1),
-            ),
-        )
-        .unwrap();
-        let created = now - SignedDuration::from_hours(30);
-        let plan = ichor_renderers::trust::plan(created, None, &conformance_common::timeline_settings());
-        let keys = conformance_common::realize(&plan, None, &mut 0);
-        std::fs::write(dir.path().join("keys.json"), keys.to_json()).unwrap();
+        let (ca_pem, _, _) = conformance_common::lay_out(dir.path(), users, SignedDuration::from_hours(30));
         let (external, internal) = (conformance_common::free_port(), conformance_common::free_port());
         Deployment {
             dir,
             external,
             internal,
             issuer: format!("https://127.0.0.1:{external}"),
-            ca_pem: pki.ca_pem,
+            ca_pem,
         }
     }
 
@@ -213,52 +181,10 @@ fn client_from(ca_pem: &str, source: [u8; 4]) -> reqwest::Client {
 
 /// Signs `user` in for `ichor-cli` with `offline_access` through the real endpoints.
 async fn http_sign_in(client: &reqwest::Client, issuer: &str, user: &str) -> Value {
-    let challenge = ichor_issuer::oidc::request::s256_challenge(VERIFIER);
-    let query = [
-        ("response_type", "code"),
-        ("client_id", "ichor-cli"),
-        ("redirect_uri", CLI_REDIRECT),
-        ("state", "st-1"),
-        ("nonce", "no-1"),
-        ("scope", "openid offline_access"),
-        ("code_challenge", challenge.as_str()),
-        ("code_challenge_method", "S256"),
-    ];
-    let ticket = conformance_common::ok_json(
-        client
-            .get(format!("{issuer}/oidc/authorize"))
-            .query(&query)
-            .header("accept", "application/json")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let login = conformance_common::ok_json(
-        client
-            .post(format!("{issuer}/oidc/login"))
-            .json(&json!({"ticket": ticket["ticket"], "username": user, "password": common::PASSWORD}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let code = common::query_param(login["redirect_uri"].as_str().unwrap(), "code").unwrap();
-    conformance_common::ok_json(
-        client
-            .post(format!("{issuer}/oidc/token"))
-            .form(&[
-                ("grant_type", "authorization_code"),
-                ("code", code.as_str()),
-                ("client_id", "ichor-cli"),
-                ("redirect_uri", CLI_REDIRECT),
-                ("code_verifier", VERIFIER),
-            ])
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
+    let request = Authorize::cli(VERIFIER);
+    sign_in::sign_in(client, issuer, &request, user, common::PASSWORD, SlowDown::Refuse)
+        .await
+        .unwrap_or_else(|refusal| panic!("{refusal}"))
 }
 
 /// The outcome of one refresh over HTTP.

@@ -2,12 +2,10 @@
 //! rotation with its grace window, and the browser client's rotation.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use axum::http::StatusCode;
-use common::*;
 use jiff::SignedDuration;
 
 fn refresh_of(v: &serde_json::Value) -> String {

@@ -2,10 +2,8 @@
 //! of a session with a keys document made by the controller's own timeline.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::*;
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use common::*;
 use ichor_issuer::{
     keys::LoadedKeys,
     tokens::{self, TokenError},

@@ -3,12 +3,10 @@
 //! for the CPU.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use axum::http::StatusCode;
-use common::*;
 use jiff::SignedDuration;
 
 fn median(mut v: Vec<Duration>) -> Duration {

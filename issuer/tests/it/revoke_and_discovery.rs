@@ -1,15 +1,13 @@
 //! RFC 7009 revocation exactly as the seed's follow-up says, and the discovery documents.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::atomic::Ordering;
 
+use crate::common::*;
 use axum::{
     body::Body,
     http::{Request, StatusCode, header},
 };
-use common::*;
 
 fn refresh_of(v: &serde_json::Value) -> String {
     v["refresh_token"].as_str().expect("refresh_token").to_owned()

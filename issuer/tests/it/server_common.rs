@@ -4,8 +4,9 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use base64::Engine as _;
+use ichor_testkit::pki::TestCa;
 use jiff::Timestamp;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, date_time_ymd};
+use rcgen::KeyPair;
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -17,35 +18,21 @@ pub const RSA_PKCS1: &str = include_str!("../fixtures/rsa2048.pkcs1.pem");
 pub const P256_PKCS8: &str = include_str!("../fixtures/p256.pkcs8.pem");
 pub const P256_SEC1: &str = include_str!("../fixtures/p256.sec1.pem");
 
-/// A test CA issuing leaves for `localhost` and 127.0.0.1.
-pub struct Ca {
-    issuer: Issuer<'static, KeyPair>,
-    pub pem: String,
-}
+pub use ichor_testkit::pki::Pair as Leaf;
 
-/// A leaf and its key, PEM.
-#[derive(Clone)]
-pub struct Leaf {
-    pub cert_pem: String,
-    pub key_pem: String,
-    pub der: Vec<u8>,
-    /// notAfter, Unix seconds.
-    pub not_after: i64,
+/// The kit's test CA, issuing leaves for `localhost` and 127.0.0.1 with a year of expiry.
+pub struct Ca(TestCa);
+
+impl std::ops::Deref for Ca {
+    type Target = TestCa;
+    fn deref(&self) -> &TestCa {
+        &self.0
+    }
 }
 
 impl Ca {
     pub fn new() -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, "test CA");
-        params.not_before = date_time_ymd(2020, 1, 1);
-        params.not_after = date_time_ymd(2090, 1, 1);
-        let pem = params.self_signed(&key).unwrap().pem();
-        Ca {
-            issuer: Issuer::new(params, key),
-            pem,
-        }
+        Ca(TestCa::new("test CA").unwrap())
     }
 
     /// A leaf valid until January 1st of `until_year`, with a fresh P-256 key.
@@ -54,18 +41,7 @@ impl Ca {
     }
 
     pub fn leaf_with_key(&self, until_year: i32, key: KeyPair) -> Leaf {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, "localhost");
-        params.not_before = date_time_ymd(2020, 1, 1);
-        params.not_after = date_time_ymd(until_year, 1, 1);
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Leaf {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            der: cert.der().to_vec(),
-            not_after: params.not_after.unix_timestamp(),
-        }
+        self.0.serving_until("localhost", until_year, key).unwrap()
     }
 }
 
@@ -133,10 +109,7 @@ pub async fn presented_leaf(addr: SocketAddr, ca_pem: &str) -> Result<Vec<u8>, S
 
 /// An HTTPS client trusting `ca_pem`, sending `localhost` to `addr`.
 pub fn https_client(ca_pem: &str, addr: SocketAddr) -> reqwest::Client {
-    reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+    ichor_testkit::issuer::https::client_builder(ca_pem)
         .resolve("localhost", addr)
         .timeout(Duration::from_secs(10))
         .build()

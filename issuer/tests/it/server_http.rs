@@ -3,15 +3,13 @@
 //! HTTP/2, and graceful shutdown.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod server_common;
-
+use crate::server_common::*;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::routing::get;
 use clap::Parser as _;
 use ichor_issuer::cli::{Flags, Listeners, Routers, RunOptions, Served, run};
 use ichor_issuer::server::reload::WatchOptions;
-use server_common::*;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpListener;

@@ -2,11 +2,9 @@
 //! keeping the previous value, counted once and logged without its content.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod server_common;
-
+use crate::server_common::*;
 use ichor_issuer::server::reload::{CheckOutcome, LoadError, WatchOptions, Watched};
 use ichor_renderers::trust::KeysDocument;
-use server_common::*;
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,13 +3,11 @@
 //! the previous one serving.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod server_common;
-
+use crate::server_common::*;
 use ichor_issuer::server::reload::{CheckOutcome, LoadError, WatchOptions};
 use ichor_issuer::server::tls::{PairFiles, TlsPair, TlsPairError, server_config, watch_pair};
 use ichor_issuer::server::{ServeOptions, serve};
 use rcgen::KeyPair;
-use server_common::*;
 use std::time::Duration;
 
 #[test]

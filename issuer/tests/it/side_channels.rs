@@ -51,8 +51,6 @@
 //! forged ones to document the gap, without asserting on it.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{
     future::Future,
     net::{IpAddr, Ipv4Addr, SocketAddr},
@@ -60,13 +58,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::common::*;
 use axum::{
     body::Body,
     extract::ConnectInfo,
     http::{Request, StatusCode, header},
 };
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use common::*;
 
 // === statistics ===
 

@@ -2,17 +2,15 @@
 //! with trusted proxies, store outages, the HTML form and rehashing.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::{net::SocketAddr, sync::atomic::Ordering};
 
+use crate::common::*;
 use argon2::{Argon2, Params, password_hash::CustomizedPasswordHasher};
 use axum::{
     body::Body,
     extract::ConnectInfo,
     http::{Request, StatusCode, header},
 };
-use common::*;
 use ichor_issuer::oidc::TrustedProxies;
 use ichor_renderers::auth::credentials::CredentialsEntry;
 use jiff::SignedDuration;

@@ -16,7 +16,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use ichor_issuer::store::{StoreError, UserStore, Version, kube::KubeStore};
 use ichor_renderers::auth::credentials::CredentialsEntry;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde_json::{Value, json};
 
 const SECRET_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
@@ -26,15 +26,7 @@ const FAMILY: &str = "fam1";
 
 fn entry() -> CredentialsEntry {
     let now: Timestamp = "2026-11-05T10:00:00Z".parse().unwrap();
-    CredentialsEntry::new(HASH.to_owned(), now, false)
-        .start_family(
-            FAMILY,
-            "ichor-cli",
-            "ichor-kube",
-            now,
-            SignedDuration::from_hours(12),
-        )
-        .unwrap()
+    ichor_testkit::issuer::harness::cli_family_entry(HASH, now, FAMILY, now)
 }
 
 fn b64(bytes: &[u8]) -> String {

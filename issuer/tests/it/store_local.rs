@@ -21,7 +21,7 @@ use ichor_renderers::{
     auth::credentials::CredentialsEntry,
     crd::{IchorUser, IchorUserSpec},
 };
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 const HASH: &str = "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$SECRETHASHVALUE";
 const FAMILY: &str = "fam1";
@@ -31,15 +31,7 @@ fn now() -> Timestamp {
 }
 
 fn entry() -> CredentialsEntry {
-    CredentialsEntry::new(HASH.to_owned(), now(), false)
-        .start_family(
-            FAMILY,
-            "ichor-cli",
-            "ichor-kube",
-            now(),
-            SignedDuration::from_hours(12),
-        )
-        .unwrap()
+    ichor_testkit::issuer::harness::cli_family_entry(HASH, now(), FAMILY, now())
 }
 
 fn generation(entry: &CredentialsEntry) -> u64 {
@@ -386,7 +378,7 @@ async fn two_processes_on_one_directory_lose_no_increment() {
                 .args([
                     "--ignored",
                     "--exact",
-                    "child_process_bumps_the_family_generation",
+                    "store_local::child_process_bumps_the_family_generation",
                     "--test-threads=1",
                 ])
                 .env(CHILD_DIR, root.path())

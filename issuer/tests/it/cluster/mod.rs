@@ -13,13 +13,6 @@
 //! Skipped with a message when the binaries are missing, unless `ICHOR_REQUIRE_CONSUMERS=1`.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-#[path = "../api_common/mod.rs"]
-mod api_common;
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../conformance_common/mod.rs"]
-mod conformance_common;
-
 mod processes;
 mod rotation;
 mod store;

@@ -6,9 +6,9 @@ use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT};
 use jiff::SignedDuration;
 use serde_json::{Value, json};
 
-use super::common::claims;
-use super::conformance_common;
 use super::{cluster, refresh_of, roles, stored_entry};
+use crate::common::claims;
+use crate::conformance_common;
 
 /// The `IchorInstallation` `ichor` with `spec.users.tokenTTL` = `ttl`.
 fn installation(ttl: &str) -> String {

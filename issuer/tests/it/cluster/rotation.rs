@@ -19,9 +19,9 @@ use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
 use jiff::SignedDuration;
 use serde_json::json;
 
-use super::api_common::caller;
-use super::common::{self, Harness, ManualClock, MemoryStore, claims, replica};
 use super::{cluster, issuer_client, refresh_of, roles, stored_entry};
+use crate::api_common::caller;
+use crate::common::{self, Harness, ManualClock, MemoryStore, claims, replica};
 
 const ROUNDS: u64 = 12;
 

@@ -12,7 +12,7 @@ use ichor_issuer::store::kube::KubeStore;
 use ichor_issuer::store::{Change, StoreError, UserStore, Version, modify_credentials};
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
 use ichor_testkit::install::NAMESPACE;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 use super::{cluster, issuer_client, stored_entry};
 
@@ -20,19 +20,12 @@ const FAMILY: &str = "fam1";
 
 fn entry() -> CredentialsEntry {
     let now: Timestamp = "2026-11-05T10:00:00Z".parse().unwrap();
-    CredentialsEntry::new(
-        "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$SECRETHASHVALUE".to_owned(),
+    ichor_testkit::issuer::harness::cli_family_entry(
+        "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$SECRETHASHVALUE",
         now,
-        false,
-    )
-    .start_family(
         FAMILY,
-        "ichor-cli",
-        "ichor-kube",
         now,
-        SignedDuration::from_hours(12),
     )
-    .unwrap()
 }
 
 fn revoked(day: i8) -> CredentialsEntry {
