@@ -3,8 +3,6 @@
 //! token reaches stderr.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::{
     io::{BufRead, BufReader},
     path::Path,
@@ -13,11 +11,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::support::{
+    FakeOp, RefreshMode, assert_no_secret, closed_port, http_get, ichor, ichor_command, text,
+};
 use ichor_cli::commands::auth::{
     cache::{CACHE_VERSION, CacheDir, CacheEntry, CacheKey, Endpoints, Loaded},
     secret::Secret,
 };
-use support::{FakeOp, RefreshMode, assert_no_secret, closed_port, http_get, ichor, ichor_command, text};
 
 fn cache_dir(home: &Path) -> CacheDir {
     CacheDir::new(home.join(".ichor/auth"))

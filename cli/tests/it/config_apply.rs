@@ -366,12 +366,12 @@ impl Harness {
         std::fs::create_dir_all(&manifests).unwrap();
         std::fs::write(
             manifests.join("cluster.yaml"),
-            include_str!("../../golden/fixtures/ichor-only/cluster.yaml"),
+            include_str!("../../../golden/fixtures/ichor-only/cluster.yaml"),
         )
         .unwrap();
         std::fs::write(
             manifests.join("trust.yaml"),
-            include_str!("../../golden/fixtures/ichor-only/trust.yaml"),
+            include_str!("../../../golden/fixtures/ichor-only/trust.yaml"),
         )
         .unwrap();
         let mut machines = String::new();

@@ -3,12 +3,10 @@
 //! way (editing its file), and a clean stop on SIGINT.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-mod dev_support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dev_support::{authed, channel, claims, sign_in, start};
+use crate::dev_support::{authed, channel, claims, sign_in, start};
 use ichor_issuer::api::proto::{
     ChangeOwnPasswordRequest, CreateUserRequest, ListUsersRequest, WhoAmIRequest, create_user_request,
     user_service_client::UserServiceClient,

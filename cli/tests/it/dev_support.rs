@@ -9,16 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ichor_issuer::api::proto::{
     ChangeOwnPasswordRequest, CreateUserRequest, create_user_request, user_service_client::UserServiceClient,
 };
-use sha2::Digest as _;
+use ichor_testkit::issuer::sign_in::{self, Authorize, CLI_REDIRECT, SlowDown};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 pub const VERIFIER: &str = "e2e-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
-pub const CLI_REDIRECT: &str = "http://127.0.0.1:38123/callback";
 
 /// The running process, killed when dropped.
 pub struct Dev {
@@ -104,85 +101,27 @@ pub fn start_on(port: u16, state: &Path, extra: &[&str]) -> Dev {
     }
 }
 
-pub fn query_param(url: &str, name: &str) -> Option<String> {
-    url::Url::parse(url)
-        .ok()?
-        .query_pairs()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.into_owned())
-}
+pub use ichor_testkit::jwt::claims;
 
 /// An HTTPS client trusting only `dev`'s CA.
 pub fn http_client(dev: &Dev) -> reqwest::Client {
     let ca = std::fs::read_to_string(&dev.ca_file).unwrap();
-    reqwest::Client::builder()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
-        .build()
-        .unwrap()
+    ichor_testkit::issuer::https::client_builder(&ca).build().unwrap()
 }
 
 /// Plays the browser for an authorization URL the issuer printed or redirected to: the
-/// authorize step as JSON, the password, and the redirect's target (a CLI's loopback callback is
-/// fetched so the waiting CLI gets its code). The redirect URI with the code, or the refusal.
+/// authorize step as JSON, the password (one address signs everybody in here, so the per-source
+/// limit of sign-ins answers `slow_down`: it waits as a browser's user would, within a bound),
+/// and the redirect URI with the code, or the refusal.
 pub async fn approve(
     http: &reqwest::Client,
     authorize_url: &str,
     user: &str,
     password: &str,
 ) -> Result<String, String> {
-    let step = |what: &str, status: reqwest::StatusCode, body: String| format!("{what}: {status} {body}");
-    let r = http
-        .get(authorize_url)
-        .header("accept", "application/json")
-        .send()
+    sign_in::approve(http, authorize_url, user, password, SlowDown::Wait)
         .await
-        .map_err(|e| e.to_string())?;
-    let (status, body) = (r.status(), r.text().await.unwrap_or_default());
-    if !status.is_success() {
-        return Err(step("authorize", status, body));
-    }
-    let ticket = serde_json::from_str::<serde_json::Value>(&body).unwrap()["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let base = authorize_url.split("/oidc/authorize").next().unwrap();
-    // One address signs everybody in here, so the per-source limit of sign-ins answers
-    // `slow_down` with Retry-After: wait as a browser's user would, within a bound.
-    let mut waited = Duration::ZERO;
-    let (status, body) = loop {
-        let r = http
-            .post(format!("{base}/oidc/login"))
-            .header("accept", "application/json")
-            .json(&serde_json::json!({"ticket": ticket, "username": user, "password": password}))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
-        let retry_after = r
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        let (status, body) = (r.status(), r.text().await.unwrap_or_default());
-        match retry_after {
-            Some(secs)
-                if status == reqwest::StatusCode::TOO_MANY_REQUESTS && waited < Duration::from_secs(120) =>
-            {
-                let wait = Duration::from_secs(secs.max(1));
-                waited += wait;
-                tokio::time::sleep(wait).await;
-            }
-            _ => break (status, body),
-        }
-    };
-    if !status.is_success() {
-        return Err(step("login", status, body));
-    }
-    Ok(
-        serde_json::from_str::<serde_json::Value>(&body).unwrap()["redirect_uri"]
-            .as_str()
-            .unwrap()
-            .to_owned(),
-    )
+        .map_err(|refusal| refusal.to_string())
 }
 
 /// Signs in through `/oidc/authorize` (JSON), `/oidc/login` and `/oidc/token` with PKCE: the ID
@@ -200,61 +139,22 @@ pub async fn sign_in(
     } else {
         CLI_REDIRECT.to_owned()
     };
-    let challenge = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(VERIFIER.as_bytes()));
-    let mut q = url::form_urlencoded::Serializer::new(String::new());
-    q.append_pair("response_type", "code")
-        .append_pair("client_id", client)
-        .append_pair("redirect_uri", &redirect)
-        .append_pair("state", "st-1")
-        .append_pair("nonce", "no-1")
-        .append_pair("scope", "openid")
-        .append_pair("code_challenge", &challenge)
-        .append_pair("code_challenge_method", "S256");
-    if let Some(a) = audience {
-        q.append_pair("audience", a);
-    }
-    let to = approve(
-        http,
-        &format!("{}/oidc/authorize?{}", dev.url, q.finish()),
-        user,
-        password,
-    )
-    .await?;
-    let code = query_param(&to, "code").ok_or_else(|| format!("no code in {to}"))?;
-    let r = http
-        .post(format!("{}/oidc/token", dev.url))
-        .form(&[
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("client_id", client),
-            ("redirect_uri", redirect.as_str()),
-            ("code_verifier", VERIFIER),
-        ])
-        .send()
+    let request = Authorize {
+        client_id: client,
+        redirect_uri: &redirect,
+        scope: "openid",
+        audience,
+        ..Authorize::cli(VERIFIER)
+    };
+    let tokens = sign_in::sign_in(http, &dev.url, &request, user, password, SlowDown::Wait)
         .await
-        .map_err(|e| e.to_string())?;
-    let (status, body) = (r.status(), r.text().await.unwrap_or_default());
-    if !status.is_success() {
-        return Err(format!("token: {status} {body}"));
-    }
-    Ok(
-        serde_json::from_str::<serde_json::Value>(&body).unwrap()["id_token"]
-            .as_str()
-            .unwrap()
-            .to_owned(),
-    )
+        .map_err(|refusal| refusal.to_string())?;
+    Ok(tokens["id_token"].as_str().unwrap().to_owned())
 }
 
-pub fn claims(token: &str) -> serde_json::Value {
-    let payload = token.split('.').nth(1).unwrap();
-    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
-}
-
+/// `message` with `authorization: Bearer <token>`.
 pub fn authed<T>(message: T, token: &str) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(message);
-    r.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    r
+    ichor_testkit::issuer::grpc::bearer_request(token, message)
 }
 
 pub async fn channel(dev: &Dev) -> Channel {

@@ -11,8 +11,6 @@
 //! Skipped with a message when kubectl is absent, unless `ICHOR_REQUIRE_CONSUMERS=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod user_support;
-
 use std::{
     collections::{HashMap, HashSet},
     path::PathBuf,
@@ -23,6 +21,7 @@ use std::{
     },
 };
 
+use crate::user_support::{TestCa, ichor_command, seed_login, serve_https, server_runtime, text};
 use axum::{
     Form, Json, Router,
     extract::State,
@@ -37,13 +36,12 @@ use ichor_issuer::{
 };
 use ichor_renderers::trust::keys::{KeysDocument, PrivateKeyPem, RsaKey};
 use jiff::Timestamp;
-use user_support::{TestCa, ichor_command, seed_login, serve_https, server_runtime, text};
 
 /// The kubectl `hack/kube/build.sh` builds from k8s.io/kubernetes (`ichor_testkit::consumers`).
 fn kubectl_bin() -> PathBuf {
     ichor_testkit::consumers::KubeBinary::Kubectl.path()
 }
-const PEM: &str = include_str!("../../issuer/tests/fixtures/rsa3072-1.pkcs8.pem");
+const PEM: &str = ichor_testkit::issuer::keys::PEMS[0];
 
 fn kubectl_present() -> bool {
     ichor_testkit::consumers::require(ichor_testkit::consumers::KubeBinary::Kubectl).is_some()
@@ -69,13 +67,15 @@ impl Shared {
     fn mint(&self, audience: &str, exp_in: i64) -> String {
         let now = Timestamp::now();
         let claims = IdTokenClaims {
-            iss: self.base().to_owned(),
-            sub: "alice".into(),
-            aud: audience.into(),
             exp: now.as_second() + exp_in,
             iat: now.as_second() - 1 - i64::try_from(self.counter.fetch_add(1, Ordering::SeqCst)).unwrap(),
-            nonce: None,
-            groups: vec!["ichor:viewer".into()],
+            ..ichor_testkit::issuer::harness::id_claims(
+                self.base(),
+                "alice",
+                audience,
+                &["ichor:viewer"],
+                now,
+            )
         };
         sign_id_token(&self.keys, &claims, now).unwrap()
     }

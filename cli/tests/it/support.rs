@@ -120,54 +120,15 @@ impl FakeOp {
     /// is written to `ca_pem`.
     pub fn start_tls(ca_pem: &Path) -> Self {
         let (op, listener, app) = Self::build("https", Duration::ZERO);
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-        std::fs::write(ca_pem, ca.pem()).unwrap();
-        let leaf_key = rcgen::KeyPair::generate().unwrap();
-        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-            .unwrap()
-            .signed_by(&leaf_key, &ca)
-            .unwrap();
-        let config =
-            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_no_client_auth()
-                .with_single_cert(
-                    vec![leaf.der().clone()],
-                    rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-                )
-                .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        op.runtime.spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    return;
-                };
-                let (acceptor, app) = (acceptor.clone(), app.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = hyper_util::service::TowerToHyperService::new(app);
-                    let _ =
-                        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                            .await;
-                });
-            }
-        });
+        let ca = ichor_testkit::pki::TestCa::new("ichor auth test CA").unwrap();
+        std::fs::write(ca_pem, &ca.pem).unwrap();
+        let config = ichor_testkit::pki::server_config(&ca.serving("127.0.0.1").unwrap()).unwrap();
+        ichor_testkit::issuer::https::serve_on(&op.runtime, listener, config, app);
         op
     }
 
     fn build(scheme: &str, refresh_delay: Duration) -> (Self, tokio::net::TcpListener, Router) {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = ichor_testkit::issuer::https::server_runtime();
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
@@ -323,13 +284,16 @@ async fn revoke(State(s): State<Arc<OpState>>, Form(f): Form<HashMap<String, Str
     StatusCode::OK.into_response()
 }
 
-/// `ichor` with `HOME=home`, no `KUBERNETES_EXEC_INFO`, stdin not a terminal.
+/// `ichor` with `HOME=home`, stdin not a terminal, no inherited Ichor or kube settings
+/// (`KUBERNETES_EXEC_INFO`, `ICHOR_CA_FILE`, `ICHOR_ISSUER`, `KUBECONFIG`).
 pub fn ichor_command(home: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ichor"));
     cmd.args(args)
         .env("HOME", home)
         .env_remove("KUBERNETES_EXEC_INFO")
         .env_remove("ICHOR_CA_FILE")
+        .env_remove("ICHOR_ISSUER")
+        .env_remove("KUBECONFIG")
         .stdin(Stdio::null());
     cmd
 }
@@ -355,8 +319,7 @@ pub fn assert_no_secret(stderr: &str, secrets: &[String]) {
 
 /// A port on 127.0.0.1 that nothing listens on.
 pub fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    ichor_testkit::control_plane::free_port().unwrap()
 }
 
 /// A minimal HTTP/1.1 GET (the browser's part): status, headers (lowercase names), body.

@@ -4,8 +4,6 @@
 //! (signatures are the kubectl test's subject); everything else is the production service.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod user_support;
-
 use std::{
     collections::HashMap,
     io::Write,
@@ -18,6 +16,7 @@ use std::{
     time::Duration,
 };
 
+use crate::user_support::{self, ichor_command, seed_login, text};
 use axum::{Form, Json, Router, extract::State, response::IntoResponse, routing::post};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use ichor_issuer::{
@@ -33,7 +32,6 @@ use ichor_renderers::{
     rbac::{Authorizer, Policy},
 };
 use jiff::Timestamp;
-use user_support::{ichor_command, seed_login, text};
 
 const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIBATAKBggqhkjOPQQDAjAVMRMwEQYDVQQDEwprdWJl\n-----END CERTIFICATE-----\n";
 

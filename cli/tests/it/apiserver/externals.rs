@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use ichor_testkit::external_idp::{Account, Client, ExternalIdp, ExternalIdpOptions};
 
-use crate::site::{ADMIN_PASSWORD, Site};
+use crate::apiserver::site::{ADMIN_PASSWORD, Site};
 
 fn idp(accounts: &[(&str, &str, &[&str])]) -> Option<ExternalIdp> {
     if !ichor_testkit::external_idp::available() {

@@ -4,7 +4,7 @@
 //! internal discovery listener under the Ichor CA — maps them to `ichor:<name>` with their role
 //! groups, which the chart's ClusterRoles authorize.
 
-use crate::site::{Site, Terminal};
+use crate::apiserver::site::{Site, Terminal};
 
 const ICHOR_USER: &str = "apiVersion: ichor.maesh.dev/v1alpha1
 kind: IchorUser
@@ -61,7 +61,7 @@ async fn kubectl_signs_in_through_ichor_and_each_role_is_authorized_by_the_chart
         .unwrap();
     let alice = site.person("alice", &["viewer"], "alice's own password").await;
     let bob = site.person("bob", &["operator"], "bob's own password!").await;
-    let admin = Terminal::open(&site, "admin", crate::site::ADMIN_PASSWORD).await;
+    let admin = Terminal::open(&site, "admin", crate::apiserver::site::ADMIN_PASSWORD).await;
     admin.login(&site).await;
 
     for (t, role) in [(&alice, "viewer"), (&bob, "operator"), (&admin, "admin")] {

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::site::Site;
+use crate::apiserver::site::Site;
 
 /// Rewrites `<manifests>/<name>.yaml` with `edit`.
 fn edit_user(site: &Site, name: &str, edit: impl Fn(&str) -> String) {

@@ -4,15 +4,10 @@
 //! missing, unless `ICHOR_REQUIRE_CONSUMERS=1` (as `hack/test.sh` sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, missing_docs)]
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod goldens;
 mod kubectl;
 mod site;
 
-#[path = "../dev_support/mod.rs"]
-mod dev_support;
 mod externals;
 mod lifecycle;
 mod reload;

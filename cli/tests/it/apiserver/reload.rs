@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::site::{ADMIN_PASSWORD, Site};
+use crate::apiserver::site::{ADMIN_PASSWORD, Site};
 
 const RELOADS: &str = "apiserver_authentication_config_controller_automatic_reloads_total";
 const INVALID: &str = "apiVersion: apiserver.config.k8s.io/v1beta1

@@ -21,7 +21,7 @@ use ichor_reconcile::perform::OsKeyMaterial;
 use ichor_renderers::trust::{KEYS_JSON, SIGNING_SECRET};
 use jiff::{SignedDuration, Timestamp};
 
-use crate::site::{ADMIN_PASSWORD, RESTART_TIMEOUT, Site};
+use crate::apiserver::site::{ADMIN_PASSWORD, RESTART_TIMEOUT, Site};
 
 /// Nothing to remove before the issuer ever ran.
 struct NoCredentials;
