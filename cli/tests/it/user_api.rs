@@ -20,10 +20,7 @@ use crate::user_support::{self, ichor_command, seed_login, text};
 use axum::{Form, Json, Router, extract::State, response::IntoResponse, routing::post};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use ichor_issuer::{
-    api::{
-        ApiConfig, BearerClaims, BearerError, BearerVerifier, ClusterInfo, LocalAccessReview, SystemClock,
-        UserApi, grpc_service,
-    },
+    api::{BearerClaims, BearerError, BearerVerifier, LocalAccessReview, SystemClock, UserApi, grpc_service},
     store::{UserStore, local::LocalStore},
 };
 use ichor_renderers::{
@@ -32,8 +29,6 @@ use ichor_renderers::{
     rbac::{Authorizer, Policy},
 };
 use jiff::Timestamp;
-
-const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIBATAKBggqhkjOPQQDAjAVMRMwEQYDVQQDEwprdWJl\n-----END CERTIFICATE-----\n";
 
 /// Unsigned test tokens: `e30.<base64url JSON {sub, iat, exp}>.c2ln`.
 struct PayloadVerifier;
@@ -89,16 +84,7 @@ impl Env {
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
         let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-        let mut config = ApiConfig::new(
-            base.clone(),
-            Some(ClusterInfo {
-                name: "prod".into(),
-                endpoint: "https://10.0.0.10:6443".into(),
-                ca_pem: CA_PEM.into(),
-            }),
-        )
-        .unwrap();
-        config.session_ttl = Duration::ZERO;
+        let config = ichor_testkit::issuer::harness::api_config(&base);
         let api = UserApi::new(
             Arc::clone(&store),
             LocalAccessReview::new(Authorizer::new(Policy::builtin().unwrap())),

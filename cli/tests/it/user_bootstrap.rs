@@ -9,8 +9,7 @@ use std::{
 };
 
 use base64::Engine as _;
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::BodyExt;
+use http::{Method, StatusCode};
 use ichor_cli::commands::{
     init::{InitError, InitPlan, init_cluster},
     user::bootstrap::{BootstrapError, NewUser, bootstrap_user},
@@ -163,37 +162,23 @@ impl Kube {
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
 fn client(state: &Arc<Mutex<Kube>>) -> kube::Client {
     let state = Arc::clone(state);
-    let service = tower::service_fn(move |request: Request<kube::client::Body>| {
-        let state = Arc::clone(&state);
-        async move {
-            let (parts, body) = request.into_parts();
-            let bytes = body.collect().await?.to_bytes();
-            let body = (!bytes.is_empty()).then(|| serde_json::from_slice(&bytes).unwrap());
-            if parts.method == Method::PATCH {
-                let ct = parts
-                    .headers
-                    .get(http::header::CONTENT_TYPE)
-                    .unwrap()
-                    .to_str()
-                    .unwrap();
-                assert_eq!(ct, "application/merge-patch+json");
-            }
-            let (code, value) = state
-                .lock()
+    ichor_testkit::issuer::kube::client("ichor-system", move |parts, body| {
+        if parts.method == Method::PATCH {
+            let ct = parts
+                .headers
+                .get(http::header::CONTENT_TYPE)
                 .unwrap()
-                .answer(&parts.method, parts.uri.path(), body);
-            let response = Response::builder()
-                .status(code)
-                .header("content-type", "application/json")
-                .body(kube::client::Body::from(serde_json::to_vec(&value)?))?;
-            Ok::<_, BoxError>(response)
+                .to_str()
+                .unwrap();
+            assert_eq!(ct, "application/merge-patch+json");
         }
-    });
-    kube::Client::new(service, "ichor-system")
+        state
+            .lock()
+            .unwrap()
+            .answer(&parts.method, parts.uri.path(), body)
+    })
 }
 
 fn with_secret() -> Kube {

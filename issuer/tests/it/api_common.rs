@@ -10,8 +10,8 @@ use std::{
 use async_trait::async_trait;
 use ichor_issuer::{
     api::{
-        ApiConfig, ApiError, BearerClaims, BearerError, BearerVerifier, Caller, Clock, ClusterInfo,
-        LocalAccessReview, UserApi, UserBackend,
+        ApiError, BearerClaims, BearerError, BearerVerifier, Caller, Clock, LocalAccessReview, UserApi,
+        UserBackend,
     },
     store::{StoreError, StoredUser, UserStore, Version, local::LocalStore},
 };
@@ -24,7 +24,6 @@ use jiff::Timestamp;
 use tonic::{Code, Status};
 
 pub const ISSUER: &str = "https://ichor.example.com";
-pub const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIBATAKBggqhkjOPQQDAjAVMRMwEQYDVQQDEwprdWJl\n-----END CERTIFICATE-----\n";
 /// The password of every seeded user whose hash is real (see [`real_hash`]).
 pub const PASSWORD: &str = "correct horse battery";
 
@@ -126,16 +125,7 @@ pub fn build_api<B: UserBackend>(
     extra_rbac: Option<&str>,
 ) -> (Api<B>, Arc<TestClock>, Arc<ichor_issuer::oidc::Settings>) {
     let clock = Arc::new(TestClock::new(t0()));
-    let mut config = ApiConfig::new(
-        ISSUER,
-        Some(ClusterInfo {
-            name: "prod".into(),
-            endpoint: "https://10.0.0.10:6443".into(),
-            ca_pem: CA_PEM.into(),
-        }),
-    )
-    .unwrap();
-    config.session_ttl = Duration::ZERO;
+    let config = ichor_testkit::issuer::harness::api_config(ISSUER);
     let settings = Arc::clone(&config.settings);
     let api = UserApi::new(
         store,

@@ -17,7 +17,7 @@ use std::{
 use crate::api_common;
 use crate::api_common::{build_api, caller, t0};
 use base64::Engine as _;
-use http::{Method, Request, Response};
+use http::Method;
 use http_body_util::BodyExt as _;
 use ichor_issuer::{
     api::{
@@ -222,42 +222,30 @@ fn answer(state: &mut State, seen: &Seen) -> (u16, Value) {
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
 fn client(state: &Arc<Mutex<State>>) -> kube::Client {
     let state = Arc::clone(state);
-    let service = tower::service_fn(move |request: Request<kube::client::Body>| {
-        let state = Arc::clone(&state);
-        async move {
-            let (parts, body) = request.into_parts();
-            let bytes = body.collect().await?.to_bytes();
-            let header = |name: &str| {
-                parts
-                    .headers
-                    .get_all(name)
-                    .iter()
-                    .map(|v| v.to_str().unwrap().to_owned())
-                    .collect::<Vec<_>>()
-            };
-            let seen = Seen {
-                method: parts.method.clone(),
-                path: parts.uri.path().to_owned(),
-                query: parts.uri.query().unwrap_or_default().to_owned(),
-                user: header("impersonate-user").into_iter().next(),
-                groups: header("impersonate-group"),
-                body: (!bytes.is_empty()).then(|| serde_json::from_slice(&bytes).unwrap()),
-            };
-            let mut state = state.lock().unwrap();
-            state.seen.push(seen.clone());
-            let (code, value) = answer(&mut state, &seen);
-            let response = Response::builder()
-                .status(code)
-                .header("content-type", "application/json")
-                .body(kube::client::Body::from(serde_json::to_vec(&value)?))?;
-            Ok::<_, BoxError>(response)
-        }
-    });
-    kube::Client::new(service, NAMESPACE)
+    ichor_testkit::issuer::kube::client(NAMESPACE, move |parts, body| {
+        let header = |name: &str| {
+            parts
+                .headers
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let seen = Seen {
+            method: parts.method.clone(),
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().unwrap_or_default().to_owned(),
+            user: header("impersonate-user").into_iter().next(),
+            groups: header("impersonate-group"),
+            body,
+        };
+        let mut state = state.lock().unwrap();
+        state.seen.push(seen.clone());
+        let (code, value) = answer(&mut state, &seen);
+        (http::StatusCode::from_u16(code).unwrap(), value)
+    })
 }
 
 fn store(state: &Arc<Mutex<State>>) -> KubeStore {

@@ -410,3 +410,22 @@ fn assemble(
         peer: "192.0.2.10:50000".parse().expect("addr"),
     }
 }
+
+/// The `UserService` configuration of the tests for the issuer `issuer`: the cluster `prod` at
+/// `https://10.0.0.10:6443` with the placeholder CA [`CLUSTER_CA_PEM`], and no session cache.
+pub fn api_config(issuer: &str) -> ichor_issuer::api::ApiConfig {
+    let mut config = ichor_issuer::api::ApiConfig::new(
+        issuer,
+        Some(ichor_issuer::api::ClusterInfo {
+            name: "prod".into(),
+            endpoint: "https://10.0.0.10:6443".into(),
+            ca_pem: CLUSTER_CA_PEM.into(),
+        }),
+    )
+    .expect("api config");
+    config.session_ttl = std::time::Duration::ZERO;
+    config
+}
+
+/// The CA of the cluster `prod` a kubeconfig names (a placeholder: nothing connects to it).
+pub const CLUSTER_CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIBATAKBggqhkjOPQQDAjAVMRMwEQYDVQQDEwprdWJl\n-----END CERTIFICATE-----\n";

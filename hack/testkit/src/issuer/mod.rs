@@ -10,5 +10,6 @@ pub mod grpc;
 pub mod harness;
 pub mod https;
 pub mod keys;
+pub mod kube;
 pub mod sign_in;
 pub mod store;
