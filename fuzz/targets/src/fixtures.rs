@@ -1,18 +1,18 @@
 //! The fixtures every target shares: fixed signing keys, a fixed clock, an in-memory user store
-//! and an issuer wired to them, so every target is deterministic (same input, same path).
+//! and an issuer wired to them (the test kit's: `ichor_testkit::issuer`), so every target is
+//! deterministic (same input, same path).
 //!
 //! Placeholders let the fuzzer reach past signature checks it cannot forge: a body or token
 //! containing [`CODE`], [`REFRESH`], [`TICKET`] or [`ID_TOKEN`] has it replaced by a token
 //! validly signed for the fixed keys and clock (see [`expand`]). Seeds use them; mutations keep
 //! or break them.
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
-use async_trait::async_trait;
 use ichor_issuer::{
     keys::{KeyRing, LoadedKeys},
-    oidc::{Clock, Issuer, IssuerConfig, Settings, TrustedProxies, request::s256_challenge},
-    store::{StoreError, StoredUser, UserStore, Version},
-    tokens::{self, CodeClaims, IdTokenClaims, RefreshClaims, TicketClaims},
+    oidc::{Settings, request::s256_challenge},
+    store::UserStore,
+    tokens::{self, CodeClaims, RefreshClaims, TicketClaims},
 };
 use ichor_renderers::{
     auth::credentials::CredentialsEntry,
@@ -22,15 +22,17 @@ use ichor_renderers::{
         keys::{HmacSecret, PrivateKeyPem},
     },
 };
+use ichor_testkit::issuer::{
+    clock::ManualClock,
+    harness::{Harness, cli_family_entry, id_claims, replica},
+    keys::PEMS,
+    store::MemoryStore,
+};
 use jiff::{SignedDuration, Timestamp};
-use prometheus_client::registry::Registry;
 
-/// The issuer URL of every fixture.
-pub const ISSUER: &str = "https://ichor.example.com";
-/// The `ichor-cli` redirect URI the fixtures use.
-pub const CLI_REDIRECT: &str = "http://127.0.0.1:38123/callback";
-/// The PKCE verifier of the fixture code.
-pub const VERIFIER: &str = "verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
+/// The issuer URL of every fixture, the `ichor-cli` redirect URI and the PKCE verifier of the
+/// fixture code: the kit's.
+pub use ichor_testkit::issuer::harness::{CLI_REDIRECT, ISSUER, VERIFIER};
 /// Placeholder for a valid authorization code of alice for `ichor-cli`.
 pub const CODE: &str = "@CODE@";
 /// Placeholder for a valid refresh token of alice's family `f1`.
@@ -44,8 +46,6 @@ pub const FAMILY: &str = "f1";
 /// An argon2id PHC string (never checked by the token or revoke endpoints).
 const HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$BwcHBwcHBwcHBwcHBwcHBw$\
                     9hZ+8cNJ3lSgdrc6q6DqUHmaLfmeEgKqRTZn9xpSXWg";
-
-const PEM: &str = include_str!("../../../issuer/tests/fixtures/rsa3072-1.pkcs8.pem");
 
 /// The fixed "now" of every target.
 pub fn now() -> Timestamp {
@@ -63,7 +63,7 @@ pub fn document() -> &'static KeysDocument {
         let t = key_start();
         let rsa = RsaKey::new(
             "k-1".into(),
-            PrivateKeyPem::new(PEM.into()).expect("pem"),
+            PrivateKeyPem::new(PEMS[0].into()).expect("pem"),
             t,
             t,
             None,
@@ -94,15 +94,7 @@ pub fn alice_entry() -> &'static CredentialsEntry {
     static ENTRY: OnceLock<CredentialsEntry> = OnceLock::new();
     ENTRY.get_or_init(|| {
         let start = now() - SignedDuration::from_hours(1);
-        CredentialsEntry::new(HASH.into(), start - SignedDuration::from_hours(24), false)
-            .start_family(
-                FAMILY,
-                "ichor-cli",
-                "ichor-kube",
-                start,
-                SignedDuration::from_hours(12),
-            )
-            .expect("family")
+        cli_family_entry(HASH, start - SignedDuration::from_hours(24), FAMILY, start)
     })
 }
 
@@ -168,15 +160,7 @@ fn valid() -> &'static Valid {
         let keys = &keys();
         let (refresh, key_at) = refresh_claims();
         let now = now();
-        let id = IdTokenClaims {
-            iss: ISSUER.into(),
-            sub: "alice".into(),
-            aud: "ichor-ui".into(),
-            exp: now.as_second() + 300,
-            iat: now.as_second(),
-            nonce: None,
-            groups: vec!["admin".into()],
-        };
+        let id = id_claims(ISSUER, "alice", "ichor-ui", &["admin"], now);
         Valid {
             code: tokens::sign_artifact(keys, &code_claims(), now, now).expect("code"),
             refresh: tokens::sign_artifact(keys, &refresh, key_at, now).expect("refresh"),
@@ -207,114 +191,21 @@ pub fn hmac(input: &[u8]) -> Vec<u8> {
     josekit::jws::JwsSigner::sign(&signer, input).expect("hmac")
 }
 
-/// A fixed clock at [`now`].
-pub struct FixedClock;
-
-impl Clock for FixedClock {
-    fn now(&self) -> Timestamp {
-        now()
-    }
-}
-
-/// A user store in memory: alice (admin, with [`alice_entry`]) and carol (no password).
-pub struct MemoryStore {
-    creds: Mutex<Option<CredentialsEntry>>,
-    version: Mutex<u64>,
-}
-
-impl MemoryStore {
-    /// A fresh store.
-    pub fn new() -> Self {
-        MemoryStore {
-            creds: Mutex::new(Some(alice_entry().clone())),
-            version: Mutex::new(1),
-        }
-    }
-}
-
-impl Default for MemoryStore {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// The guarded value, also after a panic in another thread held the lock (a fuzz input that
-/// panics ends the process anyway; a regression test reports it and goes on).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn user(name: &str) -> Option<StoredUser> {
-    let roles = match name {
-        "alice" => vec!["admin".to_owned()],
-        "carol" => vec!["viewer".to_owned()],
-        _ => return None,
-    };
-    Some(StoredUser {
-        name: name.to_owned(),
-        roles,
-        disabled: false,
-        display_name: None,
-        email: None,
-    })
-}
-
-#[async_trait]
-impl UserStore for MemoryStore {
-    async fn get_user(&self, name: &str) -> Result<Option<StoredUser>, StoreError> {
-        Ok(user(name))
-    }
-
-    async fn list_users(&self) -> Result<Vec<StoredUser>, StoreError> {
-        Ok(["alice", "carol"].into_iter().filter_map(user).collect())
-    }
-
-    async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError> {
-        let v = *lock(&self.version);
-        let entry = if name == "alice" {
-            lock(&self.creds).clone()
-        } else {
-            None
-        };
-        Ok((entry, Version(v.to_string())))
-    }
-
-    async fn write_credentials(
-        &self,
-        name: &str,
-        expected: &Version,
-        entry: Option<&CredentialsEntry>,
-    ) -> Result<Version, StoreError> {
-        let mut v = lock(&self.version);
-        if expected.0 != v.to_string() {
-            return Err(StoreError::Conflict(name.to_owned()));
-        }
-        if name == "alice" {
-            *lock(&self.creds) = entry.cloned();
-        }
-        *v += 1;
-        Ok(Version(v.to_string()))
-    }
-}
-
-/// A fresh issuer (fresh rate limits, code ledger and store) over the fixed keys and clock.
-pub fn issuer() -> Arc<Issuer> {
-    let ring = Arc::clone(ring());
+/// A fresh in-process issuer (fresh rate limits, code ledger and store) over the fixed keys,
+/// a clock standing at [`now`] and the kit's memory store holding alice (admin, with
+/// [`alice_entry`]) and carol (viewer, no password).
+pub fn harness() -> Harness {
+    let store = Arc::new(MemoryStore::default());
+    store.add_user("alice", &["admin"], Some(alice_entry().clone()));
+    store.add_user("carol", &["viewer"], None);
     let settings = Arc::new(Settings::new(UsersSettings::resolve(None).expect("settings")));
-    let mut registry = Registry::default();
-    let issuer = Issuer::new(
-        IssuerConfig {
-            external_url: ISSUER.into(),
-            trusted_proxies: TrustedProxies::none(),
-        },
-        ring,
-        Arc::new(MemoryStore::new()),
+    replica(
+        Arc::clone(&store) as Arc<dyn UserStore>,
+        store,
+        Arc::clone(ring()),
         settings,
-        &mut registry,
+        Arc::new(ManualClock::new(now())),
     )
-    .expect("issuer")
-    .with_clock(Arc::new(FixedClock));
-    Arc::new(issuer)
 }
 
 /// Posts `data` as an `application/x-www-form-urlencoded` body to `path` of a fresh router,
@@ -334,13 +225,12 @@ pub fn post_form(path: &str, data: &[u8]) -> (axum::http::StatusCode, axum::http
     send(request)
 }
 
-/// Sends one request through the external router of a fresh [`issuer`] on a current-thread
+/// Sends one request through the external router of a fresh [`harness`] on a current-thread
 /// runtime and returns the status, headers and body (printed when `ICHOR_FUZZ_SHOW` is set, to
 /// check what a seed reaches).
 pub fn send(
     request: axum::http::Request<axum::body::Body>,
 ) -> (axum::http::StatusCode, axum::http::HeaderMap, Vec<u8>) {
-    use tower::ServiceExt;
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     let runtime = RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_current_thread()
@@ -348,17 +238,9 @@ pub fn send(
             .build()
             .expect("runtime")
     });
-    runtime.block_on(async {
-        let router = ichor_issuer::oidc::external_router(issuer());
-        let response = router.oneshot(request).await.expect("infallible");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
-            .await
-            .expect("body");
-        if std::env::var_os("ICHOR_FUZZ_SHOW").is_some() {
-            eprintln!("{status} {}", String::from_utf8_lossy(&body));
-        }
-        (status, headers, body.to_vec())
-    })
+    let reply = runtime.block_on(harness().send(request));
+    if std::env::var_os("ICHOR_FUZZ_SHOW").is_some() {
+        eprintln!("{} {}", reply.status, reply.text());
+    }
+    (reply.status, reply.headers, reply.body.to_vec())
 }

@@ -30,22 +30,17 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 use serde::Serialize;
 
 use crate::consumers;
+pub use crate::jwt::try_claims as jwt_claims;
+use crate::pki::TestCa;
 
 /// The redirect URI a [`Client::public`] registers: the token flow only reads the code from the
 /// redirect, so nothing needs to listen there.
@@ -192,15 +187,6 @@ impl Tokens {
     }
 }
 
-/// A JWT's payload, decoded without verification.
-pub fn jwt_claims(jwt: &str) -> anyhow::Result<serde_json::Value> {
-    let payload = jwt.split('.').nth(1).context("not a JWT: no payload")?;
-    let bytes = URL_SAFE_NO_PAD
-        .decode(payload)
-        .context("the JWT payload is not base64url")?;
-    serde_json::from_slice(&bytes).context("the JWT payload is not JSON")
-}
-
 /// A running provider; stopped (SIGTERM, then SIGKILL) on drop.
 pub struct ExternalIdp {
     child: Option<Child>,
@@ -232,10 +218,11 @@ impl ExternalIdp {
             .prefix("ichor-external-idp-")
             .tempdir()
             .context("creating the provider's temporary directory")?;
-        let pki = Pki::new()?;
-        fs::write(dir.path().join("ca.pem"), &pki.ca_pem)?;
-        fs::write(dir.path().join("cert.pem"), &pki.cert_pem)?;
-        fs::write(dir.path().join("key.pem"), &pki.key_pem)?;
+        let ca = TestCa::new("ichor-test-external-idp-ca")?;
+        let serving = ca.serving("ichor-test-external-idp")?;
+        fs::write(dir.path().join("ca.pem"), &ca.pem)?;
+        fs::write(dir.path().join("cert.pem"), &serving.cert_pem)?;
+        fs::write(dir.path().join("key.pem"), &serving.key_pem)?;
         fs::write(
             dir.path().join("accounts.json"),
             serde_json::to_vec(&options.accounts)?,
@@ -249,7 +236,7 @@ impl ExternalIdp {
             child: None,
             node,
             issuer: String::new(),
-            ca_pem: pki.ca_pem,
+            ca_pem: ca.pem,
             clients: options.clients,
             dir,
             started_in: Duration::ZERO,
@@ -272,7 +259,7 @@ impl ExternalIdp {
 
     /// One attempt on a fresh port: spawn node and wait for `ready ISSUER` on its stdout.
     fn spawn(&mut self, timeout: Duration) -> anyhow::Result<()> {
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = crate::control_plane::free_port()?;
         self.issuer = format!("https://127.0.0.1:{port}");
         let d = self.dir.path();
         let stdout = fs::File::create(d.join("stdout.log"))?;
@@ -472,39 +459,4 @@ fn terminate(child: &mut Child) -> std::io::Result<ExitStatus> {
     }
     child.kill()?;
     child.wait()
-}
-
-/// The provider's own CA and its serving certificate for 127.0.0.1 and localhost, PEM.
-struct Pki {
-    ca_pem: String,
-    cert_pem: String,
-    key_pem: String,
-}
-
-impl Pki {
-    fn new() -> anyhow::Result<Self> {
-        let mut ca = CertificateParams::new(Vec::<String>::new())?;
-        ca.distinguished_name
-            .push(DnType::CommonName, "ichor-test-external-idp-ca");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate()?)
-            .context("self-signing the provider's CA")?;
-        let mut leaf = CertificateParams::new(vec!["localhost".to_owned()])?;
-        leaf.distinguished_name
-            .push(DnType::CommonName, "ichor-test-external-idp");
-        leaf.subject_alt_names
-            .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        let key = KeyPair::generate()?;
-        let cert = leaf
-            .signed_by(&key, &ca)
-            .context("signing the provider's serving certificate")?;
-        Ok(Self {
-            ca_pem: ca.pem(),
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        })
-    }
 }

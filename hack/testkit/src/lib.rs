@@ -7,14 +7,23 @@
 //! - [`external_idp`]: a real external OpenID provider (npm `oidc-provider`) with static accounts.
 //! - [`install`]: Ichor's CRDs and chart applied to a control plane, and kubeconfigs of its
 //!   ServiceAccounts for components run as local processes.
+//! - [`jwt`]: a JWT's header and claims, read without verification for assertions.
+//! - [`pki`]: the one test CA, its serving and client certificates, a rustls server over one.
 //! - [`rbac`]: the rules a manifest grants a ServiceAccount against what its audit log shows it
 //!   used (least privilege, measured).
 //! - [`wait`]: the bounded poll loop.
+//! - [`issuer`] (feature `issuer`): the issuer in process over a memory store and a manual
+//!   clock, signing-key fixtures, the sign-in driver, HTTPS on loopback. Crates that do not test
+//!   the issuer or its clients leave the feature off and do not link the issuer.
 #![forbid(unsafe_code)]
 
 pub mod consumers;
 pub mod control_plane;
 pub mod external_idp;
 pub mod install;
+#[cfg(feature = "issuer")]
+pub mod issuer;
+pub mod jwt;
+pub mod pki;
 pub mod rbac;
 pub mod wait;

@@ -1,0 +1,358 @@
+//! `ichor user create --bootstrap` and `ichor init` against a scripted Kubernetes API that speaks
+//! the real HTTP/JSON wire format (objects, `Status` for 404/409, JSON merge patch with the
+//! `resourceVersion` precondition), through `kube::Client::new(tower::service_fn(...))`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
+
+use base64::Engine as _;
+use http::{Method, StatusCode};
+use ichor_cli::commands::{
+    init::{InitError, InitPlan, init_cluster},
+    user::bootstrap::{BootstrapError, NewUser, bootstrap_user},
+};
+use ichor_renderers::auth::{Password, credentials::CredentialsEntry, hash::verify_password};
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+const SECRETS: &str = "/api/v1/namespaces/ichor-system/secrets";
+const SECRET: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
+const USERS: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers";
+const CLUSTER: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/talosclusters/prod";
+const PASSWORD: &str = "a first password of enough length";
+
+#[derive(Default)]
+struct Kube {
+    rv: u64,
+    secret: Option<serde_json::Map<String, Value>>,
+    users: BTreeMap<String, Value>,
+    cluster: Option<Value>,
+    /// Writes, in order: (method, path).
+    writes: Vec<(Method, String)>,
+    patches: Vec<Value>,
+    fail_cluster_patch: bool,
+}
+
+fn status(code: StatusCode, reason: &str, message: &str) -> (StatusCode, Value) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": message, "reason": reason, "code": code.as_u16()}),
+    )
+}
+
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let Value::Object(target) = target else {
+        unreachable!()
+    };
+    for (k, v) in patch {
+        if v.is_null() {
+            target.remove(k);
+        } else {
+            merge(target.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+impl Kube {
+    fn secret_json(&self) -> Value {
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "ichor-user-credentials", "namespace": "ichor-system",
+                            "resourceVersion": self.rv.to_string()},
+               "type": "Opaque", "data": self.secret.clone().unwrap_or_default()})
+    }
+
+    fn entry(&self, user: &str) -> Option<CredentialsEntry> {
+        let v = self.secret.as_ref()?.get(user)?.as_str()?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(v).unwrap();
+        Some(CredentialsEntry::parse(user, &bytes).unwrap())
+    }
+
+    fn answer(&mut self, method: &Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        if method != Method::GET {
+            self.writes.push((method.clone(), path.to_owned()));
+        }
+        match (method.clone(), path) {
+            (Method::GET, SECRET) => match self.secret {
+                Some(_) => (StatusCode::OK, self.secret_json()),
+                None => status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "secrets \"ichor-user-credentials\" not found",
+                ),
+            },
+            (Method::POST, SECRETS) => {
+                self.secret = Some(serde_json::Map::new());
+                self.rv += 1;
+                (StatusCode::CREATED, self.secret_json())
+            }
+            (Method::PATCH, SECRET) => {
+                let patch = body.unwrap();
+                self.patches.push(patch.clone());
+                if patch["metadata"]["resourceVersion"].as_str() != Some(&self.rv.to_string()) {
+                    return status(StatusCode::CONFLICT, "Conflict", "the object has been modified");
+                }
+                let mut object = self.secret_json();
+                merge(&mut object, &patch);
+                self.secret = object["data"].as_object().cloned();
+                self.rv += 1;
+                (StatusCode::OK, self.secret_json())
+            }
+            (Method::POST, USERS) => {
+                let mut user = body.unwrap();
+                let name = user["metadata"]["name"].as_str().unwrap().to_owned();
+                if self.users.contains_key(&name) {
+                    return status(StatusCode::CONFLICT, "AlreadyExists", "already exists");
+                }
+                user["metadata"]["resourceVersion"] = "1".into();
+                self.users.insert(name, user.clone());
+                (StatusCode::CREATED, user)
+            }
+            (Method::PATCH, CLUSTER) => {
+                if self.fail_cluster_patch {
+                    return status(
+                        StatusCode::FORBIDDEN,
+                        "Forbidden",
+                        "you may not update talosclusters/authentication",
+                    );
+                }
+                let cluster = self.cluster.as_mut().unwrap();
+                let patch = body.unwrap();
+                self.patches.push(patch.clone());
+                merge(cluster, &patch);
+                (StatusCode::OK, cluster.clone())
+            }
+            (Method::GET, CLUSTER) => match &self.cluster {
+                Some(c) => (StatusCode::OK, c.clone()),
+                None => status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "talosclusters \"prod\" not found",
+                ),
+            },
+            (m, p) => {
+                if let Some(name) = p.strip_prefix(&format!("{USERS}/")) {
+                    let name = name.to_owned();
+                    return match (m, self.users.get(&name).cloned()) {
+                        (Method::GET, Some(u)) => (StatusCode::OK, u),
+                        (Method::DELETE, Some(u)) => {
+                            self.users.remove(&name);
+                            (StatusCode::OK, u)
+                        }
+                        _ => status(
+                            StatusCode::NOT_FOUND,
+                            "NotFound",
+                            &format!("ichorusers \"{name}\" not found"),
+                        ),
+                    };
+                }
+                panic!("unexpected request {m} {p}");
+            }
+        }
+    }
+}
+
+fn client(state: &Arc<Mutex<Kube>>) -> kube::Client {
+    let state = Arc::clone(state);
+    ichor_testkit::issuer::kube::client("ichor-system", move |parts, body| {
+        if parts.method == Method::PATCH {
+            let ct = parts
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .unwrap()
+                .to_str()
+                .unwrap();
+            assert_eq!(ct, "application/merge-patch+json");
+        }
+        state
+            .lock()
+            .unwrap()
+            .answer(&parts.method, parts.uri.path(), body)
+    })
+}
+
+fn with_secret() -> Kube {
+    Kube {
+        rv: 100,
+        secret: Some(serde_json::Map::new()),
+        ..Kube::default()
+    }
+}
+
+fn cluster_json() -> Value {
+    json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosCluster",
+           "metadata": {"name": "prod", "namespace": "ichor-system", "resourceVersion": "5"},
+           "spec": {"endpoint": "https://10.0.0.10:6443",
+                    "authentication": {"external": [{"issuerURL": "https://idp.example.com", "audiences": ["k"]}]}}})
+}
+
+fn admin() -> NewUser {
+    NewUser {
+        name: "admin".into(),
+        roles: vec!["admin".into()],
+        display_name: None,
+        email: None,
+    }
+}
+
+fn now() -> Timestamp {
+    "2026-11-05T10:00:00Z".parse().unwrap()
+}
+
+#[tokio::test]
+async fn bootstrap_writes_the_user_then_one_key_of_the_secret_with_a_hash_that_must_change() {
+    let state = Arc::new(Mutex::new(with_secret()));
+    bootstrap_user(client(&state), &admin(), &Password::new(PASSWORD), now())
+        .await
+        .unwrap();
+    let k = state.lock().unwrap();
+    assert_eq!(
+        k.writes,
+        vec![
+            (Method::POST, USERS.to_owned()),
+            (Method::PATCH, SECRET.to_owned())
+        ]
+    );
+    assert_eq!(k.users["admin"]["spec"]["roles"], json!(["admin"]));
+    let patch = &k.patches[0];
+    assert_eq!(patch["metadata"]["resourceVersion"], "100");
+    assert_eq!(patch["data"].as_object().unwrap().len(), 1, "one key: {patch}");
+    let entry = k.entry("admin").unwrap();
+    assert!(entry.must_change);
+    assert!(
+        verify_password(&Password::new(PASSWORD), &entry.hash)
+            .unwrap()
+            .is_valid()
+    );
+    assert!(!patch.to_string().contains(PASSWORD));
+}
+
+#[tokio::test]
+async fn bootstrap_refuses_an_existing_user_and_a_missing_secret_before_writing() {
+    let state = Arc::new(Mutex::new(with_secret()));
+    state.lock().unwrap().users.insert(
+        "admin".into(),
+        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+            "metadata": {"name": "admin", "namespace": "ichor-system"}, "spec": {"roles": ["viewer"]}}),
+    );
+    let e = bootstrap_user(client(&state), &admin(), &Password::new(PASSWORD), now())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, BootstrapError::UserExists(_)), "{e}");
+    assert!(state.lock().unwrap().writes.is_empty());
+
+    let state = Arc::new(Mutex::new(Kube::default()));
+    let e = bootstrap_user(client(&state), &admin(), &Password::new(PASSWORD), now())
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("ichor-user-credentials does not exist"),
+        "{e}"
+    );
+    assert!(state.lock().unwrap().writes.is_empty());
+
+    let short = bootstrap_user(client(&state), &admin(), &Password::new("short"), now())
+        .await
+        .unwrap_err();
+    assert!(short.to_string().contains("at least"), "{short}");
+}
+
+fn plan() -> InitPlan {
+    InitPlan {
+        ui_url: "https://ichor.example.com".into(),
+        cluster: "prod".into(),
+        namespace: "ichor-system".into(),
+        admin_user: "admin".into(),
+    }
+}
+
+#[tokio::test]
+async fn init_creates_the_secret_then_the_admin_then_switches_the_cluster() {
+    let state = Arc::new(Mutex::new(Kube {
+        cluster: Some(cluster_json()),
+        ..Kube::default()
+    }));
+    let mut delivered = Vec::new();
+    let report = init_cluster(client(&state), &plan(), now(), &mut |name, pw| {
+        delivered.push((name.to_owned(), pw.expose().to_owned()));
+    })
+    .await
+    .unwrap();
+    assert!(report.created_secret && report.created_admin && report.switched);
+    let k = state.lock().unwrap();
+    assert_eq!(
+        k.writes,
+        vec![
+            (Method::POST, SECRETS.to_owned()),
+            (Method::POST, USERS.to_owned()),
+            (Method::PATCH, SECRET.to_owned()),
+            (Method::PATCH, CLUSTER.to_owned()),
+        ]
+    );
+    assert_eq!(delivered.len(), 1);
+    let (name, password) = &delivered[0];
+    assert_eq!(name, "admin");
+    let entry = k.entry("admin").unwrap();
+    assert!(entry.must_change);
+    assert!(
+        verify_password(&Password::new(password.clone()), &entry.hash)
+            .unwrap()
+            .is_valid()
+    );
+    let cluster = k.cluster.as_ref().unwrap();
+    assert_eq!(
+        cluster["spec"]["authentication"]["ichor"],
+        json!({"enabled": true, "url": "https://ichor.example.com"})
+    );
+    assert_eq!(
+        cluster["spec"]["authentication"]["external"][0]["issuerURL"], "https://idp.example.com",
+        "the merge patch keeps the external providers"
+    );
+}
+
+#[tokio::test]
+async fn init_hands_out_the_password_before_a_failing_switch_and_keeps_an_existing_admin_on_rerun() {
+    let mut kube = with_secret();
+    kube.cluster = Some(cluster_json());
+    kube.fail_cluster_patch = true;
+    let state = Arc::new(Mutex::new(kube));
+    let mut delivered = 0;
+    let e = init_cluster(client(&state), &plan(), now(), &mut |_, _| delivered += 1)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        delivered, 1,
+        "the password was handed out before the failing step"
+    );
+    assert!(e.to_string().contains("talosclusters/authentication"), "{e}");
+    assert!(state.lock().unwrap().entry("admin").is_some());
+
+    // A rerun keeps the admin (no new password) and finishes the switch.
+    state.lock().unwrap().fail_cluster_patch = false;
+    let mut delivered = 0;
+    let report = init_cluster(client(&state), &plan(), now(), &mut |_, _| delivered += 1)
+        .await
+        .unwrap();
+    assert_eq!(delivered, 0);
+    assert!(!report.created_admin && !report.created_secret && report.switched);
+}
+
+#[tokio::test]
+async fn init_on_a_missing_cluster_writes_nothing() {
+    let state = Arc::new(Mutex::new(with_secret()));
+    let e = init_cluster(client(&state), &plan(), now(), &mut |_, _| panic!("no password"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, InitError::NoCluster { .. }), "{e}");
+    assert!(state.lock().unwrap().writes.is_empty());
+}

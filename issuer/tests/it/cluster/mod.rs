@@ -1,0 +1,101 @@
+//! The issuer on a real control plane (`ichor_testkit::control_plane`), Ichor installed from its
+//! chart (the webhook configuration removed: no controller serves it here, so RBAC alone decides
+//! the writes), every request authenticated with a TokenRequest token of the chart's issuer
+//! ServiceAccount:
+//! - [`store`]: the Kubernetes store's credentials writes on the real Secret — one key per write,
+//!   the apiserver's own 409 and 422 answers as conflicts, concurrent writers losing nothing;
+//! - [`rotation`]: two in-process issuers, each with its own store, racing refresh rotations of
+//!   one family, and the `UserService` backend writing `IchorUser`s as the caller;
+//! - [`processes`]: two `ichor-issuer --store kube` processes as the chart runs them, with sign-ins,
+//!   the runtime settings of `IchorInstallation`, `RevokeSessions`, a password change and the
+//!   `UserService` — and the chart's issuer RBAC exactly what they use.
+//!
+//! Skipped with a message when the binaries are missing, unless `ICHOR_REQUIRE_CONSUMERS=1`.
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod processes;
+mod rotation;
+mod store;
+
+use base64::Engine as _;
+use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
+use ichor_testkit::control_plane::{ControlPlane, Options};
+use ichor_testkit::install::{self, NAMESPACE};
+use serde_json::{Value, json};
+
+/// A control plane with an audit log and Ichor installed, the `IchorUser`s `users` (name and
+/// role) applied, and the credentials Secret holding `entries`; `None` when the binaries are
+/// missing and the test may be skipped.
+fn cluster(
+    users: &[(&str, &str)],
+    entries: &[(&str, &CredentialsEntry)],
+) -> anyhow::Result<Option<ControlPlane>> {
+    let Some(plane) = ControlPlane::start(Options {
+        audit: true,
+        ..Options::default()
+    })?
+    else {
+        return Ok(None);
+    };
+    install::install(&plane)?;
+    plane.kubectl_run(
+        &["delete", "validatingwebhookconfiguration", "ichor-identity"],
+        None,
+    )?;
+    for (name, role) in users {
+        plane.apply(
+            &json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+                "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"roles": [role]}})
+            .to_string(),
+        )?;
+    }
+    let mut data = serde_json::Map::new();
+    for (name, entry) in entries {
+        data.insert(
+            (*name).to_owned(),
+            json!(base64::engine::general_purpose::STANDARD.encode(entry.to_json(name)?)),
+        );
+    }
+    plane.apply(
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": CREDENTIALS_SECRET_NAME, "namespace": NAMESPACE}, "data": data})
+        .to_string(),
+    )?;
+    Ok(Some(plane))
+}
+
+/// A Kubernetes client authenticated as the chart's issuer ServiceAccount.
+async fn issuer_client(plane: &ControlPlane) -> anyhow::Result<kube::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let path = install::component_kubeconfig(plane, 0, install::ISSUER_SERVICE_ACCOUNT)?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&path)?,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// The credentials entry of `user` as the apiserver holds it.
+fn stored_entry(plane: &ControlPlane, user: &str) -> anyhow::Result<Option<CredentialsEntry>> {
+    let secret = plane
+        .get_json(0, "secret", NAMESPACE, CREDENTIALS_SECRET_NAME)?
+        .ok_or_else(|| anyhow::anyhow!("no credentials Secret"))?;
+    let Some(b64) = secret["data"][user].as_str() else {
+        return Ok(None);
+    };
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64)?;
+    Ok(Some(CredentialsEntry::parse(user, &bytes)?))
+}
+
+/// The roles of IchorUser `name` as the apiserver holds it.
+fn roles(plane: &ControlPlane, name: &str) -> anyhow::Result<Option<Value>> {
+    Ok(plane
+        .get_json(0, "ichoruser", NAMESPACE, name)?
+        .map(|u| u["spec"]["roles"].clone()))
+}
+
+/// The `refresh_token` of a token response.
+fn refresh_of(v: &Value) -> String {
+    v["refresh_token"].as_str().expect("refresh_token").to_owned()
+}

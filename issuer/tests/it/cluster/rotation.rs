@@ -1,0 +1,195 @@
+//! Two in-process issuers, each with its own `KubeStore`, race refresh rotations of one family on
+//! the one credentials Secret (the apiserver's own resourceVersion conflicts): each generation is
+//! rotated exactly once and both answer the one successor; after the grace window the losing
+//! token is a detected reuse that revokes the family in the Secret. The `UserService` backend
+//! writes `IchorUser`s as the caller through real impersonation, so the apiserver's RBAC refuses
+//! what the caller may not do. The chart grants every request made.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use ichor_issuer::api::{ApiError, UserBackend};
+use ichor_issuer::keys::{KeyRing, LoadedKeys};
+use ichor_issuer::oidc::Settings;
+use ichor_issuer::store::UserStore;
+use ichor_issuer::store::kube::KubeStore;
+use ichor_renderers::crd::{IchorUser, IchorUserSpec};
+use ichor_testkit::control_plane::ControlPlane;
+use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
+use jiff::SignedDuration;
+use serde_json::json;
+
+use super::{cluster, issuer_client, refresh_of, roles, stored_entry};
+use crate::api_common::caller;
+use crate::common::{self, Harness, ManualClock, MemoryStore, claims, replica};
+
+const ROUNDS: u64 = 12;
+
+/// The generation of family `fam` of alice's entry, as the apiserver holds it.
+fn generation(plane: &ControlPlane, fam: &str) -> anyhow::Result<Option<u64>> {
+    Ok(stored_entry(plane, "alice")?.and_then(|e| e.family(fam).map(|f| f.generation)))
+}
+
+fn person(name: &str, roles: &[&str]) -> IchorUser {
+    let mut user = IchorUser::new(
+        name,
+        IchorUserSpec {
+            display_name: Some(name.to_owned()),
+            email: None,
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            disabled: false,
+        },
+    );
+    user.metadata.namespace = Some(NAMESPACE.into());
+    user
+}
+
+/// The `UserService` backend's writes as the caller: an admin creates, changes and deletes a
+/// user; an operator, whom the chart's roles do not let write IchorUsers, is refused by the
+/// apiserver, which names the impersonated caller.
+async fn writes_as_the_caller(plane: &ControlPlane, store: &KubeStore) -> anyhow::Result<()> {
+    let admin = caller("alice", &["admin"]);
+    store.create_user(&admin, &person("bob", &["viewer"])).await?;
+    assert_eq!(roles(plane, "bob")?, Some(json!(["viewer"])));
+    store
+        .update_user(&admin, &person("bob", &["operator", "viewer"]))
+        .await?;
+    assert_eq!(roles(plane, "bob")?, Some(json!(["operator", "viewer"])));
+    let refused = store
+        .create_user(&caller("carol", &["operator"]), &person("dave", &["viewer"]))
+        .await;
+    match refused {
+        Err(ApiError::Denied(message)) => {
+            assert!(
+                message.contains("ichor:carol"),
+                "the apiserver names the caller: {message}"
+            );
+        }
+        other => anyhow::bail!("an operator created a user: {other:?}"),
+    }
+    assert_eq!(roles(plane, "dave")?, None, "nothing was written");
+
+    // The apiserver's other answers, as the API maps them.
+    match store.create_user(&admin, &person("bob", &["viewer"])).await {
+        Err(ApiError::AlreadyExists(name)) => assert_eq!(name, "bob"),
+        other => anyhow::bail!("a second bob: {other:?}"),
+    }
+    match store.update_user(&admin, &person("ghost", &["viewer"])).await {
+        Err(ApiError::NotFound(name)) => assert_eq!(name, "ghost"),
+        other => anyhow::bail!("an update of nobody: {other:?}"),
+    }
+    match store.delete_user(&admin, "ghost").await {
+        Err(ApiError::NotFound(name)) => assert_eq!(name, "ghost"),
+        other => anyhow::bail!("a delete of nobody: {other:?}"),
+    }
+    match store.create_user(&admin, &person("frank", &["Admin"])).await {
+        Err(ApiError::InvalidArgument { field, reason }) => {
+            assert!(
+                field.starts_with("spec.roles"),
+                "the CRD's field: {field} ({reason})"
+            );
+        }
+        other => anyhow::bail!("a role the CRD refuses: {other:?}"),
+    }
+    match store.delete_user(&caller("vic", &["viewer"]), "bob").await {
+        Err(ApiError::Denied(message)) => {
+            assert!(message.contains("cannot delete resource"), "{message}");
+        }
+        other => anyhow::bail!("a viewer deleted a user: {other:?}"),
+    }
+    store.delete_user(&admin, "bob").await?;
+    assert_eq!(roles(plane, "bob")?, None);
+    Ok(())
+}
+
+#[test]
+fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_detect_reuse()
+-> anyhow::Result<()> {
+    let Some(plane) = cluster(&[("alice", "admin")], &[("alice", &common::entry(false))])? else {
+        return Ok(());
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let client = issuer_client(&plane).await?;
+        let clock = Arc::new(ManualClock::new(common::start()));
+        let ring = Arc::new(KeyRing::with_keys(LoadedKeys::from_document(
+            &common::first_document(common::start()),
+        )?));
+        let settings = Arc::new(Settings::new(common::settings()));
+        let make = || -> anyhow::Result<Arc<Harness>> {
+            let store = KubeStore::new(client.clone());
+            Ok(Arc::new(replica(
+                Arc::new(store) as Arc<dyn UserStore>,
+                Arc::new(MemoryStore::default()),
+                Arc::clone(&ring),
+                Arc::clone(&settings),
+                Arc::clone(&clock),
+            )))
+        };
+        let (a, b) = (make()?, make()?);
+
+        let session = a.cli_session("alice").await;
+        let first = refresh_of(&session);
+        let fam = claims(&first)["fam"].as_str().expect("fam").to_owned();
+        assert_eq!(generation(&plane, &fam)?, Some(1));
+        let mut token = first.clone();
+        let mut previous = first.clone();
+        for round in 0..ROUNDS {
+            let (ra, rb) = {
+                let (ha, hb) = (Arc::clone(&a), Arc::clone(&b));
+                let (ta, tb) = (token.clone(), token.clone());
+                let ja = tokio::spawn(async move { ha.refresh(&ta, "ichor-cli", None).await });
+                let jb = tokio::spawn(async move { hb.refresh(&tb, "ichor-cli", None).await });
+                (ja.await?, jb.await?)
+            };
+            assert_eq!(ra.status, StatusCode::OK, "round {round} A: {}", ra.text());
+            assert_eq!(rb.status, StatusCode::OK, "round {round} B: {}", rb.text());
+            let (sa, sb) = (refresh_of(&ra.json()), refresh_of(&rb.json()));
+            assert_eq!(sa, sb, "round {round}: both replicas answer the one successor");
+            assert_eq!(claims(&sa)["generation"].as_u64(), Some(round + 2));
+            assert_eq!(
+                generation(&plane, &fam)?,
+                Some(round + 2),
+                "round {round}: exactly one rotation in the Secret"
+            );
+            previous = token;
+            token = sa;
+            clock.advance(SignedDuration::from_secs(11));
+        }
+
+        // Past the grace window the previous token is a reuse: the family is revoked in the
+        // Secret, for both replicas.
+        let reuse = b.refresh(&previous, "ichor-cli", None).await;
+        assert_eq!(reuse.status, StatusCode::BAD_REQUEST, "{}", reuse.text());
+        assert_eq!(reuse.error(), "invalid_grant");
+        assert!(reuse.text().contains("already used"), "{}", reuse.text());
+        assert_eq!(generation(&plane, &fam)?, None, "the family is revoked");
+        let dead = a.refresh(&token, "ichor-cli", None).await;
+        assert_eq!(
+            dead.error(),
+            "invalid_grant",
+            "the successor is dead on the other replica too"
+        );
+
+        writes_as_the_caller(&plane, &KubeStore::new(client.clone())).await?;
+        anyhow::Ok(())
+    })?;
+
+    // The store's requests, all granted by the chart's issuer Role.
+    let usage = install::chart_rbac_usage(&plane, ISSUER_SERVICE_ACCOUNT)?;
+    // The rest of the issuer's grants (access reviews, IchorInstallation) belong to the binary's
+    // other parts, not to the store (tests/cluster/processes.rs checks the whole).
+    eprintln!(
+        "kube store requests: {:#?}\nnot used by the store: {:#?}",
+        usage.requests, usage.unused
+    );
+    assert!(
+        !usage.requests.is_empty(),
+        "the store made no request as its ServiceAccount"
+    );
+    usage.check_granted("the kube store")?;
+    Ok(())
+}
