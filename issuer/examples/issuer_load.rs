@@ -975,18 +975,18 @@ mod memory {
     use ichor_issuer::{
         keys::{KeyRing, LoadedKeys},
         oidc::{Issuer, IssuerConfig, Settings, TrustedProxies},
-        server::{
-            ServeOptions,
-            reload::WatchOptions,
-            serve,
-            tls::{PairFiles, server_config, watch_pair},
-        },
         store::{StoreError, StoredUser, UserStore, Version},
     };
     use ichor_renderers::{
         auth::credentials::CredentialsEntry,
         crd::{GoDuration, UsersSettings},
         trust::KeysDocument,
+    };
+    use ichor_server::{
+        ServeOptions,
+        reload::WatchOptions,
+        serve,
+        tls::{PairFiles, server_config, watch_pair},
     };
     use std::{collections::HashMap, path::Path, sync::Arc, sync::Mutex};
 

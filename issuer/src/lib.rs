@@ -4,8 +4,9 @@
 //!
 //! Modules: [`api`] (the `UserService`, gRPC and gRPC-web), [`keys`] (the loaded signing material
 //! and the JWKS), [`tokens`] (ID tokens and the HMAC artifacts: ticket, code, refresh token),
-//! [`store`] (users and credentials), [`installation`] (the runtime settings of a cluster), [`oidc`] (the HTTP endpoints), [`server`] (TLS listeners,
-//! reload, health, metrics) and [`cli`] (flags).
+//! [`store`] (users and credentials), [`installation`] (the runtime settings of a cluster),
+//! [`oidc`] (the HTTP endpoints) and [`cli`] (flags). TLS listeners, reload, health and metrics
+//! are the shared `ichor_server`.
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -14,7 +15,6 @@ pub mod cli;
 pub mod installation;
 pub mod keys;
 pub mod oidc;
-pub use ichor_server as server;
 pub mod store;
 pub mod tokens;
 pub mod ui;

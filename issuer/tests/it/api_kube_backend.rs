@@ -539,13 +539,13 @@ mod routers {
             read_kube_ca,
         },
         keys::LoadedKeys,
-        server::{
-            metrics::{Metrics, Sources},
-            reload::{WatchOptions, Watched},
-        },
         tokens::sign_id_token,
     };
     use ichor_renderers::trust::keys::KeysDocument;
+    use ichor_server::{
+        metrics::{Metrics, Sources},
+        reload::{WatchOptions, Watched},
+    };
     use jiff::{SignedDuration, Timestamp};
     use prost::Message as _;
     use tower::ServiceExt as _;

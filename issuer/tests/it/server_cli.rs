@@ -3,8 +3,8 @@
 
 use clap::Parser as _;
 use ichor_issuer::cli::{Config, ConfigError, ExternalTls, Flags, StoreConfig};
-use ichor_issuer::server::tls::PairFiles;
 use ichor_server::logging::LogFormat;
+use ichor_server::tls::PairFiles;
 use jiff::SignedDuration;
 
 fn parse(extra: &[&str]) -> Result<Config, String> {

@@ -9,7 +9,7 @@ use axum::extract::ConnectInfo;
 use axum::routing::get;
 use clap::Parser as _;
 use ichor_issuer::cli::{Flags, Listeners, Routers, RunOptions, Served, run};
-use ichor_issuer::server::reload::WatchOptions;
+use ichor_server::reload::WatchOptions;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpListener;

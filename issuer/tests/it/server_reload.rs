@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::server_common::*;
-use ichor_issuer::server::reload::{CheckOutcome, LoadError, WatchOptions, Watched};
 use ichor_renderers::trust::KeysDocument;
+use ichor_server::reload::{CheckOutcome, LoadError, WatchOptions, Watched};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

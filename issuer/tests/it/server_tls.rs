@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::server_common::*;
-use ichor_issuer::server::reload::{CheckOutcome, LoadError, WatchOptions};
-use ichor_issuer::server::tls::{PairFiles, TlsPair, TlsPairError, server_config, watch_pair};
-use ichor_issuer::server::{ServeOptions, serve};
+use ichor_server::reload::{CheckOutcome, LoadError, WatchOptions};
+use ichor_server::tls::{PairFiles, TlsPair, TlsPairError, server_config, watch_pair};
+use ichor_server::{ServeOptions, serve};
 use rcgen::KeyPair;
 use std::time::Duration;
 
@@ -125,7 +125,7 @@ async fn start_server(
     options: WatchOptions,
 ) -> (
     std::net::SocketAddr,
-    ichor_issuer::server::reload::Watched<TlsPair>,
+    ichor_server::reload::Watched<TlsPair>,
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
