@@ -21,6 +21,10 @@
 //!
 //! Every helper is pure: it takes the entry and `now` and returns the entry to write (or says
 //! nothing needs writing); the caller patches the Secret.
+//!
+//! This module holds the format: the entry, its constants and bounds, and reading, validating
+//! and writing it; `families` holds the helpers that start, rotate and end refresh families
+//! and sessions.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,6 +32,12 @@ use std::fmt;
 use jiff::{SignedDuration, Timestamp};
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
+
+mod families;
+#[cfg(test)]
+mod tests;
+
+pub use families::{FamilyError, RefusalReason, Rotation};
 
 /// The name of the Secret holding one credentials entry per user, in `ichor-system`.
 pub const CREDENTIALS_SECRET_NAME: &str = "ichor-user-credentials";
@@ -166,72 +176,6 @@ pub enum CredentialsError {
         field: String,
         /// What is wrong and what is allowed.
         problem: String,
-    },
-}
-
-/// A refused refresh-family operation.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FamilyError {
-    /// The family id is not `[A-Za-z0-9_-]{1,64}`.
-    #[error("family id: must be 1 to {MAX_FAMILY_ID_LEN} characters of A-Z, a-z, 0-9, '-' and '_'")]
-    InvalidId,
-    /// A family with this id exists already (ids are random; this means a caller bug).
-    #[error("family id: a family \"{0}\" exists already")]
-    AlreadyExists(String),
-    /// `client` or `aud` is empty, too long or not printable ASCII.
-    #[error("{field}: must be 1 to {MAX_CLIENT_LEN} printable ASCII characters")]
-    InvalidValue {
-        /// `client` or `aud`.
-        field: &'static str,
-    },
-    /// The lifetime is not positive or `now + lifetime` is out of range.
-    #[error("refresh lifetime: must be positive and end before the year 9999 (got {0})")]
-    InvalidLifetime(SignedDuration),
-}
-
-/// The outcome of presenting a refresh token of a family ([`CredentialsEntry::rotate_family`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use]
-pub enum Rotation {
-    /// The current generation was presented: write `entry`, then issue the refresh token of
-    /// `generation` (the successor) and a fresh ID token.
-    Rotated {
-        /// The entry to write (generation advanced, `rotatedAt` = now).
-        entry: CredentialsEntry,
-        /// The successor's generation.
-        generation: u64,
-    },
-    /// The generation just replaced was presented within the grace window: write nothing and
-    /// issue the *same* successor, the refresh token of `generation`, and a fresh ID token.
-    Grace {
-        /// The current generation (the successor already issued once).
-        generation: u64,
-    },
-    /// Refused (`invalid_grant`). When `entry` is `Some`, write it (the family is removed).
-    Refused {
-        /// The entry to write, if the family must be removed.
-        entry: Option<CredentialsEntry>,
-        /// Why.
-        reason: RefusalReason,
-    },
-}
-
-/// Why a refresh was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefusalReason {
-    /// No family with this id: revoked, expired and removed, or never issued.
-    UnknownFamily,
-    /// The family's absolute lifetime has ended.
-    Expired,
-    /// The family started before the user's `notBefore` (password change, revoke sessions).
-    BeforeNotBefore,
-    /// A generation other than the current one (and not the grace case) was presented: the
-    /// token was used twice, so the family is revoked.
-    Reuse {
-        /// The generation presented.
-        presented: u64,
-        /// The family's current generation.
-        current: u64,
     },
 }
 
@@ -402,175 +346,6 @@ impl CredentialsEntry {
     pub fn accepts_issued_at(&self, iat: Timestamp) -> bool {
         is_token_valid_for(iat, self)
     }
-
-    /// The family with this id, if it exists.
-    pub fn family(&self, id: &str) -> Option<&Family> {
-        self.families.get(id)
-    }
-
-    /// Whether a family is over: past its absolute end, or started before `notBefore`.
-    fn family_ended(&self, family: &Family, now: Timestamp) -> bool {
-        now >= family.exp || !self.accepts_issued_at(family.iat)
-    }
-
-    /// The entry with the families that are over (expired, or started before `notBefore`)
-    /// removed. Useful before any write, so dead families do not accumulate.
-    pub fn prune(&self, now: Timestamp) -> Self {
-        let mut entry = self.clone();
-        entry.families.retain(|_, family| !self.family_ended(family, now));
-        entry
-    }
-
-    /// The entry with a new family `id` at [`FIRST_GENERATION`], started now and ending
-    /// `lifetime` later. Ended families are dropped first; if [`MAX_FAMILIES`] are still live, the
-    /// one that started earliest (then smallest id) is dropped to make room.
-    pub fn start_family(
-        &self,
-        id: &str,
-        client: &str,
-        aud: &str,
-        now: Timestamp,
-        lifetime: SignedDuration,
-    ) -> Result<Self, FamilyError> {
-        if !is_valid_family_id(id) {
-            return Err(FamilyError::InvalidId);
-        }
-        if !is_valid_client_value(client) {
-            return Err(FamilyError::InvalidValue { field: "client" });
-        }
-        if !is_valid_client_value(aud) {
-            return Err(FamilyError::InvalidValue { field: "aud" });
-        }
-        if self.families.contains_key(id) {
-            return Err(FamilyError::AlreadyExists(id.to_owned()));
-        }
-        let iat = whole_seconds(now);
-        let exp = match iat.checked_add(lifetime) {
-            Ok(exp) if lifetime.is_positive() => whole_seconds(exp),
-            _ => return Err(FamilyError::InvalidLifetime(lifetime)),
-        };
-        let mut entry = self.prune(now);
-        while entry.families.len() >= MAX_FAMILIES {
-            let oldest = entry
-                .families
-                .iter()
-                .min_by_key(|(fid, f)| (f.iat, (*fid).clone()))
-                .map(|(fid, _)| fid.clone());
-            match oldest {
-                Some(fid) => entry.families.remove(&fid),
-                None => break,
-            };
-        }
-        let family = Family {
-            generation: FIRST_GENERATION,
-            client: client.to_owned(),
-            aud: aud.to_owned(),
-            iat,
-            exp,
-            rotated_at: None,
-        };
-        entry.families.insert(id.to_owned(), family);
-        Ok(entry)
-    }
-
-    /// Decides what presenting generation `presented` of family `id` at `now` does, following
-    /// refresh rotation with reuse detection, absolute lifetime and the 10-second grace window:
-    ///
-    /// - current generation → [`Rotation::Rotated`] (generation + 1, `rotatedAt` = now);
-    /// - the generation just replaced, less than [`REFRESH_GRACE`] after `rotatedAt` →
-    ///   [`Rotation::Grace`] (nothing written, same successor);
-    /// - any other generation → refused as [`RefusalReason::Reuse`], family removed;
-    /// - family past `exp` or started before `notBefore` → refused, family removed;
-    /// - no such family → refused, nothing to write.
-    pub fn rotate_family(&self, id: &str, presented: u64, now: Timestamp) -> Rotation {
-        let Some(family) = self.families.get(id) else {
-            return Rotation::Refused {
-                entry: None,
-                reason: RefusalReason::UnknownFamily,
-            };
-        };
-        let without = || {
-            let mut entry = self.clone();
-            entry.families.remove(id);
-            Some(entry)
-        };
-        if !self.accepts_issued_at(family.iat) {
-            return Rotation::Refused {
-                entry: without(),
-                reason: RefusalReason::BeforeNotBefore,
-            };
-        }
-        if now >= family.exp {
-            return Rotation::Refused {
-                entry: without(),
-                reason: RefusalReason::Expired,
-            };
-        }
-        let current = family.generation;
-        let reuse = Rotation::Refused {
-            entry: without(),
-            reason: RefusalReason::Reuse { presented, current },
-        };
-        if presented == current {
-            let Some(next) = current.checked_add(1) else {
-                return reuse;
-            };
-            let mut entry = self.clone();
-            if let Some(f) = entry.families.get_mut(id) {
-                f.generation = next;
-                f.rotated_at = Some(whole_seconds(now));
-            }
-            return Rotation::Rotated {
-                entry,
-                generation: next,
-            };
-        }
-        let just_replaced = presented.checked_add(1) == Some(current);
-        let in_window = family
-            .rotated_at
-            .is_some_and(|at| now.duration_since(at) < REFRESH_GRACE);
-        if just_replaced && in_window {
-            Rotation::Grace { generation: current }
-        } else {
-            reuse
-        }
-    }
-
-    /// The entry without family `id` (sign-out, RFC 7009 revocation), or `None` when there is no
-    /// such family and nothing needs writing.
-    pub fn revoke_family(&self, id: &str) -> Option<Self> {
-        if !self.families.contains_key(id) {
-            return None;
-        }
-        let mut entry = self.clone();
-        entry.families.remove(id);
-        Some(entry)
-    }
-
-    /// "Revoke sessions": `notBefore` = now (whole seconds) and every family removed.
-    pub fn revoke_all(&self, now: Timestamp) -> Self {
-        let mut entry = self.clone();
-        entry.not_before = whole_seconds(now);
-        entry.families.clear();
-        entry
-    }
-
-    /// A password change: the new hash, `notBefore` = now, every family removed, `mustChange` as
-    /// given (true when an admin set it, false when the user chose it).
-    pub fn with_new_password(&self, hash: String, now: Timestamp, must_change: bool) -> Self {
-        let mut entry = self.revoke_all(now);
-        entry.hash = hash;
-        entry.must_change = must_change;
-        entry
-    }
-
-    /// A rehash after a successful login with outdated parameters: only the hash changes, so no
-    /// session ends.
-    pub fn with_rehashed_password(&self, hash: String) -> Self {
-        let mut entry = self.clone();
-        entry.hash = hash;
-        entry
-    }
 }
 
 /// Deserializes `families`, refusing a repeated family id and more than [`MAX_FAMILIES`] entries
@@ -609,6 +384,3 @@ where
 
     deserializer.deserialize_map(FamiliesVisitor)
 }
-
-#[cfg(test)]
-mod tests;

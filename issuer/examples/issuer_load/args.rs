@@ -1,0 +1,73 @@
+//! The command line: one subcommand per load, setup step or server (what each does is in the
+//! crate doc). Kept apart so that `main` is only the dispatch.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(about = "Load generator for hack/bench/issuer.sh")]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Writes the files an issuer needs for the benchmark.
+    Setup {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        users: usize,
+    },
+    /// Refresh-grant throughput and latency.
+    Refresh {
+        /// An issuer URL (once per issuer; each client's requests alternate between them).
+        #[arg(long, required = true)]
+        issuer: Vec<String>,
+        #[arg(long)]
+        ca: PathBuf,
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
+    /// Starts a real control plane holding the users of `setup` (until SIGTERM).
+    ControlPlane {
+        #[arg(long)]
+        dir: PathBuf,
+    },
+    /// Serves the issuer in this process on an in-memory store (until killed).
+    ServeMemory {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        port: u16,
+    },
+    /// Mixed paced workload against several issuers, then the same with a login flood.
+    Mixed {
+        /// An issuer URL (give it once per issuer; requests alternate between them).
+        #[arg(long, required = true)]
+        issuer: Vec<String>,
+        #[arg(long)]
+        ca: PathBuf,
+        /// An issuer process id whose VmHWM the report shows (once per issuer).
+        #[arg(long)]
+        pid: Vec<u32>,
+        /// Seconds per phase (sustained, then flood).
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent sign-in loops during the flood.
+        #[arg(long, default_value_t = 200)]
+        flood: usize,
+    },
+    /// A flood of concurrent sign-ins.
+    Logins {
+        #[arg(long)]
+        issuer: String,
+        #[arg(long)]
+        ca: PathBuf,
+        #[arg(long, default_value_t = 100)]
+        count: usize,
+    },
+}

@@ -1,0 +1,100 @@
+//! The HTTP client the loads drive the issuers with, the forwarded source addresses that keep the
+//! per-source rate limits out of the measurement, and the full sign-in (authorize, password,
+//! code exchange) every load starts from.
+
+use anyhow::{Context as _, Result, bail};
+use std::time::Duration;
+
+pub(crate) const PASSWORD: &str = "bench password 0123456789";
+const REDIRECT: &str = "http://127.0.0.1:38123/callback";
+const VERIFIER: &str = "bench-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
+/// Token requests per forwarded address before the next one (the bucket's burst is 60).
+pub(crate) const PER_ADDRESS: usize = 50;
+
+pub(crate) fn client(ca: &[u8]) -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca)?)
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(60))
+        .build()?)
+}
+
+/// A distinct documentation-range-free private address for the `n`-th source.
+pub(crate) fn source(n: usize) -> String {
+    format!("10.{}.{}.{}", (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
+}
+
+async fn json_ok(r: reqwest::RequestBuilder) -> Result<serde_json::Value> {
+    let response = r.send().await?;
+    let status = response.status();
+    let body = response.text().await?;
+    if !status.is_success() {
+        bail!("HTTP {status}: {body}");
+    }
+    Ok(serde_json::from_str(&body)?)
+}
+
+/// Signs `user` in for `ichor-cli` with `offline_access`: the refresh token.
+pub(crate) async fn sign_in(http: &reqwest::Client, issuer: &str, user: &str, from: &str) -> Result<String> {
+    let tokens = sign_in_tokens(http, issuer, user, PASSWORD, "ichor-kube", from).await?;
+    Ok(tokens["refresh_token"]
+        .as_str()
+        .context("no refresh_token")?
+        .to_owned())
+}
+
+/// Signs `user` in for `ichor-cli` with `offline_access` and ID tokens for `audience`: the
+/// token response.
+pub(crate) async fn sign_in_tokens(
+    http: &reqwest::Client,
+    issuer: &str,
+    user: &str,
+    password: &str,
+    audience: &str,
+    from: &str,
+) -> Result<serde_json::Value> {
+    let challenge = ichor_issuer::oidc::request::s256_challenge(VERIFIER);
+    let ticket = json_ok(
+        http.get(format!("{issuer}/oidc/authorize"))
+            .query(&[
+                ("response_type", "code"),
+                ("client_id", "ichor-cli"),
+                ("redirect_uri", REDIRECT),
+                ("state", "bench-state"),
+                ("nonce", "bench-nonce"),
+                ("scope", "openid offline_access"),
+                ("code_challenge", challenge.as_str()),
+                ("code_challenge_method", "S256"),
+                ("audience", audience),
+            ])
+            .header("accept", "application/json")
+            .header("x-forwarded-for", from),
+    )
+    .await?;
+    let login = json_ok(
+        http.post(format!("{issuer}/oidc/login"))
+            .header("x-forwarded-for", from)
+            .json(&serde_json::json!({"ticket": ticket["ticket"], "username": user, "password": password})),
+    )
+    .await?;
+    let redirect = url::Url::parse(login["redirect_uri"].as_str().context("no redirect_uri")?)?;
+    let code = redirect
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.into_owned())
+        .context("no code")?;
+    json_ok(
+        http.post(format!("{issuer}/oidc/token"))
+            .header("x-forwarded-for", from)
+            .form(&[
+                ("grant_type", "authorization_code"),
+                ("code", code.as_str()),
+                ("client_id", "ichor-cli"),
+                ("redirect_uri", REDIRECT),
+                ("code_verifier", VERIFIER),
+            ]),
+    )
+    .await
+}

@@ -1,0 +1,69 @@
+//! Load generator for `hack/bench/issuer.sh` (loopback only).
+//!
+//! - `setup --dir D --users N`: writes a test CA and leaf (`D/ca.crt`, `D/tls/`), `D/keys.json`
+//!   (the controller's key timeline with a committed RSA-3072 test key), N `IchorUser` files
+//!   (`bench-0` … ) and `D/state/credentials.json` with one argon2id hash for all of them.
+//! - `refresh`: signs in `--clients` users (one refresh family each), then every client rotates
+//!   its own family as fast as it can for `--seconds`; prints throughput and latency.
+//! - `logins`: `--count` full sign-ins (authorize + password) started at once; prints timings.
+//! - `mixed --issuer A --issuer B --pid PA --pid PB`: a paced mixed workload (discovery, JWKS,
+//!   refresh grants, sign-ins and `UserService/WhoAmI` over gRPC-web), each request alternating
+//!   between the issuers, for `--seconds`; then the same again with a login flood added
+//!   (`--flood` tasks signing in as fast as they can, a third with wrong passwords). Prints a
+//!   markdown report: throughput and p50/p99/p999 per endpoint and phase, and each issuer's
+//!   VmHWM after each phase.
+//! - `control-plane --dir D`: a real kube-apiserver and etcd on loopback with Ichor's chart
+//!   installed and the users of `setup` in it, for issuers run with `--store kube`
+//!   (`hack/bench/kube-store.sh`; see [`cluster`]).
+//! - `serve-memory --dir D --port P`: the same OIDC router as the binary, over the same TLS
+//!   serving code, but on an in-memory store with one version per user (no file, no fsync, no
+//!   cross-user conflicts): the issuer's own ceiling, with the store taken out.
+//!
+//! Every request carries an `X-Forwarded-For` address (the issuer is started with
+//! `--trusted-proxy 127.0.0.0/8`), changed before a source's token bucket would run dry, so the
+//! per-source rate limits — a defence, not a capacity — do not cap the measurement.
+
+//!
+//! The pieces: `args` (the flags), `setup`, `client` (the HTTP client and the sign-in it
+//! drives), one module per load (`refresh`, `logins`, `mixed`), `stats` (percentiles),
+//! and the two servers it can stand up: `memory` (`serve-memory`) and [`cluster`]
+//! (`control-plane`).
+
+use anyhow::Result;
+use args::{Cli, Command};
+use clap::Parser as _;
+use std::time::Duration;
+
+mod args;
+mod client;
+mod cluster;
+mod logins;
+mod memory;
+mod mixed;
+mod refresh;
+mod setup;
+mod stats;
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match Cli::parse().command {
+        Command::Setup { dir, users } => setup::setup(&dir, users),
+        Command::Refresh {
+            issuer,
+            ca,
+            clients,
+            seconds,
+        } => refresh::refresh(&issuer, &ca, clients, Duration::from_secs(seconds)).await,
+        Command::Logins { issuer, ca, count } => logins::logins(&issuer, &ca, count).await,
+        Command::Mixed {
+            issuer,
+            ca,
+            pid,
+            seconds,
+            flood,
+        } => mixed::run(&issuer, &ca, &pid, Duration::from_secs(seconds), flood).await,
+        Command::ServeMemory { dir, port } => memory::run(&dir, port).await,
+        Command::ControlPlane { dir } => cluster::run(&dir).await,
+    }
+}

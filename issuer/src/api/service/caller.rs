@@ -1,0 +1,61 @@
+//! The `UserService` calls about the caller itself: `GetMyKubeconfig` (a kubeconfig for the
+//! configured cluster, signing in through the exec plugin) and `WhoAmI`.
+
+use tonic::Request;
+
+use super::{Gate, UserApi};
+use crate::api::{
+    access::{self, AccessReview},
+    auth::BearerVerifier,
+    backend::UserBackend,
+    error::ApiError,
+    kubeconfig::{self, KubeconfigInput},
+    proto::{GetMyKubeconfigRequest, GetMyKubeconfigResponse, WhoAmIRequest, WhoAmIResponse},
+    validate,
+};
+
+impl<B, A, V> UserApi<B, A, V>
+where
+    B: UserBackend,
+    A: AccessReview,
+    V: BearerVerifier,
+{
+    pub(super) async fn get_my_kubeconfig_impl(
+        &self,
+        request: Request<GetMyKubeconfigRequest>,
+    ) -> Result<GetMyKubeconfigResponse, ApiError> {
+        let caller = self.authenticate(&request, Gate::Normal).await?;
+        let ca_file = request.get_ref().ca_file.as_str();
+        validate::ca_file(ca_file)?;
+        self.require(&caller, &[access::kubeconfig()]).await?;
+        let cluster = self.inner.config.cluster.as_ref().ok_or_else(|| {
+            ApiError::FailedPrecondition("no cluster is configured for kubeconfigs on this issuer".to_owned())
+        })?;
+        let settings = self.inner.config.settings.get();
+        let kubeconfig = kubeconfig::render(&KubeconfigInput {
+            cluster_name: &cluster.name,
+            user: &caller.name,
+            server: kubeconfig::server_url(&settings, &cluster.endpoint),
+            tls_server_name: settings.kube_api_tls_server_name.as_deref(),
+            ca_pem: &cluster.ca_pem,
+            issuer_url: &self.inner.config.issuer_url,
+            ca_file: (!ca_file.is_empty()).then_some(ca_file),
+        })
+        .map_err(|e| ApiError::FailedPrecondition(e.to_string()))?;
+        Ok(GetMyKubeconfigResponse { kubeconfig })
+    }
+
+    pub(super) async fn who_am_i_impl(
+        &self,
+        request: Request<WhoAmIRequest>,
+    ) -> Result<WhoAmIResponse, ApiError> {
+        let caller = self.authenticate(&request, Gate::AllowMustChange).await?;
+        Ok(WhoAmIResponse {
+            name: caller.name,
+            display_name: caller.display_name.unwrap_or_default(),
+            email: caller.email.unwrap_or_default(),
+            roles: caller.roles,
+            must_change: caller.must_change,
+        })
+    }
+}

@@ -1,0 +1,151 @@
+//! The `UserService` calls on passwords and sessions: `SetPassword` (an administrator's, given
+//! or generated), `ChangeOwnPassword` (the caller's, over the verified old one) and
+//! `RevokeSessions`.
+
+use ichor_renderers::auth::{Password, credentials::CredentialsEntry};
+use tonic::Request;
+
+use super::{Gate, UserApi};
+use crate::{
+    api::{
+        access::{self, AccessReview},
+        auth::BearerVerifier,
+        backend::UserBackend,
+        error::ApiError,
+        proto::{
+            ChangeOwnPasswordRequest, ChangeOwnPasswordResponse, RevokeSessionsRequest,
+            RevokeSessionsResponse, SetPasswordRequest, SetPasswordResponse,
+            set_password_request::NewPassword,
+        },
+        validate,
+    },
+    oidc::passwords::generate_password,
+    store::{Change, modify_credentials},
+};
+
+impl<B, A, V> UserApi<B, A, V>
+where
+    B: UserBackend,
+    A: AccessReview,
+    V: BearerVerifier,
+{
+    pub(super) async fn set_password_impl(
+        &self,
+        request: Request<SetPasswordRequest>,
+    ) -> Result<SetPasswordResponse, ApiError> {
+        let caller = self.authenticate(&request, Gate::Normal).await?;
+        let req = request.into_inner();
+        let name = validate::user_name("name", &req.name)?;
+        let (password, generated) = match req.new_password {
+            Some(NewPassword::Password(p)) => {
+                let p = Password::new(p);
+                validate::new_password("password", &p)?;
+                (p, false)
+            }
+            Some(NewPassword::Generate(true)) => (generated_password()?, true),
+            Some(NewPassword::Generate(false)) | None => {
+                return Err(ApiError::invalid(
+                    "new_password",
+                    "give a password or set generate: true",
+                ));
+            }
+        };
+        self.require(
+            &caller,
+            &[
+                access::ichorusers("update", name.as_str()),
+                access::password(name.as_str()),
+            ],
+        )
+        .await?;
+        self.existing_user(name.as_str()).await?;
+        let generated_password = if generated {
+            password.expose().to_owned()
+        } else {
+            String::new()
+        };
+        let hash = self.hash(password).await?;
+        let now = self.inner.clock.now();
+        modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
+            let entry = match current {
+                Some(current) => current.with_new_password(hash.clone(), now, true),
+                None => CredentialsEntry::new(hash.clone(), now, true),
+            };
+            Ok::<_, ApiError>(Change::Put(entry, ()))
+        })
+        .await?;
+        self.forget(name.as_str());
+        Ok(SetPasswordResponse { generated_password })
+    }
+
+    pub(super) async fn change_own_password_impl(
+        &self,
+        request: Request<ChangeOwnPasswordRequest>,
+    ) -> Result<ChangeOwnPasswordResponse, ApiError> {
+        let caller = self.authenticate(&request, Gate::AllowMustChange).await?;
+        let req = request.into_inner();
+        let old = Password::new(req.old_password);
+        let new = Password::new(req.new_password);
+        if old.len_bytes() == 0 {
+            return Err(ApiError::invalid("old_password", "is required"));
+        }
+        validate::new_password("new_password", &new)?;
+        let (entry, _) = self.inner.store.read_credentials(&caller.name).await?;
+        let entry = entry.ok_or_else(|| {
+            ApiError::FailedPrecondition(format!("user {:?} has no password to change", caller.name))
+        })?;
+        let verified_hash = entry.hash.clone();
+        if !self.verify(old, verified_hash.clone()).await?.is_valid() {
+            return Err(ApiError::invalid(
+                "old_password",
+                "does not match your current password",
+            ));
+        }
+        let hash = self.hash(new).await?;
+        let now = self.inner.clock.now();
+        modify_credentials(self.inner.store.as_ref(), &caller.name, |current| match current {
+            // Only over the password that was verified: a concurrent change wins.
+            Some(current) if current.hash == verified_hash => Ok(Change::Put(
+                current.with_new_password(hash.clone(), now, false),
+                (),
+            )),
+            _ => Err(ApiError::Conflict(
+                "the password was changed concurrently: sign in again and retry".to_owned(),
+            )),
+        })
+        .await?;
+        self.forget(&caller.name);
+        Ok(ChangeOwnPasswordResponse {})
+    }
+
+    pub(super) async fn revoke_sessions_impl(
+        &self,
+        request: Request<RevokeSessionsRequest>,
+    ) -> Result<RevokeSessionsResponse, ApiError> {
+        let caller = self.authenticate(&request, Gate::Normal).await?;
+        let name = validate::user_name("name", &request.get_ref().name)?;
+        self.require(
+            &caller,
+            &[
+                access::ichorusers("update", name.as_str()),
+                access::password(name.as_str()),
+            ],
+        )
+        .await?;
+        self.existing_user(name.as_str()).await?;
+        let now = self.inner.clock.now();
+        modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
+            Ok::<_, ApiError>(match current {
+                Some(current) => Change::Put(current.revoke_all(now), ()),
+                None => Change::Keep(()),
+            })
+        })
+        .await?;
+        self.forget(name.as_str());
+        Ok(RevokeSessionsResponse {})
+    }
+}
+
+pub(super) fn generated_password() -> Result<Password, ApiError> {
+    generate_password().map_err(|e| ApiError::Unavailable(e.to_string()))
+}

@@ -1,0 +1,194 @@
+//! The steps every `UserService` call shares (steps 1, 2 and 4 of the [`crate::api`] list):
+//! authenticating the caller against its session state, asking RBAC, reading users fresh and
+//! as the API shows them, and hashing or verifying passwords off the async threads.
+
+use ichor_renderers::{
+    auth::{
+        Password,
+        hash::{Verification, verify_password},
+    },
+    rbac::Attributes,
+};
+use tonic::Request;
+
+use super::{Gate, UserApi};
+use crate::{
+    api::{
+        access::AccessReview,
+        auth::{BearerVerifier, Caller, SessionState, bearer_token},
+        backend::UserBackend,
+        error::ApiError,
+        proto,
+    },
+    oidc::passwords::hash_password_random,
+    store::StoredUser,
+};
+
+impl<B, A, V> UserApi<B, A, V>
+where
+    B: UserBackend,
+    A: AccessReview,
+    V: BearerVerifier,
+{
+    /// The session state of `name` (cached at most the configured TTL).
+    pub(super) async fn session(&self, name: &str) -> Result<Option<SessionState>, ApiError> {
+        if let Some(state) = self.inner.sessions.get(name) {
+            return Ok(state);
+        }
+        let (entry, _) = self.inner.store.read_credentials(name).await?;
+        let state = entry.map(|e| SessionState {
+            not_before: e.not_before,
+            must_change: e.must_change,
+        });
+        self.inner.sessions.put(name, state);
+        Ok(state)
+    }
+
+    /// Step 1 and 2: who calls, refused unless allowed to make a call of `gate`.
+    pub(super) async fn authenticate<T>(&self, request: &Request<T>, gate: Gate) -> Result<Caller, ApiError> {
+        let missing = || {
+            ApiError::Unauthenticated(
+                "no bearer token: send \"authorization: Bearer <ID token>\" with an ID token for audience \
+                 ichor-ui (ichor auth login --audience ichor-ui)"
+                    .to_owned(),
+            )
+        };
+        let header = request.metadata().get("authorization").ok_or_else(missing)?;
+        let token = header.to_str().ok().and_then(bearer_token).ok_or_else(missing)?;
+        let now = self.inner.clock.now();
+        let claims = self
+            .inner
+            .verifier
+            .verify(token, now)
+            .map_err(|e| ApiError::Unauthenticated(e.to_string()))?;
+        if claims.exp <= now {
+            return Err(ApiError::Unauthenticated(
+                "the bearer token has expired: sign in again".to_owned(),
+            ));
+        }
+        let gone = || {
+            ApiError::Unauthenticated(format!(
+                "user {:?} does not exist or is disabled: sign in as another user",
+                claims.sub
+            ))
+        };
+        let user = self.inner.store.get_user(&claims.sub).await?.ok_or_else(gone)?;
+        if user.disabled {
+            return Err(gone());
+        }
+        let session = self.session(&user.name).await?.ok_or_else(|| {
+            ApiError::Unauthenticated(format!(
+                "user {:?} has no password set, so no session of it is valid: ask an administrator to set one",
+                user.name
+            ))
+        })?;
+        // The rule of `credentials::is_token_valid_for`: whole seconds, refused when iat < notBefore.
+        if claims.iat.as_second() < session.not_before.as_second() {
+            return Err(ApiError::Unauthenticated(
+                "the sessions of this user were revoked after this token was issued: sign in again"
+                    .to_owned(),
+            ));
+        }
+        if session.must_change && gate == Gate::Normal {
+            return Err(ApiError::MustChangePassword);
+        }
+        Ok(Caller {
+            name: user.name,
+            roles: user.roles,
+            display_name: user.display_name,
+            email: user.email,
+            must_change: session.must_change,
+        })
+    }
+
+    /// Step 4: refuses unless RBAC allows `caller` every one of `asks`.
+    pub(super) async fn require(&self, caller: &Caller, asks: &[Attributes]) -> Result<(), ApiError> {
+        let subject = caller.subject();
+        for attributes in asks {
+            let allowed = self
+                .inner
+                .access
+                .allowed(&subject, attributes)
+                .await
+                .map_err(|e| ApiError::Unavailable(e.to_string()))?;
+            if !allowed {
+                return Err(ApiError::Forbidden {
+                    user: subject.user.clone(),
+                    verb: attributes.verb.clone(),
+                    resource: attributes.combined_resource(),
+                    on: if attributes.name.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {:?}", attributes.name)
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The user, read fresh (after dropping any cached read).
+    pub(super) async fn existing_user(&self, name: &str) -> Result<StoredUser, ApiError> {
+        self.inner.store.invalidate(name);
+        self.inner
+            .store
+            .get_user(name)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(name.to_owned()))
+    }
+
+    /// A user as the API shows it.
+    pub(super) async fn user_message(&self, user: StoredUser) -> Result<proto::User, ApiError> {
+        let session = self.session(&user.name).await?;
+        Ok(proto::User {
+            name: user.name,
+            display_name: user.display_name.unwrap_or_default(),
+            email: user.email.unwrap_or_default(),
+            roles: user.roles,
+            disabled: user.disabled,
+            password_set: session.is_some(),
+            must_change: session.is_some_and(|s| s.must_change),
+        })
+    }
+
+    /// Hashes a password off the async threads, at most the semaphore's number at once.
+    pub(super) async fn hash(&self, password: Password) -> Result<String, ApiError> {
+        let _permit = self
+            .inner
+            .config
+            .hash_permits
+            .acquire()
+            .await
+            .map_err(|_| ApiError::Unavailable("the password hasher is shut down".to_owned()))?;
+        tokio::task::spawn_blocking(move || hash_password_random(&password))
+            .await
+            .map_err(|e| ApiError::Internal(format!("the password hashing task failed: {e}")))?
+            .map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
+    /// Verifies a password against a stored hash, as [`Self::hash`] does its work.
+    pub(super) async fn verify(&self, password: Password, hash: String) -> Result<Verification, ApiError> {
+        let _permit = self
+            .inner
+            .config
+            .hash_permits
+            .acquire()
+            .await
+            .map_err(|_| ApiError::Unavailable("the password hasher is shut down".to_owned()))?;
+        tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+            .await
+            .map_err(|e| ApiError::Internal(format!("the password check failed: {e}")))?
+            .map_err(|e| ApiError::Internal(e.to_string()))
+    }
+
+    /// The other users, for the last-enabled-admin rule.
+    pub(super) async fn all_users(&self) -> Result<Vec<StoredUser>, ApiError> {
+        Ok(self.inner.store.list_users().await?)
+    }
+
+    /// After this replica wrote `name`'s credentials.
+    pub(super) fn forget(&self, name: &str) {
+        self.inner.sessions.invalidate(name);
+        self.inner.store.invalidate(name);
+    }
+}
