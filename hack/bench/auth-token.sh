@@ -5,10 +5,14 @@
 # The issuer URL points at a closed loopback port: if the fast path touched the network, the
 # command would fail, and the script checks that it succeeds first.
 #
-# Usage: hack/bench/auth-token.sh [RUNS]     (uses hyperfine when installed; else a date loop)
+# With a second ichor binary (another commit's build), both are timed in the same run,
+# interleaved, so the two medians compare under the same load.
+#
+# Usage: hack/bench/auth-token.sh [RUNS] [OTHER_ICHOR]   (hyperfine when installed; else a date loop)
 set -euo pipefail
 
 runs="${1:-300}"
+other="${2:-}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 
@@ -48,29 +52,39 @@ cat > "$home/.ichor/auth/$stem.json" <<JSON
 }
 JSON
 
-cmd=("$bin" auth token --issuer "$issuer" --client-id "$client" --audience "$audience")
+args=(auth token --issuer "$issuer" --client-id "$client" --audience "$audience")
+cmd=("$bin" "${args[@]}")
 HOME="$home" "${cmd[@]}" >/dev/null || { echo "ichor auth token failed on the fast path" >&2; exit 1; }
+if [[ -n "$other" ]]; then
+  HOME="$home" "$other" "${args[@]}" >/dev/null || { echo "$other auth token failed on the fast path" >&2; exit 1; }
+fi
 
 if command -v hyperfine >/dev/null; then
   json="$home/hyperfine.json"
-  HOME="$home" hyperfine -N --warmup 30 --runs "$runs" --export-json "$json" \
-    "${cmd[*]}" "/bin/true" >&2
+  commands=("${cmd[*]}" "/bin/true")
+  if [[ -n "$other" ]]; then commands+=("$other ${args[*]}"); fi
+  HOME="$home" hyperfine -N --warmup 30 --runs "$runs" --export-json "$json" "${commands[@]}" >&2
   # Medians in ms from the exported JSON (no jq needed).
-  for i in 0 1; do
+  for i in $(seq 0 $(( ${#commands[@]} - 1 ))); do
     python3 - "$json" "$i" <<'PY' 2>/dev/null || true
 import json, sys
 r = json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]
-print(f"median {r['median'] * 1000:.2f} ms  {r['command'].split()[0].rsplit('/', 1)[-1]}")
+print(f"median {r['median'] * 1000:.2f} ms  {r['command'].split()[0]}")
 PY
   done
 else
   median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f", m/1e6}'; }
-  time_runs() {
-    for _ in $(seq "$runs"); do
-      s=$(date +%s%N); "$@" >/dev/null; e=$(date +%s%N); echo $((e - s))
-    done
-  }
   export HOME="$home"
-  echo "median $(time_runs "${cmd[@]}" | median) ms  ichor auth token"
-  echo "median $(time_runs /bin/true | median) ms  /bin/true"
+  ours="$home/ours.ns" base="$home/true.ns" theirs="$home/other.ns"
+  : >"$ours"; : >"$base"; : >"$theirs"
+  for _ in $(seq "$runs"); do
+    s=$(date +%s%N); "${cmd[@]}" >/dev/null; e=$(date +%s%N); echo $((e - s)) >>"$ours"
+    s=$(date +%s%N); /bin/true; e=$(date +%s%N); echo $((e - s)) >>"$base"
+    if [[ -n "$other" ]]; then
+      s=$(date +%s%N); "$other" "${args[@]}" >/dev/null; e=$(date +%s%N); echo $((e - s)) >>"$theirs"
+    fi
+  done
+  echo "median $(median <"$ours") ms  $bin"
+  echo "median $(median <"$base") ms  /bin/true"
+  if [[ -n "$other" ]]; then echo "median $(median <"$theirs") ms  $other"; fi
 fi
