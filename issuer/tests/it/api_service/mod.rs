@@ -1,0 +1,144 @@
+//! `UserService` called through its tonic trait methods (no network), over a `LocalStore` in a
+//! temporary directory and the in-process RBAC evaluator of the built-in roles.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::sync::Arc;
+
+use crate::api_common::*;
+use ichor_issuer::api::proto::{
+    ChangeOwnPasswordRequest, CreateUserRequest, DeleteUserRequest, GetMyKubeconfigRequest, GetUserRequest,
+    ListUsersRequest, RevokeSessionsRequest, RoleList, SetPasswordRequest, UpdateUserRequest, WhoAmIRequest,
+    create_user_request::InitialPassword, set_password_request::NewPassword,
+    user_service_server::UserService,
+};
+use ichor_renderers::auth::{
+    Password,
+    credentials::CredentialsEntry,
+    hash::{DUMMY_PHC, verify_password},
+};
+use jiff::SignedDuration;
+use tonic::{Code, Status};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rpc {
+    ListUsers,
+    GetUser,
+    CreateUser,
+    UpdateUser,
+    DeleteUser,
+    SetPassword,
+    ChangeOwnPassword,
+    RevokeSessions,
+    GetMyKubeconfig,
+    WhoAmI,
+}
+
+const ALL_RPCS: [Rpc; 10] = [
+    Rpc::ListUsers,
+    Rpc::GetUser,
+    Rpc::CreateUser,
+    Rpc::UpdateUser,
+    Rpc::DeleteUser,
+    Rpc::SetPassword,
+    Rpc::ChangeOwnPassword,
+    Rpc::RevokeSessions,
+    Rpc::GetMyKubeconfig,
+    Rpc::WhoAmI,
+];
+
+/// A valid call of `rpc` by `caller` (acting on the user `target`).
+async fn call(e: &Env, rpc: Rpc, caller: &str) -> Result<(), Status> {
+    let t = token(caller, e.clock.now_ts());
+    let api = &e.api;
+    match rpc {
+        Rpc::ListUsers => api.list_users(req(&t, ListUsersRequest {})).await.map(drop),
+        Rpc::GetUser => api
+            .get_user(req(
+                &t,
+                GetUserRequest {
+                    name: "target".into(),
+                },
+            ))
+            .await
+            .map(drop),
+        Rpc::CreateUser => api
+            .create_user(req(
+                &t,
+                CreateUserRequest {
+                    name: "newbie".into(),
+                    roles: vec!["viewer".into()],
+                    ..Default::default()
+                },
+            ))
+            .await
+            .map(drop),
+        Rpc::UpdateUser => api
+            .update_user(req(
+                &t,
+                UpdateUserRequest {
+                    name: "target".into(),
+                    display_name: Some("Renamed".into()),
+                    ..Default::default()
+                },
+            ))
+            .await
+            .map(drop),
+        Rpc::DeleteUser => api
+            .delete_user(req(
+                &t,
+                DeleteUserRequest {
+                    name: "target".into(),
+                },
+            ))
+            .await
+            .map(drop),
+        Rpc::SetPassword => api
+            .set_password(req(
+                &t,
+                SetPasswordRequest {
+                    name: "target".into(),
+                    new_password: Some(NewPassword::Password("a new password for target".into())),
+                },
+            ))
+            .await
+            .map(drop),
+        Rpc::ChangeOwnPassword => api
+            .change_own_password(req(
+                &t,
+                ChangeOwnPasswordRequest {
+                    old_password: PASSWORD.into(),
+                    new_password: "my very own new password".into(),
+                },
+            ))
+            .await
+            .map(drop),
+        Rpc::RevokeSessions => api
+            .revoke_sessions(req(
+                &t,
+                RevokeSessionsRequest {
+                    name: "target".into(),
+                },
+            ))
+            .await
+            .map(drop),
+        Rpc::GetMyKubeconfig => api
+            .get_my_kubeconfig(req(&t, GetMyKubeconfigRequest::default()))
+            .await
+            .map(drop),
+        Rpc::WhoAmI => api.who_am_i(req(&t, WhoAmIRequest {})).await.map(drop),
+    }
+}
+
+/// Who may make each call with the built-in roles.
+fn allowed(rpc: Rpc, caller: &str) -> bool {
+    match rpc {
+        Rpc::WhoAmI | Rpc::ChangeOwnPassword => true,
+        Rpc::GetMyKubeconfig => caller != "nobody",
+        _ => caller == "admin",
+    }
+}
+
+mod create;
+mod read_and_delete;
+mod roles;
+mod sessions;

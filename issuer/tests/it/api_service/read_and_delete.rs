@@ -1,0 +1,93 @@
+//! Reading users (list, get, the caller's kubeconfig) without any secret, and deleting one with its credentials entry.
+
+use super::*;
+
+#[tokio::test]
+async fn deleting_a_user_removes_its_file_and_credentials_entry() {
+    let e = env();
+    e.cast().await;
+    e.api
+        .delete_user(req(
+            &token("admin", e.clock.now_ts()),
+            DeleteUserRequest {
+                name: "target".into(),
+            },
+        ))
+        .await
+        .unwrap();
+    assert!(e.user("target").await.is_none());
+    assert!(e.entry("target").await.is_none());
+}
+
+#[tokio::test]
+async fn list_and_get_show_users_without_any_secret() {
+    let e = env();
+    e.cast().await;
+    let t = token("admin", e.clock.now_ts());
+    let list = e
+        .api
+        .list_users(req(&t, ListUsersRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<_> = list.users.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["admin", "nobody", "op", "target", "view"]);
+    assert!(list.users.iter().all(|u| u.password_set && !u.must_change));
+    let printed = format!("{list:?}");
+    assert!(!printed.contains("argon2"), "{printed}");
+    let got = e
+        .api
+        .get_user(req(&t, GetUserRequest { name: "op".into() }))
+        .await
+        .unwrap()
+        .into_inner()
+        .user
+        .unwrap();
+    assert_eq!(got.email, "op@example.com");
+    assert_eq!(got.roles, ["operator"]);
+}
+
+#[tokio::test]
+async fn get_my_kubeconfig_uses_the_settings_and_the_ca_file() {
+    let e = env();
+    e.cast().await;
+    let t = token("view", e.clock.now_ts());
+    let plain = e
+        .api
+        .get_my_kubeconfig(req(&t, GetMyKubeconfigRequest::default()))
+        .await
+        .unwrap()
+        .into_inner()
+        .kubeconfig;
+    assert!(plain.contains("server: https://10.0.0.10:6443"), "{plain}");
+    assert!(plain.contains("name: ichor-view@prod"), "{plain}");
+    assert!(!plain.contains("--ca-file") && !plain.contains("tls-server-name"));
+    let mut settings = (*e.config_settings.get()).clone();
+    settings.kube_api_server_url = Some("https://kube.example.com:6443".into());
+    settings.kube_api_tls_server_name = Some("kube-apiserver.prod.internal".into());
+    e.config_settings.store(settings);
+    let custom = e
+        .api
+        .get_my_kubeconfig(req(
+            &t,
+            GetMyKubeconfigRequest {
+                ca_file: "/home/view/ca.pem".into(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .kubeconfig;
+    assert!(
+        custom.contains("server: https://kube.example.com:6443"),
+        "{custom}"
+    );
+    assert!(
+        custom.contains("tls-server-name: kube-apiserver.prod.internal"),
+        "{custom}"
+    );
+    assert!(
+        custom.contains("- --ca-file\n      - /home/view/ca.pem"),
+        "{custom}"
+    );
+}
