@@ -254,12 +254,7 @@ fn refuses_a_kube_api_server_url_that_is_not_https_and_a_bad_tls_server_name() {
 }
 
 fn certificate_pem() -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    rcgen::CertificateParams::new(vec!["kubernetes".to_owned()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap()
-        .pem()
+    ichor_testkit::pki::TestCa::new("kubernetes").unwrap().pem
 }
 
 #[test]
