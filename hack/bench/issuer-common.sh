@@ -2,13 +2,20 @@
 # release issuer and load generator, makes a work directory (removed on exit with every process
 # listed in `pids`), writes the test CA, keys, TLS pair and 100 users into it, and defines
 # free_port and vm. Sets: root, target, bin, load, work, pids, ca.
+# With ICHOR_BENCH_BIN_DIR set, its ichor-issuer and issuer_load are used instead of a build
+# (another commit's binaries, for before/after figures on the same machine).
 # Usage: work_prefix=NAME; source hack/bench/issuer-common.sh
 root=$PWD
 target="${CARGO_TARGET_DIR:-$root/target}"
 
-cargo build --quiet --release -p ichor-issuer --bin ichor-issuer --example issuer_load
-bin="$target/release/ichor-issuer"
-load="$target/release/examples/issuer_load"
+if [[ -n "${ICHOR_BENCH_BIN_DIR:-}" ]]; then
+  bin="$ICHOR_BENCH_BIN_DIR/ichor-issuer"
+  load="$ICHOR_BENCH_BIN_DIR/issuer_load"
+else
+  cargo build --quiet --release -p ichor-issuer --bin ichor-issuer --example issuer_load
+  bin="$target/release/ichor-issuer"
+  load="$target/release/examples/issuer_load"
+fi
 
 work=$(mktemp -d "/tmp/ichor-bench-${work_prefix:-issuer}.XXXXXX")
 pids=()
