@@ -8,7 +8,8 @@
 # With a second ichor binary (another commit's build), both are timed in the same run,
 # interleaved, so the two medians compare under the same load.
 #
-# Usage: hack/bench/auth-token.sh [RUNS] [OTHER_ICHOR]   (hyperfine when installed; else a date loop)
+# Usage: [ICHOR_BIN=…] hack/bench/auth-token.sh [RUNS] [OTHER_ICHOR]   (hyperfine when installed;
+# else a date loop)
 set -euo pipefail
 
 runs="${1:-300}"
@@ -16,8 +17,12 @@ other="${2:-}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
 
-cargo build --release -q -p ichor-cli --manifest-path "$root/Cargo.toml"
-bin="$target/release/ichor"
+if [[ -n "${ICHOR_BIN:-}" ]]; then
+  bin="$ICHOR_BIN"      # a prebuilt ichor (another commit's, for before/after figures)
+else
+  cargo build --release -q -p ichor-cli --manifest-path "$root/Cargo.toml"
+  bin="$target/release/ichor"
+fi
 
 home="$(mktemp -d)"
 trap 'rm -rf "$home"' EXIT
