@@ -4,7 +4,8 @@
 //! - [`run`]: `ichor-controller run`: kube-runtime watchers → journal → loop → applier, Lease
 //!   leader election, metrics;
 //! - [`apply`]: the Kubernetes applier (server-side apply, status writes, effects written with
-//!   optimistic concurrency, the webhook serving certificate);
+//!   optimistic concurrency, the webhook configuration's `caBundle`s; a write that meets a
+//!   conflict is handed back as stale, for the graph to decide again);
 //! - [`admission`]: the validating admission webhooks (router and HTTPS server).
 #![forbid(unsafe_code)]
 
