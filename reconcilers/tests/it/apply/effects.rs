@@ -69,11 +69,7 @@ async fn a_conflict_on_an_effect_secret_is_stale_never_overwritten_and_read_agai
         handle
     });
     let w = world(vec![signing_secret("10")]);
-    let mut a = applier(client);
-    let report = a.apply(&w, &[hmac_effect(Some("10"))]).await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
+    let report = apply_scripted(client, server, &w, &[hmac_effect(Some("10"))]).await;
     assert!(
         report.problems.is_empty() && report.applied.is_empty(),
         "{report:?}"
@@ -146,12 +142,7 @@ async fn gc_conflict(user_reply: (u16, Value)) -> ichor_reconcilers::apply::Appl
         "20",
         credentials("20", &["admin", "ghost"]),
     )]);
-    let mut a = applier(client);
-    let report = a.apply(&w, &[gc_effect()]).await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
-    report
+    apply_scripted(client, server, &w, &[gc_effect()]).await
 }
 
 #[tokio::test]
@@ -233,11 +224,7 @@ async fn a_leaf_is_not_written_when_the_ca_it_is_signed_by_lost_its_write() {
         reply(send, 200, &ca_secret(&super::ca()).value);
         handle
     });
-    let mut a = applier(client);
-    let report = a.apply(&World::new(), &actions).await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
+    let report = apply_scripted(client, server, &World::new(), &actions).await;
     assert!(report.applied.is_empty(), "{report:?}");
     let [Event::Applied(other)] = report.events.as_slice() else {
         panic!("{report:?}")

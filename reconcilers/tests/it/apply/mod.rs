@@ -137,6 +137,22 @@ fn conflict(what: &str) -> Value {
     )
 }
 
+/// Applies `actions` over `world` through an applier on `client`, then waits for the scripted
+/// `server` and checks the client sent nothing more.
+async fn apply_scripted(
+    client: kube::Client,
+    server: tokio::task::JoinHandle<Mock>,
+    world: &World,
+    actions: &[Action],
+) -> ichor_reconcilers::apply::ApplyReport {
+    let mut a = applier(client);
+    let report = a.apply(world, actions).await;
+    let handle = server.await.unwrap();
+    drop(a);
+    assert_no_more_requests(handle).await;
+    report
+}
+
 /// Asserts the client sends nothing more: the applier (and every client clone) must be dropped.
 async fn assert_no_more_requests(mut handle: Mock) {
     let more = tokio::time::timeout(Duration::from_secs(10), handle.next_request())

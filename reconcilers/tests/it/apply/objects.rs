@@ -35,15 +35,11 @@ async fn an_apply_conflict_is_retried_and_then_succeeds() {
         reply(send, 200, &served_configmap("102"));
         handle
     });
-    let mut a = applier(client);
     let action = Action::Apply {
         object: trust_configmap(),
         reason: reason(),
     };
-    let report = a.apply(&World::new(), &[action]).await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
+    let report = apply_scripted(client, server, &World::new(), &[action]).await;
     assert!(report.problems.is_empty(), "{report:?}");
     assert_eq!(report.events.len(), 1);
 }
@@ -87,25 +83,22 @@ async fn a_conflicting_status_write_is_stale_and_hands_back_the_object_as_read_a
     });
     let old = json!([cond("Other", "True", "A", Some("2026-01-01T00:00:00Z"))]);
     let w = world(vec![observed("IchorUser", "admin", "5", user("5", old.clone()))]);
-    let mut a = applier(client);
     let desired = Object::new(
         "IchorUser",
         NS,
         "admin",
         json!({"status": {"conditions": [old[0].clone(), cond("Ready", "True", "Ready", None)]}}),
     );
-    let report = a
-        .apply(
-            &w,
-            &[Action::Apply {
-                object: desired,
-                reason: reason(),
-            }],
-        )
-        .await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
+    let report = apply_scripted(
+        client,
+        server,
+        &w,
+        &[Action::Apply {
+            object: desired,
+            reason: reason(),
+        }],
+    )
+    .await;
     assert!(
         report.problems.is_empty() && report.applied.is_empty(),
         "{report:?}"
@@ -174,19 +167,16 @@ async fn deleting_an_owned_object_already_gone_is_success_and_carries_its_resour
         "3",
         json!({"metadata": {"name": "old-trust"}}),
     )]);
-    let mut a = applier(client);
-    let report = a
-        .apply(
-            &w,
-            &[Action::Delete {
-                key: key.clone(),
-                reason: reason(),
-            }],
-        )
-        .await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
+    let report = apply_scripted(
+        client,
+        server,
+        &w,
+        &[Action::Delete {
+            key: key.clone(),
+            reason: reason(),
+        }],
+    )
+    .await;
     assert!(report.problems.is_empty(), "{report:?}");
     assert_eq!(report.events, [Event::Deleted(key)]);
 }
@@ -237,25 +227,22 @@ async fn a_machine_needing_an_apiserver_restart_gets_its_condition_through_the_s
         handle
     });
     let w = world(vec![observed("TalosMachine", "cp-1", "30", machine("30"))]);
-    let mut a = applier(client);
     let desired = Object::new(
         "TalosMachine",
         NS,
         "cp-1",
         json!({"status": {"conditions": [cond("Ready", "False", "APIServerRestartRequired", None)]}}),
     );
-    let report = a
-        .apply(
-            &w,
-            &[Action::Apply {
-                object: desired,
-                reason: reason(),
-            }],
-        )
-        .await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
+    let report = apply_scripted(
+        client,
+        server,
+        &w,
+        &[Action::Apply {
+            object: desired,
+            reason: reason(),
+        }],
+    )
+    .await;
     assert!(report.problems.is_empty(), "{report:?}");
     assert_eq!(report.events.len(), 1);
 }

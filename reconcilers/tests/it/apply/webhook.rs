@@ -74,11 +74,7 @@ async fn the_webhook_leaf_effect_writes_ichor_webhook_tls_signed_by_the_observed
         request: EffectRequest::new("issue-webhook-leaf new", &request).unwrap(),
         reason: reason(),
     };
-    let mut a = applier(client);
-    let report = a.apply(&world(vec![ca_secret(&ca)]), &[action]).await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
+    let report = apply_scripted(client, server, &world(vec![ca_secret(&ca)]), &[action]).await;
     assert!(
         report.problems.is_empty() && report.stale.is_empty(),
         "{report:?}"
@@ -129,11 +125,7 @@ async fn only_the_differing_ca_bundles_are_patched_conditioned_on_the_observed_v
         handle
     });
     let w = world(vec![configuration_object("44", [bundle.as_str(), "b2xk"])]);
-    let mut a = applier(client);
-    let report = a.apply(&w, &[bundle_action(&bundle)]).await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
+    let report = apply_scripted(client, server, &w, &[bundle_action(&bundle)]).await;
     assert!(
         report.problems.is_empty() && report.stale.is_empty(),
         "{report:?}"
@@ -166,11 +158,7 @@ async fn a_ca_bundle_patch_meeting_a_conflict_is_stale_and_hands_back_the_config
         handle
     });
     let w = world(vec![configuration_object("44", ["b2xk", "b2xk"])]);
-    let mut a = applier(client);
-    let report = a.apply(&w, &[bundle_action(&bundle)]).await;
-    let handle = server.await.unwrap();
-    drop(a);
-    assert_no_more_requests(handle).await;
+    let report = apply_scripted(client, server, &w, &[bundle_action(&bundle)]).await;
     assert!(
         report.problems.is_empty() && report.applied.is_empty(),
         "{report:?}"
