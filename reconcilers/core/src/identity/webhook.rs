@@ -180,15 +180,16 @@ pub(crate) fn webhook_certificate(
         Some(Ok(data)) => Some(data),
         Some(Err(())) => return wait(),
     };
-    let replaces = current
-        .as_ref()
-        .and_then(|d| d.get(TLS_CERT_KEY))
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(|pem| CertFacts::from_pem(pem, "tls.crt of ichor-webhook-tls").ok())
-        .map(|f| f.sha256_fingerprint);
     match decide_webhook_cert(current.as_ref(), ca_pem, &sans, now) {
         CertDecision::Keep { renew_at } => Timed::until(Desired::default(), renew_at),
         CertDecision::Issue { reason } => {
+            // Only when issuing: the fingerprint of the certificate it replaces, if readable.
+            let replaces = current
+                .as_ref()
+                .and_then(|d| d.get(TLS_CERT_KEY))
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .and_then(|pem| CertFacts::from_pem(pem, "tls.crt of ichor-webhook-tls").ok())
+                .map(|f| f.sha256_fingerprint);
             let ca_not_after = CertFacts::from(facts.as_ref()).not_after;
             let request = IssueLeafRequest {
                 common_name: format!("{first_name}.{first_ns}.svc"),
