@@ -1,16 +1,20 @@
 //! The web UI: the built single-page application (`ui/dist`, made by `npm run build` in `ui/`)
-//! served from a directory, and `/auth/config`, which tells the SPA which sign-in providers
-//! exist and whether the API requires a token (ARCHITECTURE.md, "The issuer").
+//! and `/auth/config`, which tells the SPA which sign-in providers exist and whether the API
+//! requires a token (ARCHITECTURE.md, "The issuer").
 //!
-//! The files are read from disk at request time rather than embedded, so the Rust build does not
-//! depend on the Node.js build. Every UI response carries the strict CSP (`script-src 'self'`,
-//! no inline script), `index.html` is `no-cache` (a new build is picked up at once) and the
-//! content-hashed files under `/assets/` are cached for a year.
+//! The built UI is committed to the repository and embedded in the binary at compile time
+//! (`build.rs` turns `ui/dist` into [`EMBEDDED`]), so the Rust build needs no Node.js and every
+//! binary, the container images included, carries the UI of its sources. For UI development,
+//! `ICHOR_UI_DIR` ([`UI_DIR_ENV`]) serves a directory on disk instead, read at request time.
+//! Every UI response carries the strict CSP (`script-src 'self'`, no inline script), `index.html`
+//! is `no-cache` (a new build is picked up at once) and the content-hashed files under `/assets/`
+//! are cached for a year.
 
-use std::path::{Path, PathBuf};
+use std::{ffi::OsString, path::PathBuf};
 
 use axum::{
     Json, Router,
+    body::Bytes,
     extract::{Path as UrlPath, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
@@ -18,7 +22,8 @@ use axum::{
 };
 use serde::Serialize;
 
-/// The environment variable naming the directory of the built UI (overrides the default).
+/// The environment variable naming a directory of the built UI to serve instead of the embedded
+/// one (for UI development: rebuild in `ui/` and reload, without rebuilding the binary).
 pub const UI_DIR_ENV: &str = "ICHOR_UI_DIR";
 
 /// The UI's OAuth client.
@@ -71,15 +76,48 @@ impl AuthConfig {
     }
 }
 
-/// The directory of the built UI: `$ICHOR_UI_DIR` when set, else `<repo>/ui/dist` of the source
-/// tree this binary was built from when it holds an `index.html` (a development build run from
-/// its checkout), else none (the UI routes then explain how to build it).
-pub fn default_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os(UI_DIR_ENV) {
-        return Some(PathBuf::from(dir));
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/ui_dist.rs"));
+}
+
+/// The built UI compiled into this binary: (path relative to `ui/dist`, e.g. `index.html` or
+/// `assets/index-DmeABZAz.js`, contents), sorted by path. Empty when `ui/dist` was missing at
+/// build time.
+pub static EMBEDDED: &[(&str, &[u8])] = embedded::FILES;
+
+/// Where the UI routes take the built UI from.
+#[derive(Debug, Clone)]
+pub enum UiFiles {
+    /// A table like [`EMBEDDED`] (sorted by path); an empty one means no UI.
+    Embedded(&'static [(&'static str, &'static [u8])]),
+    /// A directory on disk holding `index.html` and `assets/`, read at request time.
+    Dir(PathBuf),
+}
+
+impl UiFiles {
+    /// The directory `value` (of [`UI_DIR_ENV`]) names when set, else [`EMBEDDED`].
+    pub fn from_env_value(value: Option<OsString>) -> Self {
+        match value {
+            Some(dir) => UiFiles::Dir(PathBuf::from(dir)),
+            None => UiFiles::Embedded(EMBEDDED),
+        }
     }
-    let repo_dist = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/dist");
-    repo_dist.join("index.html").is_file().then_some(repo_dist)
+
+    /// The directory of `$ICHOR_UI_DIR` when set, else the embedded UI.
+    pub fn from_env() -> Self {
+        Self::from_env_value(std::env::var_os(UI_DIR_ENV))
+    }
+
+    /// The contents of `path` (relative to `ui/dist`, already checked safe).
+    async fn read(&self, path: &str) -> Option<Bytes> {
+        match self {
+            UiFiles::Embedded(table) => table
+                .binary_search_by(|(p, _)| (*p).cmp(path))
+                .ok()
+                .map(|i| Bytes::from_static(table[i].1)),
+            UiFiles::Dir(dir) => tokio::fs::read(dir.join(path)).await.ok().map(Bytes::from),
+        }
+    }
 }
 
 /// Whether `name` (the part after `/assets/`) is a safe asset file name: one path segment of
@@ -123,15 +161,16 @@ pub fn security_headers(h: &mut HeaderMap) {
 
 #[derive(Debug, Clone)]
 struct UiState {
-    dir: Option<PathBuf>,
+    files: UiFiles,
     config: AuthConfig,
 }
 
 /// The UI routes: [`SPA_ROUTES`] (each `index.html`), `/assets/{file}` and `/auth/config`.
-/// `dir` is the built UI ([`default_dir`] in `ichor dev`); without one the pages answer 404 with
-/// the command that builds it, and `/auth/config` is still served.
-pub fn router(dir: Option<PathBuf>, config: AuthConfig) -> Router {
-    let state = UiState { dir, config };
+/// `files` is the built UI ([`UiFiles::from_env`] in `ichor dev` and the issuer); without an
+/// `index.html` there the pages answer 404 with the command that builds it, and `/auth/config`
+/// is still served.
+pub fn router(files: UiFiles, config: AuthConfig) -> Router {
+    let state = UiState { files, config };
     let mut r = Router::new()
         .route("/auth/config", get(auth_config))
         .route("/assets/{file}", get(asset));
@@ -159,37 +198,28 @@ fn plain(status: StatusCode, message: &'static str) -> Response {
     response
 }
 
-const NOT_BUILT: &str = "The Ichor web UI is not built. Run `npm ci && npm run build` in ui/, or point \
-                         ICHOR_UI_DIR at a built UI, and reload.";
-
-async fn read(path: PathBuf) -> Option<Vec<u8>> {
-    tokio::fs::read(path).await.ok()
-}
+const NOT_BUILT: &str = "The Ichor web UI is not built into this binary (or not found in ICHOR_UI_DIR). \
+                         Run `npm ci && npm run build` in ui/ and rebuild, or point ICHOR_UI_DIR at a \
+                         built UI, and reload.";
 
 async fn index(State(state): State<UiState>) -> Response {
-    let Some(dir) = state.dir else {
-        return plain(StatusCode::NOT_FOUND, NOT_BUILT);
-    };
-    match read(dir.join("index.html")).await {
+    match state.files.read("index.html").await {
         Some(body) => file_response(body, "text/html; charset=utf-8", "no-cache"),
         None => plain(StatusCode::NOT_FOUND, NOT_BUILT),
     }
 }
 
 async fn asset(State(state): State<UiState>, UrlPath(file): UrlPath<String>) -> Response {
-    let (Some(dir), true) = (state.dir, is_safe_asset_name(&file)) else {
+    let Some(kind) = content_type(&file).filter(|_| is_safe_asset_name(&file)) else {
         return plain(StatusCode::NOT_FOUND, "No such file.");
     };
-    let Some(kind) = content_type(&file) else {
-        return plain(StatusCode::NOT_FOUND, "No such file.");
-    };
-    match read(dir.join("assets").join(&file)).await {
+    match state.files.read(&format!("assets/{file}")).await {
         Some(body) => file_response(body, kind, IMMUTABLE),
         None => plain(StatusCode::NOT_FOUND, "No such file."),
     }
 }
 
-fn file_response(body: Vec<u8>, kind: &'static str, cache: &'static str) -> Response {
+fn file_response(body: Bytes, kind: &'static str, cache: &'static str) -> Response {
     let mut response = (StatusCode::OK, body).into_response();
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
@@ -235,7 +265,7 @@ mod tests {
     async fn every_spa_route_answers_index_html_uncached_with_the_strict_csp() {
         let tmp = built();
         for route in SPA_ROUTES {
-            let (status, h, body) = get(router(Some(tmp.path().to_owned()), config()), route).await;
+            let (status, h, body) = get(router(UiFiles::Dir(tmp.path().to_owned()), config()), route).await;
             assert_eq!(status, StatusCode::OK, "{route}");
             assert_eq!(body, "<!doctype html><p>ui</p>");
             assert_eq!(h[header::CACHE_CONTROL], "no-cache");
@@ -249,7 +279,7 @@ mod tests {
     async fn hashed_assets_are_cached_for_a_year() {
         let tmp = built();
         let (status, h, body) = get(
-            router(Some(tmp.path().to_owned()), config()),
+            router(UiFiles::Dir(tmp.path().to_owned()), config()),
             "/assets/index-abc123.js",
         )
         .await;
@@ -268,7 +298,7 @@ mod tests {
             "/assets/%2E%2E",
             "/assets/x.exe",
         ] {
-            let (status, _, body) = get(router(Some(tmp.path().to_owned()), config()), uri).await;
+            let (status, _, body) = get(router(UiFiles::Dir(tmp.path().to_owned()), config()), uri).await;
             assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
             assert_ne!(body, "no", "{uri}");
         }
@@ -279,10 +309,10 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_build_the_pages_say_how_to_build_it_and_the_config_is_still_served() {
-        let (status, _, body) = get(router(None, config()), "/").await;
+        let (status, _, body) = get(router(UiFiles::Embedded(&[]), config()), "/").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert!(body.contains("npm ci && npm run build"));
-        let (status, h, body) = get(router(None, config()), "/auth/config").await;
+        let (status, h, body) = get(router(UiFiles::Embedded(&[]), config()), "/auth/config").await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(h[header::CACHE_CONTROL], "no-cache");
         let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -293,5 +323,107 @@ mod tests {
                 "apiRequiresToken": true
             })
         );
+    }
+
+    /// A table like the one `build.rs` generates, sorted by path.
+    const TABLE: &[(&str, &[u8])] = &[
+        ("assets/index-abc123.css", b"p{}"),
+        ("assets/index-abc123.js", b"console.log(2)"),
+        ("index.html", b"<!doctype html><p>embedded</p>"),
+        ("secret.txt", b"no"),
+    ];
+
+    #[tokio::test]
+    async fn an_embedded_table_serves_index_html_and_hashed_assets_with_their_headers() {
+        for route in SPA_ROUTES {
+            let (status, h, body) = get(router(UiFiles::Embedded(TABLE), config()), route).await;
+            assert_eq!(status, StatusCode::OK, "{route}");
+            assert_eq!(body, "<!doctype html><p>embedded</p>");
+            assert_eq!(h[header::CACHE_CONTROL], "no-cache");
+            assert_eq!(h[header::CONTENT_TYPE], "text/html; charset=utf-8");
+            assert_eq!(h[header::CONTENT_SECURITY_POLICY], CSP);
+            assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        }
+        for (uri, body, kind) in [
+            (
+                "/assets/index-abc123.js",
+                "console.log(2)",
+                "text/javascript; charset=utf-8",
+            ),
+            ("/assets/index-abc123.css", "p{}", "text/css; charset=utf-8"),
+        ] {
+            let (status, h, got) = get(router(UiFiles::Embedded(TABLE), config()), uri).await;
+            assert_eq!(status, StatusCode::OK, "{uri}");
+            assert_eq!(got, body);
+            assert_eq!(h[header::CACHE_CONTROL], IMMUTABLE);
+            assert_eq!(h[header::CONTENT_TYPE], kind);
+            assert_eq!(h[header::CONTENT_SECURITY_POLICY], CSP);
+        }
+        for uri in [
+            "/assets/index-zzz.js",
+            "/assets/..%2Fsecret.txt",
+            "/assets/..%2Findex.html",
+        ] {
+            let (status, _, body) = get(router(UiFiles::Embedded(TABLE), config()), uri).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+            assert_eq!(body, "No such file.", "{uri}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_committed_build_is_embedded_and_every_asset_its_index_loads_is_served() {
+        assert!(
+            EMBEDDED.iter().any(|(p, _)| *p == "index.html"),
+            "no index.html embedded: build.rs found no ui/dist (it is committed; see ui/)"
+        );
+        assert!(
+            EMBEDDED.windows(2).all(|w| w[0].0 < w[1].0),
+            "the table is not sorted"
+        );
+        let (status, h, index) = get(router(UiFiles::from_env_value(None), config()), "/account").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(h[header::CACHE_CONTROL], "no-cache");
+        let assets: Vec<&str> = index
+            .split("\"/assets/")
+            .skip(1)
+            .filter_map(|rest| rest.split_once('"').map(|(name, _)| name))
+            .collect();
+        assert!(!assets.is_empty(), "index.html loads no asset: {index}");
+        for name in assets {
+            let (status, h, body) = get(
+                router(UiFiles::Embedded(EMBEDDED), config()),
+                &format!("/assets/{name}"),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{name}");
+            assert_eq!(h[header::CACHE_CONTROL], IMMUTABLE, "{name}");
+            assert_eq!(h[header::CONTENT_TYPE], content_type(name).unwrap(), "{name}");
+            assert_eq!(h[header::CONTENT_SECURITY_POLICY], CSP);
+            let embedded = EMBEDDED
+                .iter()
+                .find(|(p, _)| *p == format!("assets/{name}"))
+                .unwrap()
+                .1;
+            assert_eq!(body.as_bytes(), embedded, "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_ui_dir_override_is_served_instead_of_the_embedded_build() {
+        let tmp = built();
+        let files = UiFiles::from_env_value(Some(tmp.path().as_os_str().to_owned()));
+        assert!(matches!(&files, UiFiles::Dir(dir) if dir == tmp.path()));
+        let (status, h, body) = get(router(files.clone(), config()), "/users").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, "<!doctype html><p>ui</p>");
+        assert_eq!(h[header::CACHE_CONTROL], "no-cache");
+        let (status, _, body) = get(router(files, config()), "/assets/index-abc123.js").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, "console.log(1)");
+        // A directory without a build answers the explanation, not the embedded UI.
+        let empty = tempfile::tempdir().unwrap();
+        let (status, _, body) = get(router(UiFiles::Dir(empty.path().to_owned()), config()), "/").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(body.contains("ICHOR_UI_DIR"));
     }
 }

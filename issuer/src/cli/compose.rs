@@ -234,11 +234,12 @@ pub fn kube_cluster(
     }
 }
 
-/// The web UI's routes ([`crate::ui`]): the built SPA from [`crate::ui::default_dir`] and
-/// `/auth/config` with Ichor's issuer; the API always requires a token.
+/// The web UI's routes ([`crate::ui`]): the built SPA embedded in the binary (or the directory
+/// of `ICHOR_UI_DIR`, [`crate::ui::UiFiles::from_env`]) and `/auth/config` with Ichor's issuer;
+/// the API always requires a token.
 fn ui_router(served: &Served) -> Router {
     crate::ui::router(
-        crate::ui::default_dir(),
+        crate::ui::UiFiles::from_env(),
         crate::ui::AuthConfig::ichor_only(&served.config.issuer, true),
     )
 }
