@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The web UI's tests: installs Chromium, certutil and the npm dependencies when missing, builds
-# the UI (type check + vite), runs its unit tests (vitest), builds `ichor`, then drives the UI in
-# headless Chromium (playwright-core) against a real `ichor dev` on a free port with a temporary
-# state directory (ui/e2e/run.mjs). Screenshots (1280x800 and 390x844) go to
+# the UI (type check + vite) and fails when the committed build (ui/dist, embedded in the issuer
+# at compile time) differs from it, runs its unit tests (vitest), builds `ichor`, then drives the
+# UI embedded in it in headless Chromium (playwright-core) against a real `ichor dev` on a free
+# port with a temporary state directory (ui/e2e/run.mjs). Screenshots (1280x800 and 390x844) go to
 # target/ui-screenshots/. Exits non-zero on any failure; the last line is `ui: N passed, M failed`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,6 +37,12 @@ fi
 npm run --silent gen
 git diff --exit-code -- src/gen || { echo "ui: src/gen is stale: run npm run gen in ui/ and commit"; exit 1; }
 npm run build
+# The binary serves the committed ui/dist: it must be exactly what the sources build.
+if ! git diff --quiet -- dist || [[ -n $(git ls-files --others --exclude-standard -- dist) ]]; then
+  git status --short -- dist
+  echo "ui: ui/dist is stale (the committed build differs from the sources): run npm run build in ui/ and commit ui/dist"
+  exit 1
+fi
 unit_rc=0
 npx vitest run || unit_rc=$?
 
@@ -46,8 +53,8 @@ shots="$target_dir/ui-screenshots"
 rm -rf "$shots"
 echo "hack/ui/test.sh: screenshots go to $shots"
 e2e_rc=0
-ICHOR_BIN="$target_dir/debug/ichor" UI_DIST="$repo/ui/dist" SCREENSHOT_DIR="$shots" \
-  node ui/e2e/run.mjs || e2e_rc=$?
+# No UI_DIST: the e2e tests the UI embedded in the binary.
+ICHOR_BIN="$target_dir/debug/ichor" SCREENSHOT_DIR="$shots" node ui/e2e/run.mjs || e2e_rc=$?
 if ((unit_rc != 0)); then
   echo "ui: unit tests (vitest) failed"
   exit 1
