@@ -3,7 +3,8 @@
 # The Ichor images: one build stage compiles the three binaries of the workspace, and one small
 # final stage per binary copies it onto distroless (glibc and libgcc only, no shell, no package
 # manager), running as the `nonroot` user (65532:65532), which the chart's securityContext
-# expects. See hack/images/README.md.
+# expects. The web UI is the committed ui/dist, embedded at compile time: no Node.js or npm here.
+# See hack/images/README.md.
 #
 #   docker build --target ichor-controller -t ghcr.io/maesh/ichor-controller:0.1.0 .
 #   docker build --target ichor-issuer     -t ghcr.io/maesh/ichor-issuer:0.1.0 .
