@@ -295,8 +295,8 @@ fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate:
     }
 }
 
-/// Adds the health, readiness and metrics endpoints to the external router; the internal
-/// listener serves its OIDC routes only.
+/// Adds the health and readiness endpoints (`health`, without `/metrics`, which has its own
+/// listener) to the external router; the internal listener serves its OIDC routes only.
 pub fn compose(oidc: Routers, health: Router) -> Routers {
     Routers {
         external: oidc.external.merge(health),
