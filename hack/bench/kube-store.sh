@@ -40,7 +40,7 @@ start_issuers() { # store
     if [ "$1" = kube ]; then
       store_args=(--store kube --kube-ca-file "$work/apiserver-ca.crt")
     fi
-    KUBECONFIG="$work/issuer.kubeconfig" RUST_LOG=warn "$bin" --external-url "$external" \
+    KUBECONFIG="$work/issuer.kubeconfig" RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$external" \
       --listen "127.0.0.1:$ext" --internal-listen "127.0.0.1:$int" \
       --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 \
       "${store_args[@]}" 2>>"$work/issuer-$1-$n.log" &

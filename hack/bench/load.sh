@@ -30,7 +30,7 @@ start_issuer() { # n
   ext=$(free_port); int=$(free_port)
   url="https://127.0.0.1:$ext"
   external="${external:-$url}"
-  RUST_LOG=warn "$bin" --external-url "$external" --listen "127.0.0.1:$ext" \
+  RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$external" --listen "127.0.0.1:$ext" \
     --internal-listen "127.0.0.1:$int" \
     --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 \
     --store local --local-users-dir "$work/users" --local-state-dir "$work/state" \

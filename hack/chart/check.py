@@ -339,7 +339,8 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
         f.check(mounts.get("oidc-signing") == "/var/run/ichor/oidc-signing" and mounts.get("oidc-tls") == "/var/run/ichor/oidc-tls", f"[{config}] issuer mounts {mounts}")
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-        f.check(ports == {"https": 8443, "https-internal": 8444}, f"[{config}] issuer ports {ports}")
+        f.check(ports == {"https": 8443, "https-internal": 8444, "http-metrics": 9090}, f"[{config}] issuer ports {ports}")
+        f.check(env.get("ICHOR_ISSUER_METRICS_LISTEN") == "0.0.0.0:9090", f"[{config}] the issuer's metrics listener is {env.get('ICHOR_ISSUER_METRICS_LISTEN')}, want 0.0.0.0:9090 (its http-metrics port)")
         ready = c["readinessProbe"].get("httpGet", {})
         f.check(ready.get("path") == "/readyz" and ready.get("scheme") == "HTTPS" and ready.get("port") == "https", f"[{config}] issuer readiness probe {ready}")
         f.check("podAntiAffinity" in spec.get("affinity", {}), f"[{config}] issuer has no pod anti-affinity")

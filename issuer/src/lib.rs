@@ -16,5 +16,6 @@ pub mod installation;
 pub mod keys;
 pub mod oidc;
 pub mod store;
+pub mod talos_cluster;
 pub mod tokens;
 pub mod ui;

@@ -6,7 +6,8 @@
 //!   signing keys, the Ichor CA and the issuer's leaf as files under `<state>/secrets`
 //!   ([`crate::local`]);
 //! - the OIDC issuer and the `UserService` on `https://<address>:<port>` (internal listener on
-//!   `<port>+1`), reading those files, users from the tree and credentials from
+//!   `<port>+1`, `/metrics` over plain HTTP on a free port of the address, named in the log),
+//!   reading those files, users from the tree and credentials from
 //!   `<state>/issuer/credentials.json`.
 //!
 //! On the first run it writes a sample tree with the first admin (`admin`, role `admin`) and
@@ -124,6 +125,8 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         external_url: external_url.clone(),
         listen,
         internal_listen: internal,
+        // `/metrics` on a free port of the same address (the "serving" log line names it).
+        metrics_listen: std::net::SocketAddr::new(listen.ip(), 0),
         tls_cert_file: None,
         tls_key_file: None,
         ichor_tls_dir: layout.secrets.join(TLS_SECRET),

@@ -89,19 +89,26 @@ impl Exposition for prometheus_client::registry::Registry {
     }
 }
 
-#[derive(Clone)]
-struct HealthState {
-    readiness: Arc<Readiness>,
-    metrics: Arc<dyn Exposition>,
+/// The router of the three endpoints: [`probes`] and [`scrape`] together (what a listener
+/// inside the pod network serves).
+pub fn router(readiness: Arc<Readiness>, metrics: Arc<dyn Exposition>) -> Router {
+    probes(readiness).merge(scrape(metrics))
 }
 
-/// The router of the three endpoints.
-pub fn router(readiness: Arc<Readiness>, metrics: Arc<dyn Exposition>) -> Router {
+/// `/healthz` and `/readyz` only: what a listener open to clients serves, where the metrics
+/// must not be.
+pub fn probes(readiness: Arc<Readiness>) -> Router {
     Router::new()
         .route(HEALTHZ, get(healthz))
         .route(READYZ, get(readyz))
+        .with_state(readiness)
+}
+
+/// `/metrics` only.
+pub fn scrape(metrics: Arc<dyn Exposition>) -> Router {
+    Router::new()
         .route(METRICS, get(render_metrics))
-        .with_state(HealthState { readiness, metrics })
+        .with_state(metrics)
 }
 
 fn no_store(mut response: Response) -> Response {
@@ -115,8 +122,8 @@ async fn healthz() -> Response {
     no_store((StatusCode::OK, axum::Json(serde_json::json!({"status": "ok"}))).into_response())
 }
 
-async fn readyz(State(state): State<HealthState>) -> Response {
-    let waiting = state.readiness.waiting_for();
+async fn readyz(State(readiness): State<Arc<Readiness>>) -> Response {
+    let waiting = readiness.waiting_for();
     let response = if waiting.is_empty() {
         (StatusCode::OK, axum::Json(serde_json::json!({"ready": true}))).into_response()
     } else {
@@ -129,8 +136,8 @@ async fn readyz(State(state): State<HealthState>) -> Response {
     no_store(response)
 }
 
-async fn render_metrics(State(state): State<HealthState>) -> Response {
-    match state.metrics.render() {
+async fn render_metrics(State(metrics): State<Arc<dyn Exposition>>) -> Response {
+    match metrics.render() {
         Ok(text) => no_store(
             (
                 StatusCode::OK,

@@ -1,6 +1,6 @@
 //! What the Ichor binaries serve with, generic over what they serve: file-backed values
 //! reloaded on change ([`reload`]), the rustls configuration whose certificate follows its files
-//! ([`tls`]), the HTTPS accept loop with graceful shutdown ([`serve()`]), health, readiness and
+//! ([`tls`]), the HTTPS accept loop with graceful shutdown ([`serve()`], and [`serve_http`] without TLS), health, readiness and
 //! Prometheus metrics ([`health`], [`metrics`]), trusted-proxy networks ([`cidr`]), log set-up
 //! ([`logging`]), the shutdown signal ([`shutdown`]) and the reading of a manifest tree from the
 //! file system ([`manifest_files`], whose parsing is `ichor_renderers`').
@@ -19,4 +19,4 @@ mod serve;
 pub mod shutdown;
 pub mod tls;
 
-pub use serve::{ServeOptions, serve};
+pub use serve::{ServeOptions, serve, serve_http};

@@ -1,5 +1,6 @@
-//! The HTTPS accept loop: TLS handshakes (bounded in time) off the accept path, HTTP/1.1 and
-//! HTTP/2 per connection (hyper-util `auto`), the peer address as axum's
+//! The HTTPS accept loop ([`serve`]; [`serve_http`] is the same loop without TLS, for listeners
+//! inside the pod network such as the metrics one): TLS handshakes (bounded in time) off the
+//! accept path, HTTP/1.1 and HTTP/2 per connection (hyper-util `auto`), the peer address as axum's
 //! `ConnectInfo<SocketAddr>`, header and body limits, a connection cap, and graceful shutdown —
 //! on the shutdown signal the listener stops accepting, open connections finish their in-flight
 //! requests (HTTP/2 GOAWAY, HTTP/1.1 `Connection: close`) and are dropped after a bound.
@@ -12,6 +13,7 @@ use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
@@ -67,7 +69,32 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     options: ServeOptions,
 ) {
-    let acceptor = TlsAcceptor::from(tls);
+    accept_loop(listener, Some(TlsAcceptor::from(tls)), router, shutdown, options).await;
+}
+
+/// Serves `router` over plain HTTP (HTTP/1.1, or HTTP/2 with prior knowledge) on `listener`,
+/// with the limits, timeouts and drain of [`serve`] (the handshake timeout aside).
+///
+/// # Caveats
+/// Nothing is encrypted or authenticated: bind it where only the pod network reaches, and
+/// serve nothing secret on it.
+pub async fn serve_http(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send,
+    options: ServeOptions,
+) {
+    accept_loop(listener, None, router, shutdown, options).await;
+}
+
+/// The loop of [`serve`] and [`serve_http`]: TLS when `acceptor` is given.
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<TlsAcceptor>,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send,
+    options: ServeOptions,
+) {
     let router = router.layer(RequestBodyLimitLayer::new(options.max_body_bytes));
     let mut builder = Builder::new(TokioExecutor::new());
     builder
@@ -116,37 +143,16 @@ pub async fn serve(
         let acceptor = acceptor.clone();
         let router = router.clone();
         let builder = Arc::clone(&builder);
-        let mut stop = stop_rx.clone();
+        let stop = stop_rx.clone();
         connections.spawn(async move {
             let _permit = permit;
-            let tls = match tokio::time::timeout(options.handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(error)) => {
-                    tracing::debug!(%remote, %error, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%remote, "TLS handshake timed out");
-                    return;
-                }
+            let Some(acceptor) = acceptor else {
+                return serve_connection(&builder, TokioIo::new(stream), router, remote, stop).await;
             };
-            let service = ServiceBuilder::new()
-                .map_request(move |mut req: http::Request<hyper::body::Incoming>| {
-                    req.extensions_mut().insert(ConnectInfo(remote));
-                    req
-                })
-                .service(router);
-            let conn = builder.serve_connection(TokioIo::new(tls), TowerToHyperService::new(service));
-            tokio::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                () = async { let _ = stop.wait_for(|s| *s).await; } => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(error) = result {
-                tracing::debug!(%remote, %error, "connection ended with an error");
+            match tokio::time::timeout(options.handshake_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => serve_connection(&builder, TokioIo::new(tls), router, remote, stop).await,
+                Ok(Err(error)) => tracing::debug!(%remote, %error, "TLS handshake failed"),
+                Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
             }
         });
     }
@@ -164,5 +170,36 @@ pub async fn serve(
         );
         connections.abort_all();
         while connections.join_next().await.is_some() {}
+    }
+}
+
+/// One connection's HTTP, with the peer address as `ConnectInfo`, until it ends or (after the
+/// shutdown signal) its in-flight requests finish.
+async fn serve_connection<I>(
+    builder: &Builder<TokioExecutor>,
+    io: TokioIo<I>,
+    router: Router,
+    remote: std::net::SocketAddr,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = ServiceBuilder::new()
+        .map_request(move |mut req: http::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(ConnectInfo(remote));
+            req
+        })
+        .service(router);
+    let conn = builder.serve_connection(io, TowerToHyperService::new(service));
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        () = async { let _ = stop.wait_for(|s| *s).await; } => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(%remote, %error, "connection ended with an error");
     }
 }

@@ -44,7 +44,9 @@ pub const DEFAULT_HASH_PERMITS: usize = 2;
 pub struct ClusterInfo {
     /// The cluster's name (kubeconfig entry names).
     pub name: String,
-    /// `TalosCluster.spec.endpoint`: the server when `kubeAPIServerURL` is not set.
+    /// The server when `kubeAPIServerURL` is not set and no followed `TalosCluster.spec.endpoint`
+    /// is known ([`ApiConfig::talos_endpoint`]): with `--store kube` the issuer's own client's
+    /// server, with `ichor dev` the one given.
     pub endpoint: String,
     /// The cluster CA certificate(s), PEM. Public data only. Empty: kubeconfigs are written
     /// without `certificate-authority-data` (no CA was found to publish).
@@ -58,6 +60,10 @@ pub struct ApiConfig {
     pub issuer_url: String,
     /// The cluster for `GetMyKubeconfig` (`None`: the call fails with `FailedPrecondition`).
     pub cluster: Option<ClusterInfo>,
+    /// The followed `TalosCluster.spec.endpoint` (`--store kube`), the server between
+    /// `kubeAPIServerURL` and [`ClusterInfo::endpoint`]; `None`: the latter is the cluster's
+    /// endpoint.
+    pub talos_endpoint: Option<Arc<crate::talos_cluster::ClusterEndpoint>>,
     /// The runtime settings (`IchorInstallation.spec.users`), replaced when they change (the
     /// issuer's own, shared).
     pub settings: Arc<crate::oidc::Settings>,
@@ -78,6 +84,7 @@ impl ApiConfig {
         Ok(Self {
             issuer_url: issuer_url.into(),
             cluster,
+            talos_endpoint: None,
             settings: Arc::new(crate::oidc::Settings::new(settings)),
             session_ttl: USER_CACHE_TTL,
             hash_permits: Arc::new(Semaphore::new(DEFAULT_HASH_PERMITS)),

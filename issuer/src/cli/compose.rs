@@ -70,6 +70,7 @@ pub fn local_routers(
         store,
         LocalAccessReview::new(Authorizer::new(policy)),
         cluster,
+        None,
     )
 }
 
@@ -77,7 +78,9 @@ pub fn local_routers(
 /// `UserService` on the external listener like [`local_routers`], but authorized by the
 /// kube-apiserver (`access`, a `SubjectAccessReview` per question) and writing `IchorUser`
 /// objects as the caller (impersonation, [`crate::api::kube_backend`]), so Kubernetes RBAC and
-/// the admission webhook decide.
+/// the admission webhook decide. `GetMyKubeconfig` names `endpoint` (the followed
+/// `TalosCluster.spec.endpoint`) unless `kubeAPIServerURL` is set, and `cluster`'s endpoint while
+/// it is unknown.
 ///
 /// # Errors
 /// [`RunError::Issuer`] when the issuer or the API refuses its configuration.
@@ -86,8 +89,9 @@ pub fn kube_routers(
     store: Arc<crate::store::kube::KubeStore>,
     access: crate::api::KubeAccessReview,
     cluster: Option<crate::api::ClusterInfo>,
+    endpoint: Arc<crate::talos_cluster::ClusterEndpoint>,
 ) -> Result<Routers, RunError> {
-    api_routers(served, store, access, cluster)
+    api_routers(served, store, access, cluster, Some(endpoint))
 }
 
 /// [`oidc_routers`] over `store` plus the `UserService` over the same store and issuer, asking
@@ -97,6 +101,7 @@ fn api_routers<B, A>(
     store: Arc<B>,
     access: A,
     cluster: Option<crate::api::ClusterInfo>,
+    endpoint: Option<Arc<crate::talos_cluster::ClusterEndpoint>>,
 ) -> Result<Routers, RunError>
 where
     B: crate::api::UserBackend,
@@ -112,6 +117,7 @@ where
     // One set of argon2id permits for the whole process: sign-ins and password changes.
     config.hash_permits = Arc::clone(issuer.hash_permits());
     config.settings = Arc::clone(&served.settings);
+    config.talos_endpoint = endpoint;
     let api = UserApi::new(store, access, Arc::clone(&issuer), Arc::new(SystemClock), config);
     let service = grpc_service(api);
     let path = format!(
@@ -220,8 +226,9 @@ pub fn read_kube_ca(ca: &CaFile) -> Result<Option<String>, KubeCaError> {
 }
 
 /// The cluster `GetMyKubeconfig` points at with `--store kube`: `endpoint` (the issuer's own
-/// client's server, used when `--kube-api-server-url` is not given), the configured name, and
-/// the CA read by [`read_kube_ca`] (`None`: no CA data).
+/// client's server, used when neither `kubeAPIServerURL` is set nor the `TalosCluster`'s
+/// endpoint known), the configured name, and the CA read by [`read_kube_ca`] (`None`: no CA
+/// data).
 pub fn kube_cluster(
     settings: &KubeconfigSettings,
     endpoint: &str,
@@ -296,8 +303,8 @@ fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate:
     }
 }
 
-/// Adds the health, readiness and metrics endpoints to the external router; the internal
-/// listener serves its OIDC routes only.
+/// Adds the health and readiness endpoints (`health`, without `/metrics`, which has its own
+/// listener) to the external router; the internal listener serves its OIDC routes only.
 pub fn compose(oidc: Routers, health: Router) -> Routers {
     Routers {
         external: oidc.external.merge(health),

@@ -65,6 +65,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Internal listener address.
     pub internal_listen: SocketAddr,
+    /// Metrics listener address (plain HTTP).
+    pub metrics_listen: SocketAddr,
     /// The external listener's certificate.
     pub external_tls: ExternalTls,
     /// The Ichor leaf (`tls.crt`, `tls.key` of `ichor-oidc-tls`).
@@ -122,6 +124,14 @@ pub enum ConfigError {
     /// The two listeners share an address.
     #[error("--listen and --internal-listen are both {0}; the two listeners need different addresses")]
     SameListenAddress(SocketAddr),
+    /// The metrics listener shares an address with an HTTPS listener.
+    #[error("--metrics-listen and {flag} are both {addr}; the metrics listener needs its own address")]
+    SameMetricsListenAddress {
+        /// The other listener's flag.
+        flag: &'static str,
+        /// The shared address.
+        addr: SocketAddr,
+    },
     /// A local-store flag is missing.
     #[error("--store local needs {0}")]
     LocalStoreFlagMissing(&'static str),
@@ -326,6 +336,14 @@ impl Flags {
         if self.listen == self.internal_listen {
             return Err(ConfigError::SameListenAddress(self.listen));
         }
+        for (flag, addr) in [
+            ("--listen", self.listen),
+            ("--internal-listen", self.internal_listen),
+        ] {
+            if self.metrics_listen == addr {
+                return Err(ConfigError::SameMetricsListenAddress { flag, addr });
+            }
+        }
         let store = match self.store {
             StoreKind::Kube => {
                 if self.local_users_dir.is_some() {
@@ -368,6 +386,7 @@ impl Flags {
             external_url,
             listen: self.listen,
             internal_listen: self.internal_listen,
+            metrics_listen: self.metrics_listen,
             external_tls,
             ichor_tls: PairFiles::in_secret_dir(self.ichor_tls_dir),
             keys_file: self.keys_file,

@@ -12,6 +12,9 @@ use super::*;
 pub const DEFAULT_ICHOR_TLS_DIR: &str = "/var/run/ichor/oidc-tls";
 /// Default path of `keys.json` in the mounted `ichor-oidc-signing` Secret.
 pub const DEFAULT_KEYS_FILE: &str = "/var/run/ichor/oidc-signing/keys.json";
+/// Default `--metrics-listen` (the controller's metrics port is 8080; the issuer's differs so that
+/// both can run on one machine).
+pub const DEFAULT_METRICS_LISTEN: &str = "0.0.0.0:9090";
 /// Shortest accepted `--token-ttl`.
 pub const MIN_TOKEN_TTL: SignedDuration = SignedDuration::from_mins(1);
 /// Longest accepted `--token-ttl`.
@@ -68,7 +71,7 @@ pub struct Flags {
     #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_URL", value_name = "URL")]
     pub external_url: String,
 
-    /// Address of the external HTTPS listener (OIDC, UI, API, health, metrics).
+    /// Address of the external HTTPS listener (OIDC, UI, API, `/healthz`, `/readyz`).
     #[arg(
         long,
         env = "ICHOR_ISSUER_LISTEN",
@@ -86,6 +89,16 @@ pub struct Flags {
         value_name = "ADDR:PORT"
     )]
     pub internal_listen: SocketAddr,
+
+    /// Address of the plain-HTTP listener of `/metrics` (and `/healthz`, `/readyz`); keep it
+    /// inside the pod network.
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_METRICS_LISTEN",
+        default_value = DEFAULT_METRICS_LISTEN,
+        value_name = "ADDR:PORT"
+    )]
+    pub metrics_listen: SocketAddr,
 
     /// The operator's certificate chain (PEM) for the external listener; with --tls-key-file.
     /// Default: the Ichor leaf from --ichor-tls-dir.

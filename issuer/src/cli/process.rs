@@ -6,6 +6,7 @@ use clap::Parser as _;
 use std::sync::Arc;
 
 use crate::installation::InstallationSettings;
+use crate::talos_cluster::ClusterEndpoint;
 use std::process::ExitCode;
 
 /// Parses the flags and runs the issuer: exit 2 on a refused flag, 1 when it cannot start.
@@ -49,11 +50,14 @@ pub fn main() -> ExitCode {
             None => None,
         };
         let cluster = kube_cluster(&config.kubeconfig, &endpoint, ca);
+        let talos_endpoint = Arc::new(ClusterEndpoint::new(config.kubeconfig.cluster_name.clone()));
+        tokio::spawn(Arc::clone(&talos_endpoint).follow(store.client().clone()));
         if config.kubeconfig.api_server_url.is_none() {
             tracing::info!(
-                server = %cluster.endpoint,
-                "kubeconfigs point at the issuer's own API server address; set --kube-api-server-url \
-                 when clients reach the cluster elsewhere"
+                fallback = %cluster.endpoint,
+                "kubeconfigs point at the TalosCluster's spec.endpoint, or while it is unknown at the \
+                 issuer's own API server address; set --kube-api-server-url when clients reach the \
+                 cluster elsewhere"
             );
         }
         run(
@@ -63,7 +67,7 @@ pub fn main() -> ExitCode {
                 installation: Some(installation),
                 ..RunOptions::default()
             },
-            move |served| kube_routers(served, store, access, Some(cluster)),
+            move |served| kube_routers(served, store, access, Some(cluster), talos_endpoint),
             ichor_server::shutdown::signal(),
         )
         .await

@@ -1,5 +1,5 @@
-//! The running issuer: the store opened, the watched files loaded, the two HTTPS listeners
-//! served until the shutdown signal.
+//! The running issuer: the store opened, the watched files loaded, the two HTTPS listeners and
+//! the plain-HTTP metrics listener served until the shutdown signal.
 
 use crate::installation::InstallationSettings;
 use crate::oidc::Settings;
@@ -9,7 +9,7 @@ use ichor_server::health::{self, Readiness};
 use ichor_server::metrics::{Metrics, ReloadStatus, Sources};
 use ichor_server::reload::{WatchError, WatchOptions, Watched};
 use ichor_server::tls;
-use ichor_server::{ServeOptions, serve};
+use ichor_server::{ServeOptions, serve, serve_http};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,24 +22,26 @@ use super::*;
 pub struct RunOptions {
     /// Watching of `keys.json` and the TLS pairs.
     pub watch: WatchOptions,
-    /// Limits and timeouts of both listeners.
+    /// Limits and timeouts of the listeners.
     pub serve: ServeOptions,
     /// The cluster's runtime settings (`--store kube`), which `/readyz` waits for; `None`: the
     /// flags' values are the settings.
     pub installation: Option<Arc<InstallationSettings>>,
 }
 
-/// The two bound sockets.
+/// The three bound sockets.
 #[derive(Debug)]
 pub struct Listeners {
     /// The external listener.
     pub external: TcpListener,
     /// The internal listener.
     pub internal: TcpListener,
+    /// The metrics listener (plain HTTP).
+    pub metrics: TcpListener,
 }
 
 impl Listeners {
-    /// Binds `--listen` and `--internal-listen`.
+    /// Binds `--listen`, `--internal-listen` and `--metrics-listen`.
     pub async fn bind(config: &Config) -> Result<Self, RunError> {
         let bind = |addr: SocketAddr, flag: &'static str| async move {
             TcpListener::bind(addr)
@@ -49,6 +51,7 @@ impl Listeners {
         Ok(Listeners {
             external: bind(config.listen, "--listen").await?,
             internal: bind(config.internal_listen, "--internal-listen").await?,
+            metrics: bind(config.metrics_listen, "--metrics-listen").await?,
         })
     }
 }
@@ -125,8 +128,10 @@ pub async fn open_kube() -> Result<
     ))
 }
 
-/// Loads the watched files, builds the routers with `routers` and serves both listeners until
-/// `shutdown` completes (then drains in-flight requests, bounded by the serve options).
+/// Loads the watched files, builds the routers with `routers` and serves the three listeners
+/// until `shutdown` completes (then drains in-flight requests, bounded by the serve options):
+/// the OIDC routers with `/healthz` and `/readyz` on the external one, `/metrics` (with the
+/// probes again) on the metrics one only.
 pub async fn run<F>(
     config: Config,
     listeners: Listeners,
@@ -177,7 +182,9 @@ where
         keys,
         metrics: Arc::clone(&metrics),
     };
-    let app = compose(routers(&served)?, health::router(Arc::new(readiness), metrics));
+    let readiness = Arc::new(readiness);
+    let app = compose(routers(&served)?, health::probes(Arc::clone(&readiness)));
+    let ops = health::router(readiness, metrics);
     let external_tls = tls::server_config(external_pair)?;
     let internal_tls = tls::server_config(internal_pair)?;
 
@@ -193,6 +200,7 @@ where
         issuer = %config.issuer,
         external = ?listeners.external.local_addr().ok(),
         internal = ?listeners.internal.local_addr().ok(),
+        metrics = ?listeners.metrics.local_addr().ok(),
         "serving"
     );
     tokio::join!(
@@ -207,9 +215,10 @@ where
             listeners.internal,
             internal_tls,
             app.internal,
-            stopped(stop_rx),
+            stopped(stop_rx.clone()),
             options.serve
         ),
+        serve_http(listeners.metrics, ops, stopped(stop_rx), options.serve),
     );
     tracing::info!("stopped");
     Ok(())

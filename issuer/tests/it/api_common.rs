@@ -83,6 +83,9 @@ pub struct Env<B: UserBackend = LocalStore> {
     pub api: Api<B>,
     pub clock: Arc<TestClock>,
     pub config_settings: Arc<ichor_issuer::oidc::Settings>,
+    /// The followed `TalosCluster.spec.endpoint` of the service (unknown until a test applies
+    /// clusters).
+    pub talos_endpoint: Arc<ichor_issuer::talos_cluster::ClusterEndpoint>,
 }
 
 pub fn local_store(dir: &tempfile::TempDir) -> LocalStore {
@@ -108,13 +111,16 @@ pub fn env_with(extra_rbac: Option<&str>) -> Env {
 }
 
 pub fn env_over<B: UserBackend>(dir: tempfile::TempDir, store: Arc<B>, extra_rbac: Option<&str>) -> Env<B> {
-    let (api, clock, config_settings) = build_api(Arc::clone(&store), extra_rbac);
+    let talos_endpoint = Arc::new(ichor_issuer::talos_cluster::ClusterEndpoint::new("prod"));
+    let (api, clock, config_settings) =
+        build_api_with(Arc::clone(&store), extra_rbac, Some(Arc::clone(&talos_endpoint)));
     Env {
         dir,
         store,
         api,
         clock,
         config_settings,
+        talos_endpoint,
     }
 }
 
@@ -124,8 +130,18 @@ pub fn build_api<B: UserBackend>(
     store: Arc<B>,
     extra_rbac: Option<&str>,
 ) -> (Api<B>, Arc<TestClock>, Arc<ichor_issuer::oidc::Settings>) {
+    build_api_with(store, extra_rbac, None)
+}
+
+/// [`build_api`] following `talos_endpoint` for `GetMyKubeconfig`.
+pub fn build_api_with<B: UserBackend>(
+    store: Arc<B>,
+    extra_rbac: Option<&str>,
+    talos_endpoint: Option<Arc<ichor_issuer::talos_cluster::ClusterEndpoint>>,
+) -> (Api<B>, Arc<TestClock>, Arc<ichor_issuer::oidc::Settings>) {
     let clock = Arc::new(TestClock::new(t0()));
-    let config = ichor_testkit::issuer::harness::api_config(ISSUER);
+    let mut config = ichor_testkit::issuer::harness::api_config(ISSUER);
+    config.talos_endpoint = talos_endpoint;
     let settings = Arc::clone(&config.settings);
     let api = UserApi::new(
         store,

@@ -206,6 +206,7 @@ impl RunningIssuer {
         cmd.args(["--external-url", &issuer])
             .args(["--listen", &format!("127.0.0.1:{external}")])
             .args(["--internal-listen", &format!("127.0.0.1:{internal}")])
+            .args(["--metrics-listen", "127.0.0.1:0"])
             .arg("--ichor-tls-dir")
             .arg(root.join("tls"))
             .arg("--keys-file")

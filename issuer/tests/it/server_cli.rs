@@ -28,6 +28,7 @@ fn the_defaults_serve_the_ichor_leaf_on_8443_and_8444_with_the_kubernetes_store(
     assert_eq!(c.issuer, "https://ichor.example.com");
     assert_eq!(c.listen.to_string(), "0.0.0.0:8443");
     assert_eq!(c.internal_listen.to_string(), "0.0.0.0:8444");
+    assert_eq!(c.metrics_listen.to_string(), "0.0.0.0:9090");
     assert_eq!(c.external_tls, ExternalTls::IchorLeaf);
     assert_eq!(c.ichor_tls, PairFiles::in_secret_dir("/var/run/ichor/oidc-tls"));
     assert_eq!(
@@ -160,6 +161,22 @@ fn the_two_listeners_need_different_addresses() {
         err.starts_with("--listen and --internal-listen are both 0.0.0.0:8444"),
         "{err}"
     );
+}
+
+#[test]
+fn the_metrics_listener_needs_an_address_of_its_own() {
+    for (flag, addr) in [
+        ("--listen", "0.0.0.0:8443"),
+        ("--internal-listen", "0.0.0.0:8444"),
+    ] {
+        let err = with_url(&["--metrics-listen", addr]).unwrap_err();
+        assert!(
+            err.starts_with(&format!("--metrics-listen and {flag} are both {addr}")),
+            "{err}"
+        );
+    }
+    let c = with_url(&["--metrics-listen", "127.0.0.1:9100"]).unwrap();
+    assert_eq!(c.metrics_listen.to_string(), "127.0.0.1:9100");
 }
 
 #[test]

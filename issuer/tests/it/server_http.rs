@@ -1,5 +1,5 @@
 //! The issuer process around its routers (`cli::run`): readiness gated on keys and TLS, health,
-//! metrics, the internal listener serving its routes only, the peer address reaching handlers,
+//! metrics on their own plain-HTTP listener only, the internal listener serving its routes only, the peer address reaching handlers,
 //! HTTP/2, and graceful shutdown.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -17,10 +17,12 @@ use tokio::net::TcpListener;
 struct Harness {
     external: SocketAddr,
     internal: SocketAddr,
+    metrics: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
     client_ext: reqwest::Client,
     client_int: reqwest::Client,
+    client_ops: reqwest::Client,
 }
 
 fn test_routers(served: &Served) -> Routers {
@@ -54,7 +56,9 @@ async fn start(ca: &Ca, args: &[&str]) -> Harness {
     let config = Flags::try_parse_from(argv).unwrap().validate().unwrap();
     let external = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let internal = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (ext, int) = (external.local_addr().unwrap(), internal.local_addr().unwrap());
+    let met = metrics.local_addr().unwrap();
     let options = RunOptions {
         watch: WatchOptions {
             poll_interval: Duration::from_millis(50),
@@ -67,7 +71,11 @@ async fn start(ca: &Ca, args: &[&str]) -> Harness {
     let task = tokio::spawn(async move {
         run(
             config,
-            Listeners { external, internal },
+            Listeners {
+                external,
+                internal,
+                metrics,
+            },
             options,
             |s: &Served| Ok(test_routers(s)),
             async {
@@ -80,10 +88,16 @@ async fn start(ca: &Ca, args: &[&str]) -> Harness {
     Harness {
         external: ext,
         internal: int,
+        metrics: met,
         stop: Some(tx),
         task,
         client_ext: https_client(&ca.pem, ext),
         client_int: https_client(&ca.pem, int),
+        client_ops: reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap(),
     }
 }
 
@@ -94,8 +108,16 @@ impl Harness {
     fn int(&self, path: &str) -> String {
         format!("https://localhost:{}{path}", self.internal.port())
     }
+    /// The metrics listener's URL of `path` (plain HTTP).
+    fn ops(&self, path: &str) -> String {
+        format!("http://{}{path}", self.metrics)
+    }
     async fn get(&self, path: &str) -> (u16, String) {
         let r = self.client_ext.get(self.ext(path)).send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+    async fn get_ops(&self, path: &str) -> (u16, String) {
+        let r = self.client_ops.get(self.ops(path)).send().await.unwrap();
         (r.status().as_u16(), r.text().await.unwrap())
     }
     async fn stop(mut self) {
@@ -199,14 +221,14 @@ async fn metrics_expose_key_ages_certificate_expiry_and_reload_failures() {
     eventually("ready", 10, || async { h.get("/readyz").await.0 == 200 }).await;
     std::fs::write(&f.keys, b"{ broken").unwrap();
     eventually("the broken keys.json is counted", 10, || async {
-        h.get("/metrics")
+        h.get_ops("/metrics")
             .await
             .1
             .contains("ichor_issuer_reload_failures_total{file=\"keys\"} 1")
     })
     .await;
 
-    let r = h.client_ext.get(h.ext("/metrics")).send().await.unwrap();
+    let r = h.client_ops.get(h.ops("/metrics")).send().await.unwrap();
     assert_eq!(
         r.headers()["content-type"],
         "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -250,6 +272,39 @@ async fn metrics_expose_key_ages_certificate_expiry_and_reload_failures() {
     );
     assert_eq!(value("ichor_issuer_tokens_issued_total"), 1.0);
     assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_external_listener_does_not_serve_metrics_and_the_metrics_listener_serves_the_probes_too() {
+    let ca = Ca::new();
+    let f = files();
+    write_pair(&f.ichor_tls, &ca.leaf(2030));
+    std::fs::write(&f.keys, keys_json("k-1", "2027-01-01T00:00:00Z")).unwrap();
+    let a = args(&f, false);
+    let h = start(&ca, &strs(&a)).await;
+    eventually("ready", 10, || async { h.get("/readyz").await.0 == 200 }).await;
+
+    assert_eq!(
+        h.get("/metrics").await.0,
+        404,
+        "/metrics on the external listener"
+    );
+    assert_eq!(
+        h.get("/healthz").await.0,
+        200,
+        "the probes stay on the external listener"
+    );
+    let (status, text) = h.get_ops("/metrics").await;
+    assert_eq!(status, 200);
+    assert!(text.contains("ichor_issuer_tokens_issued_total 1"), "{text}");
+    assert_eq!(h.get_ops("/healthz").await.0, 200);
+    assert_eq!(h.get_ops("/readyz").await, (200, "{\"ready\":true}".into()));
+    assert_eq!(
+        h.get_ops("/peer").await.0,
+        404,
+        "the OIDC routes are not on the metrics listener"
+    );
     h.stop().await;
 }
 

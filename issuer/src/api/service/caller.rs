@@ -1,6 +1,7 @@
 //! The `UserService` calls about the caller itself: `GetMyKubeconfig` (a kubeconfig for the
 //! configured cluster, signing in through the exec plugin) and `WhoAmI`.
 
+use std::sync::Arc;
 use tonic::Request;
 
 use super::{Gate, UserApi};
@@ -13,6 +14,7 @@ use crate::api::{
     proto::{GetMyKubeconfigRequest, GetMyKubeconfigResponse, WhoAmIRequest, WhoAmIResponse},
     validate,
 };
+use crate::talos_cluster::{ServerSource, choose_server};
 
 impl<B, A, V> UserApi<B, A, V>
 where
@@ -32,10 +34,27 @@ where
             ApiError::FailedPrecondition("no cluster is configured for kubeconfigs on this issuer".to_owned())
         })?;
         let settings = self.inner.config.settings.get();
+        let endpoint = match &self.inner.config.talos_endpoint {
+            Some(followed) => followed.get(),
+            None => Arc::new(Ok(cluster.endpoint.clone())),
+        };
+        let server = choose_server(
+            settings.kube_api_server_url.as_deref(),
+            &endpoint,
+            &cluster.endpoint,
+        );
+        if let ServerSource::Fallback(why) = &server.source {
+            tracing::warn!(
+                server = %server.server,
+                %why,
+                "GetMyKubeconfig: the cluster's spec.endpoint is unknown; the kubeconfig names the \
+                 issuer's own API server address (set kubeAPIServerURL to choose another)"
+            );
+        }
         let kubeconfig = kubeconfig::render(&KubeconfigInput {
             cluster_name: &cluster.name,
             user: &caller.name,
-            server: kubeconfig::server_url(&settings, &cluster.endpoint),
+            server: server.server,
             tls_server_name: settings.kube_api_tls_server_name.as_deref(),
             ca_pem: &cluster.ca_pem,
             issuer_url: &self.inner.config.issuer_url,

@@ -145,6 +145,7 @@ async fn the_kube_routers_serve_the_user_service_over_grpc_web_with_the_kubeconf
         Arc::new(KubeStore::new(client.clone())),
         KubeAccessReview::new(client),
         Some(cluster),
+        Arc::new(ichor_issuer::talos_cluster::ClusterEndpoint::new("prod")),
     )
     .unwrap();
 

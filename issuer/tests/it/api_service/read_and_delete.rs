@@ -47,6 +47,50 @@ async fn list_and_get_show_users_without_any_secret() {
     assert_eq!(got.roles, ["operator"]);
 }
 
+/// The `server` of the kubeconfig `GetMyKubeconfig` gives the bearer of `t`.
+async fn kubeconfig_server(e: &Env, t: &str) -> String {
+    let kubeconfig = e
+        .api
+        .get_my_kubeconfig(req(t, GetMyKubeconfigRequest::default()))
+        .await
+        .unwrap()
+        .into_inner()
+        .kubeconfig;
+    let doc: serde_yaml::Value = serde_yaml::from_str(&kubeconfig).unwrap();
+    doc["clusters"][0]["cluster"]["server"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn get_my_kubeconfig_names_the_talos_cluster_endpoint_unless_kube_api_server_url_is_set() {
+    let e = env();
+    e.cast().await;
+    let t = token("view", e.clock.now_ts());
+    assert_eq!(
+        kubeconfig_server(&e, &t).await,
+        "https://10.0.0.10:6443",
+        "unknown: the fallback"
+    );
+    e.talos_endpoint.apply(&std::collections::BTreeMap::from([(
+        "prod".to_owned(),
+        "https://cp.prod.example.com:6443/".to_owned(),
+    )]));
+    assert_eq!(
+        kubeconfig_server(&e, &t).await,
+        "https://cp.prod.example.com:6443"
+    );
+    let mut settings = (*e.config_settings.get()).clone();
+    settings.kube_api_server_url = Some("https://kube.example.com:6443".into());
+    e.config_settings.store(settings);
+    assert_eq!(
+        kubeconfig_server(&e, &t).await,
+        "https://kube.example.com:6443",
+        "the override wins"
+    );
+}
+
 #[tokio::test]
 async fn get_my_kubeconfig_uses_the_settings_and_the_ca_file() {
     let e = env();

@@ -37,6 +37,7 @@ impl Deployment {
             .args(["--external-url", &self.issuer])
             .args(["--listen", &format!("127.0.0.1:{}", self.external)])
             .args(["--internal-listen", &format!("127.0.0.1:{}", self.internal)])
+            .args(["--metrics-listen", "127.0.0.1:0"])
             .arg("--ichor-tls-dir")
             .arg(p("tls"))
             .arg("--keys-file")
