@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::StreamExt as _;
 use ichor_graph::Event;
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
-use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
+use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP, UI_CA_CONFIGMAP};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::Client;
@@ -104,13 +104,15 @@ pub fn sources(issuer_selector: &str, webhook_configuration: &str) -> Vec<Source
         config: watcher::Config::default().fields(&format!("metadata.name={webhook_configuration}")),
         optional: true,
     });
-    out.push(Source {
-        label: format!("ConfigMap {TRUST_CONFIGMAP}"),
-        resource: ApiResource::erase::<ConfigMap>(&()),
-        namespaced: true,
-        config: watcher::Config::default().fields(&format!("metadata.name={TRUST_CONFIGMAP}")),
-        optional: false,
-    });
+    for name in [TRUST_CONFIGMAP, UI_CA_CONFIGMAP] {
+        out.push(Source {
+            label: format!("ConfigMap {name}"),
+            resource: ApiResource::erase::<ConfigMap>(&()),
+            namespaced: true,
+            config: watcher::Config::default().fields(&format!("metadata.name={name}")),
+            optional: false,
+        });
+    }
     out
 }
 

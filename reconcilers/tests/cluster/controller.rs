@@ -14,7 +14,7 @@ use ichor_reconcile::sim::fixtures::{Auth, cluster, control_plane};
 use ichor_reconcilers::run::leader::LeaseConfig;
 use ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET;
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
-use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
+use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP, UI_CA_CONFIGMAP};
 use ichor_testkit::control_plane::{ControlPlane, Options};
 use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE};
 use ichor_testkit::{rbac, wait};
@@ -304,9 +304,17 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
                     .filter(|s| s["data"].as_object().is_some_and(|d| !d.is_empty())))
             })?;
         }
-        wait::until("the trust ConfigMap", SETTLE, || {
+        let trust = wait::until("the trust ConfigMap", SETTLE, || {
             get(&plane, 0, "configmap", TRUST_CONFIGMAP)
         })?;
+        let ui_ca = wait::until("the ichor-ui-ca ConfigMap", SETTLE, || {
+            get(&plane, 0, "configmap", UI_CA_CONFIGMAP)
+        })?;
+        assert_eq!(
+            ui_ca["data"],
+            json!({"ca.crt": trust["data"]["ca.crt"]}),
+            "ichor-ui-ca publishes the trust CA alone"
+        );
         wait::until("the webhooks' caBundle", SETTLE, || {
             let vwc = plane.kubectl_run(
                 &[

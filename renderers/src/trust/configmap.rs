@@ -2,10 +2,11 @@
 //! kube-apiserver needs to reach and trust Ichor's issuer, `discoveryURL` (the issuer Service's
 //! ClusterIP on the internal listener) and `ca.crt` (the issuer CA). It is a render input of the
 //! `AuthenticationConfiguration`, so a new ClusterIP or CA is a desired-state change like any
-//! other; a leaf renewal changes nothing here.
+//! other; a leaf renewal changes nothing here. Beside it, `ichor-ui-ca` publishes the CA alone for
+//! what must trust the UI's listener.
 
 use crate::trust::tls::IssuerService;
-use crate::trust::{INTERNAL_PORT, NAMESPACE, TRUST_CONFIGMAP};
+use crate::trust::{INTERNAL_PORT, NAMESPACE, TRUST_CONFIGMAP, UI_CA_CONFIGMAP};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
@@ -101,6 +102,30 @@ pub fn render_trust_configmap(trust: &IssuerTrust) -> ConfigMap {
             ..ObjectMeta::default()
         },
         data: Some(data),
+        ..ConfigMap::default()
+    }
+}
+
+/// Renders `ichor-ui-ca` in `ichor-system`: the issuer CA alone (`ca.crt`), for what must trust
+/// the UI's HTTPS listener when it serves the Ichor leaf (an Ingress controller's backend TLS
+/// policy, a browser's trust store, `ichor` pointed at the UI). It carries the same CA as
+/// `ichor-oidc-trust` without the issuer's in-cluster address.
+pub fn render_ui_ca_configmap(ca_pem: &str) -> ConfigMap {
+    let labels = BTreeMap::from([
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            "ichor-controller".to_owned(),
+        ),
+        ("app.kubernetes.io/part-of".to_owned(), "ichor".to_owned()),
+    ]);
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(UI_CA_CONFIGMAP.to_owned()),
+            namespace: Some(NAMESPACE.to_owned()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(CA_CRT_KEY.to_owned(), ca_pem.to_owned())])),
         ..ConfigMap::default()
     }
 }

@@ -50,6 +50,15 @@ fn renders_the_trust_configmap() {
 }
 
 #[test]
+fn renders_the_ui_ca_configmap_with_the_ca_alone() {
+    let cm = render_ui_ca_configmap(CA_PEM);
+    let data = cm.data.clone().unwrap();
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["ca.crt"]);
+    assert_eq!(data["ca.crt"], CA_PEM);
+    insta::assert_yaml_snapshot!("ui_ca_configmap", cm);
+}
+
+#[test]
 fn reads_back_what_it_renders() {
     for ip in ["10.96.0.50", "fd00:10:96::50"] {
         let trust = IssuerTrust::for_service(&service(ip), CA_PEM);

@@ -11,7 +11,8 @@
 //!   the issuer signs and verifies with.
 //! - [`timeline`]: when keys are generated, activated, retired and dropped.
 //! - [`tls`]: when the CA and the leaf are (re)issued.
-//! - [`configmap`]: the rendered `ichor-oidc-trust` ConfigMap and its strict reader.
+//! - [`configmap`]: the rendered `ichor-oidc-trust` ConfigMap and its strict reader, and
+//!   `ichor-ui-ca`.
 
 pub mod configmap;
 mod json;
@@ -19,7 +20,7 @@ pub mod keys;
 pub mod timeline;
 pub mod tls;
 
-pub use configmap::{IssuerTrust, render_trust_configmap};
+pub use configmap::{IssuerTrust, render_trust_configmap, render_ui_ca_configmap};
 pub use keys::{HmacKey, KeysDocument, KeysError, RsaKey};
 pub use timeline::{KeyEffect, KeysPlan, TimelineSettings, plan};
 pub use tls::{CertFacts, IssuerService, TlsDecision, TlsEffect, decide};
@@ -34,6 +35,8 @@ pub const CA_SECRET: &str = "ichor-oidc-ca";
 pub const TLS_SECRET: &str = "ichor-oidc-tls";
 /// ConfigMap publishing the public trust facts (`discoveryURL`, `ca.crt`).
 pub const TRUST_CONFIGMAP: &str = "ichor-oidc-trust";
+/// ConfigMap publishing the issuer CA alone (`ca.crt`), for clients of the UI's listener.
+pub const UI_CA_CONFIGMAP: &str = "ichor-ui-ca";
 /// Key of [`SIGNING_SECRET`] holding the keys document.
 pub const KEYS_JSON: &str = "keys.json";
 /// Port of the issuer's internal HTTPS listener (discovery and JWKS for the kube-apiserver).

@@ -77,7 +77,7 @@ fn a_relist_deletes_what_vanished_and_skips_what_is_unchanged() {
 }
 
 #[test]
-fn owned_secrets_and_the_trust_configmap_are_watched_by_name() {
+fn owned_secrets_and_the_configmaps_are_watched_by_name() {
     let all = sources("app.kubernetes.io/component=issuer", "ichor-identity");
     let labels: Vec<&str> = all.iter().map(|s| s.label.as_str()).collect();
     for name in [
@@ -87,6 +87,7 @@ fn owned_secrets_and_the_trust_configmap_are_watched_by_name() {
         "Secret ichor-webhook-tls",
         "Secret ichor-user-credentials",
         "ConfigMap ichor-oidc-trust",
+        "ConfigMap ichor-ui-ca",
         "ValidatingWebhookConfiguration ichor-identity",
     ] {
         let source = all

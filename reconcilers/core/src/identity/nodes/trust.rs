@@ -94,6 +94,25 @@ pub(crate) fn trust_configmap(trust: &TrustOut) -> Desired {
     }
 }
 
+/// The certificates → the desired `ichor-ui-ca` ConfigMap (the CA alone), when the CA is
+/// readable. It is not owner-labelled: what trusts the UI through it (an Ingress's backend TLS
+/// policy) must keep it while the CA is unreadable for a moment, so it is never deleted.
+pub(crate) fn ui_ca_configmap(certs: &Certificates) -> Desired {
+    let CertState::Read { pem, .. } = &certs.ca else {
+        return Desired::default();
+    };
+    let value = serde_json::to_value(render_ui_ca_configmap(pem)).unwrap_or(Value::Null);
+    Desired {
+        objects: vec![Object::new(
+            "ConfigMap",
+            NAMESPACE,
+            ichor_renderers::trust::UI_CA_CONFIGMAP,
+            value,
+        )],
+        effects: Vec::new(),
+    }
+}
+
 /// One cluster's rendered authentication document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
