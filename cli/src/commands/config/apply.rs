@@ -23,7 +23,11 @@
 //! each machine's merged configuration, the confirmation), and `rollout` step 4 and 5, the
 //! node-by-node restart and its progress record.
 
-use std::{collections::BTreeMap, process::ExitCode, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    process::ExitCode,
+    time::Duration,
+};
 
 use ichor_renderers::{
     cluster::{self, AUTHENTICATION_DOCUMENT},
@@ -177,6 +181,20 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
         })
         .filter_map(|m| m.metadata.name.clone().map(|n| (n, m.spec.address.clone())))
         .collect();
+    // Control planes Ichor has not applied its document to yet: their current one may trust
+    // issuers configured by hand, which an adoption must not remove.
+    let adopting: BTreeSet<String> = manifests
+        .machines
+        .iter()
+        .filter(|m| {
+            m.spec.cluster == name
+                && m.metadata.namespace.as_deref().unwrap_or_default() == namespace
+                && m.status
+                .as_ref()
+                .is_none_or(|s| !s.applied_document_hashes.contains_key(AUTHENTICATION_DOCUMENT))
+        })
+        .filter_map(|m| m.metadata.name.clone())
+        .collect();
     let pairs: Vec<(String, String)> = match &resume_op {
         Some(op) => {
             let mut pairs = Vec::new();
@@ -274,7 +292,7 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
     match &args.machine_config_dir {
         Some(dir) => {
             for t in &remaining {
-                match merged_config(dir, &t.machine, yaml) {
+                match merged_config(dir, &t.machine, yaml, adopting.contains(&t.machine)) {
                     Ok((data, merge, file)) => {
                         merged.insert(t.step, (data, merge, file));
                     }

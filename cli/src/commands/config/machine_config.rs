@@ -9,6 +9,11 @@
 //! `merge: replace` semantics: nothing of the old document is kept — or is appended when there
 //! is none. Every other document is sent byte for byte as read (comments and order kept), so
 //! the apply changes nothing but that document.
+//!
+//! A node Ichor never applied its document to (adoption) may already trust issuers configured by
+//! hand in its `KubeAuthenticationConfig`. Replacing that document would silently remove them, so
+//! an adoption that drops an issuer is refused: the site's IdP belongs in the cluster's
+//! `spec.authentication.external`, from where every render keeps it.
 
 /// The largest machine configuration read: 4 MiB (apid takes up to 32 MiB per message; a real
 /// configuration is tens of kilobytes).
@@ -65,6 +70,34 @@ pub enum MachineConfigError {
         /// 1-based.
         second: usize,
     },
+    /// Adopting the node would remove issuers its current document trusts.
+    #[error(
+        "{file}: document {document} (KubeAuthenticationConfig) already trusts {issuers}, which the rendered \
+         document does not; Ichor never applied this node's document, so replacing it would lock out \
+         whoever signs in through that issuer. Move the IdP into the TalosCluster's \
+         spec.authentication.external and render again"
+    )]
+    ForeignJwt {
+        /// The file.
+        file: String,
+        /// 1-based document number.
+        document: usize,
+        /// The issuer URLs that would be removed, comma-separated.
+        issuers: String,
+    },
+}
+
+/// The `jwt[].issuer.url`s of an authentication document (Talos's `configuration` field, or a
+/// bare `AuthenticationConfiguration`).
+fn jwt_issuers(value: &serde_yaml::Value) -> Vec<String> {
+    let config = value.get("configuration").unwrap_or(value);
+    config
+        .get("jwt")
+        .and_then(serde_yaml::Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .filter_map(|j| j.get("issuer")?.get("url")?.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// One document of a multi-document YAML text, as written.
@@ -102,7 +135,9 @@ fn is_blank(text: &str) -> bool {
 }
 
 /// `current` (the node's full machine configuration, named `file` in errors) with the document
-/// of kind `kind` replaced by `document`, or `document` appended.
+/// of kind `kind` replaced by `document`, or `document` appended. `adopting`: Ichor has not
+/// applied this kind to the node before, so a current document trusting an issuer `document`
+/// does not is refused ([`MachineConfigError::ForeignJwt`]).
 ///
 /// # Errors
 /// See [`MachineConfigError`].
@@ -111,6 +146,7 @@ pub fn replace_document(
     current: &str,
     kind: &str,
     document: &str,
+    adopting: bool,
 ) -> Result<(String, Merge), MachineConfigError> {
     if current.len() > MAX_BYTES {
         return Err(MachineConfigError::TooLarge {
@@ -146,6 +182,22 @@ pub fn replace_document(
                     first: first + 1,
                     second: i + 1,
                 });
+            }
+            if adopting {
+                let rendered: Vec<String> = serde_yaml::from_str::<serde_yaml::Value>(document)
+                    .map(|v| jwt_issuers(&v))
+                    .unwrap_or_default();
+                let foreign: Vec<String> = jwt_issuers(&value)
+                    .into_iter()
+                    .filter(|url| !rendered.contains(url))
+                    .collect();
+                if !foreign.is_empty() {
+                    return Err(MachineConfigError::ForeignJwt {
+                        file: file.to_owned(),
+                        document: i + 1,
+                        issuers: foreign.join(", "),
+                    });
+                }
             }
             replaced_at = Some(i);
             kept.push(document);
@@ -196,7 +248,7 @@ mod tests {
     fn the_document_of_the_kind_is_replaced_whole_and_the_others_kept_byte_for_byte() {
         let current = format!("{MAIN}---\n{AUTH_OLD}---\n{OTHER}");
         let (out, merge) =
-            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW).unwrap();
+            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap();
         assert_eq!(merge, Merge::Replaced);
         assert_eq!(out, format!("{MAIN}---\n{AUTH_NEW}---\n{OTHER}"));
         assert!(!out.contains("jwt: []"), "nothing of the old document is kept");
@@ -206,14 +258,14 @@ mod tests {
     fn the_document_is_appended_when_the_configuration_has_none() {
         let current = format!("---\n{MAIN}---\n{OTHER}---\n");
         let (out, merge) =
-            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW).unwrap();
+            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap();
         assert_eq!(merge, Merge::Appended);
         assert_eq!(out, format!("{MAIN}---\n{OTHER}---\n{AUTH_NEW}"));
     }
 
     #[test]
     fn a_configuration_without_the_v1alpha1_document_is_refused_as_a_patch() {
-        let err = replace_document("cp-1.yaml", AUTH_OLD, "KubeAuthenticationConfig", AUTH_NEW).unwrap_err();
+        let err = replace_document("cp-1.yaml", AUTH_OLD, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap_err();
         assert_eq!(
             err,
             MachineConfigError::NoMainDocument {
@@ -225,7 +277,7 @@ mod tests {
     #[test]
     fn two_documents_of_the_kind_are_refused_naming_both() {
         let current = format!("{MAIN}---\n{AUTH_OLD}---\n{AUTH_OLD}");
-        let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW)
+        let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false)
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -237,17 +289,49 @@ mod tests {
     #[test]
     fn invalid_yaml_names_the_document() {
         let current = format!("{MAIN}---\nkind: [unclosed\n");
-        let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW).unwrap_err();
+        let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap_err();
         assert!(
             matches!(err, MachineConfigError::Yaml { document: 2, .. }),
             "{err}"
         );
     }
 
+    const AUTH_FOREIGN: &str = "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfiguration:\n  jwt:\n  \
+                                - issuer: {url: https://dex.example.com}\n  - issuer: {url: https://ichor.example.com}\n";
+    const AUTH_ICHOR: &str = "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfiguration:\n  jwt:\n  \
+                              - issuer: {url: https://ichor.example.com}\n";
+
+    #[test]
+    fn adopting_a_node_whose_document_trusts_another_issuer_is_refused_naming_it() {
+        let current = format!("{MAIN}---\n{AUTH_FOREIGN}");
+        let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_ICHOR, true).unwrap_err();
+        assert_eq!(
+            err,
+            MachineConfigError::ForeignJwt {
+                file: "cp-1.yaml".into(),
+                document: 2,
+                issuers: "https://dex.example.com".into()
+            }
+        );
+        assert!(err.to_string().contains("spec.authentication.external"), "{err}");
+    }
+
+    #[test]
+    fn adoption_goes_ahead_when_the_render_keeps_every_issuer_and_later_applies_may_drop_one() {
+        let current = format!("{MAIN}---\n{AUTH_ICHOR}");
+        let (_, merge) = replace_document("f", &current, "KubeAuthenticationConfig", AUTH_ICHOR, true).unwrap();
+        assert_eq!(merge, Merge::Replaced);
+        let current = format!("{MAIN}---\n{AUTH_FOREIGN}");
+        let (out, _) = replace_document("f", &current, "KubeAuthenticationConfig", AUTH_ICHOR, false).unwrap();
+        assert!(!out.contains("dex"), "Ichor's own earlier document is replaced whole");
+        let (_, merge) = replace_document("f", MAIN, "KubeAuthenticationConfig", AUTH_ICHOR, true).unwrap();
+        assert_eq!(merge, Merge::Appended, "a node with no document has nothing to lose");
+    }
+
     #[test]
     fn a_separator_with_a_comment_still_separates() {
         let current = format!("{MAIN}--- # auth\n{AUTH_OLD}");
-        let (out, merge) = replace_document("f", &current, "KubeAuthenticationConfig", AUTH_NEW).unwrap();
+        let (out, merge) = replace_document("f", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap();
         assert_eq!(merge, Merge::Replaced);
         assert_eq!(out, format!("{MAIN}---\n{AUTH_NEW}"));
     }

@@ -93,3 +93,32 @@ fn a_talosconfig_without_the_os_admin_role_is_refused_by_the_node_and_stops_at_t
     assert_eq!(h.applied_nodes(), addresses(&["cp-1"]));
     assert_eq!(h.node_states(), ["cp-1=Failed", "cp-2=Pending", "cp-3=Pending"]);
 }
+
+#[test]
+fn adopting_a_node_whose_document_trusts_a_hand_configured_idp_is_refused_before_any_node_is_touched() {
+    let h = Harness::start();
+    // cp-2 has never had Ichor's document applied, and trusts Dex by hand.
+    let machines = std::fs::read_to_string(h.path("manifests/machines.yaml")).unwrap();
+    let cp2 = "name: cp-2\n";
+    let start = machines.find(cp2).unwrap();
+    let status = start + machines[start..].find("status:\n").unwrap();
+    let end = status + machines[status..].find("---").unwrap();
+    let machines = format!("{}{}", &machines[..status], &machines[end..]);
+    std::fs::write(h.path("manifests/machines.yaml"), machines).unwrap();
+    std::fs::write(
+        h.path("machineconfigs/cp-2.yaml"),
+        format!(
+            "{MAIN_DOC}---\napiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfiguration:\n  \
+             apiVersion: apiserver.config.k8s.io/v1beta1\n  kind: AuthenticationConfiguration\n  jwt:\n  \
+             - issuer: {{url: https://dex.example.com, audiences: [kubernetes]}}\n    \
+             claimMappings: {{username: {{claim: email}}}}\n"
+        ),
+    )
+    .unwrap();
+    let (code, _, stderr) = h.run(&h.args("5s"), &["--yes"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("cp-2.yaml: document 2 (KubeAuthenticationConfig) already trusts https://dex.example.com"), "{stderr}");
+    assert!(stderr.contains("spec.authentication.external"), "{stderr}");
+    assert!(stderr.contains("nothing applied"), "{stderr}");
+    assert!(h.talos.applies.lock().unwrap().is_empty());
+}
