@@ -30,6 +30,7 @@ use ichor_issuer::store::local::LocalStore;
 use ichor_issuer::store::{Change, StoreError, modify_credentials};
 use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
 use ichor_reconcile::perform::OsKeyMaterial;
+use ichor_renderers::crd::{GoDuration, UsersSettings};
 use ichor_renderers::trust::{KEYS_JSON, SIGNING_SECRET, TLS_SECRET};
 
 mod args;
@@ -76,7 +77,7 @@ impl CredentialsRemover for StoreRemover {
 /// Bad flags, an unusable state directory, a port in use.
 pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let (listen, internal) = check_args(&args)?;
-    check_token_ttl(&args.token_ttl)?;
+    let token_ttl = check_token_ttl(&args.token_ttl)?;
     let cluster = read_cluster(&args)?;
     let root = match &args.state_dir {
         Some(d) => d.clone(),
@@ -106,7 +107,13 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         Box::new(OsKeyMaterial),
         Box::new(remover),
     )
-    .context("cannot start the identity graph")?;
+    .context("cannot start the identity graph")?
+    .with_users_fallback(&UsersSettings {
+        token_ttl: GoDuration::from_secs(token_ttl.as_secs()),
+        refresh_lifetime: UsersSettings::DEFAULT_REFRESH_LIFETIME,
+        kube_api_server_url: None,
+        kube_api_tls_server_name: None,
+    });
     log_report(&controller.tick(jiff::Timestamp::now()));
     let keys_file = layout.secrets.join(SIGNING_SECRET).join(KEYS_JSON);
     if !keys_file.exists() || !layout.ca_file().exists() {
@@ -135,7 +142,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         local_users_dir: Some(layout.manifests.clone()),
         local_state_dir: Some(layout.issuer.clone()),
         token_ttl: args.token_ttl.clone(),
-        refresh_lifetime: "12h".to_owned(),
+        refresh_lifetime: UsersSettings::DEFAULT_REFRESH_LIFETIME.to_string(),
         trusted_proxy: Vec::new(),
         log_format: ichor_server::logging::LogFormat::Text,
     }

@@ -32,9 +32,11 @@ use ichor_reconcile::cycle::{Apply, Decision, Loop, Observe, Report};
 use ichor_reconcile::identity::Controller;
 use ichor_reconcile::identity::conditions::stamp_transition_times;
 use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
+use ichor_reconcile::identity::nodes::users_fallback_object;
 use ichor_reconcile::memory::{ResourceVersions, applied, merge_into};
 use ichor_reconcile::perform::{self, KeyMaterial, Outcome};
 use ichor_reconcile::problem::{Problem, ProblemKind};
+use ichor_renderers::crd::UsersSettings;
 use ichor_renderers::manifest::ManifestErrors;
 use ichor_server::manifest_files::load_dir;
 use jiff::Timestamp;
@@ -317,6 +319,15 @@ impl LocalController {
         let mut lp = Loop::sole_writer(Controller::new()?, None, Failures::default());
         lp.ingest(events);
         Ok(LocalController { lp, store })
+    }
+
+    /// Tells the key timeline the token TTL and refresh lifetime the issuer beside it uses when
+    /// no `IchorInstallation` sets them (its flags), so no key is dropped while a token it
+    /// signed may still be presented.
+    pub fn with_users_fallback(mut self, fallback: &UsersSettings) -> Self {
+        self.lp
+            .ingest([Event::Applied(users_fallback_object(fallback))]);
+        self
     }
 
     /// The graph and its World (reports, tests).

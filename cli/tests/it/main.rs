@@ -18,6 +18,7 @@ mod apiserver;
 mod auth;
 mod config_apply;
 mod dev_e2e;
+mod key_retention;
 mod kubectl;
 mod offline;
 mod user_api;

@@ -20,6 +20,8 @@ template that renders a namespaced object, so `helm template` fails as `helm ins
 {{- if not (hasPrefix "https://" $u.externalURL) -}}
 {{- fail (printf "ichorUI.users.externalURL %q must use https (the issuer of a kube-apiserver must be https)" $u.externalURL) -}}
 {{- end -}}
+{{- end -}}
+{{- /* Checked with users off too: the controller's key timeline reads them either way. */ -}}
 {{- $ttl := include "ichor.seconds" $u.tokenTTL | atoi -}}
 {{- if or (lt $ttl 60) (gt $ttl 900) -}}
 {{- fail (printf "ichorUI.users.tokenTTL %q is out of range; it must be from 1m to 15m" $u.tokenTTL) -}}
@@ -27,7 +29,6 @@ template that renders a namespaced object, so `helm template` fails as `helm ins
 {{- $life := include "ichor.seconds" $u.refreshLifetime | atoi -}}
 {{- if or (lt $life 3600) (gt $life 2592000) -}}
 {{- fail (printf "ichorUI.users.refreshLifetime %q is out of range; it must be from 1h to 720h" $u.refreshLifetime) -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
 

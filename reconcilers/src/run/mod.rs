@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ichor_renderers::crd::{GoDuration, UsersSettings, UsersSettingsError, UsersSpec};
 use ichor_renderers::trust::NAMESPACE;
 use jiff::Timestamp;
 use kube::Client;
@@ -51,8 +52,9 @@ use self::metrics::{Health, Metrics};
 use self::watch::{Batch, SyncState};
 use crate::admission::{self, AdmissionState, KubeAccessReviewer, KubeUserLister};
 use crate::apply::KubeApplier;
-use ichor_graph::{Action, World};
+use ichor_graph::{Action, Event, World};
 use ichor_reconcile::identity::Controller;
+use ichor_reconcile::identity::nodes::users_fallback_object;
 use ichor_reconcile::perform::OsKeyMaterial;
 
 use ichor_server::logging::LogFormat;
@@ -129,6 +131,45 @@ pub struct RunArgs {
     /// Decide and log, but apply nothing.
     #[arg(long, env = "ICHOR_CONTROLLER_DRY_RUN")]
     pub dry_run: bool,
+    /// The issuer's ID-token lifetime when `IchorInstallation.spec.users` sets none: the same
+    /// value as the issuer's `--token-ttl` (1m to 15m), so a superseded signing key is kept
+    /// until the last token it signed expires.
+    #[arg(long, env = "ICHOR_CONTROLLER_TOKEN_TTL", default_value = "5m", value_name = "DURATION")]
+    pub token_ttl: GoDuration,
+    /// The issuer's refresh lifetime when `IchorInstallation.spec.users` sets none: the same
+    /// value as the issuer's `--refresh-lifetime` (1h to 720h), so a key rotation never logs
+    /// an idle session out.
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_REFRESH_LIFETIME",
+        default_value = "12h",
+        value_name = "DURATION"
+    )]
+    pub refresh_lifetime: GoDuration,
+}
+
+impl RunArgs {
+    /// The issuer settings the flags give, checked against the issuer's bounds.
+    ///
+    /// # Errors
+    /// [`RunError::UsersFlag`], naming the flag.
+    pub fn users_fallback(&self) -> Result<UsersSettings, RunError> {
+        let spec = UsersSpec {
+            token_ttl: Some(self.token_ttl),
+            refresh_lifetime: Some(self.refresh_lifetime),
+            ..UsersSpec::default()
+        };
+        UsersSettings::resolve(Some(&spec)).map_err(|e| {
+            let (flag, range) = match e {
+                UsersSettingsError::TokenTtl(_) => ("--token-ttl (ICHOR_CONTROLLER_TOKEN_TTL)", "1m to 15m"),
+                _ => (
+                    "--refresh-lifetime (ICHOR_CONTROLLER_REFRESH_LIFETIME)",
+                    "1h to 720h",
+                ),
+            };
+            RunError::UsersFlag { flag, range }
+        })
+    }
 }
 
 /// Why `run` could not start.
@@ -161,6 +202,14 @@ pub enum RunError {
     /// The identity graph did not build (a bug).
     #[error("the identity graph did not build: {0}")]
     Graph(#[from] ichor_graph::BuildError),
+    /// `--token-ttl` or `--refresh-lifetime` is out of the issuer's range.
+    #[error("{flag} is out of range: use {range}, the same value as the issuer's flag")]
+    UsersFlag {
+        /// The flag and its environment variable.
+        flag: &'static str,
+        /// The accepted range.
+        range: &'static str,
+    },
     /// The async runtime could not start.
     #[error("the async runtime did not start: {0}")]
     Runtime(std::io::Error),
@@ -291,6 +340,7 @@ where
         (_, true) => return Err(RunError::NoPodName),
         _ => "ichor-controller".to_owned(),
     };
+    let users_fallback = args.users_fallback()?;
     let client = Client::try_default().await.map_err(RunError::Client)?;
     let (shutdown_tx, shutdown_rx) = signal::channel(false);
     tokio::spawn(shutdown_signal(shutdown_tx));
@@ -362,6 +412,7 @@ where
 
     let journal = args.journal.as_deref().map(journal::open).transpose()?;
     let mut lp = Loop::new(Controller::new()?, journal, ClusterObserver::new(metrics));
+    lp.ingest([Event::Applied(users_fallback_object(&users_fallback))]);
     let mut applier = make_applier(client);
     tracing::info!(identity = %identity, leader_elect = args.leader_elect, dry_run = args.dry_run, "started");
     let driver = Driver {

@@ -10,6 +10,7 @@
 
 mod cluster;
 mod duration;
+mod effective;
 mod generate;
 mod installation;
 mod machine;
@@ -21,6 +22,7 @@ pub use cluster::{
     TalosClusterSpec, VersionContract,
 };
 pub use duration::{GoDuration, GoDurationError};
+pub use effective::{Effective, effective};
 pub use generate::{CrdFile, crd_files};
 pub use installation::{
     IchorInstallation, IchorInstallationSpec, UsersSettings, UsersSettingsError, UsersSpec,

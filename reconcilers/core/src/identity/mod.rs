@@ -1,12 +1,14 @@
 //! The identity graph of ARCHITECTURE.md on the `ichor-graph` engine: pure, no client, no clock.
 //!
 //! ```text
-//! IchorInstallation ─► settings ─┐
-//! now ───────────────────────────┼─► signing-keys (emit: keys.json Secret, generate-*-key)
-//! Secret ichor-oidc-signing ─────┘
+//! IchorInstallation ──────────────┐
+//! IchorUsersFallback (the flags) ─┴─► settings ─┐
+//! now ──────────────────────────────────────────┼─► signing-keys (emit: keys.json Secret, generate-*-key)
+//! Secret ichor-oidc-signing ────────────────────┘
 //! Secrets ichor-oidc-ca, ichor-oidc-tls ─► certificates ─┬─► certificate-effects (emit: issue-ca, issue-leaf)
 //! Services (component=issuer) ─► issuer-service ─────────┤    (with now)
 //! ConfigMap ichor-oidc-trust (observed) ─────────────────┴─► trust ─► trust-configmap (emit)
+//! certificates ─► ui-ca-configmap (emit: ichor-ui-ca)
 //!                                                              │
 //! TalosCluster ─► cluster-auth[cluster] ◄──────────────────────┘
 //! TalosMachine ─► machine-conditions[machine] (joined to its cluster) ─► machine-status[machine] (emit)
@@ -90,7 +92,7 @@ pub const CA_CERT_KEY: &str = "ca.crt";
 pub mod names {
     /// `now`.
     pub const NOW: &str = "now";
-    /// Settings from `IchorInstallation`.
+    /// Settings from `IchorInstallation` over the controller's flags.
     pub const SETTINGS: &str = "settings";
     /// The key timeline.
     pub const SIGNING_KEYS: &str = "signing-keys";
@@ -104,6 +106,8 @@ pub mod names {
     pub const TRUST: &str = "trust";
     /// The desired trust ConfigMap.
     pub const TRUST_CONFIGMAP: &str = "trust-configmap";
+    /// The desired `ichor-ui-ca` ConfigMap.
+    pub const UI_CA_CONFIGMAP: &str = "ui-ca-configmap";
     /// Per cluster render.
     pub const CLUSTER_AUTH: &str = "cluster-auth";
     /// Per machine condition.
@@ -171,7 +175,15 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
         ObjectKey::new("ConfigMap", NAMESPACE, TRUST_CONFIGMAP),
     );
 
-    let settings = b.node(names::SETTINGS, installations.all(), nodes::settings);
+    let users_fallback = b.object(
+        "users-fallback",
+        ObjectKey::new(nodes::USERS_FALLBACK_KIND, NAMESPACE, nodes::USERS_FALLBACK_NAME),
+    );
+    let settings = b.node(
+        names::SETTINGS,
+        (installations.all(), users_fallback),
+        |(installations, flags)| nodes::settings(installations, flags),
+    );
     let signing = b.node_timed(
         names::SIGNING_KEYS,
         (now, signing_secret, settings),
@@ -212,6 +224,8 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     );
     let trust_cm = b.node(names::TRUST_CONFIGMAP, trust, nodes::trust_configmap);
     b.emit(&trust_cm);
+    let ui_ca = b.node(names::UI_CA_CONFIGMAP, certificates, nodes::ui_ca_configmap);
+    b.emit(&ui_ca);
 
     let cluster_auth = b.family(
         names::CLUSTER_AUTH,

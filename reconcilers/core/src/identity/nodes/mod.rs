@@ -11,14 +11,14 @@ use ichor_renderers::auth::roles::role_errors;
 use ichor_renderers::auth::user_name::UserName;
 use ichor_renderers::cluster::render_cluster;
 use ichor_renderers::crd::{
-    CONDITION_PASSWORD_SET, CONDITION_READY, IchorInstallationSpec, IchorUserSpec, TalosCluster,
-    TalosClusterSpec, TalosMachine, TalosMachineSpec, TalosMachineStatus, UsersSettings,
+    CONDITION_PASSWORD_SET, CONDITION_READY, IchorUserSpec, TalosCluster, TalosClusterSpec, TalosMachine,
+    TalosMachineSpec, TalosMachineStatus,
 };
 use ichor_renderers::rollout::restart_required;
 use ichor_renderers::trust::keys::KeysDocument;
 use ichor_renderers::trust::timeline::{TimelineSettings, plan};
 use ichor_renderers::trust::tls::{CertFacts, IssuerService, San, decide};
-use ichor_renderers::trust::{IssuerTrust, KEYS_JSON, NAMESPACE, render_trust_configmap};
+use ichor_renderers::trust::{IssuerTrust, KEYS_JSON, NAMESPACE, render_trust_configmap, render_ui_ca_configmap};
 use jiff::{SignedDuration, Timestamp};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -30,14 +30,17 @@ use super::read::{self, SecretValue, secret_value};
 use super::{ISSUER_COMPONENT, OWNER_LABEL, OWNER_VALUE, TLS_CERT_KEY};
 
 mod certs;
+mod settings;
 mod status;
 mod trust;
 
 pub use certs::{CertState, CertSummary, Certificates};
+pub(crate) use settings::settings;
+pub use settings::{USERS_FALLBACK_KIND, USERS_FALLBACK_NAME, users_fallback_object};
 pub(crate) use certs::{certificate_effects, certificates};
 pub(crate) use status::{credentials_gc, machine_cluster, machine_condition, status_object, user_status};
 pub use trust::{ClusterAuth, TrustOut, TrustSource};
-pub(crate) use trust::{cluster_auth, trust, trust_configmap};
+pub(crate) use trust::{cluster_auth, trust, trust_configmap, ui_ca_configmap};
 
 /// The issuer settings the key timeline uses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,51 +68,6 @@ impl Settings {
 
 fn decode<T: DeserializeOwned>(v: Option<&Value>) -> Result<T, serde_json::Error> {
     T::deserialize(v.unwrap_or(&Value::Null))
-}
-
-/// `IchorInstallation` → settings. The first installation by name is used; its `spec.users`
-/// is resolved with the renderer's defaults and bounds.
-pub(crate) fn settings(installations: &BTreeMap<ObjectKey, Object>) -> Settings {
-    let defaults = TimelineSettings::default();
-    let fallback = |problem: String| Settings {
-        max_id_token_ttl_secs: defaults.max_id_token_ttl().as_secs(),
-        max_refresh_lifetime_secs: defaults.max_refresh_lifetime().as_secs(),
-        problem: Some(problem),
-    };
-    let Some((key, inst)) = installations.iter().next() else {
-        let resolved = UsersSettings::resolve(None);
-        return match resolved {
-            Ok(s) => Settings {
-                max_id_token_ttl_secs: s.token_ttl.as_secs(),
-                max_refresh_lifetime_secs: s.refresh_lifetime.as_secs(),
-                problem: None,
-            },
-            Err(e) => fallback(e.to_string()),
-        };
-    };
-    let spec: IchorInstallationSpec = match decode(inst.value.get("spec")) {
-        Ok(s) => s,
-        Err(e) => {
-            return fallback(format!(
-                "IchorInstallation {}: spec does not decode: {e}",
-                key.name
-            ));
-        }
-    };
-    match UsersSettings::resolve(spec.users.as_ref()) {
-        Ok(s) => Settings {
-            max_id_token_ttl_secs: s.token_ttl.as_secs(),
-            max_refresh_lifetime_secs: s.refresh_lifetime.as_secs(),
-            problem: (installations.len() > 1).then(|| {
-                format!(
-                    "{} IchorInstallations exist; the settings of {} are used",
-                    installations.len(),
-                    key.name
-                )
-            }),
-        },
-        Err(e) => fallback(format!("IchorInstallation {}: {e}", key.name)),
-    }
 }
 
 /// The issuer Service as the graph uses it.

@@ -1,0 +1,155 @@
+//! The issuer's runtime settings as the key timeline needs them: `IchorInstallation.spec.users`
+//! over the controller's own flags, by the same rule the issuer uses per token
+//! ([`ichor_renderers::crd::effective`]).
+//!
+//! The flags enter the graph as an object ([`users_fallback_object`]), so they are journaled like
+//! every other input and a replay decides with the values the controller had.
+
+use super::*;
+use ichor_renderers::crd::{IchorInstallationSpec, UsersSettings, UsersSpec, effective};
+
+/// Kind of the synthetic object carrying the controller's `--token-ttl` and `--refresh-lifetime`
+/// (never stored in the cluster).
+pub const USERS_FALLBACK_KIND: &str = "IchorUsersFallback";
+/// Name of that object, in `ichor-system`.
+pub const USERS_FALLBACK_NAME: &str = "flags";
+
+/// The synthetic object carrying `fallback` (the flags' token TTL and refresh lifetime) into the
+/// graph; the controller pushes it once at start.
+pub fn users_fallback_object(fallback: &UsersSettings) -> Object {
+    let spec = UsersSpec {
+        token_ttl: Some(fallback.token_ttl),
+        refresh_lifetime: Some(fallback.refresh_lifetime),
+        ..UsersSpec::default()
+    };
+    Object::new(
+        USERS_FALLBACK_KIND,
+        NAMESPACE,
+        USERS_FALLBACK_NAME,
+        json!({ "spec": spec }),
+    )
+}
+
+/// The flags from their object; the built-in defaults without one (or with one that does not
+/// decode, which is reported).
+fn fallback(object: &Option<Object>) -> (UsersSettings, Option<String>) {
+    let defaults = || UsersSettings::resolve(None);
+    let Some(object) = object else {
+        return match defaults() {
+            Ok(d) => (d, None),
+            Err(e) => (defaults_or_bounds(), Some(e.to_string())),
+        };
+    };
+    match decode::<UsersSpec>(object.value.get("spec"))
+        .map_err(|e| e.to_string())
+        .and_then(|spec| UsersSettings::resolve(Some(&spec)).map_err(|e| e.to_string()))
+    {
+        Ok(s) => (s, None),
+        Err(e) => (
+            defaults().unwrap_or_else(|_| defaults_or_bounds()),
+            Some(format!("the controller's --token-ttl/--refresh-lifetime: {e}; the defaults are used")),
+        ),
+    }
+}
+
+/// The upper bounds: what keeps every key long enough when nothing else can be read.
+fn defaults_or_bounds() -> UsersSettings {
+    UsersSettings {
+        token_ttl: UsersSettings::MAX_TOKEN_TTL,
+        refresh_lifetime: UsersSettings::MAX_REFRESH_LIFETIME,
+        kube_api_server_url: None,
+        kube_api_tls_server_name: None,
+    }
+}
+
+/// `IchorInstallation`s and the flags' object → the settings. The first installation by name is
+/// used; each field it sets replaces the flag's value.
+pub(crate) fn settings(installations: &BTreeMap<ObjectKey, Object>, flags: &Option<Object>) -> Settings {
+    let (fallback, mut problem) = fallback(flags);
+    let mut specs: BTreeMap<String, Option<UsersSpec>> = BTreeMap::new();
+    for (key, inst) in installations {
+        match decode::<IchorInstallationSpec>(inst.value.get("spec")) {
+            Ok(spec) => {
+                specs.insert(key.name.to_string(), spec.users);
+            }
+            Err(e) => {
+                // The installation is unusable: the upper bounds keep every key long enough
+                // whatever it meant to set.
+                let bounds = defaults_or_bounds();
+                return Settings {
+                    max_id_token_ttl_secs: bounds.token_ttl.as_secs(),
+                    max_refresh_lifetime_secs: bounds.refresh_lifetime.as_secs(),
+                    problem: Some(format!(
+                        "IchorInstallation {}: spec does not decode: {e}; the upper bounds are used",
+                        key.name
+                    )),
+                };
+            }
+        }
+    }
+    let e = effective(&fallback, &specs);
+    if e.problem.is_some() {
+        problem = e.problem;
+    }
+    Settings {
+        max_id_token_ttl_secs: e.settings.token_ttl.as_secs(),
+        max_refresh_lifetime_secs: e.settings.refresh_lifetime.as_secs(),
+        problem,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::sim::fixtures::installation;
+
+    fn flags(ttl: &str, lifetime: &str) -> Option<Object> {
+        Some(users_fallback_object(&UsersSettings {
+            token_ttl: ttl.parse().unwrap(),
+            refresh_lifetime: lifetime.parse().unwrap(),
+            kube_api_server_url: None,
+            kube_api_tls_server_name: None,
+        }))
+    }
+
+    fn installations(objects: &[Object]) -> BTreeMap<ObjectKey, Object> {
+        objects.iter().map(|o| (o.key(), o.clone())).collect()
+    }
+
+    #[test]
+    fn the_flags_decide_without_an_installation() {
+        let s = settings(&BTreeMap::new(), &flags("10m", "720h"));
+        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (600, 720 * 3600));
+        assert_eq!(s.problem, None);
+    }
+
+    #[test]
+    fn without_the_flags_object_the_built_in_defaults_decide() {
+        let s = settings(&BTreeMap::new(), &None);
+        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (300, 12 * 3600));
+    }
+
+    #[test]
+    fn the_installation_replaces_each_field_it_sets() {
+        let s = settings(&installations(&[installation("2m", "24h")]), &flags("10m", "720h"));
+        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (120, 24 * 3600));
+    }
+
+    #[test]
+    fn an_installation_out_of_range_leaves_the_flags_in_force_and_says_why() {
+        let s = settings(&installations(&[installation("2m", "721h")]), &flags("10m", "720h"));
+        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (600, 720 * 3600));
+        assert!(s.problem.unwrap().contains("spec.users.refreshLifetime: 721h"));
+    }
+
+    #[test]
+    fn an_undecodable_installation_keeps_keys_for_the_upper_bounds() {
+        let mut broken = installation("2m", "24h");
+        broken.value["spec"]["users"] = json!("not an object");
+        let s = settings(&installations(&[broken]), &flags("5m", "12h"));
+        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (900, 720 * 3600));
+        assert!(s.problem.unwrap().contains("spec does not decode"));
+    }
+}
