@@ -325,8 +325,7 @@ impl LocalController {
     /// no `IchorInstallation` sets them (its flags), so no key is dropped while a token it
     /// signed may still be presented.
     pub fn with_users_fallback(mut self, fallback: &UsersSettings) -> Self {
-        self.lp
-            .ingest([Event::Applied(users_fallback_object(fallback))]);
+        self.lp.ingest([Event::Applied(users_fallback_object(fallback))]);
         self
     }
 

@@ -31,7 +31,9 @@ fn keys_at(sim: &Sim<std::io::Sink>) -> LoadedKeys {
 /// A controller told `refresh_lifetime` (its flag, as the chart sets it from the issuer's); a
 /// session signed in an hour before the first HMAC rotation with that lifetime; the outcome of
 /// refreshing it ten days after the rotation's new key took over.
-fn idle_session_after_rotation(refresh_lifetime: &str) -> (String, String, Result<RefreshClaims, TokenError>) {
+fn idle_session_after_rotation(
+    refresh_lifetime: &str,
+) -> (String, String, Result<RefreshClaims, TokenError>) {
     let lifetime: GoDuration = refresh_lifetime.parse().unwrap();
     let mut sim = Sim::new(std::io::sink()).unwrap();
     sim.push(Event::Applied(users_fallback_object(&UsersSettings {
@@ -103,10 +105,17 @@ fn the_drop_follows_the_flag_not_a_built_in_twelve_hours() {
     sim.step(Event::Tick(t0)).unwrap();
     let first = keys_at(&sim).signing_hmac(t0).unwrap().kid.to_owned();
     let superseded: Timestamp = t0 + SignedDuration::from_hours(30 * 24) + SignedDuration::from_mins(10);
-    sim.run_until(superseded + SignedDuration::from_hours(20)).unwrap();
+    sim.run_until(superseded + SignedDuration::from_hours(20))
+        .unwrap();
     let at = superseded + SignedDuration::from_hours(20);
-    assert!(keys_at(&sim).verifying_hmac(&first, at).is_some(), "kept for the refresh lifetime");
+    assert!(
+        keys_at(&sim).verifying_hmac(&first, at).is_some(),
+        "kept for the refresh lifetime"
+    );
     let at = superseded + SignedDuration::from_hours(26) + SignedDuration::from_mins(1);
     sim.run_until(at).unwrap();
-    assert!(keys_at(&sim).verifying_hmac(&first, at).is_none(), "dropped after it (+ 2 h margin)");
+    assert!(
+        keys_at(&sim).verifying_hmac(&first, at).is_none(),
+        "dropped after it (+ 2 h margin)"
+    );
 }

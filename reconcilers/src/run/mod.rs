@@ -134,7 +134,12 @@ pub struct RunArgs {
     /// The issuer's ID-token lifetime when `IchorInstallation.spec.users` sets none: the same
     /// value as the issuer's `--token-ttl` (1m to 15m), so a superseded signing key is kept
     /// until the last token it signed expires.
-    #[arg(long, env = "ICHOR_CONTROLLER_TOKEN_TTL", default_value = "5m", value_name = "DURATION")]
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_TOKEN_TTL",
+        default_value = "5m",
+        value_name = "DURATION"
+    )]
     pub token_ttl: GoDuration,
     /// The issuer's refresh lifetime when `IchorInstallation.spec.users` sets none: the same
     /// value as the issuer's `--refresh-lifetime` (1h to 720h), so a key rotation never logs

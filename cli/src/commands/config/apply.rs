@@ -190,8 +190,8 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
             m.spec.cluster == name
                 && m.metadata.namespace.as_deref().unwrap_or_default() == namespace
                 && m.status
-                .as_ref()
-                .is_none_or(|s| !s.applied_document_hashes.contains_key(AUTHENTICATION_DOCUMENT))
+                    .as_ref()
+                    .is_none_or(|s| !s.applied_document_hashes.contains_key(AUTHENTICATION_DOCUMENT))
         })
         .filter_map(|m| m.metadata.name.clone())
         .collect();

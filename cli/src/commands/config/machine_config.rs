@@ -265,7 +265,8 @@ mod tests {
 
     #[test]
     fn a_configuration_without_the_v1alpha1_document_is_refused_as_a_patch() {
-        let err = replace_document("cp-1.yaml", AUTH_OLD, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap_err();
+        let err =
+            replace_document("cp-1.yaml", AUTH_OLD, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap_err();
         assert_eq!(
             err,
             MachineConfigError::NoMainDocument {
@@ -289,7 +290,8 @@ mod tests {
     #[test]
     fn invalid_yaml_names_the_document() {
         let current = format!("{MAIN}---\nkind: [unclosed\n");
-        let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap_err();
+        let err =
+            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap_err();
         assert!(
             matches!(err, MachineConfigError::Yaml { document: 2, .. }),
             "{err}"
@@ -304,7 +306,14 @@ mod tests {
     #[test]
     fn adopting_a_node_whose_document_trusts_another_issuer_is_refused_naming_it() {
         let current = format!("{MAIN}---\n{AUTH_FOREIGN}");
-        let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_ICHOR, true).unwrap_err();
+        let err = replace_document(
+            "cp-1.yaml",
+            &current,
+            "KubeAuthenticationConfig",
+            AUTH_ICHOR,
+            true,
+        )
+        .unwrap_err();
         assert_eq!(
             err,
             MachineConfigError::ForeignJwt {
@@ -319,19 +328,29 @@ mod tests {
     #[test]
     fn adoption_goes_ahead_when_the_render_keeps_every_issuer_and_later_applies_may_drop_one() {
         let current = format!("{MAIN}---\n{AUTH_ICHOR}");
-        let (_, merge) = replace_document("f", &current, "KubeAuthenticationConfig", AUTH_ICHOR, true).unwrap();
+        let (_, merge) =
+            replace_document("f", &current, "KubeAuthenticationConfig", AUTH_ICHOR, true).unwrap();
         assert_eq!(merge, Merge::Replaced);
         let current = format!("{MAIN}---\n{AUTH_FOREIGN}");
-        let (out, _) = replace_document("f", &current, "KubeAuthenticationConfig", AUTH_ICHOR, false).unwrap();
-        assert!(!out.contains("dex"), "Ichor's own earlier document is replaced whole");
+        let (out, _) =
+            replace_document("f", &current, "KubeAuthenticationConfig", AUTH_ICHOR, false).unwrap();
+        assert!(
+            !out.contains("dex"),
+            "Ichor's own earlier document is replaced whole"
+        );
         let (_, merge) = replace_document("f", MAIN, "KubeAuthenticationConfig", AUTH_ICHOR, true).unwrap();
-        assert_eq!(merge, Merge::Appended, "a node with no document has nothing to lose");
+        assert_eq!(
+            merge,
+            Merge::Appended,
+            "a node with no document has nothing to lose"
+        );
     }
 
     #[test]
     fn a_separator_with_a_comment_still_separates() {
         let current = format!("{MAIN}--- # auth\n{AUTH_OLD}");
-        let (out, merge) = replace_document("f", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap();
+        let (out, merge) =
+            replace_document("f", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap();
         assert_eq!(merge, Merge::Replaced);
         assert_eq!(out, format!("{MAIN}---\n{AUTH_NEW}"));
     }

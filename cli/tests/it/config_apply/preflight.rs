@@ -117,7 +117,12 @@ fn adopting_a_node_whose_document_trusts_a_hand_configured_idp_is_refused_before
     .unwrap();
     let (code, _, stderr) = h.run(&h.args("5s"), &["--yes"]);
     assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("cp-2.yaml: document 2 (KubeAuthenticationConfig) already trusts https://dex.example.com"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "cp-2.yaml: document 2 (KubeAuthenticationConfig) already trusts https://dex.example.com"
+        ),
+        "{stderr}"
+    );
     assert!(stderr.contains("spec.authentication.external"), "{stderr}");
     assert!(stderr.contains("nothing applied"), "{stderr}");
     assert!(h.talos.applies.lock().unwrap().is_empty());

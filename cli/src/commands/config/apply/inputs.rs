@@ -87,8 +87,9 @@ pub(super) fn merged_config(
         .map_err(|e| {
             format!("{file}: cannot read control plane {machine}'s current machine configuration ({e})")
         })?;
-    let (merged, merge) = machine_config::replace_document(&file, &text, AUTHENTICATION_DOCUMENT, document, adopting)
-        .map_err(|e| e.to_string())?;
+    let (merged, merge) =
+        machine_config::replace_document(&file, &text, AUTHENTICATION_DOCUMENT, document, adopting)
+            .map_err(|e| e.to_string())?;
     Ok((merged.into_bytes(), merge, file))
 }
 

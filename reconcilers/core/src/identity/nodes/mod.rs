@@ -18,7 +18,9 @@ use ichor_renderers::rollout::restart_required;
 use ichor_renderers::trust::keys::KeysDocument;
 use ichor_renderers::trust::timeline::{TimelineSettings, plan};
 use ichor_renderers::trust::tls::{CertFacts, IssuerService, San, decide};
-use ichor_renderers::trust::{IssuerTrust, KEYS_JSON, NAMESPACE, render_trust_configmap, render_ui_ca_configmap};
+use ichor_renderers::trust::{
+    IssuerTrust, KEYS_JSON, NAMESPACE, render_trust_configmap, render_ui_ca_configmap,
+};
 use jiff::{SignedDuration, Timestamp};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -35,9 +37,9 @@ mod status;
 mod trust;
 
 pub use certs::{CertState, CertSummary, Certificates};
+pub(crate) use certs::{certificate_effects, certificates};
 pub(crate) use settings::settings;
 pub use settings::{USERS_FALLBACK_KIND, USERS_FALLBACK_NAME, users_fallback_object};
-pub(crate) use certs::{certificate_effects, certificates};
 pub(crate) use status::{credentials_gc, machine_cluster, machine_condition, status_object, user_status};
 pub use trust::{ClusterAuth, TrustOut, TrustSource};
 pub(crate) use trust::{cluster_auth, trust, trust_configmap, ui_ca_configmap};

@@ -47,7 +47,9 @@ fn fallback(object: &Option<Object>) -> (UsersSettings, Option<String>) {
         Ok(s) => (s, None),
         Err(e) => (
             defaults().unwrap_or_else(|_| defaults_or_bounds()),
-            Some(format!("the controller's --token-ttl/--refresh-lifetime: {e}; the defaults are used")),
+            Some(format!(
+                "the controller's --token-ttl/--refresh-lifetime: {e}; the defaults are used"
+            )),
         ),
     }
 }
@@ -121,26 +123,44 @@ mod tests {
     #[test]
     fn the_flags_decide_without_an_installation() {
         let s = settings(&BTreeMap::new(), &flags("10m", "720h"));
-        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (600, 720 * 3600));
+        assert_eq!(
+            (s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs),
+            (600, 720 * 3600)
+        );
         assert_eq!(s.problem, None);
     }
 
     #[test]
     fn without_the_flags_object_the_built_in_defaults_decide() {
         let s = settings(&BTreeMap::new(), &None);
-        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (300, 12 * 3600));
+        assert_eq!(
+            (s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs),
+            (300, 12 * 3600)
+        );
     }
 
     #[test]
     fn the_installation_replaces_each_field_it_sets() {
-        let s = settings(&installations(&[installation("2m", "24h")]), &flags("10m", "720h"));
-        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (120, 24 * 3600));
+        let s = settings(
+            &installations(&[installation("2m", "24h")]),
+            &flags("10m", "720h"),
+        );
+        assert_eq!(
+            (s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs),
+            (120, 24 * 3600)
+        );
     }
 
     #[test]
     fn an_installation_out_of_range_leaves_the_flags_in_force_and_says_why() {
-        let s = settings(&installations(&[installation("2m", "721h")]), &flags("10m", "720h"));
-        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (600, 720 * 3600));
+        let s = settings(
+            &installations(&[installation("2m", "721h")]),
+            &flags("10m", "720h"),
+        );
+        assert_eq!(
+            (s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs),
+            (600, 720 * 3600)
+        );
         assert!(s.problem.unwrap().contains("spec.users.refreshLifetime: 721h"));
     }
 
@@ -149,7 +169,10 @@ mod tests {
         let mut broken = installation("2m", "24h");
         broken.value["spec"]["users"] = json!("not an object");
         let s = settings(&installations(&[broken]), &flags("5m", "12h"));
-        assert_eq!((s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs), (900, 720 * 3600));
+        assert_eq!(
+            (s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs),
+            (900, 720 * 3600)
+        );
         assert!(s.problem.unwrap().contains("spec does not decode"));
     }
 }
