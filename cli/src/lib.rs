@@ -80,16 +80,23 @@ Examples:
   ichor user create admin --role admin --generate --bootstrap"
     )]
     User(commands::user::UserCommand),
-    /// Turn Ichor users on for a cluster: credentials Secret, first admin, issuer trust.
+    /// Turn Ichor users on for a cluster: credentials Secret, first admin, issuer, issuer trust.
     #[command(after_help = "\
-Uses your own kubeconfig. In order: creates the ichor-user-credentials Secret if absent, creates
-the first administrator with a generated password (printed once to stderr, before any later step
-can fail; it must be changed at the first sign-in), then sets spec.authentication.ichor on the
-TalosCluster. It prints the `ichor config apply` command that rolls the change out.
+Uses your own kubeconfig and helm v3, on an installed Ichor chart. First it checks, writing
+nothing: the TalosCluster exists; the chart's deployed Helm release in ichor-system (--release,
+or the only one) either runs the issuer at --ui-url already or not at all (another URL is
+refused: changing it invalidates every token); helm runs. Then, in order: creates the
+ichor-user-credentials Secret if absent, creates the first administrator with a generated
+password (printed once to stderr, before any later step can fail; it must be changed at the
+first sign-in), runs `helm upgrade <release> <its own chart> --reuse-values` with
+ichorUI.users.enabled=true and ichorUI.users.externalURL=<url>, then sets
+spec.authentication.ichor on the TalosCluster. A second run changes nothing. It prints the
+`ichor config apply` command that rolls the change out.
 
 Examples:
   ichor init --ui-url https://ichor.example.com --cluster prod
-  ichor init --ui-url https://ichor.example.com --cluster prod --admin-user root")]
+  ichor init --ui-url https://ichor.example.com --cluster prod --admin-user root
+  ichor init --ui-url https://ichor.example.com --cluster prod --release ichor --helm /opt/helm")]
     Init(commands::init::InitArgs),
     /// Run the whole identity system on this machine: issuer, API and graph over a local
     /// directory of manifests, on 127.0.0.1.

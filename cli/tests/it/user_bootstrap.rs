@@ -1,22 +1,26 @@
 //! `ichor user create --bootstrap` and `ichor init` against a scripted Kubernetes API that speaks
 //! the real HTTP/JSON wire format (objects, `Status` for 404/409, JSON merge patch with the
-//! `resourceVersion` precondition), through `kube::Client::new(tower::service_fn(...))`.
+//! `resourceVersion` precondition, a Helm release Secret), through
+//! `kube::Client::new(tower::service_fn(...))`, and a fake `helm` that records its argv.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::{
     collections::BTreeMap,
+    path::{Path, PathBuf},
     sync::{Arc, Mutex},
 };
 
 use base64::Engine as _;
 use http::{Method, StatusCode};
 use ichor_cli::commands::{
-    init::{InitError, InitPlan, init_cluster},
+    init::{InitError, InitPlan, helm::Helm, init_cluster},
     user::bootstrap::{BootstrapError, NewUser, bootstrap_user},
 };
 use ichor_renderers::auth::{Password, credentials::CredentialsEntry, hash::verify_password};
 use jiff::Timestamp;
 use serde_json::{Value, json};
+
+use crate::user_support::{fake_helm, helm_argv, release_secret, users_on};
 
 const SECRETS: &str = "/api/v1/namespaces/ichor-system/secrets";
 const SECRET: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
@@ -34,6 +38,13 @@ struct Kube {
     writes: Vec<(Method, String)>,
     patches: Vec<Value>,
     fail_cluster_patch: bool,
+    /// Helm release Secrets, as listed.
+    releases: Vec<Value>,
+    /// The label selectors of the Secret lists.
+    selectors: Vec<String>,
+    /// The fake helm's log: an upgrade it ran shows in `writes` as `HELM upgrade`.
+    helm_log: Option<PathBuf>,
+    helm_upgrades: usize,
 }
 
 fn status(code: StatusCode, reason: &str, message: &str) -> (StatusCode, Value) {
@@ -78,11 +89,31 @@ impl Kube {
         Some(CredentialsEntry::parse(user, &bytes).unwrap())
     }
 
+    fn note_helm(&mut self) {
+        let Some(log) = &self.helm_log else { return };
+        let upgrades = std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("upgrade "))
+            .count();
+        for _ in self.helm_upgrades..upgrades {
+            self.writes
+                .push((Method::from_bytes(b"HELM").unwrap(), "upgrade".to_owned()));
+        }
+        self.helm_upgrades = upgrades;
+    }
+
     fn answer(&mut self, method: &Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        self.note_helm();
         if method != Method::GET {
             self.writes.push((method.clone(), path.to_owned()));
         }
         match (method.clone(), path) {
+            (Method::GET, SECRETS) => (
+                StatusCode::OK,
+                json!({"apiVersion": "v1", "kind": "SecretList", "metadata": {"resourceVersion": "1"},
+                       "items": self.releases}),
+            ),
             (Method::GET, SECRET) => match self.secret {
                 Some(_) => (StatusCode::OK, self.secret_json()),
                 None => status(
@@ -174,10 +205,16 @@ fn client(state: &Arc<Mutex<Kube>>) -> kube::Client {
                 .unwrap();
             assert_eq!(ct, "application/merge-patch+json");
         }
-        state
-            .lock()
-            .unwrap()
-            .answer(&parts.method, parts.uri.path(), body)
+        let mut state = state.lock().unwrap();
+        if parts.method == Method::GET && parts.uri.path() == SECRETS {
+            let query = parts.uri.query().unwrap_or_default();
+            let selector = url::form_urlencoded::parse(query.as_bytes())
+                .find(|(k, _)| k == "labelSelector")
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default();
+            state.selectors.push(selector);
+        }
+        state.answer(&parts.method, parts.uri.path(), body)
     })
 }
 
@@ -267,28 +304,51 @@ async fn bootstrap_refuses_an_existing_user_and_a_missing_secret_before_writing(
     assert!(short.to_string().contains("at least"), "{short}");
 }
 
+const URL: &str = "https://ichor.example.com";
+const UPGRADE: &str = "upgrade";
+
 fn plan() -> InitPlan {
     InitPlan {
-        ui_url: "https://ichor.example.com".into(),
+        ui_url: URL.into(),
         cluster: "prod".into(),
         namespace: "ichor-system".into(),
         admin_user: "admin".into(),
+        release: None,
     }
 }
 
-#[tokio::test]
-async fn init_creates_the_secret_then_the_admin_then_switches_the_cluster() {
-    let state = Arc::new(Mutex::new(Kube {
+/// A scripted API with the cluster and one deployed `ichor` release (users off), and a fake helm.
+fn installed(kube: Kube) -> (Arc<Mutex<Kube>>, tempfile::TempDir, Helm) {
+    let dir = tempfile::tempdir().unwrap();
+    let helm = fake_helm(dir.path());
+    let kube = Kube {
         cluster: Some(cluster_json()),
-        ..Kube::default()
-    }));
+        releases: vec![release_secret(
+            "ichor",
+            "ichor",
+            json!({"issuer": {"replicas": 3}}),
+        )],
+        helm_log: Some(dir.path().join("argv")),
+        ..kube
+    };
+    (Arc::new(Mutex::new(kube)), dir, helm)
+}
+
+fn set_release(state: &Arc<Mutex<Kube>>, config: Value) {
+    state.lock().unwrap().releases = vec![release_secret("ichor", "ichor", config)];
+}
+
+#[tokio::test]
+async fn init_creates_the_secret_then_the_admin_then_upgrades_the_release_then_switches_the_cluster() {
+    let (state, dir, helm) = installed(Kube::default());
     let mut delivered = Vec::new();
-    let report = init_cluster(client(&state), &plan(), now(), &mut |name, pw| {
+    let report = init_cluster(client(&state), &helm, &plan(), now(), &mut |name, pw| {
         delivered.push((name.to_owned(), pw.expose().to_owned()));
     })
     .await
     .unwrap();
-    assert!(report.created_secret && report.created_admin && report.switched);
+    assert!(report.created_secret && report.created_admin && report.upgraded && report.switched);
+    assert_eq!(report.release, "ichor");
     let k = state.lock().unwrap();
     assert_eq!(
         k.writes,
@@ -296,9 +356,42 @@ async fn init_creates_the_secret_then_the_admin_then_switches_the_cluster() {
             (Method::POST, SECRETS.to_owned()),
             (Method::POST, USERS.to_owned()),
             (Method::PATCH, SECRET.to_owned()),
+            (Method::from_bytes(b"HELM").unwrap(), UPGRADE.to_owned()),
             (Method::PATCH, CLUSTER.to_owned()),
         ]
     );
+    assert_eq!(k.selectors, vec!["owner=helm,status=deployed".to_owned()]);
+    let argv = helm_argv(dir.path());
+    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert_eq!(argv[0], "version --short");
+    let words: Vec<&str> = argv[1].split(' ').collect();
+    assert!(
+        words[2].contains("ichor-chart-"),
+        "the release's chart, written out: {words:?}"
+    );
+    assert_eq!(
+        [&words[..2], &words[3..]].concat(),
+        [
+            "upgrade",
+            "ichor",
+            "-n",
+            "ichor-system",
+            "--reuse-values",
+            "--set-string",
+            "ichorUI.users.externalURL=https://ichor.example.com",
+            "--set",
+            "ichorUI.users.enabled=true",
+            "--wait=false"
+        ]
+    );
+    assert!(
+        !Path::new(words[2]).exists(),
+        "the chart directory is removed afterwards"
+    );
+    let seen: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.path().join("seen-Chart.yaml")).unwrap()).unwrap();
+    assert_eq!(seen["name"], "ichor");
+    assert_eq!(seen["version"], "0.1.0");
     assert_eq!(delivered.len(), 1);
     let (name, password) = &delivered[0];
     assert_eq!(name, "admin");
@@ -321,13 +414,31 @@ async fn init_creates_the_secret_then_the_admin_then_switches_the_cluster() {
 }
 
 #[tokio::test]
+async fn init_a_second_time_creates_upgrades_and_switches_nothing() {
+    let (state, dir, helm) = installed(Kube::default());
+    init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| {})
+        .await
+        .unwrap();
+    // What the upgrade left in the release record.
+    set_release(&state, users_on(URL));
+    let before = state.lock().unwrap().writes.len();
+    let calls = helm_argv(dir.path()).len();
+    let report = init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| {
+        panic!("no password")
+    })
+    .await
+    .unwrap();
+    assert!(!report.created_secret && !report.created_admin && !report.upgraded && !report.switched);
+    assert_eq!(state.lock().unwrap().writes.len(), before, "nothing written");
+    assert_eq!(helm_argv(dir.path()).len(), calls, "helm not even called");
+}
+
+#[tokio::test]
 async fn init_hands_out_the_password_before_a_failing_switch_and_keeps_an_existing_admin_on_rerun() {
-    let mut kube = with_secret();
-    kube.cluster = Some(cluster_json());
-    kube.fail_cluster_patch = true;
-    let state = Arc::new(Mutex::new(kube));
+    let (state, _dir, helm) = installed(with_secret());
+    state.lock().unwrap().fail_cluster_patch = true;
     let mut delivered = 0;
-    let e = init_cluster(client(&state), &plan(), now(), &mut |_, _| delivered += 1)
+    let e = init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| delivered += 1)
         .await
         .unwrap_err();
     assert_eq!(
@@ -338,21 +449,135 @@ async fn init_hands_out_the_password_before_a_failing_switch_and_keeps_an_existi
     assert!(state.lock().unwrap().entry("admin").is_some());
 
     // A rerun keeps the admin (no new password) and finishes the switch.
+    set_release(&state, users_on(URL));
     state.lock().unwrap().fail_cluster_patch = false;
     let mut delivered = 0;
-    let report = init_cluster(client(&state), &plan(), now(), &mut |_, _| delivered += 1)
+    let report = init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| delivered += 1)
         .await
         .unwrap();
     assert_eq!(delivered, 0);
-    assert!(!report.created_admin && !report.created_secret && report.switched);
+    assert!(!report.created_admin && !report.created_secret && !report.upgraded && report.switched);
+}
+
+#[tokio::test]
+async fn a_failing_upgrade_keeps_the_admin_and_does_not_switch_the_cluster() {
+    let (state, dir, helm) = installed(Kube::default());
+    std::fs::write(dir.path().join("fail"), "").unwrap();
+    let mut delivered = 0;
+    let e = init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| delivered += 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, InitError::Helm { .. }), "{e}");
+    assert!(e.to_string().contains("another operation is in progress"), "{e}");
+    assert_eq!(delivered, 1);
+    let k = state.lock().unwrap();
+    assert!(!k.writes.contains(&(Method::PATCH, CLUSTER.to_owned())));
+    assert!(k.cluster.as_ref().unwrap()["spec"]["authentication"]["ichor"].is_null());
+}
+
+/// Runs `init` on `kube` and expects an error and no write at all (neither the API nor helm).
+async fn refused(kube: Kube, helm: Option<Helm>, plan: &InitPlan) -> InitError {
+    let (state, dir, fake) = installed(Kube::default());
+    *state.lock().unwrap() = Kube {
+        helm_log: Some(dir.path().join("argv")),
+        ..kube
+    };
+    let e = init_cluster(client(&state), &helm.unwrap_or(fake), plan, now(), &mut |_, _| {
+        panic!("no password")
+    })
+    .await
+    .unwrap_err();
+    assert!(state.lock().unwrap().writes.is_empty(), "{e}");
+    assert!(
+        !helm_argv(dir.path()).iter().any(|l| l.starts_with("upgrade")),
+        "{e}"
+    );
+    e
+}
+
+fn with_releases(releases: Vec<Value>) -> Kube {
+    Kube {
+        cluster: Some(cluster_json()),
+        releases,
+        ..Kube::default()
+    }
+}
+
+#[tokio::test]
+async fn init_checks_the_release_before_writing_anything() {
+    let e = refused(with_releases(vec![]), None, &plan()).await;
+    assert!(matches!(e, InitError::NoRelease { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("helm install ichor helm/ichor -n ichor-system"),
+        "{e}"
+    );
+
+    let other_chart = release_secret("pg", "postgres", json!({}));
+    let e = refused(with_releases(vec![other_chart.clone()]), None, &plan()).await;
+    assert!(matches!(e, InitError::NoRelease { .. }), "{e}");
+
+    let two = vec![
+        release_secret("ichor", "ichor", json!({})),
+        release_secret("ichor-b", "ichor", json!({})),
+        other_chart,
+    ];
+    let e = refused(with_releases(two.clone()), None, &plan()).await;
+    assert!(e.to_string().contains("ichor, ichor-b"), "{e}");
+    assert!(e.to_string().contains("--release"), "{e}");
+
+    // --release picks one (and asks the apiserver for that one only).
+    let chosen = InitPlan {
+        release: Some("ichor-b".into()),
+        ..plan()
+    };
+    let (state, _dir, helm) = installed(Kube::default());
+    state.lock().unwrap().releases = two;
+    let report = init_cluster(client(&state), &helm, &chosen, now(), &mut |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(report.release, "ichor-b");
+    assert_eq!(
+        state.lock().unwrap().selectors,
+        vec!["owner=helm,status=deployed,name=ichor-b".to_owned()]
+    );
+
+    let e = refused(
+        with_releases(vec![release_secret(
+            "ichor",
+            "ichor",
+            users_on("https://old.example.com"),
+        )]),
+        None,
+        &plan(),
+    )
+    .await;
+    assert!(matches!(e, InitError::OtherIssuerUrl { .. }), "{e}");
+    let message = e.to_string();
+    assert!(
+        message.contains("https://old.example.com") && message.contains("invalidates"),
+        "{message}"
+    );
+    assert!(message.contains("helm upgrade ichor"), "{message}");
+}
+
+#[tokio::test]
+async fn init_without_helm_writes_nothing() {
+    let helm = Helm {
+        program: "/nonexistent/helm".into(),
+    };
+    let e = refused(
+        with_releases(vec![release_secret("ichor", "ichor", json!({}))]),
+        Some(helm),
+        &plan(),
+    )
+    .await;
+    assert!(matches!(e, InitError::NoHelm { .. }), "{e}");
+    assert!(e.to_string().contains("--helm"), "{e}");
 }
 
 #[tokio::test]
 async fn init_on_a_missing_cluster_writes_nothing() {
-    let state = Arc::new(Mutex::new(with_secret()));
-    let e = init_cluster(client(&state), &plan(), now(), &mut |_, _| panic!("no password"))
-        .await
-        .unwrap_err();
+    let e = refused(with_secret(), None, &plan()).await;
     assert!(matches!(e, InitError::NoCluster { .. }), "{e}");
-    assert!(state.lock().unwrap().writes.is_empty());
 }

@@ -1,19 +1,33 @@
-//! `ichor init --ui-url URL --cluster NAME`: turns Ichor users on for a cluster, with the caller's
-//! own kubeconfig.
+//! `ichor init --ui-url URL --cluster NAME`: turns Ichor users on for a cluster whose Ichor
+//! chart is installed, with the caller's own kubeconfig and `helm`.
 //!
-//! # Order (first seed, Unit 9 amendment)
-//! 0. The `TalosCluster` must exist (checked first, so a typo writes nothing).
+//! # Checks (before any write)
+//! - The `TalosCluster` must exist (so a typo writes nothing).
+//! - The chart's deployed Helm release in `ichor-system` (`--release`, or the only one of chart
+//!   `ichor`), read from its release Secret ([`release`]), and what it needs ([`release::decide`]):
+//!   users already on at this URL (nothing to do), off (an upgrade), or on at another URL
+//!   (refused: that would invalidate every token and kubeconfig).
+//! - For an upgrade: `helm` runs (`--helm`, `$ICHOR_HELM`, else `helm` on PATH) and the
+//!   release's own chart is written to a temporary directory.
+//!
+//! # Writes, in order
 //! 1. The `ichor-user-credentials` Secret: created empty when absent.
 //! 2. The first admin (`--admin-user`, role `admin`, generated password, `mustChange`), through
 //!    [`bootstrap_user`]. The password is handed to the caller at once — before the next step,
 //!    so it is printed also when that step fails. An existing user of that name is kept as it is.
-//! 3. The switch: `spec.authentication.ichor = {enabled: true, url}` on the `TalosCluster` by
+//! 3. `helm upgrade <release> <its chart> --reuse-values` with `ichorUI.users.enabled=true` and
+//!    `ichorUI.users.externalURL=<url>` (the issuer Deployment appears), without waiting.
+//! 4. The switch: `spec.authentication.ichor = {enabled: true, url}` on the `TalosCluster` by
 //!    JSON merge patch (other `spec.authentication` keys, such as `external`, are untouched).
 //!
-//! Then the control planes need `ichor config apply --cluster NAME` (an apiserver restart, one
-//! control plane at a time); the command prints it.
+//! A second run creates nothing, upgrades nothing and switches nothing. Then the control planes
+//! need `ichor config apply --cluster NAME` (an apiserver restart, one control plane at a time);
+//! the command prints it.
 
-use std::process::ExitCode;
+pub mod helm;
+pub mod release;
+
+use std::{ffi::OsString, process::ExitCode};
 
 use anyhow::Context as _;
 use clap::Args;
@@ -24,7 +38,12 @@ use ichor_renderers::{
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+
+use self::{
+    helm::{HELM_ENV, Helm},
+    release::{DEPLOYED_SELECTOR, Decision, RELEASE_SECRET_TYPE, Release, ReleaseError},
+};
 
 use crate::commands::{
     auth::issuer_url::check_url,
@@ -46,6 +65,12 @@ pub struct InitArgs {
     /// The name of the first administrator.
     #[arg(long, value_name = "NAME", default_value = "admin")]
     pub admin_user: String,
+    /// The Helm release of the Ichor chart in ichor-system. Default: the only deployed one.
+    #[arg(long, value_name = "NAME")]
+    pub release: Option<String>,
+    /// The helm binary. Default: $ICHOR_HELM, else `helm` on PATH.
+    #[arg(long, value_name = "PATH")]
+    pub helm: Option<OsString>,
 }
 
 /// What `ichor init` is asked to do.
@@ -59,6 +84,8 @@ pub struct InitPlan {
     pub namespace: String,
     /// The first administrator.
     pub admin_user: String,
+    /// The Helm release (`None`: the only deployed release of the chart).
+    pub release: Option<String>,
 }
 
 /// What `ichor init` did.
@@ -68,6 +95,10 @@ pub struct InitReport {
     pub created_secret: bool,
     /// The first admin was created (false: a user of that name existed and was kept).
     pub created_admin: bool,
+    /// The Helm release of the chart.
+    pub release: String,
+    /// `helm upgrade` switched the issuer on (false: it was on at this URL already).
+    pub upgraded: bool,
     /// `spec.authentication.ichor` changed (false: it was already so).
     pub switched: bool,
 }
@@ -92,6 +123,71 @@ pub enum InitError {
     /// Creating the first admin failed.
     #[error("the first administrator was not created: {0}")]
     Admin(#[from] BootstrapError),
+    /// `--release` is not a release name.
+    #[error("--release {0:?} is not a Helm release name (lowercase letters, digits, '-' and '.')")]
+    ReleaseName(String),
+    /// No deployed release of the chart.
+    #[error(
+        "no deployed Helm release {which}of chart ichor in {NAMESPACE}; install the chart first: \
+         helm install ichor helm/ichor -n {NAMESPACE}"
+    )]
+    NoRelease {
+        /// `"<name> "` when `--release` was given, else empty.
+        which: String,
+    },
+    /// Several deployed releases of the chart.
+    #[error(
+        "{NAMESPACE} has several deployed Helm releases of chart ichor ({}); choose one with --release",
+        .0.join(", ")
+    )]
+    SeveralReleases(Vec<String>),
+    /// A release record cannot be used.
+    #[error(
+        "Helm release {release} in {NAMESPACE}: {error}; choose another with --release, or upgrade it with helm"
+    )]
+    Release {
+        /// The release name.
+        release: String,
+        /// What is wrong.
+        error: ReleaseError,
+    },
+    /// Users are on with another issuer URL.
+    #[error(
+        "Helm release {release} already runs the issuer at {current}, not {wanted}. Changing the issuer \
+         URL invalidates every token and downloaded kubeconfig; to do it deliberately, run \
+         `helm upgrade {release} helm/ichor -n {NAMESPACE} --reuse-values --set-string \
+         ichorUI.users.externalURL={wanted}`, then `ichor init` again"
+    )]
+    OtherIssuerUrl {
+        /// The release name.
+        release: String,
+        /// Its issuer URL.
+        current: String,
+        /// `--ui-url`.
+        wanted: String,
+    },
+    /// The helm binary does not run.
+    #[error(
+        "cannot run helm ({program}): {reason}; install helm v3, or name it with --helm PATH or {}",
+        helm::HELM_ENV
+    )]
+    NoHelm {
+        /// The program tried.
+        program: String,
+        /// Why it did not run.
+        reason: String,
+    },
+    /// `helm upgrade` failed.
+    #[error(
+        "helm upgrade of release {release} failed (the Secret and the first admin are kept; run \
+         `ichor init` again once it is fixed): {stderr}"
+    )]
+    Helm {
+        /// The release name.
+        release: String,
+        /// The tail of helm's stderr.
+        stderr: String,
+    },
 }
 
 fn kube_message(e: &kube::Error) -> String {
@@ -118,13 +214,89 @@ pub fn check_ui_url(raw: &str) -> Result<String, InitError> {
     Ok(trimmed.to_owned())
 }
 
-/// Runs the three steps through `client`. `on_password` gets the first admin's name and
-/// password as soon as the admin exists, before the switch is attempted.
+/// Finds the chart's deployed Helm release in `ichor-system`: `wanted`, or the only deployed
+/// release of chart `ichor` (releases of other charts are skipped).
 ///
 /// # Errors
-/// The first step that failed; everything before it stays done.
+/// [`InitError::ReleaseName`], [`InitError::NoRelease`], [`InitError::SeveralReleases`],
+/// [`InitError::Release`], [`InitError::Kube`].
+pub async fn find_release(client: kube::Client, wanted: Option<&str>) -> Result<Release, InitError> {
+    if let Some(name) = wanted
+        && (name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'))
+    {
+        return Err(InitError::ReleaseName(name.to_owned()));
+    }
+    let secrets: Api<Secret> = Api::namespaced(client, NAMESPACE);
+    let selector = match wanted {
+        Some(name) => format!("{DEPLOYED_SELECTOR},name={name}"),
+        None => DEPLOYED_SELECTOR.to_owned(),
+    };
+    let list = secrets
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| {
+            InitError::Kube(format!(
+                "cannot list the Helm release Secrets in {NAMESPACE}: {}",
+                kube_message(&e)
+            ))
+        })?;
+    let mut found: Vec<Release> = Vec::new();
+    for secret in list.items {
+        if secret.type_.as_deref() != Some(RELEASE_SECRET_TYPE) {
+            continue;
+        }
+        let name = secret
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("name"))
+            .cloned()
+            .unwrap_or_default();
+        if wanted.is_some_and(|w| w != name) {
+            continue;
+        }
+        let bad = |error| InitError::Release {
+            release: name.clone(),
+            error,
+        };
+        let data = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get("release"))
+            .ok_or_else(|| bad(ReleaseError::Json("the Secret has no data.release".to_owned())))?;
+        match release::decode_release(&data.0) {
+            Ok(r) => found.push(r),
+            Err(ReleaseError::OtherChart(_)) if wanted.is_none() => {}
+            Err(error) => return Err(bad(error)),
+        }
+    }
+    // One deployed revision per release; should a broken history hold more, the latest counts.
+    found.sort_by(|a, b| a.name.cmp(&b.name).then(b.version.cmp(&a.version)));
+    found.dedup_by(|later, kept| later.name == kept.name);
+    match found.len() {
+        0 => Err(InitError::NoRelease {
+            which: wanted.map(|w| format!("{w} ")).unwrap_or_default(),
+        }),
+        1 => Ok(found.remove(0)),
+        _ => Err(InitError::SeveralReleases(
+            found.into_iter().map(|r| r.name).collect(),
+        )),
+    }
+}
+
+/// Runs the checks, then the four writes, through `client` and `helm`. `on_password` gets the
+/// first admin's name and password as soon as the admin exists, before the upgrade is
+/// attempted.
+///
+/// # Errors
+/// The first check or step that failed; no write happens before every check passed, and every
+/// write before a failing step stays done.
 pub async fn init_cluster(
     client: kube::Client,
+    helm: &Helm,
     plan: &InitPlan,
     now: Timestamp,
     on_password: &mut dyn FnMut(&str, &Password),
@@ -145,6 +317,34 @@ pub async fn init_cluster(
             namespace: plan.namespace.clone(),
             name: plan.cluster.clone(),
         })?;
+
+    let release = find_release(client.clone(), plan.release.as_deref()).await?;
+    let decision = release::decide(&release, &plan.ui_url).map_err(|other| InitError::OtherIssuerUrl {
+        release: release.name.clone(),
+        current: other.current,
+        wanted: plan.ui_url.clone(),
+    })?;
+    let chart_dir = match decision {
+        Decision::AlreadyOn => None,
+        Decision::Upgrade => {
+            helm.check().await?;
+            let bad = |error| InitError::Release {
+                release: release.name.clone(),
+                error,
+            };
+            let dir = tempfile::Builder::new()
+                .prefix("ichor-chart-")
+                .tempdir()
+                .map_err(|e| {
+                    bad(ReleaseError::Write(
+                        "a temporary directory".to_owned(),
+                        e.to_string(),
+                    ))
+                })?;
+            release::write_chart(&release.chart, dir.path()).map_err(bad)?;
+            Some(dir)
+        }
+    };
 
     // 1. The credentials Secret.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
@@ -209,7 +409,17 @@ pub async fn init_cluster(
         true
     };
 
-    // 3. The switch.
+    // 3. The issuer.
+    let upgraded = match &chart_dir {
+        Some(dir) => {
+            helm.upgrade(&release.name, dir.path(), &plan.ui_url).await?;
+            true
+        }
+        None => false,
+    };
+    drop(chart_dir);
+
+    // 4. The switch.
     let wanted = (true, plan.ui_url.as_str());
     let current = cluster
         .spec
@@ -241,6 +451,8 @@ pub async fn init_cluster(
     Ok(InitReport {
         created_secret,
         created_admin,
+        release: release.name,
+        upgraded,
         switched,
     })
 }
@@ -264,13 +476,15 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
         cluster: args.cluster,
         namespace: args.namespace,
         admin_user: args.admin_user,
+        release: args.release,
     };
+    let helm = Helm::choose(args.helm, std::env::var_os(HELM_ENV));
     let report = crate::commands::auth::flow::runtime()?.block_on(async {
         let client = kube::Client::try_default()
             .await
             .context("cannot use your kubeconfig (KUBECONFIG or ~/.kube/config)")?;
         let mut print = |name: &str, password: &Password| eprintln!("{}", password_message(name, password));
-        anyhow::Ok(init_cluster(client, &plan, Timestamp::now(), &mut print).await?)
+        anyhow::Ok(init_cluster(client, &helm, &plan, Timestamp::now(), &mut print).await?)
     })?;
     if report.created_secret {
         eprintln!("Created Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME}.");
@@ -279,6 +493,18 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "IchorUser {NAMESPACE}/{} exists already; it was kept as it is (no password was set).",
             plan.admin_user
+        );
+    }
+    if report.upgraded {
+        eprintln!(
+            "Helm release {NAMESPACE}/{}: upgraded with ichorUI.users.enabled=true, externalURL={} (the \
+             issuer Deployment starts now).",
+            report.release, plan.ui_url
+        );
+    } else {
+        eprintln!(
+            "Helm release {NAMESPACE}/{} runs the issuer at {} already.",
+            report.release, plan.ui_url
         );
     }
     if report.switched {
