@@ -28,6 +28,22 @@ fn keys_at(sim: &Sim<std::io::Sink>) -> LoadedKeys {
     LoadedKeys::from_document(&KeysDocument::parse(&json).unwrap()).unwrap()
 }
 
+/// The identity graph told `refresh_lifetime` by the controller's flag, settled at the start
+/// of the simulated time (the first keys generated), and that instant.
+fn controller_told(refresh_lifetime: GoDuration) -> (Sim<std::io::Sink>, Timestamp) {
+    let mut sim = Sim::new(std::io::sink()).unwrap();
+    sim.push(Event::Applied(users_fallback_object(&UsersSettings {
+        token_ttl: "5m".parse().unwrap(),
+        refresh_lifetime,
+        kube_api_server_url: None,
+        kube_api_tls_server_name: None,
+    })))
+    .unwrap();
+    let t0 = start();
+    sim.step(Event::Tick(t0)).unwrap();
+    (sim, t0)
+}
+
 /// A controller told `refresh_lifetime` (its flag, as the chart sets it from the issuer's); a
 /// session signed in an hour before the first HMAC rotation with that lifetime; the outcome of
 /// refreshing it ten days after the rotation's new key took over.
@@ -35,16 +51,7 @@ fn idle_session_after_rotation(
     refresh_lifetime: &str,
 ) -> (String, String, Result<RefreshClaims, TokenError>) {
     let lifetime: GoDuration = refresh_lifetime.parse().unwrap();
-    let mut sim = Sim::new(std::io::sink()).unwrap();
-    sim.push(Event::Applied(users_fallback_object(&UsersSettings {
-        token_ttl: "5m".parse().unwrap(),
-        refresh_lifetime: lifetime,
-        kube_api_server_url: None,
-        kube_api_tls_server_name: None,
-    })))
-    .unwrap();
-    let t0 = start();
-    sim.step(Event::Tick(t0)).unwrap();
+    let (mut sim, t0) = controller_told(lifetime);
 
     let signed_in = t0 + SignedDuration::from_hours(30 * 24 - 1);
     sim.run_until(signed_in).unwrap();
@@ -92,17 +99,7 @@ fn a_controller_told_twelve_hours_drops_the_superseded_key_and_the_same_session_
 #[test]
 fn the_drop_follows_the_flag_not_a_built_in_twelve_hours() {
     // 24 h: the key must still be there 20 hours after supersession, gone after 26.
-    let lifetime = GoDuration::from_secs(24 * 3600);
-    let mut sim = Sim::new(std::io::sink()).unwrap();
-    sim.push(Event::Applied(users_fallback_object(&UsersSettings {
-        token_ttl: "5m".parse().unwrap(),
-        refresh_lifetime: lifetime,
-        kube_api_server_url: None,
-        kube_api_tls_server_name: None,
-    })))
-    .unwrap();
-    let t0 = start();
-    sim.step(Event::Tick(t0)).unwrap();
+    let (mut sim, t0) = controller_told(GoDuration::from_secs(24 * 3600));
     let first = keys_at(&sim).signing_hmac(t0).unwrap().kid.to_owned();
     let superseded: Timestamp = t0 + SignedDuration::from_hours(30 * 24) + SignedDuration::from_mins(10);
     sim.run_until(superseded + SignedDuration::from_hours(20))
