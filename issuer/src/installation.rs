@@ -98,39 +98,21 @@ impl InstallationSettings {
     /// Follows the installations through `client` until the process ends; a failed list or
     /// watch is retried with back-off (the settings in force stay).
     pub async fn follow(self: Arc<Self>, client: kube::Client) {
-        use futures::StreamExt as _;
         use ichor_renderers::crd::IchorInstallation;
-        use kube::runtime::{WatchStreamExt as _, watcher};
-        use kube::{Api, ResourceExt as _};
 
-        let api: Api<IchorInstallation> = Api::all(client);
-        let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
-        let mut known: BTreeMap<String, Option<UsersSpec>> = BTreeMap::new();
-        let mut listing: BTreeMap<String, Option<UsersSpec>> = BTreeMap::new();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(watcher::Event::Init) => listing.clear(),
-                Ok(watcher::Event::InitApply(i)) => {
-                    listing.insert(i.name_any(), i.spec.users);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    known = std::mem::take(&mut listing);
-                    self.apply(&known);
+        let api: kube::Api<IchorInstallation> = kube::Api::all(client);
+        crate::follow::follow_by_name(
+            api,
+            "IchorInstallations",
+            |i: IchorInstallation| i.spec.users,
+            |known, listed| {
+                self.apply(known);
+                if listed {
                     self.loaded.store(true, Ordering::Release);
                 }
-                Ok(watcher::Event::Apply(i)) => {
-                    known.insert(i.name_any(), i.spec.users);
-                    self.apply(&known);
-                }
-                Ok(watcher::Event::Delete(i)) => {
-                    known.remove(&i.name_any());
-                    self.apply(&known);
-                }
-                Err(error) => {
-                    self.failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%error, "cannot follow IchorInstallations; the settings in force stay");
-                }
-            }
-        }
+            },
+            &self.failures,
+        )
+        .await;
     }
 }

@@ -12,6 +12,8 @@
 
 pub mod api;
 pub mod cli;
+#[cfg(feature = "watch")]
+pub mod follow;
 pub mod installation;
 pub mod keys;
 pub mod oidc;

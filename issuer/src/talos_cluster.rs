@@ -161,39 +161,17 @@ impl ClusterEndpoint {
     /// Follows the `TalosCluster`s of [`NAMESPACE`] through `client` until the process ends; a
     /// failed list or watch is retried with back-off (the endpoint known stays).
     pub async fn follow(self: Arc<Self>, client: kube::Client) {
-        use futures::StreamExt as _;
         use ichor_renderers::crd::TalosCluster;
-        use kube::runtime::{WatchStreamExt as _, watcher};
-        use kube::{Api, ResourceExt as _};
 
-        let api: Api<TalosCluster> = Api::namespaced(client, NAMESPACE);
-        let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()).default_backoff());
-        let mut known: BTreeMap<String, String> = BTreeMap::new();
-        let mut listing: BTreeMap<String, String> = BTreeMap::new();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(watcher::Event::Init) => listing.clear(),
-                Ok(watcher::Event::InitApply(c)) => {
-                    listing.insert(c.name_any(), c.spec.endpoint);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    known = std::mem::take(&mut listing);
-                    self.apply(&known);
-                }
-                Ok(watcher::Event::Apply(c)) => {
-                    known.insert(c.name_any(), c.spec.endpoint);
-                    self.apply(&known);
-                }
-                Ok(watcher::Event::Delete(c)) => {
-                    known.remove(&c.name_any());
-                    self.apply(&known);
-                }
-                Err(error) => {
-                    self.failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%error, "cannot follow TalosClusters; the endpoint known stays");
-                }
-            }
-        }
+        let api: kube::Api<TalosCluster> = kube::Api::namespaced(client, NAMESPACE);
+        crate::follow::follow_by_name(
+            api,
+            "TalosClusters",
+            |c: TalosCluster| c.spec.endpoint,
+            |known, _| self.apply(known),
+            &self.failures,
+        )
+        .await;
     }
 }
 
