@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real control plane the tests run against: kube-apiserver and kubectl from
-# k8s.io/kubernetes, the differential validator (apiserver/validate), and etcd from
-# go.etcd.io/etcd/server/v3, each from the modules pinned in hack/kube/{apiserver,etcd}/go.mod.
+# k8s.io/kubernetes, the differential validator (apiserver/validate), etcd from
+# go.etcd.io/etcd/server/v3, and the helm client that installs the chart on it from
+# helm.sh/helm/v3/cmd/helm, each from the modules pinned in hack/kube/{apiserver,etcd,helm}/go.mod.
 # Binaries go to $ICHOR_BUILD_DIR/kube/<version>/ (default .build/kube/...), linked as
 # $ICHOR_BUILD_DIR/kube/current for the tests (ichor-testkit::consumers); a binary already
 # there and newer than its go.sum is not rebuilt. Go caches stay under ~/.cache, so a second run
@@ -22,6 +23,8 @@ fi
 
 k8s=$(sed -n 's/^\tk8s.io\/kubernetes \(v[^ ]*\).*/\1/p' "$here/apiserver/go.mod")
 etcd=$(sed -n 's/^\tgo.etcd.io\/etcd\/server\/v3 \(v[^ ]*\).*/\1/p' "$here/etcd/go.mod")
+helm=$(sed -n 's/^\thelm.sh\/helm\/v3 \(v[^ ]*\).*/\1/p' "$here/helm/go.mod")
+helm_client_go=$(sed -n 's/^\tk8s.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$here/helm/go.mod")
 out="$build_dir/kube/$k8s-etcd$etcd"
 mkdir -p "$out"
 
@@ -63,5 +66,12 @@ build apiserver kubectl k8s.io/kubernetes/cmd/kubectl "$stamp"
 if [[ -d "$here/apiserver/validate" ]]; then
   build apiserver authn-validate ./validate ""
 fi
+# helm: stamped as its release build is (its version, and the Kubernetes version of its
+# client-go as the default capabilities of `helm template`).
+helm_stamp="-X helm.sh/helm/v3/internal/version.version=$helm -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+  helm_stamp+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$helm_client_go"
+done
+build helm helm helm.sh/helm/v3/cmd/helm "$helm_stamp"
 ln -sfn "$(basename "$out")" "$build_dir/kube/current"
 echo "$out"

@@ -1,6 +1,6 @@
 //! Where the real consumers are. `hack/test.sh` builds or installs them under `$ICHOR_BUILD_DIR`
 //! (default `.build` at the repository root): `hack/kube/build.sh` puts kube-apiserver, kubectl,
-//! etcd and the apiserver's validator in `kube/current/`. A test that needs one calls
+//! etcd, the apiserver's validator and helm in `kube/current/`. A test that needs one calls
 //! [`require`]: with `ICHOR_REQUIRE_CONSUMERS=1` (as the test command sets it) a missing binary
 //! fails the test; otherwise the test is skipped with a message saying what to run.
 
@@ -45,6 +45,9 @@ pub enum KubeBinary {
     Etcd,
     /// `hack/kube/apiserver/validate`: the apiserver's own decoder and validator over a stream.
     AuthnValidate,
+    /// `helm.sh/helm/v3/cmd/helm` (`hack/kube/helm`): the Helm client that installs and upgrades
+    /// the chart.
+    Helm,
 }
 
 impl KubeBinary {
@@ -55,6 +58,7 @@ impl KubeBinary {
             Self::Kubectl => "kubectl",
             Self::Etcd => "etcd",
             Self::AuthnValidate => "authn-validate",
+            Self::Helm => "helm",
         }
     }
 
