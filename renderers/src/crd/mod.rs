@@ -29,8 +29,8 @@ pub use installation::{
 };
 pub use machine::{MachineRole, TalosMachine, TalosMachineSpec, TalosMachineStatus};
 pub use operation::{
-    NodeAction, OperationKind, OperationNodeResult, OperationPhase, TalosOperation, TalosOperationSpec,
-    TalosOperationStatus,
+    NodeAction, OperationKind, OperationNodeResult, OperationPhase, PreviousDocument, TalosOperation,
+    TalosOperationSpec, TalosOperationStatus,
 };
 pub use user::{IchorUser, IchorUserSpec, IchorUserStatus, ichor_user_crd};
 

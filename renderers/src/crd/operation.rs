@@ -130,6 +130,28 @@ pub struct TalosOperationStatus {
     /// A human summary (the failure, or how to resume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// For kind `config`: the sha256 (hex) of the rendered `KubeAuthenticationConfig` document
+    /// this operation rolls, fixed when it starts. A render that changes during the rollout
+    /// stops the operation rather than mixing two documents across the control planes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub rendered_sha256: Option<String>,
+}
+
+/// The rendered document a node ran before a rollout step replaced it. It holds no secret: a
+/// `KubeAuthenticationConfig` carries issuer URLs, claim rules and public CA certificates.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviousDocument {
+    /// The document as it stood in the node's machine configuration (YAML, one document);
+    /// absent when the node had none, so a rollback removes the one the step added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 262144))]
+    pub yaml: Option<String>,
+    /// sha256 (hex) of `yaml`, as the machine's `appliedDocumentHashes` records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub sha256: Option<String>,
 }
 
 /// Where an operation stands.
@@ -153,8 +175,27 @@ pub enum OperationPhase {
 pub struct OperationNodeResult {
     /// The `TalosMachine` name.
     pub machine: String,
-    /// `Pending`, `Applying`, `WaitingReady`, `Done` or `Failed`.
+    /// `Pending`, `Applying`, `WaitingReady`, `Done`, `RollingBack`, `RolledBack` or `Failed`.
     pub state: String,
+    /// The machine's address when the step was planned (Talos API target and `/readyz` host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub address: Option<String>,
+    /// When `ApplyConfiguration` returned for this node (RFC 3339); the `/readyz` wait and the
+    /// step timeout count from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_at: Option<String>,
+    /// Whether a `/readyz` probe saw the node's API server not ready since the apply (the
+    /// restart was seen going down).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub saw_not_ready: bool,
+    /// The document the node ran before this step, recorded before the apply so a rollback
+    /// (or a new leader) can restore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_document: Option<PreviousDocument>,
+    /// When the previous document was re-applied (RFC 3339), for a step that rolled back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back_at: Option<String>,
     /// Detail of a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

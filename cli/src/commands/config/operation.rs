@@ -56,6 +56,7 @@ pub fn new_operation(namespace: &str, cluster: &str, sha256: &str, machines: &[S
             })
             .collect(),
         message: None,
+        rendered_sha256: Some(sha256.to_owned()),
     });
     op
 }

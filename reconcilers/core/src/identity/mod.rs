@@ -17,6 +17,8 @@
 //! credentials key ─► credentials-gc[key] (joined to user-exists[its IchorUser]) (emit: remove-credentials-key)
 //! certificates, Secret ichor-webhook-tls, ValidatingWebhookConfiguration, now ─► webhook-certificate (emit: issue-webhook-leaf)
 //! certificates, ValidatingWebhookConfiguration ─► webhook-ca-bundle (emit: the configuration's caBundles)
+//! TalosOperation ─► rollout[operation] ◄─ now, IchorRolloutSettings, cluster-auth[its cluster], TalosMachines,
+//!                   TalosOperations, ReadyzObservation[operation]  (emit: status writes, rollout-* effects)
 //! ```
 //!
 //! # Design notes
@@ -63,6 +65,7 @@ pub mod nodes;
 pub mod project;
 mod read;
 pub mod replay;
+pub mod rollout;
 pub mod webhook;
 
 use ichor_graph::{BuildError, Desired, Family, Graph, GraphBuilder, Node, Object, ObjectKey, Ownership};
@@ -126,6 +129,8 @@ pub mod names {
     pub const WEBHOOK_CERTIFICATE: &str = "webhook-certificate";
     /// The `caBundle`s of the webhook configuration.
     pub const WEBHOOK_CA_BUNDLE: &str = "webhook-ca-bundle";
+    /// Per `TalosOperation`: the apiserver-restart rollout's next step.
+    pub const ROLLOUT: &str = "rollout";
 }
 
 /// Handles to the nodes whose outputs are useful outside the graph (reports, tests).
@@ -272,6 +277,28 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
         |key, _k: &Object, (user, observed)| nodes::credentials_gc(key, user, *observed),
     );
     b.emit(&gc);
+
+    // The rollout of each `config` operation: its status writes and Talos effects.
+    let operations = b.objects("operations", "TalosOperation");
+    let observations = b.objects("readyz-observations", rollout::OBSERVATION_KIND);
+    let rollout_settings = b.object(
+        "rollout-settings",
+        ObjectKey::new(rollout::SETTINGS_KIND, NAMESPACE, rollout::SETTINGS_NAME),
+    );
+    let rollout = b.family_timed(
+        names::ROLLOUT,
+        &operations,
+        (
+            now,
+            rollout_settings,
+            cluster_auth.joined(rollout::operation_cluster),
+            machines.all(),
+            operations.all(),
+            observations.joined(rollout::observation_key),
+        ),
+        |key, operation: &Object, inputs| rollout::rollout(key, operation, inputs),
+    );
+    b.emit(&rollout);
 
     let graph = b.build()?;
     Ok((

@@ -119,6 +119,9 @@ pub(crate) fn ui_ca_configmap(certs: &Certificates) -> Desired {
 pub struct ClusterAuth {
     /// Document kind → sha256 of the rendered document (empty when nothing was rendered).
     pub documents: BTreeMap<String, String>,
+    /// The rendered `KubeAuthenticationConfig` document as it is applied (YAML), when rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yaml: Option<String>,
     /// Why nothing was rendered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -131,6 +134,7 @@ pub(crate) fn cluster_auth(key: &ObjectKey, cluster: &Object, trust: &TrustOut) 
         Err(e) => {
             return ClusterAuth {
                 documents: BTreeMap::new(),
+                yaml: None,
                 error: Some(format!("TalosCluster {key}: spec does not decode: {e}")),
             };
         }
@@ -139,8 +143,17 @@ pub(crate) fn cluster_auth(key: &ObjectKey, cluster: &Object, trust: &TrustOut) 
     tc.metadata.namespace = Some(key.namespace.to_string());
     let trust = trust.trust();
     let render = render_cluster(&tc, &[], trust.as_ref());
-    ClusterAuth {
-        documents: render.desired_hashes(),
-        error: render.authentication.err().map(|e| e.to_string()),
+    let documents = render.desired_hashes();
+    match render.authentication {
+        Ok(rendered) => ClusterAuth {
+            documents,
+            yaml: Some(rendered.yaml),
+            error: None,
+        },
+        Err(e) => ClusterAuth {
+            documents,
+            yaml: None,
+            error: Some(e.to_string()),
+        },
     }
 }

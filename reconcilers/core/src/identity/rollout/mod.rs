@@ -1,0 +1,277 @@
+//! The apiserver-restart rollout of a `TalosOperation` of kind `config`, decided in the graph
+//! (seed 000, "Amendment: the apiserver restart rolls out one control plane at a time").
+//!
+//! One family instance per operation reads the operation, its cluster's render, the machines,
+//! every operation (one runs per cluster), the settings, `now` and the latest `/readyz`
+//! observation, and decides the next thing to do ([`decide`]): a write of the operation's
+//! status, or one effect. The performers (in the cluster driver) do the I/O and record what they
+//! did in the operation's status, so a new leader resumes from the object alone:
+//!
+//! | effect | the performer |
+//! |---|---|
+//! | `rollout-apply <ns>/<op> <step> <machine>` ([`ApplyRequest`]) | reads the node's machine configuration, records the document it replaces (`previousDocument`) and the node `Applying`, merges the rendered document, calls `ApplyConfiguration` with mode `NO_REBOOT`, then records `WaitingReady` with `appliedAt` and the machine's `appliedDocumentHashes` |
+//! | `rollout-probe <ns>/<op> <step> <phase> <seq>` ([`ProbeRequest`]) | one `GET /readyz`, reported as the synthetic object [`OBSERVATION_KIND`] `<ns>/<op>` (journaled like every input) |
+//! | `rollout-rollback <ns>/<op> <step> <machine>` ([`RollbackRequest`]) | re-applies the recorded previous document (or removes the rendered one where the node had none), records `RollingBack` with `rolledBackAt` and the machine's previous hash |
+//!
+//! Per node the state moves `Pending` → `Applying` → `WaitingReady` → `Done`; a node whose
+//! `/readyz` does not come back within the step timeout is rolled back (`RollingBack` →
+//! `RolledBack`) and the operation fails, touching no further node. A failure the performer
+//! records (`Failed`) fails the operation. `spec.paused` holds the next node (a step in flight
+//! finishes). The rendered document is fixed when the operation starts (`renderedSha256`): a
+//! render that changes meanwhile fails the operation before its next node.
+//!
+//! Nothing is decided unless the controller pushed [`SETTINGS_KIND`] (the cluster controller
+//! does; `ichor dev` and the simulation do not roll anything).
+//!
+//! The cluster's Talos credentials are the Secret `<cluster>`[`TALOS_CREDENTIALS_SUFFIX`] in
+//! the operation's namespace: key [`TALOSCONFIG_KEY`] (the talosconfig, `os:admin`) and
+//! [`KUBE_CA_KEY`] (the Kubernetes CA that verifies each `/readyz`).
+
+mod decide;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use ichor_graph::{Object, ObjectKey};
+use ichor_renderers::crd::PreviousDocument;
+use ichor_renderers::rollout::APISERVER_PORT;
+use ichor_renderers::trust::NAMESPACE;
+
+pub(crate) use decide::rollout;
+pub use decide::{APPLYING, DONE, FAILED, PENDING, ROLLED_BACK, ROLLING_BACK, WAITING_READY, readyz_url};
+
+/// Kind of the synthetic object carrying the controller's rollout settings (never stored).
+pub const SETTINGS_KIND: &str = "IchorRolloutSettings";
+/// Its name, in `ichor-system`.
+pub const SETTINGS_NAME: &str = "flags";
+/// Kind of the synthetic object holding an operation's latest `/readyz` observation.
+pub const OBSERVATION_KIND: &str = "ReadyzObservation";
+/// The Talos credentials Secret of cluster `C` is `C` followed by this.
+pub const TALOS_CREDENTIALS_SUFFIX: &str = "-talosconfig";
+/// Key of the talosconfig in that Secret.
+pub const TALOSCONFIG_KEY: &str = "talosconfig";
+/// Key of the Kubernetes CA (PEM) in that Secret, which verifies `/readyz`.
+pub const KUBE_CA_KEY: &str = "ca.crt";
+
+/// The rollout's timing and the apiserver port, from the controller's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSettings {
+    /// How long one node may take from its apply to `/readyz` back, before it is rolled back
+    /// (and again for the rollback to bring it back), in seconds.
+    pub step_timeout_secs: u64,
+    /// A node whose `/readyz` stays ready this long after the apply is done (the restart was
+    /// quicker than the probes, or the node already ran the document), in seconds.
+    pub restart_grace_secs: u64,
+    /// Time between two `/readyz` probes of a node, in milliseconds.
+    pub poll_interval_millis: u64,
+    /// The kube-apiserver port every `/readyz` is checked on.
+    pub apiserver_port: u16,
+}
+
+impl Default for RolloutSettings {
+    /// 5 minutes per node, 60 s of grace, a probe a second, port 6443 (as `ichor config apply`).
+    fn default() -> Self {
+        RolloutSettings {
+            step_timeout_secs: 300,
+            restart_grace_secs: 60,
+            poll_interval_millis: 1000,
+            apiserver_port: APISERVER_PORT,
+        }
+    }
+}
+
+/// The synthetic object carrying `settings` into the graph; the cluster controller pushes it
+/// once at start, so a replay decides with the values it had.
+pub fn settings_object(settings: &RolloutSettings) -> Object {
+    Object::new(
+        SETTINGS_KIND,
+        NAMESPACE,
+        SETTINGS_NAME,
+        json!({ "spec": settings }),
+    )
+}
+
+/// Which wait a probe serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbePhase {
+    /// After the rendered document was applied.
+    Apply,
+    /// After the previous document was re-applied.
+    Rollback,
+}
+
+impl ProbePhase {
+    fn as_str(self) -> &'static str {
+        match self {
+            ProbePhase::Apply => "apply",
+            ProbePhase::Rollback => "rollback",
+        }
+    }
+}
+
+/// Apply the rendered document to one control plane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyRequest {
+    /// The operation's namespace.
+    pub namespace: String,
+    /// The operation.
+    pub operation: String,
+    /// The `TalosCluster` (same namespace), whose Talos credentials are used.
+    pub cluster: String,
+    /// The step (index in `status.nodes`).
+    pub step: usize,
+    /// The `TalosMachine`.
+    pub machine: String,
+    /// Its address (the Talos `node` target).
+    pub address: String,
+    /// The rendered document (YAML).
+    pub document: String,
+    /// Its sha256, recorded in the machine's `appliedDocumentHashes`.
+    pub sha256: String,
+    /// The node has no document applied by Ichor yet: a foreign non-empty `jwt` list in its
+    /// current document is refused, not overwritten.
+    pub adopting: bool,
+    /// What an earlier attempt recorded as the node's previous document (kept, never read again
+    /// from a node that may already run the new one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<PreviousDocument>,
+    /// The operation's resourceVersion the decision was made from; the status writes are
+    /// conditioned on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub based_on_resource_version: Option<String>,
+}
+
+impl ApplyRequest {
+    /// `rollout-apply <ns>/<op> <step> <machine>`.
+    pub fn id(&self) -> String {
+        format!(
+            "rollout-apply {}/{} {} {}",
+            self.namespace, self.operation, self.step, self.machine
+        )
+    }
+}
+
+/// Re-apply the document a control plane ran before its step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackRequest {
+    /// The operation's namespace.
+    pub namespace: String,
+    /// The operation.
+    pub operation: String,
+    /// The `TalosCluster`.
+    pub cluster: String,
+    /// The step.
+    pub step: usize,
+    /// The `TalosMachine`.
+    pub machine: String,
+    /// Its address.
+    pub address: String,
+    /// The document to restore (`yaml` absent: remove the rendered one).
+    pub previous: PreviousDocument,
+    /// Why, in words (recorded in the node's message).
+    pub reason: String,
+    /// The operation's resourceVersion the decision was made from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub based_on_resource_version: Option<String>,
+}
+
+impl RollbackRequest {
+    /// `rollout-rollback <ns>/<op> <step> <machine>`.
+    pub fn id(&self) -> String {
+        format!(
+            "rollout-rollback {}/{} {} {}",
+            self.namespace, self.operation, self.step, self.machine
+        )
+    }
+}
+
+/// One `GET /readyz` of a control plane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeRequest {
+    /// The operation's namespace.
+    pub namespace: String,
+    /// The operation (names the observation object).
+    pub operation: String,
+    /// The `TalosCluster` (its Secret holds the CA that verifies `/readyz`).
+    pub cluster: String,
+    /// The step.
+    pub step: usize,
+    /// The `TalosMachine`.
+    pub machine: String,
+    /// Which wait.
+    pub phase: ProbePhase,
+    /// The URL.
+    pub url: String,
+    /// The sequence number the observation gets (one more than the latest observed).
+    pub seq: u64,
+}
+
+impl ProbeRequest {
+    /// `rollout-probe <ns>/<op> <step> <phase> <seq>`.
+    pub fn id(&self) -> String {
+        format!(
+            "rollout-probe {}/{} {} {} {}",
+            self.namespace,
+            self.operation,
+            self.step,
+            self.phase.as_str(),
+            self.seq
+        )
+    }
+}
+
+/// The latest `/readyz` observation of an operation (the value of its [`OBSERVATION_KIND`]
+/// object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Observation {
+    /// The step probed.
+    pub step: usize,
+    /// Which wait.
+    pub phase: ProbePhase,
+    /// The machine.
+    pub machine: String,
+    /// Whether `/readyz` answered 200 `ok`.
+    pub ready: bool,
+    /// What it answered otherwise (status, body excerpt, or the connection error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// When the probe was answered.
+    pub at: Timestamp,
+    /// The probe's sequence number.
+    pub seq: u64,
+}
+
+/// The observation object for `operation` holding `observation`.
+pub fn observation_object(namespace: &str, operation: &str, observation: &Observation) -> Object {
+    Object::new(
+        OBSERVATION_KIND,
+        namespace,
+        operation,
+        serde_json::to_value(observation).unwrap_or_default(),
+    )
+}
+
+/// The key of an operation's observation object.
+pub(crate) fn observation_key(operation: &Object) -> Option<ObjectKey> {
+    Some(ObjectKey::new(
+        OBSERVATION_KIND,
+        operation.namespace.clone(),
+        operation.name.clone(),
+    ))
+}
+
+/// The `TalosCluster` an operation acts on.
+pub(crate) fn operation_cluster(operation: &Object) -> Option<ObjectKey> {
+    let name = operation.value.get("spec")?.get("cluster")?.as_str()?;
+    Some(ObjectKey::new("TalosCluster", operation.namespace.clone(), name))
+}
+
+#[cfg(test)]
+mod tests;
