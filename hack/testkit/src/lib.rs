@@ -2,9 +2,10 @@
 //! talks to. Each module starts or finds one real peer and stops it on drop.
 //!
 //! - [`consumers`]: where the test command put the real binaries (kube-apiserver, kubectl, etcd,
-//!   the apiserver's validator, go-oidc), and the one rule for a missing one.
+//!   the apiserver's validator, helm, go-oidc), and the one rule for a missing one.
 //! - [`control_plane`]: etcd and one or more kube-apiservers sharing it on 127.0.0.1.
 //! - [`external_idp`]: a real external OpenID provider (npm `oidc-provider`) with static accounts.
+//! - [`helm`]: the real helm client against a control plane, with a home of the test's own.
 //! - [`install`]: Ichor's CRDs and chart applied to a control plane, and kubeconfigs of its
 //!   ServiceAccounts for components run as local processes.
 //! - [`jwt`]: a JWT's header and claims, read without verification for assertions.
@@ -20,6 +21,7 @@
 pub mod consumers;
 pub mod control_plane;
 pub mod external_idp;
+pub mod helm;
 pub mod install;
 #[cfg(feature = "issuer")]
 pub mod issuer;
