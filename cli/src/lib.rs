@@ -13,7 +13,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub mod api_client;
 pub mod commands;
 pub mod local;
-pub mod talos;
 
 /// Ichor identity: users, sign-in, kubeconfigs and the kube-apiserver trust configuration.
 #[derive(Debug, Parser)]

@@ -1,9 +1,7 @@
 //! `ichor config …`: the rendered machine configuration on the nodes of a cluster.
 
 pub mod apply;
-pub mod machine_config;
 pub mod operation;
-pub mod readyz;
 pub mod store;
 
 use std::process::ExitCode;

@@ -7,11 +7,11 @@
 //! 2. Show the plan and its warnings (stdout), then ask for confirmation on the terminal
 //!    (`--yes` skips; no terminal and no `--yes` refuses). `--dry-run` stops after the plan.
 //! 3. Check everything needed before touching any node: each machine's configuration in
-//!    `--machine-config-dir` takes the rendered document ([`super::machine_config`]), the
+//!    `--machine-config-dir` takes the rendered document ([`ichor_talos::machine_config`]), the
 //!    talosconfig is usable, the `/readyz` trust is given.
 //! 4. For each control plane in plan order: `Version`, then `ApplyConfiguration` with the full
-//!    machine configuration and mode `NO_REBOOT` ([`crate::talos::client`]), then wait for its
-//!    `https://<address>:6443/readyz` to go down and come back ([`super::readyz`]), all within
+//!    machine configuration and mode `NO_REBOOT` ([`ichor_talos::client`]), then wait for its
+//!    `https://<address>:6443/readyz` to go down and come back ([`ichor_talos::readyz`]), all within
 //!    `--node-timeout`. Progress is printed per node on stderr and recorded in a
 //!    `TalosOperation` ([`super::operation`], [`super::store`]).
 //! 5. The first failure stops the rollout: later nodes are not touched, and the message gives
@@ -35,14 +35,13 @@ use ichor_renderers::{
     rollout::APISERVER_PORT,
 };
 use ichor_server::manifest_files;
+use ichor_talos::{machine_config::Merge, readyz::ReadyzProbe, talosconfig};
 
 use super::{
-    machine_config::Merge,
     operation::{self, DONE},
-    readyz::ReadyzProbe,
     store::{FileOperationStore, OperationStore},
 };
-use crate::{OutputFormat, talos::talosconfig};
+use crate::OutputFormat;
 use inputs::{confirm, merged_config, readyz_url, select_cluster, short};
 use rollout::execute;
 

@@ -16,7 +16,7 @@ use std::{
 };
 
 use base64::{Engine, engine::general_purpose::STANDARD};
-use ichor_cli::talos::proto::{
+use ichor_talos::proto::{
     ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, Version, VersionInfo,
     VersionResponse,
     apply_configuration_request::Mode,

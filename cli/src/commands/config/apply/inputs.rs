@@ -12,7 +12,7 @@ use ichor_renderers::{
     rollout::{self, APISERVER_PORT},
 };
 
-use super::super::machine_config::{self, Merge};
+use ichor_talos::machine_config::{self, Merge};
 
 /// The cluster named `wanted` (name or namespace/name), or the only one.
 pub(super) fn select_cluster<'a>(

@@ -9,18 +9,18 @@ use std::{
 };
 
 use ichor_renderers::crd::TalosOperation;
+use ichor_talos::{
+    client::TalosClient,
+    readyz::{Observation, ReadyWatch, ReadyzProbe, Verdict},
+    talosconfig::{APID_PORT, Endpoint, TalosContext},
+};
 
 use super::{
     super::{
         operation::{self, DONE},
-        readyz::{Observation, ReadyWatch, ReadyzProbe, Verdict},
         store::{OperationStore, StoreError},
     },
     Target, Timing,
-};
-use crate::talos::{
-    client::TalosClient,
-    talosconfig::{APID_PORT, Endpoint, TalosContext},
 };
 
 /// How long a connection to the Talos API may take to set up.

@@ -1,7 +1,7 @@
 //! Generates the Talos machine API client (and a server, which the tests use to fake a node)
 //! from the hand-written subset in `proto/talos/machine.proto` with `protox` (a pure-Rust
 //! protobuf compiler, so no `protoc` binary is needed) and `tonic-prost-build`. The generated
-//! client does not depend on tonic's transport; `src/talos/client.rs` builds the TLS channel.
+//! client does not depend on tonic's transport; `src/client.rs` builds the TLS channel.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto = "proto/talos/machine.proto";

@@ -24,7 +24,7 @@ use tonic::{
     transport::{Certificate, Channel, ClientTlsConfig, Identity},
 };
 
-use super::{
+use crate::{
     proto::{
         ApplyConfigurationRequest, apply_configuration_request::Mode,
         machine_service_client::MachineServiceClient,

@@ -1,0 +1,18 @@
+//! The Talos machine API as both binaries use it: the `ichor` CLI (`ichor config apply`) and the
+//! controller (the rolling apiserver restart).
+//!
+//! - [`talosconfig`]: the `talosconfig` file that holds the mutual-TLS credentials.
+//! - [`proto`]: the generated protobuf subset of the machine API.
+//! - [`client`]: the calls made to a node (`Version`, `ApplyConfiguration`).
+//! - [`machine_config`]: the pure merge of a rendered document into a node's configuration.
+//! - [`readyz`]: the kube-apiserver `/readyz` probe and the wait for a restart.
+//!
+//! Facts (field numbers, modes, the `node` metadata key, the Ed25519 key label) are from
+//! `shared/spec/talos-machine-api.md`.
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod machine_config;
+pub mod proto;
+pub mod readyz;
+pub mod talosconfig;
