@@ -1,12 +1,20 @@
-//! The two calls `ichor config apply` makes to a Talos node, over mutual TLS with the
-//! talosconfig's credentials: `Version` (which also proves the connection and the certificate)
-//! and `ApplyConfiguration` with mode `NO_REBOOT`.
+//! The calls made to a Talos node, over mutual TLS with the talosconfig's credentials:
+//! `Version` (which also proves the connection and the certificate), `ApplyConfiguration` with
+//! mode `NO_REBOOT`, and reading the node's current machine configuration (COSI `State.Get` of
+//! the `MachineConfig` resource, what `talosctl get machineconfig` does).
 //!
 //! # Targeting
 //! The client dials one endpoint (the talosconfig context's first, or the node itself) and names
 //! the target node in the gRPC metadata key `node` (single value), which apid answers itself or
 //! proxies one-to-one — what `talosctl -n NODE` does. The deprecated plural `nodes` (fan-out) is
-//! never sent.
+//! never sent. The COSI state service is routed by apid the same way.
+//!
+//! # The machine configuration
+//! `ApplyConfiguration` takes the node's FULL configuration, so a caller that changes one
+//! document reads the rest first: `State.Get` of namespace `config`, type
+//! `MachineConfigs.config.talos.dev`, ID `v1alpha1` (Talos's active configuration). The
+//! resource's `proto_spec` is a `MachineConfigSpec` whose `yaml_marshalled` holds the
+//! configuration exactly as it was submitted ([`decode_machine_config`]).
 //!
 //! # Mode
 //! Always `NO_REBOOT` (2), never the proto3 default `REBOOT` (0). On Talos ≥ 1.14 that is what
@@ -24,9 +32,14 @@ use tonic::{
     transport::{Certificate, Channel, ClientTlsConfig, Identity},
 };
 
+use prost::Message as _;
+
 use crate::{
     proto::{
-        ApplyConfigurationRequest, apply_configuration_request::Mode,
+        ApplyConfigurationRequest,
+        apply_configuration_request::Mode,
+        config::MachineConfigSpec,
+        cosi::{GetOptions, GetRequest, GetResponse, state_client::StateClient},
         machine_service_client::MachineServiceClient,
     },
     talosconfig::{Endpoint, TalosContext},
@@ -34,6 +47,41 @@ use crate::{
 
 /// apid accepts messages up to 32 MiB (`constants.GRPCMaxMessageSize`).
 pub const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+
+/// The COSI namespace of the machine configuration resource.
+pub const MACHINE_CONFIG_NAMESPACE: &str = "config";
+/// The COSI type of the machine configuration resource.
+pub const MACHINE_CONFIG_TYPE: &str = "MachineConfigs.config.talos.dev";
+/// The ID of the active machine configuration (Talos's `ActiveID`).
+pub const MACHINE_CONFIG_ID: &str = "v1alpha1";
+
+/// What is wrong with a `State.Get` reply that should hold the machine configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecProblem {
+    /// No resource in the reply.
+    #[error("the reply holds no resource")]
+    NoResource,
+    /// The reply is another resource than the one asked for.
+    #[error("the reply is the resource {kind}/{id}, not {MACHINE_CONFIG_TYPE}/{MACHINE_CONFIG_ID}")]
+    OtherResource {
+        /// Its type.
+        kind: String,
+        /// Its ID.
+        id: String,
+    },
+    /// The resource has no spec.
+    #[error("the resource has no spec")]
+    NoSpec,
+    /// The spec has only its YAML form.
+    #[error("the resource's spec has only its YAML form (proto_spec is empty)")]
+    NoProtoSpec,
+    /// `proto_spec` is not a `MachineConfigSpec`.
+    #[error("proto_spec is not a MachineConfigSpec ({0})")]
+    Undecodable(String),
+    /// The configuration is empty.
+    #[error("the machine configuration in it is empty")]
+    Empty,
+}
 
 /// A failed call to the Talos API.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +108,7 @@ pub enum TalosError {
     /// The call failed with a gRPC status.
     #[error("Talos API {call} on node {node}: {code:?}: {message}{hint}")]
     Rpc {
-        /// `Version` or `ApplyConfiguration`.
+        /// `Version`, `ApplyConfiguration` or `State.Get`.
         call: &'static str,
         /// The target node.
         node: String,
@@ -102,6 +150,17 @@ pub enum TalosError {
         /// `mode_details`.
         details: String,
     },
+    /// The node's machine configuration resource could not be read from the reply.
+    #[error(
+        "Talos API State.Get on node {node}: cannot read its machine configuration: {problem}; is this a \
+         configured Talos node (not in maintenance mode)?"
+    )]
+    MachineConfig {
+        /// The target node.
+        node: String,
+        /// What is wrong.
+        problem: SpecProblem,
+    },
     /// The node name cannot be sent as gRPC metadata.
     #[error("node {node:?}: not usable as the gRPC `node` metadata value (it must be visible ASCII)")]
     NodeName {
@@ -123,6 +182,7 @@ pub struct ApplyOutcome {
 #[derive(Debug, Clone)]
 pub struct TalosClient {
     inner: MachineServiceClient<Channel>,
+    state: StateClient<Channel>,
 }
 
 impl TalosClient {
@@ -160,10 +220,13 @@ impl TalosClient {
                 endpoint: name,
                 reason: error_chain(&e),
             })?;
-        let inner = MachineServiceClient::new(channel)
+        let inner = MachineServiceClient::new(channel.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Ok(Self { inner })
+        let state = StateClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(Self { inner, state })
     }
 
     /// The Talos version tag of `node` (e.g. `v1.14.3`).
@@ -251,6 +314,64 @@ impl TalosClient {
             warnings: first.warnings,
         })
     }
+
+    /// The current machine configuration of `node` (multi-document YAML, the bytes exactly as
+    /// they were last submitted), read as `talosctl get machineconfig` does. Replies are bounded
+    /// by [`MAX_MESSAGE_BYTES`].
+    ///
+    /// # Errors
+    /// [`TalosError::Rpc`] (`NotFound` when the node has no configuration), or
+    /// [`TalosError::MachineConfig`] when the reply holds no usable configuration.
+    pub async fn machine_config(&mut self, node: &str) -> Result<Vec<u8>, TalosError> {
+        let request = targeted(
+            node,
+            GetRequest {
+                namespace: MACHINE_CONFIG_NAMESPACE.to_owned(),
+                r#type: MACHINE_CONFIG_TYPE.to_owned(),
+                id: MACHINE_CONFIG_ID.to_owned(),
+                options: Some(GetOptions {}),
+            },
+        )?;
+        let reply = self
+            .state
+            .get(request)
+            .await
+            .map_err(|s| rpc_error("State.Get", node, &s))?
+            .into_inner();
+        decode_machine_config(node, reply)
+    }
+}
+
+/// The machine configuration bytes in a `State.Get` reply for the `MachineConfig` resource of
+/// `node` (named in the error).
+///
+/// # Errors
+/// [`TalosError::MachineConfig`] naming what is missing or undecodable.
+pub fn decode_machine_config(node: &str, reply: GetResponse) -> Result<Vec<u8>, TalosError> {
+    let fail = |problem: SpecProblem| TalosError::MachineConfig {
+        node: node.to_owned(),
+        problem,
+    };
+    let resource = reply.resource.ok_or_else(|| fail(SpecProblem::NoResource))?;
+    if let Some(m) = &resource.metadata {
+        let known = |value: &str, expected: &str| value.is_empty() || value == expected;
+        if !known(&m.r#type, MACHINE_CONFIG_TYPE) || !known(&m.id, MACHINE_CONFIG_ID) {
+            return Err(fail(SpecProblem::OtherResource {
+                kind: m.r#type.clone(),
+                id: m.id.clone(),
+            }));
+        }
+    }
+    let spec = resource.spec.ok_or_else(|| fail(SpecProblem::NoSpec))?;
+    if spec.proto_spec.is_empty() && !spec.yaml_spec.is_empty() {
+        return Err(fail(SpecProblem::NoProtoSpec));
+    }
+    let decoded = MachineConfigSpec::decode(spec.proto_spec.as_slice())
+        .map_err(|e| fail(SpecProblem::Undecodable(e.to_string())))?;
+    if decoded.yaml_marshalled.is_empty() {
+        return Err(fail(SpecProblem::Empty));
+    }
+    Ok(decoded.yaml_marshalled)
 }
 
 /// A request carrying `node` in the gRPC metadata.
@@ -265,8 +386,21 @@ fn targeted<T>(node: &str, message: T) -> Result<Request<T>, TalosError> {
 
 fn rpc_error(call: &'static str, node: &str, status: &Status) -> TalosError {
     let hint = match status.code() {
+        Code::PermissionDenied if call == "State.Get" => {
+            "; reading a node's machine configuration needs a talosconfig whose certificate has the role \
+             os:admin"
+        }
+        Code::NotFound if call == "State.Get" => {
+            "; the node has no active machine configuration (is it in maintenance mode?)"
+        }
         Code::PermissionDenied => {
             "; applying a configuration needs a talosconfig whose certificate has the role os:admin"
+        }
+        _ if call == "State.Get"
+            && status.code() != Code::Unavailable
+            && status.code() != Code::DeadlineExceeded =>
+        {
+            ""
         }
         Code::FailedPrecondition => "; another apply may be in progress on this node: wait, then resume",
         Code::InvalidArgument => {
@@ -298,3 +432,6 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

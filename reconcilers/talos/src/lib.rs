@@ -2,8 +2,10 @@
 //! controller (the rolling apiserver restart).
 //!
 //! - [`talosconfig`]: the `talosconfig` file that holds the mutual-TLS credentials.
-//! - [`proto`]: the generated protobuf subset of the machine API.
-//! - [`client`]: the calls made to a node (`Version`, `ApplyConfiguration`).
+//! - [`proto`]: the generated protobuf subset (machine API, COSI state, the machine
+//!   configuration resource).
+//! - [`client`]: the calls made to a node (`Version`, `ApplyConfiguration`, reading its machine
+//!   configuration).
 //! - [`machine_config`]: the pure merge of a rendered document into a node's configuration.
 //! - [`readyz`]: the kube-apiserver `/readyz` probe and the wait for a restart.
 //!

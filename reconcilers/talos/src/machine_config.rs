@@ -134,31 +134,30 @@ fn is_blank(text: &str) -> bool {
     })
 }
 
-/// `current` (the node's full machine configuration, named `file` in errors) with the document
-/// of kind `kind` replaced by `document`, or `document` appended. `adopting`: Ichor has not
-/// applied this kind to the node before, so a current document trusting an issuer `document`
-/// does not is refused ([`MachineConfigError::ForeignJwt`]).
-///
-/// # Errors
-/// See [`MachineConfigError`].
-pub fn replace_document(
-    file: &str,
-    current: &str,
-    kind: &str,
-    document: &str,
-    adopting: bool,
-) -> Result<(String, Merge), MachineConfigError> {
+/// One non-blank document of a machine configuration, parsed.
+struct Parsed<'a> {
+    /// As written (without the separator line).
+    text: &'a str,
+    /// The YAML value.
+    value: serde_yaml::Value,
+    /// Its `kind`, when it has one.
+    kind: Option<String>,
+    /// Whether it is the v1alpha1 document (`version: v1alpha1`, no `kind`).
+    main: bool,
+    /// 1-based document number in the text (blank documents counted).
+    number: usize,
+}
+
+/// The non-blank documents of `current` (named `file` in errors), bounded by [`MAX_BYTES`].
+fn parse_documents<'a>(file: &str, current: &'a str) -> Result<Vec<Parsed<'a>>, MachineConfigError> {
     if current.len() > MAX_BYTES {
         return Err(MachineConfigError::TooLarge {
             file: file.to_owned(),
             max: MAX_BYTES,
         });
     }
-    let docs = split_documents(current);
-    let mut kept: Vec<&str> = Vec::new();
-    let mut replaced_at: Option<usize> = None;
-    let mut has_main = false;
-    for (i, doc) in docs.iter().enumerate() {
+    let mut parsed = Vec::new();
+    for (i, doc) in split_documents(current).into_iter().enumerate() {
         if is_blank(doc.text) {
             continue;
         }
@@ -174,53 +173,46 @@ pub fn replace_document(
                 .and_then(serde_yaml::Value::as_str)
                 .map(str::to_owned)
         };
-        if field("kind").as_deref() == Some(kind) {
-            if let Some(first) = replaced_at {
-                return Err(MachineConfigError::Duplicate {
-                    file: file.to_owned(),
-                    kind: kind.to_owned(),
-                    first: first + 1,
-                    second: i + 1,
-                });
-            }
-            if adopting {
-                let rendered: Vec<String> = serde_yaml::from_str::<serde_yaml::Value>(document)
-                    .map(|v| jwt_issuers(&v))
-                    .unwrap_or_default();
-                let foreign: Vec<String> = jwt_issuers(&value)
-                    .into_iter()
-                    .filter(|url| !rendered.contains(url))
-                    .collect();
-                if !foreign.is_empty() {
-                    return Err(MachineConfigError::ForeignJwt {
-                        file: file.to_owned(),
-                        document: i + 1,
-                        issuers: foreign.join(", "),
-                    });
-                }
-            }
-            replaced_at = Some(i);
-            kept.push(document);
-            continue;
-        }
-        if field("kind").is_none() && field("version").as_deref() == Some("v1alpha1") {
-            has_main = true;
-        }
-        kept.push(doc.text);
-    }
-    if !has_main {
-        return Err(MachineConfigError::NoMainDocument {
-            file: file.to_owned(),
+        let kind = field("kind");
+        let main = kind.is_none() && field("version").as_deref() == Some("v1alpha1");
+        parsed.push(Parsed {
+            text: doc.text,
+            value,
+            kind,
+            main,
+            number: i + 1,
         });
     }
-    let merge = if replaced_at.is_some() {
-        Merge::Replaced
-    } else {
-        kept.push(document);
-        Merge::Appended
-    };
+    Ok(parsed)
+}
+
+/// The index in `docs` of the one document of kind `kind`.
+///
+/// # Errors
+/// [`MachineConfigError::Duplicate`] when there are several.
+fn find_kind(file: &str, docs: &[Parsed<'_>], kind: &str) -> Result<Option<usize>, MachineConfigError> {
+    let mut found: Option<usize> = None;
+    for (i, doc) in docs.iter().enumerate() {
+        if doc.kind.as_deref() != Some(kind) {
+            continue;
+        }
+        if let Some(first) = found {
+            return Err(MachineConfigError::Duplicate {
+                file: file.to_owned(),
+                kind: kind.to_owned(),
+                first: docs[first].number,
+                second: doc.number,
+            });
+        }
+        found = Some(i);
+    }
+    Ok(found)
+}
+
+/// The documents joined by `---` lines, each ending with a newline.
+fn join(docs: &[&str]) -> String {
     let mut out = String::new();
-    for (i, doc) in kept.iter().enumerate() {
+    for (i, doc) in docs.iter().enumerate() {
         if i > 0 {
             out.push_str("---\n");
         }
@@ -229,129 +221,97 @@ pub fn replace_document(
             out.push('\n');
         }
     }
-    Ok((out, merge))
+    out
+}
+
+/// `current` (the node's full machine configuration, named `file` in errors) with the document
+/// of kind `kind` replaced by `document`, or `document` appended. `adopting`: Ichor has not
+/// applied this kind to the node before, so a current document trusting an issuer `document`
+/// does not is refused ([`MachineConfigError::ForeignJwt`]).
+///
+/// # Errors
+/// See [`MachineConfigError`].
+pub fn replace_document(
+    file: &str,
+    current: &str,
+    kind: &str,
+    document: &str,
+    adopting: bool,
+) -> Result<(String, Merge), MachineConfigError> {
+    let docs = parse_documents(file, current)?;
+    let replaced_at = find_kind(file, &docs, kind)?;
+    if !docs.iter().any(|d| d.main) {
+        return Err(MachineConfigError::NoMainDocument {
+            file: file.to_owned(),
+        });
+    }
+    if let (Some(at), true) = (replaced_at, adopting) {
+        let rendered: Vec<String> = serde_yaml::from_str::<serde_yaml::Value>(document)
+            .map(|v| jwt_issuers(&v))
+            .unwrap_or_default();
+        let foreign: Vec<String> = jwt_issuers(&docs[at].value)
+            .into_iter()
+            .filter(|url| !rendered.contains(url))
+            .collect();
+        if !foreign.is_empty() {
+            return Err(MachineConfigError::ForeignJwt {
+                file: file.to_owned(),
+                document: docs[at].number,
+                issuers: foreign.join(", "),
+            });
+        }
+    }
+    let mut kept: Vec<&str> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| if Some(i) == replaced_at { document } else { d.text })
+        .collect();
+    let merge = if replaced_at.is_some() {
+        Merge::Replaced
+    } else {
+        kept.push(document);
+        Merge::Appended
+    };
+    Ok((join(&kept), merge))
+}
+
+/// The document of kind `kind` in the machine configuration `config`, exactly as written
+/// (comments kept, without the `---` line), or `None` when it has none: what a node ran before
+/// a rollout step changed it, kept for a rollback.
+///
+/// # Errors
+/// [`MachineConfigError::TooLarge`], [`MachineConfigError::Yaml`], or
+/// [`MachineConfigError::Duplicate`] when the kind appears more than once.
+pub fn extract_document(config: &str, kind: &str) -> Result<Option<String>, MachineConfigError> {
+    const NAME: &str = "the machine configuration";
+    let docs = parse_documents(NAME, config)?;
+    Ok(find_kind(NAME, &docs, kind)?.map(|i| docs[i].text.to_owned()))
+}
+
+/// `current` (named `file` in errors) without its document of kind `kind`, every other
+/// document kept byte for byte (when it has none, the same documents, re-joined as
+/// [`replace_document`] joins them): the rollback of a node that had no document of the kind
+/// before a rollout step.
+///
+/// # Errors
+/// See [`MachineConfigError`]; a configuration without the v1alpha1 document is refused as in
+/// [`replace_document`].
+pub fn remove_document(file: &str, current: &str, kind: &str) -> Result<String, MachineConfigError> {
+    let docs = parse_documents(file, current)?;
+    let found = find_kind(file, &docs, kind)?;
+    if !docs.iter().any(|d| d.main) {
+        return Err(MachineConfigError::NoMainDocument {
+            file: file.to_owned(),
+        });
+    }
+    let kept: Vec<&str> = docs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != found)
+        .map(|(_, d)| d.text)
+        .collect();
+    Ok(join(&kept))
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    const MAIN: &str = "# the node\nversion: v1alpha1\nmachine:\n  type: controlplane\n";
-    const AUTH_OLD: &str = "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfig:\n  jwt: []\n";
-    const AUTH_NEW: &str =
-        "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfig:\n  anonymous: {enabled: true}\n";
-    const OTHER: &str = "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: cp-1 # keep me\n";
-
-    #[test]
-    fn the_document_of_the_kind_is_replaced_whole_and_the_others_kept_byte_for_byte() {
-        let current = format!("{MAIN}---\n{AUTH_OLD}---\n{OTHER}");
-        let (out, merge) =
-            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap();
-        assert_eq!(merge, Merge::Replaced);
-        assert_eq!(out, format!("{MAIN}---\n{AUTH_NEW}---\n{OTHER}"));
-        assert!(!out.contains("jwt: []"), "nothing of the old document is kept");
-    }
-
-    #[test]
-    fn the_document_is_appended_when_the_configuration_has_none() {
-        let current = format!("---\n{MAIN}---\n{OTHER}---\n");
-        let (out, merge) =
-            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap();
-        assert_eq!(merge, Merge::Appended);
-        assert_eq!(out, format!("{MAIN}---\n{OTHER}---\n{AUTH_NEW}"));
-    }
-
-    #[test]
-    fn a_configuration_without_the_v1alpha1_document_is_refused_as_a_patch() {
-        let err =
-            replace_document("cp-1.yaml", AUTH_OLD, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap_err();
-        assert_eq!(
-            err,
-            MachineConfigError::NoMainDocument {
-                file: "cp-1.yaml".into()
-            }
-        );
-    }
-
-    #[test]
-    fn two_documents_of_the_kind_are_refused_naming_both() {
-        let current = format!("{MAIN}---\n{AUTH_OLD}---\n{AUTH_OLD}");
-        let err = replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "cp-1.yaml: documents 2 and 3 are both KubeAuthenticationConfig; keep one"
-        );
-    }
-
-    #[test]
-    fn invalid_yaml_names_the_document() {
-        let current = format!("{MAIN}---\nkind: [unclosed\n");
-        let err =
-            replace_document("cp-1.yaml", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap_err();
-        assert!(
-            matches!(err, MachineConfigError::Yaml { document: 2, .. }),
-            "{err}"
-        );
-    }
-
-    const AUTH_FOREIGN: &str = "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfiguration:\n  jwt:\n  \
-                                - issuer: {url: https://dex.example.com}\n  - issuer: {url: https://ichor.example.com}\n";
-    const AUTH_ICHOR: &str = "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfiguration:\n  jwt:\n  \
-                              - issuer: {url: https://ichor.example.com}\n";
-
-    #[test]
-    fn adopting_a_node_whose_document_trusts_another_issuer_is_refused_naming_it() {
-        let current = format!("{MAIN}---\n{AUTH_FOREIGN}");
-        let err = replace_document(
-            "cp-1.yaml",
-            &current,
-            "KubeAuthenticationConfig",
-            AUTH_ICHOR,
-            true,
-        )
-        .unwrap_err();
-        assert_eq!(
-            err,
-            MachineConfigError::ForeignJwt {
-                file: "cp-1.yaml".into(),
-                document: 2,
-                issuers: "https://dex.example.com".into()
-            }
-        );
-        assert!(err.to_string().contains("spec.authentication.external"), "{err}");
-    }
-
-    #[test]
-    fn adoption_goes_ahead_when_the_render_keeps_every_issuer_and_later_applies_may_drop_one() {
-        let current = format!("{MAIN}---\n{AUTH_ICHOR}");
-        let (_, merge) =
-            replace_document("f", &current, "KubeAuthenticationConfig", AUTH_ICHOR, true).unwrap();
-        assert_eq!(merge, Merge::Replaced);
-        let current = format!("{MAIN}---\n{AUTH_FOREIGN}");
-        let (out, _) =
-            replace_document("f", &current, "KubeAuthenticationConfig", AUTH_ICHOR, false).unwrap();
-        assert!(
-            !out.contains("dex"),
-            "Ichor's own earlier document is replaced whole"
-        );
-        let (_, merge) = replace_document("f", MAIN, "KubeAuthenticationConfig", AUTH_ICHOR, true).unwrap();
-        assert_eq!(
-            merge,
-            Merge::Appended,
-            "a node with no document has nothing to lose"
-        );
-    }
-
-    #[test]
-    fn a_separator_with_a_comment_still_separates() {
-        let current = format!("{MAIN}--- # auth\n{AUTH_OLD}");
-        let (out, merge) =
-            replace_document("f", &current, "KubeAuthenticationConfig", AUTH_NEW, false).unwrap();
-        assert_eq!(merge, Merge::Replaced);
-        assert_eq!(out, format!("{MAIN}---\n{AUTH_NEW}"));
-    }
-}
+mod tests;

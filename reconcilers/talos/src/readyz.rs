@@ -78,6 +78,14 @@ pub enum ProbeError {
         /// What is wrong.
         reason: String,
     },
+    /// The CA given as PEM is unusable.
+    #[error("{label}: {reason}")]
+    CaPem {
+        /// Where the PEM came from, as the caller names it.
+        label: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The HTTP client could not start.
     #[error("the /readyz client cannot start: {0}")]
     Client(String),
@@ -97,24 +105,48 @@ impl ReadyzProbe {
     /// # Errors
     /// [`ProbeError`].
     pub fn new(kube_ca: Option<&Path>, request_timeout: Duration) -> Result<Self, ProbeError> {
-        let mut builder = reqwest::Client::builder()
-            .tls_built_in_root_certs(false)
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(request_timeout)
-            .timeout(request_timeout)
-            .user_agent(concat!("ichor/", env!("CARGO_PKG_VERSION")));
-        match kube_ca {
+        let roots = match kube_ca {
             Some(path) => {
                 let ca_error = |reason: String| ProbeError::CaFile {
                     path: path.display().to_string(),
                     reason,
                 };
                 let bytes = std::fs::read(path).map_err(|e| ca_error(e.to_string()))?;
-                let certs = reqwest::Certificate::from_pem_bundle(&bytes)
-                    .map_err(|e| ca_error(format!("not PEM certificates ({e})")))?;
-                if certs.is_empty() {
-                    return Err(ca_error("holds no PEM certificate".to_owned()));
-                }
+                Some(roots(&bytes).map_err(ca_error)?)
+            }
+            None => None,
+        };
+        Self::build(roots, request_timeout)
+    }
+
+    /// A client that trusts only the PEM certificates in `kube_ca` (the cluster's Kubernetes
+    /// CA, e.g. from a Secret); `label` names where they came from in errors. Each probe gives
+    /// up after `request_timeout`.
+    ///
+    /// # Errors
+    /// [`ProbeError::CaPem`] when `kube_ca` holds no usable certificate, or
+    /// [`ProbeError::Client`].
+    pub fn from_pem(kube_ca: &[u8], label: &str, request_timeout: Duration) -> Result<Self, ProbeError> {
+        let roots = roots(kube_ca).map_err(|reason| ProbeError::CaPem {
+            label: label.to_owned(),
+            reason,
+        })?;
+        Self::build(Some(roots), request_timeout)
+    }
+
+    /// The client: verifying against `roots`, or not verifying when `None`.
+    fn build(
+        roots: Option<Vec<reqwest::Certificate>>,
+        request_timeout: Duration,
+    ) -> Result<Self, ProbeError> {
+        let mut builder = reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(request_timeout)
+            .timeout(request_timeout)
+            .user_agent(concat!("ichor/", env!("CARGO_PKG_VERSION")));
+        match roots {
+            Some(certs) => {
                 for cert in certs {
                     builder = builder.add_root_certificate(cert);
                 }
@@ -133,6 +165,16 @@ impl ReadyzProbe {
             Err(e) => Observation::NotReady(describe(&e)),
         }
     }
+}
+
+/// The certificates of a PEM bundle, at least one.
+fn roots(pem: &[u8]) -> Result<Vec<reqwest::Certificate>, String> {
+    let certs =
+        reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("not PEM certificates ({e})"))?;
+    if certs.is_empty() {
+        return Err("holds no PEM certificate".to_owned());
+    }
+    Ok(certs)
 }
 
 /// A short reason for a failed request (the innermost cause is the telling one).
@@ -193,6 +235,22 @@ mod tests {
     fn ready_throughout_ends_the_wait_at_the_grace() {
         let mut w = ReadyWatch::new(GRACE);
         assert_eq!(w.observe(GRACE, &Observation::Ready), Verdict::StayedReady);
+    }
+
+    #[test]
+    fn a_ca_without_certificates_is_refused_naming_where_it_came_from() {
+        let err = ReadyzProbe::from_pem(b"not a certificate", "Secret s/t key ca.crt", GRACE)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("Secret s/t key ca.crt: holds no PEM certificate")
+        );
+        let err = ReadyzProbe::new(Some(Path::new("/nonexistent/ca.pem")), GRACE)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.starts_with("--kube-ca-file /nonexistent/ca.pem: "), "{err}");
     }
 
     #[test]
