@@ -12,6 +12,9 @@
 //! - [`pki`]: the one test CA, its serving and client certificates, a rustls server over one.
 //! - [`rbac`]: the rules a manifest grants a ServiceAccount against what its audit log shows it
 //!   used (least privilege, measured).
+//! - [`talos`] (feature `talos`): a fake Talos API endpoint (apid over mutual TLS) with fake
+//!   nodes: their machine configurations, a record of every call, injected failures, and a hook
+//!   after each apply (a real kube-apiserver restart).
 //! - [`wait`]: the bounded poll loop.
 //! - [`issuer`] (feature `issuer`): the issuer in process over a memory store and a manual
 //!   clock, signing-key fixtures, the sign-in driver, HTTPS on loopback. Crates that do not test
@@ -28,4 +31,6 @@ pub mod issuer;
 pub mod jwt;
 pub mod pki;
 pub mod rbac;
+#[cfg(feature = "talos")]
+pub mod talos;
 pub mod wait;

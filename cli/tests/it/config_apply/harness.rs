@@ -5,13 +5,9 @@ use super::*;
 pub(super) struct Harness {
     _runtime: tokio::runtime::Runtime,
     pub(super) dir: tempfile::TempDir,
-    pub(super) talos: Arc<Talos>,
+    pub(super) talos: FakeTalos,
     pub(super) apiservers: Vec<Arc<Apiserver>>,
     pub(super) apiserver_port: u16,
-}
-
-fn ed25519_key() -> rcgen::KeyPair {
-    rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap()
 }
 
 /// Binds 127.0.0.1, .2 and .3 on one port.
@@ -52,29 +48,6 @@ impl Harness {
             .build()
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
-
-        // Talos PKI: Ed25519 like `talosctl gen config`.
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::OrganizationName, "talos");
-        let talos_ca = rcgen::CertifiedIssuer::self_signed(ca_params, ed25519_key()).unwrap();
-        let apid_key = ed25519_key();
-        let mut apid_params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-        apid_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let apid_cert = apid_params.signed_by(&apid_key, &talos_ca).unwrap();
-        let admin_key = ed25519_key();
-        let mut admin_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        admin_params
-            .distinguished_name
-            .push(rcgen::DnType::OrganizationName, role);
-        admin_params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
-        admin_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let admin_cert = admin_params.signed_by(&admin_key, &talos_ca).unwrap();
-        let admin_key_pem = admin_key
-            .serialize_pem()
-            .replace("PRIVATE KEY", "ED25519 PRIVATE KEY");
 
         // Kubernetes PKI: ECDSA; one serving certificate for the three node addresses.
         let mut kca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -131,44 +104,24 @@ impl Harness {
             });
         }
 
-        // The Talos API endpoint.
-        let talos = Arc::new(Talos {
-            apiservers: NODES
+        // The Talos API endpoint: each node's apply restarts its fake apiserver.
+        let initial = format!("{MAIN_DOC}---\n{OLD_AUTH_DOC}---\n{HOSTNAME_DOC}");
+        let talos = FakeTalos::start(ichor_testkit::talos::Options {
+            nodes: NODES
                 .iter()
-                .zip(&apiservers)
-                .map(|((_, a), s)| ((*a).to_owned(), s.clone()))
+                .map(|(_, a)| ichor_testkit::talos::NodeOptions::new(a).with_config(initial.clone()))
                 .collect(),
-            ..Default::default()
-        });
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let talos_port = listener.local_addr().unwrap().port();
-        let server_tls = tonic::transport::ServerTlsConfig::new()
-            .identity(tonic::transport::Identity::from_pem(
-                apid_cert.pem(),
-                apid_key.serialize_pem(),
-            ))
-            .client_ca_root(tonic::transport::Certificate::from_pem(talos_ca.pem()));
-        let service = MachineServiceServer::new(Apid(talos.clone()));
-        runtime.spawn(async move {
-            tonic::transport::Server::builder()
-                .tls_config(server_tls)
-                .unwrap()
-                .add_service(service)
-                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
-                .await
-                .unwrap();
-        });
-
-        // The talosconfig.
-        let talosconfig = format!(
-            "context: test\ncontexts:\n  test:\n    endpoints: [\"127.0.0.1:{talos_port}\"]\n    nodes: [127.0.0.1]\n    ca: {}\n    crt: {}\n    key: {}\n",
-            STANDARD.encode(talos_ca.pem()),
-            STANDARD.encode(admin_cert.pem()),
-            STANDARD.encode(&admin_key_pem),
-        );
-        std::fs::write(dir.path().join("talosconfig"), talosconfig).unwrap();
+            role: role.to_owned(),
+        })
+        .unwrap();
+        for ((_, address), apiserver) in NODES.iter().zip(&apiservers) {
+            let apiserver = apiserver.clone();
+            talos.on_apply_blocking(address, move |_| {
+                apiserver.restart();
+                Ok(())
+            });
+        }
+        std::fs::write(dir.path().join("talosconfig"), talos.talosconfig()).unwrap();
 
         // The manifests and the machine configurations.
         let manifests = dir.path().join("manifests");
@@ -194,11 +147,7 @@ impl Harness {
         let configs = dir.path().join("machineconfigs");
         std::fs::create_dir_all(&configs).unwrap();
         for (name, _) in NODES {
-            std::fs::write(
-                configs.join(format!("{name}.yaml")),
-                format!("{MAIN_DOC}---\n{OLD_AUTH_DOC}---\n{HOSTNAME_DOC}"),
-            )
-            .unwrap();
+            std::fs::write(configs.join(format!("{name}.yaml")), &initial).unwrap();
         }
 
         Self {
@@ -259,12 +208,15 @@ impl Harness {
     }
 
     pub(super) fn applied_nodes(&self) -> Vec<String> {
+        self.talos.applies().into_iter().map(|a| a.node).collect()
+    }
+
+    /// The nodes asked for their `Version`, in order.
+    pub(super) fn version_nodes(&self) -> Vec<String> {
         self.talos
-            .applies
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|a| a.node.clone())
+            .calls_of(Rpc::Version)
+            .into_iter()
+            .map(|c| c.node)
             .collect()
     }
 

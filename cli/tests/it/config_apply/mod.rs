@@ -1,13 +1,13 @@
-//! `ichor config apply` through the real binary against servers that speak the Talos machine
-//! API over mutual TLS (a tonic server with an Ed25519 Talos CA and an `os:admin` client
-//! certificate whose key is labelled `ED25519 PRIVATE KEY`, as talosctl writes it) and one
-//! kube-apiserver `/readyz` per node (127.0.0.1, .2, .3 on the same port) that goes down after
-//! an apply and comes back. Every request is recorded: the order, the mode, the target node,
-//! the data, the client certificate's role, and when each `/readyz` came back.
+//! `ichor config apply` through the real binary against the test kit's fake Talos API
+//! ([`ichor_testkit::talos`]: the machine API over mutual TLS with an Ed25519 Talos CA and an
+//! `os:admin` client certificate whose key is labelled `ED25519 PRIVATE KEY`, as talosctl writes
+//! it) and one kube-apiserver `/readyz` per node (127.0.0.1, .2, .3 on the same port) that goes
+//! down after an apply (the node's on-apply hook) and comes back. Every request is recorded: the
+//! order, the mode, the target node, the data, the client certificate's role, and when each
+//! `/readyz` came back.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::{
-    collections::{HashMap, HashSet},
     net::SocketAddr,
     path::PathBuf,
     process::{Command, Stdio},
@@ -15,15 +15,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use base64::{Engine, engine::general_purpose::STANDARD};
-use ichor_talos::proto::{
-    ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, Version, VersionInfo,
-    VersionResponse,
-    apply_configuration_request::Mode,
-    machine_service_server::{MachineService, MachineServiceServer},
-};
+use ichor_testkit::talos::{FakeTalos, Mode, Rpc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tonic::{Request, Response, Status};
 
 const NODES: [(&str, &str); 3] = [
     ("cp-1", "127.0.0.1"),
@@ -86,107 +79,6 @@ impl Apiserver {
                 true
             }
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The fake Talos API (apid): routes by the `node` metadata.
-
-#[derive(Debug, Clone)]
-struct Applied {
-    node: String,
-    mode: i32,
-    data: String,
-    organizations: Vec<String>,
-    at: Instant,
-}
-
-#[derive(Default)]
-struct Talos {
-    applies: Mutex<Vec<Applied>>,
-    versions: Mutex<Vec<String>>,
-    /// Nodes whose ApplyConfiguration fails.
-    failing: Mutex<HashSet<String>>,
-    apiservers: HashMap<String, Arc<Apiserver>>,
-}
-
-fn target_node<T>(request: &Request<T>) -> Result<String, Status> {
-    let values: Vec<_> = request.metadata().get_all("node").iter().collect();
-    assert!(
-        request.metadata().get("nodes").is_none(),
-        "the deprecated `nodes` key is never sent"
-    );
-    match values.as_slice() {
-        [one] => Ok(one.to_str().unwrap().to_owned()),
-        _ => Err(Status::invalid_argument(
-            "exactly one `node` metadata value is expected",
-        )),
-    }
-}
-
-fn organizations<T>(request: &Request<T>) -> Vec<String> {
-    let certs = request.peer_certs().expect("a client certificate (mutual TLS)");
-    let (_, cert) = x509_parser::parse_x509_certificate(certs[0].as_ref()).unwrap();
-    cert.subject()
-        .iter_organization()
-        .map(|o| o.as_str().unwrap().to_owned())
-        .collect()
-}
-
-struct Apid(Arc<Talos>);
-
-#[tonic::async_trait]
-impl MachineService for Apid {
-    async fn apply_configuration(
-        &self,
-        request: Request<ApplyConfigurationRequest>,
-    ) -> Result<Response<ApplyConfigurationResponse>, Status> {
-        let node = target_node(&request)?;
-        let organizations = organizations(&request);
-        let body = request.into_inner();
-        self.0.applies.lock().unwrap().push(Applied {
-            node: node.clone(),
-            mode: body.mode,
-            data: String::from_utf8(body.data).unwrap(),
-            organizations: organizations.clone(),
-            at: Instant::now(),
-        });
-        if !organizations.iter().any(|o| o == "os:admin") {
-            return Err(Status::permission_denied("not authorized"));
-        }
-        if body.mode == Mode::Reboot as i32 {
-            return Err(Status::unimplemented(
-                "apply configuration with reboot is not supported",
-            ));
-        }
-        if self.0.failing.lock().unwrap().contains(&node) {
-            return Err(Status::invalid_argument(
-                "1 error occurred:\n\t* fake validation failure",
-            ));
-        }
-        self.0.apiservers[&node].restart();
-        Ok(Response::new(ApplyConfigurationResponse {
-            messages: vec![ApplyConfiguration {
-                metadata: None,
-                warnings: vec![],
-                mode: Mode::NoReboot as i32,
-                mode_details: "Applied configuration without a reboot".to_owned(),
-            }],
-        }))
-    }
-
-    async fn version(&self, request: Request<()>) -> Result<Response<VersionResponse>, Status> {
-        let node = target_node(&request)?;
-        self.0.versions.lock().unwrap().push(node);
-        Ok(Response::new(VersionResponse {
-            messages: vec![Version {
-                metadata: None,
-                version: Some(VersionInfo {
-                    tag: "v1.14.3".to_owned(),
-                    sha: "abc".to_owned(),
-                }),
-            }],
-        }))
     }
 }
 

@@ -26,8 +26,8 @@ fn a_dry_run_prints_the_plan_and_sends_nothing() {
     }
     assert!(stdout.contains("replaces the KubeAuthenticationConfig document"));
     assert!(stderr.contains("dry run: nothing was sent to any node"));
-    assert!(h.talos.applies.lock().unwrap().is_empty());
-    assert!(h.talos.versions.lock().unwrap().is_empty());
+    assert!(h.talos.applies().is_empty());
+    assert!(h.version_nodes().is_empty());
     assert!(h.apiservers.iter().all(|a| *a.hits.lock().unwrap() == 0));
     assert!(!h.path("manifests/.ichor").exists(), "a dry run records nothing");
 }
@@ -43,8 +43,8 @@ fn without_a_terminal_and_without_yes_it_refuses_and_touches_nothing() {
     );
     assert!(stderr.contains("there is no terminal to ask on"), "{stderr}");
     assert!(stderr.contains("pass --yes"), "{stderr}");
-    assert!(h.talos.applies.lock().unwrap().is_empty());
-    assert!(h.talos.versions.lock().unwrap().is_empty());
+    assert!(h.talos.applies().is_empty());
+    assert!(h.version_nodes().is_empty());
 }
 
 #[test]
@@ -58,7 +58,7 @@ fn a_missing_machine_configuration_is_found_before_any_node_is_touched() {
         "{stderr}"
     );
     assert!(stderr.contains("nothing applied"));
-    assert!(h.talos.applies.lock().unwrap().is_empty());
+    assert!(h.talos.applies().is_empty());
 }
 
 #[test]
@@ -72,7 +72,7 @@ fn without_the_kubernetes_ca_it_asks_for_it_or_the_explicit_skip_flag() {
     assert_eq!(code, 1);
     assert!(stderr.contains("--kube-ca-file FILE"), "{stderr}");
     assert!(stderr.contains("--insecure-skip-readyz-tls-verify"), "{stderr}");
-    assert!(h.talos.applies.lock().unwrap().is_empty());
+    assert!(h.talos.applies().is_empty());
 
     let (code, _, stderr) = h.run(&args, &["--yes", "--insecure-skip-readyz-tls-verify"]);
     assert_eq!(code, 0, "{stderr}");
@@ -125,5 +125,5 @@ fn adopting_a_node_whose_document_trusts_a_hand_configured_idp_is_refused_before
     );
     assert!(stderr.contains("spec.authentication.external"), "{stderr}");
     assert!(stderr.contains("nothing applied"), "{stderr}");
-    assert!(h.talos.applies.lock().unwrap().is_empty());
+    assert!(h.talos.applies().is_empty());
 }

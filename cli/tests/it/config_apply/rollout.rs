@@ -9,25 +9,26 @@ fn applies_to_one_control_plane_at_a_time_in_plan_order_waiting_for_each_readyz(
     assert_eq!(code, 0, "{stdout}\n{stderr}");
 
     assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2", "cp-3"]));
-    assert_eq!(
-        *h.talos.versions.lock().unwrap(),
-        addresses(&["cp-1", "cp-2", "cp-3"])
-    );
-    let applies = h.talos.applies.lock().unwrap().clone();
+    assert_eq!(h.version_nodes(), addresses(&["cp-1", "cp-2", "cp-3"]));
+    let applies = h.talos.applies();
     let rendered = h.rendered_document();
     for a in &applies {
-        assert_eq!(a.mode, Mode::NoReboot as i32, "mode NO_REBOOT, never REBOOT (0)");
+        assert_eq!(
+            a.mode,
+            Some(Mode::NoReboot as i32),
+            "mode NO_REBOOT, never REBOOT (0)"
+        );
         assert_eq!(
             a.organizations,
             ["os:admin"],
             "the talosconfig's admin certificate was presented"
         );
         assert_eq!(
-            a.data,
+            a.data_text(),
             format!("{MAIN_DOC}---\n{rendered}---\n{HOSTNAME_DOC}"),
             "the full configuration with only the KubeAuthenticationConfig document replaced"
         );
-        assert!(!a.data.contains("old-trust"));
+        assert!(!a.data_text().contains("old-trust"));
     }
     // The next apply happens only after the previous node's /readyz was back.
     for i in 0..2 {
@@ -70,7 +71,7 @@ fn applies_to_one_control_plane_at_a_time_in_plan_order_waiting_for_each_readyz(
     let (code, _, again) = h.run(&h.args("5s"), &["--yes"]);
     assert_eq!(code, 0, "{again}");
     assert!(again.contains("already applied this render"), "{again}");
-    assert_eq!(h.talos.applies.lock().unwrap().len(), 3, "nothing applied again");
+    assert_eq!(h.talos.applies().len(), 3, "nothing applied again");
     eprintln!("--- progress as printed ---\n{stderr}");
 }
 
@@ -119,7 +120,13 @@ fn a_node_whose_readyz_never_returns_stops_the_rollout_and_a_rerun_resumes_there
 #[test]
 fn a_failed_apply_stops_before_later_nodes_and_resume_continues_at_the_failed_node() {
     let h = Harness::start();
-    h.talos.failing.lock().unwrap().insert("127.0.0.2".to_owned());
+    h.talos.fail(
+        "127.0.0.2",
+        Rpc::ApplyConfiguration,
+        ichor_testkit::talos::Code::InvalidArgument,
+        "1 error occurred:\n\t* fake validation failure",
+        None,
+    );
     let (code, stdout, stderr) = h.run(&h.args("5s"), &["--yes"]);
     assert_eq!(code, 1, "{stdout}\n{stderr}");
     assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2"]));
@@ -138,7 +145,7 @@ fn a_failed_apply_stops_before_later_nodes_and_resume_continues_at_the_failed_no
     let message = h.operation()["status"]["message"].as_str().unwrap().to_owned();
     assert!(message.starts_with("stopped at cp-2: "), "{message}");
 
-    h.talos.failing.lock().unwrap().clear();
+    h.talos.clear_failures();
     let (code, stdout, stderr) = h.run(&h.args("5s"), &["--yes", "--resume"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2", "cp-2", "cp-3"]));
@@ -169,7 +176,7 @@ fn a_readyz_never_seen_down_counts_as_restarted_after_the_restart_grace() {
         stderr.contains("[1/3] cp-1: /readyz stayed ready for 0.4s: no restart was seen"),
         "{stderr}"
     );
-    let applies = h.talos.applies.lock().unwrap().clone();
+    let applies = h.talos.applies();
     for pair in applies.windows(2) {
         assert!(
             pair[1].at - pair[0].at >= Duration::from_millis(400),
