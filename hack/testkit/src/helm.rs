@@ -108,11 +108,32 @@ impl Helm {
     /// # Errors
     /// What helm answered.
     pub fn install_chart(&self, release: &str, extra: &[&str]) -> anyhow::Result<String> {
+        self.run_on_chart("install", release, extra)
+    }
+
+    /// `helm template RELEASE helm/ichor -n ichor-system` with `extra` arguments: the manifest
+    /// the chart renders, without the cluster.
+    ///
+    /// # Errors
+    /// What helm answered.
+    pub fn template_chart(&self, release: &str, extra: &[&str]) -> anyhow::Result<String> {
+        self.run_on_chart("template", release, extra)
+    }
+
+    fn run_on_chart(&self, verb: &str, release: &str, extra: &[&str]) -> anyhow::Result<String> {
         let chart = repo_root().join("helm/ichor");
-        let mut args: Vec<&OsStr> = vec![OsStr::new("install"), OsStr::new(release), chart.as_os_str()];
+        let mut args: Vec<&OsStr> = vec![OsStr::new(verb), OsStr::new(release), chart.as_os_str()];
         args.extend(["-n", NAMESPACE].into_iter().map(OsStr::new));
         args.extend(extra.iter().map(OsStr::new));
         self.run(&args)
+    }
+
+    /// The manifest of the current revision of `release` (`helm get manifest`).
+    ///
+    /// # Errors
+    /// What helm answered.
+    pub fn manifest(&self, release: &str) -> anyhow::Result<String> {
+        self.run(&["get", "manifest", release, "-n", NAMESPACE])
     }
 
     /// The values the user supplied to `release` (`helm get values -o json`): `{}` when none.

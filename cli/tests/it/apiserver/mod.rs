@@ -9,6 +9,7 @@ mod kubectl;
 mod site;
 
 mod externals;
+mod init;
 mod lifecycle;
 mod reload;
 mod rotation;
