@@ -37,7 +37,7 @@ done
 export ICHOR_BUILD_DIR="${ICHOR_BUILD_DIR:-$PWD/.build}" ICHOR_REQUIRE_CONSUMERS=1
 step "test dependencies"
 hack/install-test-deps.sh
-step "the real control plane: kube-apiserver, kubectl and etcd from their Go modules (hack/kube/build.sh)"
+step "the real control plane: kube-apiserver, kubectl, etcd and helm from their Go modules (hack/kube/build.sh)"
 hack/kube/build.sh
 
 step "cargo fmt --check"
