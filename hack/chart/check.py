@@ -219,7 +219,11 @@ def check_rbac(f: Failures, config: str, objects: list[dict[str, Any]], values: 
                 f.check(k == ISSUER_IMPERSONATION_ROLE, f"{label} grants impersonate; only the issuer's ClusterRole may")
         if k in SECRET_GRANTS:
             got = role_grants(rules, "secrets")
-            want = SECRET_GRANTS[k]
+            want = set(SECRET_GRANTS[k])
+            if k == ("Role", "ichor-controller"):
+                # The rollout reads the Talos credentials of exactly the clusters it is given.
+                clusters = (((values or {}).get("controller") or {}).get("rollout") or {}).get("clusters") or []
+                want |= {("get", f"{c}-talosconfig") for c in clusters}
             f.check(got == want, f"{label} secrets grants differ: extra {sorted(got - want, key=str)}, missing {sorted(want - got, key=str)}")
 
     # Impersonation: users (no names can be listed), and groups exactly ichor:<role>.

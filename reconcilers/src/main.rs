@@ -30,7 +30,7 @@ struct Cli {
 enum Command {
     /// Run the controller in a cluster: watch the inputs, evaluate the identity graph, apply
     /// (the Lease leader only), serve /metrics, /healthz and /readyz.
-    Run(ichor_reconcilers::run::RunArgs),
+    Run(Box<ichor_reconcilers::run::RunArgs>),
     /// Replay a journal offline and print every decision with its reason.
     Replay {
         /// The journal (JSON lines).
@@ -110,7 +110,7 @@ fn run_replay(journal: &PathBuf, summary: bool, profile: bool) -> anyhow::Result
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(args) => ichor_reconcilers::run::main(args)
+        Command::Run(args) => ichor_reconcilers::run::main(*args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
         Command::Replay {

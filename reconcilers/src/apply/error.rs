@@ -79,6 +79,10 @@ pub enum ApplyError {
     /// The blocking task performing effects failed.
     #[error("the effect performer's thread failed: {0}")]
     Task(String),
+    /// A rollout step could not be carried out for now (a node or the API unreachable, a
+    /// node busy); the loop retries it after its back-off.
+    #[error("rollout: {0}")]
+    Rollout(String),
     /// A desired or returned object is not what the API expects.
     #[error("{what}: {message}")]
     Malformed {
@@ -98,7 +102,7 @@ impl ApplyError {
             ApplyError::Transport { .. } => ProblemKind::Unavailable,
             ApplyError::Conflict { .. } => ProblemKind::Conflict,
             ApplyError::Perform(PerformError::Stale { .. }) => ProblemKind::Conflict,
-            ApplyError::Perform(_) | ApplyError::Task(_) => ProblemKind::Effect,
+            ApplyError::Perform(_) | ApplyError::Task(_) | ApplyError::Rollout(_) => ProblemKind::Effect,
             ApplyError::UnknownKind { .. }
             | ApplyError::SpecOfInput { .. }
             | ApplyError::DeleteOfInput { .. }

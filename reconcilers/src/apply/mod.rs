@@ -11,6 +11,7 @@
 //! | delete of an owned object | DELETE with a resourceVersion precondition; 404 is success |
 //! | effects | [`ichor_reconcile::perform::perform`] on a blocking thread; each Secret created (absent) or replaced with the resourceVersion the performer read |
 //! | `remove-credentials-key` | JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials` |
+//! | `rollout-apply`, `rollout-rollback`, `rollout-probe` | the Talos machine API and `/readyz` of one control plane, recorded in the operation's status ([`rollout`]) |
 //!
 //! **A 409 is never decided here.** A conditional write the API server refuses because its
 //! object changed since it was observed is *stale*: the applier reads again what the write
@@ -27,6 +28,7 @@ mod effects;
 mod error;
 mod objects;
 pub mod resources;
+pub mod rollout;
 pub mod webhook;
 
 pub use error::ApplyError;
@@ -87,6 +89,9 @@ pub struct KubeApplier {
     material: Arc<Mutex<Box<dyn KeyMaterial + Send>>>,
     retry: RetryPolicy,
     clock: fn() -> Timestamp,
+    /// Each cluster's Talos credentials as last read (the probes use them while the API server
+    /// being restarted cannot be asked).
+    talos_credentials: Mutex<std::collections::HashMap<String, Arc<rollout::Credentials>>>,
 }
 
 impl std::fmt::Debug for KubeApplier {
@@ -112,6 +117,7 @@ impl KubeApplier {
             material: Arc::new(Mutex::new(material)),
             retry: RetryPolicy::default(),
             clock: Timestamp::now,
+            talos_credentials: Mutex::default(),
         }
     }
 
@@ -185,8 +191,15 @@ impl KubeApplier {
                 }
             }
         }
+        let (rollout, effects): (Vec<_>, Vec<_>) = effects
+            .into_iter()
+            .partition(|(request, _)| request.id.starts_with("rollout-"));
         if !effects.is_empty() {
             self.effects(world, &effects, &mut report).await;
+        }
+        if !rollout.is_empty() {
+            let requests: Vec<&EffectRequest> = rollout.iter().map(|(r, _)| *r).collect();
+            self.rollout_effects(world, &requests, &mut report).await;
         }
         report
     }

@@ -55,7 +55,9 @@ use crate::apply::KubeApplier;
 use ichor_graph::{Action, Event, World};
 use ichor_reconcile::identity::Controller;
 use ichor_reconcile::identity::nodes::users_fallback_object;
+use ichor_reconcile::identity::rollout::{self, RolloutSettings};
 use ichor_reconcile::perform::OsKeyMaterial;
+use ichor_renderers::rollout::APISERVER_PORT;
 
 use ichor_server::logging::LogFormat;
 
@@ -151,6 +153,43 @@ pub struct RunArgs {
         value_name = "DURATION"
     )]
     pub refresh_lifetime: GoDuration,
+    /// Roll `TalosOperation`s of kind `config` (the apiserver restart, one control plane at a
+    /// time) with each cluster's Talos credentials, the Secret `<cluster>-talosconfig`. Off, the
+    /// controller leaves operations alone (the chart turns it on with `controller.rollout.clusters`).
+    #[arg(long, env = "ICHOR_CONTROLLER_ROLLOUT", default_value_t = false,
+        num_args = 0..=1, require_equals = true, default_missing_value = "true",
+        action = clap::ArgAction::Set)]
+    pub rollout: bool,
+    /// How long one control plane of a `config` rollout may take, from its apply to its
+    /// `/readyz` back, before its previous document is re-applied and the operation stops
+    /// (10s to 1h).
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_ROLLOUT_STEP_TIMEOUT",
+        default_value = "5m",
+        value_name = "DURATION"
+    )]
+    pub rollout_step_timeout: GoDuration,
+    /// A control plane whose `/readyz` stays ready this long after its apply is done (its
+    /// restart was quicker than the probes); at most the step timeout.
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_ROLLOUT_RESTART_GRACE",
+        default_value = "60s",
+        value_name = "DURATION"
+    )]
+    pub rollout_restart_grace: GoDuration,
+    /// Time between two `/readyz` probes of the control plane being restarted (1s to 1m).
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_ROLLOUT_POLL_INTERVAL",
+        default_value = "1s",
+        value_name = "DURATION"
+    )]
+    pub rollout_poll_interval: GoDuration,
+    /// The kube-apiserver port of the control planes, whose `/readyz` a rollout waits for.
+    #[arg(long, env = "ICHOR_CONTROLLER_APISERVER_PORT", default_value_t = APISERVER_PORT)]
+    pub apiserver_port: u16,
 }
 
 impl RunArgs {
@@ -175,6 +214,41 @@ impl RunArgs {
             RunError::UsersFlag { flag, range }
         })
     }
+
+    /// The rollout's settings the flags give, checked against their ranges.
+    ///
+    /// # Errors
+    /// [`RunError::RolloutFlag`], naming the flag.
+    pub fn rollout_settings(&self) -> Result<RolloutSettings, RunError> {
+        let timeout = self.rollout_step_timeout.as_secs();
+        let grace = self.rollout_restart_grace.as_secs();
+        let poll = self.rollout_poll_interval.as_secs();
+        if !(10..=3600).contains(&timeout) {
+            return Err(RunError::RolloutFlag {
+                flag: "--rollout-step-timeout (ICHOR_CONTROLLER_ROLLOUT_STEP_TIMEOUT)",
+                range: "10s to 1h",
+            });
+        }
+        if !(0..=timeout).contains(&grace) {
+            return Err(RunError::RolloutFlag {
+                flag: "--rollout-restart-grace (ICHOR_CONTROLLER_ROLLOUT_RESTART_GRACE)",
+                range: "0s to the step timeout",
+            });
+        }
+        if !(1..=60).contains(&poll) {
+            return Err(RunError::RolloutFlag {
+                flag: "--rollout-poll-interval (ICHOR_CONTROLLER_ROLLOUT_POLL_INTERVAL)",
+                range: "1s to 1m",
+            });
+        }
+        let secs = |n: i64| u64::try_from(n).unwrap_or_default();
+        Ok(RolloutSettings {
+            step_timeout_secs: secs(timeout),
+            restart_grace_secs: secs(grace),
+            poll_interval_millis: secs(poll) * 1000,
+            apiserver_port: self.apiserver_port,
+        })
+    }
 }
 
 /// Why `run` could not start.
@@ -190,6 +264,14 @@ pub enum RunError {
         "--leader-elect needs --pod-name (ICHOR_CONTROLLER_POD_NAME, the pod's metadata.name); use --leader-elect=false for a single replica"
     )]
     NoPodName,
+    /// A rollout flag is out of its range.
+    #[error("{flag} must be {range}")]
+    RolloutFlag {
+        /// The flag and its variable.
+        flag: &'static str,
+        /// Its range.
+        range: &'static str,
+    },
     /// No Kubernetes client configuration.
     #[error("no Kubernetes client configuration (in-cluster service account or kubeconfig): {0}")]
     Client(kube::Error),
@@ -346,6 +428,7 @@ where
         _ => "ichor-controller".to_owned(),
     };
     let users_fallback = args.users_fallback()?;
+    let rollout_settings = args.rollout_settings()?;
     let client = Client::try_default().await.map_err(RunError::Client)?;
     let (shutdown_tx, shutdown_rx) = signal::channel(false);
     tokio::spawn(shutdown_signal(shutdown_tx));
@@ -418,6 +501,9 @@ where
     let journal = args.journal.as_deref().map(journal::open).transpose()?;
     let mut lp = Loop::new(Controller::new()?, journal, ClusterObserver::new(metrics));
     lp.ingest([Event::Applied(users_fallback_object(&users_fallback))]);
+    if args.rollout {
+        lp.ingest([Event::Applied(rollout::settings_object(&rollout_settings))]);
+    }
     let mut applier = make_applier(client);
     tracing::info!(identity = %identity, leader_elect = args.leader_elect, dry_run = args.dry_run, "started");
     let driver = Driver {

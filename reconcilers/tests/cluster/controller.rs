@@ -48,6 +48,22 @@ const CONFLICT_ONLY: [(&str, &str); 5] = [
         "a status write that met a conflict",
     ),
 ];
+/// The grants of the rollout (`controller.rollout.clusters: [prod]` in the chart's users-on
+/// values), which only a `config` operation uses: `crate::rollout` checks them used.
+pub const ROLLOUT_RULES: [(&str, &str); 3] = [
+    (
+        "Role ichor-system/ichor-controller rule 11: get secrets [\"prod-talosconfig\"]",
+        "the Talos credentials of a rollout",
+    ),
+    (
+        "Role ichor-system/ichor-controller rule 12: get talosoperations",
+        "a rollout's status write that met a conflict",
+    ),
+    (
+        "Role ichor-system/ichor-controller rule 13: patch talosoperations/status",
+        "a rollout's progress",
+    ),
+];
 const SETTLE: Duration = Duration::from_secs(60);
 const HASH: &str =
     "$argon2id$v=19$m=19456,t=2,p=1$aWNob3ItY2x1c3Rlci10ZXN0$c29tZSBvdXRwdXQgYnl0ZXMgaGVyZSEhISEhISE";
@@ -459,12 +475,16 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
         usage.requests, usage.refused_while_granted
     );
     usage.check_granted("the controller")?;
-    let exempt: Vec<&str> = CONFLICT_ONLY.iter().map(|(rule, _)| *rule).collect();
+    let exempt: Vec<&str> = CONFLICT_ONLY
+        .iter()
+        .chain(&ROLLOUT_RULES)
+        .map(|(rule, _)| *rule)
+        .collect();
     usage.check_all_used("the controller", &exempt)?;
     let grants = rbac::grants_for(&install::chart_manifest()?, NAMESPACE, CONTROLLER_SERVICE_ACCOUNT)?;
     // Matched against no request, every granted verb is unused: each exemption must be one.
     let every = rbac::usage(&grants, &[], "").unused;
-    for (rule, why) in CONFLICT_ONLY {
+    for &(rule, why) in CONFLICT_ONLY.iter().chain(&ROLLOUT_RULES) {
         assert!(
             every.iter().any(|u| u == rule),
             "the exemption {rule:?} ({why}) is no granted rule: {every:#?}"

@@ -26,6 +26,17 @@ impl Replica {
     /// Starts a replica named `pod` with `kubeconfig` (a token of the controller's
     /// ServiceAccount); its log and webhook certificate directory go under `dir`.
     pub fn start(dir: &Path, pod: &str, kubeconfig: &Path) -> anyhow::Result<Self> {
+        Self::start_with(dir, pod, kubeconfig, &[])
+    }
+
+    /// [`Replica::start`] with more settings in its environment (`ICHOR_CONTROLLER_*`, as the
+    /// chart's Deployment sets them).
+    pub fn start_with(
+        dir: &Path,
+        pod: &str,
+        kubeconfig: &Path,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let metrics_port = free_port()?;
         let webhook_port = free_port()?;
         let cert_dir = dir.join(format!("{pod}-webhook-tls"));
@@ -39,7 +50,8 @@ impl Replica {
             .arg(format!("--webhook-cert-dir={}", cert_dir.display()))
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info")
-            .env_remove("ICHOR_CONTROLLER_LEADER_ELECT");
+            .env_remove("ICHOR_CONTROLLER_LEADER_ELECT")
+            .envs(env.iter().copied());
         let process = Process::spawn(&format!("ichor-controller {pod}"), &mut cmd, &log)?;
         Ok(Self {
             pod: pod.to_owned(),
