@@ -3,7 +3,8 @@
 //!
 //! - [`consumers`]: where the test command put the real binaries (kube-apiserver, kubectl, etcd,
 //!   the apiserver's validator, helm, go-oidc), and the one rule for a missing one.
-//! - [`control_plane`]: etcd and one or more kube-apiservers sharing it on 127.0.0.1.
+//! - [`control_plane`]: etcd and one or more kube-apiservers sharing it on 127.0.0.1 (or on
+//!   127.0.0.1, .2, .3, … at one port).
 //! - [`external_idp`]: a real external OpenID provider (npm `oidc-provider`) with static accounts.
 //! - [`helm`]: the real helm client against a control plane, with a home of the test's own.
 //! - [`install`]: Ichor's CRDs and chart applied to a control plane, and kubeconfigs of its

@@ -74,11 +74,35 @@ impl TestCa {
     /// # Errors
     /// When rcgen cannot sign the certificate.
     pub fn serving_until(&self, common_name: &str, until_year: i32, key: KeyPair) -> anyhow::Result<Pair> {
+        self.serving_with(common_name, until_year, key, &[])
+    }
+
+    /// As [`TestCa::serving`], valid for the address `ip` too (another loopback address, say).
+    ///
+    /// # Errors
+    /// When rcgen cannot make or sign the certificate.
+    pub fn serving_for_ip(&self, common_name: &str, ip: IpAddr) -> anyhow::Result<Pair> {
+        self.serving_with(common_name, DEFAULT_UNTIL_YEAR, KeyPair::generate()?, &[ip])
+    }
+
+    fn serving_with(
+        &self,
+        common_name: &str,
+        until_year: i32,
+        key: KeyPair,
+        more_ips: &[IpAddr],
+    ) -> anyhow::Result<Pair> {
         let mut params = CertificateParams::new(vec!["localhost".to_owned()])?;
         params.distinguished_name.push(DnType::CommonName, common_name);
         params
             .subject_alt_names
             .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        for ip in more_ips
+            .iter()
+            .filter(|ip| **ip != IpAddr::V4(Ipv4Addr::LOCALHOST))
+        {
+            params.subject_alt_names.push(SanType::IpAddress(*ip));
+        }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.use_authority_key_identifier_extension = true;

@@ -141,3 +141,62 @@ fn two_apiservers_share_etcd_restart_one_at_a_time_and_stop_on_drop() {
     }
     let _ = std::fs::remove_file(other);
 }
+
+#[test]
+fn with_distinct_loopback_addresses_three_apiservers_answer_readyz_on_127_0_0_1_2_3_at_one_port() {
+    let Some(mut plane) = ControlPlane::start(Options {
+        apiservers: 3,
+        distinct_loopback_addresses: true,
+        ..Options::default()
+    })
+    .unwrap() else {
+        return;
+    };
+    eprintln!(
+        "3 apiservers on distinct addresses ready in {:?}",
+        plane.started_in()
+    );
+    let port = plane.port(0);
+    for i in 0..3 {
+        assert_eq!(plane.port(i), port, "one secure port for all");
+        let address = format!("127.0.0.{}", i + 1);
+        assert_eq!(plane.address(i).to_string(), address);
+        assert_eq!(plane.url(i), format!("https://{address}:{port}"));
+        // Verified against the control plane's CA for that IP address.
+        let readyz = plane.readyz(i).unwrap();
+        assert_eq!(
+            (readyz.status, readyz.body.as_str()),
+            (200, "ok"),
+            "apiserver {i}"
+        );
+    }
+
+    // Three processes, one per address: stopping the second silences 127.0.0.2 only.
+    plane.stop_apiserver(1).unwrap();
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.2", port)).is_err(),
+        "127.0.0.2 still answers"
+    );
+    assert_eq!(plane.readyz(0).unwrap().status, 200);
+    assert_eq!(plane.readyz(2).unwrap().status, 200);
+    plane.start_apiserver(1, Duration::from_secs(120)).unwrap();
+    assert_eq!(plane.readyz(1).unwrap().status, 200);
+
+    // kubectl against each address verifies its serving certificate too.
+    for i in 0..3 {
+        let server = format!("--server={}", plane.url(i));
+        let who = plane
+            .kubectl_run(
+                &[
+                    &server,
+                    "auth",
+                    "whoami",
+                    "-o",
+                    "jsonpath={.status.userInfo.username}",
+                ],
+                None,
+            )
+            .unwrap();
+        assert_eq!(who, ADMIN_USER, "apiserver {i}");
+    }
+}

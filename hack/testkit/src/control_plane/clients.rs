@@ -190,14 +190,20 @@ impl ControlPlane {
 
     /// `GET path` on apiserver `i` as the admin (client certificate).
     pub fn get_as_admin(&self, i: usize, path: &str) -> anyhow::Result<Response> {
-        https::get(&self.admin_tls, self.port(i), path, None, Duration::from_secs(10))
+        https::get(
+            &self.admin_tls,
+            self.socket_addr(i),
+            path,
+            None,
+            Duration::from_secs(10),
+        )
     }
 
     /// `GET path` on apiserver `i` with a bearer token, or anonymously.
     pub fn get_with_token(&self, i: usize, path: &str, token: Option<&str>) -> anyhow::Result<Response> {
         https::get(
             &self.anonymous_tls,
-            self.port(i),
+            self.socket_addr(i),
             path,
             token,
             Duration::from_secs(10),

@@ -3,7 +3,7 @@
 //! optionally presenting a client certificate. Nothing here is for production traffic.
 
 use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,19 +57,20 @@ pub fn client_config(ca_pem: &str, client: Option<&Pair>) -> anyhow::Result<Arc<
     Ok(Arc::new(config))
 }
 
-/// `GET https://127.0.0.1:<port><path>` with a bearer token when given.
+/// `GET https://<address><path>` with a bearer token when given; the server certificate must be
+/// valid for the address's IP.
 pub fn get(
     config: &Arc<rustls::ClientConfig>,
-    port: u16,
+    address: SocketAddr,
     path: &str,
     bearer: Option<&str>,
     timeout: Duration,
 ) -> anyhow::Result<Response> {
-    let tcp = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)
-        .with_context(|| format!("connecting to 127.0.0.1:{port}"))?;
+    let tcp =
+        TcpStream::connect_timeout(&address, timeout).with_context(|| format!("connecting to {address}"))?;
     tcp.set_read_timeout(Some(timeout))?;
     tcp.set_write_timeout(Some(timeout))?;
-    let name = ServerName::try_from("127.0.0.1")?.to_owned();
+    let name = ServerName::IpAddress(address.ip().into());
     let conn = rustls::ClientConnection::new(Arc::clone(config), name)?;
     let mut tls = rustls::StreamOwned::new(conn, tcp);
     let auth = bearer
@@ -77,7 +78,7 @@ pub fn get(
         .unwrap_or_default();
     write!(
         tls,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}Accept: */*\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\n{auth}Accept: */*\r\nConnection: close\r\n\r\n"
     )?;
     tls.flush()?;
     let mut raw = Vec::new();
@@ -88,7 +89,7 @@ pub fn get(
         Ok(_) => {}
         // Go's TLS stack closes without close_notify on Connection: close.
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
-        Err(e) => return Err(e).with_context(|| format!("reading the answer of 127.0.0.1:{port}{path}")),
+        Err(e) => return Err(e).with_context(|| format!("reading the answer of {address}{path}")),
     }
     parse(&raw)
 }

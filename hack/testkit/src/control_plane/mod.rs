@@ -5,8 +5,11 @@
 //! Each apiserver has its own port, serving certificate and `--authentication-config` file, RBAC
 //! authorization, the service-account signing key of the control plane, and trusts the control
 //! plane's CA for client certificates; the admin is a client certificate in `system:masters`
-//! ([`ControlPlane::admin_kubeconfig`]). The start is bounded: when a process exits or does not
-//! become ready in time the error names it, quotes the end of its log and keeps the directory.
+//! ([`ControlPlane::admin_kubeconfig`]). With [`Options::distinct_loopback_addresses`]
+//! apiserver `i` listens on 127.0.0.`i+1` instead, all of them on one port, like the control
+//! planes of a cluster on their machine addresses. The start is bounded: when a process exits or
+//! does not become ready in time the error names it, quotes the end of its log and keeps the
+//! directory.
 //! Everything is stopped by its PID when the [`ControlPlane`] is dropped.
 //!
 //! An apiserver can be stopped, started and restarted (what Talos does when it applies a
@@ -22,6 +25,7 @@ mod https;
 mod pki;
 mod process;
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -59,6 +63,10 @@ pub struct Options {
     /// Write an audit log of every ServiceAccount's requests ([`AUDIT_POLICY`],
     /// [`ControlPlane::audit_events`]).
     pub audit: bool,
+    /// Apiserver `i` binds 127.0.0.`i+1` (with a serving certificate for that address) instead
+    /// of 127.0.0.1, and all bind the same secure port: `https://<address>:<one port>/readyz`
+    /// per control plane, as a rollout probes machines. At most 254 apiservers.
+    pub distinct_loopback_addresses: bool,
 }
 
 impl Default for Options {
@@ -69,12 +77,14 @@ impl Default for Options {
             start_timeout: DEFAULT_START_TIMEOUT,
             extra_args: Vec::new(),
             audit: false,
+            distinct_loopback_addresses: false,
         }
     }
 }
 
 /// One kube-apiserver of the control plane.
 struct ApiServer {
+    address: Ipv4Addr,
     port: u16,
     args: Vec<String>,
     extra: Vec<String>,
@@ -104,6 +114,35 @@ pub struct ControlPlane {
 pub fn free_port() -> anyhow::Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a free port on 127.0.0.1")?;
     Ok(listener.local_addr()?.port())
+}
+
+/// A TCP port free on every one of `addresses` at once (free when asked).
+pub fn free_port_on(addresses: &[Ipv4Addr]) -> anyhow::Result<u16> {
+    let Some((first, rest)) = addresses.split_first() else {
+        return free_port();
+    };
+    for _ in 0..50 {
+        let held = std::net::TcpListener::bind((*first, 0))
+            .with_context(|| format!("binding a free port on {first}"))?;
+        let port = held.local_addr()?.port();
+        let others: Result<Vec<_>, _> = rest
+            .iter()
+            .map(|a| std::net::TcpListener::bind((*a, port)))
+            .collect();
+        if others.is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no port is free on all of {addresses:?} at once (50 tries)")
+}
+
+/// The loopback address of apiserver `i` with [`Options::distinct_loopback_addresses`].
+fn distinct_address(i: usize) -> anyhow::Result<Ipv4Addr> {
+    let last = u8::try_from(i + 1)
+        .ok()
+        .filter(|l| *l < 255)
+        .ok_or_else(|| anyhow::anyhow!("at most 254 apiservers have distinct loopback addresses"))?;
+    Ok(Ipv4Addr::new(127, 0, 0, last))
 }
 
 fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
@@ -192,20 +231,40 @@ impl ControlPlane {
         if options.audit {
             write_private(&audit_policy, AUDIT_POLICY)?;
         }
-        for i in 0..options.apiservers {
+        let addresses: Vec<Ipv4Addr> = if options.distinct_loopback_addresses {
+            (0..options.apiservers)
+                .map(distinct_address)
+                .collect::<anyhow::Result<_>>()?
+        } else {
+            vec![Ipv4Addr::LOCALHOST; options.apiservers]
+        };
+        let shared_port = if options.distinct_loopback_addresses {
+            Some(free_port_on(&addresses)?)
+        } else {
+            None
+        };
+        for (i, address) in addresses.into_iter().enumerate() {
             let dir = self.root.join(format!("apiserver-{i}"));
             std::fs::create_dir_all(&dir)?;
-            let serving = self.pki.serving(&format!("kube-apiserver-{i}"))?;
+            let name = format!("kube-apiserver-{i}");
+            let serving = if address == Ipv4Addr::LOCALHOST {
+                self.pki.serving(&name)?
+            } else {
+                self.pki.serving_for_ip(&name, address.into())?
+            };
             write_private(&dir.join("tls.crt"), &serving.cert_pem)?;
             write_private(&dir.join("tls.key"), &serving.key_pem)?;
             let auth_file = dir.join("authentication-config.yaml");
             write_private(&auth_file, &options.authentication_config)?;
-            let port = free_port()?;
+            let port = match shared_port {
+                Some(port) => port,
+                None => free_port()?,
+            };
             let mut args = vec![
                 format!("--etcd-servers={}", self.etcd_url),
                 format!("--secure-port={port}"),
-                "--bind-address=127.0.0.1".to_owned(),
-                "--advertise-address=127.0.0.1".to_owned(),
+                format!("--bind-address={address}"),
+                format!("--advertise-address={address}"),
                 "--endpoint-reconciler-type=none".to_owned(),
                 format!("--cert-dir={}", dir.display()),
                 format!("--tls-cert-file={}", dir.join("tls.crt").display()),
@@ -233,6 +292,7 @@ impl ControlPlane {
             }
             args.extend(options.extra_args.iter().cloned());
             self.apiservers.push(ApiServer {
+                address,
                 port,
                 args,
                 extra: Vec::new(),
@@ -290,8 +350,8 @@ impl ControlPlane {
                 Some(p) => p.check_running()?,
                 None => bail!("kube-apiserver {i} is stopped"),
             }
-            let port = a.port;
-            if let Ok(r) = https::get(&self.anonymous_tls, port, "/readyz", None, Duration::from_secs(2))
+            let at = SocketAddr::from((a.address, a.port));
+            if let Ok(r) = https::get(&self.anonymous_tls, at, "/readyz", None, Duration::from_secs(2))
                 && r.status == 200
             {
                 return Ok(());
@@ -299,7 +359,7 @@ impl ControlPlane {
             if Instant::now() > deadline {
                 let last = https::get(
                     &self.admin_tls,
-                    port,
+                    at,
                     "/readyz?verbose",
                     None,
                     Duration::from_secs(2),
@@ -307,7 +367,7 @@ impl ControlPlane {
                 .map(|r| r.body)
                 .unwrap_or_else(|e| format!("{e:#}"));
                 bail!(
-                    "kube-apiserver {i} was not ready on 127.0.0.1:{port} in time; /readyz says:\n{last}\nits log ends:\n{}",
+                    "kube-apiserver {i} was not ready on {at} in time; /readyz says:\n{last}\nits log ends:\n{}",
                     process::log_tail(&self.apiservers[i].log)
                 );
             }
@@ -338,14 +398,25 @@ impl ControlPlane {
         self.apiservers.is_empty()
     }
 
-    /// Apiserver `i`'s port on 127.0.0.1.
+    /// Apiserver `i`'s port (on [`ControlPlane::address`]).
     pub fn port(&self, i: usize) -> u16 {
         self.apiservers[i].port
     }
 
+    /// Apiserver `i`'s address: 127.0.0.1, or 127.0.0.`i+1` with
+    /// [`Options::distinct_loopback_addresses`].
+    pub fn address(&self, i: usize) -> Ipv4Addr {
+        self.apiservers[i].address
+    }
+
+    /// Apiserver `i`'s address and port.
+    pub fn socket_addr(&self, i: usize) -> SocketAddr {
+        SocketAddr::from((self.apiservers[i].address, self.apiservers[i].port))
+    }
+
     /// Apiserver `i`'s URL.
     pub fn url(&self, i: usize) -> String {
-        format!("https://127.0.0.1:{}", self.apiservers[i].port)
+        format!("https://{}", self.socket_addr(i))
     }
 
     /// The CA of the serving and client certificates, PEM.

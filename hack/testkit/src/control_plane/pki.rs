@@ -44,4 +44,9 @@ impl Pki {
     pub fn serving(&self, name: &str) -> anyhow::Result<Pair> {
         self.ca.serving(name)
     }
+
+    /// A serving certificate for `ip` as well as `127.0.0.1` and `localhost`.
+    pub fn serving_for_ip(&self, name: &str, ip: std::net::IpAddr) -> anyhow::Result<Pair> {
+        self.ca.serving_for_ip(name, ip)
+    }
 }
