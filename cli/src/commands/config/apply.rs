@@ -1,6 +1,10 @@
 //! `ichor config apply`: the apiserver-restart rollout of the rendered `KubeAuthenticationConfig`
 //! (seed 000, "Amendment: the apiserver restart rolls out one control plane at a time").
 //!
+//! Without `--dir`, the rollout runs in the cluster: [`in_cluster`] creates (or finds) the
+//! `TalosOperation` the controller carries out and follows it. With `--dir`, this process does
+//! the rollout itself from a manifests directory and local machine configurations, as follows.
+//!
 //! 1. Render the manifests directory (`--dir`, as `ichor render`) and take the cluster's
 //!    rollout plan (`ichor_renderers::rollout::plan`): the control planes that need the restart,
 //!    in order.
@@ -46,6 +50,7 @@ use inputs::{confirm, merged_config, readyz_url, select_cluster, short};
 use rollout::execute;
 
 mod args;
+mod in_cluster;
 mod inputs;
 mod rollout;
 #[cfg(test)]
@@ -78,15 +83,14 @@ struct Timing {
 
 /// Run `ichor config apply`.
 pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
-    let manifests = match manifest_files::load_dir(&args.dir) {
+    let Some(dir) = args.dir.clone() else {
+        return in_cluster::run(&args, output);
+    };
+    let manifests = match manifest_files::load_dir(&dir) {
         Ok(m) => m,
         Err(errors) => {
             eprintln!("{errors}");
-            eprintln!(
-                "{}: {} error(s); nothing applied",
-                args.dir.display(),
-                errors.0.len()
-            );
+            eprintln!("{}: {} error(s); nothing applied", dir.display(), errors.0.len());
             return Ok(ExitCode::FAILURE);
         }
     };
@@ -117,7 +121,7 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
     };
     let (namespace, name) = c.cluster.split_once('/').unwrap_or(("", c.cluster.as_str()));
 
-    let store = FileOperationStore::new(&args.dir);
+    let store = FileOperationStore::new(&dir);
     let existing = store.load(name)?.filter(|op| op.spec.cluster == name);
     let finished = existing.as_ref().is_some_and(|op| {
         op.status.as_ref().and_then(|st| st.phase) == Some(OperationPhase::Succeeded)
@@ -204,7 +208,7 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
                          plane of cluster {name} in {}; move the record away to start a new operation",
                         store.location(name),
                         node.machine,
-                        args.dir.display()
+                        dir.display()
                     );
                     return Ok(ExitCode::FAILURE);
                 };

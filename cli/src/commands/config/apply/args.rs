@@ -9,34 +9,40 @@ use ichor_renderers::rollout::APISERVER_PORT;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Restarts the Kubernetes API server on each control plane that needs the rendered
-KubeAuthenticationConfig, one at a time, with no reboot and no drain. For each node: the Talos
-API ApplyConfiguration (mode NO_REBOOT) with the node's full machine configuration, in which the
-rendered document replaces the old one (a document-level replace) or is appended; then the wait
-for https://<address>:6443/readyz to go down and come back (or to stay ready past
---restart-grace). The next node starts only after that.
+KubeAuthenticationConfig, one at a time, with no reboot and no drain: for each node the Talos API
+ApplyConfiguration (mode NO_REBOOT) with the node's full machine configuration, in which the
+rendered document replaces the old one, then the wait for https://<address>:6443/readyz to go
+down and come back (or to stay ready past the restart grace). The next node starts only after
+that; a node whose API server does not come back is restarted with its previous document and
+the rollout stops there.
 
-The node's current configuration is read from --machine-config-dir: one <machine>.yaml per
-control plane, multi-document, e.g.
-  talosctl -n <address> get machineconfig -o jsonpath='{.spec}' > DIR/<machine>.yaml
-Keep that directory outside --dir (render reads every YAML file below --dir).
+In the cluster (no --dir): the command renders the plan from the cluster's objects, creates a
+TalosOperation of kind config (or finds the one already rolling the cluster) and follows it
+until it ends, printing each node's progress. The controller does the work with the cluster's
+Talos credentials (chart value controller.rollout.clusters, Secret <cluster>-talosconfig);
+Ctrl-C stops following, not the rollout.
 
-Progress is recorded in DIR/.ichor/operations/<cluster>.yaml as a TalosOperation. The first
-failure stops the rollout, leaves later nodes untouched and prints the command that resumes at
-the failed node; nodes already done are not applied again.
+Offline (--dir): this process renders the manifests directory and does the rollout itself, with
+each control plane's current configuration from --machine-config-dir (one <machine>.yaml each,
+e.g. `talosctl -n <address> get machineconfig -o jsonpath='{.spec}'`; keep that directory
+outside --dir) and progress in DIR/.ichor/operations/<cluster>.yaml. The first failure stops it,
+leaves later nodes untouched and prints the command that resumes at the failed node.
 
 Exit code: 0 applied (or nothing to do, or a dry run), 1 refused or stopped on a failure.
 
 Examples:
+  ichor config apply --cluster prod --dry-run       # the plan, from the cluster
+  ichor config apply --cluster prod                 # roll it in the cluster and follow it
   ichor config apply --dir ./clusters/prod --dry-run
   ichor config apply --dir ./clusters/prod --machine-config-dir ./machineconfigs \\
-      --kube-ca-file ./kube-ca.crt
-  ichor config apply --dir ./clusters/prod --machine-config-dir ./machineconfigs \\
-      --kube-ca-file ./kube-ca.crt --resume --yes")]
+      --kube-ca-file ./kube-ca.crt --yes")]
 pub struct ApplyArgs {
-    /// The directory of manifests (as `ichor render --dir`).
+    /// Roll offline from this directory of manifests (as `ichor render --dir`) instead of in
+    /// the cluster of your kubeconfig.
     #[arg(long, value_name = "DIR")]
-    pub dir: PathBuf,
-    /// The TalosCluster (name or namespace/name); may be left out when DIR has one cluster.
+    pub dir: Option<PathBuf>,
+    /// The TalosCluster (name or namespace/name; namespace ichor-system by default); with
+    /// --dir it may be left out when DIR has one cluster.
     #[arg(long, value_name = "NAME")]
     pub cluster: Option<String>,
     /// Print the plan and check the inputs; send nothing to any node.

@@ -1,0 +1,314 @@
+//! `ichor config apply --cluster NAME` without `--dir`: the rollout runs in the cluster. The
+//! command renders the plan from the cluster's own objects (the `TalosCluster`, its
+//! `TalosMachine`s and `ichor-oidc-trust`, as the controller does), creates a `TalosOperation`
+//! of kind `config` (or finds the one already rolling that cluster) and follows its status until
+//! it ends, printing each node's progress like `kubectl rollout status`. The controller does the
+//! work (`ichor_reconcile::identity::rollout`); stopping this command does not stop it.
+
+use std::{collections::BTreeMap, io::IsTerminal, process::ExitCode, time::Duration};
+
+use anyhow::Context as _;
+use ichor_renderers::{
+    cluster::render_cluster,
+    crd::{
+        OperationKind, OperationNodeResult, OperationPhase, TalosCluster, TalosMachine, TalosOperation,
+        TalosOperationSpec,
+    },
+    trust::{IssuerTrust, NAMESPACE, TRUST_CONFIGMAP},
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api, Client,
+    api::{ListParams, PostParams},
+};
+
+use super::{args::ApplyArgs, inputs::confirm};
+use crate::OutputFormat;
+
+/// How often the operation's status is read while following it.
+const POLL: Duration = Duration::from_secs(1);
+/// After this long without any status, the controller is said not to roll out.
+const UNCLAIMED_AFTER: Duration = Duration::from_secs(30);
+
+/// `namespace/name` or `name` (in `ichor-system`).
+fn split_cluster(arg: &str) -> (&str, &str) {
+    arg.split_once('/').unwrap_or((NAMESPACE, arg))
+}
+
+/// Runs the cluster mode.
+pub fn run(args: &ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
+    let Some(cluster_arg) = args.cluster.as_deref() else {
+        eprintln!(
+            "error: --cluster NAME is required without --dir (the rollout runs in the cluster of your \
+             kubeconfig); pass --dir DIR to render a manifests directory instead"
+        );
+        return Ok(ExitCode::FAILURE);
+    };
+    for (set, flag) in [
+        (args.machine_config_dir.is_some(), "--machine-config-dir"),
+        (args.resume, "--resume"),
+        (args.kube_ca_file.is_some(), "--kube-ca-file"),
+        (
+            args.insecure_skip_readyz_tls_verify,
+            "--insecure-skip-readyz-tls-verify",
+        ),
+    ] {
+        if set {
+            eprintln!(
+                "error: {flag} goes with --dir only: in the cluster, the controller reads each node's \
+                 configuration and the cluster's credentials itself"
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    let (namespace, name) = split_cluster(cluster_arg);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let client = Client::try_default()
+            .await
+            .context("cannot use your kubeconfig (KUBECONFIG or ~/.kube/config)")?;
+        in_cluster(client, args, output, namespace, name).await
+    })
+}
+
+async fn in_cluster(
+    client: Client,
+    args: &ApplyArgs,
+    output: OutputFormat,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<ExitCode> {
+    let clusters: Api<TalosCluster> = Api::namespaced(client.clone(), namespace);
+    let Some(cluster) = clusters
+        .get_opt(name)
+        .await
+        .with_context(|| format!("cannot read TalosCluster {namespace}/{name}"))?
+    else {
+        eprintln!("error: TalosCluster {namespace}/{name} does not exist (kubectl get talosclusters -A)");
+        return Ok(ExitCode::FAILURE);
+    };
+    let machines: Vec<TalosMachine> = Api::<TalosMachine>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .with_context(|| format!("cannot list TalosMachines in {namespace}"))?
+        .items;
+    let trust = Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
+        .get_opt(TRUST_CONFIGMAP)
+        .await
+        .with_context(|| format!("cannot read ConfigMap {NAMESPACE}/{TRUST_CONFIGMAP}"))?
+        .and_then(|cm| IssuerTrust::from_configmap(&cm).ok());
+    let render = render_cluster(&cluster, &machines, trust.as_ref());
+    let operations: Api<TalosOperation> = Api::namespaced(client.clone(), namespace);
+    let running = operations
+        .list(&ListParams::default())
+        .await
+        .with_context(|| format!("cannot list TalosOperations in {namespace}"))?
+        .items
+        .into_iter()
+        .filter(|op| op.spec.kind == OperationKind::Config && op.spec.cluster == name)
+        .find(|op| {
+            !matches!(
+                op.status.as_ref().and_then(|s| s.phase),
+                Some(OperationPhase::Succeeded | OperationPhase::Failed)
+            )
+        });
+
+    let plan = match (&render.authentication, &render.rollout) {
+        (Err(e), _) => {
+            eprintln!("error: cluster {namespace}/{name} renders no authentication document: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+        (Ok(_), Some(Err(e))) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+        (Ok(_), Some(Ok(plan))) => plan.clone(),
+        (Ok(_), None) => {
+            eprintln!("error: cluster {namespace}/{name}: no rollout plan was made");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    match output {
+        OutputFormat::Table => println!("{}", plan.to_string().trim_end()),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
+        OutputFormat::Yaml => print!("{}", serde_yaml::to_string(&plan)?),
+    }
+    if args.dry_run {
+        eprintln!("dry run: no operation was created");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let op_name = match running {
+        Some(op) => {
+            let op_name = op.metadata.name.clone().unwrap_or_default();
+            eprintln!("Operation {op_name} is already rolling cluster {name}; following it.");
+            op_name
+        }
+        None if plan.is_empty() => {
+            eprintln!("nothing to do: every control plane runs the rendered configuration");
+            return Ok(ExitCode::SUCCESS);
+        }
+        None => {
+            if !args.yes {
+                let question = format!(
+                    "Restart the Kubernetes API server on {} control plane(s) of {name}, one at a time? [y/N] ",
+                    plan.steps.len()
+                );
+                match confirm(&question) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        eprintln!("aborted: no operation was created");
+                        return Ok(ExitCode::FAILURE);
+                    }
+                    Err(message) => {
+                        eprintln!("error: {message}");
+                        return Ok(ExitCode::FAILURE);
+                    }
+                }
+            }
+            let mut op = TalosOperation::new(
+                "",
+                TalosOperationSpec {
+                    cluster: name.to_owned(),
+                    kind: OperationKind::Config,
+                    action: None,
+                    machines: Vec::new(),
+                    paused: false,
+                },
+            );
+            op.metadata.name = None;
+            op.metadata.generate_name = Some(format!("config-{name}-"));
+            op.metadata.namespace = Some(namespace.to_owned());
+            let created = operations
+                .create(&PostParams::default(), &op)
+                .await
+                .with_context(|| format!("cannot create a TalosOperation in {namespace}"))?;
+            let op_name = created.metadata.name.unwrap_or_default();
+            eprintln!("Created operation {namespace}/{op_name}.");
+            op_name
+        }
+    };
+    follow(&operations, namespace, &op_name, name).await
+}
+
+/// The line printed for a node whose state or message changed.
+fn node_line(i: usize, total: usize, node: &OperationNodeResult) -> String {
+    let detail = node
+        .message
+        .as_deref()
+        .map(|m| format!(": {m}"))
+        .unwrap_or_default();
+    format!("[{}/{total}] {}: {}{detail}", i + 1, node.machine, node.state)
+}
+
+/// Follows the operation until it ends; the API being away (its server restarting) is waited out.
+async fn follow(
+    operations: &Api<TalosOperation>,
+    namespace: &str,
+    op_name: &str,
+    cluster: &str,
+) -> anyhow::Result<ExitCode> {
+    let interactive = std::io::stderr().is_terminal();
+    if interactive {
+        eprintln!("Following it (Ctrl-C stops following; the operation goes on in the cluster).");
+    }
+    let started = tokio::time::Instant::now();
+    let mut seen: BTreeMap<usize, (String, Option<String>)> = BTreeMap::new();
+    let mut last_message: Option<String> = None;
+    let mut warned_unclaimed = false;
+    let mut away = false;
+    loop {
+        let op = match operations.get_opt(op_name).await {
+            Ok(Some(op)) => {
+                if away {
+                    eprintln!("The API is back.");
+                    away = false;
+                }
+                op
+            }
+            Ok(None) => {
+                eprintln!("error: operation {namespace}/{op_name} was deleted");
+                return Ok(ExitCode::FAILURE);
+            }
+            Err(e) => {
+                if !away {
+                    eprintln!("The API did not answer ({e}); its server may be restarting. Retrying.");
+                    away = true;
+                }
+                tokio::time::sleep(POLL).await;
+                continue;
+            }
+        };
+        let status = op.status.clone().unwrap_or_default();
+        if status.phase.is_none() && !warned_unclaimed && started.elapsed() >= UNCLAIMED_AFTER {
+            warned_unclaimed = true;
+            eprintln!(
+                "warning: the controller has not taken the operation up after {}s. Is the rollout on (chart \
+                 value controller.rollout.clusters={{{cluster}}}) and does Secret {namespace}/{cluster}-talosconfig exist?",
+                UNCLAIMED_AFTER.as_secs()
+            );
+        }
+        let total = status.nodes.len();
+        for (i, node) in status.nodes.iter().enumerate() {
+            let now = (node.state.clone(), node.message.clone());
+            if seen.get(&i) != Some(&now) && node.state != "Pending" {
+                eprintln!("{}", node_line(i, total, node));
+                seen.insert(i, now);
+            }
+        }
+        if status.message != last_message {
+            if let Some(m) = &status.message
+                && !matches!(
+                    status.phase,
+                    Some(OperationPhase::Succeeded | OperationPhase::Failed)
+                )
+            {
+                eprintln!("{m}");
+            }
+            last_message = status.message.clone();
+        }
+        match status.phase {
+            Some(OperationPhase::Succeeded) => {
+                println!(
+                    "operation {namespace}/{op_name} succeeded: {}",
+                    status.message.as_deref().unwrap_or("done")
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            Some(OperationPhase::Failed) => {
+                eprintln!(
+                    "operation {namespace}/{op_name} failed: {}",
+                    status.message.as_deref().unwrap_or("no reason given")
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+            _ => tokio::time::sleep(POLL).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_without_a_namespace_is_in_ichor_system() {
+        assert_eq!(split_cluster("prod"), ("ichor-system", "prod"));
+        assert_eq!(split_cluster("team/prod"), ("team", "prod"));
+    }
+
+    #[test]
+    fn a_node_line_counts_from_one_and_carries_the_message() {
+        let node = OperationNodeResult {
+            machine: "cp-2".into(),
+            state: "WaitingReady".into(),
+            message: Some("applied; waiting for /readyz".into()),
+            ..OperationNodeResult::default()
+        };
+        assert_eq!(
+            node_line(1, 3, &node),
+            "[2/3] cp-2: WaitingReady: applied; waiting for /readyz"
+        );
+    }
+}
