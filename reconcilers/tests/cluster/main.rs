@@ -11,4 +11,5 @@
 mod controller;
 mod crds;
 mod replicas;
+mod rollout;
 mod webhooks;

@@ -1,0 +1,302 @@
+//! The apiserver-restart rollout run by a real `ichor-controller` against a real control plane of
+//! three kube-apiservers (127.0.0.1, .2 and .3 on one port, sharing one etcd), each the
+//! kube-apiserver of one `TalosMachine`. Talos itself cannot run here: its machine API is the
+//! test kit's fake apid, speaking the real protocol over mutual TLS, and each node's
+//! `ApplyConfiguration` restarts that node's real kube-apiserver with the authentication file
+//! rendered from the new `KubeAuthenticationConfig`, as Talos re-renders the static pod. So every
+//! `/readyz` the controller waits for is a real apiserver going down and coming back — or, with a
+//! document the renderer accepts but the apiserver refuses at start-up (an external issuer equal
+//! to the service-account issuer the renderer cannot know), never coming back.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use ichor_reconcile::sim::fixtures::{Auth, cluster, control_plane};
+use ichor_testkit::control_plane::{ControlPlane, Options, SERVICE_ACCOUNT_ISSUER};
+use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE};
+use ichor_testkit::talos::{FakeTalos, Mode, NodeOptions, Options as TalosOptions, restart_apiserver_hook};
+use ichor_testkit::wait;
+use serde_json::{Value, json};
+
+use crate::replicas::Replica;
+
+/// The three control planes: machine name, address (its apiserver's), apiserver index.
+const NODES: [(&str, &str); 3] = [
+    ("cp-1", "127.0.0.1"),
+    ("cp-2", "127.0.0.2"),
+    ("cp-3", "127.0.0.3"),
+];
+/// How long a hook waits for its apiserver to be ready again.
+const RESTART_TIMEOUT: Duration = Duration::from_secs(30);
+/// The controller's step timeout (after which a node is rolled back).
+const STEP_TIMEOUT: &str = "45s";
+/// The bound of a whole operation.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(300);
+/// A machine configuration as Talos generates it under the v1.14 contract: the main document
+/// and the default `KubeAuthenticationConfig` (no `jwt`, anonymous health checks).
+const INITIAL_CONFIG: &str = "version: v1alpha1\nmachine:\n  type: controlplane\ncluster:\n  clusterName: prod\n---\n\
+apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfiguration:\n  apiVersion: apiserver.config.k8s.io/v1beta1\n  \
+kind: AuthenticationConfiguration\n  jwt: []\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: keep-me\n";
+
+fn lock(plane: &Mutex<ControlPlane>) -> MutexGuard<'_, ControlPlane> {
+    plane.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn manifest(value: Value) -> String {
+    serde_json::to_string(&value).unwrap_or_default()
+}
+
+/// The operation `name` as apiserver 2 (never broken in this test) holds it.
+fn operation(plane: &Mutex<ControlPlane>, name: &str) -> anyhow::Result<Option<Value>> {
+    lock(plane).get_json(2, "talosoperation", NAMESPACE, name)
+}
+
+fn create_operation(plane: &Mutex<ControlPlane>, name: &str) -> anyhow::Result<()> {
+    lock(plane).apply(&manifest(json!({
+        "apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosOperation",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"cluster": "prod", "kind": "config"}})))?;
+    Ok(())
+}
+
+/// Waits until the operation ends; its final object.
+fn wait_end(plane: &Mutex<ControlPlane>, name: &str, replica: &Replica) -> anyhow::Result<Value> {
+    wait::until(&format!("operation {name} to end"), OPERATION_TIMEOUT, || {
+        Ok(operation(plane, name)
+            .ok()
+            .flatten()
+            .filter(|op| matches!(op["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))))
+    })
+    .map_err(|e| e.context(replica.log_tail()))
+}
+
+fn applied_hash(plane: &Mutex<ControlPlane>, machine: &str) -> anyhow::Result<Option<String>> {
+    Ok(lock(plane)
+        .get_json(2, "talosmachine", NAMESPACE, machine)?
+        .and_then(|m| {
+            m["status"]["appliedDocumentHashes"]["KubeAuthenticationConfig"]
+                .as_str()
+                .map(str::to_owned)
+        }))
+}
+
+#[test]
+fn the_controller_restarts_each_control_plane_in_turn_and_rolls_back_a_document_that_breaks_its_apiserver()
+-> anyhow::Result<()> {
+    let options = Options {
+        apiservers: 3,
+        distinct_loopback_addresses: true,
+        audit: true,
+        extra_args: vec!["--enable-aggregator-routing=true".to_owned()],
+        ..Options::default()
+    };
+    let Some(started) = ControlPlane::start(options)? else {
+        return Ok(());
+    };
+    let plane = Arc::new(Mutex::new(started));
+    let dir = tempfile::tempdir()?;
+
+    // Talos: one apid routing to three nodes, each apply restarting that node's apiserver.
+    let talos = FakeTalos::start(TalosOptions {
+        nodes: NODES
+            .iter()
+            .map(|(_, a)| NodeOptions::new(a).with_config(INITIAL_CONFIG))
+            .collect(),
+        ..TalosOptions::default()
+    })?;
+    for (i, (_, address)) in NODES.iter().enumerate() {
+        talos.on_apply_blocking(
+            address,
+            restart_apiserver_hook(Arc::clone(&plane), i, RESTART_TIMEOUT),
+        );
+    }
+
+    // Ichor installed, a cluster whose render the apiserver refuses (its external issuer is the
+    // service-account issuer), its machines, and the cluster's Talos credentials.
+    let kubeconfig = {
+        let p = lock(&plane);
+        install::install_crds(&p)?;
+        let mut prod = cluster("prod", 1, Auth::Ichor).value;
+        prod["spec"]["authentication"]["external"] =
+            json!([{"issuerURL": SERVICE_ACCOUNT_ISSUER, "audiences": ["kubernetes"]}]);
+        p.apply(&manifest(prod))?;
+        for (name, address) in NODES {
+            p.apply(&manifest(control_plane(name, "prod", address, &[]).value))?;
+        }
+        install::install_chart(&p)?;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        p.apply(&manifest(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "prod-talosconfig", "namespace": NAMESPACE},
+            "data": {"talosconfig": b64(talos.talosconfig()), "ca.crt": b64(p.ca_pem())}})))?;
+        // The controller speaks to apiserver 2 (cp-3), which the failed rollout never touches.
+        install::component_kubeconfig(&p, 2, CONTROLLER_SERVICE_ACCOUNT)?
+    };
+    let mut replica = Replica::start_with(
+        dir.path(),
+        "ichor-controller-a",
+        &kubeconfig,
+        &[
+            ("ICHOR_CONTROLLER_ROLLOUT", "true"),
+            ("ICHOR_CONTROLLER_ROLLOUT_STEP_TIMEOUT", STEP_TIMEOUT),
+            ("ICHOR_CONTROLLER_ROLLOUT_RESTART_GRACE", "20s"),
+            (
+                "ICHOR_CONTROLLER_APISERVER_PORT",
+                &lock(&plane).port(0).to_string(),
+            ),
+        ],
+    )?;
+    {
+        let p = lock(&plane);
+        wait::until("the trust ConfigMap", Duration::from_secs(60), || {
+            p.get_json(2, "configmap", NAMESPACE, "ichor-oidc-trust")
+        })
+        .map_err(|e| e.context(replica.log_tail()))?;
+        crate::webhooks::serve_from(&p, &replica)?;
+    }
+
+    // 1. The broken document: cp-1 never comes back, is rolled back, and nothing else is touched.
+    create_operation(&plane, "config-prod-1")?;
+    let failed = wait_end(&plane, "config-prod-1", &replica)?;
+    replica.check_running()?;
+    eprintln!("failed operation: {:#}", failed["status"]);
+    assert_eq!(failed["status"]["phase"], "Failed");
+    let nodes = failed["status"]["nodes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(nodes.len(), 3, "every control plane was planned");
+    assert_eq!(nodes[0]["state"], "RolledBack", "{nodes:#?}");
+    assert_eq!(nodes[1]["state"], "Pending");
+    assert_eq!(nodes[2]["state"], "Pending");
+    let message = failed["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("did not come back within 45s"), "{message}");
+    assert!(
+        message.contains("re-applied and the API server is ready again"),
+        "{message}"
+    );
+    assert!(message.contains("not touched: cp-2, cp-3"), "{message}");
+    let applies = talos.applies();
+    let targets: Vec<&str> = applies.iter().map(|c| c.node.as_str()).collect();
+    assert_eq!(
+        targets,
+        ["127.0.0.1", "127.0.0.1"],
+        "the apply, then the rollback; no other node"
+    );
+    assert!(applies[0].data_text().contains(SERVICE_ACCOUNT_ISSUER));
+    assert!(
+        !applies[1].data_text().contains(SERVICE_ACCOUNT_ISSUER),
+        "the previous document is back"
+    );
+    assert!(
+        applies[1].data_text().contains("keep-me"),
+        "the node's other documents are kept"
+    );
+    assert_eq!(
+        lock(&plane).readyz(0)?.status,
+        200,
+        "cp-1's apiserver serves again"
+    );
+    assert_eq!(
+        applied_hash(&plane, "cp-1")?,
+        nodes[0]["previousDocument"]["sha256"].as_str().map(str::to_owned),
+        "cp-1 reports the document it runs again"
+    );
+
+    // 2. The cluster fixed: a new operation restarts each apiserver in turn.
+    lock(&plane).kubectl_run(
+        &[
+            "patch",
+            "taloscluster",
+            "prod",
+            "-n",
+            NAMESPACE,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/spec/authentication/external"}]"#,
+        ],
+        None,
+    )?;
+    let started_at = Instant::now();
+    create_operation(&plane, "config-prod-2")?;
+    let done = wait_end(&plane, "config-prod-2", &replica)?;
+    let took = started_at.elapsed();
+    eprintln!("succeeded operation in {took:?}: {:#}", done["status"]);
+    assert_eq!(done["status"]["phase"], "Succeeded", "{:#}", done["status"]);
+    let sha = done["status"]["renderedSha256"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let nodes = done["status"]["nodes"].as_array().cloned().unwrap_or_default();
+    for (node, (name, _)) in nodes.iter().zip(NODES) {
+        assert_eq!(node["machine"], name, "in name order");
+        assert_eq!(node["state"], "Done");
+        assert_eq!(
+            node["sawNotReady"], true,
+            "a real restart was seen going down: {node:#}"
+        );
+        let (Some(a), Some(b)) = (node["startedAt"].as_str(), node["finishedAt"].as_str()) else {
+            anyhow::bail!("{name}: no times: {node:#}");
+        };
+        let (a, b): (jiff::Timestamp, jiff::Timestamp) = (a.parse()?, b.parse()?);
+        eprintln!(
+            "{name}: {:.1}s from its apply to its /readyz back",
+            (b - a).total(jiff::Unit::Second)?
+        );
+        assert_eq!(applied_hash(&plane, name)?.as_deref(), Some(sha.as_str()));
+    }
+    // One control plane at a time: each apply comes after the previous node's apiserver was
+    // ready again (its restart hook finished).
+    let applies: Vec<_> = talos.applies().into_iter().skip(2).collect();
+    let targets: Vec<&str> = applies.iter().map(|c| c.node.as_str()).collect();
+    assert_eq!(targets, ["127.0.0.1", "127.0.0.2", "127.0.0.3"]);
+    assert!(
+        applies.iter().all(|c| c.mode == Some(Mode::NoReboot as i32)),
+        "never a reboot"
+    );
+    assert!(applies.iter().all(|c| c.organizations == ["os:admin"]));
+    let runs = talos.wait_for_hooks(5, RESTART_TIMEOUT);
+    for pair in applies.windows(2) {
+        let previous = runs
+            .iter()
+            .filter(|r| r.node == pair[0].node)
+            .map(|r| r.finished_at)
+            .max()
+            .ok_or_else(|| anyhow::anyhow!("no restart of {}", pair[0].node))?;
+        assert!(
+            pair[1].at > previous,
+            "{} was applied before {} was ready again",
+            pair[1].node,
+            pair[0].node
+        );
+    }
+    // The machines are Ready again, and the apiservers all serve.
+    for (name, _) in NODES {
+        let p = lock(&plane);
+        let machine = wait::until(&format!("{name} Ready"), Duration::from_secs(60), || {
+            Ok(p.get_json(2, "talosmachine", NAMESPACE, name)?
+                .filter(|m| crate::replicas::condition(m, "Ready").as_deref() == Some("True")))
+        })?;
+        assert_ne!(
+            machine["status"]["conditions"][0]["reason"], "APIServerRestartRequired",
+            "{machine:#}"
+        );
+    }
+    for i in 0..3 {
+        assert_eq!(lock(&plane).readyz(i)?.status, 200, "apiserver {i} serves");
+    }
+
+    // Nothing the chart does not grant was asked, and the rollout used its grants.
+    let usage = install::chart_rbac_usage(&lock(&plane), CONTROLLER_SERVICE_ACCOUNT)?;
+    usage.check_granted("the controller")?;
+    // The credentials and the status writes; the re-read of an operation is for conflicts only.
+    for (rule, _) in [
+        crate::controller::ROLLOUT_RULES[0],
+        crate::controller::ROLLOUT_RULES[2],
+    ] {
+        assert!(
+            !usage.unused.iter().any(|u| u == rule),
+            "{rule} unused: {:#?}",
+            usage.unused
+        );
+    }
+    replica.check_running()?;
+    Ok(())
+}
