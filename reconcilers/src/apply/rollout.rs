@@ -63,6 +63,22 @@ enum Outcome {
     Stale(Vec<Event>),
 }
 
+impl Outcome {
+    /// This outcome with one more object written (the machine's applied hash).
+    fn and(self, event: Event) -> Self {
+        match self {
+            Outcome::Done(mut e) => {
+                e.push(event);
+                Outcome::Done(e)
+            }
+            Outcome::Stale(mut e) => {
+                e.push(event);
+                Outcome::Stale(e)
+            }
+        }
+    }
+}
+
 impl From<Written> for Outcome {
     fn from(w: Written) -> Self {
         match w {
@@ -243,6 +259,24 @@ impl KubeApplier {
         Ok(Credentials { talos, probe })
     }
 
+    /// A client for the node at `address` with its cluster's credentials (read afresh), and the
+    /// machine configuration it runs.
+    async fn node_config(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        address: &str,
+        machine: &str,
+    ) -> Result<(TalosClient, String), StepError> {
+        let creds = self.credentials(namespace, cluster).await?;
+        let mut client = Self::talos_client(&creds.talos, address).await?;
+        let current = client.machine_config(address).await.map_err(talos_error)?;
+        let current = String::from_utf8(current).map_err(|_| {
+            StepError::Refused(format!("node {machine}: its machine configuration is not UTF-8"))
+        })?;
+        Ok((client, current))
+    }
+
     async fn talos_client(talos: &TalosContext, address: &str) -> Result<TalosClient, StepError> {
         let endpoint = talos.endpoints.first().cloned().unwrap_or_else(|| Endpoint {
             host: address.to_owned(),
@@ -371,15 +405,9 @@ impl KubeApplier {
         status: &mut TalosOperationStatus,
         r: &ApplyRequest,
     ) -> Result<Outcome, StepError> {
-        let creds = self.credentials(&r.namespace, &r.cluster).await?;
-        let mut client = Self::talos_client(&creds.talos, &r.address).await?;
-        let current = client.machine_config(&r.address).await.map_err(talos_error)?;
-        let current = String::from_utf8(current).map_err(|_| {
-            StepError::Refused(format!(
-                "node {}: its machine configuration is not UTF-8",
-                r.machine
-            ))
-        })?;
+        let (mut client, current) = self
+            .node_config(&r.namespace, &r.cluster, &r.address, &r.machine)
+            .await?;
         let label = format!("the machine configuration of {}", r.machine);
         let (merged, _) =
             machine_config::replace_document(&label, &current, TALOS_KIND, &r.document, r.adopting)
@@ -416,12 +444,8 @@ impl KubeApplier {
             node.applied_at = Some((self.clock)().to_string());
             node.message = Some(format!("applied ({}); waiting for /readyz", outcome.details));
         }
-        Ok(
-            match self.write_operation_status(op, rv.as_deref(), status).await? {
-                Written::Done(event) => Outcome::Done(vec![event, machine]),
-                Written::Stale(fresh) => Outcome::Stale(fresh.into_iter().chain([machine]).collect()),
-            },
-        )
+        let written = self.write_operation_status(op, rv.as_deref(), status).await?;
+        Ok(Outcome::from(written).and(machine))
     }
 
     async fn rollout_rollback(&self, world: &World, r: &RollbackRequest) -> Result<Outcome, StepError> {
@@ -431,15 +455,9 @@ impl KubeApplier {
             return Ok(Outcome::Stale(vec![Event::Applied(op)]));
         }
         let result: Result<Outcome, StepError> = async {
-            let creds = self.credentials(&r.namespace, &r.cluster).await?;
-            let mut client = Self::talos_client(&creds.talos, &r.address).await?;
-            let current = client.machine_config(&r.address).await.map_err(talos_error)?;
-            let current = String::from_utf8(current).map_err(|_| {
-                StepError::Refused(format!(
-                    "node {}: its machine configuration is not UTF-8",
-                    r.machine
-                ))
-            })?;
+            let (mut client, current) = self
+                .node_config(&r.namespace, &r.cluster, &r.address, &r.machine)
+                .await?;
             let label = format!("the machine configuration of {}", r.machine);
             let restored = match &r.previous.yaml {
                 Some(yaml) => machine_config::replace_document(&label, &current, TALOS_KIND, yaml, false)
@@ -461,15 +479,10 @@ impl KubeApplier {
                 node.rolled_back_at = Some((self.clock)().to_string());
                 node.message = Some(r.reason.clone());
             }
-            Ok(
-                match self
-                    .write_operation_status(&op, op.resource_version.as_deref(), &status)
-                    .await?
-                {
-                    Written::Done(event) => Outcome::Done(vec![event, machine]),
-                    Written::Stale(fresh) => Outcome::Stale(fresh.into_iter().chain([machine]).collect()),
-                },
-            )
+            let written = self
+                .write_operation_status(&op, op.resource_version.as_deref(), &status)
+                .await?;
+            Ok(Outcome::from(written).and(machine))
         }
         .await;
         match result {

@@ -28,6 +28,7 @@
 //! [`KUBE_CA_KEY`] (the Kubernetes CA that verifies each `/readyz`).
 
 mod decide;
+mod wait;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
