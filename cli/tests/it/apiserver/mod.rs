@@ -8,6 +8,7 @@ mod goldens;
 mod kubectl;
 mod site;
 
+mod config_apply;
 mod externals;
 mod init;
 mod lifecycle;

@@ -4,16 +4,26 @@
 //! of kind `config` (or finds the one already rolling that cluster) and follows its status until
 //! it ends, printing each node's progress like `kubectl rollout status`. The controller does the
 //! work (`ichor_reconcile::identity::rollout`); stopping this command does not stop it.
+//!
+//! Following reads the operation every second and waits out an API that does not answer (its
+//! server restarting is what a rollout does). A kubeconfig that may not read `ichor-oidc-trust`
+//! (none of the built-in roles may read ConfigMaps) cannot render the plan of a cluster trusting
+//! Ichor's issuer: the command says so, shows no plan (a `--dry-run` then fails), and still
+//! creates and follows the operation, whose plan the controller makes. The hidden variable
+//! `ICHOR_TEST_UNCLAIMED_AFTER_SECS` (tests only) shortens the 30 s after which an operation
+//! without any status is said not to be taken up.
 
 use std::{collections::BTreeMap, io::IsTerminal, process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
 use ichor_renderers::{
+    authn::RenderError,
     cluster::render_cluster,
     crd::{
         OperationKind, OperationNodeResult, OperationPhase, TalosCluster, TalosMachine, TalosOperation,
         TalosOperationSpec,
     },
+    rollout::RolloutPlan,
     trust::{IssuerTrust, NAMESPACE, TRUST_CONFIGMAP},
 };
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -27,8 +37,22 @@ use crate::OutputFormat;
 
 /// How often the operation's status is read while following it.
 const POLL: Duration = Duration::from_secs(1);
+/// How long one read of the operation may take before the API counts as away (a control plane
+/// that drops packets instead of refusing the connection).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// After this long without any status, the controller is said not to roll out.
 const UNCLAIMED_AFTER: Duration = Duration::from_secs(30);
+/// For tests only (not in `--help`): whole seconds that replace [`UNCLAIMED_AFTER`], so the
+/// warning is seen without waiting 30 s (`cli/tests/it/apiserver/config_apply.rs`).
+const UNCLAIMED_AFTER_ENV: &str = "ICHOR_TEST_UNCLAIMED_AFTER_SECS";
+
+/// [`UNCLAIMED_AFTER`], or the seconds of [`UNCLAIMED_AFTER_ENV`].
+fn unclaimed_after() -> Duration {
+    std::env::var(UNCLAIMED_AFTER_ENV)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .map_or(UNCLAIMED_AFTER, Duration::from_secs)
+}
 
 /// `namespace/name` or `name` (in `ichor-system`).
 fn split_cluster(arg: &str) -> (&str, &str) {
@@ -94,28 +118,39 @@ async fn in_cluster(
         .await
         .with_context(|| format!("cannot list TalosMachines in {namespace}"))?
         .items;
-    let trust = Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
+    // The built-in roles (ichor:viewer, operator, admin) may not read ConfigMaps: without the
+    // trust, a cluster trusting Ichor's issuer cannot be rendered here, but the controller makes
+    // the same plan from the same objects, so the operation can still be created and followed.
+    let (trust, trust_forbidden) = match Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
         .get_opt(TRUST_CONFIGMAP)
         .await
-        .with_context(|| format!("cannot read ConfigMap {NAMESPACE}/{TRUST_CONFIGMAP}"))?
-        .and_then(|cm| IssuerTrust::from_configmap(&cm).ok());
+    {
+        Ok(cm) => (cm.and_then(|cm| IssuerTrust::from_configmap(&cm).ok()), false),
+        Err(kube::Error::Api(e)) if e.code == 403 => (None, true),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot read ConfigMap {NAMESPACE}/{TRUST_CONFIGMAP}"));
+        }
+    };
     let render = render_cluster(&cluster, &machines, trust.as_ref());
     let operations: Api<TalosOperation> = Api::namespaced(client.clone(), namespace);
-    let running = operations
-        .list(&ListParams::default())
-        .await
-        .with_context(|| format!("cannot list TalosOperations in {namespace}"))?
-        .items
-        .into_iter()
-        .filter(|op| op.spec.kind == OperationKind::Config && op.spec.cluster == name)
-        .find(|op| {
-            !matches!(
-                op.status.as_ref().and_then(|s| s.phase),
-                Some(OperationPhase::Succeeded | OperationPhase::Failed)
-            )
-        });
+    let running = running_operation(
+        operations
+            .list(&ListParams::default())
+            .await
+            .with_context(|| format!("cannot list TalosOperations in {namespace}"))?
+            .items,
+        name,
+    );
 
     let plan = match (&render.authentication, &render.rollout) {
+        (Err(RenderError::WaitingForIchorTrust), _) if trust_forbidden => {
+            eprintln!(
+                "Your kubeconfig may not read ConfigMap {NAMESPACE}/{TRUST_CONFIGMAP} (the issuer's trust, \
+                 which cluster {name} needs), so the plan cannot be shown here; the controller makes it \
+                 from the same objects and the operation's status lists its control planes."
+            );
+            None
+        }
         (Err(e), _) => {
             eprintln!("error: cluster {namespace}/{name} renders no authentication document: {e}");
             return Ok(ExitCode::FAILURE);
@@ -124,37 +159,45 @@ async fn in_cluster(
             eprintln!("error: {e}");
             return Ok(ExitCode::FAILURE);
         }
-        (Ok(_), Some(Ok(plan))) => plan.clone(),
+        (Ok(_), Some(Ok(plan))) => Some(plan.clone()),
         (Ok(_), None) => {
             eprintln!("error: cluster {namespace}/{name}: no rollout plan was made");
             return Ok(ExitCode::FAILURE);
         }
     };
-    match output {
-        OutputFormat::Table => println!("{}", plan.to_string().trim_end()),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
-        OutputFormat::Yaml => print!("{}", serde_yaml::to_string(&plan)?),
+    if let Some(plan) = &plan {
+        match output {
+            OutputFormat::Table => println!("{}", plan.to_string().trim_end()),
+            OutputFormat::Json => println!("{}", serde_json::to_string_pretty(plan)?),
+            OutputFormat::Yaml => print!("{}", serde_yaml::to_string(plan)?),
+        }
     }
     if args.dry_run {
+        if plan.is_none() {
+            eprintln!("error: dry run without a plan: no operation was created");
+            return Ok(ExitCode::FAILURE);
+        }
         eprintln!("dry run: no operation was created");
         return Ok(ExitCode::SUCCESS);
     }
     let op_name = match running {
         Some(op) => {
             let op_name = op.metadata.name.clone().unwrap_or_default();
-            eprintln!("Operation {op_name} is already rolling cluster {name}; following it.");
+            eprintln!("Operation {namespace}/{op_name} is already rolling cluster {name}; following it.");
             op_name
         }
-        None if plan.is_empty() => {
+        None if plan.as_ref().is_some_and(RolloutPlan::is_empty) => {
             eprintln!("nothing to do: every control plane runs the rendered configuration");
             return Ok(ExitCode::SUCCESS);
         }
         None => {
             if !args.yes {
-                let question = format!(
-                    "Restart the Kubernetes API server on {} control plane(s) of {name}, one at a time? [y/N] ",
-                    plan.steps.len()
+                let which = plan.as_ref().map_or_else(
+                    || "the control planes".to_owned(),
+                    |p| format!("{} control plane(s)", p.steps.len()),
                 );
+                let question =
+                    format!("Restart the Kubernetes API server on {which} of {name}, one at a time? [y/N] ");
                 match confirm(&question) {
                     Ok(true) => {}
                     Ok(false) => {
@@ -192,6 +235,31 @@ async fn in_cluster(
     follow(&operations, namespace, &op_name, name).await
 }
 
+/// The `config` operation of `cluster` that has not ended, if any: one the controller runs (or
+/// paused) first, else one still pending (waiting for its turn, or not yet taken up).
+fn running_operation(operations: Vec<TalosOperation>, cluster: &str) -> Option<TalosOperation> {
+    let mut open: Vec<TalosOperation> = operations
+        .into_iter()
+        .filter(|op| op.spec.kind == OperationKind::Config && op.spec.cluster == cluster)
+        .filter(|op| {
+            !matches!(
+                op.status.as_ref().and_then(|s| s.phase),
+                Some(OperationPhase::Succeeded | OperationPhase::Failed)
+            )
+        })
+        .collect();
+    let started = |op: &TalosOperation| {
+        matches!(
+            op.status.as_ref().and_then(|s| s.phase),
+            Some(OperationPhase::Running | OperationPhase::Paused)
+        )
+    };
+    match open.iter().position(started) {
+        Some(i) => Some(open.swap_remove(i)),
+        None => open.into_iter().next(),
+    }
+}
+
 /// The line printed for a node whose state or message changed.
 fn node_line(i: usize, total: usize, node: &OperationNodeResult) -> String {
     let detail = node
@@ -214,12 +282,19 @@ async fn follow(
         eprintln!("Following it (Ctrl-C stops following; the operation goes on in the cluster).");
     }
     let started = tokio::time::Instant::now();
+    let unclaimed_after = unclaimed_after();
     let mut seen: BTreeMap<usize, (String, Option<String>)> = BTreeMap::new();
     let mut last_message: Option<String> = None;
     let mut warned_unclaimed = false;
     let mut away = false;
     loop {
-        let op = match operations.get_opt(op_name).await {
+        let read = match tokio::time::timeout(REQUEST_TIMEOUT, operations.get_opt(op_name)).await {
+            Ok(read) => read,
+            Err(_) => Err(kube::Error::Service(
+                format!("no answer within {}s", REQUEST_TIMEOUT.as_secs()).into(),
+            )),
+        };
+        let op = match read {
             Ok(Some(op)) => {
                 if away {
                     eprintln!("The API is back.");
@@ -241,12 +316,12 @@ async fn follow(
             }
         };
         let status = op.status.clone().unwrap_or_default();
-        if status.phase.is_none() && !warned_unclaimed && started.elapsed() >= UNCLAIMED_AFTER {
+        if status.phase.is_none() && !warned_unclaimed && started.elapsed() >= unclaimed_after {
             warned_unclaimed = true;
             eprintln!(
                 "warning: the controller has not taken the operation up after {}s. Is the rollout on (chart \
                  value controller.rollout.clusters={{{cluster}}}) and does Secret {namespace}/{cluster}-talosconfig exist?",
-                UNCLAIMED_AFTER.as_secs()
+                unclaimed_after.as_secs()
             );
         }
         let total = status.nodes.len();
@@ -296,6 +371,80 @@ mod tests {
     fn a_cluster_without_a_namespace_is_in_ichor_system() {
         assert_eq!(split_cluster("prod"), ("ichor-system", "prod"));
         assert_eq!(split_cluster("team/prod"), ("team", "prod"));
+    }
+
+    fn operation(
+        name: &str,
+        cluster: &str,
+        kind: OperationKind,
+        phase: Option<OperationPhase>,
+    ) -> TalosOperation {
+        let mut op = TalosOperation::new(
+            name,
+            TalosOperationSpec {
+                cluster: cluster.into(),
+                kind,
+                action: None,
+                machines: Vec::new(),
+                paused: false,
+            },
+        );
+        op.status = phase.map(|phase| ichor_renderers::crd::TalosOperationStatus {
+            phase: Some(phase),
+            ..Default::default()
+        });
+        op
+    }
+
+    #[test]
+    fn the_operation_followed_is_the_started_one_of_the_cluster_else_a_pending_one() {
+        let name = |op: Option<TalosOperation>| op.and_then(|o| o.metadata.name);
+        let ended = operation(
+            "a-done",
+            "prod",
+            OperationKind::Config,
+            Some(OperationPhase::Succeeded),
+        );
+        let failed = operation(
+            "b-failed",
+            "prod",
+            OperationKind::Config,
+            Some(OperationPhase::Failed),
+        );
+        let waiting = operation(
+            "c-waiting",
+            "prod",
+            OperationKind::Config,
+            Some(OperationPhase::Pending),
+        );
+        let fresh = operation("d-fresh", "prod", OperationKind::Config, None);
+        let running = operation(
+            "e-running",
+            "prod",
+            OperationKind::Config,
+            Some(OperationPhase::Running),
+        );
+        let other_cluster = operation("a-other", "staging", OperationKind::Config, None);
+        let other_kind = operation("a-upgrade", "prod", OperationKind::Other("upgrade".into()), None);
+        let all = vec![
+            other_cluster.clone(),
+            other_kind.clone(),
+            ended.clone(),
+            failed.clone(),
+            waiting.clone(),
+            fresh.clone(),
+            running,
+        ];
+        assert_eq!(name(running_operation(all, "prod")).as_deref(), Some("e-running"));
+        let pending = vec![other_kind.clone(), ended.clone(), waiting, fresh];
+        assert_eq!(
+            name(running_operation(pending, "prod")).as_deref(),
+            Some("c-waiting")
+        );
+        assert_eq!(
+            running_operation(vec![ended, failed, other_cluster, other_kind], "prod"),
+            None
+        );
     }
 
     #[test]
