@@ -144,6 +144,14 @@ pub fn validate(params: &Params, ui_redirect: &str) -> Result<AuthorizeRequest, 
             ));
         }
     }
+    // The issuer keeps no sign-in session (every sign-in is a password form), so a request that
+    // forbids showing one can never be satisfied (OpenID Connect Core 3.1.2.6).
+    if get("prompt")?.is_some_and(|p| p.split(' ').any(|v| v == "none")) {
+        return Err(fail(
+            "login_required",
+            "prompt=none: this issuer keeps no sign-in session, so the user must sign in".into(),
+        ));
+    }
     Ok(AuthorizeRequest {
         client,
         redirect_uri: redirect_uri.to_owned(),
@@ -303,6 +311,29 @@ mod tests {
         assert_eq!(req.client, Client::Cli);
         assert_eq!(req.audience, "ichor-kube");
         assert!(req.offline_access);
+    }
+
+    #[test]
+    fn prompt_none_is_answered_on_the_redirect_uri_with_login_required() {
+        for prompt in ["none", "consent+none"] {
+            match validate(&params(&format!("&prompt={prompt}")), UI) {
+                Err(AuthorizeError::Redirectable {
+                    redirect_uri,
+                    state,
+                    error,
+                    ..
+                }) => {
+                    assert_eq!(error, "login_required", "{prompt}");
+                    assert_eq!(redirect_uri, "http://127.0.0.1:5000/callback");
+                    assert_eq!(state.as_deref(), Some("s1"), "the state goes back with it");
+                }
+                other => panic!("prompt={prompt}: {other:?}"),
+            }
+        }
+        assert!(
+            validate(&params("&prompt=login"), UI).is_ok(),
+            "a sign-in is shown anyway"
+        );
     }
 
     #[test]

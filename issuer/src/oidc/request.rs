@@ -53,11 +53,16 @@ impl Client {
 
 /// Whether `uri` is an allowed redirect URI of `client`. `ui_redirect` is
 /// `<externalURL>/auth/callback`. The comparison is exact (no normalisation): `localhost` is not
-/// `127.0.0.1`, `https` is not `http`, and nothing may follow the path.
+/// `127.0.0.1`, `https` is not `http`, and nothing may follow the path. The CLI's
+/// `http://127.0.0.1:<port>/callback` takes any port, or none.
 pub fn redirect_uri_allowed(client: Client, uri: &str, ui_redirect: &str) -> bool {
     match client {
         Client::Ui => uri == ui_redirect,
         Client::Cli => {
+            // A loopback redirect without a port is one of "any port" too (RFC 8252 7.3).
+            if uri == "http://127.0.0.1/callback" {
+                return true;
+            }
             let Some(rest) = uri.strip_prefix("http://127.0.0.1:") else {
                 return false;
             };
@@ -255,12 +260,13 @@ mod tests {
     const UI: &str = "https://ichor.example.com/auth/callback";
 
     #[test]
-    fn the_cli_redirect_is_the_literal_loopback_address_with_any_port() {
+    fn the_cli_redirect_is_the_literal_loopback_address_with_any_port_or_none() {
         assert!(redirect_uri_allowed(
             Client::Cli,
             "http://127.0.0.1:8400/callback",
             UI
         ));
+        assert!(redirect_uri_allowed(Client::Cli, "http://127.0.0.1/callback", UI));
         assert!(redirect_uri_allowed(
             Client::Cli,
             "http://127.0.0.1:65535/callback",
@@ -272,7 +278,8 @@ mod tests {
             "http://127.0.0.1:8400/callback/x",
             "http://127.0.0.1:8400/callback?x=1",
             "http://127.0.0.1:8400/callback#f",
-            "http://127.0.0.1/callback",
+            "http://127.0.0.1/callback/",
+            "http://127.0.0.1:/callback",
             "http://127.0.0.1:65536/callback",
             "http://127.0.0.1:08400/callback",
             "http://127.0.0.1:+80/callback",

@@ -232,7 +232,9 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
     let client = client(params)?;
     let code = required(params, "code")?;
     let redirect_uri = required(params, "redirect_uri")?;
-    let verifier = required(params, "code_verifier")?;
+    // Every code carries a challenge, so a request without its verifier is a failed PKCE
+    // verification of that code (RFC 7636 4.6), not a malformed request.
+    let verifier = param(params, "code_verifier")?;
     let now = issuer.now();
     let keys = signing_keys(issuer, now)?;
     let claims = tokens::verify_artifact::<CodeClaims>(&keys, code, issuer.issuer(), now)
@@ -245,6 +247,9 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
             "redirect_uri: differs from the authorization request",
         ));
     }
+    let verifier = verifier.ok_or_else(|| {
+        OAuthError::invalid_grant("code_verifier: required, the code was issued with a code_challenge (PKCE)")
+    })?;
     request::check_verifier(verifier, &claims.code_challenge)
         .map_err(|e| OAuthError::invalid_grant(e.to_string()))?;
 

@@ -91,12 +91,14 @@ async fn a_wrong_pkce_verifier_is_refused() {
 }
 
 #[tokio::test]
-async fn a_missing_pkce_verifier_is_refused() {
+async fn a_missing_pkce_verifier_is_a_failed_verification_of_that_code() {
+    // RFC 7636 4.6: the code carries a challenge, so no verifier is a failed verification.
     let h = Harness::new();
     let code = h.code("alice", "ichor-cli", CLI_REDIRECT, "openid", "").await;
     let reply = h.exchange(&code, "ichor-cli", CLI_REDIRECT, "").await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    assert_eq!(reply.error(), "invalid_request");
+    assert_eq!(reply.error(), "invalid_grant", "{}", reply.text());
+    assert!(reply.text().contains("code_verifier"), "{}", reply.text());
 }
 
 #[tokio::test]
