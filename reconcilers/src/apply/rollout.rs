@@ -37,8 +37,9 @@ use sha2::{Digest, Sha256};
 use tonic::Code;
 
 use ichor_reconcile::identity::rollout::{
-    APPLYING, ApplyRequest, FAILED, KUBE_CA_KEY, Observation, PENDING, ProbeRequest, ROLLING_BACK,
-    RollbackRequest, TALOS_CREDENTIALS_SUFFIX, TALOSCONFIG_KEY, WAITING_READY, observation_object,
+    APPLYING, ApplyRequest, FAILED, KUBE_CA_KEY, OBSERVATION_KIND, Observation, PENDING, ProbeRequest,
+    ROLLING_BACK, RollbackRequest, TALOS_CREDENTIALS_SUFFIX, TALOSCONFIG_KEY, WAITING_READY,
+    observation_object,
 };
 use ichor_reconcile::problem::{Problem, ProblemKind};
 
@@ -141,7 +142,7 @@ impl KubeApplier {
             let outcome = if request.id.starts_with("rollout-probe ") {
                 match serde_json::from_value::<ProbeRequest>(request.request.clone()) {
                     Ok(r) => self
-                        .probe(&r)
+                        .probe(world, &r)
                         .await
                         .map(Outcome::from)
                         .map_err(StepError::Transient),
@@ -229,7 +230,13 @@ impl KubeApplier {
         let secret = Api::<Secret>::namespaced(self.client.clone(), namespace)
             .get_opt(&name)
             .await
-            .map_err(|e| StepError::Transient(classify(&what, e).into_error(&what)))?;
+            .map_err(|e| match e {
+                kube::Error::Api(status) if status.code == 403 => StepError::Refused(format!(
+                    "the controller may not read Secret {namespace}/{name}: add {cluster} to the chart's \
+                     controller.rollout.clusters, which grants exactly that read"
+                )),
+                e => StepError::Transient(classify(&what, e).into_error(&what)),
+            })?;
         let Some(secret) = secret else {
             return Err(StepError::Refused(format!(
                 "Secret {namespace}/{name} does not exist: it must hold the cluster's talosconfig \
@@ -494,24 +501,31 @@ impl KubeApplier {
         }
     }
 
-    async fn probe(&self, r: &ProbeRequest) -> Result<Written, ApplyError> {
+    async fn probe(&self, world: &World, r: &ProbeRequest) -> Result<Written, ApplyError> {
         let probe = match self.cached_credentials(&r.namespace, &r.cluster).await {
             Ok(c) => c.probe.clone(),
             Err(StepError::Transient(e)) => return Err(e),
             Err(StepError::Refused(m)) => return Err(ApplyError::Rollout(m)),
         };
         let answer = probe.check(&r.url).await;
+        let ready = answer == Probe::Ready;
+        let key = ObjectKey::new(OBSERVATION_KIND, r.namespace.as_str(), r.operation.as_str());
+        let seen_down_before = world
+            .get(&key)
+            .and_then(|o| serde_json::from_value::<Observation>(o.value.clone()).ok())
+            .is_some_and(|p| p.step == r.step && p.phase == r.phase && p.at >= r.since && p.saw_not_ready);
         let observation = Observation {
             step: r.step,
             phase: r.phase,
             machine: r.machine.clone(),
-            ready: answer == Probe::Ready,
+            ready,
             detail: match answer {
                 Probe::Ready => None,
                 Probe::NotReady(why) => Some(why.chars().take(256).collect()),
             },
             at: (self.clock)(),
             seq: r.seq,
+            saw_not_ready: seen_down_before || !ready,
         };
         Ok(Written::Done(Event::Applied(observation_object(
             &r.namespace,

@@ -211,6 +211,9 @@ pub struct ProbeRequest {
     pub url: String,
     /// The sequence number the observation gets (one more than the latest observed).
     pub seq: u64,
+    /// When the wait began (the apply, or the rollback): an observation since then that saw
+    /// the API server not ready carries that forward.
+    pub since: Timestamp,
 }
 
 impl ProbeRequest {
@@ -247,6 +250,9 @@ pub struct Observation {
     pub at: Timestamp,
     /// The probe's sequence number.
     pub seq: u64,
+    /// Whether this probe, or one before it of the same wait, saw the API server not ready.
+    #[serde(default)]
+    pub saw_not_ready: bool,
 }
 
 /// The observation object for `operation` holding `observation`.

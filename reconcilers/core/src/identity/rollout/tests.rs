@@ -164,6 +164,7 @@ fn observed(step: usize, phase: ProbePhase, ready: bool, at: &str, seq: u64) -> 
         detail: (!ready).then(|| "connection refused".into()),
         at: t(at),
         seq,
+        saw_not_ready: !ready,
     }
 }
 
@@ -365,6 +366,21 @@ fn a_restart_seen_going_down_and_coming_back_ends_the_step_and_starts_the_next()
         id, "rollout-apply ichor-system/roll 1 cp-2",
         "one control plane at a time, in order"
     );
+}
+
+#[test]
+fn a_restart_seen_in_the_observations_ends_the_step_before_the_status_recorded_it() {
+    // The status write of sawNotReady may wait for an API server that is the one restarting.
+    let mut w = World::new();
+    let status = at_state(running(), 0, WAITING_READY);
+    w.now = t("00:00:09");
+    let mut back = observed(0, ProbePhase::Apply, true, "00:00:09", 6);
+    back.saw_not_ready = true;
+    w.observation = Some(back);
+    let done = w.decide(&operation("roll", false, Some(&status))).status();
+    assert_eq!(done.nodes[0].state, DONE);
+    assert!(done.nodes[0].saw_not_ready);
+    assert!(done.nodes[0].message.as_deref().unwrap().contains("restarted"));
 }
 
 #[test]

@@ -69,6 +69,7 @@ impl Context<'_> {
                 self.settings.apiserver_port,
             ),
             seq: self.observation.map_or(0, |o| o.seq) + 1,
+            since,
         };
         (effect(request.id(), &request), self.now + interval)
     }
@@ -86,14 +87,18 @@ impl Context<'_> {
         let timeout = applied + secs(self.settings.step_timeout_secs);
         let last = self.observed(i, ProbePhase::Apply, applied);
         if let Some(obs) = last {
+            // Seen down in the observations themselves, not only once the status recorded it:
+            // the status write may wait for an API server that is the one restarting.
+            let saw = node.saw_not_ready || obs.saw_not_ready;
             let graced = obs.at.duration_since(applied) >= secs(self.settings.restart_grace_secs);
-            if obs.ready && (node.saw_not_ready || graced) {
+            if obs.ready && (saw || graced) {
                 let mut out = status.clone();
                 let total = out.nodes.len();
                 let n = &mut out.nodes[i];
                 n.state = DONE.to_owned();
                 n.finished_at = Some(obs.at.to_string());
-                n.message = Some(if node.saw_not_ready {
+                n.saw_not_ready = saw;
+                n.message = Some(if saw {
                     format!(
                         "the API server restarted and was ready {}s after the apply",
                         obs.at.duration_since(applied).as_secs()
