@@ -23,7 +23,16 @@ pub trait UserBackend: UserStore {
     ///
     /// # Errors
     /// [`ApiError::AlreadyExists`] when it exists; others as the backend fails or refuses.
-    async fn create_user(&self, caller: &Caller, user: &IchorUser) -> Result<(), ApiError>;
+    async fn create_user(&self, caller: &Caller, user: &IchorUser) -> Result<Created, ApiError>;
+
+    /// Removes the user `name` that this process just created (`created`) because the write that
+    /// had to follow it failed. Conditioned on the object's identity where the backend has one,
+    /// so a user of the same name that someone else created meanwhile is never removed.
+    ///
+    /// # Errors
+    /// [`ApiError::Conflict`] when the object is no longer the one created; others as
+    /// [`UserBackend::delete_user`].
+    async fn undo_create(&self, caller: &Caller, name: &str, created: &Created) -> Result<(), ApiError>;
 
     /// Replaces the user's spec.
     ///
@@ -38,13 +47,25 @@ pub trait UserBackend: UserStore {
     async fn delete_user(&self, caller: &Caller, name: &str) -> Result<(), ApiError>;
 }
 
+/// What a backend gave a user it created: what identifies that very object afterwards.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Created {
+    /// The object's `metadata.uid` (Kubernetes); `None` for a backend without one.
+    pub uid: Option<String>,
+}
+
 #[async_trait]
 impl UserBackend for LocalStore {
-    async fn create_user(&self, _caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {
+    async fn create_user(&self, _caller: &Caller, user: &IchorUser) -> Result<Created, ApiError> {
         LocalStore::create_user(self, user)
             .await
-            .map(drop)
+            .map(|_| Created::default())
             .map_err(file_error)
+    }
+
+    /// The local store's user files have one writer, this process: the file is removed.
+    async fn undo_create(&self, caller: &Caller, name: &str, _created: &Created) -> Result<(), ApiError> {
+        UserBackend::delete_user(self, caller, name).await
     }
 
     async fn update_user(&self, _caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {

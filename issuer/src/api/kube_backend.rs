@@ -35,12 +35,16 @@ use kube::{
     Resource,
     core::{
         Request,
-        params::{DeleteParams, GetParams, PostParams},
+        params::{DeleteParams, GetParams, PostParams, Preconditions},
     },
 };
 use serde_json::Value;
 
-use super::{auth::Caller, backend::UserBackend, error::ApiError};
+use super::{
+    auth::Caller,
+    backend::{Created, UserBackend},
+    error::ApiError,
+};
 use crate::store::{
     UserStore,
     kube::{FIELD_MANAGER, KubeStore},
@@ -272,7 +276,7 @@ fn object_name(user: &IchorUser) -> Result<&str, ApiError> {
 
 #[async_trait]
 impl UserBackend for KubeStore {
-    async fn create_user(&self, caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {
+    async fn create_user(&self, caller: &Caller, user: &IchorUser) -> Result<Created, ApiError> {
         let name = object_name(user)?;
         let body = serde_json::to_vec(&create_body(name, &user.spec)?)
             .map_err(|e| ApiError::Internal(format!("IchorUser {name:?}: {e}")))?;
@@ -281,7 +285,41 @@ impl UserBackend for KubeStore {
             .map_err(|e| build_error(name, &e))?;
         let result = self.send_as(caller, request).await;
         self.invalidate(name);
-        result.map(drop).map_err(|e| e.into_api(Write::Create, name))
+        let text = result.map_err(|e| e.into_api(Write::Create, name))?;
+        let uid = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|o| o["metadata"]["uid"].as_str().map(str::to_owned));
+        Ok(Created { uid })
+    }
+
+    /// A DELETE with the created object's uid as precondition: a user of that name created by
+    /// someone else since (another uid) is left alone (the API server answers 409).
+    async fn undo_create(&self, caller: &Caller, name: &str, created: &Created) -> Result<(), ApiError> {
+        let Some(uid) = created.uid.clone() else {
+            return Err(ApiError::Internal(format!(
+                "IchorUser {name:?}: the API server named no uid when it was created, so it is not removed \
+                 unconditionally"
+            )));
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let request = users().delete(name, &params).map_err(|e| build_error(name, &e))?;
+        let result = self.send_as(caller, request).await;
+        self.invalidate(name);
+        match result {
+            Ok(_) => Ok(()),
+            Err(WriteFailure::Kube(kube::Error::Api(status))) if status.code == 409 => {
+                Err(ApiError::Conflict(format!(
+                    "user {name:?} is no longer the one this request created; it is left in place"
+                )))
+            }
+            Err(e) => Err(e.into_api(Write::Delete, name)),
+        }
     }
 
     async fn update_user(&self, caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {

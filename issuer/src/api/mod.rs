@@ -37,6 +37,6 @@ pub mod validate;
 
 pub use access::{AccessReview, AccessReviewError, KubeAccessReview, LocalAccessReview};
 pub use auth::{BearerClaims, BearerError, BearerVerifier, Caller, Clock, SystemClock};
-pub use backend::UserBackend;
+pub use backend::{Created, UserBackend};
 pub use error::ApiError;
 pub use service::{ApiConfig, ClusterInfo, MAX_MESSAGE_BYTES, UserApi, grpc_service};

@@ -10,8 +10,8 @@ use std::{
 use async_trait::async_trait;
 use ichor_issuer::{
     api::{
-        ApiError, BearerClaims, BearerError, BearerVerifier, Caller, Clock, LocalAccessReview, UserApi,
-        UserBackend,
+        ApiError, BearerClaims, BearerError, BearerVerifier, Caller, Clock, Created, LocalAccessReview,
+        UserApi, UserBackend,
     },
     store::{StoreError, StoredUser, UserStore, Version, local::LocalStore},
 };
@@ -255,8 +255,11 @@ impl UserStore for FailingCredentials {
 
 #[async_trait]
 impl UserBackend for FailingCredentials {
-    async fn create_user(&self, caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {
+    async fn create_user(&self, caller: &Caller, user: &IchorUser) -> Result<Created, ApiError> {
         UserBackend::create_user(&self.0, caller, user).await
+    }
+    async fn undo_create(&self, caller: &Caller, name: &str, created: &Created) -> Result<(), ApiError> {
+        UserBackend::undo_create(&self.0, caller, name, created).await
     }
     async fn update_user(&self, caller: &Caller, user: &IchorUser) -> Result<(), ApiError> {
         UserBackend::update_user(&self.0, caller, user).await

@@ -111,7 +111,7 @@ where
         let mut object = IchorUser::new(name.as_str(), spec);
         object.metadata.namespace = Some(NAMESPACE.to_owned());
         // Write the user, then the credentials; undo the user if the credentials fail.
-        self.inner.store.create_user(&caller, &object).await?;
+        let created = self.inner.store.create_user(&caller, &object).await?;
         // A stale entry of an earlier user of this name must never let the new one sign in.
         let written = modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
             Ok::<_, ApiError>(match (&entry, current) {
@@ -122,7 +122,12 @@ where
         })
         .await;
         if let Err(error) = written {
-            if let Err(undo) = self.inner.store.delete_user(&caller, name.as_str()).await {
+            if let Err(undo) = self
+                .inner
+                .store
+                .undo_create(&caller, name.as_str(), &created)
+                .await
+            {
                 tracing::error!(user = %name, %undo, "could not remove a user whose credentials write failed");
             }
             self.forget(name.as_str());

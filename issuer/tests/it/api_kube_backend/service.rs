@@ -67,5 +67,13 @@ async fn a_create_whose_credentials_write_fails_deletes_the_user_again_as_the_ca
     assert!(!state.secret.as_ref().unwrap().contains_key("bob"));
     let undo = state.seen.iter().find(|s| s.method == Method::DELETE).unwrap();
     assert_eq!(undo.path, format!("{USERS_PATH}/bob"));
+    assert_eq!(
+        undo.body
+            .as_ref()
+            .and_then(|b| b["preconditions"]["uid"].as_str()),
+        Some("uid-bob"),
+        "the undo is conditioned on the created object's uid: {:?}",
+        undo.body
+    );
     assert_as_alice_the_admin(undo);
 }

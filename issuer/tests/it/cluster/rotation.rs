@@ -99,6 +99,28 @@ async fn writes_as_the_caller(plane: &ControlPlane, store: &KubeStore) -> anyhow
     }
     store.delete_user(&admin, "bob").await?;
     assert_eq!(roles(plane, "bob")?, None);
+
+    // The undo of a create (its credentials write failed) removes only the object it created:
+    // an erin deleted and created again by someone else meanwhile (another uid) stays.
+    let created = store.create_user(&admin, &person("erin", &["viewer"])).await?;
+    assert!(
+        created.uid.is_some(),
+        "the apiserver names the created object's uid"
+    );
+    plane.kubectl_run(&["delete", "ichoruser", "erin", "-n", NAMESPACE], None)?;
+    store.create_user(&admin, &person("erin", &["operator"])).await?;
+    match store.undo_create(&admin, "erin", &created).await {
+        Err(ApiError::Conflict(message)) => assert!(message.contains("left in place"), "{message}"),
+        other => anyhow::bail!("the undo of another erin: {other:?}"),
+    }
+    assert_eq!(
+        roles(plane, "erin")?,
+        Some(json!(["operator"])),
+        "the new erin stays"
+    );
+    let created = store.create_user(&admin, &person("fay", &["viewer"])).await?;
+    store.undo_create(&admin, "fay", &created).await?;
+    assert_eq!(roles(plane, "fay")?, None, "the created fay is removed");
     Ok(())
 }
 
