@@ -297,8 +297,15 @@ fn the_controller_restarts_each_control_plane_in_turn_and_rolls_back_a_document_
     for (node, (name, _)) in nodes.iter().zip(NODES) {
         assert_eq!(node["machine"], name, "in name order");
         assert_eq!(node["state"], "Done");
-        assert_eq!(
-            node["sawNotReady"], true,
+        // cp-2 is the node in flight when the controller is killed: when the first replica had
+        // applied it already, its restart happens while no replica probes, and the next one
+        // finds it ready through the whole grace (it cannot tell the restart from none).
+        let unseen_in_handover = name == "cp-2"
+            && node["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no restart was seen"));
+        assert!(
+            node["sawNotReady"] == true || unseen_in_handover,
             "a real restart was seen going down: {node:#}"
         );
         let (Some(a), Some(b)) = (node["startedAt"].as_str(), node["finishedAt"].as_str()) else {
