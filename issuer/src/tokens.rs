@@ -117,6 +117,11 @@ pub struct IdTokenClaims {
     /// The authorization request's nonce (code grant only; omitted on refresh, OIDC Core 12.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
+    /// When the user typed the password, unix seconds: on tokens of the code grant, which
+    /// always follows a fresh sign-in (OIDC Core 2, required when the request carried
+    /// `max_age`); omitted on refresh, whose session start the issuer does not keep to the second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_time: Option<i64>,
     /// The user's roles.
     pub groups: Vec<String>,
 }

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use axum::{
     Json,
-    extract::State,
+    body::Bytes,
+    extract::{State, rejection::BytesRejection},
     http::{HeaderMap, StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
@@ -144,13 +145,40 @@ pub fn validate(params: &Params, ui_redirect: &str) -> Result<AuthorizeRequest, 
             ));
         }
     }
-    // The issuer keeps no sign-in session (every sign-in is a password form), so a request that
-    // forbids showing one can never be satisfied (OpenID Connect Core 3.1.2.6).
-    if get("prompt")?.is_some_and(|p| p.split(' ').any(|v| v == "none")) {
+    match get("response_mode")? {
+        None | Some("query") => {}
+        Some(_) => {
+            return Err(fail(
+                "invalid_request",
+                "response_mode: only query is supported".into(),
+            ));
+        }
+    }
+    if let Some(max_age) = get("max_age")?
+        && (max_age.len() > 10 || max_age.parse::<u32>().is_err())
+    {
         return Err(fail(
-            "login_required",
-            "prompt=none: this issuer keeps no sign-in session, so the user must sign in".into(),
+            "invalid_request",
+            "max_age: must be a number of seconds".into(),
         ));
+    }
+    if let Some(prompt) = get("prompt")? {
+        let values: Vec<&str> = prompt.split(' ').filter(|v| !v.is_empty()).collect();
+        if values.contains(&"none") {
+            // "none" with any other value is an error of its own (OpenID Connect Core 3.1.2.1).
+            if values.len() > 1 {
+                return Err(fail(
+                    "invalid_request",
+                    "prompt: none may not be combined with other values".into(),
+                ));
+            }
+            // The issuer keeps no sign-in session (every sign-in is a password form), so a
+            // request that forbids showing one can never be satisfied (3.1.2.6).
+            return Err(fail(
+                "login_required",
+                "prompt=none: this issuer keeps no sign-in session, so the user must sign in".into(),
+            ));
+        }
     }
     Ok(AuthorizeRequest {
         client,
@@ -174,11 +202,17 @@ pub(crate) fn with_query(redirect_uri: &str, params: &[(&str, &str)]) -> String 
     }
 }
 
-/// A 302 Found to `location`, not cached.
-pub(crate) fn found(location: &str) -> Response {
+/// A 303 See Other to `location`, not cached: the answer to a POST, which the browser follows
+/// with a GET and never re-posts (a 307 would re-send the password; RFC 9700 4.12).
+pub(crate) fn see_other(location: &str) -> Response {
+    redirect(StatusCode::SEE_OTHER, location)
+}
+
+/// A redirect to `location` with `status` (302 after a GET), not cached.
+fn redirect(status: StatusCode, location: &str) -> Response {
     match axum::http::HeaderValue::from_str(location) {
         Ok(value) => {
-            let mut response = StatusCode::FOUND.into_response();
+            let mut response = status.into_response();
             response.headers_mut().insert(header::LOCATION, value);
             response.headers_mut().insert(
                 header::CACHE_CONTROL,
@@ -205,11 +239,38 @@ struct TicketBody {
 
 pub(crate) async fn authorize(State(issuer): State<Arc<Issuer>>, uri: Uri, headers: HeaderMap) -> Response {
     let json = wants_json(&headers);
-    let params = match Params::parse(uri.query().unwrap_or("").as_bytes()) {
-        Ok(p) => p,
-        Err(e) => return refuse_untrusted(json, &e.to_string()),
+    match Params::parse(uri.query().unwrap_or("").as_bytes()) {
+        Ok(params) => respond(&issuer, &params, json, StatusCode::FOUND),
+        Err(e) => refuse_untrusted(json, &e.to_string()),
+    }
+}
+
+/// `POST /oidc/authorize`: the same request as a form body (OpenID Connect Core 3.1.2.1 requires
+/// both methods). A body that is not a form, or unreadable, is refused like a malformed query.
+pub(crate) async fn authorize_form(
+    State(issuer): State<Arc<Issuer>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let json = wants_json(&headers);
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            return refuse_untrusted(json, &OAuthError::unreadable_body(&rejection).description);
+        }
     };
-    let req = match validate(&params, issuer.ui_redirect()) {
+    if !request::is_form(&headers) {
+        return refuse_untrusted(json, "the body must be application/x-www-form-urlencoded");
+    }
+    match Params::parse(&body) {
+        Ok(params) => respond(&issuer, &params, json, StatusCode::SEE_OTHER),
+        Err(e) => refuse_untrusted(json, &e.to_string()),
+    }
+}
+
+/// Answers a parsed authorization request; `redirect_status` is 302 for a GET, 303 for a POST.
+fn respond(issuer: &Issuer, params: &Params, json: bool, redirect_status: StatusCode) -> Response {
+    let req = match validate(params, issuer.ui_redirect()) {
         Ok(req) => req,
         Err(AuthorizeError::Untrusted(m)) => return refuse_untrusted(json, &m),
         Err(AuthorizeError::Redirectable {
@@ -229,7 +290,7 @@ pub(crate) async fn authorize(State(issuer): State<Arc<Issuer>>, uri: Uri, heade
             if let Some(s) = state.as_deref() {
                 q.push(("state", s));
             }
-            return found(&with_query(&redirect_uri, &q));
+            return redirect(redirect_status, &with_query(&redirect_uri, &q));
         }
     };
     let Some(keys) = issuer.keys().load() else {
@@ -264,7 +325,7 @@ pub(crate) async fn authorize(State(issuer): State<Arc<Issuer>>, uri: Uri, heade
         );
         response
     } else {
-        found(&format!("/oidc/login?ticket={ticket}"))
+        redirect(redirect_status, &format!("/oidc/login?ticket={ticket}"))
     }
 }
 
@@ -315,7 +376,7 @@ mod tests {
 
     #[test]
     fn prompt_none_is_answered_on_the_redirect_uri_with_login_required() {
-        for prompt in ["none", "consent+none"] {
+        for prompt in ["none", "none+"] {
             match validate(&params(&format!("&prompt={prompt}")), UI) {
                 Err(AuthorizeError::Redirectable {
                     redirect_uri,
@@ -334,6 +395,52 @@ mod tests {
             validate(&params("&prompt=login"), UI).is_ok(),
             "a sign-in is shown anyway"
         );
+    }
+
+    fn refusal(extra: &str) -> (&'static str, String) {
+        match validate(&params(extra), UI) {
+            Err(AuthorizeError::Redirectable {
+                error, description, ..
+            }) => (error, description),
+            other => panic!("{extra}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn prompt_none_with_another_value_is_a_malformed_request() {
+        let (error, description) = refusal("&prompt=login+none");
+        assert_eq!(error, "invalid_request");
+        assert!(description.starts_with("prompt:"), "{description}");
+    }
+
+    #[test]
+    fn only_the_query_response_mode_is_served() {
+        assert!(validate(&params("&response_mode=query"), UI).is_ok());
+        for mode in ["fragment", "form_post", "query.jwt"] {
+            let (error, description) = refusal(&format!("&response_mode={mode}"));
+            assert_eq!(error, "invalid_request", "{mode}");
+            assert!(description.starts_with("response_mode:"), "{description}");
+        }
+    }
+
+    #[test]
+    fn max_age_is_a_number_of_seconds_and_any_is_satisfied_by_the_fresh_sign_in() {
+        assert!(validate(&params("&max_age=0"), UI).is_ok());
+        assert!(validate(&params("&max_age=3600"), UI).is_ok());
+        for bad in ["-1", "soon", "1.5", "99999999999"] {
+            let (error, description) = refusal(&format!("&max_age={bad}"));
+            assert_eq!(error, "invalid_request", "{bad}");
+            assert!(description.starts_with("max_age:"), "{description}");
+        }
+    }
+
+    #[test]
+    fn unknown_parameters_are_ignored() {
+        let req = validate(
+            &params("&display=popup&ui_locales=ja&login_hint=alice&acr_values=x"),
+            UI,
+        );
+        assert!(req.is_ok(), "{req:?}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Issuer, Source,
-    authorize::{found, wants_json, with_query},
+    authorize::{see_other, wants_json, with_query},
     errors::OAuthError,
     limits::{Admission, AttemptOutcome, UserBackoff},
     lock, page,
@@ -160,7 +160,7 @@ pub(crate) async fn submit(
                 );
                 response
             } else {
-                found(&redirect)
+                see_other(&redirect)
             }
         }
         Err(failure) => respond_failure(&issuer, json, Some(&claims), &ticket, &username, failure),
@@ -404,7 +404,7 @@ fn form_with_retry(
 
 /// RFC 6749 4.1.2.1: `access_denied` back to the client, which shows or prints it.
 fn deny_to_client(issuer: &Issuer, ticket: &TicketClaims, description: &str) -> Response {
-    found(&with_query(
+    see_other(&with_query(
         &ticket.redirect_uri,
         &[
             ("error", "access_denied"),

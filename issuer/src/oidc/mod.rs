@@ -301,7 +301,10 @@ pub fn external_router(issuer: Arc<Issuer>) -> Router {
     Router::new()
         .route("/.well-known/openid-configuration", get(discovery::external))
         .route("/oidc/jwks", get(discovery::jwks))
-        .route("/oidc/authorize", get(authorize::authorize))
+        .route(
+            "/oidc/authorize",
+            get(authorize::authorize).post(authorize::authorize_form),
+        )
         .route("/oidc/login", get(login::page).post(login::submit))
         .route("/oidc/token", post(token::token))
         .route("/oidc/revoke", post(revoke::revoke))

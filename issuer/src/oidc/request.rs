@@ -198,6 +198,16 @@ pub fn opaque_ok(value: &str) -> bool {
     (1..=MAX_OPAQUE_LEN).contains(&value.len()) && value.bytes().all(|b| (0x20..=0x7e).contains(&b))
 }
 
+/// Whether a request's `Content-Type` is `application/x-www-form-urlencoded` (parameters such as
+/// `charset` allowed), the only body the authorization, token and revocation endpoints read.
+pub fn is_form(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+}
+
 /// Why a parameter list was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParamsError {

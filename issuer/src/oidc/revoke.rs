@@ -26,21 +26,13 @@ use axum::{
 use super::{
     Issuer, Source,
     errors::OAuthError,
-    request::Params,
+    request::{self, Params},
     token::{client, param, rate_limit},
 };
 use crate::{
     store::{Change, StoreError, modify_credentials},
     tokens::{self, RefreshClaims},
 };
-
-fn is_form(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
-}
 
 pub(crate) async fn revoke(
     State(issuer): State<Arc<Issuer>>,
@@ -71,7 +63,7 @@ async fn run(
     body: &[u8],
 ) -> Result<(), OAuthError> {
     rate_limit(issuer, source)?;
-    if !is_form(headers) {
+    if !request::is_form(headers) {
         return Err(OAuthError::invalid_request(
             "the body must be application/x-www-form-urlencoded",
         ));

@@ -56,15 +56,7 @@ struct TokenResponse {
 }
 
 fn form_body(headers: &HeaderMap, body: &[u8]) -> Result<Params, OAuthError> {
-    let is_form = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
-        });
-    if !is_form {
+    if !request::is_form(headers) {
         return Err(OAuthError::invalid_request(
             "the body must be application/x-www-form-urlencoded",
         ));
@@ -180,7 +172,7 @@ fn id_token(
     keys: &LoadedKeys,
     user: &StoredUser,
     audience: &str,
-    nonce: Option<String>,
+    sign_in: Option<(String, i64)>,
     now: Timestamp,
 ) -> Result<(String, i64), OAuthError> {
     let ttl = issuer.settings.get().token_ttl.as_secs();
@@ -191,7 +183,8 @@ fn id_token(
         aud: audience.to_owned(),
         exp: iat + ttl,
         iat,
-        nonce,
+        auth_time: sign_in.as_ref().map(|(_, at)| *at),
+        nonce: sign_in.map(|(nonce, _)| nonce),
         groups: user.roles.clone(),
     };
     let token = tokens::sign_id_token(keys, &claims, now).map_err(|e| {
@@ -335,7 +328,9 @@ async fn redeem(
         check(entry.as_ref())?;
         (None, None)
     };
-    let (id_token, ttl) = id_token(issuer, keys, &user, &code.audience, Some(code.nonce.clone()), now)?;
+    // The code is minted the moment the password is verified: its `iat` is the sign-in's time.
+    let sign_in = Some((code.nonce.clone(), code.iat));
+    let (id_token, ttl) = id_token(issuer, keys, &user, &code.audience, sign_in, now)?;
     issuer.metrics.issued("authorization_code", &code.audience);
     Ok((
         TokenResponse {

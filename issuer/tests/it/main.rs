@@ -27,6 +27,7 @@ mod faults;
 mod flows;
 mod id_tokens;
 mod login_timing;
+mod protocol_edges;
 mod revoke_and_discovery;
 mod server_cli;
 mod server_http;

@@ -256,7 +256,7 @@ async fn the_html_form_redirects_with_code_state_and_iss_on_success() {
     let ticket = query_param(&format!("https://x{location}"), "ticket").expect("ticket");
     let body = form(&[("ticket", &ticket), ("username", "alice"), ("password", PASSWORD)]);
     let reply = h.post_form("/oidc/login", &body).await;
-    assert_eq!(reply.status, StatusCode::FOUND);
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
     let to = reply.location();
     assert!(to.starts_with(CLI_REDIRECT), "{to}");
     assert_eq!(query_param(&to, "state").as_deref(), Some("st-1"));
@@ -287,7 +287,7 @@ async fn a_disabled_user_on_the_redirect_flow_goes_back_to_the_client_with_acces
     let ticket = h.ticket("ichor-cli", CLI_REDIRECT, "openid", "").await;
     let body = form(&[("ticket", &ticket), ("username", "alice"), ("password", PASSWORD)]);
     let reply = h.post_form("/oidc/login", &body).await;
-    assert_eq!(reply.status, StatusCode::FOUND);
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
     assert_eq!(
         query_param(&reply.location(), "error").as_deref(),
         Some("access_denied")

@@ -158,6 +158,7 @@ pub fn id_claims(iss: &str, sub: &str, aud: &str, groups: &[&str], at: Timestamp
         exp: at.as_second() + 300,
         iat: at.as_second(),
         nonce: None,
+        auth_time: None,
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
     }
 }
