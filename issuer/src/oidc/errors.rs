@@ -119,6 +119,14 @@ impl IntoResponse for OAuthError {
         let headers = response.headers_mut();
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         headers.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+        if self.error == "invalid_client" {
+            // Every 401 names the scheme a client would authenticate with (RFC 6749 5.2, RFC 9110
+            // 11.6.1); the clients are public, so the credentials are the `client_id` alone.
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"ichor\""),
+            );
+        }
         if let Some(secs) = self.retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

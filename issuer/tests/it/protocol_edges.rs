@@ -129,3 +129,24 @@ async fn the_code_grant_says_when_the_user_signed_in_and_a_refresh_does_not_pret
         .expect("claims_supported");
     assert!(supported.iter().any(|c| c == "auth_time"), "{discovery}");
 }
+
+#[tokio::test]
+async fn an_unknown_client_is_a_401_that_names_its_scheme() {
+    let h = Harness::new();
+    for path in ["/oidc/token", "/oidc/revoke"] {
+        let body = form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", "x"),
+            ("token", "x"),
+            ("client_id", "kubectl"),
+        ]);
+        let reply = h.post_form(path, &body).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(reply.error(), "invalid_client", "{path}");
+        assert!(
+            reply.headers.contains_key("www-authenticate"),
+            "{path}: {:?}",
+            reply.headers
+        );
+    }
+}
