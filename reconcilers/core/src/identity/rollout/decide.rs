@@ -146,6 +146,13 @@ pub(super) fn effect<T: serde::Serialize>(id: String, request: &T) -> Next {
 }
 
 impl Context<'_> {
+    /// When a step that began at `since` (as recorded in the status, or now when it was not)
+    /// times out: `(start, start + step timeout)`.
+    pub(super) fn step_deadline(&self, since: Option<&str>) -> (Timestamp, Timestamp) {
+        let start = rfc3339(since).unwrap_or(self.now);
+        (start, start + secs(self.settings.step_timeout_secs))
+    }
+
     fn decide(&self, op: &TalosOperation) -> (Next, Option<Timestamp>) {
         let status = op.status.clone().unwrap_or_default();
         match status.phase {
@@ -463,8 +470,7 @@ impl Context<'_> {
         i: usize,
     ) -> (Next, Option<Timestamp>) {
         let node = &status.nodes[i];
-        let started = rfc3339(node.started_at.as_deref()).unwrap_or(self.now);
-        let timeout = started + secs(self.settings.step_timeout_secs);
+        let (_, timeout) = self.step_deadline(node.started_at.as_deref());
         if self.now >= timeout {
             let why = format!(
                 "the apply did not complete within {}s",

@@ -5,7 +5,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use ichor_renderers::crd::{TalosOperation, TalosOperationStatus};
 
-use super::decide::{Context, DONE, FAILED, Next, ROLLED_BACK, effect, rfc3339, secs};
+use super::decide::{Context, DONE, FAILED, Next, ROLLED_BACK, effect, secs};
 use super::{Observation, ProbePhase, ProbeRequest, RollbackRequest, readyz_url};
 
 impl Context<'_> {
@@ -83,8 +83,7 @@ impl Context<'_> {
         i: usize,
     ) -> (Next, Option<Timestamp>) {
         let node = &status.nodes[i];
-        let applied = rfc3339(node.applied_at.as_deref()).unwrap_or(self.now);
-        let timeout = applied + secs(self.settings.step_timeout_secs);
+        let (applied, timeout) = self.step_deadline(node.applied_at.as_deref());
         let last = self.observed(i, ProbePhase::Apply, applied);
         if let Some(obs) = last {
             // Seen down in the observations themselves, not only once the status recorded it:
@@ -141,8 +140,7 @@ impl Context<'_> {
         i: usize,
     ) -> (Next, Option<Timestamp>) {
         let node = &status.nodes[i];
-        let since = rfc3339(node.rolled_back_at.as_deref()).unwrap_or(self.now);
-        let timeout = since + secs(self.settings.step_timeout_secs);
+        let (since, timeout) = self.step_deadline(node.rolled_back_at.as_deref());
         let why = node
             .message
             .clone()
