@@ -36,7 +36,7 @@ use prost::Message as _;
 
 use crate::{
     proto::{
-        ApplyConfigurationRequest,
+        ApplyConfigurationRequest, Metadata,
         apply_configuration_request::Mode,
         config::MachineConfigSpec,
         cosi::{GetOptions, GetRequest, GetResponse, state_client::StateClient},
@@ -241,21 +241,7 @@ impl TalosClient {
             .await
             .map_err(|s| rpc_error("Version", node, &s))?
             .into_inner();
-        let first = reply
-            .messages
-            .into_iter()
-            .next()
-            .ok_or_else(|| TalosError::EmptyReply {
-                call: "Version",
-                node: node.to_owned(),
-            })?;
-        if let Some(error) = first.metadata.map(|m| m.error).filter(|e| !e.is_empty()) {
-            return Err(TalosError::NodeError {
-                call: "Version",
-                node: node.to_owned(),
-                message: error,
-            });
-        }
+        let first = first_reply("Version", node, reply.messages, |m| m.metadata.as_ref())?;
         Ok(first.version.map(|v| v.tag).unwrap_or_default())
     }
 
@@ -279,26 +265,9 @@ impl TalosClient {
             .await
             .map_err(|s| rpc_error("ApplyConfiguration", node, &s))?
             .into_inner();
-        let first = reply
-            .messages
-            .into_iter()
-            .next()
-            .ok_or_else(|| TalosError::EmptyReply {
-                call: "ApplyConfiguration",
-                node: node.to_owned(),
-            })?;
-        if let Some(error) = first
-            .metadata
-            .as_ref()
-            .map(|m| &m.error)
-            .filter(|e| !e.is_empty())
-        {
-            return Err(TalosError::NodeError {
-                call: "ApplyConfiguration",
-                node: node.to_owned(),
-                message: error.clone(),
-            });
-        }
+        let first = first_reply("ApplyConfiguration", node, reply.messages, |m| {
+            m.metadata.as_ref()
+        })?;
         if first.mode != Mode::NoReboot as i32 {
             let mode = Mode::try_from(first.mode)
                 .map(|m| m.as_str_name().to_owned())
@@ -375,6 +344,31 @@ pub fn decode_machine_config(node: &str, reply: GetResponse) -> Result<Vec<u8>, 
 }
 
 /// A request carrying `node` in the gRPC metadata.
+/// The one node's message of a machine API reply (apid answers one per targeted node), refused
+/// when there is none or when the node reported an error in its metadata.
+fn first_reply<M>(
+    call: &'static str,
+    node: &str,
+    messages: Vec<M>,
+    metadata: impl Fn(&M) -> Option<&Metadata>,
+) -> Result<M, TalosError> {
+    let first = messages
+        .into_iter()
+        .next()
+        .ok_or_else(|| TalosError::EmptyReply {
+            call,
+            node: node.to_owned(),
+        })?;
+    if let Some(error) = metadata(&first).map(|m| &m.error).filter(|e| !e.is_empty()) {
+        return Err(TalosError::NodeError {
+            call,
+            node: node.to_owned(),
+            message: error.clone(),
+        });
+    }
+    Ok(first)
+}
+
 fn targeted<T>(node: &str, message: T) -> Result<Request<T>, TalosError> {
     let value = MetadataValue::try_from(node).map_err(|_| TalosError::NodeName {
         node: node.to_owned(),
