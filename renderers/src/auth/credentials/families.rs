@@ -95,6 +95,22 @@ impl CredentialsEntry {
         entry
     }
 
+    /// The live families that starting one more at `now` ends to stay within [`MAX_FAMILIES`]:
+    /// the ones that started earliest (then smallest id), oldest first. These are what
+    /// [`CredentialsEntry::start_family`] removes besides the ended families, so a caller can say
+    /// that a session was ended to make room.
+    pub fn families_displaced_at(&self, now: Timestamp) -> Vec<String> {
+        let mut live: Vec<(Timestamp, &String)> = self
+            .families
+            .iter()
+            .filter(|(_, family)| !self.family_ended(family, now))
+            .map(|(id, family)| (family.iat, id))
+            .collect();
+        live.sort();
+        let excess = (live.len() + 1).saturating_sub(MAX_FAMILIES);
+        live.into_iter().take(excess).map(|(_, id)| id.clone()).collect()
+    }
+
     /// The entry with a new family `id` at [`FIRST_GENERATION`], started now and ending
     /// `lifetime` later. Ended families are dropped first; if [`MAX_FAMILIES`] are still live, the
     /// one that started earliest (then smallest id) is dropped to make room.
@@ -124,16 +140,8 @@ impl CredentialsEntry {
             _ => return Err(FamilyError::InvalidLifetime(lifetime)),
         };
         let mut entry = self.prune(now);
-        while entry.families.len() >= MAX_FAMILIES {
-            let oldest = entry
-                .families
-                .iter()
-                .min_by_key(|(fid, f)| (f.iat, (*fid).clone()))
-                .map(|(fid, _)| fid.clone());
-            match oldest {
-                Some(fid) => entry.families.remove(&fid),
-                None => break,
-            };
+        for displaced in self.families_displaced_at(now) {
+            entry.families.remove(&displaced);
         }
         let family = Family {
             generation: FIRST_GENERATION,

@@ -308,12 +308,40 @@ fn start_family_drops_ended_families_then_the_oldest_when_full() {
         .unwrap();
     assert_eq!(entry.families.len(), 32);
     assert!(entry.family("expired").is_none() && entry.family("f00").is_some());
-    // Full of live families: the one that started earliest (f00) makes room.
+    // Full of live families: the one that started earliest (f00) makes room, and says so first.
+    assert_eq!(entry.families_displaced_at(at(T0 + 7300)), ["f00"]);
     let entry = entry
         .start_family("new2", "c", "a", at(T0 + 7300), hours(12))
         .unwrap();
     assert_eq!(entry.families.len(), 32);
     assert!(entry.family("f00").is_none() && entry.family("f01").is_some() && entry.family("new2").is_some());
+}
+
+#[test]
+fn no_live_family_is_displaced_while_there_is_room_or_an_ended_one_to_drop() {
+    let mut entry = CredentialsEntry::new(HASH.to_owned(), at(T0), false);
+    entry = entry.start_family("short", "c", "a", at(T0), hours(1)).unwrap();
+    for i in 0..30 {
+        entry = entry
+            .start_family(&format!("f{i:02}"), "c", "a", at(T0 + 10 + i), hours(12))
+            .unwrap();
+    }
+    assert!(
+        entry.families_displaced_at(at(T0 + 100)).is_empty(),
+        "31 live: room for one"
+    );
+    let entry = entry
+        .start_family("f30", "c", "a", at(T0 + 100), hours(12))
+        .unwrap();
+    assert_eq!(
+        entry.families_displaced_at(at(T0 + 200)),
+        ["short"],
+        "32 live: the oldest goes"
+    );
+    assert!(
+        entry.families_displaced_at(at(T0 + 3600)).is_empty(),
+        "the oldest has ended: it is pruned, nothing live is displaced"
+    );
 }
 
 #[test]
