@@ -107,7 +107,7 @@ impl From<ApiError> for Status {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::Unavailable(_) => ApiError::Unavailable(error.to_string()),
+            StoreError::Unavailable(_) | StoreError::Busy(_) => ApiError::Unavailable(error.to_string()),
             StoreError::Conflict(_) => ApiError::Conflict(error.to_string()),
             StoreError::Corrupt { .. } => ApiError::Internal(error.to_string()),
             StoreError::Missing(_) => ApiError::FailedPrecondition(error.to_string()),

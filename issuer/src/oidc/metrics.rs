@@ -35,6 +35,9 @@ pub struct Metrics {
     pub refresh_reuse_detections: Counter,
     /// Authorization codes presented more than once on this replica.
     pub code_replays: Counter,
+    /// Refresh families ended at a sign-in because the user already had the most
+    /// (`MAX_FAMILIES`): the oldest session makes room.
+    pub refresh_families_evicted: Counter,
 }
 
 impl Metrics {
@@ -65,6 +68,11 @@ impl Metrics {
             "ichor_issuer_code_replays",
             "Authorization codes presented more than once on this replica",
             m.code_replays.clone(),
+        );
+        registry.register(
+            "ichor_issuer_refresh_families_evicted",
+            "Refresh families (sessions) ended at a sign-in because the user already had the most; the oldest made room",
+            m.refresh_families_evicted.clone(),
         );
         m
     }

@@ -97,6 +97,7 @@ fn store_error(e: StoreError) -> OAuthError {
             tracing::error!(user = %user, "credentials entry unreadable");
             OAuthError::server_error("the user's stored credentials are unreadable")
         }
+        StoreError::Busy(_) => OAuthError::busy("the queue of this user's session updates", 1),
         e => {
             tracing::warn!(error = %e, "user store unavailable");
             OAuthError::unavailable("the user store")
@@ -303,15 +304,24 @@ async fn redeem(
     let (refresh, family_id) = if code.offline_access {
         let fam = random_id().map_err(|_| OAuthError::server_error("no randomness for a family id"))?;
         let lifetime = issuer.settings.get().refresh_lifetime.as_signed();
-        let entry = modify_credentials(issuer.store.as_ref(), &code.sub, |current| {
+        let (entry, displaced) = modify_credentials(issuer.store.as_ref(), &code.sub, |current| {
             let entry = check(current)?;
+            let displaced = entry.families_displaced_at(now);
             let next = entry
                 .start_family(&fam, client.id(), &code.audience, now, lifetime)
                 .map_err(|e| OAuthError::server_error(e.to_string()))?;
-            Ok::<_, OAuthError>(Change::Put(next.clone(), next))
+            Ok::<_, OAuthError>(Change::Put(next.clone(), (next, displaced)))
         })
         .await?;
         issuer.store.invalidate(&code.sub);
+        for ended in &displaced {
+            issuer.metrics.refresh_families_evicted.inc();
+            tracing::info!(
+                user = %code.sub,
+                family = %ended,
+                "the user had the most refresh families; the oldest session was ended to start a new one"
+            );
+        }
         let family = entry
             .family(&fam)
             .ok_or_else(|| OAuthError::server_error("the new family was not stored"))?;

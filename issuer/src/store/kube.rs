@@ -19,6 +19,8 @@
 //!     Secret's `resourceVersion` and the write is a JSON merge patch
 //!     (`application/merge-patch+json`) of the one key carrying `metadata.resourceVersion`, which
 //!     the API server refuses with 409 when any replica wrote the Secret since the read.
+//! - One user's changes take turns in this replica ([`super::UserQueue`]): the writes of a
+//!   batch are of different users, so a busy user's rotations are not conflicts of one patch.
 //! - The Secret is read and written through the client's raw text calls and parsed here, so a
 //!   response that fails to parse is never logged (the client's typed calls log the whole body
 //!   at `warn` on a parse failure, which for this Secret would be every hash).
@@ -73,6 +75,7 @@ pub struct KubeStore {
     ttl: Duration,
     cache: Mutex<Cache>,
     writes: Queue,
+    user_queue: super::UserQueue,
 }
 
 impl std::fmt::Debug for KubeStore {
@@ -101,6 +104,7 @@ impl KubeStore {
             ttl: USER_CACHE_TTL,
             cache: Mutex::new(Cache::default()),
             writes: Queue::default(),
+            user_queue: super::UserQueue::default(),
         }
     }
 
@@ -307,6 +311,10 @@ impl UserStore for KubeStore {
         let mut cache = self.cache();
         cache.users.remove(name);
         cache.list = None;
+    }
+
+    fn user_queue(&self) -> Option<&super::UserQueue> {
+        Some(&self.user_queue)
     }
 }
 

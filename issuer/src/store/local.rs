@@ -14,7 +14,8 @@
 //!   read–compare–write of the user's entry, so no rotation is ever lost (a changed entry is a
 //!   [`StoreError::Conflict`] and [`super::modify_credentials`] retries from a fresh read), while
 //!   writes for different users never conflict. Concurrent writes are committed in batches, one
-//!   durable file replacement per batch.
+//!   durable file replacement per batch. One user's changes take turns in this process
+//!   ([`super::UserQueue`]), so they conflict only with another process's.
 //! - User reads are served from a snapshot at most the configured TTL old (default
 //!   [`DEFAULT_USER_TTL`], never more than [`USER_CACHE_TTL`]); a refresh re-parses only the files
 //!   whose size, modification time or inode changed. A bad file is logged and skipped, never fatal.
@@ -70,6 +71,7 @@ pub struct LocalStore {
     rescanning: tokio::sync::Mutex<()>,
     /// Directory reads so far (tests count them).
     rescans: std::sync::atomic::AtomicU64,
+    user_queue: super::UserQueue,
 }
 
 /// The last scan of the users directory and until when it may be served.
@@ -162,7 +164,17 @@ impl LocalStore {
             snapshot: Mutex::new(Snapshot::default()),
             rescanning: tokio::sync::Mutex::new(()),
             rescans: std::sync::atomic::AtomicU64::new(0),
+            user_queue: super::UserQueue::default(),
         }
+    }
+
+    /// The same store with at most `max_waiting` changes of one user waiting behind the one in
+    /// progress (see [`super::UserQueue::new`]; the default is
+    /// [`super::user_queue::MAX_WAITING_PER_USER`]).
+    #[must_use]
+    pub fn with_max_waiting_per_user(mut self, max_waiting: usize) -> Self {
+        self.user_queue = super::UserQueue::new(max_waiting);
+        self
     }
 
     /// The same store with user reads cached for `ttl` (capped at [`USER_CACHE_TTL`]; zero
@@ -394,6 +406,10 @@ impl UserStore for LocalStore {
 
     fn invalidate(&self, _name: &str) {
         self.invalidate_all();
+    }
+
+    fn user_queue(&self) -> Option<&super::UserQueue> {
+        Some(&self.user_queue)
     }
 }
 

@@ -9,6 +9,12 @@
 //!   user's entry is still at the version the caller read, so two issuer processes (or replicas)
 //!   never overwrite each other's rotation, while writes for different users never conflict.
 //!   [`modify_credentials`] wraps the read–change–write loop with bounded, jittered retries.
+//! - In one process, the changes of one user's credentials through [`modify_credentials`] take
+//!   turns in arrival order (the store's [`UserQueue`]), so they do not conflict with each other:
+//!   a user with many sessions refreshing at once waits for its turns instead of running out of
+//!   retries. Only another process or replica writing the same entry makes a conflict, and only a
+//!   full line ([`StoreError::Busy`]) or those retries running out answer a failure — having
+//!   written nothing.
 //! - A user read may be served from a cache at most [`USER_CACHE_TTL`] old, so a disable or a
 //!   role change takes effect within that bound.
 //!
@@ -22,11 +28,14 @@ pub mod local;
 mod convert;
 mod group_commit;
 mod redact;
+pub mod user_queue;
 
 use std::{future::Future, time::Duration};
 
 use async_trait::async_trait;
 use ichor_renderers::auth::credentials::CredentialsEntry;
+
+pub use user_queue::UserQueue;
 
 /// The longest a cached user read may be.
 pub const USER_CACHE_TTL: Duration = Duration::from_secs(10);
@@ -69,6 +78,10 @@ pub enum StoreError {
     /// The credentials changed since they were read: read again and retry.
     #[error("the credentials of user {0:?} changed concurrently; read them again")]
     Conflict(String),
+    /// Too many changes of this user's credentials are waiting in this process; nothing was
+    /// read or written.
+    #[error("too many changes of the credentials of user {0:?} are waiting; try again in a second")]
+    Busy(String),
     /// A stored credentials entry cannot be parsed (never includes the entry's content).
     #[error("the stored credentials of user {user:?} are unreadable: {reason}")]
     Corrupt {
@@ -108,6 +121,12 @@ pub trait UserStore: Send + Sync + 'static {
 
     /// Forget any cached read of this user (after this replica wrote something about it).
     fn invalidate(&self, _name: &str) {}
+
+    /// The lines in which one user's changes through [`modify_credentials`] take turns, if this
+    /// store has them (without, concurrent changes of one user rely on the retries alone).
+    fn user_queue(&self) -> Option<&UserQueue> {
+        None
+    }
 }
 
 /// What a [`modify_credentials`] step decided.
@@ -121,18 +140,24 @@ pub enum Change<T> {
     Keep(T),
 }
 
-/// Read the user's entry, let `f` decide, write with the read version, and retry from a fresh
-/// read on a conflict (at most [`MAX_CONFLICT_RETRIES`] times, each after a random pause below
+/// Wait for the user's turn in the store's [`UserQueue`] (when it has one), then read the
+/// user's entry, let `f` decide, write with the read version, and retry from a fresh read on a
+/// conflict (at most [`MAX_CONFLICT_RETRIES`] times, each after a random pause below
 /// `attempt ×` [`CONFLICT_BACKOFF_STEP`]). `f` must be pure: it may run several times.
 ///
 /// # Errors
-/// The store's errors, `f`'s errors (converted), or [`StoreError::Conflict`] after the retries.
+/// The store's errors, `f`'s errors (converted), [`StoreError::Busy`] when the user's line is
+/// full, or [`StoreError::Conflict`] after the retries; after these two nothing was written.
 pub async fn modify_credentials<S, T, E, F>(store: &S, name: &str, mut f: F) -> Result<T, E>
 where
     S: UserStore + ?Sized,
     E: From<StoreError>,
     F: FnMut(Option<&CredentialsEntry>) -> Result<Change<T>, E>,
 {
+    let _turn = match store.user_queue() {
+        Some(queue) => queue.enter(name).await?,
+        None => None,
+    };
     for attempt in 0..=MAX_CONFLICT_RETRIES {
         if attempt > 0 {
             sleep(conflict_backoff(attempt)).await;

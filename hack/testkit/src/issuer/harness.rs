@@ -17,10 +17,14 @@ use ichor_issuer::{
     keys::{KeyRing, LoadedKeys},
     oidc::{self, Clock, Issuer, IssuerConfig, Settings, TrustedProxies},
     store::UserStore,
-    tokens::IdTokenClaims,
+    tokens::{self, IdTokenClaims, RefreshClaims},
 };
 use ichor_renderers::{
-    auth::{Password, credentials::CredentialsEntry, hash::hash_password},
+    auth::{
+        Password,
+        credentials::{CredentialsEntry, Family},
+        hash::hash_password,
+    },
     crd::{GoDuration, UsersSettings, UsersSpec},
 };
 use jiff::{SignedDuration, Timestamp};
@@ -341,6 +345,39 @@ impl Harness {
         }
         let body = form(&pairs);
         self.post_form("/oidc/token", &body).await
+    }
+
+    /// A refresh grant of `ichor-cli` sent from the client address `peer` (each address has its
+    /// own per-source bucket, so a load spread over addresses measures the grant, not the limit).
+    pub async fn refresh_from(&self, token: &str, peer: SocketAddr) -> Reply {
+        let body = form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", token),
+            ("client_id", "ichor-cli"),
+        ]);
+        let mut req = Request::post("/oidc/token")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(body))
+            .expect("req");
+        req.extensions_mut().insert(ConnectInfo(peer));
+        self.send(req).await
+    }
+
+    /// The refresh token of the current generation of `family` (id `fam`) of `sub`, signed as
+    /// the issuer signs it: for seeding many sessions without one argon2id sign-in each.
+    pub fn mint_refresh(&self, sub: &str, fam: &str, family: &Family) -> String {
+        let claims = RefreshClaims {
+            iss: ISSUER.to_owned(),
+            sub: sub.to_owned(),
+            client_id: family.client.clone(),
+            audience: family.aud.clone(),
+            fam: fam.to_owned(),
+            generation: family.generation,
+            iat: family.iat.as_second(),
+            exp: family.exp.as_second(),
+        };
+        let key_at = family.rotated_at.unwrap_or(family.iat);
+        tokens::sign_artifact(&self.keys(), &claims, key_at, self.clock.now_ts()).expect("sign")
     }
 
     /// A revocation with the form `pairs`.

@@ -26,6 +26,9 @@ pub struct MemoryStore {
     version: AtomicU64,
     /// While set, every call fails as an unreachable store does.
     pub unavailable: AtomicBool,
+    /// The next this many credentials writes are refused as conflicts, as if another replica had
+    /// written the entry first (counted down by each).
+    pub conflicts: AtomicU64,
     /// Credentials writes that succeeded.
     pub writes: AtomicU64,
     /// Credentials reads.
@@ -118,6 +121,13 @@ impl UserStore for MemoryStore {
         self.check()?;
         // Yield so concurrent writers interleave like real network calls.
         tokio::task::yield_now().await;
+        if self
+            .conflicts
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StoreError::Conflict(name.to_owned()));
+        }
         let mut d = self.data();
         let current = self.version.load(Ordering::SeqCst);
         if expected.0 != current.to_string() {

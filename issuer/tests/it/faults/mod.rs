@@ -12,6 +12,9 @@
 //! - The Kubernetes store unreachable, then back: clear 503s that name no user, and the same
 //!   router serves again without a restart.
 //! - ±2 minutes of clock skew between two replicas sharing keys and store.
+//! - One user with the most sessions, all refreshing flat out on the local store: no 503, no
+//!   session lost; a refresh answered 503 (the user's line full, every write a conflict) wrote
+//!   nothing and its retry succeeds; the sign-in that ends the oldest session logs and counts it.
 //!
 //! Covered elsewhere (not repeated here): a half-written `keys.json`
 //! (`server_reload.rs`), concurrent writers on the Kubernetes store (`store_kube.rs`), a store
@@ -137,6 +140,7 @@ fn parse_credentials_file(path: &Path) -> BTreeMap<String, CredentialsEntry> {
         .collect()
 }
 
+mod busy_user;
 mod clock_skew;
 mod key_rotation;
 mod kill_9;

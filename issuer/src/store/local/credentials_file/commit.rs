@@ -256,6 +256,7 @@ fn for_user(error: &StoreError, user: &str) -> StoreError {
     match error {
         StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
         StoreError::Conflict(_) => StoreError::Conflict(user.to_owned()),
+        StoreError::Busy(_) => StoreError::Busy(user.to_owned()),
         StoreError::Corrupt { reason, .. } => StoreError::Corrupt {
             user: user.to_owned(),
             reason: reason.clone(),
