@@ -61,6 +61,22 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 200)]
         flood: usize,
     },
+    /// One user with many sessions beside as many users with one each, flat out.
+    BusyUser {
+        /// An issuer URL (once per issuer; each session's requests alternate between them).
+        #[arg(long, required = true)]
+        issuer: Vec<String>,
+        #[arg(long)]
+        ca: PathBuf,
+        /// Sessions of the busy user, and users with one session.
+        #[arg(long, default_value_t = 32)]
+        sessions: usize,
+        /// The first `bench-<n>` user used (each run needs `sessions + 1` unused users).
+        #[arg(long, default_value_t = 0)]
+        first_user: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
     /// A flood of concurrent sign-ins.
     Logins {
         #[arg(long)]

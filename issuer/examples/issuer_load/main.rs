@@ -5,6 +5,9 @@
 //!   (`bench-0` … ) and `D/state/credentials.json` with one argon2id hash for all of them.
 //! - `refresh`: signs in `--clients` users (one refresh family each), then every client rotates
 //!   its own family as fast as it can for `--seconds`; prints throughput and latency.
+//! - `busy-user`: one user with `--sessions` sessions beside as many users with one session
+//!   each, in turn, flat out with immediate retries on a 503 (`hack/bench/user-queue.sh`; see
+//!   [`busy_user`]).
 //! - `logins`: `--count` full sign-ins (authorize + password) started at once; prints timings.
 //! - `mixed --issuer A --issuer B --pid PA --pid PB`: a paced mixed workload (discovery, JWKS,
 //!   refresh grants, sign-ins and `UserService/WhoAmI` over gRPC-web), each request alternating
@@ -35,6 +38,7 @@ use clap::Parser as _;
 use std::time::Duration;
 
 mod args;
+mod busy_user;
 mod client;
 mod cluster;
 mod logins;
@@ -55,6 +59,13 @@ async fn main() -> Result<()> {
             clients,
             seconds,
         } => refresh::refresh(&issuer, &ca, clients, Duration::from_secs(seconds)).await,
+        Command::BusyUser {
+            issuer,
+            ca,
+            sessions,
+            first_user,
+            seconds,
+        } => busy_user::run(&issuer, &ca, sessions, first_user, Duration::from_secs(seconds)).await,
         Command::Logins { issuer, ca, count } => logins::logins(&issuer, &ca, count).await,
         Command::Mixed {
             issuer,
