@@ -4,7 +4,8 @@
 //! Order of the POST: the ticket (cheap, refuses forged requests), the per-source bucket, the
 //! per-user back-off (the attempt is reserved before anything is verified), the user and the
 //! credentials entry (read together, also for unknown users so the store's timing says
-//! nothing), one argon2id verification (the dummy hash when there is no user or no password),
+//! nothing), one argon2id verification (in the known devices' lane when the request carries a
+//! device cookie of that user, see [`super::devices`]) (the dummy hash when there is no user or no password),
 //! then the user's state (disabled, must change) — only after a correct password, so those
 //! answers reveal nothing to someone without it.
 
@@ -15,7 +16,7 @@ use axum::{
     body::Bytes,
     extract::State,
     extract::rejection::BytesRejection,
-    http::{HeaderMap, StatusCode, Uri, header},
+    http::{HeaderMap, HeaderValue, StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
 use ichor_renderers::auth::{Password, UserName};
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     Issuer, Source,
     authorize::{see_other, wants_json, with_query},
+    devices,
     errors::OAuthError,
     limits::{Admission, AttemptOutcome, UserBackoff},
     lock, page,
@@ -147,9 +149,9 @@ pub(crate) async fn submit(
     let Some(claims) = claims else {
         return respond_failure(&issuer, json, None, "", "", Failure::BadTicket);
     };
-    match sign_in(&issuer, source, &claims, &username, password).await {
-        Ok(redirect) => {
-            if json {
+    match sign_in(&issuer, source, &headers, &claims, &username, password).await {
+        Ok((redirect, device_cookie)) => {
+            let mut response = if json {
                 let mut response = Json(RedirectBody {
                     redirect_uri: redirect,
                 })
@@ -161,7 +163,11 @@ pub(crate) async fn submit(
                 response
             } else {
                 see_other(&redirect)
+            };
+            if let Some(cookie) = device_cookie {
+                response.headers_mut().append(header::SET_COOKIE, cookie);
             }
+            response
         }
         Err(failure) => respond_failure(&issuer, json, Some(&claims), &ticket, &username, failure),
     }
@@ -184,10 +190,11 @@ impl Drop for Reservation {
 async fn sign_in(
     issuer: &Arc<Issuer>,
     source: std::net::IpAddr,
+    headers: &HeaderMap,
     ticket: &TicketClaims,
     username: &str,
     password: Password,
-) -> Result<String, Failure> {
+) -> Result<(String, Option<HeaderValue>), Failure> {
     let now = issuer.now();
     if let Err(wait) = lock(&issuer.login_buckets).take(source, now) {
         issuer.metrics.backoff_hit("source_rate");
@@ -214,7 +221,12 @@ async fn sign_in(
         at: now,
     };
 
-    if let Some(retry_after) = issuer.hash_gate.busy() {
+    let known = devices::known(issuer, headers, name.as_ref());
+    let gate = match known.as_ref().and_then(|k| k.place.as_ref()) {
+        Some(place) => place.gate(),
+        None => &issuer.hash_gate,
+    };
+    if let Some(retry_after) = gate.busy() {
         // Not an attempt: the reservation is dropped unused and counts nothing.
         issuer.metrics.backoff_hit("hash_queue_full");
         return Err(Failure::Busy { retry_after });
@@ -247,7 +259,7 @@ async fn sign_in(
         (Some(_), Some(entry)) => Some(entry.hash.clone()),
         _ => None,
     };
-    let checked = passwords::check(&issuer.hash_gate, username, password, phc.clone())
+    let checked = passwords::check(gate, username, password, phc.clone())
         .await
         .map_err(|e| match e {
             // Not an attempt: the reservation is dropped unused and counts nothing.
@@ -260,6 +272,8 @@ async fn sign_in(
                 Failure::Unavailable
             }
         })?;
+    // The lane place is given back as soon as the check is done.
+    let device = known.map(|k| k.dev);
     let (Checked::Valid { rehash }, Some(user), Some(entry), Some(name)) = (checked, user, entry, name)
     else {
         reservation.outcome = AttemptOutcome::Failure;
@@ -312,14 +326,16 @@ async fn sign_in(
         tracing::error!(error = %e, "cannot sign an authorization code");
         Failure::Unavailable
     })?;
-    Ok(with_query(
+    let device_cookie = devices::cookie_after_sign_in(issuer, name.as_str(), device);
+    let redirect = with_query(
         &ticket.redirect_uri,
         &[
             ("code", &code),
             ("state", &ticket.state),
             ("iss", issuer.issuer()),
         ],
-    ))
+    );
+    Ok((redirect, device_cookie))
 }
 
 fn unavailable(e: &StoreError) -> Failure {

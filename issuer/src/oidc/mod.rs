@@ -34,6 +34,7 @@
 
 mod authorize;
 mod bearer;
+pub mod devices;
 mod discovery;
 mod errors;
 pub mod limits;
@@ -146,6 +147,7 @@ pub struct Issuer {
     clock: Arc<dyn Clock>,
     metrics: Metrics,
     hash_gate: passwords::HashGate,
+    devices: devices::FastLane,
     backoff: Arc<Mutex<limits::UserBackoff>>,
     login_buckets: Mutex<limits::TokenBuckets>,
     token_buckets: Mutex<limits::TokenBuckets>,
@@ -211,6 +213,7 @@ impl Issuer {
             clock: Arc::new(SystemClock),
             metrics: Metrics::register(registry),
             hash_gate: passwords::HashGate::new(HASH_PERMITS, passwords::DEFAULT_MAX_WAITING),
+            devices: devices::FastLane::default(),
             backoff: Arc::new(Mutex::new(limits::UserBackoff::new())),
             login_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::LOGIN)),
             token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN)),
