@@ -73,7 +73,13 @@ impl Artifact for DeviceClaims {
 ///
 /// # Errors
 /// [`TokenError::NoSigningKey`] when no HMAC key is active, [`TokenError::Sign`] otherwise.
-pub fn mint(keys: &LoadedKeys, issuer: &str, user: &str, dev: &str, now: Timestamp) -> Result<String, TokenError> {
+pub fn mint(
+    keys: &LoadedKeys,
+    issuer: &str,
+    user: &str,
+    dev: &str,
+    now: Timestamp,
+) -> Result<String, TokenError> {
     let iat = tokens::unix_seconds(now);
     let claims = DeviceClaims {
         iss: issuer.to_owned(),
@@ -88,7 +94,13 @@ pub fn mint(keys: &LoadedKeys, issuer: &str, user: &str, dev: &str, now: Timesta
 /// The claims of `value` when it is a device cookie of this issuer for `user`, valid at `now`
 /// (HS256, `typ` [`TYP_DEVICE`], a live key, the MAC compared in constant time, `iss`, `exp`);
 /// `None` for anything else, which the caller treats as no cookie at all.
-pub fn recognise(keys: &LoadedKeys, value: &str, issuer: &str, user: &str, now: Timestamp) -> Option<DeviceClaims> {
+pub fn recognise(
+    keys: &LoadedKeys,
+    value: &str,
+    issuer: &str,
+    user: &str,
+    now: Timestamp,
+) -> Option<DeviceClaims> {
     tokens::verify_artifact::<DeviceClaims>(keys, value, issuer, now)
         .ok()
         .filter(|c| c.sub == user)
@@ -189,7 +201,11 @@ pub(crate) struct Known<'a> {
 }
 
 /// Looks for a device cookie of `name` in `headers` (`None` also for a missing name or keys).
-pub(crate) fn known<'a>(issuer: &'a Issuer, headers: &HeaderMap, name: Option<&UserName>) -> Option<Known<'a>> {
+pub(crate) fn known<'a>(
+    issuer: &'a Issuer,
+    headers: &HeaderMap,
+    name: Option<&UserName>,
+) -> Option<Known<'a>> {
     let (value, name) = (from_headers(headers)?, name?);
     let keys = issuer.keys().load()?;
     let claims = recognise(&keys, value, issuer.issuer(), name.as_str(), issuer.now())?;
@@ -232,7 +248,13 @@ mod tests {
     /// h-1 signs from January and retires on February 15th; h-2 signs from February on.
     fn keys() -> LoadedKeys {
         let t = ts("2026-01-01T00:00:00Z");
-        let rsa = RsaKey::new("k-1".into(), PrivateKeyPem::new(PEM.into()).expect("pem"), t, t, None);
+        let rsa = RsaKey::new(
+            "k-1".into(),
+            PrivateKeyPem::new(PEM.into()).expect("pem"),
+            t,
+            t,
+            None,
+        );
         let h1 = HmacKey::new(
             "h-1".into(),
             HmacSecret::new([1; 32]),
@@ -248,9 +270,10 @@ mod tests {
 
     fn kid(token: &str) -> String {
         let header = token.split('.').next().expect("header");
-        let header: serde_json::Value =
-            serde_json::from_slice(&base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, header).expect("b64"))
-                .expect("json");
+        let header: serde_json::Value = serde_json::from_slice(
+            &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, header).expect("b64"),
+        )
+        .expect("json");
         header["kid"].as_str().expect("kid").to_owned()
     }
 
@@ -264,7 +287,10 @@ mod tests {
         assert_eq!(claims.exp - claims.iat, DEVICE_TTL.as_secs());
         let last = now + DEVICE_TTL - SignedDuration::from_secs(1);
         assert!(recognise(&keys, &cookie, ISS, "alice", last).is_some());
-        assert!(recognise(&keys, &cookie, ISS, "alice", now + DEVICE_TTL).is_none(), "expired");
+        assert!(
+            recognise(&keys, &cookie, ISS, "alice", now + DEVICE_TTL).is_none(),
+            "expired"
+        );
     }
 
     #[test]
@@ -291,10 +317,18 @@ mod tests {
         // One bit of the signature flipped.
         let mut sig = parts[2].to_owned().into_bytes();
         sig[0] = if sig[0] == b'A' { b'B' } else { b'A' };
-        let flipped = format!("{}.{}.{}", parts[0], parts[1], String::from_utf8(sig).expect("utf8"));
+        let flipped = format!(
+            "{}.{}.{}",
+            parts[0],
+            parts[1],
+            String::from_utf8(sig).expect("utf8")
+        );
         assert!(recognise(&keys, &flipped, ISS, "alice", now).is_none());
         for garbage in ["", "x", "a.b.c", &"a".repeat(tokens::MAX_TOKEN_BYTES + 1)] {
-            assert!(recognise(&keys, garbage, ISS, "alice", now).is_none(), "{garbage:.20}");
+            assert!(
+                recognise(&keys, garbage, ISS, "alice", now).is_none(),
+                "{garbage:.20}"
+            );
         }
     }
 
@@ -327,18 +361,33 @@ mod tests {
         let cookie = mint(&keys, ISS, "alice", "dev-1", january).expect("mint");
         assert_eq!(kid(&cookie), "h-1");
         let february = ts("2026-02-10T00:00:00Z");
-        assert_eq!(kid(&mint(&keys, ISS, "alice", "dev-1", february).expect("mint")), "h-2");
-        assert!(recognise(&keys, &cookie, ISS, "alice", february).is_some(), "h-1 is still live");
+        assert_eq!(
+            kid(&mint(&keys, ISS, "alice", "dev-1", february).expect("mint")),
+            "h-2"
+        );
+        assert!(
+            recognise(&keys, &cookie, ISS, "alice", february).is_some(),
+            "h-1 is still live"
+        );
         let retired = ts("2026-02-15T00:00:00Z");
-        assert!(retired < january + DEVICE_TTL, "the cookie itself has not expired");
-        assert!(recognise(&keys, &cookie, ISS, "alice", retired).is_none(), "h-1 retired");
+        assert!(
+            retired < january + DEVICE_TTL,
+            "the cookie itself has not expired"
+        );
+        assert!(
+            recognise(&keys, &cookie, ISS, "alice", retired).is_none(),
+            "h-1 retired"
+        );
     }
 
     #[test]
     fn the_cookie_is_found_among_others_and_set_with_its_attributes() {
         let mut headers = HeaderMap::new();
         headers.append(header::COOKIE, HeaderValue::from_static("a=1; ichor-device=no"));
-        headers.append(header::COOKIE, HeaderValue::from_static("b=2;__Host-ichor-device=v.w.x ; c=3"));
+        headers.append(
+            header::COOKIE,
+            HeaderValue::from_static("b=2;__Host-ichor-device=v.w.x ; c=3"),
+        );
         assert_eq!(from_headers(&headers), Some("v.w.x"));
         assert_eq!(from_headers(&HeaderMap::new()), None);
         let set = set_cookie("v.w.x").expect("header");

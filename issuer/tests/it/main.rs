@@ -26,6 +26,7 @@ mod conformance_openidconnect;
 mod faults;
 mod flows;
 mod id_tokens;
+mod known_devices;
 mod login_timing;
 mod protocol_edges;
 mod revoke_and_discovery;

@@ -127,6 +127,16 @@ impl Reply {
     pub fn error(&self) -> String {
         self.json()["error"].as_str().unwrap_or("").to_owned()
     }
+    /// The value of the device cookie the answer sets, if it sets one.
+    pub fn device_cookie(&self) -> Option<String> {
+        self.headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|v| v.strip_prefix(&format!("{}=", oidc::devices::COOKIE)))
+            .and_then(|v| v.split(';').next())
+            .map(str::to_owned)
+    }
 }
 
 /// A credentials entry with [`PASSWORD`], valid since a day before [`start`].
@@ -296,6 +306,25 @@ impl Harness {
             serde_json::json!({"ticket": ticket, "username": user, "password": password}),
         )
         .await
+    }
+
+    /// The login step from `peer`, carrying the device cookie `device` when given.
+    pub async fn login_from(
+        &self,
+        peer: SocketAddr,
+        ticket: &str,
+        user: &str,
+        password: &str,
+        device: Option<&str>,
+    ) -> Reply {
+        let mut req = Request::post("/oidc/login").header(header::CONTENT_TYPE, "application/json");
+        if let Some(value) = device {
+            req = req.header(header::COOKIE, format!("{}={value}", oidc::devices::COOKIE));
+        }
+        let body = serde_json::json!({"ticket": ticket, "username": user, "password": password});
+        let mut req = req.body(Body::from(body.to_string())).expect("req");
+        req.extensions_mut().insert(ConnectInfo(peer));
+        self.send(req).await
     }
 
     /// Signs `user` in for `client` and returns the code.
