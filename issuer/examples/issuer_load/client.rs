@@ -3,6 +3,7 @@
 //! code exchange) every load starts from.
 
 use anyhow::{Context as _, Result, bail};
+use ichor_issuer::oidc::devices::COOKIE;
 use std::time::Duration;
 
 pub(crate) const PASSWORD: &str = "bench password 0123456789";
@@ -55,6 +56,22 @@ pub(crate) async fn sign_in_tokens(
     audience: &str,
     from: &str,
 ) -> Result<serde_json::Value> {
+    Ok(sign_in_device(http, issuer, user, password, audience, from, None)
+        .await?
+        .0)
+}
+
+/// As [`sign_in_tokens`], sending the device cookie `device` (as a browser that signed in
+/// before does): the token response and the device cookie the sign-in set.
+pub(crate) async fn sign_in_device(
+    http: &reqwest::Client,
+    issuer: &str,
+    user: &str,
+    password: &str,
+    audience: &str,
+    from: &str,
+    device: Option<&str>,
+) -> Result<(serde_json::Value, Option<String>)> {
     let challenge = ichor_issuer::oidc::request::s256_challenge(VERIFIER);
     let ticket = json_ok(
         http.get(format!("{issuer}/oidc/authorize"))
@@ -73,19 +90,34 @@ pub(crate) async fn sign_in_tokens(
             .header("x-forwarded-for", from),
     )
     .await?;
-    let login = json_ok(
-        http.post(format!("{issuer}/oidc/login"))
-            .header("x-forwarded-for", from)
-            .json(&serde_json::json!({"ticket": ticket["ticket"], "username": user, "password": password})),
-    )
-    .await?;
+    let mut login = http
+        .post(format!("{issuer}/oidc/login"))
+        .header("x-forwarded-for", from)
+        .json(&serde_json::json!({"ticket": ticket["ticket"], "username": user, "password": password}));
+    if let Some(value) = device {
+        login = login.header("cookie", format!("{COOKIE}={value}"));
+    }
+    let response = login.send().await?;
+    let cookie = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok()?.strip_prefix(&format!("{COOKIE}=")))
+        .find_map(|v| v.split(';').next())
+        .map(str::to_owned);
+    let status = response.status();
+    let body = response.text().await?;
+    if !status.is_success() {
+        bail!("HTTP {status}: {body}");
+    }
+    let login: serde_json::Value = serde_json::from_str(&body)?;
     let redirect = url::Url::parse(login["redirect_uri"].as_str().context("no redirect_uri")?)?;
     let code = redirect
         .query_pairs()
         .find(|(k, _)| k == "code")
         .map(|(_, v)| v.into_owned())
         .context("no code")?;
-    json_ok(
+    let tokens = json_ok(
         http.post(format!("{issuer}/oidc/token"))
             .header("x-forwarded-for", from)
             .form(&[
@@ -96,5 +128,6 @@ pub(crate) async fn sign_in_tokens(
                 ("code_verifier", VERIFIER),
             ]),
     )
-    .await
+    .await?;
+    Ok((tokens, cookie))
 }

@@ -12,9 +12,11 @@
 //! - `mixed --issuer A --issuer B --pid PA --pid PB`: a paced mixed workload (discovery, JWKS,
 //!   refresh grants, sign-ins and `UserService/WhoAmI` over gRPC-web), each request alternating
 //!   between the issuers, for `--seconds`; then the same again with a login flood added
-//!   (`--flood` tasks signing in as fast as they can, a third with wrong passwords). Prints a
-//!   markdown report: throughput and p50/p99/p999 per endpoint and phase, and each issuer's
-//!   VmHWM after each phase.
+//!   (`--flood` tasks signing in as fast as they can, a third with wrong passwords). Known
+//!   devices (users who signed in once before and send the device cookie they got) sign in at a
+//!   steady pace in both phases. Prints a markdown report: throughput and p50/p99/p999 per
+//!   endpoint and phase, each issuer's VmHWM after each phase, and the known devices' sign-ins
+//!   beside the flood's shed count.
 //! - `control-plane --dir D`: a real kube-apiserver and etcd on loopback with Ichor's chart
 //!   installed and the users of `setup` in it, for issuers run with `--store kube`
 //!   (`hack/bench/kube-store.sh`; see [`cluster`]).

@@ -1,8 +1,8 @@
 //! `mixed`: a paced mixed workload (discovery, JWKS, refresh grants, `UserService/WhoAmI` over
 //! gRPC-web and sign-ins) against several issuers, then the same with a login flood added; prints
 //! a markdown report. This module holds the endpoint classes and the two phases; the paced
-//! requests are in `task`, the flood in `flood`, the readings of the issuer processes in
-//! `process` and the report in `report`.
+//! requests are in `task`, the flood in `flood`, the known devices' sign-ins in `devices`, the
+//! readings of the issuer processes in `process` and the report in `report`.
 
 use crate::client::{PASSWORD, client, sign_in_tokens, source};
 use anyhow::{Context as _, Result};
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use task::{Record, Task, paced};
 
+mod devices;
 mod flood;
 mod process;
 mod report;
@@ -39,16 +40,18 @@ pub(crate) struct Phase {
     pub(crate) hwm: Vec<u64>,
     pub(crate) cpu: Vec<f64>,
     pub(crate) flood: BTreeMap<String, usize>,
+    pub(crate) devices: devices::Outcomes,
 }
 
 async fn phase(
     name: &'static str,
     tasks: Vec<Task>,
+    known: Vec<devices::Device>,
     duration: Duration,
     flood: usize,
     ca: &[u8],
     pids: &[u32],
-) -> Result<(Vec<Task>, Phase)> {
+) -> Result<(Vec<Task>, Vec<devices::Device>, Phase)> {
     let issuers = Arc::clone(&tasks.first().context("no tasks")?.issuers);
     let cpu_before: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p).unwrap_or(0.0)).collect();
     let deadline = Instant::now() + duration;
@@ -58,6 +61,7 @@ async fn phase(
         let every = Duration::from_secs_f64(count as f64 / rate);
         handles.push(tokio::spawn(paced(task, every, deadline)));
     }
+    let known = devices::start(known, &issuers, deadline);
     let mut floods = Vec::new();
     for i in 0..flood {
         let http = client(ca)?;
@@ -76,6 +80,7 @@ async fn phase(
             *flood_counts.entry(k).or_default() += v;
         }
     }
+    let (known, known_outcomes) = devices::finish(known).await?;
     // Rates over the phase itself (a paced request in flight at the deadline still counts).
     let seconds = duration.as_secs_f64();
     for v in record.ok.values_mut() {
@@ -89,6 +94,7 @@ async fn phase(
         .collect();
     Ok((
         tasks,
+        known,
         Phase {
             name,
             seconds,
@@ -96,6 +102,7 @@ async fn phase(
             hwm,
             cpu,
             flood: flood_counts,
+            devices: known_outcomes,
         },
     ))
 }
@@ -148,13 +155,24 @@ pub(crate) async fn run(
             });
         }
     }
+    let known = devices::enrol(&ca, &issuers).await?;
     eprintln!("mixed: sustained phase, {}s", duration.as_secs());
-    let (tasks, sustained) = phase("sustained", tasks, duration, 0, &ca, pids).await?;
+    let (tasks, known, sustained) = phase("sustained", tasks, known, duration, 0, &ca, pids).await?;
     eprintln!(
         "mixed: flood phase ({flood} sign-in loops), {}s",
         duration.as_secs()
     );
-    let (_, flooded) = phase("flood", tasks, duration, flood, &ca, pids).await?;
+    let (_, _, flooded) = phase("flood", tasks, known, duration, flood, &ca, pids).await?;
     print!("{}", report(issuers.len(), &sustained, &flooded, flood));
+    let flood_shed = flooded
+        .flood
+        .iter()
+        .filter(|(k, _)| k.ends_with("HTTP 503"))
+        .map(|(_, n)| n)
+        .sum();
+    print!(
+        "{}",
+        devices::report(&sustained.devices, &flooded.devices, flood_shed)
+    );
     Ok(())
 }

@@ -4,10 +4,11 @@
 //! Order of the POST: the ticket (cheap, refuses forged requests), the per-source bucket, the
 //! per-user back-off (the attempt is reserved before anything is verified), the user and the
 //! credentials entry (read together, also for unknown users so the store's timing says
-//! nothing), one argon2id verification (in the known devices' lane when the request carries a
-//! device cookie of that user, see [`super::devices`]) (the dummy hash when there is no user or no password),
-//! then the user's state (disabled, must change) — only after a correct password, so those
-//! answers reveal nothing to someone without it.
+//! nothing), one argon2id verification (the dummy hash when there is no user or no password; in
+//! the known devices' lane when the request carries a device cookie of that user, see
+//! [`super::devices`]), then the user's state (disabled, must change) — only after a correct
+//! password, so those answers reveal nothing to someone without it. A successful sign-in sets
+//! the device cookie.
 
 use std::sync::{Arc, Mutex};
 

@@ -23,11 +23,14 @@
 //! 4.1.2.1). The JSON variant never redirects: every failure is a 400 JSON error.
 //!
 //! # Guarantees
-//! - Sign-in is CSRF-safe by construction: the form carries the signed ticket and no cookie or
-//!   other ambient authority exists. The page runs no script at all and is served with
+//! - Sign-in is CSRF-safe by construction: the form carries the signed ticket and no ambient
+//!   authority exists. The only cookie, the device cookie of [`devices`] (`SameSite=Strict`),
+//!   buys a place in the known devices' argon2id lane and nothing else. The page runs no script
+//!   at all and is served with
 //!   `Content-Security-Policy: default-src 'self'; script-src 'self'; frame-ancestors 'none'`.
 //! - An unknown user costs one argon2id verification of a dummy hash, like a wrong password,
-//!   and gets the same answer. At most two hashes run at once per process.
+//!   and gets the same answer. At most two hashes run at once per process, and one more in the
+//!   known devices' lane ([`devices::LANE_PERMITS`]).
 //! - A store that cannot be reached yields 503 (500 `server_error` at the revocation endpoint,
 //!   as the seed says) and never says anything about the user.
 //! - Bodies are limited to [`MAX_BODY_BYTES`].

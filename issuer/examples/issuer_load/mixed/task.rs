@@ -41,7 +41,7 @@ impl Record {
 
 /// Whether an error is the issuer shedding a sign-in: 503 `temporarily_unavailable`
 /// because the password queue is full.
-fn is_shed(error: &str) -> bool {
+pub(crate) fn is_shed(error: &str) -> bool {
     error.starts_with("HTTP 503") && error.contains("is busy")
 }
 
