@@ -151,7 +151,7 @@ async fn the_lane_keeps_the_back_off_and_the_form_flow_gets_and_sends_the_cookie
         "the back-off holds with a cookie"
     );
 
-    // The browser's form: the 302 sets the cookie, and a cookie it sends is renewed.
+    // The browser's form: the 303 sets the cookie, and a cookie it sends is renewed.
     let location = h
         .get(&Harness::authorize_query("ichor-cli", CLI_REDIRECT, "openid", ""))
         .await
@@ -159,7 +159,7 @@ async fn the_lane_keeps_the_back_off_and_the_form_flow_gets_and_sends_the_cookie
     let ticket = query_param(&format!("https://x{location}"), "ticket").expect("ticket");
     let body = form(&[("ticket", &ticket), ("username", "alice"), ("password", PASSWORD)]);
     let reply = h.post_form("/oidc/login", &body).await;
-    assert_eq!(reply.status, StatusCode::FOUND);
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
     let first = reply
         .device_cookie()
         .expect("the form's redirect sets the cookie");
@@ -179,7 +179,7 @@ async fn the_lane_keeps_the_back_off_and_the_form_flow_gets_and_sends_the_cookie
                 .expect("req"),
         )
         .await;
-    assert_eq!(reply.status, StatusCode::FOUND);
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
     let second = reply.device_cookie().expect("renewed");
     assert_eq!(claims(&second)["dev"], claims(&first)["dev"], "the same device");
 }
