@@ -1,13 +1,21 @@
 //! The HTTPS accept loop ([`serve`]; [`serve_http`] is the same loop without TLS, for listeners
 //! inside the pod network such as the metrics one): TLS handshakes (bounded in time) off the
 //! accept path, HTTP/1.1 and HTTP/2 per connection (hyper-util `auto`), the peer address as axum's
-//! `ConnectInfo<SocketAddr>`, header and body limits, a connection cap, and graceful shutdown —
-//! on the shutdown signal the listener stops accepting, open connections finish their in-flight
-//! requests (HTTP/2 GOAWAY, HTTP/1.1 `Connection: close`) and are dropped after a bound.
+//! `ConnectInfo<SocketAddr>`, header and body limits, a connection cap, a cap on requests in
+//! flight, a watchdog per connection (no first request, idle, or a request past its bound: the
+//! connection is closed), and graceful shutdown — on the shutdown signal the listener stops
+//! accepting, open connections finish their in-flight requests (HTTP/2 GOAWAY, HTTP/1.1
+//! `Connection: close`) and are dropped after a bound.
 
+mod activity;
+mod options;
+mod request;
+
+pub use options::ServeOptions;
+
+use activity::{Activity, Bounds, Overstay};
 use axum::Router;
-use axum::extract::ConnectInfo;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
@@ -18,43 +26,18 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
-use tower::ServiceBuilder;
 use tower_http::limit::RequestBodyLimitLayer;
 
-/// Limits and timeouts of [`serve`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServeOptions {
-    /// Longest TLS handshake; a slower client is dropped.
-    pub handshake_timeout: Duration,
-    /// Longest time to receive the request headers of an HTTP/1.1 request.
-    pub header_read_timeout: Duration,
-    /// Largest HTTP/1.1 read buffer, which bounds the request line and headers.
-    pub max_header_bytes: usize,
-    /// Largest HTTP/2 header list.
-    pub max_h2_header_list_bytes: u32,
-    /// Most concurrent HTTP/2 streams per connection.
-    pub max_h2_streams: u32,
-    /// Largest request body.
-    pub max_body_bytes: usize,
-    /// Most connections open at once; further connections wait in the kernel's backlog.
-    pub max_connections: usize,
-    /// How long in-flight requests may run after the shutdown signal.
-    pub shutdown_grace: Duration,
-}
+/// How long a connection that overstayed may take to close gracefully (a GOAWAY or
+/// `Connection: close` flushed) before it is dropped.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
 
-impl Default for ServeOptions {
-    fn default() -> Self {
-        ServeOptions {
-            handshake_timeout: Duration::from_secs(10),
-            header_read_timeout: Duration::from_secs(10),
-            max_header_bytes: 64 * 1024,
-            max_h2_header_list_bytes: 64 * 1024,
-            max_h2_streams: 100,
-            max_body_bytes: 1024 * 1024,
-            max_connections: 4096,
-            shutdown_grace: Duration::from_secs(20),
-        }
-    }
+/// What every connection of one listener shares.
+struct Shared {
+    builder: Builder<TokioExecutor>,
+    router: Router,
+    bounds: Bounds,
+    requests: Arc<Semaphore>,
 }
 
 /// Serves `router` over HTTPS on `listener` until `shutdown` completes, then drains: returns
@@ -95,21 +78,16 @@ async fn accept_loop(
     shutdown: impl Future<Output = ()> + Send,
     options: ServeOptions,
 ) {
-    let router = router.layer(RequestBodyLimitLayer::new(options.max_body_bytes));
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(options.header_read_timeout)
-        .max_buf_size(options.max_header_bytes.max(8192));
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(options.max_h2_header_list_bytes)
-        .max_concurrent_streams(options.max_h2_streams)
-        .max_pending_accept_reset_streams(20)
-        .keep_alive_interval(Duration::from_secs(30));
-    let builder = Arc::new(builder);
+    let shared = Arc::new(Shared {
+        builder: options.builder(),
+        router: router.layer(RequestBodyLimitLayer::new(options.max_body_bytes)),
+        bounds: Bounds {
+            first_request: options.header_read_timeout,
+            idle: options.idle_timeout,
+            request: options.request_timeout,
+        },
+        requests: Arc::new(Semaphore::new(options.max_requests_in_flight.max(1))),
+    });
     let permits = Arc::new(Semaphore::new(options.max_connections.max(1)));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -141,16 +119,15 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let router = router.clone();
-        let builder = Arc::clone(&builder);
+        let shared = Arc::clone(&shared);
         let stop = stop_rx.clone();
         connections.spawn(async move {
             let _permit = permit;
             let Some(acceptor) = acceptor else {
-                return serve_connection(&builder, TokioIo::new(stream), router, remote, stop).await;
+                return serve_connection(&shared, TokioIo::new(stream), remote, stop).await;
             };
             match tokio::time::timeout(options.handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve_connection(&builder, TokioIo::new(tls), router, remote, stop).await,
+                Ok(Ok(tls)) => serve_connection(&shared, TokioIo::new(tls), remote, stop).await,
                 Ok(Err(error)) => tracing::debug!(%remote, %error, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
             }
@@ -173,30 +150,55 @@ async fn accept_loop(
     }
 }
 
-/// One connection's HTTP, with the peer address as `ConnectInfo`, until it ends or (after the
+/// One connection's HTTP, with the peer address as `ConnectInfo`, until it ends, its watchdog
+/// finds it overstayed (closed gracefully, then dropped after [`CLOSE_LINGER`]), or (after the
 /// shutdown signal) its in-flight requests finish.
 async fn serve_connection<I>(
-    builder: &Builder<TokioExecutor>,
+    shared: &Shared,
     io: TokioIo<I>,
-    router: Router,
     remote: std::net::SocketAddr,
     mut stop: watch::Receiver<bool>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = ServiceBuilder::new()
-        .map_request(move |mut req: http::Request<hyper::body::Incoming>| {
-            req.extensions_mut().insert(ConnectInfo(remote));
-            req
+    let activity = Activity::new(shared.bounds);
+    let service = {
+        let (router, requests, activity) = (
+            shared.router.clone(),
+            Arc::clone(&shared.requests),
+            Arc::clone(&activity),
+        );
+        tower::service_fn(move |req| {
+            request::handle(
+                router.clone(),
+                remote,
+                Arc::clone(&activity),
+                Arc::clone(&requests),
+                req,
+            )
         })
-        .service(router);
-    let conn = builder.serve_connection(io, TowerToHyperService::new(service));
+    };
+    let conn = shared
+        .builder
+        .serve_connection(io, TowerToHyperService::new(service));
     tokio::pin!(conn);
     let result = tokio::select! {
         r = conn.as_mut() => r,
         () = async { let _ = stop.wait_for(|s| *s).await; } => {
             conn.as_mut().graceful_shutdown();
             conn.await
+        }
+        why = activity.overstayed() => {
+            match why {
+                Overstay::NoFirstRequest => tracing::debug!(%remote, "no request in time; closing"),
+                Overstay::Idle => tracing::debug!(%remote, "idle; closing"),
+                Overstay::SlowRequest => tracing::debug!(%remote, "a request overstayed; closing"),
+            }
+            conn.as_mut().graceful_shutdown();
+            match tokio::time::timeout(CLOSE_LINGER, conn).await {
+                Ok(r) => r,
+                Err(_) => Ok(()),
+            }
         }
     };
     if let Err(error) = result {
