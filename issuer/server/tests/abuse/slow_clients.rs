@@ -115,18 +115,27 @@ async fn a_body_trickled_after_its_headers_is_dropped_after_the_request_bound_on
 }
 
 #[tokio::test]
-async fn an_idle_keep_alive_connection_is_closed_after_the_idle_bound_on_both_protocols() {
+async fn an_idle_keep_alive_connection_is_closed_after_its_bound_on_both_protocols() {
     for kind in KINDS {
         let server = Server::start(
             kind,
             ServeOptions {
+                header_read_timeout: BOUND,
                 idle_timeout: BOUND,
                 ..patient()
             },
         )
         .await;
-        // HTTP/2: one request answered, then nothing; pings are answered by the server's own
-        // keep-alive, which would keep it open for ever without the idle bound.
+        // HTTP/1.1: one request answered, then hyper's head timer runs for the next one.
+        let mut h1 = server.connect(b"http/1.1").await;
+        h1.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let read = read_for(&mut h1, BOUND + SLACK).await;
+        assert_eq!(status(&read.bytes), 200, "{kind:?}: the request was answered");
+        assert!(read.closed_after.is_some(), "{kind:?} h1: closed when idle");
+        // HTTP/2: one request answered, then nothing; pings are answered by any client
+        // library, which would keep it open for ever without the idle bound.
         let mut h2 = server.connect(b"h2").await;
         let mut bytes = h2_frames::preface(&[]);
         bytes.extend(h2_frames::get(1, "/"));
@@ -136,7 +145,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_bound_on_both_pr
         assert_eq!(
             end,
             End::GoAway(h2_frames::NO_ERROR),
-            "{kind:?}: closed when idle"
+            "{kind:?} h2: closed when idle"
         );
         assert!(read_for(&mut h2, SLACK).await.closed_after.is_some());
         server.stop().await;
