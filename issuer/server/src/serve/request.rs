@@ -18,8 +18,9 @@ use tokio::sync::Semaphore;
 use tower::ServiceExt as _;
 
 /// One request of the connection from `remote`: routed through `router` when a permit of
-/// `permits` is free, with both the permit and the in-flight mark on `activity` held until the
-/// response body has been handed over (or the request is dropped, by a reset say).
+/// `permits` is free, the permit held until the handler has answered, the in-flight mark on
+/// `activity` until the response body has been handed over (or the request is dropped, by a
+/// reset say).
 pub(crate) async fn handle(
     router: Router,
     remote: SocketAddr,
@@ -34,10 +35,13 @@ pub(crate) async fn handle(
     };
     request.extensions_mut().insert(ConnectInfo(remote));
     let response = router.oneshot(request).await?;
+    // The handler is done with the request body: the permit goes back now, so answers a client
+    // is slow to take (an HTTP/2 window never opened) cannot hold the cap; the connection's
+    // watchdog still counts the request until its answer is handed over.
+    drop(permit);
     Ok(response.map(move |body| {
-        let held = (in_flight, permit);
         Body::new(body.map_frame(move |frame| {
-            let _held = &held;
+            let _in_flight = &in_flight;
             frame
         }))
     }))

@@ -143,3 +143,28 @@ async fn requests_past_the_in_flight_cap_are_answered_503_at_once() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn answers_a_client_never_takes_do_not_hold_the_in_flight_cap() {
+    let server = Server::start(
+        Kind::Tls,
+        ServeOptions {
+            max_requests_in_flight: 2,
+            ..patient()
+        },
+    )
+    .await;
+    // Ten answers produced for a stream window of zero: none can be sent.
+    let mut h2 = server.connect(b"h2").await;
+    let mut bytes = crate::h2_frames::preface(&[(crate::h2_frames::INITIAL_WINDOW_SIZE, 0)]);
+    for i in 0..10 {
+        bytes.extend(crate::h2_frames::get(2 * i + 1, "/big"));
+    }
+    h2.write_all(&bytes).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for _ in 0..3 {
+        still_serves(&server).await;
+    }
+    drop(h2);
+    server.stop().await;
+}
