@@ -83,6 +83,16 @@ pub fn ts(s: &str) -> Timestamp {
 /// Connects with TLS (trusting `ca_pem`, SNI `localhost`) and returns the leaf the server
 /// presented, or the handshake error.
 pub async fn presented_leaf(addr: SocketAddr, ca_pem: &str) -> Result<Vec<u8>, String> {
+    let tls = tls_connect(addr, ca_pem).await.map_err(|e| e.to_string())?;
+    let (_, conn) = tls.get_ref();
+    Ok(conn.peer_certificates().unwrap()[0].to_vec())
+}
+
+/// A raw TLS connection to `addr` trusting `ca_pem`, SNI `localhost`.
+pub async fn tls_connect(
+    addr: SocketAddr,
+    ca_pem: &str,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     let mut roots = rustls::RootCertStore::empty();
     let ca: CertificateDer<'static> = rustls_pemfile::certs(&mut ca_pem.as_bytes())
         .next()
@@ -96,15 +106,10 @@ pub async fn presented_leaf(addr: SocketAddr, ca_pem: &str) -> Result<Vec<u8>, S
             .with_root_certificates(roots)
             .with_no_client_auth();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let tls = connector
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    connector
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
-        .map_err(|e| e.to_string())?;
-    let (_, conn) = tls.get_ref();
-    Ok(conn.peer_certificates().unwrap()[0].to_vec())
 }
 
 /// An HTTPS client trusting `ca_pem`, sending `localhost` to `addr`.

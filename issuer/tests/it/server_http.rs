@@ -9,6 +9,7 @@ use axum::extract::ConnectInfo;
 use axum::routing::get;
 use clap::Parser as _;
 use ichor_issuer::cli::{Flags, Listeners, Routers, RunOptions, Served, run};
+use ichor_server::ServeOptions;
 use ichor_server::reload::WatchOptions;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -51,6 +52,11 @@ fn test_routers(served: &Served) -> Routers {
 
 /// Starts `run` with `args` (plus listeners on 127.0.0.1:0 and fast file polling).
 async fn start(ca: &Ca, args: &[&str]) -> Harness {
+    start_with(ca, args, ServeOptions::default()).await
+}
+
+/// As [`start`], with `serve` as the listeners' limits.
+async fn start_with(ca: &Ca, args: &[&str], serve: ServeOptions) -> Harness {
     let mut argv = vec!["ichor-issuer", "--external-url", "https://ichor.example.com"];
     argv.extend_from_slice(args);
     let config = Flags::try_parse_from(argv).unwrap().validate().unwrap();
@@ -65,6 +71,7 @@ async fn start(ca: &Ca, args: &[&str]) -> Harness {
             debounce: Duration::from_millis(10),
             ..WatchOptions::default()
         },
+        serve,
         ..RunOptions::default()
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -390,4 +397,75 @@ async fn shutdown_lets_in_flight_requests_finish_and_refuses_new_connections() {
         tokio::net::TcpStream::connect(external).await.is_err(),
         "the listener is closed"
     );
+}
+
+/// Writes `first` then `each` every 50 ms to a raw connection; how long until the server
+/// closed it (`None`: still open after `limit`).
+async fn trickled_until_closed<S>(
+    io: S,
+    first: &[u8],
+    each: &'static [u8],
+    limit: Duration,
+) -> Option<Duration>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (mut reader, mut writer) = tokio::io::split(io);
+    writer.write_all(first).await.unwrap();
+    let writing = tokio::spawn(async move {
+        while writer.write_all(each).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let started = std::time::Instant::now();
+    let closed = tokio::time::timeout(limit, async {
+        let mut buf = [0u8; 4096];
+        while matches!(reader.read(&mut buf).await, Ok(n) if n > 0) {}
+    })
+    .await;
+    writing.abort();
+    closed.ok().map(|()| started.elapsed())
+}
+
+#[tokio::test]
+async fn slow_clients_are_dropped_after_their_bound_on_the_external_internal_and_metrics_listeners() {
+    let ca = Ca::new();
+    let f = files();
+    write_pair(&f.ichor_tls, &ca.leaf(2030));
+    std::fs::write(&f.keys, keys_json("k-1", "2025-01-01T00:00:00Z")).unwrap();
+    let a = args(&f, false);
+    let bound = Duration::from_millis(500);
+    let serve = ServeOptions {
+        header_read_timeout: bound,
+        idle_timeout: bound,
+        request_timeout: bound,
+        ..ServeOptions::default()
+    };
+    let h = start_with(&ca, &strs(&a), serve).await;
+    eventually("ready", 10, || async { h.get("/readyz").await.0 == 200 }).await;
+    let limit = bound + Duration::from_secs(3);
+    let head = b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n".as_slice();
+    let post = b"POST /healthz HTTP/1.1\r\nhost: localhost\r\ncontent-length: 100000\r\n\r\n".as_slice();
+    for (first, each, what) in [
+        (head, b"x-a: b\r\n".as_slice(), "headers"),
+        (post, b"a".as_slice(), "body"),
+    ] {
+        for (listener, addr) in [("external", h.external), ("internal", h.internal)] {
+            let io = tls_connect(addr, &ca.pem).await.unwrap();
+            let closed = trickled_until_closed(io, first, each, limit).await;
+            assert!(
+                closed.is_some(),
+                "{listener}: trickled {what} dropped within the bound"
+            );
+        }
+        let io = tokio::net::TcpStream::connect(h.metrics).await.unwrap();
+        let closed = trickled_until_closed(io, first, each, limit).await;
+        assert!(
+            closed.is_some(),
+            "metrics: trickled {what} dropped within the bound"
+        );
+    }
+    assert_eq!(h.get("/healthz").await.0, 200, "still serving");
+    h.stop().await;
 }
