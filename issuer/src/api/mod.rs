@@ -3,7 +3,8 @@
 //!
 //! - [`service`]: [`UserApi`], the service, generic over the store backend ([`UserBackend`]),
 //!   the authorization backend ([`AccessReview`]) and the bearer-token verifier
-//!   ([`BearerVerifier`]); [`grpc_service`] wraps it for a tonic server;
+//!   ([`BearerVerifier`]); [`grpc_service`] wraps it for a tonic server, [`grpc_router`] for the issuer's listener
+//!   (gRPC and gRPC-web);
 //! - [`auth`]: the bearer token, the caller ([`Caller`]) and the session cache;
 //! - [`access`]: the RBAC question of each call and the two review backends (in process,
 //!   `SubjectAccessReview`);
@@ -39,4 +40,4 @@ pub use access::{AccessReview, AccessReviewError, KubeAccessReview, LocalAccessR
 pub use auth::{BearerClaims, BearerError, BearerVerifier, Caller, Clock, SystemClock};
 pub use backend::{Created, UserBackend};
 pub use error::ApiError;
-pub use service::{ApiConfig, ClusterInfo, MAX_MESSAGE_BYTES, UserApi, grpc_service};
+pub use service::{ApiConfig, ClusterInfo, MAX_MESSAGE_BYTES, UserApi, grpc_router, grpc_service};

@@ -127,6 +127,24 @@ where
     UserServiceServer::new(api).max_decoding_message_size(MAX_MESSAGE_BYTES)
 }
 
+/// The service as the issuer's listener serves it: the routes `/ichor.v1alpha1.UserService/*`
+/// over [`grpc_service`], behind `tonic_web::GrpcWebLayer` so that browsers reach it as
+/// gRPC-web (binary `application/grpc-web` and base64 `application/grpc-web-text`, over
+/// HTTP/1.1) while gRPC clients pass through unchanged. Every request body, its framing and its
+/// message are decoded here, before the handler runs.
+pub fn grpc_router<B, A, V>(api: UserApi<B, A, V>) -> axum::Router
+where
+    B: UserBackend,
+    A: AccessReview,
+    V: BearerVerifier,
+{
+    use tonic::server::NamedService as _;
+    use tower::Layer as _;
+
+    let path = format!("/{}/{{*rest}}", UserServiceServer::<UserApi<B, A, V>>::NAME);
+    axum::Router::new().route_service(&path, tonic_web::GrpcWebLayer::new().layer(grpc_service(api)))
+}
+
 /// Which calls a `mustChange` user may make.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Gate {

@@ -107,9 +107,7 @@ where
     B: crate::api::UserBackend,
     A: crate::api::AccessReview,
 {
-    use crate::api::{ApiConfig, SystemClock, UserApi, grpc_service};
-    use tonic::server::NamedService;
-    use tower::Layer as _;
+    use crate::api::{ApiConfig, SystemClock, UserApi, grpc_router};
 
     let issuer = build_issuer(served, Arc::clone(&store) as Arc<dyn UserStore>)?;
     let mut config = ApiConfig::new(served.config.issuer.clone(), cluster)
@@ -119,14 +117,7 @@ where
     config.settings = Arc::clone(&served.settings);
     config.talos_endpoint = endpoint;
     let api = UserApi::new(store, access, Arc::clone(&issuer), Arc::new(SystemClock), config);
-    let service = grpc_service(api);
-    let path = format!(
-            "/{}/{{*rest}}",
-            <crate::api::proto::user_service_server::UserServiceServer<
-                UserApi<B, A, Arc<crate::oidc::Issuer>>,
-            > as NamedService>::NAME
-        );
-    let grpc = Router::new().route_service(&path, tonic_web::GrpcWebLayer::new().layer(service));
+    let grpc = grpc_router(api);
     Ok(Routers {
         external: crate::oidc::external_router(Arc::clone(&issuer))
             .merge(grpc)

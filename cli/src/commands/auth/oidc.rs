@@ -138,38 +138,7 @@ impl OidcClient {
         if !status.is_success() {
             return Err(oauth_error(WHAT, &url, status, &body));
         }
-        let doc: RawDiscovery = serde_json::from_slice(&body).map_err(|e| AuthError::BadResponse {
-            what: WHAT,
-            url: url.clone(),
-            reason: format!("not a discovery document: {e}"),
-        })?;
-        let bad = |reason: String| AuthError::BadResponse {
-            what: WHAT,
-            url: url.clone(),
-            reason,
-        };
-        if doc.issuer.trim_end_matches('/') != issuer.as_str() {
-            return Err(bad(format!(
-                "issuer is {:?}, not the --issuer {:?}",
-                doc.issuer,
-                issuer.as_str()
-            )));
-        }
-        if let Some(methods) = &doc.code_challenge_methods_supported
-            && !methods.iter().any(|m| m == "S256")
-        {
-            return Err(bad("code_challenge_methods_supported does not list S256".into()));
-        }
-        check_url("authorization_endpoint", &doc.authorization_endpoint)?;
-        check_url("token_endpoint", &doc.token_endpoint)?;
-        if let Some(r) = &doc.revocation_endpoint {
-            check_url("revocation_endpoint", r)?;
-        }
-        Ok(Endpoints {
-            authorization: doc.authorization_endpoint,
-            token: doc.token_endpoint,
-            revocation: doc.revocation_endpoint,
-        })
+        parse_discovery(issuer, &url, &body)
     }
 
     /// The `authorization_code` grant with the PKCE verifier.
@@ -249,20 +218,7 @@ impl OidcClient {
         if !status.is_success() {
             return Err(oauth_error(WHAT, endpoint, status, &body));
         }
-        let raw: RawTokenResponse = serde_json::from_slice(&body).map_err(|e| AuthError::BadResponse {
-            what: WHAT,
-            url: endpoint.to_owned(),
-            reason: format!("not a token response: {}", json_position(&e)),
-        })?;
-        let id_token = raw.id_token.ok_or_else(|| AuthError::BadResponse {
-            what: WHAT,
-            url: endpoint.to_owned(),
-            reason: "it has no id_token".into(),
-        })?;
-        Ok(TokenResponse {
-            id_token,
-            refresh_token: raw.refresh_token,
-        })
+        parse_token_response(endpoint, &body)
     }
 
     async fn post_form(
@@ -286,6 +242,72 @@ impl OidcClient {
     }
 }
 
+/// The endpoints of the discovery document `body` fetched from `url` for `issuer`, checked as
+/// [`OidcClient::discover`] documents: the issuer, S256 and the transport rule of every
+/// endpoint. A document from the network: any bytes are answered with an error, never a panic.
+///
+/// # Errors
+/// [`AuthError::BadResponse`] naming `url`, or the [`check_url`] refusal of an endpoint.
+pub fn parse_discovery(issuer: &IssuerUrl, url: &str, body: &[u8]) -> Result<Endpoints, AuthError> {
+    const WHAT: &str = "discovery";
+    let doc: RawDiscovery = serde_json::from_slice(body).map_err(|e| AuthError::BadResponse {
+        what: WHAT,
+        url: url.to_owned(),
+        reason: format!("not a discovery document: {e}"),
+    })?;
+    let bad = |reason: String| AuthError::BadResponse {
+        what: WHAT,
+        url: url.to_owned(),
+        reason,
+    };
+    if doc.issuer.trim_end_matches('/') != issuer.as_str() {
+        return Err(bad(format!(
+            "issuer is {:?}, not the --issuer {:?}",
+            doc.issuer,
+            issuer.as_str()
+        )));
+    }
+    if let Some(methods) = &doc.code_challenge_methods_supported
+        && !methods.iter().any(|m| m == "S256")
+    {
+        return Err(bad("code_challenge_methods_supported does not list S256".into()));
+    }
+    check_url("authorization_endpoint", &doc.authorization_endpoint)?;
+    check_url("token_endpoint", &doc.token_endpoint)?;
+    if let Some(r) = &doc.revocation_endpoint {
+        check_url("revocation_endpoint", r)?;
+    }
+    Ok(Endpoints {
+        authorization: doc.authorization_endpoint,
+        token: doc.token_endpoint,
+        revocation: doc.revocation_endpoint,
+    })
+}
+
+/// The token response `body` of a successful request to `endpoint`: its ID token and refresh
+/// token. A malformed body is refused with the JSON error's position only, never its text (it
+/// may hold tokens).
+///
+/// # Errors
+/// [`AuthError::BadResponse`] naming `endpoint`.
+pub fn parse_token_response(endpoint: &str, body: &[u8]) -> Result<TokenResponse, AuthError> {
+    const WHAT: &str = "token request";
+    let raw: RawTokenResponse = serde_json::from_slice(body).map_err(|e| AuthError::BadResponse {
+        what: WHAT,
+        url: endpoint.to_owned(),
+        reason: format!("not a token response: {}", json_position(&e)),
+    })?;
+    let id_token = raw.id_token.ok_or_else(|| AuthError::BadResponse {
+        what: WHAT,
+        url: endpoint.to_owned(),
+        reason: "it has no id_token".into(),
+    })?;
+    Ok(TokenResponse {
+        id_token,
+        refresh_token: raw.refresh_token,
+    })
+}
+
 /// A JSON error's kind and position without the input it quotes (a token response holds
 /// tokens).
 fn json_position(e: &serde_json::Error) -> String {
@@ -303,8 +325,9 @@ fn form_body(pairs: &[(&str, &str)]) -> String {
         .finish()
 }
 
-/// The OAuth error of a failed response, or its status when the body is not one.
-fn oauth_error(what: &'static str, url: &str, status: reqwest::StatusCode, body: &[u8]) -> AuthError {
+/// The OAuth error of a failed response (`status`, `body`) of the request `what` to `url`, or its
+/// status when the body is not one.
+pub fn oauth_error(what: &'static str, url: &str, status: reqwest::StatusCode, body: &[u8]) -> AuthError {
     match serde_json::from_slice::<RawError>(body) {
         Ok(e) => AuthError::OAuth {
             what,
