@@ -83,11 +83,15 @@ macro_rules! corpus_tests {
 corpus_tests!(
     admission_review,
     authn_config,
+    cli_oidc_responses,
     credentials_entry,
     exec_credential_cache,
     jws_tokens,
     keys_json,
+    kubeconfig,
     oidc_authorize_query,
     oidc_revoke_form,
     oidc_token_form,
+    talos_machine_config,
+    user_service_grpc,
 );
