@@ -11,9 +11,10 @@
 #   hack/fuzz.sh 60 jws_tokens keys_json
 #   hack/fuzz.sh cmin            # minimise: merge what the runs found into fuzz/corpus/
 #
-# Corpus minimisation (`cmin`, libFuzzer's -merge=1, what `cargo fuzz cmin` runs): for each
-# target, the committed seeds plus the scratch corpus the runs grew are merged into the smallest
-# set of inputs with the same coverage, which replaces fuzz/corpus/<target>/. Seeds written by
+# Corpus minimisation (`cmin`, libFuzzer's merge, as `cargo fuzz cmin`): for each
+# target, the committed seeds plus the scratch corpus the runs grew are merged into a small set
+# of inputs that covers the same code edges (-set_cover_merge=1 -use_counters=0: edges, not hit
+# counts, so the set stays a few hundred files at most), which replaces fuzz/corpus/<target>/. Seeds written by
 # hand (any name that is not a 40-hex-digit SHA-1, e.g. `regression-...`) are always kept; the
 # merged inputs are named by their SHA-1. Inputs over $ICHOR_FUZZ_CMIN_MAX_BYTES (default
 # 16384) are left out, so the committed corpora stay small. Then review and commit them: every
@@ -108,16 +109,16 @@ if [[ $mode == cmin ]]; then
     mkdir -p "$merged" "$candidates" "$scratch"
     # The first directory is the output: what is in it is kept, the candidates are added only
     # when they reach new coverage. Hand-written seeds go there first.
-    find "$committed" -maxdepth 1 -type f ! -regex '.*/[0-9a-f]\{40\}' -exec cp {} "$merged/" \;
+    find "$committed" -maxdepth 1 -type f -regextype posix-extended ! -regex '.*/[0-9a-f]{40}' -exec cp {} "$merged/" \;
     find "$committed" "$scratch" -maxdepth 1 -type f -size -"$((max_bytes + 1))"c -exec cp {} "$candidates/" \;
-    before="$(find "$committed" -type f | wc -l) files, $(du -sk "$committed" | cut -f1) KiB"
+    before="$(find "$committed" -type f | wc -l) files, $(du -sk --apparent-size "$committed" | cut -f1) KiB"
     log="$CARGO_TARGET_DIR/cmin-$t.log"
     cargo +"$toolchain" fuzz run "${build_flags[@]}" "$t" "$merged" "$candidates" -- \
-      -merge=1 -timeout=10 -rss_limit_mb=2048 >"$log" 2>&1 ||
+      -set_cover_merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=2048 >"$log" 2>&1 ||
       { echo "hack/fuzz.sh: cmin of $t failed; log: $log" >&2; tail -20 "$log" >&2; exit 1; }
-    find "$committed" -maxdepth 1 -type f -regex '.*/[0-9a-f]\{40\}' -delete
-    find "$merged" -maxdepth 1 -type f -regex '.*/[0-9a-f]\{40\}' -exec cp {} "$committed/" \;
-    echo "==> $t: $before -> $(find "$committed" -type f | wc -l) files, $(du -sk "$committed" | cut -f1) KiB"
+    find "$committed" -maxdepth 1 -type f -regextype posix-extended -regex '.*/[0-9a-f]{40}' -delete
+    find "$merged" -maxdepth 1 -type f -regextype posix-extended -regex '.*/[0-9a-f]{40}' -exec cp {} "$committed/" \;
+    echo "==> $t: $before -> $(find "$committed" -type f | wc -l) files, $(du -sk --apparent-size "$committed" | cut -f1) KiB"
   done
   exit 0
 fi
