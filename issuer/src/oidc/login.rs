@@ -1,8 +1,8 @@
 //! `/oidc/login`: the sign-in page (GET, behind `?ticket=`) and the sign-in itself (POST, a form
 //! or JSON), which turns a valid ticket and the right password into a 60-second code.
 //!
-//! Order of the POST: the ticket (cheap, refuses forged requests), the per-source bucket, the
-//! per-user back-off (the attempt is reserved before anything is verified), the user and the
+//! Order of the POST: the ticket (cheap, refuses forged requests), the per-source failure bucket
+//! (a token reserved, kept only when the password turns out wrong), the per-user back-off (the attempt is reserved before anything is verified), the user and the
 //! credentials entry (read together, also for unknown users so the store's timing says
 //! nothing), one argon2id verification (the dummy hash when there is no user or no password; in
 //! the known devices' lane when the request carries a device cookie of that user, see
@@ -29,7 +29,7 @@ use super::{
     authorize::{see_other, wants_json, with_query},
     devices,
     errors::OAuthError,
-    limits::{Admission, AttemptOutcome, UserBackoff},
+    limits::{Admission, AttemptOutcome, SourceToken, UserBackoff},
     lock, page,
     passwords::{self, CheckError, Checked},
     request::{AUD_KUBE, Params},
@@ -197,12 +197,12 @@ async fn sign_in(
     password: Password,
 ) -> Result<(String, Option<HeaderValue>), Failure> {
     let now = issuer.now();
-    if let Err(wait) = lock(&issuer.login_buckets).take(source, now) {
+    let source_token = SourceToken::reserve(&issuer.login_buckets, source, now).map_err(|wait| {
         issuer.metrics.backoff_hit("source_rate");
-        return Err(Failure::Limited {
+        Failure::Limited {
             retry_after: wait.as_secs(),
-        });
-    }
+        }
+    })?;
     let name = (username.len() <= MAX_USERNAME_FIELD)
         .then(|| UserName::parse(username).ok())
         .flatten();
@@ -277,6 +277,7 @@ async fn sign_in(
     let device = known.map(|k| k.dev);
     let (Checked::Valid { rehash }, Some(user), Some(entry), Some(name)) = (checked, user, entry, name)
     else {
+        source_token.charge();
         reservation.outcome = AttemptOutcome::Failure;
         reservation.at = issuer.now();
         issuer.metrics.login_failure("invalid_credentials");

@@ -152,8 +152,9 @@ pub struct Issuer {
     hash_gate: passwords::HashGate,
     devices: devices::FastLane,
     backoff: Arc<Mutex<limits::UserBackoff>>,
-    login_buckets: Mutex<limits::TokenBuckets>,
-    token_buckets: Mutex<limits::TokenBuckets>,
+    login_buckets: Mutex<limits::TokenBuckets<limits::SourceKey>>,
+    token_buckets: Mutex<limits::TokenBuckets<limits::SourceKey>>,
+    family_buckets: Mutex<limits::TokenBuckets<String>>,
     codes: Mutex<limits::CodeLedger>,
 }
 
@@ -218,8 +219,9 @@ impl Issuer {
             hash_gate: passwords::HashGate::new(HASH_PERMITS, passwords::DEFAULT_MAX_WAITING),
             devices: devices::FastLane::default(),
             backoff: Arc::new(Mutex::new(limits::UserBackoff::new())),
-            login_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::LOGIN)),
-            token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN)),
+            login_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::LOGIN_FAILURES)),
+            token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN_FAILURES)),
+            family_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::FAMILY_GRANTS)),
             codes: Mutex::new(limits::CodeLedger::new()),
         })
     }

@@ -11,7 +11,9 @@
 //!   revocable); other hints are ignored (2.1);
 //! - a store failure: 500 `server_error`.
 //!
-//! The per-source rate limit is the token endpoint's.
+//! The per-source failure bucket is the token endpoint's: a request is charged when it is
+//! refused with a 4xx or when its token is not a valid refresh token (answered 200 all the same),
+//! and costs nothing when it revokes a family.
 
 use std::sync::Arc;
 
@@ -27,7 +29,7 @@ use super::{
     Issuer, Source,
     errors::OAuthError,
     request::{self, Params},
-    token::{client, param, rate_limit},
+    token::{client, is_client_failure, param, reserve_source},
 };
 use crate::{
     store::{Change, StoreError, modify_credentials},
@@ -40,12 +42,23 @@ pub(crate) async fn revoke(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return OAuthError::unreadable_body(&rejection).into_response(),
+    let reserved = match reserve_source(&issuer, source) {
+        Ok(reserved) => reserved,
+        Err(e) => return e.into_response(),
     };
-    match run(&issuer, source, &headers, &body).await {
-        Ok(()) => {
+    let result = match body {
+        Ok(body) => run(&issuer, &headers, &body).await,
+        Err(rejection) => Err(OAuthError::unreadable_body(&rejection)),
+    };
+    let failed = match &result {
+        Ok(revoked) => *revoked == Revoked::NotARefreshToken,
+        Err(e) => is_client_failure(e),
+    };
+    if failed {
+        reserved.charge();
+    }
+    match result {
+        Ok(_) => {
             let mut response = StatusCode::OK.into_response();
             response
                 .headers_mut()
@@ -56,13 +69,17 @@ pub(crate) async fn revoke(
     }
 }
 
-async fn run(
-    issuer: &Issuer,
-    source: std::net::IpAddr,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(), OAuthError> {
-    rate_limit(issuer, source)?;
+/// What a well-formed revocation found (both answered 200).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Revoked {
+    /// A valid refresh token: its family is gone.
+    Family,
+    /// Not a valid refresh token, or one of a family already gone: nothing to do, but the
+    /// source is charged.
+    NotARefreshToken,
+}
+
+async fn run(issuer: &Issuer, headers: &HeaderMap, body: &[u8]) -> Result<Revoked, OAuthError> {
     if !request::is_form(headers) {
         return Err(OAuthError::invalid_request(
             "the body must be application/x-www-form-urlencoded",
@@ -83,15 +100,15 @@ async fn run(
     };
     let Ok(claims) = tokens::verify_artifact::<RefreshClaims>(&keys, token, issuer.issuer(), issuer.now())
     else {
-        return Ok(());
+        return Ok(Revoked::NotARefreshToken);
     };
     if claims.client_id != client.id() {
         return Err(OAuthError::invalid_grant("token: issued to another client"));
     }
-    modify_credentials(issuer.store.as_ref(), &claims.sub, |current| {
+    let revoked = modify_credentials(issuer.store.as_ref(), &claims.sub, |current| {
         Ok::<_, StoreError>(match current.and_then(|c| c.revoke_family(&claims.fam)) {
-            Some(next) => Change::Put(next, ()),
-            None => Change::Keep(()),
+            Some(next) => Change::Put(next, Revoked::Family),
+            None => Change::Keep(Revoked::NotARefreshToken),
         })
     })
     .await
@@ -99,6 +116,8 @@ async fn run(
         tracing::warn!(error = %e, "revocation could not reach the user store");
         OAuthError::server_error("the user store is unavailable; the token was not revoked")
     })?;
-    issuer.store.invalidate(&claims.sub);
-    Ok(())
+    if revoked == Revoked::Family {
+        issuer.store.invalidate(&claims.sub);
+    }
+    Ok(revoked)
 }

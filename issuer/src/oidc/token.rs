@@ -3,6 +3,12 @@
 //! grace window, absolute lifetime). Every success answers a fresh ID token.
 //!
 //! Every bad, expired, replayed or foreign code or refresh token is `invalid_grant`.
+//!
+//! Limits: each request reserves a token in its source's failure bucket before any work and keeps
+//! it only when its answer is the client's fault (a 4xx other than 429: a bad grant, a garbage
+//! token, a malformed or unauthenticated request), so valid grants cost their source nothing and
+//! an office behind one address refreshes freely. Valid-looking refresh tokens are also held to
+//! their family's bucket before the store is read ([`super::limits::BucketPolicy::FAMILY_GRANTS`]).
 
 use std::sync::Arc;
 
@@ -21,7 +27,7 @@ use serde::Serialize;
 use super::{
     Issuer, Source,
     errors::OAuthError,
-    limits::CodeClaim,
+    limits::{CodeClaim, SourceToken},
     lock,
     request::{self, AUD_KUBE, Client, Params},
 };
@@ -81,14 +87,22 @@ pub(crate) fn client(params: &Params) -> Result<Client, OAuthError> {
         .ok_or_else(OAuthError::invalid_client)
 }
 
-/// Applies the per-source bucket shared by the token and revocation endpoints.
-pub(crate) fn rate_limit(issuer: &Issuer, source: std::net::IpAddr) -> Result<(), OAuthError> {
-    lock(&issuer.token_buckets)
-        .take(source, issuer.now())
-        .map_err(|wait| {
-            issuer.metrics.backoff_hit("source_rate");
-            OAuthError::slow_down(wait)
-        })
+/// Reserves a token in the source's failure bucket shared by the token and revocation
+/// endpoints, or refuses with `slow_down` when it is empty (before any other work).
+pub(crate) fn reserve_source(
+    issuer: &Issuer,
+    source: std::net::IpAddr,
+) -> Result<SourceToken<'_>, OAuthError> {
+    SourceToken::reserve(&issuer.token_buckets, source, issuer.now()).map_err(|wait| {
+        issuer.metrics.backoff_hit("source_rate");
+        OAuthError::slow_down(wait)
+    })
+}
+
+/// Whether an answer counts against its source: the client's fault (4xx), except a refusal by a
+/// limit, which is no new attempt.
+pub(crate) fn is_client_failure(e: &OAuthError) -> bool {
+    e.status.is_client_error() && e.status != axum::http::StatusCode::TOO_MANY_REQUESTS
 }
 
 fn store_error(e: StoreError) -> OAuthError {
@@ -111,12 +125,12 @@ pub(crate) async fn token(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return OAuthError::unreadable_body(&rejection).into_response(),
+    let reserved = match reserve_source(&issuer, source) {
+        Ok(reserved) => reserved,
+        Err(e) => return e.into_response(),
     };
     let result = async {
-        rate_limit(&issuer, source)?;
+        let body = body.map_err(|rejection| OAuthError::unreadable_body(&rejection))?;
         let params = form_body(&headers, &body)?;
         match required(&params, "grant_type")? {
             "authorization_code" => code_grant(&issuer, &params).await,
@@ -129,6 +143,11 @@ pub(crate) async fn token(
         }
     }
     .await;
+    if let Err(e) = &result
+        && is_client_failure(e)
+    {
+        reserved.charge();
+    }
     match result {
         Ok(body) => {
             let mut response = Json(body).into_response();
@@ -398,6 +417,10 @@ async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse
         return Err(OAuthError::invalid_grant(
             "refresh_token: issued to another client",
         ));
+    }
+    if let Err(wait) = lock(&issuer.family_buckets).reserve(claims.fam.clone(), now) {
+        issuer.metrics.backoff_hit("family_rate");
+        return Err(OAuthError::slow_down(wait));
     }
     let audience = request::resolve_audience(client, requested.or(Some(claims.audience.as_str())))
         .map_err(|e| OAuthError::invalid_request(e.to_string()))?;

@@ -36,5 +36,6 @@ mod server_reload;
 mod server_tls;
 mod side_channels;
 mod sign_in;
+mod source_limits;
 mod store_kube;
 mod store_local;

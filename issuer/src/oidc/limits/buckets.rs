@@ -1,0 +1,170 @@
+//! [`TokenBuckets`]: token buckets per key (a source address, a refresh family), bounded, with
+//! reserve-then-refund so that a bucket can count failures without letting concurrent requests
+//! slip past it.
+
+use std::{
+    hash::Hash,
+    net::{IpAddr, Ipv6Addr},
+};
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::{BUCKET_CAPACITY, recency::RecencyMap};
+
+/// The size and refill rate of a token bucket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BucketPolicy {
+    /// Requests allowed in a burst.
+    pub burst: f64,
+    /// Tokens added per second.
+    pub per_second: f64,
+}
+
+impl BucketPolicy {
+    /// Failed password attempts per source: 10 at once, then one every 6 seconds.
+    pub const LOGIN_FAILURES: BucketPolicy = BucketPolicy {
+        burst: 10.0,
+        per_second: 1.0 / 6.0,
+    };
+    /// Failed token and revocation requests per source (bad, expired, revoked or replayed
+    /// grants, garbage tokens, malformed or unauthenticated requests): 60 at once, then one per
+    /// second.
+    pub const TOKEN_FAILURES: BucketPolicy = BucketPolicy {
+        burst: 60.0,
+        per_second: 1.0,
+    };
+    /// Refresh grants per refresh family, valid or not: 20 at once, then 20 a second.
+    ///
+    /// A session needs one grant per ID token lifetime (minutes), and the processes sharing it
+    /// refresh together when it ends, so the burst covers a score of them at once. The ceiling
+    /// is there so that one refresh token cannot be multiplied (the grace window answers
+    /// concurrent presentations alike, each with a signature): held to 20 a second a family costs
+    /// under 2 % of one replica's RSA-3072 signing rate, and a second family takes a sign-in.
+    pub const FAMILY_GRANTS: BucketPolicy = BucketPolicy {
+        burst: 20.0,
+        per_second: 20.0,
+    };
+}
+
+/// The key of a source address: IPv4 as it is, IPv6 grouped by /64 (so one host cannot rotate
+/// through its prefix); an IPv4-mapped IPv6 address is its IPv4 address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SourceKey(IpAddr);
+
+impl SourceKey {
+    /// The key of `ip`.
+    pub fn of(ip: IpAddr) -> SourceKey {
+        SourceKey(match ip.to_canonical() {
+            IpAddr::V6(v6) => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+            v4 => v4,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    last: Timestamp,
+}
+
+/// Token buckets per key, at most a capacity of them ([`BUCKET_CAPACITY`]).
+///
+/// A request [`reserve`](Self::reserve)s a token before its work and, when it turns out not to
+/// count (a valid grant, an outage), gets it back with [`refund`](Self::refund): concurrent
+/// requests therefore never pass a bucket together once it is empty, whatever they turn out to
+/// be. A key missing from the table has a full bucket, so a bucket that refills is dropped, and
+/// when the table is full the least recently reserved key is forgotten first: O(1) amortised,
+/// and a source still being refused keeps its place because each refusal touches it.
+#[derive(Debug)]
+pub struct TokenBuckets<K> {
+    policy: BucketPolicy,
+    capacity: usize,
+    buckets: RecencyMap<K, Bucket>,
+}
+
+impl<K: Hash + Eq + Clone> TokenBuckets<K> {
+    /// Empty buckets with `policy`, at most [`BUCKET_CAPACITY`] keys.
+    pub fn new(policy: BucketPolicy) -> Self {
+        Self::with_capacity(policy, BUCKET_CAPACITY)
+    }
+
+    /// Empty buckets with `policy`, at most `capacity` keys.
+    pub fn with_capacity(policy: BucketPolicy, capacity: usize) -> Self {
+        TokenBuckets {
+            policy,
+            capacity: capacity.max(1),
+            buckets: RecencyMap::new(),
+        }
+    }
+
+    fn level(&self, key: &K, now: Timestamp) -> f64 {
+        self.buckets.get(key).map_or(self.policy.burst, |b| {
+            let elapsed = now.duration_since(b.last).as_secs_f64().max(0.0);
+            (b.tokens + elapsed * self.policy.per_second).min(self.policy.burst)
+        })
+    }
+
+    /// Takes one token for `key`, or says how long until one is available. The token stays
+    /// taken unless [`refund`](Self::refund)ed.
+    pub fn reserve(&mut self, key: K, now: Timestamp) -> Result<(), SignedDuration> {
+        let level = self.level(&key, now);
+        if !self.buckets.contains_key(&key) {
+            while self.buckets.len() >= self.capacity && self.buckets.pop_oldest().is_some() {}
+        }
+        if level >= 1.0 {
+            self.buckets.insert(
+                key,
+                Bucket {
+                    tokens: level - 1.0,
+                    last: now,
+                },
+            );
+            Ok(())
+        } else {
+            self.buckets.insert(
+                key,
+                Bucket {
+                    tokens: level,
+                    last: now,
+                },
+            );
+            let wait = (1.0 - level) / self.policy.per_second;
+            Err(SignedDuration::from_secs_f64(wait.ceil().max(1.0)))
+        }
+    }
+
+    /// Gives back a token [`reserve`](Self::reserve)d for `key`; a bucket full again is
+    /// forgotten. A key forgotten meanwhile is left alone (its bucket is full already).
+    pub fn refund(&mut self, key: &K, now: Timestamp) {
+        if !self.buckets.contains_key(key) {
+            return;
+        }
+        let level = (self.level(key, now) + 1.0).min(self.policy.burst);
+        if level >= self.policy.burst {
+            self.buckets.remove(key);
+        } else if let Some(b) = self.buckets.get_mut(key) {
+            *b = Bucket {
+                tokens: level,
+                last: now.max(b.last),
+            };
+        }
+    }
+
+    /// The tokens `key` holds at `now` (full when it has no entry).
+    pub fn tokens(&self, key: &K, now: Timestamp) -> f64 {
+        self.level(key, now)
+    }
+
+    /// The number of keys with a bucket that is not full (or was not when last touched).
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Whether no key has a bucket.
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+}
