@@ -77,6 +77,28 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 10)]
         seconds: u64,
     },
+    /// Many people behind one address: paced refreshes of many families, then garbage.
+    Nat {
+        #[arg(long)]
+        issuer: String,
+        #[arg(long)]
+        ca: PathBuf,
+        /// Users signed in from the one address, one refresh family each.
+        #[arg(long, default_value_t = 500)]
+        users: usize,
+        /// Seconds between two refreshes of one family.
+        #[arg(long, default_value_t = 10)]
+        period: u64,
+        /// Seconds of paced refreshes.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Garbage refresh tokens sent afterwards.
+        #[arg(long, default_value_t = 100)]
+        garbage: usize,
+        /// Wrong passwords sent afterwards (each for another name).
+        #[arg(long, default_value_t = 20)]
+        wrong_passwords: usize,
+    },
     /// A flood of concurrent sign-ins.
     Logins {
         #[arg(long)]

@@ -9,7 +9,8 @@ use std::time::Duration;
 pub(crate) const PASSWORD: &str = "bench password 0123456789";
 const REDIRECT: &str = "http://127.0.0.1:38123/callback";
 const VERIFIER: &str = "bench-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
-/// Token requests per forwarded address before the next one (the bucket's burst is 60).
+/// Requests per forwarded address before the next one (below the failure bucket's burst of 60,
+/// so a load's failures are never all charged to one source).
 pub(crate) const PER_ADDRESS: usize = 50;
 
 pub(crate) fn client(ca: &[u8]) -> Result<reqwest::Client> {
@@ -72,28 +73,11 @@ pub(crate) async fn sign_in_device(
     from: &str,
     device: Option<&str>,
 ) -> Result<(serde_json::Value, Option<String>)> {
-    let challenge = ichor_issuer::oidc::request::s256_challenge(VERIFIER);
-    let ticket = json_ok(
-        http.get(format!("{issuer}/oidc/authorize"))
-            .query(&[
-                ("response_type", "code"),
-                ("client_id", "ichor-cli"),
-                ("redirect_uri", REDIRECT),
-                ("state", "bench-state"),
-                ("nonce", "bench-nonce"),
-                ("scope", "openid offline_access"),
-                ("code_challenge", challenge.as_str()),
-                ("code_challenge_method", "S256"),
-                ("audience", audience),
-            ])
-            .header("accept", "application/json")
-            .header("x-forwarded-for", from),
-    )
-    .await?;
+    let ticket = ticket(http, issuer, audience, from).await?;
     let mut login = http
         .post(format!("{issuer}/oidc/login"))
         .header("x-forwarded-for", from)
-        .json(&serde_json::json!({"ticket": ticket["ticket"], "username": user, "password": password}));
+        .json(&serde_json::json!({"ticket": ticket, "username": user, "password": password}));
     if let Some(value) = device {
         login = login.header("cookie", format!("{COOKIE}={value}"));
     }
@@ -130,4 +114,33 @@ pub(crate) async fn sign_in_device(
     )
     .await?;
     Ok((tokens, cookie))
+}
+
+/// A sign-in ticket of the JSON authorize flow for `ichor-cli` with `offline_access` and ID
+/// tokens for `audience`.
+pub(crate) async fn ticket(
+    http: &reqwest::Client,
+    issuer: &str,
+    audience: &str,
+    from: &str,
+) -> Result<String> {
+    let challenge = ichor_issuer::oidc::request::s256_challenge(VERIFIER);
+    let ticket = json_ok(
+        http.get(format!("{issuer}/oidc/authorize"))
+            .query(&[
+                ("response_type", "code"),
+                ("client_id", "ichor-cli"),
+                ("redirect_uri", REDIRECT),
+                ("state", "bench-state"),
+                ("nonce", "bench-nonce"),
+                ("scope", "openid offline_access"),
+                ("code_challenge", challenge.as_str()),
+                ("code_challenge_method", "S256"),
+                ("audience", audience),
+            ])
+            .header("accept", "application/json")
+            .header("x-forwarded-for", from),
+    )
+    .await?;
+    Ok(ticket["ticket"].as_str().context("no ticket")?.to_owned())
 }

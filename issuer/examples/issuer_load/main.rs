@@ -17,6 +17,9 @@
 //!   steady pace in both phases. Prints a markdown report: throughput and p50/p99/p999 per
 //!   endpoint and phase, each issuer's VmHWM after each phase, and the known devices' sign-ins
 //!   beside the flood's shed count.
+//! - `nat --issuer A`: `--users` users signed in from one forwarded address, each family
+//!   refreshing once per `--period` seconds for `--seconds`, then garbage refresh tokens and
+//!   wrong passwords from the same address; prints a markdown report (`hack/bench/nat.sh`).
 //! - `control-plane --dir D`: a real kube-apiserver and etcd on loopback with Ichor's chart
 //!   installed and the users of `setup` in it, for issuers run with `--store kube`
 //!   (`hack/bench/kube-store.sh`; see [`cluster`]).
@@ -25,12 +28,13 @@
 //!   cross-user conflicts): the issuer's own ceiling, with the store taken out.
 //!
 //! Every request carries an `X-Forwarded-For` address (the issuer is started with
-//! `--trusted-proxy 127.0.0.0/8`), changed before a source's token bucket would run dry, so the
-//! per-source rate limits — a defence, not a capacity — do not cap the measurement.
+//! `--trusted-proxy 127.0.0.0/8`). The per-source buckets count only failures, so valid traffic
+//! passes them whatever its address; the loads still spread theirs over many addresses so that
+//! the wrong passwords of the flood are not all charged to one source (`nat` keeps to one).
 
 //!
 //! The pieces: `args` (the flags), `setup`, `client` (the HTTP client and the sign-in it
-//! drives), one module per load (`refresh`, `logins`, `mixed`), `stats` (percentiles),
+//! drives), one module per load (`refresh`, `logins`, `mixed`, `nat`), `stats` (percentiles),
 //! and the two servers it can stand up: `memory` (`serve-memory`) and [`cluster`]
 //! (`control-plane`).
 
@@ -46,6 +50,7 @@ mod cluster;
 mod logins;
 mod memory;
 mod mixed;
+mod nat;
 mod refresh;
 mod setup;
 mod stats;
@@ -76,6 +81,24 @@ async fn main() -> Result<()> {
             seconds,
             flood,
         } => mixed::run(&issuer, &ca, &pid, Duration::from_secs(seconds), flood).await,
+        Command::Nat {
+            issuer,
+            ca,
+            users,
+            period,
+            seconds,
+            garbage,
+            wrong_passwords,
+        } => {
+            let nat = nat::Nat {
+                users,
+                period: Duration::from_secs(period),
+                duration: Duration::from_secs(seconds),
+                garbage,
+                wrong_passwords,
+            };
+            nat::run(&issuer, &ca, nat).await
+        }
         Command::ServeMemory { dir, port } => memory::run(&dir, port).await,
         Command::ControlPlane { dir } => cluster::run(&dir).await,
     }
