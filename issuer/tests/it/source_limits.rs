@@ -39,8 +39,9 @@ fn office(h: &Harness) -> Vec<String> {
                 &fam(i),
                 start(),
             );
+            let family = entry.family(&fam(i)).expect("family").clone();
             h.store.add_user(&user(i), &["viewer"], Some(entry));
-            h.family_token(&user(i), &fam(i))
+            h.mint_refresh(&user(i), &fam(i), &family)
         })
         .collect()
 }

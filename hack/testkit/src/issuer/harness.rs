@@ -419,31 +419,6 @@ impl Harness {
     pub fn keys(&self) -> Arc<LoadedKeys> {
         self.ring.load().expect("keys")
     }
-
-    /// The refresh token of the current generation of `user`'s stored family `family`, signed
-    /// as the token endpoint signs it: sessions for tests that need more of them than sign-ins
-    /// (one argon2id verification each) can make in time, e.g. with [`cli_family_entry`].
-    pub fn family_token(&self, user: &str, family: &str) -> String {
-        let entry = self.store.entry(user).expect("credentials entry");
-        let f = entry.family(family).expect("family");
-        let claims = RefreshClaims {
-            iss: ISSUER.to_owned(),
-            sub: user.to_owned(),
-            client_id: f.client.clone(),
-            audience: f.aud.clone(),
-            fam: family.to_owned(),
-            generation: f.generation,
-            iat: f.iat.as_second(),
-            exp: f.exp.as_second(),
-        };
-        tokens::sign_artifact(
-            &self.keys(),
-            &claims,
-            f.rotated_at.unwrap_or(f.iat),
-            self.clock.now_ts(),
-        )
-        .expect("sign")
-    }
 }
 
 /// An urlencoded form body.
