@@ -126,6 +126,33 @@ pub struct IdTokenClaims {
     pub groups: Vec<String>,
 }
 
+/// Signs the refresh token of generation `family.generation` of `family` (id `fam`) of `sub`,
+/// with the HMAC key of the instant that generation was made, so the grace window re-creates
+/// exactly the token it handed out.
+///
+/// # Errors
+/// No HMAC key was active at that instant.
+pub fn sign_refresh(
+    keys: &LoadedKeys,
+    iss: &str,
+    sub: &str,
+    fam: &str,
+    family: &ichor_renderers::auth::credentials::Family,
+    now: Timestamp,
+) -> Result<String, TokenError> {
+    let claims = RefreshClaims {
+        iss: iss.to_owned(),
+        sub: sub.to_owned(),
+        client_id: family.client.clone(),
+        audience: family.aud.clone(),
+        fam: fam.to_owned(),
+        generation: family.generation,
+        iat: family.iat.as_second(),
+        exp: family.exp.as_second(),
+    };
+    sign_artifact(keys, &claims, family.rotated_at.unwrap_or(family.iat), now)
+}
+
 /// An HMAC artifact type: its header `typ`, its `iss` and its `exp`.
 pub trait Artifact: Serialize + DeserializeOwned {
     /// The header `typ` of this artifact.

@@ -224,18 +224,7 @@ fn refresh_token(
     family: &Family,
     now: Timestamp,
 ) -> Result<String, OAuthError> {
-    let claims = RefreshClaims {
-        iss: issuer.issuer().to_owned(),
-        sub: sub.to_owned(),
-        client_id: family.client.clone(),
-        audience: family.aud.clone(),
-        fam: fam.to_owned(),
-        generation: family.generation,
-        iat: family.iat.as_second(),
-        exp: family.exp.as_second(),
-    };
-    let key_at = family.rotated_at.unwrap_or(family.iat);
-    tokens::sign_artifact(keys, &claims, key_at, now).map_err(|e| {
+    tokens::sign_refresh(keys, issuer.issuer(), sub, fam, family, now).map_err(|e| {
         tracing::error!(error = %e, "cannot sign a refresh token");
         OAuthError::unavailable("the signing key")
     })

@@ -431,17 +431,7 @@ fn naming_nobody(token: &str) -> String {
 
 /// One refresh of `token` by `ichor-cli` from a fresh source address: the status and the body.
 async fn refresh_status(h: &Harness, token: &str) -> (StatusCode, serde_json::Value) {
-    let body = form(&[
-        ("grant_type", "refresh_token"),
-        ("refresh_token", token),
-        ("client_id", "ichor-cli"),
-    ]);
-    let mut req = Request::post("/oidc/token")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(Body::from(body))
-        .expect("req");
-    req.extensions_mut().insert(ConnectInfo(next_peer()));
-    let reply = h.send(req).await;
+    let reply = h.refresh_from(token, next_peer()).await;
     (reply.status, reply.json())
 }
 

@@ -17,7 +17,7 @@ use ichor_issuer::{
     keys::{KeyRing, LoadedKeys},
     oidc::{self, Clock, Issuer, IssuerConfig, Settings, TrustedProxies},
     store::UserStore,
-    tokens::{self, IdTokenClaims, RefreshClaims},
+    tokens::{self, IdTokenClaims},
 };
 use ichor_renderers::{
     auth::{
@@ -395,18 +395,7 @@ impl Harness {
     /// The refresh token of the current generation of `family` (id `fam`) of `sub`, signed as
     /// the issuer signs it: for seeding many sessions without one argon2id sign-in each.
     pub fn mint_refresh(&self, sub: &str, fam: &str, family: &Family) -> String {
-        let claims = RefreshClaims {
-            iss: ISSUER.to_owned(),
-            sub: sub.to_owned(),
-            client_id: family.client.clone(),
-            audience: family.aud.clone(),
-            fam: fam.to_owned(),
-            generation: family.generation,
-            iat: family.iat.as_second(),
-            exp: family.exp.as_second(),
-        };
-        let key_at = family.rotated_at.unwrap_or(family.iat);
-        tokens::sign_artifact(&self.keys(), &claims, key_at, self.clock.now_ts()).expect("sign")
+        tokens::sign_refresh(&self.keys(), ISSUER, sub, fam, family, self.clock.now_ts()).expect("sign")
     }
 
     /// A revocation with the form `pairs`.
