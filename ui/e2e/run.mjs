@@ -89,7 +89,7 @@ function testClusterCa() {
 }
 
 /** Chromium with its own profile, trusting `ca` through a fresh NSS database when possible. */
-async function launch(ca) {
+async function launch(ca, locale = "en-US") {
   const home = trustCa(ca);
   const profile = mkdtempSync(join(tmpdir(), "ichor-ui-profile-"));
   const context = await chromium.launchPersistentContext(profile, {
@@ -101,6 +101,7 @@ async function launch(ca) {
     ignoreHTTPSErrors: !home,
     acceptDownloads: true,
     viewport: { width: 1280, height: 800 },
+    locale,
   });
   return { context, home, profile };
 }

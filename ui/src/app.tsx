@@ -1,22 +1,23 @@
 import { useEffect, useState } from "preact/hooks";
-import { S } from "./strings";
+import { S, language, msg, t, type Lang, type Msg } from "./strings";
 import type { WhoAmIResponse } from "./gen/ichor/v1alpha1/user_pb";
-import { api, isUnauthenticated, message } from "./lib/api";
+import { api, isUnauthenticated, refusal } from "./lib/api";
 import { session, type EndReason } from "./lib/session";
 import { SignIn } from "./pages/SignIn";
 import { MustChange } from "./pages/ChangePassword";
 import { Account, AccountMenu } from "./pages/Account";
 import { Users } from "./pages/Users";
+import { LanguageSwitch } from "./pages/LanguageSwitch";
 
 type View =
   | { kind: "loading" }
-  | { kind: "signedOut"; notice?: string }
-  | { kind: "error"; message: string }
+  | { kind: "signedOut"; notice?: Msg }
+  | { kind: "error"; message: Msg }
   | { kind: "ready"; me: WhoAmIResponse };
 
-const NOTICES: Record<EndReason, string | undefined> = {
+const NOTICES: Record<EndReason, Msg | undefined> = {
   signedOut: undefined,
-  expired: S.sessionEnded,
+  expired: msg("sessionEnded"),
   copiedTab: undefined,
 };
 
@@ -27,6 +28,8 @@ function currentPath(): string {
 export function App() {
   const [view, setView] = useState<View>({ kind: "loading" });
   const [path, setPath] = useState(currentPath());
+  const [, setLang] = useState<Lang>(language());
+  const langSwitch = <LanguageSwitch onChange={setLang} />;
 
   const go = (p: string) => {
     history.pushState(null, "", p);
@@ -44,9 +47,9 @@ export function App() {
     } catch (e) {
       if (isUnauthenticated(e)) {
         session.clear();
-        setView({ kind: "signedOut", notice: S.sessionEnded });
+        setView({ kind: "signedOut", notice: msg("sessionEnded") });
       } else {
-        setView({ kind: "error", message: message(e) });
+        setView({ kind: "error", message: refusal(e) });
       }
     }
   }
@@ -54,25 +57,33 @@ export function App() {
   useEffect(() => {
     session.onEnd = (reason) => setView({ kind: "signedOut", notice: NOTICES[reason] });
     const pop = () => setPath(currentPath());
+    const visible = () => {
+      if (document.visibilityState === "visible") void session.becameVisible();
+    };
     addEventListener("popstate", pop);
+    document.addEventListener("visibilitychange", visible);
     void start();
-    return () => removeEventListener("popstate", pop);
+    return () => {
+      removeEventListener("popstate", pop);
+      document.removeEventListener("visibilitychange", visible);
+    };
   }, []);
 
-  const signedOut = () => setView({ kind: "signedOut", notice: S.sessionEnded });
+  const signedOut = () => setView({ kind: "signedOut", notice: msg("sessionEnded") });
 
   switch (view.kind) {
     case "loading":
       return <main class="center"><p>{S.loading}</p></main>;
     case "signedOut":
-      return <SignIn notice={view.notice} onSignedIn={() => { setView({ kind: "loading" }); void start(); }} />;
+      return <SignIn notice={view.notice} extra={langSwitch}
+        onSignedIn={() => { setView({ kind: "loading" }); void start(); }} />;
     case "error":
-      return <main class="center"><p class="error" role="alert">{view.message}</p></main>;
+      return <main class="center"><p class="error" role="alert">{t(view.message)}</p></main>;
     case "ready":
       break;
   }
   const me = view.me;
-  if (me.mustChange) return <MustChange onSignedOut={signedOut} />;
+  if (me.mustChange) return <MustChange onSignedOut={signedOut} extra={langSwitch} />;
   // The built-in roles let only admins read IchorUsers (ichor-operator and ichor-viewer have no
   // verb on `ichorusers`), so the Users page is offered to admins only.
   const canSeeUsers = me.roles.includes("admin");
@@ -81,7 +92,7 @@ export function App() {
     <>
       <header class="bar">
         <span class="brand">{S.appName}</span>
-        <nav>
+        <nav aria-label={S.mainNav}>
           <a href="/account" aria-current={page === "account" ? "page" : undefined}
             onClick={(e) => { e.preventDefault(); go("/account"); }}>{S.account}</a>
           {canSeeUsers && (
@@ -89,6 +100,7 @@ export function App() {
               onClick={(e) => { e.preventDefault(); go("/users"); }}>{S.users}</a>
           )}
         </nav>
+        {langSwitch}
         <AccountMenu me={me} go={go} />
       </header>
       <main class="content">

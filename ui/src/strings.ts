@@ -1,81 +1,117 @@
-// Every English string the UI shows, in one place.
-export const S = {
-  appName: "Ichor",
-  loading: "Loading…",
+// The UI's strings in the chosen language, the choice itself (the browser's languages unless the
+// user picked one, remembered in localStorage) and locale-aware formatting of dates and numbers.
+// `S` is a live binding: `setLanguage` swaps it and the app re-renders from its root.
+import { en, type Key, type Strings } from "./i18n/en";
+import { ja } from "./i18n/ja";
 
-  signInTitle: "Sign in to Ichor",
-  userName: "User name",
-  password: "Password",
-  signIn: "Sign in",
-  signingIn: "Signing in…",
-  enterUserName: "Enter your user name.",
-  enterPassword: "Enter your password.",
-  sessionEnded: "Your session ended. Sign in again.",
-  signInFailed: "Sign-in failed: ",
-  badRedirect: "The issuer answered with a redirect that is not this page's; sign-in stopped.",
-  badState: "The sign-in answer does not match this page's request; sign-in stopped.",
-  badToken: "The issuer's token does not match this sign-in; sign-in stopped.",
-  network: "The server could not be reached. Check your connection and try again.",
+/** The languages the UI ships. */
+export const LANGUAGES = ["en", "ja"] as const;
+/** One of [`LANGUAGES`]. */
+export type Lang = (typeof LANGUAGES)[number];
+/** Each language's strings. */
+export const CATALOGS: Record<Lang, Strings> = { en, ja };
+/** Each language's name in that language (the switch shows these). */
+export const LANGUAGE_NAMES: Record<Lang, string> = { en: "English", ja: "日本語" };
+/** Where the user's choice is remembered. */
+export const LANG_KEY = "ichor.lang";
 
-  mustChangeTitle: "Choose a new password",
-  mustChangeText: "Your password was set by an administrator. Choose your own before you continue.",
-  currentPassword: "Current password",
-  newPassword: "New password",
-  confirmPassword: "Repeat the new password",
-  changePassword: "Change password",
-  changing: "Changing…",
-  enterCurrent: "Enter your current password.",
-  tooShort: "Use at least 12 characters.",
-  tooLong: "Use at most 128 bytes.",
-  mismatch: "The two new passwords differ.",
-  sameAsOld: "The new password must differ from the current one.",
-  passwordChanged: "Password changed. Signing you in again…",
+export type { Key, Strings };
 
-  account: "Account",
-  signedInAs: "Signed in as",
-  roles: "Roles",
-  noRoles: "none",
-  downloadKubeconfig: "Download my kubeconfig",
-  kubeconfigReady: "Kubeconfig downloaded.",
-  signOut: "Sign out",
-  signOutEverywhere: "Sign out everywhere",
-  menu: "Account menu",
+/** The strings of the current language. */
+export let S: Strings = en;
+let current: Lang = "en";
 
-  users: "Users",
-  usersReadOnly: "You can see users but not change them.",
-  name: "Name",
-  displayName: "Display name",
-  email: "E-mail",
-  status: "Status",
-  actions: "Actions",
-  active: "active",
-  disabled: "disabled",
-  mustChange: "must change password",
-  noPassword: "no password",
-  createUser: "Create user",
-  create: "Create",
-  generatePassword: "Generate a first password",
-  nameInvalid: "Use a lower-case DNS label: letters, digits and '-', at most 63, starting and ending with a letter or digit.",
-  emailInvalid: "Enter an e-mail address such as ada@example.com, or leave it empty.",
-  displayNameTooLong: "Use at most 256 bytes.",
-  shownOnce: "Password for {name} (shown once, copy it now):",
-  dismiss: "Dismiss",
-  editRoles: "Edit roles",
-  save: "Save",
-  cancel: "Cancel",
-  disable: "Disable",
-  enable: "Enable",
-  resetPassword: "Reset password",
-  revokeSessions: "Revoke sessions",
-  delete: "Delete",
-  confirmDelete: "Delete {name}? This cannot be undone.",
-  confirm: "Confirm",
-  done: "Done: {what}.",
-  refused: "Refused: ",
-  noUsers: "No users.",
-} as const;
+/** The current language. */
+export function language(): Lang {
+  return current;
+}
 
-/** `S[key]` with `{name}`-style placeholders filled in. */
-export function fmt(template: string, values: Record<string, string>): string {
-  return template.replace(/\{(\w+)\}/g, (m, k: string) => values[k] ?? m);
+function asLang(tag: string | null | undefined): Lang | null {
+  const primary = (tag ?? "").toLowerCase().split("-")[0];
+  return (LANGUAGES as readonly string[]).includes(primary) ? (primary as Lang) : null;
+}
+
+/**
+ * The language to show: the remembered choice when it is one we ship, else the first of the
+ * browser's languages (`navigator.languages`, in preference order) that we ship, else English.
+ */
+export function pickLanguage(stored: string | null, browser: readonly string[]): Lang {
+  const chosen = asLang(stored);
+  if (chosen) return chosen;
+  for (const tag of browser) {
+    const l = asLang(tag);
+    if (l) return l;
+  }
+  return "en";
+}
+
+/** Switches the strings and `<html lang>`; `remember` stores the choice for later visits. */
+export function setLanguage(lang: Lang, remember = false): void {
+  current = lang;
+  S = CATALOGS[lang];
+  if (typeof document !== "undefined") document.documentElement.lang = lang;
+  if (remember && typeof localStorage !== "undefined") {
+    try {
+      localStorage.setItem(LANG_KEY, lang);
+    } catch {
+      // Storage refused (private mode quota): the choice lasts for this page only.
+    }
+  }
+}
+
+/** Picks and applies the language at start-up. */
+export function initLanguage(): Lang {
+  let stored: string | null = null;
+  try {
+    stored = typeof localStorage === "undefined" ? null : localStorage.getItem(LANG_KEY);
+  } catch {
+    stored = null;
+  }
+  const browser = typeof navigator === "undefined" ? [] : navigator.languages ?? [navigator.language];
+  const lang = pickLanguage(stored, browser);
+  setLanguage(lang);
+  return lang;
+}
+
+/** A template with `{name}`-style placeholders filled in. */
+export function fmt(template: string, values: Record<string, string | number>): string {
+  return template.replace(/\{(\w+)\}/g, (m, k: string) => {
+    const v = values[k];
+    if (v === undefined) return m;
+    return typeof v === "number" ? formatNumber(v) : v;
+  });
+}
+
+/** A number as the current language writes it (grouping separators). */
+export function formatNumber(n: number, lang: Lang = current): string {
+  return new Intl.NumberFormat(lang).format(n);
+}
+
+/** A date and time (milliseconds since the epoch) as the current language writes it. */
+export function formatDateTime(ms: number, lang: Lang = current): string {
+  return new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "short" }).format(new Date(ms));
+}
+
+/** A count with its noun (`1 user`, `3 users`), by the language's plural rules. */
+export function countOf(n: number, one: string, other: string, lang: Lang = current): string {
+  return fmt(new Intl.PluralRules(lang).select(n) === "one" ? one : other, { count: n });
+}
+
+/**
+ * A message to show, kept as its key and values so that it is rendered in the language current
+ * at render time (switching the language re-translates errors already on screen).
+ */
+export interface Msg {
+  key: Key;
+  values?: Record<string, string | number>;
+}
+
+/** A message by key. */
+export function msg(key: Key, values?: Record<string, string | number>): Msg {
+  return { key, values };
+}
+
+/** The text of a message in the current language. */
+export function t(m: Msg): string {
+  return m.values ? fmt(S[m.key], m.values) : S[m.key];
 }

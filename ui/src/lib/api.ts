@@ -5,6 +5,8 @@ import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/
 import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { UserService } from "../gen/ichor/v1alpha1/user_pb";
 import { session } from "./session";
+import { apiRefusal } from "./refusal";
+import type { Msg } from "../strings";
 
 const bearer: Interceptor = (next) => async (req) => {
   const token = await session.validToken();
@@ -25,9 +27,10 @@ export const api = createClient(
   createGrpcWebTransport({ baseUrl: typeof location === "undefined" ? "/" : location.origin, interceptors: [bearer] }),
 );
 
-/** The server's message of a refused call. */
-export function message(e: unknown): string {
-  return ConnectError.from(e).rawMessage;
+/** A refused call as a message of the catalogs (the server's sentence, recognised). */
+export function refusal(e: unknown): Msg {
+  const c = ConnectError.from(e);
+  return apiRefusal(c.code, c.rawMessage);
 }
 
 /** Whether a call was refused because the caller is not signed in. */

@@ -3,7 +3,8 @@
 // this page's /auth/callback with this page's state; the code is exchanged with fetch. The PKCE
 // verifier, state and nonce stay in memory (local variables of one call).
 
-import { S } from "../strings";
+import { msg, t, type Msg } from "../strings";
+import { signInRefusal } from "./refusal";
 import { claims, stringClaim } from "./jwt";
 import { challengeS256, randomToken } from "./pkce";
 import { session } from "./session";
@@ -26,8 +27,12 @@ interface Discovery {
   revocation_endpoint?: string;
 }
 
-/** A sign-in refusal with a sentence to show. */
-export class SignInError extends Error {}
+/** A sign-in refusal with the message to show. */
+export class SignInError extends Error {
+  constructor(readonly msg: Msg) {
+    super(t(msg));
+  }
+}
 
 async function json<T>(response: Response): Promise<T> {
   const text = await response.text();
@@ -39,7 +44,10 @@ async function json<T>(response: Response): Promise<T> {
   }
   if (!response.ok) {
     const b = (body ?? {}) as { error?: string; error_description?: string };
-    throw new SignInError(b.error_description || b.error || `HTTP ${response.status}`);
+    const retry = Number.parseInt(response.headers.get("retry-after") ?? "", 10);
+    throw new SignInError(
+      signInRefusal(response.status, b.error ?? "", b.error_description ?? "", Number.isFinite(retry) ? retry : null),
+    );
   }
   return body as T;
 }
@@ -49,7 +57,7 @@ async function get<T>(url: string): Promise<T> {
   try {
     r = await fetch(url, { headers: { accept: "application/json" } });
   } catch {
-    throw new SignInError(S.network);
+    throw new SignInError(msg("network"));
   }
   return json<T>(r);
 }
@@ -59,7 +67,7 @@ async function post<T>(url: string, init: RequestInit): Promise<T> {
   try {
     r = await fetch(url, { method: "POST", ...init });
   } catch {
-    throw new SignInError(S.network);
+    throw new SignInError(msg("network"));
   }
   return json<T>(r);
 }
@@ -68,7 +76,7 @@ async function post<T>(url: string, init: RequestInit): Promise<T> {
 export async function ichorProvider(): Promise<Provider> {
   const config = await get<AuthConfig>("/auth/config");
   const p = config.providers.find((x) => x.id === "ichor");
-  if (!p) throw new SignInError("This server offers no Ichor sign-in.");
+  if (!p) throw new SignInError(msg("noIchorSignIn"));
   return p;
 }
 
@@ -78,14 +86,14 @@ export function checkRedirect(returned: string, expected: string, state: string)
   try {
     url = new URL(returned);
   } catch {
-    throw new SignInError(S.badRedirect);
+    throw new SignInError(msg("badRedirect"));
   }
-  if (`${url.origin}${url.pathname}` !== expected) throw new SignInError(S.badRedirect);
+  if (`${url.origin}${url.pathname}` !== expected) throw new SignInError(msg("badRedirect"));
   const error = url.searchParams.get("error");
-  if (error) throw new SignInError(url.searchParams.get("error_description") || error);
-  if (url.searchParams.get("state") !== state) throw new SignInError(S.badState);
+  if (error) throw new SignInError(msg("refusedOther", { detail: url.searchParams.get("error_description") || error }));
+  if (url.searchParams.get("state") !== state) throw new SignInError(msg("badState"));
   const code = url.searchParams.get("code");
-  if (!code) throw new SignInError(S.badState);
+  if (!code) throw new SignInError(msg("badState"));
   return code;
 }
 
@@ -126,7 +134,7 @@ export async function signIn(username: string, password: string): Promise<void> 
   const c = claims(tokens.id_token);
   const aud = c?.aud;
   const audOk = aud === provider.clientId || (Array.isArray(aud) && aud.includes(provider.clientId));
-  if (!c || c.nonce !== nonce || c.iss !== d.issuer || !audOk) throw new SignInError(S.badToken);
+  if (!c || c.nonce !== nonce || c.iss !== d.issuer || !audOk) throw new SignInError(msg("badToken"));
   session.clear();
   session.store(
     tokens.id_token,
@@ -150,7 +158,7 @@ export async function signInAgain(newPassword: string): Promise<boolean> {
   const token = session.idToken();
   const name = token ? stringClaim(token, "sub") : "";
   try {
-    if (!name) throw new SignInError("no user");
+    if (!name) return false;
     await signIn(name, newPassword);
     return true;
   } catch {

@@ -80,11 +80,72 @@ describe("the browser session", () => {
     expect(ended).toEqual(["expired"]);
   });
 
-  it("keeps the session when the network fails", async () => {
+  it("ends the session when the issuer answers 401 or 403", async () => {
+    for (const status of [401, 403]) {
+      const d = deps((async () => new Response('{"error":"access_denied"}', { status })) as Deps["fetch"]);
+      const s = signedIn(d, 10);
+      const ended: string[] = [];
+      s.onEnd = (r) => ended.push(r);
+      expect(await s.refreshNow()).toBeNull();
+      expect(s.refresh(), String(status)).toBeNull();
+      expect(ended).toEqual(["expired"]);
+    }
+  });
+
+  it("keeps the session when the network fails and retries in 15 s", async () => {
     const d = deps((async () => { throw new TypeError("offline"); }) as Deps["fetch"]);
     const s = signedIn(d, 10);
     expect(await s.refreshNow()).toBeNull();
     expect(s.idToken()).not.toBeNull();
+    expect(s.pendingMs()).toBe(15_000);
+    s.clear();
+  });
+
+  it("keeps the session on a 5xx and retries in 15 s, then stores the answer once the issuer is back", async () => {
+    const fresh = jws({ sub: "ada", iat: NOW / 1000, exp: NOW / 1000 + 300 });
+    let status = 503;
+    const f = vi.fn(async () => status === 200
+      ? new Response(JSON.stringify({ id_token: fresh, refresh_token: jws({ fam: "f1", gen: 2 }) }))
+      : new Response("{}", { status }));
+    const d = deps(f as unknown as Deps["fetch"]);
+    const s = signedIn(d, 10);
+    for (const code of [503, 500, 502]) {
+      status = code;
+      expect(await s.refreshNow()).toBeNull();
+      expect(s.refresh(), String(code)).not.toBeNull();
+      expect(s.pendingMs()).toBe(15_000);
+    }
+    status = 200;
+    expect(await s.refreshNow()).toBe(fresh);
+    // Rescheduled from the new token: a minute before its end.
+    expect(s.pendingMs()).toBe(240_000);
+    s.clear();
+  });
+
+  it("reschedules after every refresh from the new token's life", async () => {
+    const short = jws({ sub: "ada", iat: NOW / 1000, exp: NOW / 1000 + 60 });
+    const f = vi.fn(async () => new Response(JSON.stringify({ id_token: short })));
+    const d = deps(f as unknown as Deps["fetch"]);
+    const s = signedIn(d, 10);
+    s.schedule();
+    expect(s.pendingMs()).toBe(10_000);
+    await s.refreshNow();
+    expect(s.pendingMs()).toBe(40_000);
+    s.clear();
+  });
+
+  it("refreshes at once when a tab becomes visible with its token near its end, not otherwise", async () => {
+    const fresh = jws({ sub: "ada", iat: NOW / 1000, exp: NOW / 1000 + 300 });
+    const f = vi.fn(async () => new Response(JSON.stringify({ id_token: fresh })));
+    const far = signedIn(deps(f as unknown as Deps["fetch"]), 250);
+    expect(await far.becameVisible()).toBe(false);
+    expect(f).not.toHaveBeenCalled();
+    const past = signedIn(deps(f as unknown as Deps["fetch"]), -120);
+    expect(await past.becameVisible()).toBe(true);
+    expect(f).toHaveBeenCalledTimes(1);
+    expect(past.idToken()).toBe(fresh);
+    far.clear();
+    past.clear();
   });
 
   it("revokes the refresh token before it clears the tokens on sign-out", async () => {

@@ -1,26 +1,28 @@
 // The browser session (seed amendments 2026-11-04): the ID token and the refresh token live in
 // sessionStorage only (tab-scoped, gone when the tab closes). The ID token is refreshed a minute
-// before it expires and once after a 401, single-flight: concurrent callers share one refresh, so
-// one rotation happens. A tab holding a family keeps the Web Lock `ichor-session-<fam>`; a
+// before it expires (the decisions are in ./policy), when a hidden tab whose token is near its end
+// becomes visible, and once after a 401, single-flight: concurrent callers share one refresh, so
+// one rotation happens. A refused refresh (400, 401, 403) ends the session; a network failure or a
+// 5xx keeps it and retries every 15 s. A tab holding a family keeps the Web Lock `ichor-session-<fam>`; a
 // duplicated tab (which copied sessionStorage) cannot take it and drops the copied tokens, so it
 // never presents a retired token that would revoke the original's family.
 
 import { claims, expiresAtMs, issuedAtMs } from "./jwt";
+import {
+  RETRY_MS, aheadMs, nextRefreshInMs, refreshBeforeUse, refreshOnVisible, refreshOutcome, type TokenTimes,
+} from "./policy";
 
 export const TOKEN_KEY = "ichor.token";
 export const REFRESH_KEY = "ichor.refresh";
-/** How long before expiry the ID token is refreshed. */
-export const REFRESH_AHEAD_MS = 60_000;
-/** Never refresh more often than this, whatever the token's lifetime. */
-export const MIN_REFRESH_INTERVAL_MS = 10_000;
 
-/**
- * How long before expiry a token is refreshed: a minute, or a third of its lifetime for tokens
- * that live less than three minutes (a one-minute token would otherwise be due at once).
- */
+/** The `iat` and `exp` of a token. */
+export function times(token: string): TokenTimes {
+  return { issuedAt: issuedAtMs(token), expiresAt: expiresAtMs(token) };
+}
+
+/** How long before expiry a token is refreshed ([`aheadMs`] of its times). */
 export function refreshAheadMs(token: string): number {
-  const lifetime = expiresAtMs(token) - issuedAtMs(token);
-  return lifetime > 0 && lifetime < 3 * REFRESH_AHEAD_MS ? Math.floor(lifetime / 3) : REFRESH_AHEAD_MS;
+  return aheadMs(times(token));
 }
 /** How long a tab waits for its family's lock before it treats itself as a copy. */
 export const LOCK_WAIT_MS = 1_500;
@@ -91,8 +93,7 @@ export class Session {
   clear(): void {
     this.d.storage.removeItem(TOKEN_KEY);
     this.d.storage.removeItem(REFRESH_KEY);
-    if (this.timer !== null) this.d.clearTimeout(this.timer);
-    this.timer = null;
+    this.cancelTimer();
     this.releaseLock?.();
     this.releaseLock = null;
     this.lockedFamily = null;
@@ -131,31 +132,71 @@ export class Session {
     return held;
   }
 
+  /** The session's start and absolute end (the refresh family's `iat` and `exp`), or null. */
+  times(): { since: number; until: number } | null {
+    const r = this.refresh();
+    if (!r) return null;
+    const t = times(r.refreshToken);
+    return t.issuedAt && t.expiresAt ? { since: t.issuedAt, until: t.expiresAt } : null;
+  }
+
   /**
    * Schedules the refresh a minute (a third of the lifetime for short tokens) before the ID token
-   * expires, never sooner than [`MIN_REFRESH_INTERVAL_MS`] from now.
+   * expires, never sooner than ten seconds from now ([`nextRefreshInMs`]).
    */
   schedule(): void {
+    const token = this.idToken();
+    if (!token || !this.refresh()) return this.cancelTimer();
+    this.setTimer(nextRefreshInMs(times(token), this.d.now()));
+  }
+
+  /** The delay of the pending refresh timer in milliseconds, or null (for tests and diagnostics). */
+  pendingMs(): number | null {
+    return this.timerMs;
+  }
+
+  private timerMs: number | null = null;
+
+  private setTimer(ms: number): void {
+    this.cancelTimer();
+    this.timerMs = ms;
+    this.timer = this.d.setTimeout(() => {
+      this.timer = null;
+      this.timerMs = null;
+      void this.refreshNow();
+    }, ms);
+  }
+
+  private cancelTimer(): void {
     if (this.timer !== null) this.d.clearTimeout(this.timer);
     this.timer = null;
+    this.timerMs = null;
+  }
+
+  /**
+   * The tab became visible: refreshes at once when the ID token is near its end (the timers of a
+   * hidden tab are throttled or frozen, so the scheduled refresh may not have run). Resolves to
+   * whether a refresh was started.
+   */
+  async becameVisible(): Promise<boolean> {
     const token = this.idToken();
-    if (!token || !this.refresh()) return;
-    const wait = Math.max(MIN_REFRESH_INTERVAL_MS, expiresAtMs(token) - refreshAheadMs(token) - this.d.now());
-    this.timer = this.d.setTimeout(() => void this.refreshNow(), wait);
+    if (!token || !this.refresh() || !refreshOnVisible(times(token), this.d.now())) return false;
+    await this.refreshNow();
+    return true;
   }
 
   /** An ID token that is not about to expire (refreshing first when needed), or null. */
   async validToken(): Promise<string | null> {
     const token = this.idToken();
     if (!token) return null;
-    if (expiresAtMs(token) - this.d.now() > refreshAheadMs(token) / 2) return token;
+    if (!refreshBeforeUse(times(token), this.d.now())) return token;
     return (await this.refreshNow()) ?? (expiresAtMs(token) > this.d.now() ? token : null);
   }
 
   /**
    * Refreshes the ID token with the stored refresh token; concurrent calls share one request.
-   * A refused refresh (`invalid_grant`, a revoked or reused family) ends the session; a network
-   * failure keeps it (the next call retries).
+   * A refused refresh (400, 401, 403: a revoked, reused or expired family, a disabled user) ends
+   * the session; a network failure or a 5xx keeps it and retries in 15 s ([`refreshOutcome`]).
    */
   refreshNow(): Promise<string | null> {
     if (!this.inflight) {
@@ -179,18 +220,33 @@ export class Session {
         }).toString(),
       });
     } catch {
-      return null;
+      return this.retryLater();
     }
-    if (response.status === 400 || response.status === 401) {
-      this.clear();
-      this.onEnd("expired");
-      return null;
+    switch (refreshOutcome(response.status)) {
+      case "end":
+        this.clear();
+        this.onEnd("expired");
+        return null;
+      case "retry":
+        return this.retryLater();
+      case "store":
+        break;
     }
-    if (!response.ok) return null;
-    const body = (await response.json()) as { id_token?: string; refresh_token?: string };
-    if (!body.id_token) return null;
+    let body: { id_token?: string; refresh_token?: string };
+    try {
+      body = (await response.json()) as typeof body;
+    } catch {
+      return this.retryLater();
+    }
+    if (!body.id_token) return this.retryLater();
     this.store(body.id_token, body.refresh_token ? { ...r, refreshToken: body.refresh_token } : null);
     return body.id_token;
+  }
+
+  /** Keeps the session after a failed refresh and tries again in [`RETRY_MS`]. */
+  private retryLater(): null {
+    if (this.refresh()) this.setTimer(RETRY_MS);
+    return null;
   }
 
   /**

@@ -1,23 +1,26 @@
 import { describe, expect, it } from "vitest";
 import { checkEmail, checkName, checkPasswordChange } from "./validate";
 import { checkRedirect } from "./login";
-import { S } from "../strings";
+import { S, t } from "../strings";
 
 describe("form checks", () => {
   it("accepts DNS labels and refuses others", () => {
-    expect(checkName("ada-2")).toBe("");
-    for (const bad of ["", "Ada", "-ada", "ada-", "a_b", "a".repeat(64)]) expect(checkName(bad)).toBe(S.nameInvalid);
+    expect(checkName("ada-2")).toBeNull();
+    for (const bad of ["", "Ada", "-ada", "ada-", "a_b", "a".repeat(64)]) expect(checkName(bad)?.key).toBe("nameInvalid");
+    expect(t(checkName("Ada")!)).toContain("at most 63");
   });
   it("allows an empty e-mail and refuses one without @", () => {
-    expect(checkEmail("")).toBe("");
-    expect(checkEmail("ada@example.com")).toBe("");
-    expect(checkEmail("ada")).toBe(S.emailInvalid);
+    expect(checkEmail("")).toBeNull();
+    expect(checkEmail("ada@example.com")).toBeNull();
+    expect(checkEmail("ada")?.key).toBe("emailInvalid");
   });
   it("refuses a password of eleven bytes, a mismatch and a reused password", () => {
-    expect(checkPasswordChange("old", "elevenbytes", "elevenbytes").next).toBe(S.tooShort);
-    expect(checkPasswordChange("old", "twelve-bytes", "twelve-byteZ").repeat).toBe(S.mismatch);
-    expect(checkPasswordChange("twelve-bytes", "twelve-bytes", "twelve-bytes").next).toBe(S.sameAsOld);
-    expect(checkPasswordChange("", "twelve-bytes", "twelve-bytes").current).toBe(S.enterCurrent);
+    const short = checkPasswordChange("old", "elevenbytes", "elevenbytes").next;
+    expect(short?.key).toBe("tooShort");
+    expect(t(short!)).toBe("Use at least 12 characters.");
+    expect(checkPasswordChange("old", "twelve-bytes", "twelve-byteZ").repeat?.key).toBe("mismatch");
+    expect(checkPasswordChange("twelve-bytes", "twelve-bytes", "twelve-bytes").next?.key).toBe("sameAsOld");
+    expect(checkPasswordChange("", "twelve-bytes", "twelve-bytes").current?.key).toBe("enterCurrent");
     expect(checkPasswordChange("old", "twelve-bytes", "twelve-bytes")).toEqual({});
   });
 });

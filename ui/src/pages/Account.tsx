@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks";
-import { S } from "../strings";
+import { S, fmt, formatDateTime, t, type Msg } from "../strings";
 import type { WhoAmIResponse } from "../gen/ichor/v1alpha1/user_pb";
-import { api, message } from "../lib/api";
+import { api, refusal } from "../lib/api";
 import { session } from "../lib/session";
 import { ChangePassword } from "./ChangePassword";
 
@@ -27,13 +27,13 @@ export async function signOutEverywhere(name: string): Promise<void> {
 /** The account menu in the header: who am I and the session's actions. */
 export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => void }) {
   const [open, setOpen] = useState(false);
-  const [error, setError] = useState("");
+  const [error, setError] = useState<Msg | null>(null);
   const run = (f: () => Promise<void>) => async () => {
-    setError("");
+    setError(null);
     try {
       await f();
     } catch (e) {
-      setError(S.refused + message(e));
+      setError(refusal(e));
     }
   };
   return (
@@ -49,7 +49,7 @@ export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => v
           <p class="muted">
             {S.roles}: {props.me.roles.join(", ") || S.noRoles}
           </p>
-          {error && <p class="error" role="alert">{error}</p>}
+          {error && <p class="error" role="alert">{S.refused + t(error)}</p>}
           <button type="button" role="menuitem" onClick={() => { setOpen(false); props.go("/account"); }}>
             {S.changePassword}
           </button>
@@ -74,8 +74,9 @@ export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => v
 
 /** The account page: who am I, the kubeconfig and the password change. */
 export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) {
-  const [error, setError] = useState("");
-  const [done, setDone] = useState("");
+  const [error, setError] = useState<Msg | null>(null);
+  const [done, setDone] = useState(false);
+  const times = session.times();
   return (
     <section class="stack">
       <h1>{S.account}</h1>
@@ -88,15 +89,21 @@ export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) 
         <p>
           {S.roles}: {props.me.roles.join(", ") || S.noRoles}
         </p>
-        {error && <p class="error" role="alert">{error}</p>}
-        {done && <p class="notice">{done}</p>}
+        {times && (
+          <p class="muted" data-testid="session-times">
+            {fmt(S.signedInSince, { time: formatDateTime(times.since) })}{" "}
+            {fmt(S.sessionEndsBy, { time: formatDateTime(times.until) })}
+          </p>
+        )}
+        {error && <p class="error" role="alert">{S.refused + t(error)}</p>}
+        {done && <p class="notice" role="status">{S.kubeconfigReady}</p>}
         <button type="button" class="primary" onClick={async () => {
-          setError("");
+          setError(null);
           try {
             await downloadKubeconfig(props.me.name);
-            setDone(S.kubeconfigReady);
+            setDone(true);
           } catch (e) {
-            setError(S.refused + message(e));
+            setError(refusal(e));
           }
         }}>
           {S.downloadKubeconfig}

@@ -1,6 +1,7 @@
+import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
-import { S } from "../strings";
-import { api, message } from "../lib/api";
+import { S, t, type Msg } from "../strings";
+import { api, refusal } from "../lib/api";
 import { signInAgain } from "../lib/login";
 import { checkPasswordChange } from "../lib/validate";
 
@@ -12,8 +13,8 @@ export function ChangePassword(props: { onSignedOut: () => void }) {
   const [current, setCurrent] = useState("");
   const [next, setNext] = useState("");
   const [repeat, setRepeat] = useState("");
-  const [errors, setErrors] = useState<Record<string, string>>({});
-  const [status, setStatus] = useState("");
+  const [errors, setErrors] = useState<Record<string, Msg>>({});
+  const [status, setStatus] = useState(false);
   const [busy, setBusy] = useState(false);
 
   async function submit(ev: Event) {
@@ -25,11 +26,11 @@ export function ChangePassword(props: { onSignedOut: () => void }) {
     try {
       await api.changeOwnPassword({ oldPassword: current, newPassword: next });
     } catch (err) {
-      setErrors({ form: S.refused + message(err) });
+      setErrors({ form: refusal(err) });
       setBusy(false);
       return;
     }
-    setStatus(S.passwordChanged);
+    setStatus(true);
     if (await signInAgain(next)) {
       location.reload();
     } else {
@@ -42,17 +43,18 @@ export function ChangePassword(props: { onSignedOut: () => void }) {
       <label>
         {label}
         <input name={name} type="password" autoComplete={auto} value={value} aria-invalid={!!errors[name]}
+          aria-describedby={errors[name] ? `${name}-error` : undefined}
           onInput={(e) => set((e.target as HTMLInputElement).value)} />
       </label>
-      {errors[name] && <p class="field-error">{errors[name]}</p>}
+      {errors[name] && <p class="field-error" id={`${name}-error`}>{t(errors[name])}</p>}
     </>
   );
 
   return (
     <form class="card" onSubmit={submit} noValidate>
       <h2>{S.changePassword}</h2>
-      {errors.form && <p class="error" role="alert">{errors.form}</p>}
-      {status && <p class="notice">{status}</p>}
+      {errors.form && <p class="error" role="alert">{S.refused + t(errors.form)}</p>}
+      {status && <p class="notice" role="status">{S.passwordChanged}</p>}
       {field("current", S.currentPassword, current, setCurrent, "current-password")}
       {field("next", S.newPassword, next, setNext, "new-password")}
       {field("repeat", S.confirmPassword, repeat, setRepeat, "new-password")}
@@ -61,13 +63,15 @@ export function ChangePassword(props: { onSignedOut: () => void }) {
   );
 }
 
-export function MustChange(props: { onSignedOut: () => void }) {
+/** The must-change screen: nothing but the change form until the password is the user's own. */
+export function MustChange(props: { onSignedOut: () => void; extra?: ComponentChildren }) {
   return (
     <main class="center">
-      <div class="stack">
+      <div class="stack narrow">
         <h1>{S.mustChangeTitle}</h1>
         <p>{S.mustChangeText}</p>
         <ChangePassword onSignedOut={props.onSignedOut} />
+        {props.extra}
       </div>
     </main>
   );

@@ -1,18 +1,20 @@
 import { useState } from "preact/hooks";
-import { S } from "../strings";
+import type { ComponentChildren } from "preact";
+import { S, msg, t, type Msg } from "../strings";
 import { SignInError, signIn } from "../lib/login";
 
-export function SignIn(props: { notice?: string; onSignedIn: () => void }) {
+/** The sign-in card; `notice` says why the session ended, `extra` goes below the form. */
+export function SignIn(props: { notice?: Msg; onSignedIn: () => void; extra?: ComponentChildren }) {
   const [username, setUsername] = useState("");
   const [password, setPassword] = useState("");
-  const [errors, setErrors] = useState<Record<string, string>>({});
+  const [errors, setErrors] = useState<Record<string, Msg>>({});
   const [busy, setBusy] = useState(false);
 
   async function submit(ev: Event) {
     ev.preventDefault();
-    const e: Record<string, string> = {};
-    if (username.trim() === "") e.username = S.enterUserName;
-    if (password === "") e.password = S.enterPassword;
+    const e: Record<string, Msg> = {};
+    if (username.trim() === "") e.username = msg("enterUserName");
+    if (password === "") e.password = msg("enterPassword");
     setErrors(e);
     if (Object.keys(e).length) return;
     setBusy(true);
@@ -20,7 +22,7 @@ export function SignIn(props: { notice?: string; onSignedIn: () => void }) {
       await signIn(username.trim(), password);
       props.onSignedIn();
     } catch (err) {
-      setErrors({ form: err instanceof SignInError ? err.message : S.network });
+      setErrors({ form: err instanceof SignInError ? err.msg : msg("network") });
     } finally {
       setBusy(false);
     }
@@ -30,23 +32,24 @@ export function SignIn(props: { notice?: string; onSignedIn: () => void }) {
     <main class="center">
       <form class="card" onSubmit={submit} noValidate aria-labelledby="signin-title">
         <h1 id="signin-title">{S.signInTitle}</h1>
-        {props.notice && <p class="notice">{props.notice}</p>}
-        {errors.form && <p class="error" role="alert">{errors.form}</p>}
+        {props.notice && <p class="notice" role="status">{t(props.notice)}</p>}
+        {errors.form && <p class="error" role="alert">{t(errors.form)}</p>}
         <label>
           {S.userName}
           <input name="username" autoComplete="username" value={username} autoFocus
-            aria-invalid={!!errors.username}
+            aria-invalid={!!errors.username} aria-describedby={errors.username ? "username-error" : undefined}
             onInput={(e) => setUsername((e.target as HTMLInputElement).value)} />
         </label>
-        {errors.username && <p class="field-error">{errors.username}</p>}
+        {errors.username && <p class="field-error" id="username-error">{t(errors.username)}</p>}
         <label>
           {S.password}
           <input name="password" type="password" autoComplete="current-password" value={password}
-            aria-invalid={!!errors.password}
+            aria-invalid={!!errors.password} aria-describedby={errors.password ? "password-error" : undefined}
             onInput={(e) => setPassword((e.target as HTMLInputElement).value)} />
         </label>
-        {errors.password && <p class="field-error">{errors.password}</p>}
+        {errors.password && <p class="field-error" id="password-error">{t(errors.password)}</p>}
         <button type="submit" class="primary" disabled={busy}>{busy ? S.signingIn : S.signIn}</button>
+        {props.extra}
       </form>
     </main>
   );

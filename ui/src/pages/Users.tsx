@@ -1,16 +1,16 @@
 import { useEffect, useState } from "preact/hooks";
-import { S, fmt } from "../strings";
+import { S, countOf, fmt, t, type Msg } from "../strings";
 import type { User, WhoAmIResponse } from "../gen/ichor/v1alpha1/user_pb";
-import { api, message } from "../lib/api";
+import { api, refusal } from "../lib/api";
 import { checkDisplayName, checkEmail, checkName } from "../lib/validate";
 
 const ROLES = ["viewer", "operator", "admin"];
 
-function RolePicker(props: { value: string[]; onChange: (r: string[]) => void; prefix: string }) {
+function RolePicker(props: { value: string[]; onChange: (r: string[]) => void; prefix: string; legend?: string }) {
   const extra = props.value.filter((r) => !ROLES.includes(r));
   return (
     <fieldset class="roles">
-      <legend>{S.roles}</legend>
+      <legend>{props.legend ?? S.roles}</legend>
       {[...ROLES, ...extra].map((r) => (
         <label key={r} class="inline">
           <input type="checkbox" name={`${props.prefix}-${r}`} checked={props.value.includes(r)}
@@ -31,12 +31,12 @@ function CreateUser(props: { onCreated: (name: string, password: string) => void
   const [email, setEmail] = useState("");
   const [roles, setRoles] = useState<string[]>(["viewer"]);
   const [generate, setGenerate] = useState(true);
-  const [errors, setErrors] = useState<Record<string, string>>({});
+  const [errors, setErrors] = useState<Record<string, Msg>>({});
   const [busy, setBusy] = useState(false);
 
   async function submit(ev: Event) {
     ev.preventDefault();
-    const e: Record<string, string> = {};
+    const e: Record<string, Msg> = {};
     const n = checkName(name);
     if (n) e.name = n;
     const m = checkEmail(email);
@@ -57,7 +57,7 @@ function CreateUser(props: { onCreated: (name: string, password: string) => void
       setEmail("");
       setRoles(["viewer"]);
     } catch (err) {
-      setErrors({ form: S.refused + message(err) });
+      setErrors({ form: refusal(err) });
     } finally {
       setBusy(false);
     }
@@ -68,16 +68,17 @@ function CreateUser(props: { onCreated: (name: string, password: string) => void
       <label>
         {label}
         <input name={field} value={value} aria-invalid={!!errors[field]}
+          aria-describedby={errors[field] ? `new-${field}-error` : undefined}
           onInput={(e) => set((e.target as HTMLInputElement).value)} />
       </label>
-      {errors[field] && <p class="field-error">{errors[field]}</p>}
+      {errors[field] && <p class="field-error" id={`new-${field}-error`}>{t(errors[field])}</p>}
     </>
   );
 
   return (
     <form class="card" onSubmit={submit} noValidate aria-label={S.createUser}>
       <h2>{S.createUser}</h2>
-      {errors.form && <p class="error" role="alert">{errors.form}</p>}
+      {errors.form && <p class="error" role="alert">{S.refused + t(errors.form)}</p>}
       {text("name", S.name, name, setName)}
       {text("displayName", S.displayName, displayName, setDisplayName)}
       {text("email", S.email, email, setEmail)}
@@ -97,18 +98,18 @@ function Row(props: { user: User; admin: boolean; onChanged: () => void; onPassw
   const [editing, setEditing] = useState(false);
   const [roles, setRoles] = useState<string[]>(u.roles);
   const [confirmDelete, setConfirmDelete] = useState(false);
-  const [error, setError] = useState("");
-  const [done, setDone] = useState("");
+  const [error, setError] = useState<Msg | null>(null);
+  const [done, setDone] = useState<keyof typeof S | null>(null);
 
-  const act = (what: string, f: () => Promise<unknown>) => async () => {
-    setError("");
-    setDone("");
+  const act = (what: keyof typeof S, f: () => Promise<unknown>) => async () => {
+    setError(null);
+    setDone(null);
     try {
       await f();
-      setDone(fmt(S.done, { what }));
+      setDone(what);
       props.onChanged();
     } catch (e) {
-      setError(S.refused + message(e));
+      setError(refusal(e));
     }
   };
   const status = [
@@ -122,11 +123,11 @@ function Row(props: { user: User; admin: boolean; onChanged: () => void; onPassw
       <td data-label={S.name}><strong>{u.name}</strong>{u.displayName && <div class="muted">{u.displayName}</div>}</td>
       <td data-label={S.roles}>
         {editing ? (
-          <form onSubmit={(e) => { e.preventDefault(); void act(S.editRoles, async () => {
+          <form onSubmit={(e) => { e.preventDefault(); void act("editRoles", async () => {
             await api.updateUser({ name: u.name, roles: { roles } });
             setEditing(false);
           })(); }}>
-            <RolePicker value={roles} onChange={setRoles} prefix={`edit-${u.name}`} />
+            <RolePicker value={roles} onChange={setRoles} prefix={`edit-${u.name}`} legend={fmt(S.editRolesOf, { name: u.name })} />
             <button type="submit" class="primary">{S.save}</button>
             <button type="button" onClick={() => { setEditing(false); setRoles(u.roles); }}>{S.cancel}</button>
           </form>
@@ -138,21 +139,21 @@ function Row(props: { user: User; admin: boolean; onChanged: () => void; onPassw
       {props.admin && (
         <td data-label={S.actions} class="actions">
           {!editing && <button type="button" onClick={() => setEditing(true)}>{S.editRoles}</button>}
-          <button type="button" onClick={act(u.disabled ? S.enable : S.disable, () =>
+          <button type="button" onClick={act(u.disabled ? "enable" : "disable", () =>
             api.updateUser({ name: u.name, disabled: !u.disabled }))}>
             {u.disabled ? S.enable : S.disable}
           </button>
-          <button type="button" onClick={act(S.resetPassword, async () => {
+          <button type="button" onClick={act("resetPassword", async () => {
             const r = await api.setPassword({ name: u.name, newPassword: { case: "generate", value: true } });
             props.onPassword(u.name, r.generatedPassword);
           })}>{S.resetPassword}</button>
-          <button type="button" onClick={act(S.revokeSessions, () => api.revokeSessions({ name: u.name }))}>
+          <button type="button" onClick={act("revokeSessions", () => api.revokeSessions({ name: u.name }))}>
             {S.revokeSessions}
           </button>
           {confirmDelete ? (
             <span class="confirm">
               {fmt(S.confirmDelete, { name: u.name })}
-              <button type="button" class="danger" onClick={act(S.delete, () => api.deleteUser({ name: u.name }))}>
+              <button type="button" class="danger" onClick={act("delete", () => api.deleteUser({ name: u.name }))}>
                 {S.confirm}
               </button>
               <button type="button" onClick={() => setConfirmDelete(false)}>{S.cancel}</button>
@@ -160,8 +161,8 @@ function Row(props: { user: User; admin: boolean; onChanged: () => void; onPassw
           ) : (
             <button type="button" class="danger" onClick={() => setConfirmDelete(true)}>{S.delete}</button>
           )}
-          {error && <p class="error" role="alert">{error}</p>}
-          {done && <p class="notice">{done}</p>}
+          {error && <p class="error" role="alert">{S.refused + t(error)}</p>}
+          {done && <p class="notice" role="status">{fmt(S.done, { what: S[done] })}</p>}
         </td>
       )}
     </tr>
@@ -171,15 +172,15 @@ function Row(props: { user: User; admin: boolean; onChanged: () => void; onPassw
 export function Users(props: { me: WhoAmIResponse }) {
   const admin = props.me.roles.includes("admin");
   const [users, setUsers] = useState<User[] | null>(null);
-  const [error, setError] = useState("");
+  const [error, setError] = useState<Msg | null>(null);
   const [secret, setSecret] = useState<{ name: string; password: string } | null>(null);
 
   async function load() {
     try {
       setUsers((await api.listUsers({})).users);
-      setError("");
+      setError(null);
     } catch (e) {
-      setError(S.refused + message(e));
+      setError(refusal(e));
     }
   }
   useEffect(() => void load(), []);
@@ -191,8 +192,9 @@ export function Users(props: { me: WhoAmIResponse }) {
   return (
     <section class="stack">
       <h1>{S.users}</h1>
+      {users && <p class="muted" data-testid="user-count">{countOf(users.length, S.userCountOne, S.userCountOther)}</p>}
       {!admin && <p class="muted">{S.usersReadOnly}</p>}
-      {error && <p class="error" role="alert">{error}</p>}
+      {error && <p class="error" role="alert">{S.refused + t(error)}</p>}
       {secret && (
         <div class="secret" role="status">
           <p>{fmt(S.shownOnce, { name: secret.name })}</p>

@@ -1,0 +1,65 @@
+// The server's refusals as the user reads them: a UserService status (code and the server's
+// English sentence) or an OAuth error of the sign-in endpoints, turned into a message of the
+// catalogs. A sentence the server may send that is not recognised is shown as the server wrote it.
+
+import { msg, type Msg } from "../strings";
+
+/** gRPC status codes the UserService answers with (the numbers of the gRPC spec). */
+export const GrpcCode = {
+  InvalidArgument: 3,
+  NotFound: 5,
+  AlreadyExists: 6,
+  PermissionDenied: 7,
+  FailedPrecondition: 9,
+  Aborted: 10,
+  Unavailable: 14,
+  Unauthenticated: 16,
+} as const;
+
+const PATTERNS: [RegExp, (m: RegExpMatchArray) => Msg][] = [
+  [/^change your password first$/, () => msg("refusedChangePasswordFirst")],
+  [/^cannot disable, demote or delete the last enabled admin "([^"]+)"/, (m) => msg("refusedLastAdmin", { name: m[1] })],
+  [/^you may not grant role "([^"]+)"/, (m) => msg("refusedGrant", { role: m[1] })],
+  [/^user "([^"]+)" does not exist$/, (m) => msg("refusedNotFound", { name: m[1] })],
+  [/^user "([^"]+)" exists already$/, (m) => msg("refusedExists", { name: m[1] })],
+  [/^old_password: does not match/, () => msg("refusedWrongCurrent")],
+  [/^no cluster is configured for kubeconfigs/, () => msg("refusedNoCluster")],
+  [/ may not \S+ \S+.*: ask an administrator/, () => msg("refusedNotAllowed")],
+];
+
+/** A UserService refusal (`code`, the server's `message`) as a message of the catalogs. */
+export function apiRefusal(code: number, message: string): Msg {
+  for (const [re, make] of PATTERNS) {
+    const m = message.match(re);
+    if (m) return make(m);
+  }
+  switch (code) {
+    case GrpcCode.Unauthenticated:
+      return msg("refusedSignedOut");
+    case GrpcCode.PermissionDenied:
+      return msg("refusedNotAllowed");
+    case GrpcCode.Aborted:
+      return msg("refusedConflict");
+    case GrpcCode.Unavailable:
+      return msg("refusedUnavailable");
+    case GrpcCode.InvalidArgument:
+      return msg("refusedInvalid", { detail: message });
+    default:
+      return msg("refusedOther", { detail: message });
+  }
+}
+
+/**
+ * An OAuth error answer of the sign-in endpoints (HTTP `status`, `error`, `error_description`,
+ * the `Retry-After` seconds when sent) as a message of the catalogs.
+ */
+export function signInRefusal(status: number, error: string, description: string, retryAfter: number | null): Msg {
+  const seconds = retryAfter ?? 5;
+  if (status === 401 && error === "access_denied") return msg("wrongCredentials");
+  if (status === 403 && /disabled/i.test(description)) return msg("accountDisabled");
+  if (status === 429) return msg("tooManyAttempts", { seconds });
+  if (status === 503 && /busy/i.test(description)) return msg("signInBusy", { seconds });
+  if (status === 503) return msg("signInUnavailable");
+  if (status === 400 && /sign-in request has expired or is invalid/i.test(description)) return msg("signInExpired");
+  return msg("refusedOther", { detail: description || error || `HTTP ${status}` });
+}
