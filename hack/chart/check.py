@@ -231,6 +231,11 @@ def check_rbac(f: Failures, config: str, objects: list[dict[str, Any]], values: 
     f.check((issuer_role is not None) == users_on, f"[{config}] ClusterRole ichor-issuer rendered = {issuer_role is not None}, users on = {users_on}")
     if issuer_role is not None:
         custom = [f"ichor:{r}" for r in values["ichorUI"]["users"].get("customRoles", [])]
+        oidc = values["ichorUI"].get("oidc") or {}
+        if oidc.get("enabled"):
+            # The external provider's listed groups, under its prefix; never a system: group.
+            custom += [f"{oidc['groupsPrefix']}{g}" for g in oidc.get("impersonableGroups", [])]
+        f.check(not any(g.startswith("system:") for g in custom), f"[{config}] ichor-issuer may impersonate a system: group: {custom}")
         imp = [r for r in issuer_role["rules"] if "impersonate" in r["verbs"]]
         targets = sorted((res, tuple(r.get("resourceNames") or ())) for r in imp for res in r["resources"])
         want = sorted([("users", ()), ("groups", tuple(BUILT_IN_GROUPS + custom))])
@@ -344,6 +349,13 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
         f.check(mounts.get("oidc-signing") == "/var/run/ichor/oidc-signing" and mounts.get("oidc-tls") == "/var/run/ichor/oidc-tls", f"[{config}] issuer mounts {mounts}")
         ports = {p["name"]: p["containerPort"] for p in c["ports"]}
         f.check(ports == {"https": 8443, "https-internal": 8444, "http-metrics": 9090}, f"[{config}] issuer ports {ports}")
+        o = values["ichorUI"].get("oidc") or {}
+        f.check(
+            env.get("ICHOR_ISSUER_EXTERNAL_ISSUER_URL") == (o["issuerURL"] if o.get("enabled") else None)
+            and env.get("ICHOR_ISSUER_EXTERNAL_CLIENT_ID") == (o["clientID"] if o.get("enabled") else None)
+            and ("ICHOR_ISSUER_EXTERNAL_CA_FILE" in env) == bool(o.get("enabled") and o.get("certificateAuthority")),
+            f"[{config}] the issuer's external-provider flags do not follow ichorUI.oidc",
+        )
         f.check(env.get("ICHOR_ISSUER_METRICS_LISTEN") == "0.0.0.0:9090", f"[{config}] the issuer's metrics listener is {env.get('ICHOR_ISSUER_METRICS_LISTEN')}, want 0.0.0.0:9090 (its http-metrics port)")
         ready = c["readinessProbe"].get("httpGet", {})
         f.check(ready.get("path") == "/readyz" and ready.get("scheme") == "HTTPS" and ready.get("port") == "https", f"[{config}] issuer readiness probe {ready}")
@@ -410,6 +422,12 @@ def users(**kw: Any) -> dict[str, Any]:
     return {"ichorUI": {"users": {"enabled": True, "externalURL": "https://ichor.example.com", **kw}}}
 
 
+def oidc(**kw: Any) -> dict[str, Any]:
+    values = users()
+    values["ichorUI"]["oidc"] = {"enabled": True, "issuerURL": "https://idp.example.com", "clientID": "ichor", **kw}
+    return values
+
+
 REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     # (what, values, namespace, a piece of the expected error)
     ("users on without externalURL", users(externalURL=""), NAMESPACE, "externalURL"),
@@ -424,6 +442,13 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ("a refreshLifetime without a unit", users(refreshLifetime="12"), NAMESPACE, "refreshLifetime"),
     ("a custom role named like a built-in one", users(customRoles=["admin"]), NAMESPACE, "customRoles"),
     ("a clusterAdminRoles entry twice", users(clusterAdminRoles=["cluster-admin", "cluster-admin"]), NAMESPACE, "clusterAdminRoles"),
+    ("an external provider without users", {"ichorUI": {"oidc": {"enabled": True, "issuerURL": "https://idp.example.com", "clientID": "ichor"}}}, NAMESPACE, "ichorUI.oidc.enabled needs ichorUI.users.enabled"),
+    ("an external provider over http", oidc(issuerURL="http://idp.example.com"), NAMESPACE, "issuerURL"),
+    ("an external provider without a client", oidc(clientID=""), NAMESPACE, "clientID"),
+    ("an external prefix under ichor:", oidc(usernamePrefix="ichor:"), NAMESPACE, "usernamePrefix"),
+    ("an external groups prefix under system:", oidc(groupsPrefix="system:"), NAMESPACE, "groupsPrefix"),
+    ("an empty external prefix", oidc(usernamePrefix=""), NAMESPACE, "usernamePrefix"),
+    ("a private key as the provider's CA", oidc(certificateAuthority="-----BEGIN CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\n"), NAMESPACE, "certificateAuthority"),
     ("one replica count of zero", {"issuer": {"replicas": 0}}, NAMESPACE, "replicas"),
     ("another namespace", {}, "default", "Ichor installs into the namespace ichor-system only"),
 ]
@@ -434,6 +459,9 @@ TEMPLATE_REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ("users on without externalURL", users(externalURL=""), "ichorUI.users.externalURL is required"),
     ("an http externalURL", users(externalURL="http://ichor.example.com"), "must use https"),
     ("a tokenTTL in hours", users(tokenTTL="1h"), "tokenTTL \"1h\" is out of range"),
+    ("an external provider over http", oidc(issuerURL="http://idp.example.com"), "ichorUI.oidc.issuerURL \"http://idp.example.com\" must be"),
+    ("an external prefix under system:", oidc(groupsPrefix="system:"), "prefix \"system:\" is not allowed"),
+    ("an external provider that is Ichor's issuer", oidc(issuerURL="https://ichor.example.com/"), "is Ichor's own issuer"),
 ]
 
 

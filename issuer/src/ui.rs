@@ -40,11 +40,16 @@ pub const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 /// The paths the SPA routes itself; each answers `index.html`.
 pub const SPA_ROUTES: [&str; 4] = ["/", "/auth/callback", "/users", "/account"];
 
+/// The provider id of Ichor's own issuer in `/auth/config`.
+pub const ICHOR_PROVIDER_ID: &str = "ichor";
+/// The provider id of the site's external OpenID provider in `/auth/config`.
+pub const EXTERNAL_PROVIDER_ID: &str = "external";
+
 /// One sign-in provider of `/auth/config`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Provider {
-    /// `ichor` for Ichor's own issuer.
+    /// [`ICHOR_PROVIDER_ID`] or [`EXTERNAL_PROVIDER_ID`].
     pub id: String,
     /// The issuer URL (discovery is at `<issuer>/.well-known/openid-configuration`).
     pub issuer: String,
@@ -52,7 +57,9 @@ pub struct Provider {
     pub client_id: String,
 }
 
-/// The document of `/auth/config`.
+/// The document of `/auth/config`: the providers, and the older single-provider keys
+/// (`enabled`, `issuer`, `clientId`) that readers written before Ichor had its own users
+/// still read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthConfig {
@@ -60,19 +67,59 @@ pub struct AuthConfig {
     pub providers: Vec<Provider>,
     /// Whether the API refuses calls without a bearer token.
     pub api_requires_token: bool,
+    /// Older key: sign-in is on (the API requires a token).
+    pub enabled: bool,
+    /// Older key: the provider an older reader signs in at: the external provider when one is
+    /// configured (the one such a reader was set up for), else Ichor's issuer.
+    pub issuer: String,
+    /// Older key: that provider's client.
+    pub client_id: String,
 }
 
 impl AuthConfig {
     /// The configuration with Ichor's issuer as the only provider.
     pub fn ichor_only(issuer: &str, api_requires_token: bool) -> Self {
-        AuthConfig {
-            providers: vec![Provider {
-                id: "ichor".to_owned(),
+        Self::new(issuer, None, api_requires_token)
+    }
+
+    /// Ichor's issuer, and `external` (issuer, client id) after it when configured.
+    pub fn new(issuer: &str, external: Option<(&str, &str)>, api_requires_token: bool) -> Self {
+        let mut providers = vec![Provider {
+            id: ICHOR_PROVIDER_ID.to_owned(),
+            issuer: issuer.to_owned(),
+            client_id: UI_CLIENT_ID.to_owned(),
+        }];
+        if let Some((issuer, client_id)) = external {
+            providers.push(Provider {
+                id: EXTERNAL_PROVIDER_ID.to_owned(),
                 issuer: issuer.to_owned(),
-                client_id: UI_CLIENT_ID.to_owned(),
-            }],
-            api_requires_token,
+                client_id: client_id.to_owned(),
+            });
         }
+        let older = providers.last().cloned().unwrap_or_else(|| Provider {
+            id: ICHOR_PROVIDER_ID.to_owned(),
+            issuer: issuer.to_owned(),
+            client_id: UI_CLIENT_ID.to_owned(),
+        });
+        AuthConfig {
+            providers,
+            api_requires_token,
+            enabled: api_requires_token,
+            issuer: older.issuer,
+            client_id: older.client_id,
+        }
+    }
+
+    /// The origins besides this one the SPA talks to: each external provider's issuer origin
+    /// (discovery and the token endpoint), for the CSP's `connect-src`.
+    pub fn external_origins(&self) -> Vec<String> {
+        self.providers
+            .iter()
+            .filter(|p| p.id != ICHOR_PROVIDER_ID)
+            .filter_map(|p| url::Url::parse(&p.issuer).ok())
+            .map(|u| u.origin().ascii_serialization())
+            .filter(|o| o != "null")
+            .collect()
     }
 }
 
@@ -320,8 +367,62 @@ mod tests {
             doc,
             serde_json::json!({
                 "providers": [{"id": "ichor", "issuer": "https://127.0.0.1:8443", "clientId": "ichor-ui"}],
-                "apiRequiresToken": true
+                "apiRequiresToken": true,
+                "enabled": true,
+                "issuer": "https://127.0.0.1:8443",
+                "clientId": "ichor-ui"
             })
+        );
+    }
+
+    /// What a reader written before Ichor had its own users takes from `/auth/config`: the
+    /// single-provider keys only, unknown keys ignored (serde's default, as such a reader has).
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    #[serde(rename_all = "camelCase")]
+    struct OlderReader {
+        enabled: bool,
+        issuer: String,
+        client_id: String,
+    }
+
+    #[tokio::test]
+    async fn with_an_external_provider_both_shapes_are_served_and_an_older_reader_still_finds_its_provider() {
+        let both = AuthConfig::new(
+            "https://ichor.example.com",
+            Some(("https://idp.example.com/realms/corp", "ichor")),
+            true,
+        );
+        let (status, _, body) = get(router(UiFiles::Embedded(&[]), both), "/auth/config").await;
+        assert_eq!(status, StatusCode::OK);
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            doc["providers"],
+            serde_json::json!([
+                {"id": "ichor", "issuer": "https://ichor.example.com", "clientId": "ichor-ui"},
+                {"id": "external", "issuer": "https://idp.example.com/realms/corp", "clientId": "ichor"}
+            ])
+        );
+        assert_eq!(doc["apiRequiresToken"], true);
+        // The older reader: sign-in enabled, at the external provider it was set up for.
+        let older: OlderReader = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            older,
+            OlderReader {
+                enabled: true,
+                issuer: "https://idp.example.com/realms/corp".into(),
+                client_id: "ichor".into(),
+            }
+        );
+        // Without one, the older keys name Ichor's issuer and its UI client.
+        let (_, _, body) = get(router(UiFiles::Embedded(&[]), config()), "/auth/config").await;
+        let older: OlderReader = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            older,
+            OlderReader {
+                enabled: true,
+                issuer: "https://127.0.0.1:8443".into(),
+                client_id: "ichor-ui".into(),
+            }
         );
     }
 

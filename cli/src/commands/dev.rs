@@ -148,6 +148,12 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     }
     .validate()
     .context("the issuer's configuration")?;
+    let mut config = config;
+    config.external = args
+        .external
+        .clone()
+        .validate(&config.issuer)
+        .context("the external identity provider")?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let result = runtime.block_on(async {

@@ -21,6 +21,26 @@ template that renders a namespaced object, so `helm template` fails as `helm ins
 {{- fail (printf "ichorUI.users.externalURL %q must use https (the issuer of a kube-apiserver must be https)" $u.externalURL) -}}
 {{- end -}}
 {{- end -}}
+{{- $o := .Values.ichorUI.oidc -}}
+{{- if $o.enabled -}}
+{{- if not $u.enabled -}}
+{{- fail "ichorUI.oidc.enabled needs ichorUI.users.enabled: the issuer serves the UI and the API the external provider signs in to" -}}
+{{- end -}}
+{{- if not (hasPrefix "https://" $o.issuerURL) -}}
+{{- fail (printf "ichorUI.oidc.issuerURL %q must be the provider's https issuer URL" $o.issuerURL) -}}
+{{- end -}}
+{{- if not $o.clientID -}}
+{{- fail "ichorUI.oidc.clientID is required when ichorUI.oidc.enabled is true: the OAuth client registered at the provider for Ichor's UI" -}}
+{{- end -}}
+{{- if eq (trimSuffix "/" $o.issuerURL) (trimSuffix "/" $u.externalURL) -}}
+{{- fail "ichorUI.oidc.issuerURL is Ichor's own issuer (ichorUI.users.externalURL); give the site's provider" -}}
+{{- end -}}
+{{- range list $o.usernamePrefix $o.groupsPrefix -}}
+{{- if or (not .) (hasPrefix "ichor:" .) (hasPrefix "system:" .) -}}
+{{- fail (printf "ichorUI.oidc prefix %q is not allowed: not empty, not under ichor: or system:" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- /* Checked with users off too: the controller's key timeline reads them either way. */ -}}
 {{- $ttl := include "ichor.seconds" $u.tokenTTL | atoi -}}
 {{- if or (lt $ttl 60) (gt $ttl 900) -}}

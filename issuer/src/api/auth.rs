@@ -12,7 +12,7 @@ use ichor_renderers::{auth::user_name::ICHOR_PREFIX, rbac::Subject};
 use jiff::Timestamp;
 use tokio::time::Instant;
 
-use crate::store::USER_CACHE_TTL;
+use crate::{external::ExternalIdentity, store::USER_CACHE_TTL};
 
 /// The audience a `UserService` bearer token must carry.
 pub const API_AUDIENCE: &str = "ichor-ui";
@@ -68,10 +68,12 @@ impl Clock for SystemClock {
     }
 }
 
-/// The authenticated caller of one call, from its `IchorUser` (not from the token).
+/// The authenticated caller of one call: an Ichor user, from its `IchorUser` (not from the
+/// token), or a person of the external provider, from the verified token ([`Caller::external`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
-    /// The user name.
+    /// The user name: the `IchorUser`'s name, or for an external caller its Kubernetes user name
+    /// (`oidc:alice@example.org`).
     pub name: String,
     /// The roles, from `spec.roles`.
     pub roles: Vec<String>,
@@ -81,12 +83,48 @@ pub struct Caller {
     pub email: Option<String>,
     /// The credentials say the password must be changed.
     pub must_change: bool,
+    /// `Some` for a person signed in at the external provider: no Ichor roles, Kubernetes RBAC
+    /// alone decides.
+    pub external: Option<ExternalIdentity>,
 }
 
 impl Caller {
+    /// An Ichor user's caller value (no external identity).
+    pub fn ichor(name: &str, roles: &[&str]) -> Self {
+        Caller {
+            name: name.to_owned(),
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            display_name: None,
+            email: None,
+            must_change: false,
+            external: None,
+        }
+    }
+
+    /// The caller of an external identity: its Kubernetes user name, no roles.
+    pub fn from_external(identity: ExternalIdentity) -> Self {
+        Caller {
+            name: identity.username.clone(),
+            roles: Vec::new(),
+            display_name: identity.display_name.clone(),
+            email: identity.email.clone(),
+            must_change: false,
+            external: Some(identity),
+        }
+    }
+
     /// The Kubernetes identity RBAC is asked about: user `ichor:<name>`, groups `ichor:<role>`
-    /// for each role, and `system:authenticated`.
+    /// for each role, and `system:authenticated`; for an external caller its prefixed user name
+    /// and the prefixed groups the API keeps ([`ExternalIdentity::api_groups`]).
     pub fn subject(&self) -> Subject {
+        if let Some(external) = &self.external {
+            let mut groups = external.api_groups.clone();
+            groups.push(AUTHENTICATED_GROUP.to_owned());
+            return Subject {
+                user: external.username.clone(),
+                groups,
+            };
+        }
         let mut groups: Vec<String> = self.roles.iter().map(|r| format!("{ICHOR_PREFIX}{r}")).collect();
         groups.push(AUTHENTICATED_GROUP.to_owned());
         Subject {
@@ -184,19 +222,28 @@ mod tests {
 
     #[test]
     fn the_subject_is_the_ichor_user_and_its_role_groups() {
-        let caller = Caller {
-            name: "alice".into(),
-            roles: vec!["operator".into(), "auditor".into()],
-            display_name: None,
-            email: None,
-            must_change: false,
-        };
+        let caller = Caller::ichor("alice", &["operator", "auditor"]);
         let subject = caller.subject();
         assert_eq!(subject.user, "ichor:alice");
         assert_eq!(
             subject.groups,
             ["ichor:operator", "ichor:auditor", "system:authenticated"]
         );
+    }
+
+    #[test]
+    fn an_external_subject_is_its_prefixed_name_and_the_groups_the_api_keeps_with_no_roles() {
+        let caller = Caller::from_external(ExternalIdentity {
+            username: "oidc:carol@example.org".into(),
+            groups: vec!["oidc:dev".into(), "oidc:ops".into()],
+            api_groups: vec!["oidc:ops".into()],
+            display_name: None,
+            email: Some("carol@example.org".into()),
+        });
+        assert!(caller.roles.is_empty());
+        let subject = caller.subject();
+        assert_eq!(subject.user, "oidc:carol@example.org");
+        assert_eq!(subject.groups, ["oidc:ops", "system:authenticated"]);
     }
 
     #[tokio::test(start_paused = true)]

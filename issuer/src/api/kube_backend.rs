@@ -61,7 +61,9 @@ pub const MAX_MESSAGE_CHARS: usize = 1024;
 /// The pause before update attempt `n` (from the second) is `n - 1` times this.
 const UPDATE_BACKOFF_STEP: Duration = Duration::from_millis(10);
 
-/// The impersonation headers of `caller`: user `ichor:<name>`, a group `ichor:<role>` per role.
+/// The impersonation headers of `caller`: user `ichor:<name>`, a group `ichor:<role>` per role;
+/// for an external caller its prefixed user name and the groups the API keeps (only those the
+/// chart lets the issuer impersonate).
 ///
 /// # Errors
 /// [`ApiError::Internal`] when a name or role cannot be a header value (never for a valid
@@ -75,6 +77,13 @@ pub fn impersonation(caller: &Caller) -> Result<HeaderMap, ApiError> {
         })
     };
     let mut headers = HeaderMap::new();
+    if let Some(external) = &caller.external {
+        headers.insert(IMPERSONATE_USER, value(external.username.clone())?);
+        for group in &external.api_groups {
+            headers.append(IMPERSONATE_GROUP, value(group.clone())?);
+        }
+        return Ok(headers);
+    }
     headers.insert(IMPERSONATE_USER, value(format!("{ICHOR_PREFIX}{}", caller.name))?);
     for role in &caller.roles {
         headers.append(IMPERSONATE_GROUP, value(format!("{ICHOR_PREFIX}{role}"))?);
@@ -367,13 +376,26 @@ mod tests {
     use super::*;
 
     fn caller(roles: &[&str]) -> Caller {
-        Caller {
-            name: "alice".into(),
-            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+        Caller::ichor("alice", roles)
+    }
+
+    #[test]
+    fn impersonates_an_external_caller_as_its_prefixed_name_and_kept_groups_only() {
+        let external = Caller::from_external(crate::external::ExternalIdentity {
+            username: "oidc:carol@example.org".into(),
+            groups: vec!["oidc:dev".into(), "oidc:ops".into()],
+            api_groups: vec!["oidc:ops".into()],
             display_name: None,
             email: None,
-            must_change: false,
-        }
+        });
+        let headers = impersonation(&external).unwrap();
+        assert_eq!(headers.get(IMPERSONATE_USER).unwrap(), "oidc:carol@example.org");
+        let groups: Vec<&str> = headers
+            .get_all(IMPERSONATE_GROUP)
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert_eq!(groups, ["oidc:ops"]);
     }
 
     #[test]

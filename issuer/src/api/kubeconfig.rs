@@ -59,15 +59,39 @@ pub fn server_url<'a>(settings: &'a UsersSettings, endpoint: &'a str) -> &'a str
 /// The exec plugin's arguments: `auth token --issuer <url> --client-id ichor-cli --audience
 /// ichor-kube`, then `--ca-file <path>` when given.
 pub fn exec_args(issuer_url: &str, ca_file: Option<&str>) -> Vec<String> {
+    exec_args_for(
+        &Login {
+            issuer_url,
+            client_id: CLI_CLIENT_ID,
+            audience: KUBE_AUDIENCE,
+        },
+        ca_file,
+    )
+}
+
+/// Where the exec plugin signs in: Ichor's issuer with `ichor-cli` for `ichor-kube`, or the
+/// external provider with the client the kube-apiserver trusts (client id = audience).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Login<'a> {
+    /// The issuer URL.
+    pub issuer_url: &'a str,
+    /// The OAuth client.
+    pub client_id: &'a str,
+    /// The audience of the ID token kubectl sends.
+    pub audience: &'a str,
+}
+
+/// [`exec_args`] for any [`Login`].
+pub fn exec_args_for(login: &Login<'_>, ca_file: Option<&str>) -> Vec<String> {
     let mut args: Vec<String> = [
         "auth",
         "token",
         "--issuer",
-        issuer_url,
+        login.issuer_url,
         "--client-id",
-        CLI_CLIENT_ID,
+        login.client_id,
         "--audience",
-        KUBE_AUDIENCE,
+        login.audience,
     ]
     .into_iter()
     .map(str::to_owned)
@@ -78,11 +102,27 @@ pub fn exec_args(issuer_url: &str, ca_file: Option<&str>) -> Vec<String> {
     args
 }
 
-/// Renders the kubeconfig YAML.
+/// Renders the kubeconfig YAML of an Ichor user (the plugin signs in at `input.issuer_url`
+/// with `ichor-cli` for `ichor-kube`).
 ///
 /// # Errors
 /// [`KubeconfigError`] for a non-https server or a CA bundle that is not certificates only.
 pub fn render(input: &KubeconfigInput<'_>) -> Result<String, KubeconfigError> {
+    render_for(
+        input,
+        &Login {
+            issuer_url: input.issuer_url,
+            client_id: CLI_CLIENT_ID,
+            audience: KUBE_AUDIENCE,
+        },
+    )
+}
+
+/// [`render`] with the plugin signing in through `login` (an external caller's provider).
+///
+/// # Errors
+/// As [`render`].
+pub fn render_for(input: &KubeconfigInput<'_>, login: &Login<'_>) -> Result<String, KubeconfigError> {
     match url::Url::parse(input.server) {
         Ok(u) if u.scheme() == "https" && u.host().is_some() => {}
         _ => return Err(KubeconfigError::Server(input.server.chars().take(256).collect())),
@@ -110,7 +150,7 @@ pub fn render(input: &KubeconfigInput<'_>) -> Result<String, KubeconfigError> {
                 exec: Exec {
                     api_version: EXEC_API_VERSION,
                     command: EXEC_COMMAND,
-                    args: exec_args(input.issuer_url, input.ca_file),
+                    args: exec_args_for(login, input.ca_file),
                     interactive_mode: "IfAvailable",
                     provide_cluster_info: false,
                     install_hint: format!(

@@ -40,4 +40,6 @@ pub use access::{AccessReview, AccessReviewError, KubeAccessReview, LocalAccessR
 pub use auth::{BearerClaims, BearerError, BearerVerifier, Caller, Clock, SystemClock};
 pub use backend::{Created, UserBackend};
 pub use error::ApiError;
-pub use service::{ApiConfig, ClusterInfo, MAX_MESSAGE_BYTES, UserApi, grpc_router, grpc_service};
+pub use service::{
+    ApiConfig, ClusterInfo, MAX_MESSAGE_BYTES, UNTRUSTED_ISSUER, UserApi, grpc_router, grpc_service,
+};

@@ -31,6 +31,8 @@ use crate::store::USER_CACHE_TTL;
 mod caller;
 mod passwords;
 mod steps;
+
+pub use steps::UNTRUSTED_ISSUER;
 mod users;
 
 /// The largest request message accepted, in bytes (the largest valid request is a few KiB).
@@ -71,6 +73,9 @@ pub struct ApiConfig {
     pub session_ttl: Duration,
     /// The argon2 semaphore, shared with the issuer's login endpoint.
     pub hash_permits: Arc<Semaphore>,
+    /// The external provider whose ID tokens are accepted beside Ichor's (`None`: Ichor's
+    /// only).
+    pub external: Option<Arc<crate::external::ExternalVerifier>>,
 }
 
 impl ApiConfig {
@@ -88,6 +93,7 @@ impl ApiConfig {
             settings: Arc::new(crate::oidc::Settings::new(settings)),
             session_ttl: USER_CACHE_TTL,
             hash_permits: Arc::new(Semaphore::new(DEFAULT_HASH_PERMITS)),
+            external: None,
         })
     }
 }

@@ -116,6 +116,7 @@ where
     config.hash_permits = Arc::clone(issuer.hash_permits());
     config.settings = Arc::clone(&served.settings);
     config.talos_endpoint = endpoint;
+    config.external = external_verifier(&served.config)?;
     let api = UserApi::new(store, access, Arc::clone(&issuer), Arc::new(SystemClock), config);
     let grpc = grpc_router(api);
     Ok(Routers {
@@ -232,13 +233,33 @@ pub fn kube_cluster(
     }
 }
 
+/// The verifier of the configured external provider's ID tokens, if one is configured.
+///
+/// # Errors
+/// [`RunError::Issuer`] when its HTTP client cannot be built.
+pub fn external_verifier(
+    config: &Config,
+) -> Result<Option<Arc<crate::external::ExternalVerifier>>, RunError> {
+    config
+        .external
+        .clone()
+        .map(crate::external::ExternalVerifier::new)
+        .transpose()
+        .map_err(RunError::Issuer)
+}
+
 /// The web UI's routes ([`crate::ui`]): the built SPA embedded in the binary (or the directory
-/// of `ICHOR_UI_DIR`, [`crate::ui::UiFiles::from_env`]) and `/auth/config` with Ichor's issuer;
-/// the API always requires a token.
+/// of `ICHOR_UI_DIR`, [`crate::ui::UiFiles::from_env`]) and `/auth/config` with Ichor's issuer
+/// and the external provider when configured; the API always requires a token.
 fn ui_router(served: &Served) -> Router {
+    let external = served
+        .config
+        .external
+        .as_ref()
+        .map(|e| (e.issuer.as_str(), e.client_id.as_str()));
     crate::ui::router(
         crate::ui::UiFiles::from_env(),
-        crate::ui::AuthConfig::ichor_only(&served.config.issuer, true),
+        crate::ui::AuthConfig::new(&served.config.issuer, external, true),
     )
 }
 

@@ -83,6 +83,8 @@ pub struct Config {
     pub trusted_proxies: Vec<Cidr>,
     /// The kubeconfigs' cluster.
     pub kubeconfig: KubeconfigSettings,
+    /// The external OpenID provider accepted beside Ichor's issuer.
+    pub external: Option<crate::external::ExternalProvider>,
     /// Log format.
     pub log_format: LogFormat,
 }
@@ -175,6 +177,9 @@ pub enum ConfigError {
     /// `--kube-cluster-name` is not usable as a kubeconfig entry name.
     #[error("--kube-cluster-name {0:?} must be 1 to 253 characters without spaces or slashes")]
     KubeClusterName(String),
+    /// An `--external-*` flag is refused (the error names it).
+    #[error(transparent)]
+    External(#[from] crate::external::ProviderError),
     /// A `--trusted-proxy` is not a CIDR.
     #[error("--trusted-proxy: {0}")]
     TrustedProxy(#[from] ichor_server::cidr::CidrError),
@@ -395,6 +400,7 @@ impl Flags {
             refresh_lifetime,
             trusted_proxies,
             kubeconfig,
+            external: None,
             log_format: self.log_format,
         })
     }

@@ -199,7 +199,84 @@ pub struct KubeconfigFlags {
     pub kube_cluster_name: String,
 }
 
-/// Everything `ichor-issuer` parses: [`Flags`] and [`KubeconfigFlags`].
+/// The site's own OpenID Connect provider, accepted beside Ichor's issuer (all optional; none
+/// given: Ichor's issuer only). The chart's `ichorUI.oidc.*` values.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ExternalFlags {
+    /// The external provider's issuer URL (https), exactly as its tokens' `iss`.
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_ISSUER_URL", value_name = "URL")]
+    pub external_issuer_url: Option<String>,
+    /// The OAuth client registered at the provider for Ichor's UI and API (the `aud` of the ID
+    /// tokens they accept).
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_CLIENT_ID", value_name = "ID")]
+    pub external_client_id: Option<String>,
+    /// The client (and audience) the kube-apiserver trusts for the provider, written into an
+    /// external user's kubeconfig. Default: --external-client-id.
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_KUBE_CLIENT_ID", value_name = "ID")]
+    pub external_kube_client_id: Option<String>,
+    /// PEM CA certificate(s) trusted for TLS to the provider, besides the system's roots.
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_CA_FILE", value_name = "PATH")]
+    pub external_ca_file: Option<PathBuf>,
+    /// The claim naming the user (default `email`, as the kube-apiserver's default).
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_USERNAME_CLAIM", value_name = "CLAIM")]
+    pub external_username_claim: Option<String>,
+    /// The claim listing the groups (default `groups`).
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_GROUPS_CLAIM", value_name = "CLAIM")]
+    pub external_groups_claim: Option<String>,
+    /// The prefix of user names (default `oidc:`; not empty, not `ichor:`, not `system:`).
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_USERNAME_PREFIX", value_name = "PREFIX")]
+    pub external_username_prefix: Option<String>,
+    /// The prefix of group names (default `oidc:`; same rules).
+    #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_GROUPS_PREFIX", value_name = "PREFIX")]
+    pub external_groups_prefix: Option<String>,
+    /// A provider group (unprefixed) the API keeps on an external caller and may impersonate;
+    /// repeatable (comma-separated in the environment variable). Other groups count for
+    /// kubectl only.
+    #[arg(
+        long,
+        env = "ICHOR_ISSUER_EXTERNAL_IMPERSONABLE_GROUP",
+        value_name = "GROUP",
+        value_delimiter = ','
+    )]
+    pub external_impersonable_group: Vec<String>,
+}
+
+impl ExternalFlags {
+    /// Checks the flags (reading the CA file, at most 256 KiB); `ichor_issuer` is Ichor's own
+    /// issuer. `None`: no external provider.
+    ///
+    /// # Errors
+    /// [`ConfigError::External`] naming the flag.
+    pub fn validate(
+        self,
+        ichor_issuer: &str,
+    ) -> Result<Option<crate::external::ExternalProvider>, ConfigError> {
+        use std::io::Read as _;
+        let max = crate::external::provider::MAX_CA_BYTES as u64;
+        let ca = self.external_ca_file.map(|path| {
+            let mut bytes = Vec::new();
+            let read = std::fs::File::open(&path)
+                .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
+                .map(|_| bytes)
+                .map_err(|e| e.to_string());
+            (path.display().to_string(), read)
+        });
+        let input = crate::external::provider::ProviderInput {
+            issuer_url: self.external_issuer_url,
+            client_id: self.external_client_id,
+            kube_client_id: self.external_kube_client_id,
+            ca,
+            username_claim: self.external_username_claim,
+            groups_claim: self.external_groups_claim,
+            username_prefix: self.external_username_prefix,
+            groups_prefix: self.external_groups_prefix,
+            impersonable_groups: self.external_impersonable_group,
+        };
+        Ok(input.validate(ichor_issuer)?)
+    }
+}
+
+/// Everything `ichor-issuer` parses: [`Flags`], [`KubeconfigFlags`] and [`ExternalFlags`].
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "ichor-issuer",
@@ -214,6 +291,9 @@ pub struct IssuerArgs {
     /// The kubeconfig flags.
     #[command(flatten)]
     pub kubeconfig: KubeconfigFlags,
+    /// The external provider's flags.
+    #[command(flatten)]
+    pub external: ExternalFlags,
 }
 
 impl IssuerArgs {
@@ -224,6 +304,7 @@ impl IssuerArgs {
     pub fn validate(self) -> Result<Config, ConfigError> {
         let mut config = self.flags.validate()?;
         config.kubeconfig = self.kubeconfig.validate(&config.store)?;
+        config.external = self.external.validate(&config.issuer)?;
         Ok(config)
     }
 }

@@ -271,11 +271,5 @@ impl UserBackend for FailingCredentials {
 
 /// A caller of the API: `ichor:<name>` with the groups `ichor:<role>`.
 pub fn caller(name: &str, roles: &[&str]) -> ichor_issuer::api::Caller {
-    ichor_issuer::api::Caller {
-        name: name.into(),
-        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
-        display_name: None,
-        email: None,
-        must_change: false,
-    }
+    ichor_issuer::api::Caller::ichor(name, roles)
 }

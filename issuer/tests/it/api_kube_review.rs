@@ -47,13 +47,7 @@ fn review_answer(allowed: bool) -> serde_json::Value {
 }
 
 fn alice() -> Caller {
-    Caller {
-        name: "alice".into(),
-        roles: vec!["admin".into()],
-        display_name: None,
-        email: None,
-        must_change: false,
-    }
+    Caller::ichor("alice", &["admin"])
 }
 
 #[tokio::test]

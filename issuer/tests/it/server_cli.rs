@@ -216,3 +216,97 @@ fn every_flag_has_an_environment_variable_and_help_shows_examples() {
         "{help}"
     );
 }
+
+/// All the issuer's flags (the external provider's among them), validated as the binary does.
+fn issuer_args(extra: &[&str]) -> Result<Config, String> {
+    let mut argv = vec!["ichor-issuer", "--external-url", "https://ichor.example.com"];
+    argv.extend_from_slice(extra);
+    ichor_issuer::cli::IssuerArgs::try_parse_from(argv)
+        .map_err(|e| e.to_string())?
+        .validate()
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_external_provider_flags_build_its_configuration_and_each_refusal_names_its_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("idp-ca.pem");
+    std::fs::write(&ca, ichor_testkit::pki::TestCa::new("idp").unwrap().pem).unwrap();
+    let c = issuer_args(&[
+        "--external-issuer-url",
+        "https://idp.example.com/realms/corp",
+        "--external-client-id",
+        "ichor-ui",
+        "--external-ca-file",
+        ca.to_str().unwrap(),
+        "--external-username-claim",
+        "preferred_username",
+        "--external-groups-prefix",
+        "corp:",
+        "--external-impersonable-group",
+        "admins",
+        "--external-impersonable-group",
+        "ops",
+    ])
+    .unwrap();
+    let p = c.external.expect("an external provider");
+    assert_eq!(p.issuer, "https://idp.example.com/realms/corp");
+    assert_eq!(
+        (p.client_id.as_str(), p.kube_client_id.as_str()),
+        ("ichor-ui", "ichor-ui")
+    );
+    assert!(p.ca_pem.unwrap().contains("BEGIN CERTIFICATE"));
+    assert_eq!(p.username_claim, "preferred_username");
+    assert_eq!(
+        (p.username_prefix.as_str(), p.groups_prefix.as_str()),
+        ("oidc:", "corp:")
+    );
+    assert_eq!(p.impersonable_groups, ["admins", "ops"]);
+    assert_eq!(issuer_args(&[]).unwrap().external, None);
+
+    let missing = dir.path().join("missing.pem");
+    for (extra, needle) in [
+        (
+            vec!["--external-client-id", "x"],
+            "--external-client-id needs --external-issuer-url",
+        ),
+        (
+            vec!["--external-issuer-url", "https://idp.example.com"],
+            "--external-issuer-url needs --external-client-id",
+        ),
+        (
+            vec![
+                "--external-issuer-url",
+                "http://idp.example.com",
+                "--external-client-id",
+                "x",
+            ],
+            "--external-issuer-url \"http://idp.example.com\" must use https",
+        ),
+        (
+            vec![
+                "--external-issuer-url",
+                "https://idp.example.com",
+                "--external-client-id",
+                "x",
+                "--external-ca-file",
+                missing.to_str().unwrap(),
+            ],
+            "--external-ca-file",
+        ),
+        (
+            vec![
+                "--external-issuer-url",
+                "https://idp.example.com",
+                "--external-client-id",
+                "x",
+                "--external-username-prefix",
+                "ichor:",
+            ],
+            "--external-username-prefix \"ichor:\" is not allowed",
+        ),
+    ] {
+        let refused = issuer_args(&extra).unwrap_err();
+        assert!(refused.contains(needle), "{extra:?}: {refused}");
+    }
+}

@@ -82,6 +82,10 @@ pub struct DevArgs {
     /// The cluster's name in the kubeconfigs served.
     #[arg(long, default_value = DEFAULT_KUBE_CLUSTER_NAME, value_name = "NAME")]
     pub kube_cluster_name: String,
+
+    /// The site's own OpenID provider, accepted beside Ichor's issuer (as `ichor-issuer`'s).
+    #[command(flatten)]
+    pub external: ichor_issuer::cli::ExternalFlags,
 }
 
 /// Checks the arguments: a loopback address unless allowed, and a port with a next port.

@@ -14,6 +14,7 @@ fn args(address: &str, allow: bool, port: u16) -> DevArgs {
         kube_api_server: None,
         kube_ca_file: None,
         kube_cluster_name: DEFAULT_KUBE_CLUSTER_NAME.to_owned(),
+        external: ichor_issuer::cli::ExternalFlags::default(),
     }
 }
 

@@ -51,7 +51,7 @@ where
                  issuer's own API server address (set kubeAPIServerURL to choose another)"
             );
         }
-        let kubeconfig = kubeconfig::render(&KubeconfigInput {
+        let input = KubeconfigInput {
             cluster_name: &cluster.name,
             user: &caller.name,
             server: server.server,
@@ -59,8 +59,24 @@ where
             ca_pem: &cluster.ca_pem,
             issuer_url: &self.inner.config.issuer_url,
             ca_file: (!ca_file.is_empty()).then_some(ca_file),
-        })
-        .map_err(|e| ApiError::FailedPrecondition(e.to_string()))?;
+        };
+        // An external caller's kubectl signs in at its own provider, with the client the
+        // kube-apiserver trusts for it.
+        let rendered = match (&caller.external, &self.inner.config.external) {
+            (Some(_), Some(external)) => {
+                let provider = external.provider();
+                kubeconfig::render_for(
+                    &input,
+                    &kubeconfig::Login {
+                        issuer_url: &provider.issuer,
+                        client_id: &provider.kube_client_id,
+                        audience: &provider.kube_client_id,
+                    },
+                )
+            }
+            _ => kubeconfig::render(&input),
+        };
+        let kubeconfig = rendered.map_err(|e| ApiError::FailedPrecondition(e.to_string()))?;
         Ok(GetMyKubeconfigResponse { kubeconfig })
     }
 

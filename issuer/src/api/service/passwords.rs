@@ -90,6 +90,12 @@ where
             return Err(ApiError::invalid("old_password", "is required"));
         }
         validate::new_password("new_password", &new)?;
+        if caller.external.is_some() {
+            return Err(ApiError::FailedPrecondition(
+                "you signed in with your identity provider: Ichor holds no password of yours; change it there"
+                    .to_owned(),
+            ));
+        }
         let (entry, _) = self.inner.store.read_credentials(&caller.name).await?;
         let entry = entry.ok_or_else(|| {
             ApiError::FailedPrecondition(format!("user {:?} has no password to change", caller.name))

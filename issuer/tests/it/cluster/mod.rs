@@ -13,6 +13,7 @@
 //! Skipped with a message when the binaries are missing, unless `ICHOR_REQUIRE_CONSUMERS=1`.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod external;
 mod processes;
 mod rotation;
 mod store;
