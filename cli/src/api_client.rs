@@ -75,11 +75,7 @@ pub enum ApiClientError {
 
 /// The `ichor-ui`-audience login for `issuer` (client `ichor-cli`).
 pub fn ui_target(issuer: &IssuerUrl) -> Target {
-    Target {
-        issuer: issuer.clone(),
-        client_id: DEFAULT_CLIENT_ID.to_owned(),
-        audience: UI_AUDIENCE.to_owned(),
-    }
+    Target::new(issuer.clone(), DEFAULT_CLIENT_ID, UI_AUDIENCE)
 }
 
 /// The bearer token for `target`: a cached ID token with 30 s left, else a refreshed one (under

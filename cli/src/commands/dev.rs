@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use crate::local::{CredentialsRemover, LocalController, LocalPaths};
 use anyhow::{Context as _, bail};
-use ichor_issuer::cli::{Flags, Listeners, RunOptions, StoreKind, local_routers, run as run_issuer};
+use ichor_issuer::cli::{Flags, Listeners, RunOptions, StoreKind, local_routers_with, run as run_issuer};
 use ichor_issuer::store::local::LocalStore;
 use ichor_issuer::store::{Change, StoreError, modify_credentials};
 use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
@@ -40,7 +40,8 @@ mod tests;
 
 use args::read_cluster;
 pub use args::{
-    DEFAULT_KUBE_CLUSTER_NAME, DevArgs, MAX_KUBE_CA_BYTES, check_args, check_token_ttl, cluster_info,
+    DEFAULT_KUBE_CLUSTER_NAME, DevArgs, MAX_KUBE_CA_BYTES, MAX_RBAC_FILE_BYTES, check_args, check_token_ttl,
+    cluster_info, read_rbac_file,
 };
 pub use state::{FIRST_ADMIN, Layout, prepare};
 use state::{bootstrap_admin, default_state_dir};
@@ -148,6 +149,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     }
     .validate()
     .context("the issuer's configuration")?;
+    let site_rbac = args.rbac_file.as_deref().map(args::read_rbac_file).transpose()?;
     let mut config = config;
     config.external = args
         .external
@@ -177,7 +179,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             config,
             listeners,
             options,
-            move |served| local_routers(served, store, cluster),
+            move |served| local_routers_with(served, store, cluster, site_rbac),
             ichor_server::shutdown::signal(),
         )
         .await;

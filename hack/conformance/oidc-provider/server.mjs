@@ -17,6 +17,9 @@
 //        [--redirect-uri URI] [--client-secret S] [--scope "openid email profile groups offline_access"]
 //   node server.mjs refresh --issuer URL --ca FILE --client-id ID --refresh-token RT [--client-secret S]
 //     Print the token endpoint's JSON response (id_token, refresh_token, ...); exit 1 on error.
+//   node server.mjs approve --issuer URL --ca FILE --account alice --url AUTHORIZE_URL
+//     Follow an authorization request built elsewhere as a browser would (signing `account` in)
+//     and print the redirect that leaves the provider (the client's redirect URI with the code).
 //
 // The sign-in page (for a browser) lists the accounts as buttons; a `login_hint` naming an
 // account signs that account in at once.
@@ -259,6 +262,30 @@ async function token(values) {
   return fail('too many redirects');
 }
 
+// A browser approving an authorization request someone else built (the `ichor auth login` URL):
+// the account is chosen with login_hint, consent is granted, and the redirect that leaves the
+// provider is printed, not followed.
+async function approve(values) {
+  const issuer = option(values, 'issuer', 'OIDC_ISSUER');
+  const ca = readFileSync(option(values, 'ca', 'OIDC_CA'));
+  const account = option(values, 'account', 'OIDC_ACCOUNT');
+  const start = new URL(option(values, 'url', 'OIDC_URL'));
+  start.searchParams.set('login_hint', account);
+  const origin = new URL(issuer).origin;
+  const jar = new Map();
+  let next = start.href;
+  for (let hop = 0; hop < 10; hop += 1) {
+    const res = await request(ca, jar, 'GET', next);
+    if (res.status < 300 || res.status >= 400 || !res.location) {
+      fail(`${next} answered ${res.status}: ${res.text}`);
+    }
+    const target = new URL(res.location, next);
+    if (target.origin !== origin) return target.href;
+    next = target.href;
+  }
+  return fail('too many redirects');
+}
+
 async function refresh(values) {
   const issuer = option(values, 'issuer', 'OIDC_ISSUER');
   const ca = readFileSync(option(values, 'ca', 'OIDC_CA'));
@@ -271,12 +298,12 @@ const { positionals, values } = parseArgs({
   allowPositionals: true,
   options: Object.fromEntries(
     ['issuer', 'cert', 'key', 'accounts', 'clients', 'ca', 'account', 'client-id', 'client-secret',
-      'redirect-uri', 'scope', 'refresh-token'].map((name) => [name, { type: 'string' }]),
+      'redirect-uri', 'scope', 'refresh-token', 'url'].map((name) => [name, { type: 'string' }]),
   ),
 });
-const commands = { serve, token, refresh };
+const commands = { serve, token, refresh, approve };
 const command = commands[positionals[0]];
-if (!command) fail('usage: server.mjs serve|token|refresh [options] (see the head of this file)');
+if (!command) fail('usage: server.mjs serve|token|refresh|approve [options] (see the head of this file)');
 Promise.resolve(command(values)).then(
   (out) => { if (out !== undefined) process.stdout.write(`${out}\n`); },
   (e) => fail(e.stack),

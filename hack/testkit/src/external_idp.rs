@@ -113,6 +113,10 @@ pub struct Client {
     /// (no client authentication). PKCE is required either way.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
+    /// `native` for a command-line client: a loopback redirect URI then matches on any port
+    /// (RFC 8252 section 7.3). Absent: `web`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application_type: Option<String>,
 }
 
 impl Client {
@@ -122,6 +126,16 @@ impl Client {
             client_id: client_id.to_owned(),
             redirect_uris: vec![DEFAULT_REDIRECT_URI.to_owned()],
             client_secret: None,
+            application_type: None,
+        }
+    }
+
+    /// A public native client (a CLI such as `ichor auth login`): [`DEFAULT_REDIRECT_URI`] on
+    /// any loopback port.
+    pub fn native(client_id: &str) -> Self {
+        Self {
+            application_type: Some("native".to_owned()),
+            ..Self::public(client_id)
         }
     }
 
@@ -380,6 +394,19 @@ impl ExternalIdp {
         }
         let out = self.run_client(&args)?;
         Tokens::parse(&out.stdout).with_context(|| format!("refreshing for {client_id}"))
+    }
+
+    /// Plays the browser for an authorization request another program built (e.g. the URL
+    /// `ichor auth login --no-browser` prints): signs `account` in, grants consent, and returns
+    /// the redirect that leaves the provider (the client's redirect URI with `code` and
+    /// `state`), without following it.
+    pub fn approve(&self, authorize_url: &str, account: &str) -> anyhow::Result<String> {
+        let url = format!("--url={authorize_url}");
+        let out = self.run_client(&["approve", "--account", account, url.as_str()])?;
+        Ok(String::from_utf8(out.stdout)
+            .context("the redirect is not UTF-8")?
+            .trim()
+            .to_owned())
     }
 
     /// Stops the provider with SIGTERM and returns how it exited (0 when it shut down cleanly).

@@ -15,6 +15,13 @@ pub const EXEC_COMMAND: &str = "ichor";
 pub const CLI_CLIENT_ID: &str = "ichor-cli";
 /// The audience the kube-apiserver accepts.
 pub const KUBE_AUDIENCE: &str = "ichor-kube";
+/// The scope an external user's plugin asks its provider for: the standard claims the
+/// kube-apiserver maps (`email`, `profile` for `preferred_username`), `groups`, and a refresh
+/// token.
+pub const EXTERNAL_SCOPE: &str = "openid offline_access email profile groups";
+/// The `prompt` an external user's plugin sends: OpenID Connect Core section 11 grants
+/// `offline_access` (a refresh token) only with `consent`.
+pub const EXTERNAL_PROMPT: &str = "consent";
 
 /// What a kubeconfig is made of.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +71,7 @@ pub fn exec_args(issuer_url: &str, ca_file: Option<&str>) -> Vec<String> {
             issuer_url,
             client_id: CLI_CLIENT_ID,
             audience: KUBE_AUDIENCE,
+            scope_prompt: None,
         },
         ca_file,
     )
@@ -79,6 +87,8 @@ pub struct Login<'a> {
     pub client_id: &'a str,
     /// The audience of the ID token kubectl sends.
     pub audience: &'a str,
+    /// `--scope` and `--prompt` for a provider that is not Ichor's (`None`: the defaults).
+    pub scope_prompt: Option<(&'a str, &'a str)>,
 }
 
 /// [`exec_args`] for any [`Login`].
@@ -96,6 +106,14 @@ pub fn exec_args_for(login: &Login<'_>, ca_file: Option<&str>) -> Vec<String> {
     .into_iter()
     .map(str::to_owned)
     .collect();
+    if let Some((scope, prompt)) = login.scope_prompt {
+        args.extend([
+            "--scope".to_owned(),
+            scope.to_owned(),
+            "--prompt".to_owned(),
+            prompt.to_owned(),
+        ]);
+    }
     if let Some(path) = ca_file {
         args.extend(["--ca-file".to_owned(), path.to_owned()]);
     }
@@ -114,6 +132,7 @@ pub fn render(input: &KubeconfigInput<'_>) -> Result<String, KubeconfigError> {
             issuer_url: input.issuer_url,
             client_id: CLI_CLIENT_ID,
             audience: KUBE_AUDIENCE,
+            scope_prompt: None,
         },
     )
 }

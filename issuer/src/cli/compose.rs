@@ -61,10 +61,27 @@ pub fn local_routers(
     store: Arc<crate::store::local::LocalStore>,
     cluster: Option<crate::api::ClusterInfo>,
 ) -> Result<Routers, RunError> {
+    local_routers_with(served, store, cluster, None)
+}
+
+/// [`local_routers`] with the site's own RBAC objects (`site`: Roles, ClusterRoles and their
+/// bindings, e.g. a binding of an external user) evaluated beside the built-in roles.
+///
+/// # Errors
+/// As [`local_routers`].
+pub fn local_routers_with(
+    served: &Served,
+    store: Arc<crate::store::local::LocalStore>,
+    cluster: Option<crate::api::ClusterInfo>,
+    site: Option<ichor_renderers::rbac::Policy>,
+) -> Result<Routers, RunError> {
     use crate::api::LocalAccessReview;
     use ichor_renderers::rbac::{Authorizer, Policy};
 
-    let policy = Policy::builtin().map_err(|e| RunError::Issuer(format!("the built-in roles: {e}")))?;
+    let mut policy = Policy::builtin().map_err(|e| RunError::Issuer(format!("the built-in roles: {e}")))?;
+    if let Some(site) = site {
+        policy = policy.extend(site);
+    }
     api_routers(
         served,
         store,

@@ -27,6 +27,9 @@ pub enum AuthError {
         /// The URL as given.
         url: String,
     },
+    /// `--scope` is not a scope a login can ask for.
+    #[error("--scope {0:?} must include openid and be at most 512 characters")]
+    Scope(String),
     /// `$HOME` is unset, so the cache has no place.
     #[error("HOME is not set, so the login cache (~/.ichor/auth) has no place; set HOME")]
     HomeUnset,

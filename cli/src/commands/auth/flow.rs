@@ -21,6 +21,10 @@ use super::{
 pub const DEFAULT_CLIENT_ID: &str = "ichor-cli";
 /// The audience the kube-apiserver accepts.
 pub const DEFAULT_AUDIENCE: &str = "ichor-kube";
+/// The scope a login asks for by default (Ichor's issuer puts the groups in every ID token).
+pub const DEFAULT_SCOPE: &str = "openid offline_access";
+/// The scope for a site's own provider (the one the kubeconfigs of its users name).
+pub use ichor_issuer::api::kubeconfig::EXTERNAL_SCOPE;
 /// How long a login waits for the browser by default.
 pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -33,9 +37,25 @@ pub struct Target {
     pub client_id: String,
     /// The audience.
     pub audience: String,
+    /// The scope asked for at the authorization endpoint ([`DEFAULT_SCOPE`] for Ichor).
+    pub scope: String,
+    /// The `prompt` parameter, if any (`consent`: a provider that grants `offline_access` only
+    /// then, as OpenID Connect Core section 11 says, gives a refresh token).
+    pub prompt: Option<String>,
 }
 
 impl Target {
+    /// A login at `issuer` for `client_id` and `audience` with the default scope and no prompt.
+    pub fn new(issuer: IssuerUrl, client_id: &str, audience: &str) -> Self {
+        Target {
+            issuer,
+            client_id: client_id.to_owned(),
+            audience: audience.to_owned(),
+            scope: DEFAULT_SCOPE.to_owned(),
+            prompt: None,
+        }
+    }
+
     /// The cache key of this login.
     pub fn key(&self) -> CacheKey {
         CacheKey {
@@ -54,6 +74,12 @@ impl Target {
         }
         if self.audience != DEFAULT_AUDIENCE {
             cmd.push_str(&format!(" --audience {}", self.audience));
+        }
+        if self.scope != DEFAULT_SCOPE {
+            cmd.push_str(&format!(" --scope '{}'", self.scope));
+        }
+        if let Some(prompt) = &self.prompt {
+            cmd.push_str(&format!(" --prompt {prompt}"));
         }
         cmd
     }
@@ -85,12 +111,15 @@ pub fn authorize_url(
         .append_pair("response_type", "code")
         .append_pair("client_id", &target.client_id)
         .append_pair("redirect_uri", redirect_uri)
-        .append_pair("scope", "openid offline_access")
+        .append_pair("scope", &target.scope)
         .append_pair("state", state)
         .append_pair("nonce", nonce)
         .append_pair("code_challenge", challenge)
         .append_pair("code_challenge_method", "S256")
         .append_pair("audience", &target.audience);
+    if let Some(prompt) = &target.prompt {
+        url.query_pairs_mut().append_pair("prompt", prompt);
+    }
     Ok(url.into())
 }
 
@@ -255,11 +284,45 @@ mod tests {
     use super::*;
 
     fn target() -> Target {
-        Target {
-            issuer: IssuerUrl::parse("https://ichor.example.com").unwrap(),
-            client_id: DEFAULT_CLIENT_ID.into(),
-            audience: DEFAULT_AUDIENCE.into(),
-        }
+        Target::new(
+            IssuerUrl::parse("https://ichor.example.com").unwrap(),
+            DEFAULT_CLIENT_ID,
+            DEFAULT_AUDIENCE,
+        )
+    }
+
+    #[test]
+    fn a_login_at_a_sites_provider_asks_for_its_scope_and_prompt_and_names_them_in_its_command() {
+        let target = Target {
+            scope: EXTERNAL_SCOPE.to_owned(),
+            prompt: Some("consent".to_owned()),
+            ..Target::new(
+                IssuerUrl::parse("https://idp.example.com/realms/corp").unwrap(),
+                "kubernetes",
+                "kubernetes",
+            )
+        };
+        let url = authorize_url(
+            "https://idp.example.com/auth",
+            &target,
+            "http://127.0.0.1:5000/callback",
+            "st",
+            "no",
+            "ch",
+        )
+        .unwrap();
+        let query: Vec<(String, String)> = url::Url::parse(&url)
+            .unwrap()
+            .query_pairs()
+            .into_owned()
+            .collect();
+        assert!(query.contains(&("scope".into(), EXTERNAL_SCOPE.into())), "{url}");
+        assert!(query.contains(&("prompt".into(), "consent".into())), "{url}");
+        assert_eq!(
+            target.login_command(),
+            "ichor auth login --issuer https://idp.example.com/realms/corp --client-id kubernetes --audience \
+             kubernetes --scope 'openid offline_access email profile groups' --prompt consent"
+        );
     }
 
     fn endpoints() -> Endpoints {

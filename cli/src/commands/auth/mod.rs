@@ -61,6 +61,9 @@ typed only into the issuer's page, never into this command.
 Examples:
   ichor auth login --issuer https://ichor.example.com
   ichor auth login --issuer https://ichor.example.com --no-browser
+  # Your site's own identity provider, with the client the kube-apiserver trusts for it
+  ichor auth login --issuer https://idp.example.com/realms/corp --client-id kubernetes \
+    --audience kubernetes --scope 'openid offline_access email profile groups' --prompt consent
   ICHOR_CA_FILE=./ichor-ca.pem ichor auth login --issuer https://ichor.example.com")]
     Login(LoginArgs),
     /// Revoke and delete cached logins.
@@ -125,14 +128,30 @@ pub struct TargetArgs {
     /// A PEM file of CA certificates trusted for the issuer, on top of the system's roots.
     #[arg(long, value_name = "FILE", env = "ICHOR_CA_FILE")]
     pub ca_file: Option<PathBuf>,
+    /// The scope to ask for; a site's own provider usually needs
+    /// "openid offline_access email profile groups" for the claims the kube-apiserver maps.
+    #[arg(long, value_name = "SCOPE", default_value = flow::DEFAULT_SCOPE)]
+    pub scope: String,
+    /// The `prompt` parameter of the sign-in, e.g. `consent` for a provider that gives a refresh
+    /// token (offline_access) only with it.
+    #[arg(long, value_name = "PROMPT", value_parser = ["consent", "login", "select_account"])]
+    pub prompt: Option<String>,
 }
 
 impl TargetArgs {
     fn target(&self) -> Result<flow::Target, AuthError> {
+        let scope = self.scope.split_whitespace().collect::<Vec<_>>().join(" ");
+        if scope.len() > 512 || !scope.split(' ').any(|s| s == "openid") {
+            return Err(AuthError::Scope(self.scope.chars().take(512).collect()));
+        }
         Ok(flow::Target {
-            issuer: issuer_url::IssuerUrl::parse(&self.issuer)?,
-            client_id: self.client_id.clone(),
-            audience: self.audience.clone(),
+            scope,
+            prompt: self.prompt.clone(),
+            ..flow::Target::new(
+                issuer_url::IssuerUrl::parse(&self.issuer)?,
+                &self.client_id,
+                &self.audience,
+            )
         })
     }
 }

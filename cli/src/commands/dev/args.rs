@@ -40,6 +40,29 @@ Examples:
 /// The largest `--kube-ca-file` read (a CA bundle is a few KiB).
 pub const MAX_KUBE_CA_BYTES: u64 = 256 * 1024;
 
+/// The largest `--rbac-file` read.
+pub const MAX_RBAC_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Reads and parses `--rbac-file`.
+///
+/// # Errors
+/// A sentence naming the flag: the file cannot be read, is larger than 1 MiB, or holds
+/// something else than RBAC objects.
+pub fn read_rbac_file(path: &std::path::Path) -> anyhow::Result<ichor_renderers::rbac::Policy> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_RBAC_FILE_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| anyhow::anyhow!("--rbac-file {}: cannot read it: {e}", path.display()))?;
+    anyhow::ensure!(
+        text.len() as u64 <= MAX_RBAC_FILE_BYTES,
+        "--rbac-file {} is larger than 1 MiB",
+        path.display()
+    );
+    ichor_renderers::rbac::Policy::parse(&text)
+        .map_err(|e| anyhow::anyhow!("--rbac-file {}: {e}", path.display()))
+}
+
 /// The default `--kube-cluster-name`.
 pub const DEFAULT_KUBE_CLUSTER_NAME: &str = "ichor-dev";
 
@@ -82,6 +105,12 @@ pub struct DevArgs {
     /// The cluster's name in the kubeconfigs served.
     #[arg(long, default_value = DEFAULT_KUBE_CLUSTER_NAME, value_name = "NAME")]
     pub kube_cluster_name: String,
+
+    /// A YAML file of RBAC objects (Roles, ClusterRoles, their bindings) the API evaluates beside
+    /// the built-in roles, e.g. a binding of a person of the --external-issuer-url provider
+    /// (at most 1 MiB).
+    #[arg(long, value_name = "FILE")]
+    pub rbac_file: Option<PathBuf>,
 
     /// The site's own OpenID provider, accepted beside Ichor's issuer (as `ichor-issuer`'s).
     #[command(flatten)]

@@ -14,6 +14,7 @@ fn args(address: &str, allow: bool, port: u16) -> DevArgs {
         kube_api_server: None,
         kube_ca_file: None,
         kube_cluster_name: DEFAULT_KUBE_CLUSTER_NAME.to_owned(),
+        rbac_file: None,
         external: ichor_issuer::cli::ExternalFlags::default(),
     }
 }
@@ -106,4 +107,26 @@ fn the_first_run_writes_the_sample_admin_and_a_second_run_keeps_the_tree() {
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&layout.root).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o700);
+}
+
+#[test]
+fn the_rbac_file_is_parsed_and_a_bad_one_names_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("rbac.yaml");
+    std::fs::write(
+        &good,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: carol\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: ichor-viewer\n\
+         subjects:\n  - apiGroup: rbac.authorization.k8s.io\n    kind: User\n    name: oidc:carol@example.org\n",
+    )
+    .unwrap();
+    read_rbac_file(&good).unwrap();
+    let bad = dir.path().join("secret.yaml");
+    std::fs::write(&bad, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: x\n").unwrap();
+    let refused = read_rbac_file(&bad).unwrap_err().to_string();
+    assert!(refused.starts_with("--rbac-file"), "{refused}");
+    let refused = read_rbac_file(&dir.path().join("missing.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("cannot read it"), "{refused}");
 }

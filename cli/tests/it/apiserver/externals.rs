@@ -4,13 +4,14 @@
 //! External users come out as `oidc:<email>` with `oidc:` groups; the rendered
 //! `userValidationRules` refuse any mapped name or group in `system:` even where a careless
 //! prefix would make one; only `ichor-kube` (Ichor) and `kubernetes` (the IdP) are Kubernetes
-//! audiences.
+//! audiences. Ichor's API takes the provider's people too, and gives them a kubeconfig whose
+//! `ichor auth token` signs in at that provider.
 
 use std::collections::BTreeMap;
 
 use ichor_testkit::external_idp::{Account, Client, ExternalIdp, ExternalIdpOptions};
 
-use crate::apiserver::site::{ADMIN_PASSWORD, Site};
+use crate::apiserver::site::{ADMIN_PASSWORD, Site, Terminal};
 
 fn idp(accounts: &[(&str, &str, &[&str])]) -> Option<ExternalIdp> {
     if !ichor_testkit::external_idp::available() {
@@ -23,7 +24,8 @@ fn idp(accounts: &[(&str, &str, &[&str])]) -> Option<ExternalIdp> {
     Some(
         ExternalIdp::start(ExternalIdpOptions {
             accounts,
-            clients: vec![Client::public("kubernetes"), Client::public("ichor-ui")],
+            // `kubernetes` is the CLI's (any loopback port), `ichor-ui` the UI's and the API's.
+            clients: vec![Client::native("kubernetes"), Client::public("ichor-ui")],
             ..ExternalIdpOptions::default()
         })
         .unwrap(),
@@ -64,7 +66,31 @@ async fn ichor_and_an_external_provider_are_trusted_side_by_side_and_system_iden
             "        usernamePrefix: \"system\"\n        groupsPrefix: \"system\"\n"
         )
     );
-    let Some(site) = Site::start(&externals, &[]).await else {
+    // Ichor's API accepts the corporate provider beside its own users; RBAC alone lets alice
+    // (no Ichor role) get her kubeconfig.
+    let ca_path = corp.ca_path().display().to_string();
+    let rbac = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        rbac.path(),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: alice-viewer\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: ichor-viewer\n\
+         subjects:\n  - apiGroup: rbac.authorization.k8s.io\n    kind: User\n    name: oidc:alice@example.org\n",
+    )
+    .unwrap();
+    let rbac_path = rbac.path().display().to_string();
+    let dev_args = [
+        "--rbac-file",
+        rbac_path.as_str(),
+        "--external-issuer-url",
+        corp.issuer_url(),
+        "--external-client-id",
+        "ichor-ui",
+        "--external-kube-client-id",
+        "kubernetes",
+        "--external-ca-file",
+        ca_path.as_str(),
+    ];
+    let Some(site) = Site::start(&externals, &dev_args).await else {
         return;
     };
     let plane = &site.plane;
@@ -110,4 +136,16 @@ async fn ichor_and_an_external_provider_are_trusted_side_by_side_and_system_iden
     let idp_ui = corp.id_token("alice", "ichor-ui").unwrap().id_token;
     let refused = plane.whoami_with_token(0, &idp_ui).unwrap_err().to_string();
     assert!(refused.contains("Unauthorized"), "{refused}");
+
+    // An external user's own kubectl: the kubeconfig Ichor's API gives her (signed in with the
+    // provider's ichor-ui token) runs `ichor auth token` at her provider; `ichor auth login`
+    // with its arguments signs her in on the provider's page; kubectl is oidc:<email>.
+    let terminal = Terminal::external(&site, &corp, "alice").await;
+    terminal.login_external(&site, &corp).await;
+    let (name, mut groups) = terminal.whoami(&site).await;
+    groups.sort();
+    assert_eq!(name, "oidc:alice@example.org");
+    assert_eq!(groups, ["oidc:dev", "oidc:ops", "system:authenticated"]);
+    // The plugin's cache and the provider's refresh token: a second command needs no sign-in.
+    assert_eq!(terminal.whoami(&site).await.0, "oidc:alice@example.org");
 }

@@ -14,6 +14,7 @@ use ichor_renderers::authn::{self, IchorTrust};
 use ichor_renderers::crd::TalosCluster;
 use ichor_testkit::consumers::repo_root;
 use ichor_testkit::control_plane::{ControlPlane, Options};
+use ichor_testkit::external_idp::ExternalIdp;
 
 use crate::dev_support::{self, Dev};
 
@@ -235,9 +236,82 @@ impl Terminal {
     /// with this person's password (as a person signs in before their first kubectl command;
     /// kubectl's exec plugin does not sign in without a terminal).
     pub async fn login(&self, site: &Site) {
+        let args = [
+            "auth".into(),
+            "login".into(),
+            "--issuer".into(),
+            site.dev.url.clone().into(),
+            "--ca-file".into(),
+            site.dev.ca_file.clone().into_os_string(),
+        ];
+        let (child, url, reader) = self.start_login(&args).await;
+        let http = dev_support::http_client(&site.dev);
+        let callback = dev_support::approve(&http, &url, &self.user, &self.password)
+            .await
+            .unwrap();
+        self.finish_login(child, reader, &callback, &http).await;
+    }
+
+    /// The kubeconfig `GetMyKubeconfig` gives `account` of the site's own provider `idp`,
+    /// signed in to the API with the provider's `ichor-ui` token; the plugin trusts the
+    /// provider's CA.
+    pub async fn external(site: &Site, idp: &ExternalIdp, account: &str) -> Self {
+        let token = idp.id_token(account, "ichor-ui").unwrap().id_token;
+        let kubeconfig = UserServiceClient::new(dev_support::channel(&site.dev).await)
+            .get_my_kubeconfig(dev_support::authed(
+                GetMyKubeconfigRequest {
+                    ca_file: idp.ca_path().display().to_string(),
+                },
+                &token,
+            ))
+            .await
+            .unwrap()
+            .into_inner()
+            .kubeconfig;
+        assert!(kubeconfig.contains(idp.issuer_url()), "{kubeconfig}");
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("kubeconfig");
+        std::fs::write(&path, kubeconfig).unwrap();
+        Self {
+            user: account.to_owned(),
+            password: String::new(),
+            home,
+            kubeconfig: path,
+        }
+    }
+
+    /// `ichor auth login --no-browser` at the site's own provider with the arguments of this
+    /// person's kubeconfig (its exec plugin's, `token` replaced by `login`); the provider's own
+    /// sign-in page approves it.
+    pub async fn login_external(&self, site: &Site, idp: &ExternalIdp) {
+        let config: serde_json::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&self.kubeconfig).unwrap()).unwrap();
+        let mut args: Vec<std::ffi::OsString> = config["users"][0]["user"]["exec"]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().into())
+            .collect();
+        assert_eq!(args[1], "token", "{args:?}");
+        args[1] = "login".into();
+        let (child, url, reader) = self.start_login(&args).await;
+        let (idp_url, account) = (url.clone(), self.user.clone());
+        let callback = {
+            let approved = idp.approve(&idp_url, &account);
+            approved.unwrap()
+        };
+        self.finish_login(child, reader, &callback, &dev_support::http_client(&site.dev))
+            .await;
+    }
+
+    /// Starts `ichor <args> --no-browser` in this person's `$HOME`: the child, the sign-in URL it
+    /// printed, and the thread collecting its stderr.
+    async fn start_login(
+        &self,
+        args: &[std::ffi::OsString],
+    ) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ichor"))
-            .args(["auth", "login", "--issuer", &site.dev.url, "--ca-file"])
-            .arg(&site.dev.ca_file)
+            .args(args)
             .arg("--no-browser")
             .env("HOME", self.home.path())
             .env_remove("KUBERNETES_EXEC_INFO")
@@ -255,7 +329,7 @@ impl Terminal {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 let trimmed = line.trim();
-                if trimmed.starts_with("https://") && trimmed.contains("/oidc/authorize?") {
+                if trimmed.starts_with("https://") && trimmed.contains("response_type=code") {
                     let _ = url_tx.send(trimmed.to_owned());
                 }
                 all.push_str(&line);
@@ -263,23 +337,29 @@ impl Terminal {
             }
             all
         });
-        let url = match tokio::task::spawn_blocking(move || url_rx.recv_timeout(Duration::from_secs(60)))
+        match tokio::task::spawn_blocking(move || url_rx.recv_timeout(Duration::from_secs(60)))
             .await
             .unwrap()
         {
-            Ok(url) => url,
+            Ok(url) => (child, url, reader),
             Err(_) => panic!(
                 "{}: ichor auth login printed no sign-in URL:\n{}",
                 self.user,
                 reader.join().unwrap()
             ),
-        };
-        let http = dev_support::http_client(&site.dev);
-        let callback = dev_support::approve(&http, &url, &self.user, &self.password)
-            .await
-            .unwrap();
+        }
+    }
+
+    /// Delivers the browser's redirect to the waiting login and checks that it signed in.
+    async fn finish_login(
+        &self,
+        mut child: std::process::Child,
+        reader: std::thread::JoinHandle<String>,
+        callback: &str,
+        http: &reqwest::Client,
+    ) {
         assert!(callback.starts_with("http://127.0.0.1:"), "{callback}");
-        let answer = http.get(&callback).send().await.unwrap();
+        let answer = http.get(callback).send().await.unwrap();
         assert!(answer.status().is_success(), "{answer:?}");
         let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
             .await

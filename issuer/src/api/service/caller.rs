@@ -71,6 +71,7 @@ where
                         issuer_url: &provider.issuer,
                         client_id: &provider.kube_client_id,
                         audience: &provider.kube_client_id,
+                        scope_prompt: Some((kubeconfig::EXTERNAL_SCOPE, kubeconfig::EXTERNAL_PROMPT)),
                     },
                 )
             }
