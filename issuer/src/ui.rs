@@ -210,6 +210,22 @@ pub fn security_headers(h: &mut HeaderMap) {
 struct UiState {
     files: UiFiles,
     config: AuthConfig,
+    csp: HeaderValue,
+}
+
+/// The CSP of a UI with these providers: [`CSP`], with each external provider's origin added to
+/// `connect-src` (the SPA reads its discovery document and redeems the code at its token
+/// endpoint with `fetch`; scripts still come from this origin only).
+pub fn csp_for(config: &AuthConfig) -> HeaderValue {
+    let origins = config.external_origins();
+    if origins.is_empty() {
+        return HeaderValue::from_static(CSP);
+    }
+    let csp = CSP.replace(
+        "connect-src 'self'",
+        &format!("connect-src 'self' {}", origins.join(" ")),
+    );
+    HeaderValue::from_str(&csp).unwrap_or_else(|_| HeaderValue::from_static(CSP))
 }
 
 /// The UI routes: [`SPA_ROUTES`] (each `index.html`), `/assets/{file}` and `/auth/config`.
@@ -217,7 +233,8 @@ struct UiState {
 /// `index.html` there the pages answer 404 with the command that builds it, and `/auth/config`
 /// is still served.
 pub fn router(files: UiFiles, config: AuthConfig) -> Router {
-    let state = UiState { files, config };
+    let csp = csp_for(&config);
+    let state = UiState { files, config, csp };
     let mut r = Router::new()
         .route("/auth/config", get(auth_config))
         .route("/assets/{file}", get(asset));
@@ -233,6 +250,9 @@ async fn auth_config(State(state): State<UiState>) -> Response {
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     security_headers(response.headers_mut());
+    response
+        .headers_mut()
+        .insert(header::CONTENT_SECURITY_POLICY, state.csp);
     response
 }
 
@@ -250,10 +270,14 @@ const NOT_BUILT: &str = "The Ichor web UI is not built into this binary (or not 
                          built UI, and reload.";
 
 async fn index(State(state): State<UiState>) -> Response {
-    match state.files.read("index.html").await {
+    let mut response = match state.files.read("index.html").await {
         Some(body) => file_response(body, "text/html; charset=utf-8", "no-cache"),
         None => plain(StatusCode::NOT_FOUND, NOT_BUILT),
-    }
+    };
+    response
+        .headers_mut()
+        .insert(header::CONTENT_SECURITY_POLICY, state.csp);
+    response
 }
 
 async fn asset(State(state): State<UiState>, UrlPath(file): UrlPath<String>) -> Response {
@@ -413,6 +437,20 @@ mod tests {
                 client_id: "ichor".into(),
             }
         );
+        // The pages may fetch from the provider's origin, and from nowhere else.
+        let tmp = built();
+        let both = AuthConfig::new(
+            "https://ichor.example.com",
+            Some(("https://idp.example.com:8443/realms/corp", "ichor")),
+            true,
+        );
+        let (_, h, _) = get(router(UiFiles::Dir(tmp.path().to_owned()), both), "/").await;
+        let csp = h[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+        assert!(
+            csp.contains("connect-src 'self' https://idp.example.com:8443;"),
+            "{csp}"
+        );
+        assert!(csp.contains("script-src 'self';"), "{csp}");
         // Without one, the older keys name Ichor's issuer and its UI client.
         let (_, _, body) = get(router(UiFiles::Embedded(&[]), config()), "/auth/config").await;
         let older: OlderReader = serde_json::from_str(&body).unwrap();

@@ -4,6 +4,8 @@ import type { WhoAmIResponse } from "./gen/ichor/v1alpha1/user_pb";
 import { api, isUnauthenticated, refusal } from "./lib/api";
 import { session, type EndReason } from "./lib/session";
 import { SignIn } from "./pages/SignIn";
+import { SignInError } from "./lib/login";
+import { completeExternalSignIn } from "./lib/external";
 import { MustChange } from "./pages/ChangePassword";
 import { Account, AccountMenu } from "./pages/Account";
 import { Users } from "./pages/Users";
@@ -37,7 +39,19 @@ export function App() {
   };
 
   async function start() {
-    if (location.pathname === "/auth/callback") history.replaceState(null, "", "/");
+    if (location.pathname === "/auth/callback") {
+      const returned = location.href;
+      history.replaceState(null, "", "/");
+      const q = new URL(returned).searchParams;
+      // The site's identity provider sent the browser back with its answer.
+      if (q.has("code") || q.has("error")) {
+        try {
+          await completeExternalSignIn(returned);
+        } catch (e) {
+          return setView({ kind: "signedOut", notice: e instanceof SignInError ? e.msg : msg("network") });
+        }
+      }
+    }
     if (!session.idToken()) return setView({ kind: "signedOut" });
     if (!(await session.claimFamily())) return;
     session.schedule();

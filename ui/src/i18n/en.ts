@@ -25,6 +25,11 @@ export const en = {
   signInBusy: "Sign-in is busy right now. Wait {seconds} seconds and try again.",
   signInUnavailable: "Sign-in is temporarily unavailable. Try again in a moment.",
   signInExpired: "This sign-in request has expired or is invalid. Try again.",
+  or: "or",
+  signInExternal: "Sign in with your identity provider",
+  redirectingExternal: "Opening your identity provider…",
+  externalNoPending: "This sign-in answer does not belong to a sign-in started in this tab. Sign in again.",
+  externalPassword: "You signed in with your identity provider: change your password there.",
 
   mustChangeTitle: "Choose a new password",
   mustChangeText: "Your password was set by an administrator. Choose your own before you continue.",

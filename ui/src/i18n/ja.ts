@@ -26,6 +26,11 @@ export const ja: Strings = {
   signInBusy: "現在サインインが混み合っています。{seconds} 秒待ってから、もう一度お試しください。",
   signInUnavailable: "現在サインインを利用できません。しばらくしてから、もう一度お試しください。",
   signInExpired: "このサインイン要求は期限切れか無効です。もう一度お試しください。",
+  or: "または",
+  signInExternal: "ご利用の ID プロバイダーでサインイン",
+  redirectingExternal: "ID プロバイダーを開いています…",
+  externalNoPending: "このサインインの応答は、このタブで始めたサインインのものではありません。もう一度サインインしてください。",
+  externalPassword: "ID プロバイダーでサインインしています。パスワードはそちらで変更してください。",
 
   mustChangeTitle: "新しいパスワードの設定",
   mustChangeText: "現在のパスワードは管理者が設定したものです。続行する前に、ご自身のパスワードを設定してください。",

@@ -20,7 +20,8 @@ export interface AuthConfig {
   apiRequiresToken: boolean;
 }
 
-interface Discovery {
+/** The parts of a discovery document the sign-ins use. */
+export interface Discovery {
   issuer: string;
   authorization_endpoint: string;
   token_endpoint: string;
@@ -52,7 +53,8 @@ async function json<T>(response: Response): Promise<T> {
   return body as T;
 }
 
-async function get<T>(url: string): Promise<T> {
+/** GET `url` as JSON; a refusal or a network failure is a [`SignInError`]. */
+export async function get<T>(url: string): Promise<T> {
   let r: Response;
   try {
     r = await fetch(url, { headers: { accept: "application/json" } });
@@ -62,7 +64,8 @@ async function get<T>(url: string): Promise<T> {
   return json<T>(r);
 }
 
-async function post<T>(url: string, init: RequestInit): Promise<T> {
+/** POST to `url`, answer as JSON; a refusal or a network failure is a [`SignInError`]. */
+export async function post<T>(url: string, init: RequestInit): Promise<T> {
   let r: Response;
   try {
     r = await fetch(url, { method: "POST", ...init });

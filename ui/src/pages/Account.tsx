@@ -4,6 +4,7 @@ import type { WhoAmIResponse } from "../gen/ichor/v1alpha1/user_pb";
 import { api, refusal } from "../lib/api";
 import { session } from "../lib/session";
 import { ChangePassword } from "./ChangePassword";
+import { isExternalSession } from "../lib/external";
 
 /** Saves the caller's kubeconfig as a file. */
 export async function downloadKubeconfig(name: string): Promise<void> {
@@ -11,7 +12,7 @@ export async function downloadKubeconfig(name: string): Promise<void> {
   const url = URL.createObjectURL(new Blob([kubeconfig], { type: "application/yaml" }));
   const a = document.createElement("a");
   a.href = url;
-  a.download = `kubeconfig-${name}.yaml`;
+  a.download = `kubeconfig-${name.replace(/[^A-Za-z0-9._@-]/g, "_")}.yaml`;
   document.body.appendChild(a);
   a.click();
   a.remove();
@@ -28,6 +29,7 @@ export async function signOutEverywhere(name: string): Promise<void> {
 export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => void }) {
   const [open, setOpen] = useState(false);
   const [error, setError] = useState<Msg | null>(null);
+  const external = isExternalSession(session.idToken());
   const run = (f: () => Promise<void>) => async () => {
     setError(null);
     try {
@@ -51,7 +53,7 @@ export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => v
           </p>
           {error && <p class="error" role="alert">{S.refused + t(error)}</p>}
           <button type="button" role="menuitem" onClick={() => { setOpen(false); props.go("/account"); }}>
-            {S.changePassword}
+            {external ? S.account : S.changePassword}
           </button>
           <button type="button" role="menuitem" onClick={run(() => downloadKubeconfig(props.me.name))}>
             {S.downloadKubeconfig}
@@ -109,7 +111,9 @@ export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) 
           {S.downloadKubeconfig}
         </button>
       </div>
-      <ChangePassword onSignedOut={props.onSignedOut} />
+      {isExternalSession(session.idToken())
+        ? <p class="muted" data-testid="external-password">{S.externalPassword}</p>
+        : <ChangePassword onSignedOut={props.onSignedOut} />}
     </section>
   );
 }

@@ -1,7 +1,8 @@
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import type { ComponentChildren } from "preact";
 import { S, msg, t, type Msg } from "../strings";
-import { SignInError, signIn } from "../lib/login";
+import { SignInError, signIn, type Provider } from "../lib/login";
+import { externalProvider, startExternalSignIn } from "../lib/external";
 
 /** The sign-in card; `notice` says why the session ended, `extra` goes below the form. */
 export function SignIn(props: { notice?: Msg; onSignedIn: () => void; extra?: ComponentChildren }) {
@@ -9,6 +10,24 @@ export function SignIn(props: { notice?: Msg; onSignedIn: () => void; extra?: Co
   const [password, setPassword] = useState("");
   const [errors, setErrors] = useState<Record<string, Msg>>({});
   const [busy, setBusy] = useState(false);
+  const [external, setExternal] = useState<Provider | null>(null);
+  const [leaving, setLeaving] = useState(false);
+
+  useEffect(() => {
+    void externalProvider().then(setExternal);
+  }, []);
+
+  async function signInExternal() {
+    if (!external) return;
+    setErrors({});
+    setLeaving(true);
+    try {
+      await startExternalSignIn(external);
+    } catch (err) {
+      setLeaving(false);
+      setErrors({ form: err instanceof SignInError ? err.msg : msg("network") });
+    }
+  }
 
   async function submit(ev: Event) {
     ev.preventDefault();
@@ -48,7 +67,15 @@ export function SignIn(props: { notice?: Msg; onSignedIn: () => void; extra?: Co
             onInput={(e) => setPassword((e.target as HTMLInputElement).value)} />
         </label>
         {errors.password && <p class="field-error" id="password-error">{t(errors.password)}</p>}
-        <button type="submit" class="primary" disabled={busy}>{busy ? S.signingIn : S.signIn}</button>
+        <button type="submit" class="primary" disabled={busy || leaving}>{busy ? S.signingIn : S.signIn}</button>
+        {external && (
+          <>
+            <p class="separator" role="separator"><span>{S.or}</span></p>
+            <button type="button" class="external" disabled={busy || leaving} onClick={signInExternal}>
+              {leaving ? S.redirectingExternal : S.signInExternal}
+            </button>
+          </>
+        )}
         {props.extra}
       </form>
     </main>
