@@ -149,3 +149,112 @@ async fn ichor_and_an_external_provider_are_trusted_side_by_side_and_system_iden
     // The plugin's cache and the provider's refresh token: a second command needs no sign-in.
     assert_eq!(terminal.whoami(&site).await.0, "oidc:alice@example.org");
 }
+
+/// Turning Ichor's users on where a site's provider is already trusted keeps every external
+/// login working. Before: the kube-apiserver trusts the provider alone (users off), an external
+/// user's kubectl token works and no Ichor token does. The switch: Ichor's issuer beside the
+/// provider in the rendered configuration, the apiserver restarted with it (as `ichor config
+/// apply` does). After: the token taken before the switch still works, a new login at the
+/// provider works, Ichor's own users work too, and Ichor's API takes the provider's people.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_users_on_beside_a_trusted_provider_keeps_every_external_login_working() {
+    use crate::apiserver::site::cluster;
+    use ichor_issuer::api::proto::{WhoAmIRequest, user_service_client::UserServiceClient};
+    use ichor_renderers::authn;
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(corp) = idp(&[("alice", "alice@example.org", &["dev"])]) else {
+        return;
+    };
+    let ca_path = corp.ca_path().display().to_string();
+    let dev_args = [
+        "--external-issuer-url",
+        corp.issuer_url(),
+        "--external-client-id",
+        "ichor-ui",
+        "--external-ca-file",
+        ca_path.as_str(),
+    ];
+    let entry = external(&corp, "");
+    let Some(mut site) = Site::start(&entry, &dev_args).await else {
+        return;
+    };
+
+    // Before: users off, the provider alone.
+    let mut users_off = cluster(&site.dev.url, &entry);
+    users_off.spec.authentication.as_mut().unwrap().ichor = None;
+    let rendered = authn::render(&users_off, None).unwrap();
+    let config = serde_yaml::to_string(&rendered.configuration).unwrap();
+    assert!(
+        !config.contains(&site.dev.url),
+        "users off renders no Ichor issuer:\n{config}"
+    );
+    site.plane
+        .restart_apiserver(0, Some(&config), crate::apiserver::site::RESTART_TIMEOUT)
+        .unwrap();
+    let plane = &site.plane;
+    let before = corp.id_token("alice", "kubernetes").unwrap();
+    assert_eq!(
+        wait_whoami(plane, &before.id_token).await.0,
+        "oidc:alice@example.org"
+    );
+    let ichor = site.kube_token("admin", ADMIN_PASSWORD).await.unwrap();
+    let refused = plane.whoami_with_token(0, &ichor).unwrap_err().to_string();
+    assert!(refused.contains("Unauthorized"), "users off: {refused}");
+
+    // The switch: Ichor's issuer beside the provider.
+    let both = site.authentication_config(&entry);
+    site.plane
+        .restart_apiserver(0, Some(&both), crate::apiserver::site::RESTART_TIMEOUT)
+        .unwrap();
+    let plane = &site.plane;
+    site.wait_trusted().await;
+
+    // After: the token from before, a new login and a refresh at the provider, Ichor's admin.
+    let (name, mut groups) = wait_whoami(plane, &before.id_token).await;
+    groups.sort();
+    assert_eq!(name, "oidc:alice@example.org");
+    assert_eq!(groups, ["oidc:dev", "system:authenticated"]);
+    let fresh = corp.id_token("alice", "kubernetes").unwrap().id_token;
+    assert_eq!(
+        plane.whoami_with_token(0, &fresh).unwrap().0,
+        "oidc:alice@example.org"
+    );
+    let refreshed = corp
+        .refresh("kubernetes", before.refresh_token.as_deref().unwrap())
+        .unwrap()
+        .id_token;
+    assert_eq!(
+        plane.whoami_with_token(0, &refreshed).unwrap().0,
+        "oidc:alice@example.org"
+    );
+    assert_eq!(plane.whoami_with_token(0, &ichor).unwrap().0, "ichor:admin");
+    // And Ichor's API takes her with her provider's token for the UI's client.
+    let ui = corp.id_token("alice", "ichor-ui").unwrap().id_token;
+    let me = UserServiceClient::new(crate::dev_support::channel(&site.dev).await)
+        .who_am_i(crate::dev_support::authed(WhoAmIRequest {}, &ui))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(me.name, "oidc:alice@example.org");
+    assert!(me.roles.is_empty());
+}
+
+/// `kubectl auth whoami` with `token`, retried for up to 60 s while the restarted apiserver's
+/// JWT authenticators read their providers' keys.
+async fn wait_whoami(
+    plane: &ichor_testkit::control_plane::ControlPlane,
+    token: &str,
+) -> (String, Vec<String>) {
+    let started = std::time::Instant::now();
+    loop {
+        match plane.whoami_with_token(0, token) {
+            Ok(who) => return who,
+            Err(e) if started.elapsed() < std::time::Duration::from_secs(60) => {
+                eprintln!("not yet: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("the apiserver never accepted the token: {e}"),
+        }
+    }
+}
