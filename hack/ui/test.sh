@@ -12,6 +12,8 @@ repo=$PWD
 missing=()
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 command -v certutil >/dev/null 2>&1 || missing+=(libnss3-tools)
+# A Japanese font, so that the Japanese screenshots and layout checks measure real glyphs.
+[[ -n $(fc-list :lang=ja 2>/dev/null) ]] || missing+=(fonts-ipafont-gothic)
 if ((${#missing[@]})); then
   echo "hack/ui/test.sh: installing ${missing[*]}"
   # A fresh machine has no package lists yet: update them first.
@@ -47,6 +49,8 @@ unit_rc=0
 npx vitest run || unit_rc=$?
 
 cd "$repo"
+# The site's own OpenID provider the identity-provider browser tests sign in at.
+hack/conformance/oidc-provider/install.sh
 cargo build --locked -p ichor-cli --bin ichor
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 shots="$target_dir/ui-screenshots"

@@ -26,7 +26,7 @@ describe("the string catalogs", () => {
     const untranslated = Object.entries(ja).filter(([k, v]) => v === en[k as keyof typeof en] && !/^\{\w+\}$|^Ichor$/.test(v));
     expect(untranslated).toEqual([]);
     // Japanese text uses kana or kanji in every entry apart from the product name and bare placeholders.
-    const noJapanese = Object.entries(ja).filter(([, v]) => !/[\u3040-\u30ff\u4e00-\u9fff]/.test(v) && !/^\{\w+\}$|^Ichor$/.test(v));
+    const noJapanese = Object.entries(ja).filter(([, v]) => !/[\u3000-\u30ff\u4e00-\u9fff\uff00-\uffef]/.test(v) && !/^\{\w+\}$|^Ichor$/.test(v));
     expect(noJapanese).toEqual([]);
   });
 });

@@ -4,6 +4,7 @@ export const en = {
   appName: "Ichor",
   loading: "Loading…",
   language: "Language",
+  listSeparator: ", ",
 
   signInTitle: "Sign in to Ichor",
   userName: "User name",

@@ -5,6 +5,7 @@ export const ja: Strings = {
   appName: "Ichor",
   loading: "読み込み中…",
   language: "言語",
+  listSeparator: "、",
 
   signInTitle: "Ichor にサインイン",
   userName: "ユーザー名",

@@ -40,8 +40,10 @@ export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => v
   };
   return (
     <div class="menu">
-      <button type="button" aria-expanded={open} aria-label={S.menu} onClick={() => setOpen(!open)}>
-        {props.me.displayName || props.me.name} ▾
+      <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
+        <span class="sr-only">{S.menu}: </span>
+        {props.me.displayName || props.me.name}
+        <span aria-hidden="true"> ▾</span>
       </button>
       {open && (
         <div class="menu-panel" role="menu">
@@ -49,7 +51,7 @@ export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => v
             {S.signedInAs} <strong>{props.me.name}</strong>
           </p>
           <p class="muted">
-            {S.roles}: {props.me.roles.join(", ") || S.noRoles}
+            {S.roles}: {props.me.roles.join(S.listSeparator) || S.noRoles}
           </p>
           {error && <p class="error" role="alert">{S.refused + t(error)}</p>}
           <button type="button" role="menuitem" onClick={() => { setOpen(false); props.go("/account"); }}>
@@ -89,7 +91,7 @@ export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) 
         </p>
         {props.me.email && <p class="muted">{props.me.email}</p>}
         <p>
-          {S.roles}: {props.me.roles.join(", ") || S.noRoles}
+          {S.roles}: {props.me.roles.join(S.listSeparator) || S.noRoles}
         </p>
         {times && (
           <p class="muted" data-testid="session-times">

@@ -116,7 +116,7 @@ function Row(props: { user: User; admin: boolean; onChanged: () => void; onPassw
     u.disabled ? S.disabled : S.active,
     ...(u.mustChange ? [S.mustChange] : []),
     ...(u.passwordSet ? [] : [S.noPassword]),
-  ].join(", ");
+  ].join(S.listSeparator);
 
   return (
     <tr data-user={u.name}>
@@ -132,7 +132,7 @@ function Row(props: { user: User; admin: boolean; onChanged: () => void; onPassw
             <button type="button" onClick={() => { setEditing(false); setRoles(u.roles); }}>{S.cancel}</button>
           </form>
         ) : (
-          u.roles.join(", ") || S.noRoles
+          u.roles.join(S.listSeparator) || S.noRoles
         )}
       </td>
       <td data-label={S.status}>{status}</td>
