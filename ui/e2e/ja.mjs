@@ -82,7 +82,7 @@ export async function japanese({ dev, adminPassword }) {
       const k = page.locator('tr[data-user="kenji"]');
       await k.getByRole("button", { name: "無効にする" }).click();
       await k.getByText("無効、パスワード変更が必要").waitFor();
-      await k.getByText("完了しました: 無効にする").waitFor();
+      await k.getByText("「無効にする」を実行しました。").waitFor();
       await k.getByRole("button", { name: "有効にする" }).click();
       await k.getByText("有効、パスワード変更が必要").waitFor();
     });

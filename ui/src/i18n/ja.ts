@@ -92,7 +92,7 @@ export const ja: Strings = {
   delete: "削除",
   confirmDelete: "{name} を削除しますか？この操作は元に戻せません。",
   confirm: "削除する",
-  done: "完了しました: {what}",
+  done: "「{what}」を実行しました。",
   refused: "拒否されました: ",
   noUsers: "ユーザーはいません。",
 
