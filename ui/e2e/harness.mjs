@@ -7,6 +7,7 @@ import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 
 const ICHOR = process.env.ICHOR_BIN;
