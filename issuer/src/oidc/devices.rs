@@ -6,8 +6,10 @@
 //! the HMAC key ring of the tickets, codes and refresh tokens. The header `typ` is the domain
 //! separation: no other artifact verifies as a device cookie, and a device cookie verifies as
 //! nothing else. A sign-in that presents a valid cookie for the very user name it signs in as
-//! takes its password check through [`FastLane`] (its own argon2id permit and a short queue)
-//! instead of the shared [`super::passwords::HashGate`]. Nothing else changes: the password is
+//! takes its password check through [`FastLane`] (a shared permit when one is free at once, else
+//! its own argon2id permit and a short queue) instead of waiting in the shared
+//! [`super::passwords::HashGate`]; while it is pending the shared queue starts no new check
+//! ([`super::priority`]). Nothing else changes: the password is
 //! verified the same way, the per-source limit and the per-user back-off apply first, and a
 //! cookie that is forged, expired, signed by a retired key or for another user is ignored
 //! without a word (the sign-in goes through the shared queue like any other).
@@ -17,14 +19,14 @@
 //! and a cookie is only set after that user's correct password.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, HeaderValue, header};
 use ichor_renderers::auth::UserName;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{Issuer, lock, passwords::HashGate};
+use super::{Issuer, lock, passwords::HashGate, priority::LanePriority};
 use crate::{
     keys::LoadedKeys,
     tokens::{self, Artifact, TokenError},
@@ -132,12 +134,14 @@ pub fn set_cookie(value: &str) -> Option<HeaderValue> {
 
 /// The argon2id lane of known devices: its own [`HashGate`] and the users holding a place in
 /// it (one place per user, [`LANE_PERMITS`] + [`LANE_MAX_WAITING`] places in all, so a place
-/// never finds the gate's queue full).
+/// never finds the gate's queue full). Each place counts as a pending check in the
+/// [`LanePriority`] the shared queue yields to.
 #[derive(Debug)]
 pub struct FastLane {
     gate: HashGate,
     users: Mutex<HashSet<String>>,
     places: usize,
+    priority: Arc<LanePriority>,
 }
 
 /// A place in the lane for one user's check, given back when dropped.
@@ -148,13 +152,25 @@ pub struct LanePlace<'a> {
 }
 
 impl FastLane {
-    /// A lane of `permits` concurrent checks and `max_waiting` waiting ones.
-    pub fn new(permits: usize, max_waiting: usize) -> Self {
+    /// A lane of `permits` concurrent checks and `max_waiting` waiting ones, each pending in
+    /// `priority`.
+    pub fn new(permits: usize, max_waiting: usize, priority: Arc<LanePriority>) -> Self {
         FastLane {
             gate: HashGate::new(permits, max_waiting),
             users: Mutex::new(HashSet::new()),
             places: permits + max_waiting,
+            priority,
         }
+    }
+
+    /// The lane's argon2id permits.
+    pub fn permits(&self) -> &Arc<tokio::sync::Semaphore> {
+        self.gate.semaphore()
+    }
+
+    /// How many places are taken now.
+    pub fn pending(&self) -> usize {
+        lock(&self.users).len()
     }
 
     /// A place for `user`, unless that user already holds one or every place is taken (the
@@ -165,16 +181,11 @@ impl FastLane {
             return None;
         }
         users.insert(user.to_owned());
+        self.priority.lane_enter();
         Some(LanePlace {
             lane: self,
             user: user.to_owned(),
         })
-    }
-}
-
-impl Default for FastLane {
-    fn default() -> Self {
-        Self::new(LANE_PERMITS, LANE_MAX_WAITING)
     }
 }
 
@@ -188,6 +199,7 @@ impl LanePlace<'_> {
 impl Drop for LanePlace<'_> {
     fn drop(&mut self) {
         lock(&self.lane.users).remove(&self.user);
+        self.lane.priority.lane_leave();
     }
 }
 
@@ -401,14 +413,17 @@ mod tests {
 
     #[test]
     fn the_lane_holds_one_place_per_user_and_a_bounded_number_in_all() {
-        let lane = FastLane::new(1, 1);
+        let priority = Arc::new(LanePriority::default());
+        let lane = FastLane::new(1, 1, Arc::clone(&priority));
         let alice = lane.enter("alice").expect("a free place");
         assert!(lane.enter("alice").is_none(), "one place per user");
         let bob = lane.enter("bob").expect("the second place");
         assert!(lane.enter("carol").is_none(), "two places in all");
+        assert_eq!(priority.lane_pending(), 2, "each place is a pending check");
         drop(alice);
         assert!(lane.enter("carol").is_some(), "a place given back is free again");
         assert!(lane.enter("alice").is_some());
         drop(bob);
+        assert_eq!(priority.lane_pending(), 0, "every place given back");
     }
 }

@@ -223,9 +223,9 @@ async fn sign_in(
     };
 
     let known = devices::known(issuer, headers, name.as_ref());
-    let gate = match known.as_ref().and_then(|k| k.place.as_ref()) {
-        Some(place) => place.gate(),
-        None => &issuer.hash_gate,
+    let (gate, borrow) = match known.as_ref().and_then(|k| k.place.as_ref()) {
+        Some(place) => (place.gate(), Some(&issuer.hash_gate)),
+        None => (&issuer.hash_gate, None),
     };
     if let Some(retry_after) = gate.busy() {
         // Not an attempt: the reservation is dropped unused and counts nothing.
@@ -260,7 +260,7 @@ async fn sign_in(
         (Some(_), Some(entry)) => Some(entry.hash.clone()),
         _ => None,
     };
-    let checked = passwords::check(gate, username, password, phc.clone())
+    let checked = passwords::check(gate, borrow, username, password, phc.clone())
         .await
         .map_err(|e| match e {
             // Not an attempt: the reservation is dropped unused and counts nothing.

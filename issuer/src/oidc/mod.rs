@@ -30,7 +30,8 @@
 //!   `Content-Security-Policy: default-src 'self'; script-src 'self'; frame-ancestors 'none'`.
 //! - An unknown user costs one argon2id verification of a dummy hash, like a wrong password,
 //!   and gets the same answer. At most two hashes run at once per process, and one more in the
-//!   known devices' lane ([`devices::LANE_PERMITS`]).
+//!   known devices' lane ([`devices::LANE_PERMITS`]), which goes first: while it has a check
+//!   pending the shared queue starts none ([`priority`]).
 //! - A store that cannot be reached yields 503 (500 `server_error` at the revocation endpoint,
 //!   as the seed says) and never says anything about the user.
 //! - Bodies are limited to [`MAX_BODY_BYTES`].
@@ -45,6 +46,7 @@ mod login;
 mod metrics;
 mod page;
 pub mod passwords;
+pub mod priority;
 pub mod request;
 mod revoke;
 mod token;
@@ -207,6 +209,7 @@ impl Issuer {
         registry: &mut Registry,
     ) -> Result<Issuer, ConfigError> {
         let issuer = check_external_url(&config.external_url)?;
+        let priority = Arc::new(priority::LanePriority::default());
         Ok(Issuer {
             ui_redirect: format!("{issuer}/auth/callback"),
             issuer,
@@ -216,8 +219,9 @@ impl Issuer {
             settings,
             clock: Arc::new(SystemClock),
             metrics: Metrics::register(registry),
-            hash_gate: passwords::HashGate::new(HASH_PERMITS, passwords::DEFAULT_MAX_WAITING),
-            devices: devices::FastLane::default(),
+            hash_gate: passwords::HashGate::new(HASH_PERMITS, passwords::DEFAULT_MAX_WAITING)
+                .yielding_to(Arc::clone(&priority)),
+            devices: devices::FastLane::new(devices::LANE_PERMITS, devices::LANE_MAX_WAITING, priority),
             backoff: Arc::new(Mutex::new(limits::UserBackoff::new())),
             login_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::LOGIN_FAILURES)),
             token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN_FAILURES)),
@@ -237,6 +241,18 @@ impl Issuer {
     /// [`HASH_PERMITS`] passwords at once.
     pub fn hash_permits(&self) -> &Arc<Semaphore> {
         self.hash_gate.semaphore()
+    }
+
+    /// The argon2id permits of the known devices' lane ([`devices::LANE_PERMITS`]), apart from
+    /// [`Issuer::hash_permits`].
+    pub fn device_lane_permits(&self) -> &Arc<Semaphore> {
+        self.devices.permits()
+    }
+
+    /// How many known devices' sign-ins hold a place in their lane now (waiting for its permit
+    /// or verifying), each holding the shared queue back.
+    pub fn device_lane_pending(&self) -> usize {
+        self.devices.pending()
     }
 
     /// The issuer identifier (the external URL, no trailing slash).

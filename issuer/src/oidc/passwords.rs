@@ -14,6 +14,8 @@ use ichor_renderers::auth::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::priority::LanePriority;
+
 /// How many password checks may wait for a hash permit, by default. With two permits and
 /// ~0.2 s per argon2id verification, a waiting check starts within about two seconds.
 pub const DEFAULT_MAX_WAITING: usize = 16;
@@ -32,6 +34,7 @@ pub struct HashGate {
     size: usize,
     waiting: AtomicUsize,
     max_waiting: usize,
+    yields_to: Option<Arc<LanePriority>>,
 }
 
 /// Why a check could not enter the gate.
@@ -65,7 +68,16 @@ impl HashGate {
             size: permits.max(1),
             waiting: AtomicUsize::new(0),
             max_waiting,
+            yields_to: None,
         }
+    }
+
+    /// The same gate, starting no computation while `priority`'s lane has a check pending (for
+    /// at most its hold at a time): the shared queue, beside the known devices' lane.
+    #[must_use]
+    pub fn yielding_to(mut self, priority: Arc<LanePriority>) -> Self {
+        self.yields_to = Some(priority);
+        self
     }
 
     /// Roughly how long a full queue takes to drain, in whole seconds (at least 1): each
@@ -96,8 +108,27 @@ impl HashGate {
     }
 
     /// A permit, at once when one is free, after waiting in the queue when it has room, or
-    /// [`GateError::Busy`] when it has none.
+    /// [`GateError::Busy`] when it has none; for a gate [`yielding_to`](Self::yielding_to) a
+    /// lane, then also after the lane's turn.
     pub async fn enter(&self) -> Result<OwnedSemaphorePermit, GateError> {
+        let permit = self.permit().await?;
+        if let Some(priority) = &self.yields_to {
+            priority.shared_turn().await;
+        }
+        Ok(permit)
+    }
+
+    /// A free permit of `shared` at once when it has one, else [`enter`](Self::enter) this gate:
+    /// the known devices' lane, whose single permit would otherwise make a known device wait
+    /// behind another where an unknown one would not.
+    pub async fn enter_or_borrow(&self, shared: &HashGate) -> Result<OwnedSemaphorePermit, GateError> {
+        match Arc::clone(&shared.permits).try_acquire_owned() {
+            Ok(permit) => Ok(permit),
+            Err(_) => self.enter().await,
+        }
+    }
+
+    async fn permit(&self) -> Result<OwnedSemaphorePermit, GateError> {
         if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
             return Ok(permit);
         }
@@ -197,16 +228,22 @@ pub(crate) enum CheckError {
 }
 
 /// Verifies `password` against `phc` (`None`: unknown user or no password set, verified against
-/// the dummy hash) once through `gate` ([`CheckError::Busy`] when its queue is full), holding one hash permit for the whole computation, including a rehash. The
-/// permit moves into the blocking task, so it is held until the computation really ends even if
-/// the request is dropped.
+/// the dummy hash) once through `gate` ([`CheckError::Busy`] when its queue is full), or on a
+/// free permit of `borrow` ([`HashGate::enter_or_borrow`]), holding one hash permit for the whole
+/// computation, including a rehash. The permit moves into the blocking task, so it is held until
+/// the computation really ends even if the request is dropped.
 pub(crate) async fn check(
     gate: &HashGate,
+    borrow: Option<&HashGate>,
     user: &str,
     password: Password,
     phc: Option<String>,
 ) -> Result<Checked, CheckError> {
-    let permit = gate.enter().await.map_err(|e| match e {
+    let permit = match borrow {
+        Some(shared) => gate.enter_or_borrow(shared).await,
+        None => gate.enter().await,
+    };
+    let permit = permit.map_err(|e| match e {
         GateError::Busy { retry_after } => CheckError::Busy { retry_after },
         GateError::Closed => CheckError::Internal(e.to_string()),
     })?;
@@ -275,6 +312,27 @@ mod tests {
         assert_eq!(first.await.expect("join"), Ok(()));
         assert_eq!(third.await.expect("join"), Ok(()));
         assert_eq!(gate.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_lane_check_borrows_a_free_shared_permit_and_else_waits_for_its_own() {
+        let (lane, shared) = (HashGate::new(1, 1), HashGate::new(2, 16));
+        let own = lane.enter().await.expect("the lane's permit");
+        let borrowed = lane.enter_or_borrow(&shared).await.expect("a shared permit");
+        assert_eq!(shared.semaphore().available_permits(), 1);
+        let _other = shared.enter().await.expect("the last shared permit");
+        // Nothing free: the check waits in the lane, not in the shared queue.
+        let gate = Arc::new(lane);
+        let waiting = tokio::spawn({
+            let (gate, shared) = (Arc::clone(&gate), Arc::new(shared));
+            async move { gate.enter_or_borrow(&shared).await.map(drop) }
+        });
+        while gate.waiting() < 1 {
+            tokio::task::yield_now().await;
+        }
+        drop(borrowed);
+        drop(own);
+        assert_eq!(waiting.await.expect("join"), Ok(()));
     }
 
     #[test]

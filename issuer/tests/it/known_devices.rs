@@ -125,6 +125,56 @@ async fn a_known_device_signs_in_while_the_flood_is_shed_and_other_cookies_get_n
     assert_eq!(refused, SHARED_QUEUE, "the queued sign-ins were all verified");
 }
 
+/// The lane goes first on the CPU: while a known device's check is pending the shared queue
+/// starts none of its queued checks, even with its permits free, and starts them once the lane
+/// check is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lane_check_runs_before_the_queued_flood_checks() {
+    let h = Arc::new(Harness::new());
+    let alice = device_of(&h, "alice", 1).await;
+    let (held, queued) = saturate(&h).await;
+
+    // Alice's sign-in takes its lane place and waits there for the lane's permit.
+    let lane = Arc::clone(h.issuer.device_lane_permits())
+        .acquire_owned()
+        .await
+        .expect("the lane permit");
+    let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
+    let known = tokio::spawn({
+        let h = Arc::clone(&h);
+        async move {
+            h.login_from(peer(20), &ticket, "alice", PASSWORD, Some(&alice))
+                .await
+        }
+    });
+    while h.issuer.device_lane_pending() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    // The shared permits come free: the queue still starts nothing while her check is pending.
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let answered = |queued: &[JoinHandle<Reply>]| queued.iter().filter(|t| t.is_finished()).count();
+    assert_eq!(
+        answered(&queued),
+        0,
+        "a flood check ran while the lane was pending"
+    );
+
+    // Her check runs and she is signed in before any queued flood sign-in is answered.
+    drop(lane);
+    let reply = known.await.expect("join");
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(answered(&queued), 0, "a flood check finished before the lane's");
+    assert_eq!(h.issuer.device_lane_pending(), 0);
+
+    // Then the queue runs again: every queued sign-in is verified.
+    for task in queued {
+        let reply = task.await.expect("join");
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.text());
+    }
+}
+
 #[tokio::test]
 async fn the_lane_keeps_the_back_off_and_the_form_flow_gets_and_sends_the_cookie() {
     let h = Harness::new();
