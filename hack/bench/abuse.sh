@@ -68,6 +68,7 @@ measure "slowloris headers on the internal listener" "$int" slowloris
 measure "slow body to /oidc/token, 1 byte/s" "$ext" slow-body
 measure "h2: 100 streams/conn, token bodies 1 byte short" "$ext" h2-streams
 measure "h2: 100 streams/conn, window never opened" "$ext" window-zero
+measure "h2: 8 streams/conn (the cap), window never opened" "$ext" window-zero-cap
 measure "h2 rapid reset (HEADERS+RST_STREAM)" "$ext" rapid-reset
 measure "h2 PING flood, never reading" "$ext" ping-flood
 measure "h2 CONTINUATION flood" "$ext" continuation

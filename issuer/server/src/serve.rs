@@ -85,6 +85,7 @@ async fn accept_loop(
             first_request: options.header_read_timeout,
             idle: options.idle_timeout,
             request: options.request_timeout,
+            answer: options.answer_timeout,
         },
         requests: Arc::new(Semaphore::new(options.max_requests_in_flight.max(1))),
     });
@@ -193,6 +194,7 @@ async fn serve_connection<I>(
                 Overstay::NoFirstRequest => tracing::debug!(%remote, "no request in time; closing"),
                 Overstay::Idle => tracing::debug!(%remote, "idle; closing"),
                 Overstay::SlowRequest => tracing::debug!(%remote, "a request overstayed; closing"),
+                Overstay::UnreadAnswer => tracing::debug!(%remote, "an answer was never taken; closing"),
             }
             conn.as_mut().graceful_shutdown();
             match tokio::time::timeout(CLOSE_LINGER, conn).await {

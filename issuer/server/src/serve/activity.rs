@@ -1,6 +1,6 @@
 //! What one connection is doing, for its watchdog: when it opened, whether it has had a request,
-//! the start of each request in flight (until its response body is done) and since when it has
-//! been idle. From these [`State::deadline`] says when the connection has overstayed, and why.
+//! the start of each request in flight (until its response body is done), when each answer was
+//! produced (until the connection took its body) and since when it has been idle. From these [`State::deadline`] says when the connection has overstayed, and why.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,6 +16,8 @@ pub(crate) struct Bounds {
     pub idle: Duration,
     /// From a request's headers to the end of its response.
     pub request: Duration,
+    /// From the handler's answer to the connection taking its body.
+    pub answer: Duration,
 }
 
 /// Why a connection overstayed.
@@ -27,6 +29,8 @@ pub(crate) enum Overstay {
     Idle,
     /// A request has been in flight longer than the request bound.
     SlowRequest,
+    /// An answer has waited longer than the answer bound for the connection to take it.
+    UnreadAnswer,
 }
 
 /// The activity of one connection at one moment.
@@ -36,6 +40,8 @@ pub(crate) struct State {
     served_any: bool,
     idle_since: Instant,
     in_flight: BTreeSet<(Instant, u64)>,
+    /// The answers produced and not yet taken: when, and the key of their request.
+    answered: BTreeSet<(Instant, (Instant, u64))>,
     next_id: u64,
 }
 
@@ -47,6 +53,7 @@ impl State {
             served_any: false,
             idle_since: now,
             in_flight: BTreeSet::new(),
+            answered: BTreeSet::new(),
             next_id: 0,
         }
     }
@@ -62,9 +69,18 @@ impl State {
         (key, was_idle)
     }
 
+    /// Records that the request `key` was answered at `answered_at` (its body not yet taken).
+    pub fn answer(&mut self, key: (Instant, u64), answered_at: Instant) {
+        if self.in_flight.contains(&key) {
+            self.answered.insert((answered_at, key));
+        }
+    }
+
     /// Records the end of the request `key` at `now`; true when the connection became idle.
     pub fn finish(&mut self, key: (Instant, u64), now: Instant) -> bool {
         self.in_flight.remove(&key);
+        // A handful of entries: at most the connection's concurrent streams.
+        self.answered.retain(|&(_, k)| k != key);
         if self.in_flight.is_empty() {
             self.idle_since = now;
             return true;
@@ -73,11 +89,18 @@ impl State {
     }
 
     /// When the connection overstays if nothing changes, and why: the oldest request in flight
-    /// plus the request bound; else the idle bound since the last request ended, or the
-    /// first-request bound since the connection opened.
+    /// plus the request bound, or the oldest answer not taken plus the answer bound, whichever
+    /// comes first; else the idle bound since the last request ended, or the first-request bound
+    /// since the connection opened.
     pub fn deadline(&self, bounds: &Bounds) -> (Instant, Overstay) {
         if let Some(&(oldest, _)) = self.in_flight.first() {
-            return (oldest + bounds.request, Overstay::SlowRequest);
+            let request = (oldest + bounds.request, Overstay::SlowRequest);
+            return match self.answered.first() {
+                Some(&(answered, _)) if answered + bounds.answer < request.0 => {
+                    (answered + bounds.answer, Overstay::UnreadAnswer)
+                }
+                _ => request,
+            };
         }
         if self.served_any {
             (self.idle_since + bounds.idle, Overstay::Idle)
@@ -150,6 +173,16 @@ pub(crate) struct InFlight {
     key: (Instant, u64),
 }
 
+impl InFlight {
+    /// The handler has answered: from now the request is also held to the answer bound, until
+    /// the guard is dropped with the answer's body.
+    pub fn answered(&self) {
+        self.activity.state().answer(self.key, Instant::now());
+        // The answer bound may come before the request bound the watchdog sleeps on.
+        self.activity.changed.notify_one();
+    }
+}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
         if self.activity.state().finish(self.key, Instant::now()) {
@@ -166,6 +199,7 @@ mod tests {
         first_request: Duration::from_secs(10),
         idle: Duration::from_secs(60),
         request: Duration::from_secs(120),
+        answer: Duration::from_secs(10),
     };
 
     fn secs(s: u64) -> Duration {
@@ -205,6 +239,27 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_not_taken_is_held_to_the_answer_bound_from_when_it_was_produced() {
+        let t0 = Instant::now();
+        let mut state = State::new(t0);
+        let (a, _) = state.start(t0);
+        let (b, _) = state.start(t0 + secs(1));
+        state.answer(b, t0 + secs(4));
+        assert_eq!(state.deadline(&BOUNDS), (t0 + secs(14), Overstay::UnreadAnswer));
+        // Taken: the other request is back to the request bound.
+        assert!(!state.finish(b, t0 + secs(5)));
+        assert_eq!(state.deadline(&BOUNDS), (t0 + secs(120), Overstay::SlowRequest));
+        // An answer produced near the end of the request bound does not extend it.
+        state.answer(a, t0 + secs(115));
+        assert_eq!(state.deadline(&BOUNDS), (t0 + secs(120), Overstay::SlowRequest));
+        assert!(state.finish(a, t0 + secs(116)));
+        assert_eq!(state.deadline(&BOUNDS), (t0 + secs(176), Overstay::Idle));
+        // An answer of a request already finished is not recorded.
+        state.answer(a, t0 + secs(117));
+        assert_eq!(state.deadline(&BOUNDS).1, Overstay::Idle);
+    }
+
+    #[test]
     fn requests_started_at_the_same_instant_are_tracked_apart() {
         let t0 = Instant::now();
         let mut state = State::new(t0);
@@ -231,6 +286,7 @@ mod tests {
             first_request: Duration::from_millis(100),
             idle: Duration::from_millis(100),
             request: secs(3600),
+            answer: secs(3600),
         };
         let activity = Activity::new(bounds);
         let guard = activity.start();
@@ -251,6 +307,7 @@ mod tests {
             first_request: Duration::from_secs(3600),
             idle: Duration::from_secs(3600),
             request: Duration::from_millis(100),
+            answer: Duration::from_secs(3600),
         };
         let activity = Activity::new(bounds);
         let watchdog = tokio::spawn({

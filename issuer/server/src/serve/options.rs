@@ -26,11 +26,20 @@ pub struct ServeOptions {
     /// HTTP/2 window). Generous, for people behind slow links: the largest answer is a few
     /// hundred KiB.
     pub request_timeout: Duration,
+    /// Longest time an answer the handler has produced may wait for the connection to take its
+    /// body; past it the whole connection is dropped. Only a client that never opens its HTTP/2
+    /// stream window gets near it (any window at all lets the body into the connection's send
+    /// buffer at once, and an HTTP/1.1 answer goes into the socket's), so it can be short: it
+    /// bounds how long answers are held for such a client.
+    pub answer_timeout: Duration,
     /// Largest HTTP/1.1 read buffer, which bounds the request line and headers.
     pub max_header_bytes: usize,
     /// Largest HTTP/2 header list.
     pub max_h2_header_list_bytes: u32,
-    /// Most concurrent HTTP/2 streams per connection.
+    /// Most concurrent HTTP/2 streams per connection. A stream whose answer the client does not
+    /// take stays open, so this times [`max_connections`](Self::max_connections) bounds the
+    /// answers held for clients that never read: 8 × 4096 × about 2 KiB is 64 MiB. Browsers and
+    /// Go's HTTP/2 client queue further requests or open another connection.
     pub max_h2_streams: u32,
     /// HTTP/2 streams the client may reset before they are accepted, at once, before the
     /// connection is closed with `ENHANCE_YOUR_CALM` (the rapid-reset attack, CVE-2023-44487).
@@ -67,9 +76,10 @@ impl Default for ServeOptions {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(120),
+            answer_timeout: Duration::from_secs(10),
             max_header_bytes: 64 * 1024,
             max_h2_header_list_bytes: 64 * 1024,
-            max_h2_streams: 100,
+            max_h2_streams: 8,
             max_h2_pending_accept_reset_streams: 20,
             max_h2_local_error_reset_streams: 64,
             h2_stream_window_bytes: 64 * 1024,

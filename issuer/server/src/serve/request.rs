@@ -37,8 +37,10 @@ pub(crate) async fn handle(
     let response = router.oneshot(request).await?;
     // The handler is done with the request body: the permit goes back now, so answers a client
     // is slow to take (an HTTP/2 window never opened) cannot hold the cap; the connection's
-    // watchdog still counts the request until its answer is handed over.
+    // watchdog still counts the request, now to the answer bound, until its answer is handed
+    // over.
     drop(permit);
+    in_flight.answered();
     Ok(response.map(move |body| {
         Body::new(body.map_frame(move |frame| {
             let _in_flight = &in_flight;

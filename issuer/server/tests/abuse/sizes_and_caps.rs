@@ -168,3 +168,34 @@ async fn answers_a_client_never_takes_do_not_hold_the_in_flight_cap() {
     drop(h2);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_connection_holds_no_more_answers_a_client_never_takes_than_its_stream_cap() {
+    use crate::h2_frames::{HEADERS, INITIAL_WINDOW_SIZE, RST_STREAM, get, next, preface};
+    // The default cap: with the connection cap it bounds what such clients make the server hold.
+    let cap = usize::try_from(ServeOptions::default().max_h2_streams).unwrap();
+    assert_eq!(cap, 8);
+    let server = Server::start(Kind::Tls, patient()).await;
+    // Forty requests whose answers can never be sent (a stream window of zero).
+    let mut h2 = server.connect(b"h2").await;
+    let mut bytes = preface(&[(INITIAL_WINDOW_SIZE, 0)]);
+    for i in 0..40 {
+        bytes.extend(get(2 * i + 1, "/"));
+    }
+    h2.write_all(&bytes).await.unwrap();
+    let (mut answered, mut refused) = (0, 0);
+    while let Some(frame) = next(&mut h2, Duration::from_secs(1)).await {
+        match frame.kind {
+            HEADERS => answered += 1,
+            // REFUSED_STREAM: never processed, the client may retry it.
+            RST_STREAM if frame.payload == [0, 0, 0, 7] => refused += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(answered, cap, "answers held on one connection");
+    assert_eq!(refused, 40 - cap, "the streams past the cap were refused");
+    assert_eq!(server.handled.load(Ordering::SeqCst), cap);
+    drop(h2);
+    still_serves(&server).await;
+    server.stop().await;
+}

@@ -187,3 +187,29 @@ async fn a_client_that_never_reads_its_answer_is_dropped_on_both_protocols() {
         server.stop().await;
     }
 }
+
+#[tokio::test]
+async fn an_answer_never_taken_drops_the_connection_at_the_answer_bound_not_the_request_bound() {
+    let server = Server::start(
+        Kind::Tls,
+        ServeOptions {
+            answer_timeout: BOUND,
+            ..patient()
+        },
+    )
+    .await;
+    // A stream window of zero: the answer is produced and its headers sent, its body never.
+    let mut h2 = server.connect(b"h2").await;
+    let mut bytes = h2_frames::preface(&[(h2_frames::INITIAL_WINDOW_SIZE, 0)]);
+    bytes.extend(h2_frames::get(1, "/"));
+    h2.write_all(&bytes).await.unwrap();
+    let (end, answers) = h2_frames::until_end(&mut h2, BOUND + SLACK).await;
+    assert_eq!(answers, 1, "the answer was produced");
+    assert_ne!(
+        end,
+        End::Open,
+        "held past the answer bound (the request bound is a minute)"
+    );
+    still_serves(&server).await;
+    server.stop().await;
+}
