@@ -236,6 +236,17 @@ impl Issuer {
         self
     }
 
+    /// The same issuer whose shared argon2id queue waits for the known devices' lane for at most
+    /// `hold` at a time instead of [`priority::MAX_HOLD`] (tests that show the order of checks
+    /// on a loaded machine). Call it before sharing [`Issuer::hash_permits`].
+    pub fn with_lane_hold(mut self, hold: std::time::Duration) -> Issuer {
+        let priority = Arc::new(priority::LanePriority::new(hold));
+        self.hash_gate = passwords::HashGate::new(HASH_PERMITS, passwords::DEFAULT_MAX_WAITING)
+            .yielding_to(Arc::clone(&priority));
+        self.devices = devices::FastLane::new(devices::LANE_PERMITS, devices::LANE_MAX_WAITING, priority);
+        self
+    }
+
     /// The argon2id permits of the sign-in endpoint: hand them to the UserService
     /// ([`crate::api::ApiConfig::hash_permits`]) so the process never hashes more than
     /// [`HASH_PERMITS`] passwords at once.

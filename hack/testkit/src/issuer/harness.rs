@@ -191,6 +191,16 @@ impl Harness {
 
     /// As [`Harness::new`], trusting `trusted_proxies` for the client address.
     pub fn with_proxies(trusted_proxies: TrustedProxies) -> Harness {
+        Self::configured(trusted_proxies, |issuer| issuer)
+    }
+
+    /// As [`Harness::new`], the shared argon2id queue waiting for the known devices' lane for
+    /// at most `hold` at a time ([`Issuer::with_lane_hold`]).
+    pub fn with_lane_hold(hold: std::time::Duration) -> Harness {
+        Self::configured(TrustedProxies::none(), |issuer| issuer.with_lane_hold(hold))
+    }
+
+    fn configured(trusted_proxies: TrustedProxies, configure: impl FnOnce(Issuer) -> Issuer) -> Harness {
         let store = Arc::new(MemoryStore::default());
         store.add_user("alice", &["admin"], Some(entry(false)));
         store.add_user("carol", &["viewer"], Some(entry(false)));
@@ -207,6 +217,7 @@ impl Harness {
             settings,
             clock,
             trusted_proxies,
+            configure,
         )
     }
 
@@ -428,7 +439,15 @@ pub fn replica(
     settings: Arc<Settings>,
     clock: Arc<ManualClock>,
 ) -> Harness {
-    assemble(store, memory, ring, settings, clock, TrustedProxies::none())
+    assemble(
+        store,
+        memory,
+        ring,
+        settings,
+        clock,
+        TrustedProxies::none(),
+        |issuer| issuer,
+    )
 }
 
 /// The issuer over `store` with its routers: how every harness is built.
@@ -439,6 +458,7 @@ fn assemble(
     settings: Arc<Settings>,
     clock: Arc<ManualClock>,
     trusted_proxies: TrustedProxies,
+    configure: impl FnOnce(Issuer) -> Issuer,
 ) -> Harness {
     let mut registry = Registry::default();
     let issuer = Issuer::new(
@@ -453,7 +473,7 @@ fn assemble(
     )
     .expect("issuer")
     .with_clock(Arc::clone(&clock) as Arc<dyn Clock>);
-    let issuer = Arc::new(issuer);
+    let issuer = Arc::new(configure(issuer));
     Harness {
         router: oidc::external_router(Arc::clone(&issuer)),
         internal: oidc::internal_router(Arc::clone(&issuer)),
