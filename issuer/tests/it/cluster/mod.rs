@@ -6,6 +6,8 @@
 //!   the apiserver's own 409 and 422 answers as conflicts, concurrent writers losing nothing;
 //! - [`rotation`]: two in-process issuers, each with its own store, racing refresh rotations of
 //!   one family, and the `UserService` backend writing `IchorUser`s as the caller;
+//! - [`busy_user`]: one user's many sessions refreshing at once through one issuer's store, waiting
+//!   in the user's line for the real Secret: no 503, each rotation committed once;
 //! - [`processes`]: two `ichor-issuer --store kube` processes as the chart runs them, with sign-ins,
 //!   the runtime settings of `IchorInstallation`, `RevokeSessions`, a password change and the
 //!   `UserService` — and the chart's issuer RBAC exactly what they use.
@@ -13,6 +15,7 @@
 //! Skipped with a message when the binaries are missing, unless `ICHOR_REQUIRE_CONSUMERS=1`.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod busy_user;
 mod external;
 mod processes;
 mod rotation;

@@ -49,7 +49,11 @@ fn local_store(root: &Path) -> LocalStore {
 
 /// Gives alice `n` sessions (`s00`, `s01`, …), started one second apart before `start`, and
 /// returns each session's refresh token.
-fn sessions(h: &Harness, base: &CredentialsEntry, n: usize) -> (CredentialsEntry, Vec<(String, String)>) {
+pub(crate) fn sessions(
+    h: &Harness,
+    base: &CredentialsEntry,
+    n: usize,
+) -> (CredentialsEntry, Vec<(String, String)>) {
     let mut entry = base.clone();
     for i in 0..n {
         let at = common::start() - SignedDuration::from_secs(i64::try_from(n - i).unwrap());
@@ -74,7 +78,7 @@ fn sessions(h: &Harness, base: &CredentialsEntry, n: usize) -> (CredentialsEntry
 }
 
 /// The client address of the `n`-th batch of grants of session `session`.
-fn peer(session: usize, n: usize) -> SocketAddr {
+pub(crate) fn peer(session: usize, n: usize) -> SocketAddr {
     let batch = n / PER_ADDRESS;
     let octets = [
         10,

@@ -140,7 +140,7 @@ fn parse_credentials_file(path: &Path) -> BTreeMap<String, CredentialsEntry> {
         .collect()
 }
 
-mod busy_user;
+pub(crate) mod busy_user;
 mod clock_skew;
 mod key_rotation;
 mod kill_9;
