@@ -7,10 +7,13 @@
 # Bounded: about (vectors + 1) x (seconds + 3) s plus the build. The table goes to
 # hack/bench/results/abuse-<date>.md (printed too).
 # Usage: hack/bench/abuse.sh [seconds per vector, default 15] [connections, default 2000]
+# (ICHOR_BENCH_SHORT=1: 3 s per vector, 500 connections)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-seconds="${1:-15}"
-conns="${2:-2000}"
+# shellcheck source=hack/bench/summary.sh
+source hack/bench/summary.sh
+seconds="${1:-$(full_or_short 15 3)}"
+conns="${2:-$(full_or_short 2000 500)}"
 work_prefix=abuse
 # shellcheck source=hack/bench/issuer-common.sh
 source hack/bench/issuer-common.sh
@@ -34,6 +37,7 @@ ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }                     # uti
 hz=$(getconf CLK_TCK)
 
 rows=()
+idle_rss=""; worst_peak=0; worst_slowest=0
 # measure NAME LISTENER-PORT VECTOR|"" : runs the vector (or nothing) for $seconds while sampling.
 measure() {
   local name=$1 port=$2 vector=$3 t0 c0 peak now ok=0 bad=0 slowest=0 out="" attacker=""
@@ -56,6 +60,9 @@ measure() {
   local cpu
   cpu=$(awk -v c0="$c0" -v c1="$(ticks)" -v t0="$t0" -v t1="$(date +%s.%N)" -v hz="$hz" \
     'BEGIN {printf "%.0f", 100 * (c1 - c0) / hz / (t1 - t0)}')
+  [[ -n "$idle_rss" ]] || idle_rss=$(rss)
+  (( peak > worst_peak )) && worst_peak=$peak
+  worst_slowest=$(awk -v a="$worst_slowest" -v b="$slowest" 'BEGIN {print (b > a ? b : a)}')
   rows+=("| $name | $(rss) | $peak | $cpu % | $ok / $((ok + bad)) | ${slowest} s | ${out:-} |")
   echo "${rows[-1]}"
   sleep 3   # the dropped connections' memory returns before the next vector
@@ -74,8 +81,9 @@ measure "h2 PING flood, never reading" "$ext" ping-flood
 measure "h2 CONTINUATION flood" "$ext" continuation
 measure "idle again (after the attacks)" "$ext" ""
 
-mkdir -p hack/bench/results
-out="hack/bench/results/abuse-$(date -u +%F).md"
+figure "abuse: highest peak RSS MiB over every vector (baseline: idle RSS)" "$worst_peak" "$idle_rss" "bounded"
+figure "abuse: slowest probe s under any vector (baseline: none)" "$worst_slowest" "-" "answered"
+out="$results_dir/abuse-$(date -u +%F).md"
 {
   echo "# Abuse bounds, $(date -u +%FT%TZ)"
   echo

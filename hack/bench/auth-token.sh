@@ -8,13 +8,16 @@
 # With a second ichor binary (another commit's build), both are timed in the same run,
 # interleaved, so the two medians compare under the same load.
 #
-# Usage: [ICHOR_BIN=…] hack/bench/auth-token.sh [RUNS] [OTHER_ICHOR]   (hyperfine when installed;
-# else a date loop)
+# Usage: [ICHOR_BIN=…] hack/bench/auth-token.sh [RUNS, default 300; 100 with ICHOR_BENCH_SHORT=1] [OTHER_ICHOR]
+# (needs hyperfine). Writes hack/bench/results/auth-token-<date>.md (printed too).
 set -euo pipefail
-
-runs="${1:-300}"
-other="${2:-}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+
+# shellcheck source=hack/bench/summary.sh
+source "$root/hack/bench/summary.sh"
+runs="${1:-$(full_or_short 300 100)}"
+other="${2:-}"
 target="${CARGO_TARGET_DIR:-$root/target}"
 
 if [[ -n "${ICHOR_BIN:-}" ]]; then
@@ -64,32 +67,39 @@ if [[ -n "$other" ]]; then
   HOME="$home" "$other" "${args[@]}" >/dev/null || { echo "$other auth token failed on the fast path" >&2; exit 1; }
 fi
 
-if command -v hyperfine >/dev/null; then
-  json="$home/hyperfine.json"
-  commands=("${cmd[*]}" "/bin/true")
-  if [[ -n "$other" ]]; then commands+=("$other ${args[*]}"); fi
-  HOME="$home" hyperfine -N --warmup 30 --runs "$runs" --export-json "$json" "${commands[@]}" >&2
-  # Medians in ms from the exported JSON (no jq needed).
-  for i in $(seq 0 $(( ${#commands[@]} - 1 ))); do
-    python3 - "$json" "$i" <<'PY' 2>/dev/null || true
+command -v hyperfine >/dev/null || { echo "hyperfine is needed (apt-get install hyperfine)" >&2; exit 1; }
+json="$home/hyperfine.json"
+commands=("${cmd[*]}" "/bin/true")
+if [[ -n "$other" ]]; then commands+=("$other ${args[*]}"); fi
+HOME="$home" hyperfine -N --warmup 30 --runs "$runs" --export-json "$json" "${commands[@]}" >&2
+# Median and p99 in ms of each command, from the exported run times.
+stats=$(python3 - "$json" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]
-print(f"median {r['median'] * 1000:.2f} ms  {r['command'].split()[0]}")
+for r in json.load(open(sys.argv[1]))["results"]:
+    t = sorted(r["times"])
+    p99 = t[min(len(t) - 1, int(0.99 * len(t)))]
+    print(f"{r['median'] * 1000:.2f} {p99 * 1000:.2f} {r['command'].split()[0]}")
 PY
-  done
-else
-  median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.2f", m/1e6}'; }
-  export HOME="$home"
-  ours="$home/ours.ns" base="$home/true.ns" theirs="$home/other.ns"
-  : >"$ours"; : >"$base"; : >"$theirs"
-  for _ in $(seq "$runs"); do
-    s=$(date +%s%N); "${cmd[@]}" >/dev/null; e=$(date +%s%N); echo $((e - s)) >>"$ours"
-    s=$(date +%s%N); /bin/true; e=$(date +%s%N); echo $((e - s)) >>"$base"
-    if [[ -n "$other" ]]; then
-      s=$(date +%s%N); "$other" "${args[@]}" >/dev/null; e=$(date +%s%N); echo $((e - s)) >>"$theirs"
-    fi
-  done
-  echo "median $(median <"$ours") ms  $bin"
-  echo "median $(median <"$base") ms  /bin/true"
-  if [[ -n "$other" ]]; then echo "median $(median <"$theirs") ms  $other"; fi
-fi
+)
+read -r ours_median ours_p99 _ <<<"$(sed -n 1p <<<"$stats")"
+read -r true_median true_p99 _ <<<"$(sed -n 2p <<<"$stats")"
+size=$(stat -c %s "$(readlink -f "$bin")")
+summary="| command | median ms | p99 ms | median / /bin/true |
+|---|---|---|---|
+$(while read -r m p c; do
+  echo "| \`$c\` | $m | $p | $(awk -v a="$m" -v b="$true_median" 'BEGIN {printf "%.2f", a / b}') |"
+done <<<"$stats")"
+figure "ichor auth token, cached: median ms (baseline: /bin/true median)" "$ours_median" "$true_median" "< 5 ms and <= 1.50"
+figure "ichor auth token, cached: p99 ms (baseline: /bin/true p99)" "$ours_p99" "$true_p99" "-"
+figure "ichor binary, MB (baseline: none)" "$(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1e6}')" "-" "-"
+out="$results_dir/auth-token-$(date -u +%F).md"
+{
+  echo "# \`ichor auth token\` on its cached path, $(date -u +%FT%TZ)"
+  echo
+  echo "Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r)."
+  echo "hyperfine -N, $runs runs each after 30 warm-up runs; \`hack/bench/auth-token.sh\` (commit $(git -C "$root" rev-parse --short HEAD))."
+  echo "Binary: $size bytes."
+  echo
+  echo "$summary"
+} >"$out"
+cat "$out"

@@ -1,7 +1,8 @@
 # Sourced by hack/bench/issuer.sh and hack/bench/load.sh (from the repository root): builds the
 # release issuer and load generator, makes a work directory (removed on exit with every process
 # listed in `pids`), writes the test CA, keys, TLS pair and 100 users into it, and defines
-# free_port and vm (bench_users=N for another number of users). Sets: root, target, bin, load,
+# free_port and vm (bench_users=N for another number of users, bench_families=F to seed F refresh
+# families per user). Sets: root, target, bin, load,
 # work, pids, ca.
 # With ICHOR_BENCH_BIN_DIR set, its ichor-issuer and issuer_load are used instead of a build
 # (another commit's binaries, for before/after figures on the same machine).
@@ -30,5 +31,5 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 vm() { awk -v k="$2:" '$1==k {print int($2/1024)}' "/proc/$1/status"; }   # MiB
 
-"$load" setup --dir "$work" --users "${bench_users:-100}" >/dev/null
+"$load" setup --dir "$work" --users "${bench_users:-100}" --families "${bench_families:-0}" >/dev/null
 ca="$work/ca.crt"

@@ -13,51 +13,20 @@
 # Reports p50/p99/errors per load and store, and the kube/local ratio, to
 # hack/bench/results/kube-store-<date>.md (printed too).
 # Usage: hack/bench/kube-store.sh [seconds per measurement, default 10] [flood loops, default 200]
+# (ICHOR_BENCH_SHORT=1: 3 s, 50 loops)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-seconds="${1:-10}"
-flood="${2:-200}"
-export ICHOR_BUILD_DIR="${ICHOR_BUILD_DIR:-$PWD/.build}"
-if [ ! -x "$ICHOR_BUILD_DIR/kube/current/kube-apiserver" ]; then
-  echo "==> building kube-apiserver, etcd and kubectl (hack/kube/build.sh)"
-  hack/kube/build.sh >/dev/null
-fi
+# shellcheck source=hack/bench/summary.sh
+source hack/bench/summary.sh
+seconds="${1:-$(full_or_short 10 3)}"
+flood="${2:-$(full_or_short 200 50)}"
 work_prefix=kube-store
 # shellcheck source=hack/bench/issuer-common.sh
 source hack/bench/issuer-common.sh
 cp -a "$work/state" "$work/local-state"
 
-urls=()
-issuer_pids=()
-start_issuers() { # store
-  urls=(); issuer_pids=()
-  local external="" n ext int url
-  for n in 1 2; do
-    ext=$(free_port); int=$(free_port)
-    url="https://127.0.0.1:$ext"
-    external="${external:-$url}"
-    local store_args=(--store local --local-users-dir "$work/users" --local-state-dir "$work/local-state")
-    if [ "$1" = kube ]; then
-      store_args=(--store kube --kube-ca-file "$work/apiserver-ca.crt")
-    fi
-    KUBECONFIG="$work/issuer.kubeconfig" RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$external" \
-      --listen "127.0.0.1:$ext" --internal-listen "127.0.0.1:$int" \
-      --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 \
-      "${store_args[@]}" 2>>"$work/issuer-$1-$n.log" &
-    pids+=("$!"); issuer_pids+=("$!"); urls+=("$url")
-    for _ in $(seq 1 400); do
-      curl -fsS --cacert "$ca" "$url/readyz" >/dev/null 2>&1 && continue 2
-      sleep 0.05
-    done
-    echo "issuer $1-$n did not become ready; its log:" >&2
-    cat "$work/issuer-$1-$n.log" >&2
-    exit 1
-  done
-}
-stop_issuers() {
-  kill "${issuer_pids[@]}" 2>/dev/null || true
-  wait "${issuer_pids[@]}" 2>/dev/null || true
-}
+# shellcheck source=hack/bench/kube-plane.sh
+source hack/bench/kube-plane.sh
 
 declare -A refresh_out mixed_out
 measure() { # store
@@ -75,32 +44,21 @@ measure local
 stop_issuers
 
 echo "==> starting a control plane with Ichor's chart and the 100 users"
-"$load" control-plane --dir "$work" 2>"$work/control-plane.log" &
-plane_pid=$!
-pids+=("$plane_pid")
-for _ in $(seq 1 1200); do
-  [ -s "$work/cluster-ready" ] && break
-  if ! kill -0 "$plane_pid" 2>/dev/null; then
-    echo "the control plane did not start; its log:" >&2
-    cat "$work/control-plane.log" >&2
-    exit 1
-  fi
-  sleep 0.1
-done
-[ -s "$work/cluster-ready" ] || { echo "the control plane was not ready within 120 s" >&2; exit 1; }
+start_plane || { echo "the control plane did not start; its log:" >&2; cat "$work/control-plane.log" >&2; exit 1; }
 cat "$work/control-plane.log"
 start_issuers kube
 measure kube
 stop_issuers
-kill -TERM "$plane_pid"; wait "$plane_pid" 2>/dev/null || true
+stop_plane
 
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a/b; else print "-" }'; }
 # The sustained-phase row of an endpoint in a mixed report: ok errors p50 p99.
 row() { awk -F'|' -v e="$1" '$2 ~ "^ "e" " && $4 ~ "sustained" {gsub(/ /,""); print $5, $6, $9, $10}' <<<"$2" | head -1; }
 
-mkdir -p hack/bench/results
-out="hack/bench/results/kube-store-$(date -u +%F).md"
+figure "refresh grants/s, kube store (baseline: local store)" "$(field rps "${refresh_out[kube]}")" "$(field rps "${refresh_out[local]}")" "-"
+figure "refresh p99 ms, kube store (baseline: local store)" "$(field p99_ms "${refresh_out[kube]}")" "$(field p99_ms "${refresh_out[local]}")" "-"
+out="$results_dir/kube-store-$(date -u +%F).md"
 {
   echo "# The issuer on the kube store beside the local store, $(date -u +%FT%TZ)"
   echo

@@ -8,6 +8,8 @@
 # Usage: hack/bench/limits.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=hack/bench/summary.sh
+source hack/bench/summary.sh
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -21,8 +23,9 @@ s_small=$(ns failure_from_a_new_source full_table_of_1024)
 s_scan=$(ns failure_from_a_new_source full_table_previous_scan)
 u_empty=$(ns sign_in_of_a_new_name empty_table)
 u_full=$(ns sign_in_of_a_new_name full_table)
-mkdir -p hack/bench/results
-out="hack/bench/results/limits-$(date -u +%F).md"
+figure "a failure from a new source, ns, bucket table of 65,536 (baseline: empty table)" "$s_full" "$s_empty" "a small constant"
+figure "a failed sign-in of a new name, ns, back-off table of 65,536 (baseline: empty table)" "$u_full" "$u_empty" "a small constant"
+out="$results_dir/limits-$(date -u +%F).md"
 {
   echo "# Per-source and per-user tables when full, $(date -u +%FT%TZ)"
   echo

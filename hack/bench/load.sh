@@ -17,10 +17,13 @@
 # Reports throughput and p50/p99/p999 per endpoint and phase, and each issuer's VmHWM, to
 # hack/bench/results/load-<date>.md (printed too).
 # Usage: hack/bench/load.sh [seconds per phase, default 10] [flood loops, default 200]
+# (ICHOR_BENCH_SHORT=1: 4 s per phase, 100 loops)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-seconds="${1:-10}"
-flood="${2:-200}"
+# shellcheck source=hack/bench/summary.sh
+source hack/bench/summary.sh
+seconds="${1:-$(full_or_short 10 4)}"
+flood="${2:-$(full_or_short 200 100)}"
 work_prefix=load
 # shellcheck source=hack/bench/issuer-common.sh
 source hack/bench/issuer-common.sh
@@ -59,8 +62,8 @@ report=$("$load" mixed --issuer "${urls[0]}" --issuer "${urls[1]}" --pid "${pids
 peak=$(( $(vm "${pids[0]}" VmHWM) > $(vm "${pids[1]}" VmHWM) ? $(vm "${pids[0]}" VmHWM) : $(vm "${pids[1]}" VmHWM) ))
 verdict="holds"; [ "$peak" -lt 400 ] || verdict="BROKEN"
 
-mkdir -p hack/bench/results
-out="hack/bench/results/load-$(date -u +%F).md"
+figure "peak RSS MiB of two issuers under a ${flood}-loop login flood (baseline: RSS after start)" "$peak" "${base[0]}" "< 400 MiB"
+out="$results_dir/load-$(date -u +%F).md"
 {
   echo "# Mixed load on two issuers sharing a local store, $(date -u +%FT%TZ)"
   echo
@@ -82,7 +85,7 @@ out="hack/bench/results/load-$(date -u +%F).md"
     fi
   done
 } >"$out"
-devices_out="hack/bench/results/devices-$(date -u +%F).md"
+devices_out="$results_dir/devices-$(date -u +%F).md"
 {
   echo "# Known devices during a login flood, $(date -u +%FT%TZ)"
   echo

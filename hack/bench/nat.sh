@@ -8,10 +8,13 @@
 # after the failure bursts (60 and 10). Reports the counts and p50/p99 of the refreshes to
 # hack/bench/results/nat-<date>.md (printed too); exits non-zero when a valid refresh was refused.
 # Usage: hack/bench/nat.sh [seconds, default 60] [users, default 500] [period, default 10]
+# (ICHOR_BENCH_SHORT=1: 15 s, 200 users)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-seconds="${1:-60}"
-users="${2:-500}"
+# shellcheck source=hack/bench/summary.sh
+source hack/bench/summary.sh
+seconds="${1:-$(full_or_short 60 15)}"
+users="${2:-$(full_or_short 500 200)}"
 period="${3:-10}"
 work_prefix=nat
 bench_users="$users"
@@ -38,8 +41,9 @@ refused=$(sed -n 's/^nat refused_valid=\([0-9]*\) .*/\1/p' <<<"$report")
 garbage_refused=$(sed -n 's/.* garbage_refused=\([0-9]*\)$/\1/p' <<<"$report")
 verdict="holds"; { [ "$refused" = 0 ] && [ "${garbage_refused:-0}" -gt 0 ]; } || verdict="BROKEN"
 
-mkdir -p hack/bench/results
-out="hack/bench/results/nat-$(date -u +%F).md"
+figure "valid refreshes refused behind one address (baseline: none)" "$refused" "-" "0"
+figure "garbage refresh tokens refused after the burst (of 100)" "${garbage_refused:-?}" "100" "> 0"
+out="$results_dir/nat-$(date -u +%F).md"
 {
   echo "# One address, many people, $(date -u +%FT%TZ)"
   echo

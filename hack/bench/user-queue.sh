@@ -11,9 +11,12 @@
 # load's, as a ratio measured in the same run.
 # The tables go to hack/bench/results/user-queue-<date>.md (printed too).
 # Usage: hack/bench/user-queue.sh [seconds per load, default 10] [sessions, default 32]
+# (ICHOR_BENCH_SHORT=1: 3 s per load)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-seconds="${1:-10}"
+# shellcheck source=hack/bench/summary.sh
+source hack/bench/summary.sh
+seconds="${1:-$(full_or_short 10 3)}"
 sessions="${2:-32}"
 work_prefix=user-queue
 # shellcheck source=hack/bench/issuer-common.sh
@@ -52,8 +55,13 @@ two=$("$load" busy-user --issuer "${urls[0]}" --issuer "${urls[1]}" --ca "$ca" -
   --first-user $((sessions + 1)) --seconds "$seconds")
 echo "$two"
 
-mkdir -p hack/bench/results
-out="hack/bench/results/user-queue-$(date -u +%F).md"
+# grants/s of a table row: the second column of the row whose first starts with $1.
+grants() { awk -F'|' -v r="$1" 'index($2, " " r) == 1 {gsub(/ /, "", $3); print $3; exit}' <<<"$2"; }
+figure "grants/s, 1 user x $sessions sessions, one issuer (baseline: $sessions users x 1 session)" \
+  "$(grants "1 user" "$one")" "$(grants "$sessions users" "$one")" "-"
+figure "grants/s, 1 user x $sessions sessions, two issuers (baseline: $sessions users x 1 session)" \
+  "$(grants "1 user" "$two")" "$(grants "$sessions users" "$two")" "-"
+out="$results_dir/user-queue-$(date -u +%F).md"
 {
   echo "# One busy user beside many users, $(date -u +%FT%TZ)"
   echo

@@ -19,6 +19,10 @@ pub(crate) enum Command {
         dir: PathBuf,
         #[arg(long, default_value_t = 100)]
         users: usize,
+        /// Refresh families seeded per user (ichor-cli, ichor-kube, generation 1), as if each
+        /// had signed in that many times: the credentials grow as in use, without the sign-ins.
+        #[arg(long, default_value_t = 0)]
+        families: usize,
     },
     /// Refresh-grant throughput and latency.
     Refresh {
@@ -31,6 +35,11 @@ pub(crate) enum Command {
         clients: usize,
         #[arg(long, default_value_t = 10)]
         seconds: u64,
+        /// Rotate families seeded by `setup --families` in this directory (one per client, users
+        /// spread over all of them; tokens minted with its keys.json for the first issuer URL)
+        /// instead of signing in.
+        #[arg(long)]
+        seeded: Option<PathBuf>,
     },
     /// Starts a real control plane holding the users of `setup` (until SIGTERM).
     ControlPlane {

@@ -2,9 +2,11 @@
 //!
 //! - `setup --dir D --users N`: writes a test CA and leaf (`D/ca.crt`, `D/tls/`), `D/keys.json`
 //!   (the controller's key timeline with a committed RSA-3072 test key), N `IchorUser` files
-//!   (`bench-0` … ) and `D/state/credentials.json` with one argon2id hash for all of them.
+//!   (`bench-0` … ) and `D/state/credentials.json` with one argon2id hash for all of them (and
+//!   `--families F` refresh families per user).
 //! - `refresh`: signs in `--clients` users (one refresh family each), then every client rotates
-//!   its own family as fast as it can for `--seconds`; prints throughput and latency.
+//!   its own family as fast as it can for `--seconds`; prints throughput and latency. With
+//!   `--seeded D` it rotates families `setup --families` seeded in D instead of signing in.
 //! - `busy-user`: one user with `--sessions` sessions beside as many users with one session
 //!   each, in turn, flat out with immediate retries on a 503 (`hack/bench/user-queue.sh`; see
 //!   [`busy_user`]).
@@ -59,13 +61,23 @@ mod stats;
 async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match Cli::parse().command {
-        Command::Setup { dir, users } => setup::setup(&dir, users),
+        Command::Setup { dir, users, families } => setup::setup(&dir, users, families),
         Command::Refresh {
             issuer,
             ca,
             clients,
             seconds,
-        } => refresh::refresh(&issuer, &ca, clients, Duration::from_secs(seconds)).await,
+            seeded,
+        } => {
+            refresh::refresh(
+                &issuer,
+                &ca,
+                clients,
+                Duration::from_secs(seconds),
+                seeded.as_deref(),
+            )
+            .await
+        }
         Command::BusyUser {
             issuer,
             ca,

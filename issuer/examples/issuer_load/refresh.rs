@@ -2,9 +2,13 @@
 //! every client rotates its own family as fast as it is answered; prints one `refresh …` line
 //! (and one line per kind of error) for `hack/bench/*.sh` to parse.
 
-use crate::client::{PER_ADDRESS, client, sign_in, source};
+use crate::client::{client, sign_in, source};
+use crate::setup::seeded_family_id;
 use crate::stats::{ms, percentile};
+use anyhow::Context as _;
 use anyhow::Result;
+use ichor_issuer::{keys::LoadedKeys, tokens::sign_refresh};
+use ichor_renderers::{auth::credentials::CredentialsEntry, trust::KeysDocument};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,14 +19,65 @@ struct Tally {
     errors: std::collections::BTreeMap<String, usize>,
 }
 
-pub(crate) async fn refresh(issuers: &[String], ca: &Path, clients: usize, duration: Duration) -> Result<()> {
+pub(crate) async fn refresh(
+    issuers: &[String],
+    ca: &Path,
+    clients: usize,
+    duration: Duration,
+    seeded: Option<&Path>,
+) -> Result<()> {
     let ca = std::fs::read(ca)?;
+    let families = match seeded {
+        Some(dir) => seeded_families(dir, &issuers[0], clients)?
+            .into_iter()
+            .map(|token| Ok((client(&ca)?, token)))
+            .collect::<Result<Vec<_>>>()?,
+        None => sign_in_families(issuers, &ca, clients).await?,
+    };
+    rotate(issuers, clients, duration, families).await
+}
+
+/// One refresh token per client for families `setup --families` seeded in `dir`: the first family
+/// of users spread evenly over all of them, minted as the token endpoint would with `dir`'s keys.
+fn seeded_families(dir: &Path, iss: &str, clients: usize) -> Result<Vec<String>> {
+    let doc = KeysDocument::parse(&std::fs::read(dir.join("keys.json"))?)?;
+    let keys = LoadedKeys::from_document(&doc)?;
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("state/credentials.json"))?)?;
+    let entries = state["entries"]
+        .as_object()
+        .context("credentials.json has no entries")?;
+    let users = entries.len();
+    anyhow::ensure!(
+        users >= clients,
+        "{clients} clients need as many users; setup wrote {users}"
+    );
+    let now = jiff::Timestamp::now();
+    (0..clients)
+        .map(|c| {
+            let i = c * users / clients;
+            let (sub, fam) = (format!("bench-{i}"), seeded_family_id(i, 0));
+            let entry = CredentialsEntry::parse(&sub, entries[&sub].to_string().as_bytes())?;
+            let family = entry
+                .families
+                .get(&fam)
+                .with_context(|| format!("{sub} has no family {fam}"))?;
+            Ok(sign_refresh(&keys, iss, &sub, &fam, family, now)?)
+        })
+        .collect()
+}
+
+async fn sign_in_families(
+    issuers: &[String],
+    ca: &[u8],
+    clients: usize,
+) -> Result<Vec<(reqwest::Client, String)>> {
     // Families up front: the sign-ins are argon2-bound (two at a time), so four at once suffice.
     let started = Instant::now();
     let limit = Arc::new(tokio::sync::Semaphore::new(4));
     let mut setups = Vec::new();
     for i in 0..clients {
-        let http = client(&ca)?;
+        let http = client(ca)?;
         let (issuer, limit) = (issuers[i % issuers.len()].clone(), Arc::clone(&limit));
         setups.push(tokio::spawn(async move {
             let _permit = limit.acquire().await?;
@@ -38,7 +93,15 @@ pub(crate) async fn refresh(issuers: &[String], ca: &Path, clients: usize, durat
         "refresh: {clients} families signed in in {:.1}s",
         started.elapsed().as_secs_f64()
     );
+    Ok(families)
+}
 
+async fn rotate(
+    issuers: &[String],
+    clients: usize,
+    duration: Duration,
+    families: Vec<(reqwest::Client, String)>,
+) -> Result<()> {
     let start = Instant::now();
     let deadline = start + duration;
     let mut tasks = Vec::new();
@@ -48,7 +111,8 @@ pub(crate) async fn refresh(issuers: &[String], ca: &Path, clients: usize, durat
             let mut tally = Tally::default();
             let mut n = 0usize;
             while Instant::now() < deadline {
-                let from = source(i * 100_000 + n / PER_ADDRESS);
+                // A new source address on every request: many people, not one client.
+                let from = source(i * 100_000 + n);
                 let issuer = &issuers[(i + n) % issuers.len()];
                 n += 1;
                 let t = Instant::now();

@@ -15,7 +15,15 @@ use std::path::Path;
 
 const RSA_PEM: &str = include_str!("../../tests/fixtures/rsa3072-1.pkcs8.pem");
 
-pub(crate) fn setup(dir: &Path, users: usize) -> Result<()> {
+/// The lifetime of the families `setup --families` seeds (the chart's default refresh lifetime).
+const SEEDED_LIFETIME: SignedDuration = SignedDuration::from_hours(24);
+
+/// The id of the `k`-th seeded family of user `i`: 22 characters, as long as a real one.
+pub(crate) fn seeded_family_id(i: usize, k: usize) -> String {
+    format!("seed{i:07}x{k:010}")
+}
+
+pub(crate) fn setup(dir: &Path, users: usize, families: usize) -> Result<()> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
     let (tls, users_dir, state) = (dir.join("tls"), dir.join("users"), dir.join("state"));
     for d in [&tls, &users_dir, &state] {
@@ -70,7 +78,16 @@ pub(crate) fn setup(dir: &Path, users: usize) -> Result<()> {
                  namespace: ichor-system\nspec:\n  roles: [viewer]\n"
             ),
         )?;
-        let entry = CredentialsEntry::new(hash.clone(), at, false);
+        let mut entry = CredentialsEntry::new(hash.clone(), at, false);
+        for k in 0..families {
+            entry = entry.start_family(
+                &seeded_family_id(i, k),
+                "ichor-cli",
+                "ichor-kube",
+                at,
+                SEEDED_LIFETIME,
+            )?;
+        }
         entries.insert(name.clone(), serde_json::from_str(&entry.to_json(&name)?)?);
     }
     let credentials = serde_json::json!({"generation": 1, "entries": entries});
@@ -80,6 +97,9 @@ pub(crate) fn setup(dir: &Path, users: usize) -> Result<()> {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700))?;
     }
-    println!("setup: {users} users in {}", dir.display());
+    println!(
+        "setup: {users} users with {families} refresh families each in {}",
+        dir.display()
+    );
     Ok(())
 }

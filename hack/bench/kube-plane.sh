@@ -1,0 +1,65 @@
+# Sourced (after hack/bench/issuer-common.sh) by the benchmarks of the issuer on the kube store:
+#  start_issuers local|kube   two `ichor-issuer` processes behind one external URL (the first's),
+#                             on the local store (users and $work/local-state) or the kube store
+#                             (the control plane's $work/issuer.kubeconfig); sets urls, issuer_pids;
+#  stop_issuers;
+#  start_plane                the test kit's control plane with the chart and setup's users and
+#                             credentials (`issuer_load control-plane`); sets plane_pid; returns
+#                             non-zero, with its log in $work/control-plane.log, when it failed;
+#  stop_plane.
+export ICHOR_BUILD_DIR="${ICHOR_BUILD_DIR:-$root/.build}"
+if [ ! -x "$ICHOR_BUILD_DIR/kube/current/kube-apiserver" ]; then
+  echo "==> building kube-apiserver, etcd and kubectl (hack/kube/build.sh)"
+  hack/kube/build.sh >/dev/null
+fi
+
+urls=()
+issuer_pids=()
+start_issuers() { # store
+  urls=(); issuer_pids=()
+  local external="" n ext int url
+  for n in 1 2; do
+    ext=$(free_port); int=$(free_port)
+    url="https://127.0.0.1:$ext"
+    external="${external:-$url}"
+    local store_args=(--store local --local-users-dir "$work/users" --local-state-dir "$work/local-state")
+    if [ "$1" = kube ]; then
+      store_args=(--store kube --kube-ca-file "$work/apiserver-ca.crt")
+    fi
+    KUBECONFIG="$work/issuer.kubeconfig" RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$external" \
+      --listen "127.0.0.1:$ext" --internal-listen "127.0.0.1:$int" \
+      --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 \
+      "${store_args[@]}" 2>>"$work/issuer-$1-$n.log" &
+    pids+=("$!"); issuer_pids+=("$!"); urls+=("$url")
+    for _ in $(seq 1 400); do
+      curl -fsS --cacert "$ca" "$url/readyz" >/dev/null 2>&1 && continue 2
+      sleep 0.05
+    done
+    echo "issuer $1-$n did not become ready; its log:" >&2
+    cat "$work/issuer-$1-$n.log" >&2
+    exit 1
+  done
+}
+stop_issuers() {
+  kill "${issuer_pids[@]}" 2>/dev/null || true
+  wait "${issuer_pids[@]}" 2>/dev/null || true
+}
+
+plane_pid=""
+start_plane() {
+  rm -f "$work/cluster-ready"
+  "$load" control-plane --dir "$work" 2>"$work/control-plane.log" &
+  plane_pid=$!
+  pids+=("$plane_pid")
+  for _ in $(seq 1 3000); do
+    [ -s "$work/cluster-ready" ] && return 0
+    kill -0 "$plane_pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  echo "the control plane was not ready within 300 s" >>"$work/control-plane.log"
+  return 1
+}
+stop_plane() {
+  kill -TERM "$plane_pid" 2>/dev/null || true
+  wait "$plane_pid" 2>/dev/null || true
+}
