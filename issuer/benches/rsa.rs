@@ -21,6 +21,9 @@ use josekit::jws::{JwsSigner, RS256};
 const PEM: &str = include_str!("../tests/fixtures/rsa3072-1.pkcs8.pem");
 const BATCH: usize = 20;
 
+/// An implementation under test: its name and one signature of the shared input.
+type Signer<'a> = (&'static str, Box<dyn FnMut() + 'a>);
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -43,7 +46,7 @@ fn main() {
     let rng = ring::rand::SystemRandom::new();
     let mut ring_sig = vec![0u8; ring_key.public().modulus_len()];
 
-    let mut sign: Vec<(&str, Box<dyn FnMut()>)> = vec![
+    let mut sign: Vec<Signer<'_>> = vec![
         (
             "josekit",
             Box::new(|| {
