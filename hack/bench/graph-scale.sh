@@ -14,8 +14,14 @@ target="${CARGO_TARGET_DIR:-$PWD/target}"
 sizes=$(full_or_short "1000x50,10000x50,50000x50,1000x500,10000x500" "1000x50,10000x50")
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-ICHOR_SCALE_SIZES="$sizes" cargo bench -q -p ichor-reconcilers --bench scale -- --noplot >"$log" 2>&1 \
-  || { cat "$log" >&2; exit 1; }
+if [[ -x "${ICHOR_BENCH_BIN_DIR:-}/scale" ]]; then
+  # A prebuilt bench binary (cargo bench --no-run); criterion writes under $CARGO_TARGET_DIR.
+  CARGO_TARGET_DIR="$target" ICHOR_SCALE_SIZES="$sizes" "$ICHOR_BENCH_BIN_DIR/scale" --bench --noplot >"$log" 2>&1 \
+    || { cat "$log" >&2; exit 1; }
+else
+  ICHOR_SCALE_SIZES="$sizes" cargo bench -q -p ichor-reconcilers --bench scale -- --noplot >"$log" 2>&1 \
+    || { cat "$log" >&2; exit 1; }
+fi
 us() { # change size -> criterion mean in µs
   python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["mean"]["point_estimate"] / 1000))' \
     "$target/criterion/scale/$1/$2/new/estimates.json"
