@@ -50,6 +50,9 @@ stop_issuer() { kill "$issuer_pid"; wait "$issuer_pid" 2>/dev/null || true; }
 echo "==> openssl speed -multi 2 rsa3072"
 speed=$(openssl speed -multi 2 -seconds "$seconds" rsa3072 2>/dev/null | awk '/^rsa 3072 bits/ {v=$(NF-1)} END {print v}')
 echo "openssl: $speed sign/s"
+# One process: openssl speed divides by its CPU time, so this is the CPU of one signature.
+speed1=$(openssl speed -seconds "$seconds" rsa3072 2>/dev/null | awk '/^rsa 3072 bits/ {v=$(NF-1)} END {print v}')
+echo "openssl, one process: $speed1 sign/s of CPU"
 
 start_issuer
 echo "==> refresh grant, 64 clients, ${seconds}s"
@@ -67,7 +70,7 @@ pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f", 100*a/b}'; }
 ratio=$(pct "$rps" "$speed")
 # The families are seeded (no sign-in, no argon2 in the ticks): CPU per grant is the grants'.
 cpu_ms=$(awk -v d="$((t1 - t0))" -v hz="$hz" -v ok="$ok" 'BEGIN {printf "%.3f", d / hz * 1000 / ok}')
-sig_ms=$(awk -v s="$speed" 'BEGIN {printf "%.3f", 2 * 1000 / s}')
+sig_ms=$(awk -v s="$speed1" 'BEGIN {printf "%.3f", 1000 / s}')
 
 # The same router and TLS serving code on an in-memory store (one version per user): the
 # issuer's own ceiling with the credentials store taken out.
@@ -167,7 +170,7 @@ out="$results_dir/issuer-$(date -u +%F).md"
   echo
   echo "## (a) Refresh grant, 64 concurrent clients, one family each"
   echo
-  echo "\`openssl speed -multi 2 rsa3072\`: **$speed sign/s** (target for refreshes: >= 80 % of it)."
+  echo "\`openssl speed -multi 2 rsa3072\`: **$speed sign/s** (target for refreshes: >= 90 % of it)."
   echo
   echo "| issuer | refresh grants/s | ok / errors | p50 | p99 | of signing rate |"
   echo "|---|---|---|---|---|---|"
@@ -175,7 +178,7 @@ out="$results_dir/issuer-$(date -u +%F).md"
   echo "| same router and TLS, in-memory store (one version per user) | $mrps | $mok / $merrs | $mp50 ms | $mp99 ms | $mratio % |"
   echo
   echo "Issuer CPU per grant (local store, user + system, families seeded so no sign-in is in it): **$cpu_ms ms**,"
-  echo "against $sig_ms ms of CPU per RSA-3072 signature (2 cores / openssl speed): $(awk -v a="$cpu_ms" -v b="$sig_ms" 'BEGIN {printf "%.2f", a / b}')x."
+  echo "against $sig_ms ms of CPU per RSA-3072 signature (one \`openssl speed\` process, $speed1 sign/s of CPU): $(awk -v a="$cpu_ms" -v b="$sig_ms" 'BEGIN {printf "%.2f", a / b}')x."
   echo
   echo '```'
   echo "$refresh_out"
