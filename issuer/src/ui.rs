@@ -21,6 +21,9 @@ use axum::{
     routing::get,
 };
 use serde::Serialize;
+use std::sync::Arc;
+
+use crate::external::trust::ExternalTrust;
 
 /// The environment variable naming a directory of the built UI to serve instead of the embedded
 /// one (for UI development: rebuild in `ui/` and reload, without rebuilding the binary).
@@ -74,6 +77,10 @@ pub struct AuthConfig {
     pub issuer: String,
     /// Older key: that provider's client.
     pub client_id: String,
+    /// With an external provider and a cluster to compare with: whether its kube-apiserver
+    /// trusts the provider as Ichor's API maps it (the UI warns when it differs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external_trust: Option<crate::external::trust::TrustCheck>,
 }
 
 impl AuthConfig {
@@ -107,6 +114,7 @@ impl AuthConfig {
             enabled: api_requires_token,
             issuer: older.issuer,
             client_id: older.client_id,
+            external_trust: None,
         }
     }
 
@@ -211,6 +219,7 @@ struct UiState {
     files: UiFiles,
     config: AuthConfig,
     csp: HeaderValue,
+    trust: Option<Arc<ExternalTrust>>,
 }
 
 /// The CSP of a UI with these providers: [`CSP`], with each external provider's origin added to
@@ -233,8 +242,19 @@ pub fn csp_for(config: &AuthConfig) -> HeaderValue {
 /// `index.html` there the pages answer 404 with the command that builds it, and `/auth/config`
 /// is still served.
 pub fn router(files: UiFiles, config: AuthConfig) -> Router {
+    router_with_trust(files, config, None)
+}
+
+/// [`router`] whose `/auth/config` also says, from `trust`, whether the cluster trusts the
+/// external provider as the API maps it (`externalTrust`).
+pub fn router_with_trust(files: UiFiles, config: AuthConfig, trust: Option<Arc<ExternalTrust>>) -> Router {
     let csp = csp_for(&config);
-    let state = UiState { files, config, csp };
+    let state = UiState {
+        files,
+        config,
+        csp,
+        trust,
+    };
     let mut r = Router::new()
         .route("/auth/config", get(auth_config))
         .route("/assets/{file}", get(asset));
@@ -245,7 +265,9 @@ pub fn router(files: UiFiles, config: AuthConfig) -> Router {
 }
 
 async fn auth_config(State(state): State<UiState>) -> Response {
-    let mut response = Json(state.config).into_response();
+    let mut config = state.config;
+    config.external_trust = state.trust.map(|t| (*t.get()).clone());
+    let mut response = Json(config).into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -462,6 +484,63 @@ mod tests {
                 client_id: "ichor-ui".into(),
             }
         );
+    }
+
+    #[tokio::test]
+    async fn the_config_says_whether_the_cluster_trusts_the_provider_as_the_api_maps_it() {
+        use crate::external::{ExternalProvider, trust::ClusterEntries};
+        use ichor_renderers::crd::ExternalIssuerSpec;
+        let provider = ExternalProvider {
+            issuer: "https://idp.example.com".into(),
+            client_id: "ichor-ui".into(),
+            kube_client_id: "kubernetes".into(),
+            ca_pem: None,
+            username_claim: "email".into(),
+            groups_claim: "groups".into(),
+            username_prefix: "oidc:".into(),
+            groups_prefix: "oidc:".into(),
+            impersonable_groups: Vec::new(),
+        };
+        let trust = Arc::new(ExternalTrust::new(provider, "prod"));
+        let with_idp = AuthConfig::new(
+            "https://ichor.example.com",
+            Some(("https://idp.example.com", "ichor-ui")),
+            true,
+        );
+        let app = router_with_trust(UiFiles::Embedded(&[]), with_idp, Some(Arc::clone(&trust)));
+        let doc = |body: String| serde_json::from_str::<serde_json::Value>(&body).unwrap();
+        let (_, _, body) = get(app.clone(), "/auth/config").await;
+        assert_eq!(doc(body)["externalTrust"]["status"], "unknown");
+        let entry = ExternalIssuerSpec {
+            issuer_url: "https://idp.example.com".into(),
+            audiences: vec!["kubernetes".into()],
+            username_prefix: Some("corp:".into()),
+            ..ExternalIssuerSpec::default()
+        };
+        let mut clusters: ClusterEntries = [("prod".to_owned(), vec![entry.clone()])].into();
+        trust.apply(&clusters);
+        let (_, _, body) = get(app.clone(), "/auth/config").await;
+        let d = doc(body);
+        assert_eq!(d["externalTrust"]["status"], "differs");
+        assert!(
+            d["externalTrust"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("username prefix")
+        );
+        clusters.insert(
+            "prod".to_owned(),
+            vec![ExternalIssuerSpec {
+                username_prefix: None,
+                ..entry
+            }],
+        );
+        trust.apply(&clusters);
+        let (_, _, body) = get(app, "/auth/config").await;
+        assert_eq!(doc(body)["externalTrust"]["status"], "matches");
+        // Without a provider or a cluster to compare with, the key is absent.
+        let (_, _, body) = get(router(UiFiles::Embedded(&[]), config()), "/auth/config").await;
+        assert!(doc(body).get("externalTrust").is_none());
     }
 
     /// A table like the one `build.rs` generates, sorted by path.

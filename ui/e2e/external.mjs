@@ -84,6 +84,24 @@ export async function externalProvider() {
       await audit(p, "en-sign-in-with-identity-provider");
     });
 
+    await test("a provider the cluster's API server trusts differently is warned about on the card", async () => {
+      // The server's own answer, with the key an issuer following a mismatching TalosCluster adds
+      // (ichor dev follows no TalosCluster; the comparison is tested in issuer/tests/it/cluster).
+      const doc = await p.evaluate(() => fetch("/auth/config").then((r) => r.json()));
+      assert.equal(doc.providers.length, 2, "the server names both providers");
+      doc.externalTrust = { status: "differs", reason: "the cluster's username prefix is \"corp:\", Ichor's API uses \"oidc:\"" };
+      await p.route("**/auth/config", (route) => route.fulfill({ json: doc }));
+      await p.reload();
+      const warning = p.getByTestId("trust-warning");
+      await warning.waitFor();
+      assert.match(await warning.innerText(), /does not trust this identity provider as Ichor does/);
+      await audit(p, "en-sign-in-provider-mismatch");
+      await p.unroute("**/auth/config");
+      await p.reload();
+      await p.getByRole("button", { name: "Sign in with your identity provider" }).waitFor();
+      assert.equal(await p.getByTestId("trust-warning").count(), 0, "no warning without a mismatch");
+    });
+
     await test("an external user signs in at the provider (PKCE redirect) and sees the account page", async () => {
       let asked = null;
       p.on("request", (r) => {

@@ -43,7 +43,7 @@ pub struct Routers {
 pub fn oidc_routers(served: &Served, store: Arc<dyn UserStore>) -> Result<Routers, RunError> {
     let issuer = build_issuer(served, store)?;
     Ok(Routers {
-        external: crate::oidc::external_router(Arc::clone(&issuer)).merge(ui_router(served)),
+        external: crate::oidc::external_router(Arc::clone(&issuer)).merge(ui_router(served, None)),
         internal: crate::oidc::internal_router(issuer),
     })
 }
@@ -88,6 +88,7 @@ pub fn local_routers_with(
         LocalAccessReview::new(Authorizer::new(policy)),
         cluster,
         None,
+        None,
     )
 }
 
@@ -108,7 +109,18 @@ pub fn kube_routers(
     cluster: Option<crate::api::ClusterInfo>,
     endpoint: Arc<crate::talos_cluster::ClusterEndpoint>,
 ) -> Result<Routers, RunError> {
-    api_routers(served, store, access, cluster, Some(endpoint))
+    // With an external provider, `/auth/config` says whether the cluster trusts it as the API
+    // maps it, from the followed TalosClusters.
+    let trust = served.config.external.clone().map(|provider| {
+        let trust = Arc::new(crate::external::trust::ExternalTrust::new(
+            provider,
+            served.config.kubeconfig.cluster_name.clone(),
+        ));
+        #[cfg(feature = "watch")]
+        tokio::spawn(Arc::clone(&trust).follow(store.client().clone(), Arc::default()));
+        trust
+    });
+    api_routers(served, store, access, cluster, Some(endpoint), trust)
 }
 
 /// [`oidc_routers`] over `store` plus the `UserService` over the same store and issuer, asking
@@ -119,6 +131,7 @@ fn api_routers<B, A>(
     access: A,
     cluster: Option<crate::api::ClusterInfo>,
     endpoint: Option<Arc<crate::talos_cluster::ClusterEndpoint>>,
+    trust: Option<Arc<crate::external::trust::ExternalTrust>>,
 ) -> Result<Routers, RunError>
 where
     B: crate::api::UserBackend,
@@ -139,7 +152,7 @@ where
     Ok(Routers {
         external: crate::oidc::external_router(Arc::clone(&issuer))
             .merge(grpc)
-            .merge(ui_router(served)),
+            .merge(ui_router(served, trust)),
         internal: crate::oidc::internal_router(issuer),
     })
 }
@@ -268,15 +281,16 @@ pub fn external_verifier(
 /// The web UI's routes ([`crate::ui`]): the built SPA embedded in the binary (or the directory
 /// of `ICHOR_UI_DIR`, [`crate::ui::UiFiles::from_env`]) and `/auth/config` with Ichor's issuer
 /// and the external provider when configured; the API always requires a token.
-fn ui_router(served: &Served) -> Router {
+fn ui_router(served: &Served, trust: Option<Arc<crate::external::trust::ExternalTrust>>) -> Router {
     let external = served
         .config
         .external
         .as_ref()
         .map(|e| (e.issuer.as_str(), e.client_id.as_str()));
-    crate::ui::router(
+    crate::ui::router_with_trust(
         crate::ui::UiFiles::from_env(),
         crate::ui::AuthConfig::new(&served.config.issuer, external, true),
+        trust,
     )
 }
 

@@ -8,13 +8,16 @@
 //! - [`verifier`]: [`ExternalVerifier`], which verifies an ID token against the provider's
 //!   discovery document and JWKS with the `openidconnect` crate (signature, `iss`, `aud` = the
 //!   client id, `exp`), re-reading the JWKS for a key it does not know, at most every
-//!   [`verifier::JWKS_REFETCH_INTERVAL`].
+//!   [`verifier::JWKS_REFETCH_INTERVAL`];
+//! - [`trust`]: whether the kube-apiserver trusts the provider as the API maps it
+//!   ([`trust::TrustCheck`], followed from the `TalosCluster`).
 //!
 //! An external identity has no Ichor roles: Kubernetes RBAC alone decides what it may do, and
 //! the API impersonates it as `<prefix><name>` with its prefixed groups.
 
 pub mod identity;
 pub mod provider;
+pub mod trust;
 pub mod verifier;
 
 pub use identity::{ExternalIdentity, IdentityError};

@@ -31,6 +31,7 @@ export const en = {
   redirectingExternal: "Opening your identity provider…",
   externalNoPending: "This sign-in answer does not belong to a sign-in started in this tab. Sign in again.",
   externalPassword: "You signed in with your identity provider: change your password there.",
+  externalMismatch: "The cluster's API server does not trust this identity provider as Ichor does: kubectl may refuse your sign-in or name you differently. Ask an administrator.",
 
   mustChangeTitle: "Choose a new password",
   mustChangeText: "Your password was set by an administrator. Choose your own before you continue.",

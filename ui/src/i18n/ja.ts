@@ -32,6 +32,7 @@ export const ja: Strings = {
   redirectingExternal: "ID プロバイダーを開いています…",
   externalNoPending: "このサインインの応答は、このタブで始めたサインインのものではありません。もう一度サインインしてください。",
   externalPassword: "ID プロバイダーでサインインしています。パスワードはそちらで変更してください。",
+  externalMismatch: "クラスターの API サーバーは、この ID プロバイダーを Ichor と同じようには信頼していません。kubectl がサインインを拒否するか、別の名前で扱う可能性があります。管理者に相談してください。",
 
   mustChangeTitle: "新しいパスワードの設定",
   mustChangeText: "現在のパスワードは管理者が設定したものです。続行する前に、ご自身のパスワードを設定してください。",

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { PENDING_KEY, authorizeUrl, codeOf, isExternalSession, takePending, tokenMatches, type Pending } from "./external";
+import { PENDING_KEY, authorizeUrl, trustWarning, codeOf, isExternalSession, takePending, tokenMatches, type Pending } from "./external";
 
 const pending: Pending = {
   state: "st",
@@ -71,5 +71,21 @@ describe("the external provider's sign-in", () => {
     expect(isExternalSession(jwt({ iss: pending.issuer }), "https://ichor.example.com")).toBe(true);
     expect(isExternalSession(jwt({ iss: "https://ichor.example.com" }), "https://ichor.example.com")).toBe(false);
     expect(isExternalSession(null, "https://ichor.example.com")).toBe(false);
+  });
+});
+
+describe("the trust warning", () => {
+  const providers = [
+    { id: "ichor", issuer: "https://ichor.example.com", clientId: "ichor-ui" },
+    { id: "external", issuer: pending.issuer, clientId: "ichor-ui" },
+  ];
+  it("warns only when the cluster's apiserver trusts the provider differently", () => {
+    const base = { providers, apiRequiresToken: true };
+    expect(trustWarning({ ...base, externalTrust: { status: "differs", reason: "prefix" } })).toBe("prefix");
+    expect(trustWarning({ ...base, externalTrust: { status: "matches" } })).toBeNull();
+    expect(trustWarning({ ...base, externalTrust: { status: "unknown", reason: "no TalosCluster" } })).toBeNull();
+    expect(trustWarning(base)).toBeNull();
+    expect(trustWarning({ providers: providers.slice(0, 1), apiRequiresToken: true,
+      externalTrust: { status: "differs", reason: "x" } })).toBeNull();
   });
 });

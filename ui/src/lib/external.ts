@@ -33,12 +33,22 @@ export function externalOf(config: AuthConfig): Provider | null {
   return config.providers.find((p) => p.id === "external") ?? null;
 }
 
-/** /auth/config's external provider, or null (also when it cannot be read). */
-export async function externalProvider(): Promise<Provider | null> {
+/**
+ * The reason to warn that the cluster's kube-apiserver does not trust the external provider as
+ * Ichor's API maps it (kubectl would refuse its people or name them differently), or null. Pure.
+ */
+export function trustWarning(config: AuthConfig): string | null {
+  if (!externalOf(config) || config.externalTrust?.status !== "differs") return null;
+  return config.externalTrust.reason ?? "";
+}
+
+/** /auth/config's external provider and the trust warning, or nothing (also when unreadable). */
+export async function externalProvider(): Promise<{ provider: Provider | null; warning: string | null }> {
   try {
-    return externalOf(await get<AuthConfig>("/auth/config"));
+    const config = await get<AuthConfig>("/auth/config");
+    return { provider: externalOf(config), warning: trustWarning(config) };
   } catch {
-    return null;
+    return { provider: null, warning: null };
   }
 }
 

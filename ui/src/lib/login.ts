@@ -18,6 +18,8 @@ export interface Provider {
 export interface AuthConfig {
   providers: Provider[];
   apiRequiresToken: boolean;
+  /** Whether the cluster's kube-apiserver trusts the external provider as Ichor's API maps it. */
+  externalTrust?: { status: "matches" | "differs" | "unknown"; reason?: string };
 }
 
 /** The parts of a discovery document the sign-ins use. */

@@ -1,10 +1,11 @@
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { S, fmt, formatDateTime, t, type Msg } from "../strings";
 import type { WhoAmIResponse } from "../gen/ichor/v1alpha1/user_pb";
 import { api, refusal } from "../lib/api";
 import { session } from "../lib/session";
 import { ChangePassword } from "./ChangePassword";
-import { isExternalSession } from "../lib/external";
+import { externalProvider, isExternalSession } from "../lib/external";
+import { TrustWarning } from "./SignIn";
 
 /** Saves the caller's kubeconfig as a file. */
 export async function downloadKubeconfig(name: string): Promise<void> {
@@ -80,6 +81,11 @@ export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => v
 export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) {
   const [error, setError] = useState<Msg | null>(null);
   const [done, setDone] = useState(false);
+  const [warning, setWarning] = useState<string | null>(null);
+  const external = isExternalSession(session.idToken());
+  useEffect(() => {
+    if (external) void externalProvider().then((x) => setWarning(x.warning));
+  }, [external]);
   const times = session.times();
   return (
     <section class="stack">
@@ -113,7 +119,8 @@ export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) 
           {S.downloadKubeconfig}
         </button>
       </div>
-      {isExternalSession(session.idToken())
+      {warning !== null && <TrustWarning reason={warning} />}
+      {external
         ? <p class="muted" data-testid="external-password">{S.externalPassword}</p>
         : <ChangePassword onSignedOut={props.onSignedOut} />}
     </section>

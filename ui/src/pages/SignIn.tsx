@@ -12,9 +12,13 @@ export function SignIn(props: { notice?: Msg; onSignedIn: () => void; extra?: Co
   const [busy, setBusy] = useState(false);
   const [external, setExternal] = useState<Provider | null>(null);
   const [leaving, setLeaving] = useState(false);
+  const [warning, setWarning] = useState<string | null>(null);
 
   useEffect(() => {
-    void externalProvider().then(setExternal);
+    void externalProvider().then((x) => {
+      setExternal(x.provider);
+      setWarning(x.warning);
+    });
   }, []);
 
   async function signInExternal() {
@@ -74,10 +78,21 @@ export function SignIn(props: { notice?: Msg; onSignedIn: () => void; extra?: Co
             <button type="button" class="external" disabled={busy || leaving} onClick={signInExternal}>
               {leaving ? S.redirectingExternal : S.signInExternal}
             </button>
+            {warning !== null && <TrustWarning reason={warning} />}
           </>
         )}
         {props.extra}
       </form>
     </main>
+  );
+}
+
+/** The warning that the cluster's API server trusts the identity provider differently. */
+export function TrustWarning(props: { reason: string }) {
+  return (
+    <p class="warning" role="status" data-testid="trust-warning">
+      {S.externalMismatch}
+      {props.reason && <span class="muted"> ({props.reason})</span>}
+    </p>
   );
 }

@@ -192,6 +192,47 @@ fn an_external_admin_is_managed_by_rbac_alone_beside_ichor_users_and_other_issue
         assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
         assert_eq!(refused.message(), UNTRUSTED_ISSUER);
 
+        // The UI is told whether the cluster's kube-apiserver trusts the provider as the API
+        // maps it: a TalosCluster whose entry has another prefix differs, the same one matches.
+        let talos_cluster = |prefix: &str| {
+            json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosCluster",
+                "metadata": {"name": "prod", "namespace": "ichor-system"},
+                "spec": {"versionContract": "v1.14", "authentication": {
+                    "ichor": {"enabled": true, "url": issuer.issuer},
+                    "external": [{"issuerURL": corp.issuer_url(), "audiences": ["kubernetes"],
+                        "usernamePrefix": prefix, "certificateAuthority": corp.ca_pem()}]}}})
+            .to_string()
+        };
+        let trust_status = |want: &'static str| {
+            let client = issuer.client.clone();
+            let url = format!("{}/auth/config", issuer.url);
+            async move {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                loop {
+                    let doc: serde_json::Value = client.get(&url).send().await?.json().await?;
+                    if doc["externalTrust"]["status"] == want {
+                        return anyhow::Ok(doc);
+                    }
+                    anyhow::ensure!(
+                        std::time::Instant::now() < deadline,
+                        "externalTrust never became {want}: {doc}"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
+        };
+        plane.apply(&talos_cluster("corp:"))?;
+        let doc = trust_status("differs").await?;
+        assert!(
+            doc["externalTrust"]["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("username prefix"),
+            "{doc}"
+        );
+        plane.apply(&talos_cluster("oidc:"))?;
+        trust_status("matches").await?;
+
         // Ichor's own admin, beside the provider, sees every user.
         let alice = issuer.cli_sign_in(Some("ichor-ui")).await;
         let mut as_alice = issuer
