@@ -139,6 +139,7 @@ fn allowed(rpc: Rpc, caller: &str) -> bool {
 }
 
 mod create;
+mod external;
 mod read_and_delete;
 mod roles;
 mod sessions;
