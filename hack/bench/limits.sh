@@ -5,7 +5,7 @@
 # previous eviction (a retain and a scan of the whole table per request) beside them for scale.
 # Eviction is O(1) amortised when the ratio stays a small constant. Criterion, release build.
 # Writes hack/bench/results/limits-<date>.md (printed too).
-# Usage: hack/bench/limits.sh
+# Usage: hack/bench/limits.sh   (ICHOR_BENCH_SHORT=1: 1 s warm-up, 2 s per measurement)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=hack/bench/summary.sh
@@ -13,7 +13,9 @@ source hack/bench/summary.sh
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo bench -q -p ichor-issuer --bench limits -- --noplot >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+quick=()
+bench_short && quick=(--warm-up-time 1 --measurement-time 2)
+cargo bench -q -p ichor-issuer --bench limits -- --noplot "${quick[@]}" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 ns() { python3 -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["mean"]["point_estimate"])' \
   "$target/criterion/$1/$2/new/estimates.json"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
