@@ -490,17 +490,7 @@ mod tests {
     async fn the_config_says_whether_the_cluster_trusts_the_provider_as_the_api_maps_it() {
         use crate::external::{ExternalProvider, trust::ClusterEntries};
         use ichor_renderers::crd::ExternalIssuerSpec;
-        let provider = ExternalProvider {
-            issuer: "https://idp.example.com".into(),
-            client_id: "ichor-ui".into(),
-            kube_client_id: "kubernetes".into(),
-            ca_pem: None,
-            username_claim: "email".into(),
-            groups_claim: "groups".into(),
-            username_prefix: "oidc:".into(),
-            groups_prefix: "oidc:".into(),
-            impersonable_groups: Vec::new(),
-        };
+        let provider = ExternalProvider::example();
         let trust = Arc::new(ExternalTrust::new(provider, "prod"));
         let with_idp = AuthConfig::new(
             "https://ichor.example.com",

@@ -110,15 +110,9 @@ mod tests {
 
     fn provider() -> ExternalProvider {
         ExternalProvider {
-            issuer: "https://idp.example.com".into(),
             client_id: "ichor".into(),
-            kube_client_id: "kubernetes".into(),
-            ca_pem: None,
-            username_claim: "email".into(),
-            groups_claim: "groups".into(),
-            username_prefix: "oidc:".into(),
-            groups_prefix: "oidc:".into(),
             impersonable_groups: vec!["ops".into()],
+            ..ExternalProvider::example()
         }
     }
 

@@ -40,6 +40,25 @@ pub struct ExternalProvider {
     pub impersonable_groups: Vec<String>,
 }
 
+#[cfg(test)]
+impl ExternalProvider {
+    /// A provider at `https://idp.example.com` as unit tests use it: client `ichor-ui`, the
+    /// kube-apiserver's client `kubernetes`, `email` and `groups` claims, `oidc:` prefixes.
+    pub(crate) fn example() -> Self {
+        ExternalProvider {
+            issuer: "https://idp.example.com".into(),
+            client_id: "ichor-ui".into(),
+            kube_client_id: "kubernetes".into(),
+            ca_pem: None,
+            username_claim: "email".into(),
+            groups_claim: "groups".into(),
+            username_prefix: "oidc:".into(),
+            groups_prefix: "oidc:".into(),
+            impersonable_groups: Vec::new(),
+        }
+    }
+}
+
 /// What the flags gave, before validation (`None`: not given).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProviderInput {

@@ -147,17 +147,7 @@ mod tests {
     use super::*;
 
     fn provider() -> ExternalProvider {
-        ExternalProvider {
-            issuer: "https://idp.example.com".into(),
-            client_id: "ichor-ui".into(),
-            kube_client_id: "kubernetes".into(),
-            ca_pem: None,
-            username_claim: "email".into(),
-            groups_claim: "groups".into(),
-            username_prefix: "oidc:".into(),
-            groups_prefix: "oidc:".into(),
-            impersonable_groups: Vec::new(),
-        }
+        ExternalProvider::example()
     }
 
     fn entry() -> ExternalIssuerSpec {
