@@ -34,16 +34,10 @@ impl Drop for Dev {
     }
 }
 
-/// A port whose successor is free too.
+/// A port whose successor is free too, outside the ephemeral range (see
+/// [`ichor_testkit::ports`]): the issuer restarts on the same pair.
 pub fn free_port_pair() -> u16 {
-    for _ in 0..100 {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if port < 65535 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free pair of ports");
+    ichor_testkit::ports::free_port_pair().unwrap()
 }
 
 /// `ichor dev --port <free> --state-dir <state> <extra>`, once its banner is printed.

@@ -31,6 +31,7 @@ pub mod install;
 pub mod issuer;
 pub mod jwt;
 pub mod pki;
+pub mod ports;
 pub mod rbac;
 #[cfg(feature = "talos")]
 pub mod talos;

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 
+pub use crate::ports::{free_port, free_port_on};
 pub use audit::{AUDIT_POLICY, AuditEvent, ObjectRef, UserInfo, read_audit_log};
 pub use https::Response;
 pub use pki::{ADMIN_GROUP, ADMIN_USER, Pair, Pki};
@@ -108,32 +109,6 @@ pub struct ControlPlane {
     admin_tls: Arc<rustls::ClientConfig>,
     anonymous_tls: Arc<rustls::ClientConfig>,
     started_in: Duration,
-}
-
-/// A free TCP port on 127.0.0.1 (free when asked; the caller binds it soon after).
-pub fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a free port on 127.0.0.1")?;
-    Ok(listener.local_addr()?.port())
-}
-
-/// A TCP port free on every one of `addresses` at once (free when asked).
-pub fn free_port_on(addresses: &[Ipv4Addr]) -> anyhow::Result<u16> {
-    let Some((first, rest)) = addresses.split_first() else {
-        return free_port();
-    };
-    for _ in 0..50 {
-        let held = std::net::TcpListener::bind((*first, 0))
-            .with_context(|| format!("binding a free port on {first}"))?;
-        let port = held.local_addr()?.port();
-        let others: Result<Vec<_>, _> = rest
-            .iter()
-            .map(|a| std::net::TcpListener::bind((*a, port)))
-            .collect();
-        if others.is_ok() {
-            return Ok(port);
-        }
-    }
-    bail!("no port is free on all of {addresses:?} at once (50 tries)")
 }
 
 /// The loopback address of apiserver `i` with [`Options::distinct_loopback_addresses`].
