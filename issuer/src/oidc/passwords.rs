@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use ichor_renderers::auth::{
     Password,
@@ -14,7 +15,7 @@ use ichor_renderers::auth::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::priority::LanePriority;
+use super::priority::{LanePriority, Turn};
 
 /// How many password checks may wait for a hash permit, by default. With two permits and
 /// ~0.2 s per argon2id verification, a waiting check starts within about two seconds.
@@ -103,35 +104,71 @@ impl HashGate {
     /// costs the user store nothing (on the Kubernetes store, a read of the credentials Secret per
     /// attempt); [`HashGate::enter`] still enforces the bound.
     pub fn busy(&self) -> Option<u64> {
-        (self.permits.available_permits() == 0 && self.waiting() >= self.max_waiting)
-            .then(|| self.drain_seconds())
+        (!self.starts_now() && self.waiting() >= self.max_waiting).then(|| self.drain_seconds())
+    }
+
+    /// Whether a check entering now would start at once: a permit is free and no lane it
+    /// yields to has a check pending.
+    fn starts_now(&self) -> bool {
+        self.permits.available_permits() > 0 && self.yields_to.as_ref().is_none_or(|p| p.lane_pending() == 0)
     }
 
     /// A permit, at once when one is free, after waiting in the queue when it has room, or
-    /// [`GateError::Busy`] when it has none; for a gate [`yielding_to`](Self::yielding_to) a
-    /// lane, then also after the lane's turn.
+    /// [`GateError::Busy`] when it has none. A gate [`yielding_to`](Self::yielding_to) a lane
+    /// then asks for the lane's turn, and while it is held gives the permit back and waits in
+    /// the queue without one: the lane can borrow every shared permit
+    /// ([`enter_or_borrow`](Self::enter_or_borrow)) and use every core.
     pub async fn enter(&self) -> Result<OwnedSemaphorePermit, GateError> {
-        let permit = self.permit().await?;
-        if let Some(priority) = &self.yields_to {
-            priority.shared_turn().await;
+        let mut place = None;
+        loop {
+            let permit = match Arc::clone(&self.permits).try_acquire_owned() {
+                Ok(permit) => permit,
+                Err(_) => {
+                    if place.is_none() {
+                        place = Some(self.queue_place()?);
+                    }
+                    Arc::clone(&self.permits)
+                        .acquire_owned()
+                        .await
+                        .map_err(|_| GateError::Closed)?
+                }
+            };
+            let Some(priority) = &self.yields_to else {
+                return Ok(permit);
+            };
+            match priority.take_turn(Instant::now()) {
+                Turn::Start => return Ok(permit),
+                Turn::Hold { until } => {
+                    drop(permit);
+                    if place.is_none() {
+                        place = Some(self.queue_place()?);
+                    }
+                    priority.hold(until).await;
+                }
+            }
         }
-        Ok(permit)
     }
 
-    /// A free permit of `shared` at once when it has one, else [`enter`](Self::enter) this gate:
-    /// the known devices' lane, whose single permit would otherwise make a known device wait
-    /// behind another where an unknown one would not.
+    /// A free permit of `shared` at once when it has one, else a permit of this gate (the known
+    /// devices' lane) or of `shared`, whichever frees first: a known device never waits behind
+    /// another while a shared permit is free, nor behind the shared queue.
     pub async fn enter_or_borrow(&self, shared: &HashGate) -> Result<OwnedSemaphorePermit, GateError> {
-        match Arc::clone(&shared.permits).try_acquire_owned() {
-            Ok(permit) => Ok(permit),
-            Err(_) => self.enter().await,
+        if let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() {
+            return Ok(permit);
         }
-    }
-
-    async fn permit(&self) -> Result<OwnedSemaphorePermit, GateError> {
         if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
             return Ok(permit);
         }
+        let _place = self.queue_place()?;
+        tokio::select! {
+            own = Arc::clone(&self.permits).acquire_owned() => own,
+            borrowed = Arc::clone(&shared.permits).acquire_owned() => borrowed,
+        }
+        .map_err(|_| GateError::Closed)
+    }
+
+    /// A place in the queue, or [`GateError::Busy`] when it is full.
+    fn queue_place(&self) -> Result<Waiting<'_>, GateError> {
         let queued = self.waiting.fetch_add(1, Ordering::AcqRel);
         let place = Waiting(&self.waiting);
         if queued >= self.max_waiting {
@@ -140,12 +177,7 @@ impl HashGate {
                 retry_after: self.drain_seconds(),
             });
         }
-        let permit = Arc::clone(&self.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| GateError::Closed);
-        drop(place);
-        permit
+        Ok(place)
     }
 }
 
@@ -315,24 +347,80 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_lane_check_borrows_a_free_shared_permit_and_else_waits_for_its_own() {
+    async fn a_lane_check_borrows_a_free_shared_permit_and_else_waits_for_whichever_frees_first() {
         let (lane, shared) = (HashGate::new(1, 1), HashGate::new(2, 16));
         let own = lane.enter().await.expect("the lane's permit");
         let borrowed = lane.enter_or_borrow(&shared).await.expect("a shared permit");
         assert_eq!(shared.semaphore().available_permits(), 1);
         let _other = shared.enter().await.expect("the last shared permit");
-        // Nothing free: the check waits in the lane, not in the shared queue.
-        let gate = Arc::new(lane);
-        let waiting = tokio::spawn({
-            let (gate, shared) = (Arc::clone(&gate), Arc::new(shared));
-            async move { gate.enter_or_borrow(&shared).await.map(drop) }
-        });
+        // Nothing free: the check waits in the lane's queue, not in the shared one.
+        let (gate, shared) = (Arc::new(lane), Arc::new(shared));
+        let spawn_waiter = || {
+            let (gate, shared) = (Arc::clone(&gate), Arc::clone(&shared));
+            tokio::spawn(async move { gate.enter_or_borrow(&shared).await })
+        };
+        let first = spawn_waiter();
         while gate.waiting() < 1 {
             tokio::task::yield_now().await;
         }
+        assert_eq!(shared.waiting(), 0);
+        // A shared permit frees first: it serves the lane while the lane's own is still held.
         drop(borrowed);
+        let first = first.await.expect("join").expect("the freed shared permit");
+        assert_eq!(shared.semaphore().available_permits(), 0);
+        // The lane's own frees first: that one serves.
+        let second = spawn_waiter();
+        while gate.waiting() < 1 {
+            tokio::task::yield_now().await;
+        }
         drop(own);
-        assert_eq!(waiting.await.expect("join"), Ok(()));
+        let _second = second.await.expect("join").expect("the lane's own permit");
+        assert_eq!(gate.semaphore().available_permits(), 0);
+        drop(first);
+        assert_eq!(shared.semaphore().available_permits(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_shared_check_held_for_the_lane_holds_no_permit_so_the_lane_borrows_it() {
+        let priority = Arc::new(LanePriority::new(std::time::Duration::from_secs(3600)));
+        let shared = Arc::new(HashGate::new(1, 1).yielding_to(Arc::clone(&priority)));
+        let lane = HashGate::new(1, 1);
+        priority.lane_enter();
+        let held = tokio::spawn({
+            let shared = Arc::clone(&shared);
+            async move { shared.enter().await.map(drop) }
+        });
+        while shared.waiting() < 1 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            shared.semaphore().available_permits(),
+            1,
+            "the held check took no permit"
+        );
+        assert_eq!(
+            shared.busy(),
+            Some(1),
+            "the queue is full and a check entering now would be held too"
+        );
+        let own = lane.enter().await.expect("the lane's permit");
+        let borrowed = lane
+            .enter_or_borrow(&shared)
+            .await
+            .expect("the free shared permit");
+        assert_eq!(shared.semaphore().available_permits(), 0);
+        priority.lane_leave();
+        assert!(
+            !held.is_finished(),
+            "the held check waits for the borrowed permit"
+        );
+        drop((own, borrowed));
+        let joined = tokio::time::timeout(std::time::Duration::from_secs(10), held)
+            .await
+            .expect("the held check starts once the lane is empty and the permit is back");
+        assert_eq!(joined.expect("join"), Ok(()));
+        assert_eq!(shared.waiting(), 0);
+        assert_eq!(shared.busy(), None);
     }
 
     #[test]

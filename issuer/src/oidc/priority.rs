@@ -1,7 +1,8 @@
 //! The known devices' lane goes first on the CPU: while a lane check is waiting or running, the
 //! shared argon2id queue starts no new check, so the lane's computation shares the cores with at
 //! most the shared checks already running (argon2id cannot be interrupted) instead of with a
-//! fresh pair after each one ends.
+//! fresh pair after each one ends. A held check waits for its turn before it takes a shared
+//! permit, so the lane can borrow every shared permit that is free and run on every core.
 //!
 //! The hold is bounded both ways. It lasts at most [`MAX_HOLD`] at a time: then the shared queue
 //! starts one check and a new hold begins, so a lane kept busy without a pause (one stolen device
@@ -106,8 +107,9 @@ impl LanePriority {
         self.state().lane_pending
     }
 
-    /// The turn of a shared check at `now`, recording the hold it begins or the start that ends it.
-    fn take_turn(&self, now: Instant) -> Turn {
+    /// The turn of a shared check that has its permit at `now`, recording the hold it begins or
+    /// the start that ends it.
+    pub fn take_turn(&self, now: Instant) -> Turn {
         let mut state = self.state();
         let decided = turn(state.lane_pending, state.held_since, now, self.max_hold);
         state.held_since = match decided {
@@ -117,22 +119,19 @@ impl LanePriority {
         decided
     }
 
-    /// Completes when a shared check that holds its permit may start its computation.
-    pub async fn shared_turn(&self) {
-        loop {
-            let emptied = self.lane_emptied.notified();
-            tokio::pin!(emptied);
-            // Registered before reading the state, so a lane emptied meanwhile wakes us.
-            emptied.as_mut().enable();
-            match self.take_turn(Instant::now()) {
-                Turn::Start => return,
-                Turn::Hold { until } => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(until.into()) => {}
-                        () = emptied => {}
-                    }
-                }
-            }
+    /// Completes at `until`, or as soon as no lane check is pending if that is sooner: the wait
+    /// of a shared check told to [`Turn::Hold`], before it asks again.
+    pub async fn hold(&self, until: Instant) {
+        let emptied = self.lane_emptied.notified();
+        tokio::pin!(emptied);
+        // Registered before reading the state, so a lane emptied meanwhile wakes us.
+        emptied.as_mut().enable();
+        if self.lane_pending() == 0 {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(until.into()) => {}
+            () = emptied => {}
         }
     }
 }
@@ -214,7 +213,7 @@ mod tests {
         p.lane_enter();
         let held = tokio::spawn({
             let p = std::sync::Arc::clone(&p);
-            async move { p.shared_turn().await }
+            async move { p.hold(Instant::now() + Duration::from_secs(3600)).await }
         });
         tokio::task::yield_now().await;
         assert!(!held.is_finished());
