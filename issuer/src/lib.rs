@@ -15,6 +15,7 @@ pub mod cli;
 pub mod external;
 #[cfg(feature = "watch")]
 pub mod follow;
+pub mod https_url;
 pub mod installation;
 pub mod keys;
 pub mod oidc;

@@ -1,5 +1,6 @@
 //! The flags validated into a [`Config`]: every refusal a [`ConfigError`] naming the flag.
 
+use crate::https_url::{UrlShapeError, plain_https_url};
 use ichor_server::cidr::Cidr;
 use ichor_server::logging::LogFormat;
 use ichor_server::tls::PairFiles;
@@ -207,27 +208,18 @@ fn parse_duration(
 }
 
 fn parse_external_url(given: &str) -> Result<(String, url::Url), ConfigError> {
-    let shape = |problem| ConfigError::ExternalUrlShape {
-        given: given.to_owned(),
-        problem,
-    };
-    let url = url::Url::parse(given).map_err(|_| ConfigError::ExternalUrlSyntax {
-        given: given.to_owned(),
+    let url = plain_https_url(given).map_err(|e| match e {
+        UrlShapeError::NotAbsolute => ConfigError::ExternalUrlSyntax {
+            given: given.to_owned(),
+        },
+        shape => ConfigError::ExternalUrlShape {
+            given: given.to_owned(),
+            problem: shape.problem(
+                "is not an absolute URL",
+                "must use https (the issuer of a kube-apiserver must be https)",
+            ),
+        },
     })?;
-    if url.scheme() != "https" {
-        return Err(shape(
-            "must use https (the issuer of a kube-apiserver must be https)",
-        ));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(shape("has no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(shape("must not carry a user name or password"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(shape("must not have a query or a fragment"));
-    }
     let issuer = url.as_str().trim_end_matches('/').to_owned();
     Ok((issuer, url))
 }
@@ -278,23 +270,12 @@ fn parse_kube_api_server_url(given: &str) -> Result<String, ConfigError> {
         given: given.chars().take(256).collect(),
         problem,
     };
-    let url =
-        url::Url::parse(given).map_err(|_| refuse("is not a URL like https://kube.example.com:6443"))?;
-    if url.scheme() != "https" {
-        return Err(refuse("must use https (a kube-apiserver serves TLS)"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(refuse("has no host"));
-    }
-    if !url.username().is_empty()
-        || url.password().is_some()
-        || url.query().is_some()
-        || url.fragment().is_some()
-    {
-        return Err(refuse(
-            "must not carry a user name, a password, a query or a fragment",
-        ));
-    }
+    let url = plain_https_url(given).map_err(|e| {
+        refuse(e.problem(
+            "is not a URL like https://kube.example.com:6443",
+            "must use https (a kube-apiserver serves TLS)",
+        ))
+    })?;
     Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 

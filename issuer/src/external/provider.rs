@@ -2,6 +2,7 @@
 //! start-up. Every refusal is a [`ProviderError`] naming the flag (the chart's `ichorUI.oidc.*`
 //! values become these flags one to one).
 
+use crate::https_url::plain_https_url;
 use ichor_renderers::{authn::prefix, crd::ExternalIssuerSpec};
 
 /// The largest CA file read (a CA bundle is a few KiB).
@@ -184,25 +185,12 @@ fn issuer_url(given: &str, ichor_issuer: &str) -> Result<String, ProviderError> 
     if given.len() > 2048 {
         return Err(refuse("is longer than 2048 characters"));
     }
-    let url =
-        url::Url::parse(given).map_err(|_| refuse("is not an absolute URL like https://idp.example.com"))?;
-    if url.scheme() != "https" {
-        return Err(refuse(
+    plain_https_url(given).map_err(|e| {
+        refuse(e.problem(
+            "is not an absolute URL like https://idp.example.com",
             "must use https (ID tokens are verified against keys fetched from it)",
-        ));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(refuse("has no host"));
-    }
-    if !url.username().is_empty()
-        || url.password().is_some()
-        || url.query().is_some()
-        || url.fragment().is_some()
-    {
-        return Err(refuse(
-            "must not carry a user name, a password, a query or a fragment",
-        ));
-    }
+        ))
+    })?;
     if given.trim_end_matches('/') == ichor_issuer.trim_end_matches('/') {
         return Err(ProviderError::IssuerIsIchor(cut(given)));
     }

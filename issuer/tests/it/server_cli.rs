@@ -54,7 +54,7 @@ fn refuses_an_external_url_that_is_not_https_naming_the_flag() {
         ("http://ichor.example.com", "must use https"),
         ("ichor.example.com", "not an absolute URL"),
         ("https://ichor.example.com/?a=b", "query or a fragment"),
-        ("https://user:pw@ichor.example.com", "user name or password"),
+        ("https://user:pw@ichor.example.com", "a user name, a password"),
     ] {
         let err = parse(&["--external-url", url]).unwrap_err();
         assert!(

@@ -9,6 +9,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use ichor_issuer::api::ClusterInfo;
 use ichor_issuer::cli::{MAX_TOKEN_TTL, MIN_TOKEN_TTL};
+use ichor_issuer::https_url::plain_https_url;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -167,22 +168,13 @@ pub fn check_token_ttl(given: &str) -> anyhow::Result<jiff::SignedDuration> {
 /// # Errors
 /// A sentence naming the flag.
 pub fn cluster_info(server: &str, ca_pem: &str, name: &str) -> anyhow::Result<ClusterInfo> {
-    let url = url::Url::parse(server).map_err(|_| {
-        anyhow::anyhow!("--kube-api-server {server:?} is not a URL like https://127.0.0.1:6443")
+    let url = plain_https_url(server).map_err(|e| {
+        let problem = e.problem(
+            "is not a URL like https://127.0.0.1:6443",
+            "must use https (a kube-apiserver serves TLS)",
+        );
+        anyhow::anyhow!("--kube-api-server {server:?} {problem}")
     })?;
-    if url.scheme() != "https" {
-        bail!("--kube-api-server {server:?} must use https (a kube-apiserver serves TLS)");
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        bail!("--kube-api-server {server:?} has no host");
-    }
-    if !url.username().is_empty()
-        || url.password().is_some()
-        || url.query().is_some()
-        || url.fragment().is_some()
-    {
-        bail!("--kube-api-server {server:?} must not carry a user name, a password, a query or a fragment");
-    }
     let mut certificates = 0usize;
     for line in ca_pem.lines().map(str::trim) {
         if let Some(label) = line.strip_prefix("-----BEGIN ") {
