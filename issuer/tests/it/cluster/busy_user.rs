@@ -12,7 +12,7 @@ use ichor_issuer::oidc::Settings;
 use ichor_issuer::store::UserStore;
 use ichor_issuer::store::kube::KubeStore;
 
-use super::{cluster, issuer_client, refresh_of, stored_entry};
+use super::{cluster, issuer_client, refresh_of, runtime, stored_entry};
 use crate::common::{self, ManualClock, MemoryStore, replica};
 use crate::faults::busy_user::{peer, sessions};
 
@@ -27,10 +27,7 @@ fn many_sessions_of_one_user_refreshing_at_once_on_the_real_secret_get_no_503_an
     let Some(plane) = cluster(&[("alice", "admin")], &[("alice", &common::entry(false))])? else {
         return Ok(());
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()?;
+    let runtime = runtime(4)?;
     runtime.block_on(async {
         let store = Arc::new(KubeStore::new(issuer_client(&plane).await?));
         let clock = Arc::new(ManualClock::new(common::start()));

@@ -19,7 +19,7 @@ use ichor_testkit::{
 use jiff::SignedDuration;
 use serde_json::json;
 
-use super::{cluster, roles};
+use super::{cluster, roles, runtime};
 use crate::conformance_common;
 
 fn provider(accounts: &[(&str, &[&str])]) -> anyhow::Result<ExternalIdp> {
@@ -99,10 +99,7 @@ fn an_external_admin_is_managed_by_rbac_alone_beside_ichor_users_and_other_issue
         ],
         ..IssuerOptions::default()
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = runtime(2)?;
     runtime.block_on(async {
         let issuer = RunningIssuer::start(options).await;
         let token =

@@ -27,6 +27,15 @@ use ichor_testkit::control_plane::{ControlPlane, Options};
 use ichor_testkit::install::{self, NAMESPACE};
 use serde_json::{Value, json};
 
+/// A multi-threaded runtime of `workers` threads for a test's async part (the plane's own calls
+/// block, so they stay outside it).
+fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()?)
+}
+
 /// A control plane with an audit log and Ichor installed, the `IchorUser`s `users` (name and
 /// role) applied, and the credentials Secret holding `entries`; `None` when the binaries are
 /// missing and the test may be skipped.

@@ -6,7 +6,7 @@ use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT};
 use jiff::SignedDuration;
 use serde_json::{Value, json};
 
-use super::{cluster, refresh_of, roles, stored_entry};
+use super::{cluster, refresh_of, roles, runtime, stored_entry};
 use crate::common::claims;
 use crate::conformance_common;
 
@@ -59,10 +59,7 @@ fn two_issuer_processes_on_the_kube_store_serve_sign_ins_sessions_and_the_user_s
         },
         ..IssuerOptions::default()
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = runtime(2)?;
     runtime.block_on(async {
         let a = RunningIssuer::start(options.clone()).await;
         let b = a.replica(&options).await;

@@ -19,7 +19,7 @@ use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
 use jiff::SignedDuration;
 use serde_json::json;
 
-use super::{cluster, issuer_client, refresh_of, roles, stored_entry};
+use super::{cluster, issuer_client, refresh_of, roles, runtime, stored_entry};
 use crate::api_common::caller;
 use crate::common::{self, Harness, ManualClock, MemoryStore, claims, replica};
 
@@ -130,10 +130,7 @@ fn two_kube_store_replicas_rotate_each_generation_once_on_the_real_secret_and_de
     let Some(plane) = cluster(&[("alice", "admin")], &[("alice", &common::entry(false))])? else {
         return Ok(());
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()?;
+    let runtime = runtime(4)?;
     runtime.block_on(async {
         let client = issuer_client(&plane).await?;
         let clock = Arc::new(ManualClock::new(common::start()));

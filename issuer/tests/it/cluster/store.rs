@@ -14,7 +14,7 @@ use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEnt
 use ichor_testkit::install::NAMESPACE;
 use jiff::Timestamp;
 
-use super::{cluster, issuer_client, stored_entry};
+use super::{cluster, issuer_client, runtime, stored_entry};
 
 const FAMILY: &str = "fam1";
 
@@ -65,10 +65,7 @@ fn credentials_writes_on_the_real_secret_touch_one_key_and_conflict_exactly_when
     let Some(plane) = cluster(&[], &[("alice", &entry()), ("bob", &entry())])? else {
         return Ok(());
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = runtime(2)?;
     runtime.block_on(async {
         let client = issuer_client(&plane).await?;
         let (a, b) = (KubeStore::new(client.clone()), KubeStore::new(client.clone()));
