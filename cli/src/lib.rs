@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod api_client;
 pub mod commands;
+pub mod launcher;
 pub mod local;
 
 /// Ichor identity: users, sign-in, kubeconfigs and the kube-apiserver trust configuration.

@@ -30,9 +30,10 @@ else
   echo "==> building the release binaries"
   # One invocation, so the workspace crates are built once with one set of features.
   cargo build --quiet --release -p ichor-issuer -p ichor-cli -p ichor-reconcilers \
-    --bin ichor-issuer --bin ichor --bin ichor-controller --example issuer_load
+    --bin ichor-issuer --bin ichor --bin ichor-full --bin ichor-controller --example issuer_load
+  # `ichor` runs `ichor-full` from its own directory for every command but a cached token.
   cp "$target/release/ichor-issuer" "$target/release/examples/issuer_load" "$target/release/ichor" \
-    "$target/release/ichor-controller" "$work/bin/"
+    "$target/release/ichor-full" "$target/release/ichor-controller" "$work/bin/"
 fi
 
 export ICHOR_BENCH_SHORT=1 ICHOR_BENCH_BIN_DIR="$work/bin" ICHOR_BIN="$work/bin/ichor"

@@ -39,7 +39,8 @@ fn endpoints(issuer: &str) -> Endpoints {
     }
 }
 
-fn seed(
+/// Stores a login in `home`'s cache: `ichor-cli`, `alice` in `admin`, the issuer's endpoints.
+pub(crate) fn seed(
     home: &Path,
     issuer: &str,
     audience: &str,
@@ -74,7 +75,7 @@ fn stdout_token(stdout: &str) -> String {
     v["status"]["token"].as_str().unwrap().to_owned()
 }
 
-const CACHED_TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.Y2FjaGVkLXNpZ25hdHVyZQ";
+pub(crate) const CACHED_TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.Y2FjaGVkLXNpZ25hdHVyZQ";
 
 #[test]
 fn a_valid_cached_token_is_printed_without_touching_the_network() {

@@ -20,6 +20,7 @@ mod config_apply;
 mod dev_e2e;
 mod key_retention;
 mod kubectl;
+mod launcher;
 mod offline;
 mod user_api;
 mod user_bootstrap;

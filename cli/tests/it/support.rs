@@ -287,7 +287,12 @@ async fn revoke(State(s): State<Arc<OpState>>, Form(f): Form<HashMap<String, Str
 /// `ichor` with `HOME=home`, stdin not a terminal, no inherited Ichor or kube settings
 /// (`KUBERNETES_EXEC_INFO`, `ICHOR_CA_FILE`, `ICHOR_ISSUER`, `KUBECONFIG`).
 pub fn ichor_command(home: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ichor"));
+    command_at(Path::new(env!("CARGO_BIN_EXE_ichor")), home, args)
+}
+
+/// [`ichor_command`] with another executable: `ichor-full`, or a copy of `ichor`.
+pub fn command_at(bin: &Path, home: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.args(args)
         .env("HOME", home)
         .env_remove("KUBERNETES_EXEC_INFO")

@@ -113,6 +113,9 @@ pub struct KubeconfigArgs {
     pub ca_file: Option<PathBuf>,
 }
 
+/// The values `--prompt` takes.
+pub const PROMPTS: [&str; 3] = ["consent", "login", "select_account"];
+
 /// The login a command works on.
 #[derive(Debug, Args)]
 pub struct TargetArgs {
@@ -134,12 +137,16 @@ pub struct TargetArgs {
     pub scope: String,
     /// The `prompt` parameter of the sign-in, e.g. `consent` for a provider that gives a refresh
     /// token (offline_access) only with it.
-    #[arg(long, value_name = "PROMPT", value_parser = ["consent", "login", "select_account"])]
+    #[arg(long, value_name = "PROMPT", value_parser = PROMPTS)]
     pub prompt: Option<String>,
 }
 
 impl TargetArgs {
-    fn target(&self) -> Result<flow::Target, AuthError> {
+    /// The checked login: `--scope` includes `openid`, `--issuer` is an acceptable URL.
+    ///
+    /// # Errors
+    /// [`AuthError::Scope`], [`AuthError::BadUrl`] or [`AuthError::InsecureUrl`].
+    pub fn target(&self) -> Result<flow::Target, AuthError> {
         let scope = self.scope.split_whitespace().collect::<Vec<_>>().join(" ");
         if scope.len() > 512 || !scope.split(' ').any(|s| s == "openid") {
             return Err(AuthError::Scope(self.scope.chars().take(512).collect()));

@@ -44,6 +44,25 @@ pub fn run(target: Target, ca_file: Option<PathBuf>) -> Result<ExitCode, AuthErr
     }
 }
 
+/// The cached path alone: prints the `ExecCredential` when the login cache of `target` holds an
+/// ID token with at least 30 s left, and answers `None` (having written nothing) otherwise, for
+/// [`run`] to take over. The `ichor` executable calls only this, so it links no runtime, TLS or
+/// HTTP code.
+///
+/// # Errors
+/// The `Some` error: the token's `exp` is not a time, or stdout cannot be written.
+pub fn run_cached(target: &Target) -> Option<Result<ExitCode, AuthError>> {
+    let dir = CacheDir::from_env().ok()?;
+    match dir.load(&target.key()) {
+        Loaded::Usable(entry) if entry.is_fresh(Timestamp::now()) => {
+            let info =
+                exec_credential::parse_exec_info(std::env::var("KUBERNETES_EXEC_INFO").ok().as_deref());
+            Some(print_credential(&info, &entry))
+        }
+        _ => None,
+    }
+}
+
 fn slow_path(
     dir: &CacheDir,
     target: &Target,
