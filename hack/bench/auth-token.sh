@@ -1,30 +1,45 @@
 #!/usr/bin/env bash
 # Wall time of `ichor auth token` on its fast path (a cached ID token with time left), next to
-# /bin/true in the same run, so process start-up is visible as the floor. Target: median < 5 ms.
+# /bin/true in the same run, so process start-up is visible as the floor. Goal: median < 5 ms
+# and within 1.5 × of /bin/true.
+#
+# The commands are run in interleaved rounds (each round runs every command once, in a shuffled
+# order), so a burst of load from the other users of a shared machine hits all of them alike.
+# Each run is one posix_spawn and wait4: its wall time, its CPU time and its page faults (from
+# the child's rusage) are recorded.
 #
 # The issuer URL points at a closed loopback port: if the fast path touched the network, the
 # command would fail, and the script checks that it succeeds first.
 #
-# With a second ichor binary (another commit's build), both are timed in the same run,
-# interleaved, so the two medians compare under the same load.
+# The `ichor` built here is the shipped one (see the Dockerfile): `ichor` linked static-pie
+# (-C target-feature=+crt-static on that one crate), `ichor-full` as usual. The script checks
+# that the timed `ichor` keeps PIE and full RELRO.
 #
-# Usage: [ICHOR_BIN=…] hack/bench/auth-token.sh [RUNS, default 300; 100 with ICHOR_BENCH_SHORT=1] [OTHER_ICHOR]
-# (needs hyperfine). Writes hack/bench/results/auth-token-<date>.md (printed too).
+# Usage: [ICHOR_BIN=…] hack/bench/auth-token.sh [RUNS, default 500; 150 with ICHOR_BENCH_SHORT=1] [OTHER_ICHOR…]
+# Each OTHER_ICHOR (another build, e.g. the full tool or another commit's `ichor`) is timed in
+# the same rounds. Writes hack/bench/results/auth-token-<date>.md (printed too).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 
 # shellcheck source=hack/bench/summary.sh
 source "$root/hack/bench/summary.sh"
-runs="${1:-$(full_or_short 300 100)}"
-other="${2:-}"
+runs="${1:-$(full_or_short 500 150)}"
+others=("${@:2}")
 target="${CARGO_TARGET_DIR:-$root/target}"
 
 if [[ -n "${ICHOR_BIN:-}" ]]; then
   bin="$ICHOR_BIN"      # a prebuilt ichor (another commit's, for before/after figures)
 else
-  cargo build --release -q -p ichor-cli --manifest-path "$root/Cargo.toml"
+  cargo build --release -q --locked -p ichor-cli --bin ichor --bin ichor-full --manifest-path "$root/Cargo.toml"
+  cargo rustc --release -q --locked -p ichor-cli --bin ichor --manifest-path "$root/Cargo.toml" \
+    -- -C target-feature=+crt-static
   bin="$target/release/ichor"
+fi
+
+if ! readelf -lW "$bin" | grep -q GNU_RELRO || ! readelf -dW "$bin" | grep -q 'FLAGS_1.*NOW.*PIE'; then
+  echo "$bin is not PIE with full RELRO (GNU_RELRO, BIND_NOW)" >&2
+  exit 1
 fi
 
 home="$(mktemp -d)"
@@ -61,33 +76,54 @@ cat > "$home/.ichor/auth/$stem.json" <<JSON
 JSON
 
 args=(auth token --issuer "$issuer" --client-id "$client" --audience "$audience")
-cmd=("$bin" "${args[@]}")
-HOME="$home" "${cmd[@]}" >/dev/null || { echo "ichor auth token failed on the fast path" >&2; exit 1; }
-if [[ -n "$other" ]]; then
-  HOME="$home" "$other" "${args[@]}" >/dev/null || { echo "$other auth token failed on the fast path" >&2; exit 1; }
-fi
+for b in "$bin" "${others[@]}"; do
+  HOME="$home" "$b" "${args[@]}" >/dev/null || { echo "$b auth token failed on the fast path" >&2; exit 1; }
+done
 
-command -v hyperfine >/dev/null || { echo "hyperfine is needed (apt-get install hyperfine)" >&2; exit 1; }
-json="$home/hyperfine.json"
-commands=("${cmd[*]}" "/bin/true")
-if [[ -n "$other" ]]; then commands+=("$other ${args[*]}"); fi
-HOME="$home" hyperfine -N --warmup 30 --runs "$runs" --export-json "$json" "${commands[@]}" >&2
-# Median and p99 in ms of each command, from the exported run times.
-stats=$(python3 - "$json" <<'PY'
-import json, sys
-for r in json.load(open(sys.argv[1]))["results"]:
-    t = sorted(r["times"])
-    p99 = t[min(len(t) - 1, int(0.99 * len(t)))]
-    print(f"{r['median'] * 1000:.2f} {p99 * 1000:.2f} {r['command'].split()[0]}")
+# Median and p99 wall ms, median CPU ms and median page faults of each command, in the order
+# given (ours first, /bin/true second, then the others).
+stats=$(HOME="$home" python3 - "$runs" "$bin" /bin/true "${others[@]}" -- "${args[@]}" <<'PY'
+import os, random, sys, time
+runs = int(sys.argv[1])
+split = sys.argv.index("--")
+bins, args = sys.argv[2:split], sys.argv[split + 1:]
+argvs = [[b] if b == "/bin/true" else [b] + args for b in bins]
+devnull = os.open(os.devnull, os.O_WRONLY)
+actions = [(os.POSIX_SPAWN_DUP2, devnull, 1)]
+samples = {i: [] for i in range(len(argvs))}
+for rnd in range(30 + runs):                 # the first 30 rounds warm up
+    order = list(range(len(argvs)))
+    random.shuffle(order)
+    for i in order:
+        t0 = time.perf_counter_ns()
+        pid = os.posix_spawn(argvs[i][0], argvs[i], os.environ, file_actions=actions)
+        _, status, ru = os.wait4(pid, 0)
+        wall = (time.perf_counter_ns() - t0) / 1e6
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"{argvs[i][0]} failed")
+        if rnd >= 30:
+            samples[i].append((wall, (ru.ru_utime + ru.ru_stime) * 1000, ru.ru_minflt + ru.ru_majflt))
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+for i, argv in enumerate(argvs):
+    walls = sorted(s[0] for s in samples[i])
+    p99 = walls[min(len(walls) - 1, int(0.99 * len(walls)))]
+    print(f"{median(walls):.2f} {p99:.2f} {median(s[1] for s in samples[i]):.2f} "
+          f"{median(s[2] for s in samples[i])} {argv[0]}")
 PY
 )
-read -r ours_median ours_p99 _ <<<"$(sed -n 1p <<<"$stats")"
-read -r true_median true_p99 _ <<<"$(sed -n 2p <<<"$stats")"
-size=$(stat -c %s "$(readlink -f "$bin")")
-summary="| command | median ms | p99 ms | median / /bin/true |
-|---|---|---|---|
-$(while read -r m p c; do
-  echo "| \`$c\` | $m | $p | $(awk -v a="$m" -v b="$true_median" 'BEGIN {printf "%.2f", a / b}') |"
+read -r ours_median ours_p99 _ _ _ <<<"$(sed -n 1p <<<"$stats")"
+read -r true_median true_p99 _ _ _ <<<"$(sed -n 2p <<<"$stats")"
+size_of() { stat -c %s "$(readlink -f "$1")"; }
+size=$(size_of "$bin")
+full="$(dirname "$bin")/ichor-full"
+sizes="\`$(basename "$bin")\` $size bytes ($(file -b "$(readlink -f "$bin")" | grep -o 'static-pie linked\|dynamically linked'))"
+if [[ -f "$full" ]]; then sizes+=", \`ichor-full\` beside it $(size_of "$full") bytes"; fi
+summary="| command | median ms | p99 ms | median / /bin/true | CPU ms (median) | page faults (median) |
+|---|---|---|---|---|---|
+$(while read -r m p cpu faults c; do
+  echo "| \`$c\` | $m | $p | $(awk -v a="$m" -v b="$true_median" 'BEGIN {printf "%.2f", a / b}') | $cpu | $faults |"
 done <<<"$stats")"
 figure "ichor auth token, cached: median ms (baseline: /bin/true median)" "$ours_median" "$true_median" "< 5 ms and <= 1.50"
 figure "ichor auth token, cached: p99 ms (baseline: /bin/true p99)" "$ours_p99" "$true_p99" "-"
@@ -96,9 +132,9 @@ out="$results_dir/auth-token-$(date -u +%F).md"
 {
   echo "# \`ichor auth token\` on its cached path, $(date -u +%FT%TZ)"
   echo
-  echo "Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r)."
-  echo "hyperfine -N, $runs runs each after 30 warm-up runs; \`hack/bench/auth-token.sh\` (commit $(git -C "$root" rev-parse --short HEAD))."
-  echo "Binary: $size bytes."
+  echo "Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "$runs interleaved rounds after 30 warm-up rounds; \`hack/bench/auth-token.sh\` (commit $(git -C "$root" rev-parse --short HEAD))."
+  echo "Binaries: $sizes."
   echo
   echo "$summary"
 } >"$out"
