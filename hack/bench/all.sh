@@ -31,6 +31,8 @@ else
   # One invocation, so the workspace crates are built once with one set of features.
   cargo build --quiet --release -p ichor-issuer -p ichor-cli -p ichor-reconcilers \
     --bin ichor-issuer --bin ichor --bin ichor-full --bin ichor-controller --example issuer_load
+  # The shipped `ichor` (see the Dockerfile): linked again static-pie, that crate only.
+  cargo rustc --quiet --release -p ichor-cli --bin ichor -- -C target-feature=+crt-static
   # `ichor` runs `ichor-full` from its own directory for every command but a cached token.
   cp "$target/release/ichor-issuer" "$target/release/examples/issuer_load" "$target/release/ichor" \
     "$target/release/ichor-full" "$target/release/ichor-controller" "$work/bin/"
