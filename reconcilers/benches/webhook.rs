@@ -12,21 +12,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ichor_reconcilers::admission::fixtures::{
     FakeLister, FakeReviewer, LoopbackServer, ROOT, ServingPair, VIEWER, WEBHOOK_HOST, review, user,
 };
 use ichor_reconcilers::admission::{AdmissionState, ICHORUSERS_PATH, ServerOptions, controller_identity};
+use ichor_testkit::load::{env_number, ms, open_loop, percentile};
 use serde_json::{Value, json};
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The two measured writes, alternating: a viewer creating a viewer; an admin renaming a viewer.
 fn document(i: usize) -> Vec<u8> {
@@ -52,18 +45,6 @@ fn document(i: usize) -> Vec<u8> {
     };
     doc["request"]["uid"] = json!(format!("bench-{i}"));
     serde_json::to_vec(&doc).unwrap()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 #[tokio::main]
@@ -111,35 +92,22 @@ async fn main() {
     }
 
     let total = usize::try_from(seconds * rate).unwrap_or(usize::MAX);
-    let period = Duration::from_nanos(1_000_000_000 / rate);
-    let errors = Arc::new(AtomicUsize::new(0));
-    let mut tasks = tokio::task::JoinSet::new();
-    let begin = Instant::now();
-    for i in 0..total {
-        let scheduled = begin + period * u32::try_from(i).unwrap_or(u32::MAX);
-        tokio::time::sleep_until(scheduled.into()).await;
-        let client = client.clone();
-        let url = Arc::clone(&url);
-        let errors = Arc::clone(&errors);
-        tasks.spawn(async move {
-            let ok = match client.post(url.as_str()).body(document(i)).send().await {
+    let run = open_loop(rate, total, |i| {
+        let (client, url) = (client.clone(), Arc::clone(&url));
+        async move {
+            match client.post(url.as_str()).body(document(i)).send().await {
                 Ok(response) if response.status().is_success() => response
                     .json::<Value>()
                     .await
                     .is_ok_and(|v| v["response"]["allowed"] == json!(true)),
                 _ => false,
-            };
-            if !ok {
-                errors.fetch_add(1, Ordering::Relaxed);
             }
-            scheduled.elapsed()
-        });
-    }
-    let mut latencies = Vec::with_capacity(total);
-    while let Some(done) = tasks.join_next().await {
-        latencies.push(done.unwrap());
-    }
-    let wall = begin.elapsed();
+        }
+    })
+    .await;
+    let wall = run.wall;
+    let errors = run.results.iter().filter(|(_, ok)| !ok).count();
+    let mut latencies: Vec<Duration> = run.results.into_iter().map(|(took, _)| took).collect();
     latencies.sort();
     let _ = server.stop().await;
 
@@ -151,11 +119,11 @@ async fn main() {
         latencies.len() as f64 / wall.as_secs_f64()
     );
     println!(
-        "latency p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  errors {}  user-list calls {}",
+        "latency p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  errors {}  user-cache reads {}",
         ms(percentile(&latencies, 50.0)),
         ms(percentile(&latencies, 99.0)),
         ms(latencies.last().copied().unwrap_or_default()),
-        errors.load(Ordering::Relaxed),
+        errors,
         lister.calls()
     );
 }

@@ -9,7 +9,8 @@
 //!    (the apiserver's own cost: the baseline, measured last);
 //! 2. `webhook, no list`: the same request, reviewed by the webhook (a rename needs no list);
 //! 3. `webhook, last-admin list`: an admin disabling another admin, which the webhook allows
-//!    only after listing every IchorUser of the namespace to find another enabled admin.
+//!    only after finding another enabled admin among every IchorUser of the namespace (its watch
+//!    cache) and reading that admin again from the apiserver.
 //!
 //! Open loop: a request starts every 1/rate s whatever the others do; latency is measured from
 //! the scheduled start. Prints one `webhook-apiserver phase=… p50_ms=… p99_ms=…` line per phase.
@@ -29,33 +30,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ichor_testkit::control_plane::{ControlPlane, Options};
-use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE};
-use ichor_testkit::wait;
+use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE, ichor_user};
+use ichor_testkit::load::{env_number, ms, open_loop, percentile};
 use serde_json::{Value, json};
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn user(name: &str, roles: &[&str]) -> Value {
-    json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
-        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"roles": roles}})
-}
 
 /// One dry-run merge patch of `name`, as the admin `alice` (impersonated).
 #[derive(Clone)]
@@ -86,14 +63,9 @@ async fn drive(client: &reqwest::Client, base: &str, request: &Request, rate: u6
         request.name
     ));
     let total = usize::try_from(seconds * rate).unwrap_or(usize::MAX);
-    let period = Duration::from_nanos(1_000_000_000 / rate.max(1));
-    let mut tasks = tokio::task::JoinSet::new();
-    let begin = Instant::now();
-    for i in 0..total {
-        let scheduled = begin + period * u32::try_from(i).unwrap_or(u32::MAX);
-        tokio::time::sleep_until(scheduled.into()).await;
+    let run = open_loop(rate, total, |i| {
         let (client, url, body) = (client.clone(), Arc::clone(&url), (request.body)(i));
-        tasks.spawn(async move {
+        async move {
             let answer = client
                 .patch(url.as_str())
                 .header("content-type", "application/merge-patch+json")
@@ -102,7 +74,7 @@ async fn drive(client: &reqwest::Client, base: &str, request: &Request, rate: u6
                 .body(body.to_string())
                 .send()
                 .await;
-            let outcome = match answer {
+            match answer {
                 Ok(r) if r.status().is_success() => Ok(()),
                 Ok(r) => Err(format!(
                     "HTTP {}: {}",
@@ -110,26 +82,25 @@ async fn drive(client: &reqwest::Client, base: &str, request: &Request, rate: u6
                     r.text().await.unwrap_or_default()
                 )),
                 Err(e) => Err(format!("transport: {e}")),
-            };
-            (scheduled.elapsed(), outcome)
-        });
-    }
+            }
+        }
+    })
+    .await;
     let mut phase = Phase {
         ok: Vec::with_capacity(total),
         errors: 0,
         first_error: None,
-        wall: Duration::ZERO,
+        wall: run.wall,
     };
-    while let Some(done) = tasks.join_next().await {
-        match done.unwrap() {
-            (took, Ok(())) => phase.ok.push(took),
-            (_, Err(e)) => {
+    for (took, outcome) in run.results {
+        match outcome {
+            Ok(()) => phase.ok.push(took),
+            Err(e) => {
                 phase.errors += 1;
                 phase.first_error.get_or_insert(e);
             }
         }
     }
-    phase.wall = begin.elapsed();
     phase.ok.sort();
     phase
 }
@@ -169,10 +140,10 @@ async fn main() -> anyhow::Result<()> {
     // The users exist before the chart's webhooks do (creating them is not what is measured).
     install::install_crds(&plane)?;
     let mut docs: Vec<String> = (0..users)
-        .map(|i| user(&format!("user-{i:04}"), &["viewer"]).to_string())
+        .map(|i| ichor_user(&format!("user-{i:04}"), &["viewer"]))
         .collect();
-    docs.push(user("alice", &["admin"]).to_string());
-    docs.push(user("henry", &["admin"]).to_string());
+    docs.push(ichor_user("alice", &["admin"]));
+    docs.push(ichor_user("henry", &["admin"]));
     for chunk in docs.chunks(250) {
         plane.apply(&chunk.join("\n---\n"))?;
     }
@@ -182,27 +153,8 @@ async fn main() -> anyhow::Result<()> {
     let kubeconfig = install::component_kubeconfig(&plane, 0, CONTROLLER_SERVICE_ACCOUNT)?;
     let replica = replicas::Replica::start(dir.path(), "ichor-controller-bench", &kubeconfig)?;
     let settle = Duration::from_secs(120);
-    wait::until("the webhooks' caBundle", settle, || {
-        let vwc: Value = serde_json::from_str(&plane.kubectl_run(
-            &[
-                "get",
-                "validatingwebhookconfiguration",
-                "ichor-identity",
-                "-o",
-                "json",
-            ],
-            None,
-        )?)?;
-        let hooks = vwc["webhooks"].as_array().cloned().unwrap_or_default();
-        Ok((!hooks.is_empty()
-            && hooks.iter().all(|h| {
-                h["clientConfig"]["caBundle"]
-                    .as_str()
-                    .is_some_and(|b| !b.is_empty())
-            }))
-        .then_some(()))
-    })
-    .map_err(|e| e.context(replica.log_tail()))?;
+    install::wait_webhook_ca_bundles(&plane, "ichor-identity", settle)
+        .map_err(|e| e.context(replica.log_tail()))?;
     webhooks::serve_from(&plane, &replica)?;
 
     let admin = &plane.pki().admin;

@@ -227,3 +227,46 @@ pub fn merge_patch_args(kind: &str, name: &str, patch: &serde_json::Value, dry_r
     }
     args
 }
+
+/// An `IchorUser` `name` of [`NAMESPACE`] with `roles` (display name = `name`), as a manifest
+/// for [`ControlPlane::apply`].
+pub fn ichor_user(name: &str, roles: &[&str]) -> String {
+    serde_json::json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"displayName": name, "roles": roles}})
+    .to_string()
+}
+
+/// Waits up to `timeout` until every webhook of the `ValidatingWebhookConfiguration`
+/// `configuration` has a `caBundle` (the controller writes them once it issued its serving
+/// certificate).
+///
+/// # Errors
+/// The timeout, with the last kubectl error.
+pub fn wait_webhook_ca_bundles(
+    plane: &ControlPlane,
+    configuration: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    crate::wait::until("the webhooks' caBundle", timeout, || {
+        let vwc = plane.kubectl_run(
+            &[
+                "get",
+                "validatingwebhookconfiguration",
+                configuration,
+                "-o",
+                "json",
+            ],
+            None,
+        )?;
+        let vwc: serde_json::Value = serde_json::from_str(&vwc)?;
+        let hooks = vwc["webhooks"].as_array().cloned().unwrap_or_default();
+        Ok((!hooks.is_empty()
+            && hooks.iter().all(|h| {
+                h["clientConfig"]["caBundle"]
+                    .as_str()
+                    .is_some_and(|b| !b.is_empty())
+            }))
+        .then_some(()))
+    })
+}

@@ -8,8 +8,10 @@
 //! - [`external_idp`]: a real external OpenID provider (npm `oidc-provider`) with static accounts.
 //! - [`helm`]: the real helm client against a control plane, with a home of the test's own.
 //! - [`install`]: Ichor's CRDs and chart applied to a control plane, and kubeconfigs of its
-//!   ServiceAccounts for components run as local processes.
+//!   ServiceAccounts for components run as local processes; an `IchorUser` manifest, and the
+//!   wait for the webhooks' `caBundle`s the controller writes.
 //! - [`jwt`]: a JWT's header and claims, read without verification for assertions.
+//! - [`load`] (feature `load`): open-loop load for the benchmarks, and its percentiles.
 //! - [`pki`]: the one test CA, its serving and client certificates, a rustls server over one.
 //! - [`rbac`]: the rules a manifest grants a ServiceAccount against what its audit log shows it
 //!   used (least privilege, measured).
@@ -30,6 +32,8 @@ pub mod install;
 #[cfg(feature = "issuer")]
 pub mod issuer;
 pub mod jwt;
+#[cfg(feature = "load")]
+pub mod load;
 pub mod pki;
 pub mod ports;
 pub mod rbac;

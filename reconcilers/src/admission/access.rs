@@ -1,23 +1,27 @@
 //! What the rules ask the cluster: whether the request's user holds a right
-//! ([`AccessReviewer`], a `SubjectAccessReview`) and the other users of a namespace
-//! ([`UserLister`], an uncached list), with their kube-apiserver implementations. Both are bounded
-//! in time; an error or a timeout is an [`AdmissionError`], which the rules turn into a refusal.
+//! ([`AccessReviewer`], a `SubjectAccessReview`) and the users of a namespace ([`UserLister`]:
+//! a watch cache, and one user read fresh), with their kube-apiserver implementations. Every
+//! call is bounded in time; an error or a timeout is an [`AdmissionError`], which the rules turn
+//! into a refusal.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use futures::StreamExt as _;
 use ichor_renderers::crd::{GROUP, IchorUser};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher;
 use kube::{Api, Client};
 
 use super::AdmissionError;
+use super::user_cache::UserCache;
 
-/// How long a `SubjectAccessReview` or a user list may take: the webhook itself has 5 s.
+/// How long a `SubjectAccessReview` or a user read may take: the webhook itself has 5 s.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(3);
-/// Page size of the uncached user list.
-const LIST_PAGE: u32 = 500;
 
 /// Answers "may this user do this?" (Kubernetes RBAC, through the kube-apiserver).
 #[async_trait]
@@ -30,15 +34,24 @@ pub trait AccessReviewer: Send + Sync {
     async fn allowed(&self, user: &UserInfo, attrs: &ResourceAttributes) -> Result<bool, AdmissionError>;
 }
 
-/// Lists the `IchorUser` objects of a namespace, uncached (a fresh read from the kube-apiserver,
-/// never an informer's copy, so a concurrent demotion is seen).
+/// The `IchorUser` objects of a namespace: as a watch cache holds them (cheap, possibly a moment
+/// behind), and one at a time as the kube-apiserver holds it now.
 #[async_trait]
 pub trait UserLister: Send + Sync {
-    /// Every `IchorUser` in `namespace`.
+    /// Every `IchorUser` of `namespace` as the cache holds them.
     ///
     /// # Errors
-    /// [`AdmissionError::ListUsers`] or [`AdmissionError::ListUsersTimeout`]; the caller refuses.
-    async fn list_users(&self, namespace: &str) -> Result<Vec<IchorUser>, AdmissionError>;
+    /// When the cache cannot be trusted (not synced, its watch lost for long, another
+    /// namespace); the caller refuses.
+    fn cached_users(&self, namespace: &str) -> Result<Vec<Arc<IchorUser>>, AdmissionError>;
+
+    /// The `IchorUser` `name` of `namespace` read from the kube-apiserver (never a cache's
+    /// copy, so a concurrent demotion is seen); `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`AdmissionError::ReadUser`] when the read fails or does not answer in time; the caller
+    /// refuses.
+    async fn read_user(&self, namespace: &str, name: &str) -> Result<Option<IchorUser>, AdmissionError>;
 }
 
 /// The attributes of `verb` on `resource/subresource` of `ichor.maesh.dev` in `namespace` (on the
@@ -127,57 +140,98 @@ impl AccessReviewer for KubeAccessReviewer {
     }
 }
 
-/// [`UserLister`] over a kube client: a paged list straight from the kube-apiserver (a consistent
-/// read; the controller's ServiceAccount holds `list` on `ichorusers`).
+/// [`UserLister`] over the kube-apiserver: the users of a [`UserCache`] (kept by a watch), and
+/// one user read with a `GET` (a quorum read: the controller's ServiceAccount holds `get` on
+/// `ichorusers`), bounded in time.
 #[derive(Clone)]
 pub struct KubeUserLister {
     client: Client,
+    cache: UserCache,
     timeout: Duration,
+    _watch: Option<Arc<AbortOnDrop>>,
+}
+
+/// A task aborted when the last lister holding it is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl std::fmt::Debug for KubeUserLister {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeUserLister")
+            .field("cache", &self.cache)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
 
 impl KubeUserLister {
-    /// A lister through `client`, each full list bounded by [`DEFAULT_CALL_TIMEOUT`].
-    pub fn new(client: Client) -> Self {
-        Self::with_timeout(client, DEFAULT_CALL_TIMEOUT)
-    }
-
-    /// A lister whose lists are bounded by `timeout`.
-    pub fn with_timeout(client: Client, timeout: Duration) -> Self {
-        Self { client, timeout }
-    }
-
-    async fn list_all(&self, namespace: &str) -> Result<Vec<IchorUser>, AdmissionError> {
-        let api: Api<IchorUser> = Api::namespaced(self.client.clone(), namespace);
-        let mut users = Vec::new();
-        let mut params = ListParams::default().limit(LIST_PAGE);
-        loop {
-            let page = api
-                .list(&params)
-                .await
-                .map_err(|e| AdmissionError::ListUsers(short(&e)))?;
-            users.extend(page.items);
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => params = params.continue_token(&token),
-                None => return Ok(users),
-            }
+    /// A lister answering from `cache` (fed by a watch the caller runs, as `ichor-controller run`
+    /// does with its own watch of `IchorUser`s) and reading through `client`, each read bounded
+    /// by [`DEFAULT_CALL_TIMEOUT`].
+    pub fn new(client: Client, cache: UserCache) -> Self {
+        Self {
+            client,
+            cache,
+            timeout: DEFAULT_CALL_TIMEOUT,
+            _watch: None,
         }
+    }
+
+    /// A lister with a watch of its own on the `IchorUser`s of `namespace` (a webhook server
+    /// without the controller's watchers), stopped when the last clone is dropped. Must be
+    /// called within a tokio runtime.
+    pub fn watching(client: Client, namespace: &str) -> Self {
+        let (cache, mut feed) = UserCache::new(namespace);
+        let api: Api<IchorUser> = Api::namespaced(client.clone(), namespace);
+        let task = tokio::spawn(async move {
+            let mut events = watcher::watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) => feed.apply(&event.modify(|u| u.metadata.managed_fields = None)),
+                    Err(error) => {
+                        tracing::warn!(%error, "admission: the IchorUser watch failed; retrying");
+                        feed.failed(Instant::now());
+                    }
+                }
+            }
+        });
+        Self {
+            _watch: Some(Arc::new(AbortOnDrop(task))),
+            ..Self::new(client, cache)
+        }
+    }
+
+    /// The same lister with its reads bounded by `timeout`.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 }
 
 #[async_trait]
 impl UserLister for KubeUserLister {
-    async fn list_users(&self, namespace: &str) -> Result<Vec<IchorUser>, AdmissionError> {
-        tokio::time::timeout(self.timeout, self.list_all(namespace))
+    fn cached_users(&self, namespace: &str) -> Result<Vec<Arc<IchorUser>>, AdmissionError> {
+        self.cache.users(namespace, Instant::now())
+    }
+
+    async fn read_user(&self, namespace: &str, name: &str) -> Result<Option<IchorUser>, AdmissionError> {
+        let api: Api<IchorUser> = Api::namespaced(self.client.clone(), namespace);
+        let read_error = |reason: String| AdmissionError::ReadUser {
+            name: name.to_owned(),
+            reason,
+        };
+        tokio::time::timeout(self.timeout, api.get_opt(name))
             .await
-            .map_err(|_| AdmissionError::ListUsersTimeout(self.timeout))?
+            .map_err(|_| read_error(format!("no answer within {:?}", self.timeout)))?
+            .map_err(|e| read_error(short(&e)))
     }
 }
 

@@ -113,7 +113,7 @@ pub fn user(name: &str, roles: &[&str], disabled: bool) -> Value {
     })
 }
 
-/// An `IchorUser` as a user list returns it.
+/// An `IchorUser` as the cache holds it or a read returns it.
 pub fn user_object(name: &str, roles: &[&str], disabled: bool) -> IchorUser {
     let mut user = IchorUser::new(
         name,
@@ -207,51 +207,95 @@ impl AccessReviewer for FakeReviewer {
     }
 }
 
-/// A [`UserLister`] that lists a fixed set of users, or fails, and records the namespace of
-/// every call.
+/// A [`UserLister`] whose cache holds a fixed set of users and whose fresh reads answer from
+/// another set (the same unless [`FakeLister::stale`]), or that fails; it records the
+/// namespace of every cache read and the name of every fresh read.
 #[derive(Debug, Default)]
 pub struct FakeLister {
-    users: Vec<IchorUser>,
-    fail: bool,
+    cached: Vec<Arc<IchorUser>>,
+    fresh: Vec<IchorUser>,
+    unsynced: bool,
+    unreadable: bool,
     calls: Mutex<Vec<String>>,
+    reads: Mutex<Vec<String>>,
+}
+
+fn objects(users: &[(&str, &[&str], bool)]) -> Vec<IchorUser> {
+    users.iter().map(|(n, r, d)| user_object(n, r, *d)).collect()
 }
 
 impl FakeLister {
-    /// Lists these users (name, roles, disabled; see [`user_object`]).
+    /// Holds these users, in the cache and fresh alike (name, roles, disabled; see
+    /// [`user_object`]).
     pub fn with(users: &[(&str, &[&str], bool)]) -> Self {
+        Self::stale(users, users)
+    }
+
+    /// A cache a moment behind: it holds `cached`, while a fresh read finds `fresh`.
+    pub fn stale(cached: &[(&str, &[&str], bool)], fresh: &[(&str, &[&str], bool)]) -> Self {
         Self {
-            users: users.iter().map(|(n, r, d)| user_object(n, r, *d)).collect(),
+            cached: objects(cached).into_iter().map(Arc::new).collect(),
+            fresh: objects(fresh),
             ..Self::default()
         }
     }
 
-    /// Fails every list ([`AdmissionError::ListUsers`], "the server is unavailable").
+    /// A cache that never synced ([`AdmissionError::UsersNotSynced`]).
     pub fn failing() -> Self {
         Self {
-            fail: true,
+            unsynced: true,
             ..Self::default()
         }
     }
 
-    /// How many lists were asked for.
+    /// Holds these users in its cache, but every fresh read fails
+    /// ([`AdmissionError::ReadUser`], "the server is unavailable").
+    pub fn unreadable(users: &[(&str, &[&str], bool)]) -> Self {
+        Self {
+            unreadable: true,
+            ..Self::with(users)
+        }
+    }
+
+    /// How many times the cache was read.
     pub fn calls(&self) -> usize {
         locked(&self.calls).len()
     }
 
-    /// The namespace of each list asked for, in order.
+    /// The namespace of each cache read, in order.
     pub fn namespaces(&self) -> Vec<String> {
         locked(&self.calls).clone()
+    }
+
+    /// The name of each fresh read, in order.
+    pub fn reads(&self) -> Vec<String> {
+        locked(&self.reads).clone()
     }
 }
 
 #[async_trait]
 impl UserLister for FakeLister {
-    async fn list_users(&self, namespace: &str) -> Result<Vec<IchorUser>, AdmissionError> {
+    fn cached_users(&self, namespace: &str) -> Result<Vec<Arc<IchorUser>>, AdmissionError> {
         locked(&self.calls).push(namespace.to_owned());
-        if self.fail {
-            return Err(AdmissionError::ListUsers("the server is unavailable".to_owned()));
+        if self.unsynced {
+            return Err(AdmissionError::UsersNotSynced);
         }
-        Ok(self.users.clone())
+        Ok(self.cached.clone())
+    }
+
+    async fn read_user(&self, _namespace: &str, name: &str) -> Result<Option<IchorUser>, AdmissionError> {
+        locked(&self.reads).push(name.to_owned());
+        if self.unreadable {
+            return Err(AdmissionError::ReadUser {
+                name: name.to_owned(),
+                reason: "the server is unavailable".to_owned(),
+            });
+        }
+        Ok(self
+            .fresh
+            .iter()
+            .find(|u| u.metadata.name.as_deref() == Some(name))
+            .cloned())
     }
 }
 

@@ -15,7 +15,8 @@
 //! Every answer is an `AdmissionReview` v1 with the request's `uid`; a denial carries status code
 //! 403 and one sentence naming the field. Everything that cannot be decided is refused (fail
 //! closed): a kind or operation the path does not admit, a spec that does not decode, a
-//! `SubjectAccessReview` or user list that errors or times out. A body the kube-apiserver would
+//! `SubjectAccessReview` or user read that errors or times out, a user cache that is not synced
+//! or has lost its watch. A body the kube-apiserver would
 //! not send — not an `AdmissionReview` v1, a request without a field the apiserver always
 //! sends, an unknown operation, an object that is not a Kubernetes object — is answered with
 //! HTTP 400 ([`review`], by kube-core's admission types), which the chart's `failurePolicy: Fail`
@@ -38,6 +39,7 @@ mod http;
 pub mod operations;
 pub mod review;
 mod server;
+pub mod user_cache;
 pub mod users;
 
 use std::sync::Arc;
@@ -47,6 +49,7 @@ pub use access::{AccessReviewer, KubeAccessReviewer, KubeUserLister, UserLister}
 pub use http::{HEALTHZ_PATH, ICHORUSERS_PATH, TALOSCLUSTERS_PATH, TALOSOPERATIONS_PATH, router};
 pub use review::{MAX_BODY_BYTES, Verdict};
 pub use server::{ServerOptions, serve, serve_on};
+pub use user_cache::{UserCache, UserCacheFeed};
 
 /// The user name of the controller's own ServiceAccount in `namespace`
 /// (`system:serviceaccount:<ns>:ichor-controller`), exempt from the destructive-start rule.
@@ -64,16 +67,36 @@ pub enum AdmissionError {
     /// The `SubjectAccessReview` call did not answer in time.
     #[error("authorization could not be checked: the SubjectAccessReview did not answer within {0:?}")]
     AccessReviewTimeout(Duration),
-    /// The uncached list of `IchorUser` objects failed.
+    /// The watch cache of `IchorUser` objects has not completed its first list.
     #[error(
-        "the other IchorUser objects could not be listed, so the last-enabled-admin rule could not be checked: {0}"
+        "the IchorUser objects are not known yet (the controller's watch of them has not completed its first list), so the last-enabled-admin rule could not be checked"
     )]
-    ListUsers(String),
-    /// The uncached list of `IchorUser` objects did not answer in time.
+    UsersNotSynced,
+    /// The watch of `IchorUser` objects has failed for longer than the cache is trusted.
     #[error(
-        "the other IchorUser objects could not be listed within {0:?}, so the last-enabled-admin rule could not be checked"
+        "the controller's watch of the IchorUser objects has been failing for {}s, so the last-enabled-admin rule could not be checked", .0.as_secs()
     )]
-    ListUsersTimeout(Duration),
+    UsersWatchLost(Duration),
+    /// The request is in a namespace whose users the cache does not hold.
+    #[error(
+        "the IchorUser objects of namespace {0:?} are not watched by this controller (it watches its own namespace), so the last-enabled-admin rule could not be checked"
+    )]
+    UsersNotWatched(String),
+    /// The enabled admin the rule relies on could not be read again.
+    #[error(
+        "the enabled admin \"{name}\" could not be read to confirm it ({reason}), so the last-enabled-admin rule could not be checked"
+    )]
+    ReadUser {
+        /// The admin's name.
+        name: String,
+        /// Why (the apiserver's error, or no answer in time).
+        reason: String,
+    },
+    /// The reads confirming another enabled admin took longer than their budget.
+    #[error(
+        "no other enabled admin could be confirmed within {0:?}, so the last-enabled-admin rule could not be checked"
+    )]
+    ConfirmTimeout(Duration),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr} for the admission webhooks: {source}; check that the port is free")]
     Bind {
@@ -103,8 +126,8 @@ pub trait AdmissionObserver: Send + Sync {
     fn decided(&self, webhook: &'static str, allowed: bool, elapsed: Duration);
 }
 
-/// Everything the handlers need: how to ask RBAC, how to list users (uncached), who the
-/// controller is, and an optional metrics hook.
+/// Everything the handlers need: how to ask RBAC, how to know the users (a watch cache and a
+/// fresh read), who the controller is, and an optional metrics hook.
 pub struct AdmissionState {
     reviewer: Arc<dyn AccessReviewer>,
     lister: Arc<dyn UserLister>,

@@ -6,17 +6,24 @@
 //!   roles it holds). Other identities are not limited by this rule (RBAC is their gate).
 //! - Last enabled admin: an update that turns an enabled admin into something else, or a delete
 //!   of one, is refused when no other `IchorUser` of the namespace is an enabled admin. The others
-//!   are listed uncached, and only when the change removes an enabled admin (so most writes cost
-//!   no call). Exempt: `system:*` users and `system:masters` (the override certificate, the
+//!   come from the watch cache (`user_cache`), looked at only when the change removes an enabled
+//!   admin; the admin the cache names is then read again from the kube-apiserver
+//!   ([`confirm_another_admin`]), so a demotion the cache has not seen yet cannot make two
+//!   concurrent demotions both pass. A cache that is not synced or has lost its watch refuses.
+//!   Exempt: `system:*` users and `system:masters` (the override certificate, the
 //!   namespace controller, the garbage collector), and objects already being deleted.
 
-use ichor_renderers::auth::roles::{
-    Requester, UserChange, UserState, check_last_admin, is_exempt_from_last_admin_rule,
-};
-use ichor_renderers::crd::IchorUserSpec;
+use std::sync::Arc;
+use std::time::Duration;
 
-use super::AdmissionState;
+use ichor_renderers::auth::roles::{
+    LastAdminRefusal, Requester, UserChange, UserState, check_last_admin, is_exempt_from_last_admin_rule,
+};
+use ichor_renderers::crd::{IchorUser, IchorUserSpec};
+
+use super::access::{DEFAULT_CALL_TIMEOUT, UserLister};
 use super::review::{self, AdmissionRequest, Decoded, Operation, Verdict, decode};
+use super::{AdmissionError, AdmissionState};
 
 /// The kind this webhook admits.
 pub const KIND: &str = "IchorUser";
@@ -93,13 +100,11 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         "" => old.metadata.namespace.as_deref().unwrap_or_default(),
         namespace => namespace,
     };
-    let users = match state.lister.list_users(namespace).await {
+    let users = match state.lister.cached_users(namespace) {
         Ok(users) => users,
         Err(error) => {
-            tracing::warn!(%error, user = name, "admission: IchorUser list failed; refusing");
-            return Verdict::deny(format!(
-                "{field}{error}; the change is refused until it can be checked"
-            ));
+            tracing::warn!(%error, user = name, "admission: the IchorUser cache cannot be used; refusing");
+            return refused_until_checked(field, &error);
         }
     };
     let others = users.iter().map(|u| {
@@ -109,8 +114,98 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
             u.spec.disabled,
         )
     });
-    match check_last_admin(name, &change, others) {
-        Ok(()) => Verdict::Allow,
-        Err(refusal) => Verdict::deny(format!("{field}{refusal}")),
+    if let Err(refusal) = check_last_admin(name, &change, others) {
+        return Verdict::deny(format!("{field}{refusal}"));
     }
+    // The cache names another enabled admin; it may be a moment behind a demotion of that
+    // admin, so one is read again before the change is allowed.
+    let candidates = enabled_admins_besides(name, &users);
+    match tokio::time::timeout(
+        CONFIRM_BUDGET,
+        confirm_another_admin(state.lister.as_ref(), namespace, name, &change, &candidates),
+    )
+    .await
+    {
+        Ok(Ok(())) => Verdict::Allow,
+        Ok(Err(Unconfirmed::Refused(refusal))) => Verdict::deny(format!("{field}{refusal}")),
+        Ok(Err(Unconfirmed::Unreadable(error))) => {
+            tracing::warn!(%error, user = name, "admission: an IchorUser read failed; refusing");
+            refused_until_checked(field, &error)
+        }
+        Err(_) => refused_until_checked(field, &AdmissionError::ConfirmTimeout(CONFIRM_BUDGET)),
+    }
+}
+
+/// How many of the enabled admins the cache names are read again, at most, before the change
+/// is refused (each a `GET`; a cache this far behind is refused rather than read through).
+pub const MAX_CONFIRMATIONS: usize = 5;
+/// How long the reads confirming another enabled admin may take together (the webhook has 5 s).
+pub const CONFIRM_BUDGET: Duration = DEFAULT_CALL_TIMEOUT;
+
+fn refused_until_checked(field: &str, error: &AdmissionError) -> Verdict {
+    Verdict::deny(format!(
+        "{field}{error}; the change is refused until it can be checked"
+    ))
+}
+
+/// The enabled admins among `users` other than `user`, by name: the candidates a change that
+/// removes `user` as an enabled admin may rely on.
+pub fn enabled_admins_besides(user: &str, users: &[Arc<IchorUser>]) -> Vec<String> {
+    let mut names: Vec<String> = users
+        .iter()
+        .filter_map(|u| {
+            let name = u.metadata.name.as_deref()?;
+            let state = UserState {
+                roles: &u.spec.roles,
+                disabled: u.spec.disabled,
+            };
+            (name != user && state.is_enabled_admin()).then(|| name.to_owned())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Why no other enabled admin was confirmed.
+#[derive(Debug)]
+pub enum Unconfirmed {
+    /// Every candidate read is no longer an enabled admin (or is gone): the rule's refusal.
+    Refused(LastAdminRefusal),
+    /// A read failed: the rule could not be checked.
+    Unreadable(AdmissionError),
+}
+
+/// Reads the `candidates` (at most [`MAX_CONFIRMATIONS`], in order) from the kube-apiserver
+/// until one is still an enabled admin, by [`check_last_admin`] on the fresh object alone. A
+/// candidate that is gone or no longer an enabled admin is passed over; a failed read stops
+/// the search (fail closed).
+///
+/// # Errors
+/// [`Unconfirmed::Refused`] when no candidate is confirmed, [`Unconfirmed::Unreadable`] when a
+/// read failed first.
+pub async fn confirm_another_admin(
+    lister: &dyn UserLister,
+    namespace: &str,
+    user: &str,
+    change: &UserChange<'_>,
+    candidates: &[String],
+) -> Result<(), Unconfirmed> {
+    for candidate in candidates.iter().take(MAX_CONFIRMATIONS) {
+        let fresh = lister
+            .read_user(namespace, candidate)
+            .await
+            .map_err(Unconfirmed::Unreadable)?;
+        let Some(fresh) = fresh else { continue };
+        let confirmed = [(
+            candidate.as_str(),
+            fresh.spec.roles.as_slice(),
+            fresh.spec.disabled,
+        )];
+        if check_last_admin(user, change, confirmed).is_ok() {
+            return Ok(());
+        }
+    }
+    Err(Unconfirmed::Refused(LastAdminRefusal {
+        user: user.to_owned(),
+    }))
 }

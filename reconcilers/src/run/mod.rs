@@ -50,7 +50,7 @@ fn count_world(lp: &Loop) {
 use self::leader::{Elector, LeaderFlag, LeaseConfig};
 use self::metrics::{Health, Metrics};
 use self::watch::{Batch, SyncState};
-use crate::admission::{self, AdmissionState, KubeAccessReviewer, KubeUserLister};
+use crate::admission::{self, AdmissionState, KubeAccessReviewer, KubeUserLister, UserCache};
 use crate::apply::KubeApplier;
 use ichor_graph::{Action, Event, World};
 use ichor_reconcile::identity::Controller;
@@ -453,10 +453,12 @@ where
     });
 
     // The admission webhooks, on every replica (leader or not): failurePolicy Fail makes them
-    // part of every write of the kinds they guard.
+    // part of every write of the kinds they guard. Their user cache is fed by the IchorUser
+    // watcher below (one watch for the graph and the webhooks).
+    let (user_cache, user_feed) = UserCache::new(&args.namespace);
     let state = AdmissionState::new(
         Arc::new(KubeAccessReviewer::new(client.clone())),
-        Arc::new(KubeUserLister::new(client.clone())),
+        Arc::new(KubeUserLister::new(client.clone(), user_cache)),
         admission::controller_identity(&args.namespace),
     )
     .with_observer(Arc::new(metrics.clone()));
@@ -496,7 +498,14 @@ where
     let sources = watch::sources(&args.issuer_service_selector, &args.webhook_configuration);
     let sync = Arc::new(SyncState::new(sources.len()));
     let (tx, rx) = mpsc::channel(1024);
-    let watchers = watch::spawn(&client, &args.namespace, sources, tx, sync.clone());
+    let watchers = watch::spawn(
+        &client,
+        &args.namespace,
+        sources,
+        tx,
+        sync.clone(),
+        Some(user_feed),
+    );
 
     let journal = args.journal.as_deref().map(journal::open).transpose()?;
     let mut lp = Loop::new(Controller::new()?, journal, ClusterObserver::new(metrics));

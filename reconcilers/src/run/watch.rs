@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::convert::WatchState;
+use crate::admission::UserCacheFeed;
 
 pub use ichor_reconcile::identity::webhook::WEBHOOK_TLS_SECRET;
 /// The API group and version of the Ichor kinds.
@@ -174,18 +175,27 @@ fn refusal_code(e: &watcher::Error) -> Option<u16> {
 }
 
 /// Starts one task per source; their batches arrive on `tx`, their first lists mark `sync`.
-/// The tasks end when `tx` is closed.
+/// The watch of the namespace's `IchorUser`s also feeds `users` (the admission webhooks'
+/// cache), before its batch is sent, so the webhooks add no watch of their own. The tasks end
+/// when `tx` is closed.
 pub fn spawn(
     client: &Client,
     namespace: &str,
     sources: Vec<Source>,
     tx: mpsc::Sender<Batch>,
     sync: Arc<SyncState>,
+    users: Option<UserCacheFeed>,
 ) -> Vec<JoinHandle<()>> {
+    let mut users = users;
     sources
         .into_iter()
         .enumerate()
         .map(|(i, source)| {
+            let mut feed = if source.namespaced && source.resource.kind == "IchorUser" {
+                users.take()
+            } else {
+                None
+            };
             let api: Api<DynamicObject> = if source.namespaced {
                 Api::namespaced_with(client.clone(), namespace, &source.resource)
             } else {
@@ -202,6 +212,9 @@ pub fn spawn(
                 while let Some(item) = stream.next().await {
                     match item {
                         Ok(event) => {
+                            if let Some(feed) = feed.as_mut() {
+                                feed.apply_dynamic(&event);
+                            }
                             let events = state.on_event(event);
                             if !events.is_empty() {
                                 let batch = Batch {
@@ -217,6 +230,9 @@ pub fn spawn(
                             }
                         }
                         Err(e) => {
+                            if let Some(feed) = feed.as_ref() {
+                                feed.failed(std::time::Instant::now());
+                            }
                             let code = refusal_code(&e);
                             if source.optional && matches!(code, Some(403 | 404)) {
                                 if !std::mem::replace(&mut refused_logged, true) {

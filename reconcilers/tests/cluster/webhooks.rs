@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET;
 use ichor_testkit::control_plane::ControlPlane;
-use ichor_testkit::install::{self, NAMESPACE};
+use ichor_testkit::install::{self, NAMESPACE, ichor_user};
 use ichor_testkit::wait;
 use serde_json::json;
 
@@ -69,12 +69,6 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ichor-us
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'ichor:user-manager'}]
 ";
 
-fn user(name: &str, roles: &[&str]) -> String {
-    json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
-        "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"roles": roles}})
-    .to_string()
-}
-
 fn operation(name: &str, kind: &str) -> String {
     json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosOperation",
         "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"cluster": "prod", "kind": kind}})
@@ -85,7 +79,7 @@ fn operation(name: &str, kind: &str) -> String {
 /// took.
 fn refused_within(plane: &ControlPlane, name: &str) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    let answer = plane.kubectl_as(Some(ALICE), &APPLY, Some(&user(name, &[])))?;
+    let answer = plane.kubectl_as(Some(ALICE), &APPLY, Some(&ichor_user(name, &[])))?;
     let took = started.elapsed();
     match answer {
         Ok(out) => anyhow::bail!("a write with no working webhook server was accepted: {out}"),
@@ -121,7 +115,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     wait::until(
         "the webhook reached through its Service",
         Duration::from_secs(30),
-        || match plane.kubectl_as(Some(EVE), &APPLY, Some(&user("frank", &["viewer"])))? {
+        || match plane.kubectl_as(Some(EVE), &APPLY, Some(&ichor_user("frank", &["viewer"])))? {
             Ok(_) => Ok(Some(())),
             Err(stderr) => Err(anyhow::anyhow!(stderr)),
         },
@@ -130,7 +124,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
     // The grant rule: up to the highest built-in role held.
     refused(
         "a grant above the granter's own roles",
-        plane.kubectl_as(Some(EVE), &APPLY, Some(&user("gina", &["admin"])))?,
+        plane.kubectl_as(Some(EVE), &APPLY, Some(&ichor_user("gina", &["admin"])))?,
     )?;
     // The last enabled admin.
     let disable = json!({"spec": {"disabled": true}});
@@ -147,15 +141,22 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
             None,
         )?,
     )?;
-    // A second admin lifts the rule (the dry run is reviewed and writes nothing).
+    // A second admin lifts the rule (the dry run is reviewed and writes nothing) once the
+    // controller's watch has delivered him to its cache; the webhook reads him again before
+    // allowing.
     accepted(
         "a second admin",
-        plane.kubectl_as(Some(ALICE), &APPLY, Some(&user("henry", &["admin"])))?,
+        plane.kubectl_as(Some(ALICE), &APPLY, Some(&ichor_user("henry", &["admin"])))?,
     )?;
     let dry = merge_patch("ichoruser", "alice", &disable, true);
-    accepted(
+    wait::until(
         "an admin disabled while another remains",
-        plane.kubectl_as(Some(ALICE), &dry, None)?,
+        Duration::from_secs(10),
+        || match plane.kubectl_as(Some(ALICE), &dry, None)? {
+            Ok(_) => Ok(Some(())),
+            Err(stderr) if stderr.contains("last enabled admin") => Ok(None),
+            Err(stderr) => Err(anyhow::anyhow!("refused: {stderr}")),
+        },
     )?;
     accepted(
         "henry removed",
@@ -248,7 +249,7 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
         "the refusal took {gone:?}"
     );
     // The override certificate (system:masters) is not reviewed: recovery works with no webhook.
-    plane.apply(&user("recovery", &["admin"]))?;
+    plane.apply(&ichor_user("recovery", &["admin"]))?;
 
     // System identities are not reviewed (the match condition): the namespace controller empties
     // a namespace being deleted even while no controller runs.

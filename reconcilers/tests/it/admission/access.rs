@@ -1,6 +1,6 @@
 //! The kube implementations of what the rules ask the cluster — the `SubjectAccessReview`
-//! ([`KubeAccessReviewer`]) and the uncached user list ([`KubeUserLister`]) — against a scripted
-//! kube client, alone and feeding the rules.
+//! ([`KubeAccessReviewer`]) and the user cache with its fresh read ([`KubeUserLister`]) —
+//! against a scripted kube client, alone and feeding the rules.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -15,10 +15,11 @@ use ichor_reconcilers::admission::fixtures::{
     self, FakeLister, FakeReviewer, NAMESPACE, ROOT, operation, user, user_object,
 };
 use ichor_reconcilers::admission::{
-    AccessReviewer, AdmissionError, AdmissionState, KubeAccessReviewer, KubeUserLister, UserLister,
-    controller_identity, operations, users,
+    AccessReviewer, AdmissionError, AdmissionState, KubeAccessReviewer, KubeUserLister, UserCache,
+    UserLister, controller_identity, operations, users,
 };
 use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::{Denied, assert_denied, outcome};
@@ -198,79 +199,132 @@ async fn a_granted_subject_access_review_through_kube_admits_the_request() {
     assert_eq!(start_shutdown(reviewer).await, Ok(()));
 }
 
-// === The uncached user list ===
+// === The user cache and the fresh read ===
 
-fn user_list(items: &[(&str, &[&str], bool)], next: Option<&str>) -> Value {
-    json!({
-        "apiVersion": "ichor.maesh.dev/v1alpha1",
-        "kind": "IchorUserList",
-        "metadata": {"resourceVersion": "42", "continue": next.unwrap_or("")},
-        "items": items.iter().map(|(n, r, d)| serde_json::to_value(user_object(n, r, *d)).unwrap()).collect::<Vec<_>>()
-    })
+/// A cache of the fixture namespace that completed its list with these users.
+fn synced_cache(users: &[(&str, &[&str], bool)]) -> UserCache {
+    let (cache, mut feed) = UserCache::new(NAMESPACE);
+    feed.apply(&watcher::Event::Init);
+    for (name, roles, disabled) in users {
+        feed.apply(&watcher::Event::InitApply(user_object(name, roles, *disabled)));
+    }
+    feed.apply(&watcher::Event::InitDone);
+    cache
+}
+
+fn not_found() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "ichorusers \"dee\" not found", "reason": "NotFound", "code": 404})
 }
 
 #[tokio::test]
-async fn the_kube_lister_reads_every_page_from_the_apiserver() {
-    let (client, seen) = scripted_client(Arc::new(|method, path, _| {
+async fn the_kube_lister_reads_one_user_fresh_from_the_apiserver() {
+    let (client, seen) = scripted_client(Arc::new(|method, _, _| {
         assert_eq!(method, Method::GET);
-        if path.contains("continue=page2") {
-            Some((200, user_list(&[("cy", &["viewer"], false)], None)))
-        } else {
-            Some((
-                200,
-                user_list(
-                    &[("ann", &["admin"], false), ("bo", &["admin"], true)],
-                    Some("page2"),
-                ),
-            ))
-        }
+        Some((
+            200,
+            serde_json::to_value(user_object("dee", &["admin"], true)).unwrap(),
+        ))
     }));
-    let users = KubeUserLister::new(client).list_users(NAMESPACE).await.unwrap();
-    let names: Vec<_> = users.iter().map(|u| u.metadata.name.clone().unwrap()).collect();
-    assert_eq!(names, ["ann", "bo", "cy"]);
-    assert!(users[1].spec.disabled);
+    let lister = KubeUserLister::new(client, synced_cache(&[]));
+    let dee = lister.read_user(NAMESPACE, "dee").await.unwrap().unwrap();
+    assert!(dee.spec.disabled);
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 2);
-    assert!(
-        seen[0]
-            .1
-            .starts_with("/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers?"),
-        "{}",
-        seen[0].1
-    );
-    assert!(seen[0].1.contains("limit=500"), "{}", seen[0].1);
-    assert!(
-        !seen[0].1.contains("resourceVersion"),
-        "an uncached list asks for the latest state: {}",
-        seen[0].1
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].1, "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/dee",
+        "a GET with no resourceVersion: a quorum read of the latest state"
     );
 }
 
 #[tokio::test]
-async fn the_kube_lister_feeds_the_last_admin_rule_and_fails_closed() {
-    let client = answering(200, user_list(&[("ann", &["admin"], false)], None));
-    let state = AdmissionState::new(
-        Arc::new(FakeReviewer::default()),
-        Arc::new(KubeUserLister::new(client)),
-        controller_identity(NAMESPACE),
-    );
-    let old = user("ann", &["admin"], false);
-    let request = fixtures::request(users::KIND, "DELETE", &ROOT, Value::Null, old).unwrap();
-    let got = outcome(users::review(&state, &request).await);
-    assert_denied(got, &[Denied::Contains("last enabled admin")]);
+async fn the_kube_lister_reads_a_missing_user_as_none_and_fails_closed_on_errors() {
+    let lister = KubeUserLister::new(answering(404, not_found()), synced_cache(&[]));
+    assert!(lister.read_user(NAMESPACE, "dee").await.unwrap().is_none());
 
     let client = answering(
         500,
         json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "etcdserver: request timed out", "code": 500}),
     );
-    let error = KubeUserLister::new(client)
-        .list_users(NAMESPACE)
+    let error = KubeUserLister::new(client, synced_cache(&[]))
+        .read_user(NAMESPACE, "dee")
         .await
         .unwrap_err();
-    assert!(matches!(error, AdmissionError::ListUsers(_)), "{error:?}");
-    let error = KubeUserLister::with_timeout(hung(), Duration::from_millis(100))
-        .list_users(NAMESPACE)
+    assert!(
+        matches!(&error, AdmissionError::ReadUser { name, reason } if name == "dee" && reason.contains("etcdserver")),
+        "{error:?}"
+    );
+    let error = KubeUserLister::new(hung(), synced_cache(&[]))
+        .with_timeout(Duration::from_millis(100))
+        .read_user(NAMESPACE, "dee")
         .await
         .unwrap_err();
-    assert!(matches!(error, AdmissionError::ListUsersTimeout(_)), "{error:?}");
+    assert!(
+        matches!(&error, AdmissionError::ReadUser { reason, .. } if reason.contains("no answer within 100ms")),
+        "{error:?}"
+    );
+}
+
+/// Ann, an enabled admin, deleted by root, decided through `lister`.
+async fn delete_ann(lister: KubeUserLister) -> Result<(), String> {
+    let state = AdmissionState::new(
+        Arc::new(FakeReviewer::default()),
+        Arc::new(lister),
+        controller_identity(NAMESPACE),
+    );
+    let old = user("ann", &["admin"], false);
+    let request = fixtures::request(users::KIND, "DELETE", &ROOT, Value::Null, old).unwrap();
+    outcome(users::review(&state, &request).await)
+}
+
+#[tokio::test]
+async fn a_demotion_the_cache_has_not_seen_yet_is_caught_by_the_fresh_read() {
+    // The cache still holds dee as an enabled admin; the apiserver has her disabled already
+    // (a concurrent demotion a moment ago): deleting ann would leave no enabled admin.
+    let cache = synced_cache(&[("ann", &["admin"], false), ("dee", &["admin"], false)]);
+    let (client, seen) = scripted_client(Arc::new(|_, path, _| {
+        assert!(path.ends_with("/ichorusers/dee"), "{path}");
+        Some((
+            200,
+            serde_json::to_value(user_object("dee", &["admin"], true)).unwrap(),
+        ))
+    }));
+    assert_denied(
+        delete_ann(KubeUserLister::new(client, cache.clone())).await,
+        &[Denied::Contains("last enabled admin \"ann\"")],
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1, "one read of the one candidate");
+
+    // Gone meanwhile: refused as well.
+    assert_denied(
+        delete_ann(KubeUserLister::new(answering(404, not_found()), cache.clone())).await,
+        &[Denied::Contains("last enabled admin \"ann\"")],
+    );
+    // Still an enabled admin: allowed.
+    let still = serde_json::to_value(user_object("dee", &["admin"], false)).unwrap();
+    assert_eq!(
+        delete_ann(KubeUserLister::new(answering(200, still), cache)).await,
+        Ok(())
+    );
+}
+
+#[tokio::test]
+async fn the_kube_lister_refuses_until_its_cache_synced_and_for_another_namespace() {
+    let (cache, _feed) = UserCache::new(NAMESPACE);
+    let lister = KubeUserLister::new(hung(), cache);
+    assert!(matches!(
+        lister.cached_users(NAMESPACE),
+        Err(AdmissionError::UsersNotSynced)
+    ));
+    assert_denied(
+        delete_ann(lister).await,
+        &[
+            Denied::Contains("IchorUser objects are not known yet"),
+            Denied::Contains("refused until it can be checked"),
+        ],
+    );
+    let lister = KubeUserLister::new(hung(), synced_cache(&[]));
+    assert!(matches!(
+        lister.cached_users("team-a"),
+        Err(AdmissionError::UsersNotWatched(ns)) if ns == "team-a"
+    ));
 }

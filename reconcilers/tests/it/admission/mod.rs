@@ -1,9 +1,9 @@
 //! The admission webhooks. The rules are tested by calling their decision functions
 //! (`users::review`, `clusters::review`, `operations::review`) with requests parsed as the webhook
 //! parses them, against the fakes of `admission::fixtures`: allowed and denied, with the
-//! exemptions and the ratcheting ([`users`], [`clusters`], [`operations`]). The kube
-//! implementations of the SubjectAccessReview and the uncached user list run against a scripted
-//! kube client ([`access`]). The HTTP side — the `AdmissionReview` envelope, bad bodies, the
+//! exemptions and the ratcheting ([`users`], [`clusters`], [`operations`]). The user cache's
+//! freshness and feed are tested alone ([`user_cache`]); the kube implementations of the
+//! SubjectAccessReview and the user read run against a scripted kube client ([`access`]). The HTTP side — the `AdmissionReview` envelope, bad bodies, the
 //! size limit, the kind of each path, `/healthz`, real HTTPS — is tested on the router
 //! ([`envelope`]).
 
@@ -11,6 +11,7 @@ mod access;
 mod clusters;
 mod envelope;
 mod operations;
+mod user_cache;
 mod users;
 
 use std::sync::Arc;

@@ -1,8 +1,12 @@
 //! `IchorUser`: the grant rule and the last-enabled-admin rule.
 
+use std::sync::Arc;
+
 use ichor_reconcilers::admission::fixtures::{
-    FakeLister, FakeReviewer, NAMESPACE, OPERATOR, ROOT, VIEWER, Who, user,
+    FakeLister, FakeReviewer, NAMESPACE, OPERATOR, ROOT, VIEWER, Who, user, user_object,
 };
+use ichor_reconcilers::admission::users::{MAX_CONFIRMATIONS, enabled_admins_besides};
+use ichor_renderers::crd::IchorUser;
 use serde_json::{Value, json};
 
 use super::{Denied, Fakes, USER, assert_denied};
@@ -97,7 +101,7 @@ fn delete_ann() -> (Value, Value) {
 }
 
 #[tokio::test]
-async fn refuses_disabling_the_last_enabled_admin_after_an_uncached_list() {
+async fn refuses_disabling_the_last_enabled_admin_from_the_cache() {
     let f = Fakes::listing(&[
         ("ann", &["admin"], false),
         ("bo", &["viewer"], false),
@@ -109,6 +113,7 @@ async fn refuses_disabling_the_last_enabled_admin_after_an_uncached_list() {
         Err(format!("spec.disabled: {LAST_ADMIN_ANN}"))
     );
     assert_eq!(f.lister.namespaces(), vec![NAMESPACE.to_owned()]);
+    assert!(f.lister.reads().is_empty(), "a refusal needs no read");
 }
 
 #[tokio::test]
@@ -132,6 +137,110 @@ async fn allows_it_when_another_enabled_admin_exists() {
     let (new, old) = delete_ann();
     assert_eq!(f.decide(USER, "DELETE", &ROOT, new, old).await, Ok(()));
     assert_eq!(f.lister.calls(), 1);
+    assert_eq!(f.lister.reads(), ["dee"], "the admin relied on is read again");
+}
+
+#[tokio::test]
+async fn a_demotion_the_cache_has_not_seen_yet_refuses_the_change() {
+    // dee was disabled a moment ago; the cache still shows her as an enabled admin.
+    let f = Fakes::new(
+        FakeReviewer::default(),
+        FakeLister::stale(
+            &[("ann", &["admin"], false), ("dee", &["admin"], false)],
+            &[("ann", &["admin"], false), ("dee", &["admin"], true)],
+        ),
+    );
+    let (new, old) = disable_ann();
+    assert_eq!(
+        f.decide(USER, "UPDATE", &ROOT, new, old).await,
+        Err(format!("spec.disabled: {LAST_ADMIN_ANN}"))
+    );
+    assert_eq!(f.lister.reads(), ["dee"]);
+}
+
+#[tokio::test]
+async fn the_next_candidate_is_read_when_one_is_no_longer_an_enabled_admin() {
+    // Bea was demoted and cy deleted meanwhile; dee still is an enabled admin.
+    let f = Fakes::new(
+        FakeReviewer::default(),
+        FakeLister::stale(
+            &[
+                ("ann", &["admin"], false),
+                ("bea", &["admin"], false),
+                ("cy", &["admin"], false),
+                ("dee", &["admin"], false),
+            ],
+            &[
+                ("ann", &["admin"], false),
+                ("bea", &["viewer"], false),
+                ("dee", &["admin"], false),
+            ],
+        ),
+    );
+    let (new, old) = delete_ann();
+    assert_eq!(f.decide(USER, "DELETE", &ROOT, new, old).await, Ok(()));
+    assert_eq!(
+        f.lister.reads(),
+        ["bea", "cy", "dee"],
+        "in name order, until one confirms"
+    );
+}
+
+#[tokio::test]
+async fn at_most_max_confirmations_candidates_are_read_then_the_change_is_refused() {
+    let cached: Vec<(String, bool)> = (0..=MAX_CONFIRMATIONS)
+        .map(|i| (format!("admin-{i}"), false))
+        .collect();
+    let mut cached: Vec<(&str, &[&str], bool)> = cached
+        .iter()
+        .map(|(n, d)| (n.as_str(), &["admin"][..], *d))
+        .collect();
+    // Only the last one, beyond the bound, is still an enabled admin.
+    let mut fresh = cached.clone();
+    for entry in fresh.iter_mut().take(MAX_CONFIRMATIONS) {
+        entry.2 = true;
+    }
+    cached.push(("ann", &["admin"], false));
+    let f = Fakes::new(FakeReviewer::default(), FakeLister::stale(&cached, &fresh));
+    let (new, old) = delete_ann();
+    assert_eq!(
+        f.decide(USER, "DELETE", &ROOT, new, old).await,
+        Err(LAST_ADMIN_ANN.to_owned())
+    );
+    assert_eq!(f.lister.reads().len(), MAX_CONFIRMATIONS);
+}
+
+#[tokio::test]
+async fn a_failed_read_of_the_candidate_refuses_the_change() {
+    let f = Fakes::new(
+        FakeReviewer::default(),
+        FakeLister::unreadable(&[("ann", &["admin"], false), ("dee", &["admin"], false)]),
+    );
+    let (new, old) = disable_ann();
+    assert_eq!(
+        f.decide(USER, "UPDATE", &ROOT, new, old).await,
+        Err(
+            "spec.disabled: the enabled admin \"dee\" could not be read to confirm it (the server \
+             is unavailable), so the last-enabled-admin rule could not be checked; the change is \
+             refused until it can be checked"
+                .to_owned()
+        )
+    );
+}
+
+#[tokio::test]
+async fn the_candidates_are_the_other_enabled_admins_by_name() {
+    let users: Vec<Arc<IchorUser>> = [
+        ("zed", &["admin"][..], false),
+        ("ann", &["admin"], false),
+        ("bo", &["viewer"], false),
+        ("cy", &["admin"], true),
+        ("abe", &["viewer", "admin"], false),
+    ]
+    .iter()
+    .map(|(n, r, d)| Arc::new(user_object(n, r, *d)))
+    .collect();
+    assert_eq!(enabled_admins_besides("ann", &users), ["abe", "zed"]);
 }
 
 #[tokio::test]
@@ -197,13 +306,13 @@ async fn an_object_already_being_deleted_is_not_guarded() {
 }
 
 #[tokio::test]
-async fn a_failed_user_list_refuses_the_change() {
+async fn a_cache_that_has_not_synced_refuses_the_change() {
     let f = Fakes::new(FakeReviewer::default(), FakeLister::failing());
     let (new, old) = delete_ann();
     assert_denied(
         f.decide(USER, "DELETE", &ROOT, new, old).await,
         &[
-            Denied::Contains("could not be listed"),
+            Denied::Contains("the IchorUser objects are not known yet"),
             Denied::Contains("refused until it can be checked"),
         ],
     );

@@ -16,6 +16,7 @@ use ichor_reconcile::perform::{self, KeyMaterial, Outcome};
 use ichor_reconcile::problem::{Problem, ProblemKind};
 use ichor_reconcile::sim::TEST_RSA_PEM;
 use ichor_reconcile::sim::fixtures::{issuer_service, user};
+use ichor_reconcilers::admission::{AdmissionError, UserCache};
 use ichor_reconcilers::run::convert::WatchState;
 use ichor_reconcilers::run::leader::{Elector, LeaderFlag, LeaseConfig, may_take};
 use ichor_reconcilers::run::metrics::{self, Health, Metrics};

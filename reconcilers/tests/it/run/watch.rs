@@ -121,6 +121,15 @@ fn owned_secrets_and_the_configmaps_are_watched_by_name() {
 
 #[tokio::test]
 async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_refused() {
+    // The IchorUser watcher also fills the webhooks' cache.
+    let (cache, feed) = UserCache::new(NAMESPACE);
+    assert!(
+        matches!(
+            cache.users(NAMESPACE, Instant::now()),
+            Err(AdmissionError::UsersNotSynced)
+        ),
+        "a cache is not used before its first list"
+    );
     let requests: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
     let seen = requests.clone();
     let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
@@ -135,6 +144,14 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
             }
             let (code, body) = if path.ends_with("/ichorinstallations") {
                 (403, status(403, "Forbidden"))
+            } else if path.ends_with("/ichorusers") {
+                (
+                    200,
+                    json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUserList", "metadata": {"resourceVersion": "10"},
+                        "items": [{"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+                            "metadata": {"name": "ann", "namespace": NAMESPACE, "resourceVersion": "8"},
+                            "spec": {"roles": ["admin"]}}]}),
+                )
             } else if path.ends_with("/services") {
                 (
                     200,
@@ -161,7 +178,7 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
     let all = sources("app.kubernetes.io/component=issuer", "ichor-identity");
     let sync = Arc::new(SyncState::new(all.len()));
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-    let tasks = ichor_reconcilers::run::watch::spawn(&client, NAMESPACE, all, tx, sync.clone());
+    let tasks = ichor_reconcilers::run::watch::spawn(&client, NAMESPACE, all, tx, sync.clone(), Some(feed));
     tokio::time::timeout(Duration::from_secs(20), async {
         while !sync.all() {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -169,9 +186,27 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
     })
     .await
     .expect("every watcher synced, IchorInstallation refused and counted as empty");
-    let batch = rx.recv().await.unwrap();
-    let [Event::Applied(service)] = batch.events.as_slice() else {
-        panic!("{batch:?}")
+    let cached = cache.users(NAMESPACE, Instant::now()).unwrap();
+    let names: Vec<_> = cached.iter().map(|u| u.metadata.name.clone()).collect();
+    assert_eq!(names, [Some("ann".to_owned())]);
+    assert_eq!(cached[0].spec.roles, ["admin"]);
+    assert!(
+        matches!(
+            cache.users("elsewhere", Instant::now()),
+            Err(AdmissionError::UsersNotWatched(_))
+        ),
+        "the cache holds its own namespace only"
+    );
+    let mut batches = Vec::new();
+    while let Ok(batch) = rx.try_recv() {
+        batches.push(batch);
+    }
+    let service = batches
+        .iter()
+        .find(|b| b.source.starts_with("Service"))
+        .unwrap_or_else(|| panic!("{batches:?}"));
+    let [Event::Applied(service)] = service.events.as_slice() else {
+        panic!("{service:?}")
     };
     assert_eq!(
         service.key(),

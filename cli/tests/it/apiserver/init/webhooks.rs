@@ -86,7 +86,7 @@ impl Webhooks {
                     let client = kube::Client::try_from(config)?;
                     let state = AdmissionState::new(
                         Arc::new(KubeAccessReviewer::new(client.clone())),
-                        Arc::new(KubeUserLister::new(client)),
+                        Arc::new(KubeUserLister::watching(client, NAMESPACE)),
                         controller_identity(NAMESPACE),
                     )
                     .with_observer(observer);
