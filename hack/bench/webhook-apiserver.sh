@@ -16,7 +16,11 @@ export WEBHOOK_BENCH_RPS="${2:-200}"
 export WEBHOOK_BENCH_USERS="${3:-1000}"
 
 if [[ -x "${ICHOR_BENCH_BIN_DIR:-}/webhook_apiserver" ]]; then
-  # A prebuilt bench binary (cargo bench --no-run); it still needs the ichor-controller it was built with.
+  # A prebuilt bench binary (cargo bench --no-run), with the ichor-controller it was built with
+  # copied beside it (else the one in the target directory, which another build may replace).
+  if [[ -x "$ICHOR_BENCH_BIN_DIR/ichor-controller" ]]; then
+    export ICHOR_CONTROLLER_BIN="$ICHOR_BENCH_BIN_DIR/ichor-controller"
+  fi
   out=$("$ICHOR_BENCH_BIN_DIR/webhook_apiserver")
 else
   out=$(cargo bench -q -p ichor-reconcilers --bench webhook_apiserver)

@@ -42,7 +42,10 @@ impl Replica {
         let cert_dir = dir.join(format!("{pod}-webhook-tls"));
         std::fs::create_dir_all(&cert_dir)?;
         let log = dir.join(format!("{pod}.log"));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ichor-controller"));
+        // A benchmark run from a private copy names the binary it was built with.
+        let binary = std::env::var_os("ICHOR_CONTROLLER_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_ichor-controller").into());
+        let mut cmd = Command::new(binary);
         cmd.args(["run", "--leader-elect", "--log-format", "text"])
             .arg(format!("--pod-name={pod}"))
             .arg(format!("--metrics-listen=127.0.0.1:{metrics_port}"))
