@@ -1,10 +1,10 @@
 //! The issuer's signing material, loaded from the controller's `keys.json` (read-only).
 //!
 //! [`LoadedKeys`] turns a checked [`KeysDocument`] into RS256 signers and verifiers (one per RSA
-//! key, via josekit/OpenSSL) and HMAC-SHA256 keys, and answers the questions the token code asks
-//! at an instant `now`: which key signs, which keys verify, what the JWKS publishes. The
-//! selection rules are the document's own ([`KeysDocument::signing_key`],
-//! [`KeysDocument::published`], [`KeysDocument::signing_hmac`],
+//! key, OpenSSL: signing through [`Rs256Signer`], verifying through josekit) and HMAC-SHA256
+//! keys, and answers the questions the token code asks at an instant `now`: which key signs,
+//! which keys verify, what the JWKS publishes. The selection rules are the document's own
+//! ([`KeysDocument::signing_key`], [`KeysDocument::published`], [`KeysDocument::signing_hmac`],
 //! [`KeysDocument::verifying_hmacs`]), so the controller and the issuer can never disagree.
 //!
 //! [`KeyRing`] is the shared handle: the server's file watcher [`KeyRing::store`]s a freshly
@@ -26,12 +26,13 @@ use ichor_renderers::trust::{
 use jiff::Timestamp;
 use josekit::{
     jwk::{KeyPair, alg::rsa::RsaKeyPair},
-    jws::{
-        JwsSigner, JwsVerifier, RS256,
-        alg::rsassa::{RsassaJwsSigner, RsassaJwsVerifier},
-    },
+    jws::{JwsVerifier, RS256, alg::rsassa::RsassaJwsVerifier},
 };
 use serde::Serialize;
+
+mod rs256;
+
+pub use rs256::Rs256Signer;
 
 /// Why a keys document could not be loaded. Never contains key material.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,7 +51,7 @@ pub enum KeyLoadError {
 
 /// One RSA key, ready to sign and verify, with its public JWK parameters.
 struct LoadedRsa {
-    signer: RsassaJwsSigner,
+    signer: Rs256Signer,
     verifier: RsassaJwsVerifier,
     n: String,
     e: String,
@@ -80,7 +81,7 @@ pub struct RsaSigningKey<'a> {
     /// The kid, for the JWS header.
     pub kid: &'a str,
     /// The RS256 signer.
-    pub signer: &'a dyn JwsSigner,
+    pub signer: &'a Rs256Signer,
 }
 
 /// An HMAC-SHA256 key: its kid and its 32-byte secret.
@@ -130,7 +131,7 @@ impl LoadedKeys {
             };
             let pem = key.pem().expose().as_bytes();
             let pair = RsaKeyPair::from_pem(pem).map_err(|_| err())?;
-            let signer = RS256.signer_from_pem(pem).map_err(|_| err())?;
+            let signer = Rs256Signer::from_pem(pem).map_err(|_| err())?;
             let verifier = RS256
                 .verifier_from_der(pair.to_der_public_key())
                 .map_err(|_| err())?;
