@@ -376,8 +376,7 @@ impl UserStore for LocalStore {
         let Some(stored) = doc.entries.get(name) else {
             return Ok((None, Version(doc.version(name).to_owned())));
         };
-        let entry =
-            CredentialsEntry::parse(name, stored.json.as_bytes()).map_err(|e| redact::corrupt(name, &e))?;
+        let entry = stored.parsed(name).map_err(|e| redact::corrupt(name, &e))?;
         Ok((Some(entry), Version(stored.version.clone())))
     }
 
@@ -391,11 +390,7 @@ impl UserStore for LocalStore {
         let edit = match entry {
             Some(entry) => {
                 let json = entry.to_json(name).map_err(|e| redact::corrupt(name, &e))?;
-                let value = serde_json::from_str(&json).map_err(|e| StoreError::Corrupt {
-                    user: name.to_owned(),
-                    reason: redact::redact_quoted(&e.to_string()),
-                })?;
-                Edit::Put(Arc::new(Entry::of(&value)))
+                Edit::Put(Arc::new(Entry::of_written(json, entry.clone())))
             }
             None => Edit::Remove,
         };

@@ -24,7 +24,9 @@
 //!   same size, modification and change times. Every write replaces the file by `rename`, so any
 //!   write, by this process or another, gives a new inode and the next read or compare parses
 //!   the new file. Each cached entry carries its compact JSON and its version, so neither a read
-//!   nor a compare re-serializes or re-hashes an unchanged entry.
+//!   nor a compare re-serializes or re-hashes an unchanged entry, and its parsed form once read
+//!   (an entry this process wrote keeps the form it was written from), so a refresh's read of
+//!   its user's entry parses no JSON.
 //! - Writers wait for their commit without holding a thread: one blocking thread at a time runs
 //!   the commits of this process back to back, while the next batch gathers.
 //! - The file is written with one entry per line (`{"generation": n, "entries": {` … `}}`); any

@@ -49,11 +49,10 @@ impl FileStamp {
 }
 
 impl CredentialsFile {
-    /// The cached document when the file on disk is still the cached file: an `open` and an
-    /// `fstat`, cheap enough for an async thread. `None` when [`CredentialsFile::read`] must parse.
+    /// The cached document when the file on disk is still the cached file: one `stat` of the
+    /// path, cheap enough for an async thread. `None` when [`CredentialsFile::read`] must parse.
     pub(crate) fn read_cached(&self) -> Option<Arc<Snapshot>> {
-        let file = File::open(&self.path).ok()?;
-        let stamp = FileStamp::of(&file.metadata().ok()?);
+        let stamp = FileStamp::of(&std::fs::metadata(&self.path).ok()?);
         self.cached()
             .as_ref()
             .filter(|cached| cached.stamp == stamp)

@@ -214,3 +214,40 @@ fn a_file_replaced_by_hand_with_a_lower_generation_is_still_what_reads_return() 
         .unwrap();
     assert_eq!(file.read("alice").unwrap().generation, 1);
 }
+
+#[test]
+fn a_written_entry_has_the_version_another_process_reads_and_is_not_parsed_again() {
+    use ichor_renderers::auth::credentials::CredentialsEntry;
+    let now: jiff::Timestamp = "2026-12-03T12:00:00Z".parse().unwrap();
+    let fam = "a-family_0123456789abcd";
+    let entry = CredentialsEntry::new("$argon2id$v=19$m=65536,t=3,p=1$c2FsdA$aGFzaA".into(), now, false)
+        .start_family(
+            fam,
+            "ichor-cli",
+            "ichor-kube",
+            now,
+            jiff::SignedDuration::from_hours(24),
+        )
+        .unwrap();
+    let written = Arc::new(Entry::of_written(entry.to_json("alice").unwrap(), entry.clone()));
+    assert_eq!(written.parsed("alice").unwrap(), entry);
+    let dir = tempfile::tempdir().unwrap();
+    let ours = CredentialsFile::new(dir.path());
+    let version = ours
+        .write("alice", ABSENT_VERSION, Edit::Put(Arc::clone(&written)))
+        .unwrap();
+    assert_eq!(version, written.version);
+    // Another process parses the file: the same version, the same entry.
+    let theirs = CredentialsFile::new(dir.path());
+    let read = theirs.read("alice").unwrap();
+    assert_eq!(read.version("alice"), version);
+    assert_eq!(read.entries["alice"].parsed("alice").unwrap(), entry);
+    assert!(!format!("{:?}", read.entries["alice"]).contains("argon2id"));
+}
+
+#[test]
+fn an_entry_that_does_not_parse_is_refused_on_every_read() {
+    let bad = Entry::of(&serde_json::json!({"v": 1, "hash": 7}));
+    assert!(bad.parsed("alice").is_err());
+    assert!(bad.parsed("alice").is_err());
+}
