@@ -59,9 +59,12 @@ echo "==> refresh grant, 64 clients, ${seconds}s"
 # The issuer's CPU (user + system ticks) over the load, set against the CPU of one signature.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
+load_before=$(cut -d' ' -f1 /proc/loadavg)
 t0=$(ticks "$issuer_pid")
-refresh_out=$("$load" refresh --issuer "$url" --ca "$ca" --clients 64 --seconds "$seconds" --seeded "$work")
+# The load generator's own CPU (bash's `time`: user and system seconds) shares the two cores.
+refresh_out=$( { TIMEFORMAT='%U %S'; time "$load" refresh --issuer "$url" --ca "$ca" --clients 64 --seconds "$seconds" --seeded "$work"; } 2>"$work/load.time")
 t1=$(ticks "$issuer_pid")
+load_after=$(cut -d' ' -f1 /proc/loadavg)
 echo "$refresh_out"
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
 rps=$(field rps "$refresh_out"); p50=$(field p50_ms "$refresh_out"); p99=$(field p99_ms "$refresh_out")
@@ -71,6 +74,7 @@ ratio=$(pct "$rps" "$speed")
 # The families are seeded (no sign-in, no argon2 in the ticks): CPU per grant is the grants'.
 cpu_ms=$(awk -v d="$((t1 - t0))" -v hz="$hz" -v ok="$ok" 'BEGIN {printf "%.3f", d / hz * 1000 / ok}')
 sig_ms=$(awk -v s="$speed1" 'BEGIN {printf "%.3f", 1000 / s}')
+gen_ms=$(awk -v ok="$ok" '{printf "%.3f", ($1 + $2) * 1000 / ok}' "$work/load.time")
 
 # The same router and TLS serving code on an in-memory store (one version per user): the
 # issuer's own ceiling with the credentials store taken out.
@@ -155,6 +159,7 @@ figure "refresh grants/s, local store (baseline: openssl speed -multi 2 rsa3072 
 figure "refresh grants/s, in-memory store (baseline: openssl sign/s)" "$mrps" "$speed" ">= 0.90"
 figure "refresh p99 ms, local store (baseline: in-memory store p99)" "$p99" "$mp99" "-"
 figure "issuer CPU ms per refresh grant (baseline: CPU ms per RSA-3072 signature, openssl)" "$cpu_ms" "$sig_ms" "<= 1.10"
+figure "load generator CPU ms per refresh grant (baseline: CPU ms per RSA-3072 signature)" "$gen_ms" "$sig_ms" "-"
 read -r d_ours _ <<<"${wrk_res[ours/.well-known/openid-configuration]}"; read -r d_nginx _ <<<"${wrk_res[nginx/.well-known/openid-configuration]}"
 read -r j_ours _ <<<"${wrk_res[ours/oidc/jwks]}"; read -r j_nginx _ <<<"${wrk_res[nginx/oidc/jwks]}"
 figure "discovery req/s (baseline: nginx, same bytes and certificate)" "$d_ours" "$d_nginx" ">= 1.00"
@@ -179,6 +184,8 @@ out="$results_dir/issuer-$(date -u +%F).md"
   echo
   echo "Issuer CPU per grant (local store, user + system, families seeded so no sign-in is in it): **$cpu_ms ms**,"
   echo "against $sig_ms ms of CPU per RSA-3072 signature (one \`openssl speed\` process, $speed1 sign/s of CPU): $(awk -v a="$cpu_ms" -v b="$sig_ms" 'BEGIN {printf "%.2f", a / b}')x."
+  echo "The load generator, on the same two cores: $gen_ms ms of CPU per grant ($(awk -v a="$gen_ms" -v b="$sig_ms" 'BEGIN {printf "%.2f", a / b}')x a signature);"
+  echo "issuer and load generator together: $(awk -v a="$cpu_ms" -v g="$gen_ms" -v b="$sig_ms" 'BEGIN {printf "%.2f", (a + g) / b}')x. Load average before / after the refresh load: $load_before / $load_after."
   echo
   echo '```'
   echo "$refresh_out"

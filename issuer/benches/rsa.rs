@@ -1,13 +1,15 @@
 //! RSA-3072 PKCS#1 v1.5 SHA-256 signing (RS256), one thread, by each implementation this
-//! workspace already links: OpenSSL through josekit (what the issuer signs ID tokens with), OpenSSL
-//! through the `openssl` crate directly, and ring (linked by rustls). The same key
+//! workspace already links: the issuer's [`Rs256Signer`] (OpenSSL, the signing context prepared
+//! once and reused, as `openssl speed` signs), OpenSSL through josekit (a fresh context per
+//! signature), OpenSSL through the `openssl` crate's `Signer` (the same), and ring (linked by
+//! rustls). The same key
 //! (`tests/fixtures/rsa3072-1.pkcs8.pem`) and the same 600-byte input, the size of an ID token's
 //! signing input.
 //!
 //! On a shared machine the load drifts over seconds, so the implementations are interleaved:
 //! each round signs `BATCH` times with each, in turn, and the report gives each one's median
-//! rate over the rounds and its ratio to josekit's in the same rounds. Prints one
-//! `rsa signer=… sign_per_s=… of_josekit=…` line per implementation; `hack/bench/rsa.sh` sets them
+//! rate over the rounds and its ratio to the issuer's signer's in the same rounds. Prints one
+//! `rsa signer=… sign_per_s=… of_issuer=…` line per implementation; `hack/bench/rsa.sh` sets them
 //! against `openssl speed rsa3072` measured in the same run.
 //!
 //! Environment: `RSA_BENCH_ROUNDS` (default 40).
@@ -16,6 +18,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use ichor_issuer::keys::Rs256Signer;
 use josekit::jws::{JwsSigner, RS256};
 
 const PEM: &str = include_str!("../tests/fixtures/rsa3072-1.pkcs8.pem");
@@ -39,6 +42,7 @@ fn main() {
         .map(|i| b'a' + u8::try_from(i % 26).unwrap())
         .collect();
 
+    let issuer = Rs256Signer::from_pem(PEM.as_bytes()).unwrap();
     let josekit = RS256.signer_from_pem(PEM).unwrap();
     let pkey = openssl::pkey::PKey::private_key_from_pem(PEM.as_bytes()).unwrap();
     let der = pem::parse(PEM).unwrap();
@@ -47,6 +51,12 @@ fn main() {
     let mut ring_sig = vec![0u8; ring_key.public().modulus_len()];
 
     let mut sign: Vec<Signer<'_>> = vec![
+        (
+            "issuer",
+            Box::new(|| {
+                black_box(issuer.sign(&msg).unwrap());
+            }),
+        ),
         (
             "josekit",
             Box::new(|| {
@@ -72,7 +82,7 @@ fn main() {
             }),
         ),
     ];
-    // Per implementation: its rate in each round, and that rate over josekit's in the same round.
+    // Per implementation: its rate in each round, and that rate over the issuer's in the same round.
     let mut rates = vec![Vec::with_capacity(rounds); sign.len()];
     let mut relative = vec![Vec::with_capacity(rounds); sign.len()];
     for round in 0..=rounds {
@@ -94,7 +104,7 @@ fn main() {
     }
     for (i, (name, _)) in sign.iter().enumerate() {
         println!(
-            "rsa signer={name} sign_per_s={:.1} of_josekit={:.3} rounds={rounds}",
+            "rsa signer={name} sign_per_s={:.1} of_issuer={:.3} rounds={rounds}",
             median(rates[i].clone()),
             median(relative[i].clone())
         );
