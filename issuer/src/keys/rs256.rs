@@ -74,7 +74,7 @@ impl Rs256Signer {
             Some(ctx) => ctx,
             None => prepared(&self.key)?,
         };
-        let mut signature = vec![0u8; usize::try_from(self.key.size()).unwrap_or(512)];
+        let mut signature = vec![0u8; self.key.size()];
         let len = ctx.sign(&digest, Some(&mut signature))?;
         signature.truncate(len);
         let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
