@@ -22,6 +22,7 @@ mod pass;
 mod sources;
 mod upstream;
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use jiff::Timestamp;
@@ -72,6 +73,25 @@ pub struct Evaluation {
     pub conflicts: Vec<Conflict>,
     /// Counters and timings.
     pub stats: EvalStats,
+    /// The graph that evaluated (handles of another graph see no change).
+    builder: u64,
+    /// Per slot, the instance keys whose output changed or went away.
+    changed: Vec<BTreeSet<ObjectKey>>,
+}
+
+impl Evaluation {
+    /// The instances of a family node whose output changed in this evaluation (a new instance,
+    /// a different output, or an instance gone), in key order; none for a handle of another
+    /// graph. A caller following one family's outputs reads these instead of every instance,
+    /// so its cost follows the change, not the family's size.
+    pub fn changed_instances<T>(&self, family: &Family<T>) -> impl Iterator<Item = &ObjectKey> + '_ {
+        let keys = if family.builder == self.builder {
+            self.changed.get(family.slot)
+        } else {
+            None
+        };
+        keys.into_iter().flatten()
+    }
 }
 
 /// A built graph with its memo: evaluate it after folding events into a [`World`].
@@ -158,6 +178,8 @@ impl Graph {
             failures: ctx.failures,
             conflicts,
             stats,
+            builder: self.builder,
+            changed: ctx.changed_keys,
         }
     }
 

@@ -432,3 +432,53 @@ fn an_instance_digest_changes_with_the_output_only_and_is_absent_for_foreign_han
     let foreign = other.family("big", &other_users, (), |_, _: &Object, _: &()| true);
     assert_eq!(graph.instance_digest(&foreign, &key), None);
 }
+
+#[test]
+fn changed_instances_name_the_outputs_an_evaluation_changed_and_nothing_else() {
+    use ichor_graph::GraphBuilder;
+    let mut b = GraphBuilder::new();
+    let users = b.objects("users", "User");
+    let big = b.family("big", &users, (), |_, u: &Object, _: &()| {
+        u.value["v"].as_i64().unwrap_or(0) > 5
+    });
+    let mut graph = b.build().unwrap();
+    let u = |name: &str, v: i64| Event::Applied(Object::new("User", "ns", name, json!({"v": v})));
+    let key = |name: &str| ObjectKey::new("User", "ns", name);
+    let changed = |eval: &Evaluation| eval.changed_instances(&big).cloned().collect::<Vec<_>>();
+    let mut world = world_of((0..30).map(|i| u(&format!("u{i:02}"), 1)).collect());
+    let eval = graph.evaluate(&mut world);
+    assert_eq!(
+        changed(&eval).len(),
+        30,
+        "the first evaluation creates every instance"
+    );
+
+    // One instance recomputed to an equal output: nothing changed.
+    world.apply(u("u07", 2));
+    let eval = graph.evaluate(&mut world);
+    assert_eq!(recomputed(&eval, "big"), 1);
+    assert!(changed(&eval).is_empty());
+
+    // One output changed, one instance went away: those two only, in key order.
+    world.apply(u("u12", 9));
+    world.apply(Event::Deleted(key("u03")));
+    let eval = graph.evaluate(&mut world);
+    assert_eq!(changed(&eval), vec![key("u03"), key("u12")]);
+    // The primary family reports the objects that changed.
+    assert_eq!(
+        eval.changed_instances(&users).cloned().collect::<Vec<_>>(),
+        vec![key("u03"), key("u12")]
+    );
+
+    let mut other = GraphBuilder::new();
+    let other_users = other.objects("users", "User");
+    let foreign = other.family("big", &other_users, (), |_, _: &Object, _: &()| true);
+    world.apply(u("u20", 9));
+    let eval = graph.evaluate(&mut world);
+    assert_eq!(changed(&eval), vec![key("u20")]);
+    assert_eq!(
+        eval.changed_instances(&foreign).count(),
+        0,
+        "a foreign handle sees nothing"
+    );
+}

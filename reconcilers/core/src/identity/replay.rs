@@ -87,27 +87,21 @@ impl Controller {
     }
 
     /// Evaluates the graph against what changed, and the clusters whose render changed.
+    ///
+    /// Only the `cluster-auth` instances the evaluation changed (or dropped) are looked at, so
+    /// one cluster's event costs the same however many clusters there are.
     pub fn evaluate(&mut self) -> (Evaluation, Vec<RenderChange>) {
         let eval = self.graph.evaluate(&mut self.world);
-        let touched = eval
-            .stats
-            .node(names::CLUSTER_AUTH)
-            .is_some_and(|n| n.recomputed > 0 || n.instances != self.renders.len());
-        let changes = if touched {
-            self.render_changes()
-        } else {
-            Vec::new()
-        };
+        let changed: Vec<ObjectKey> = eval.changed_instances(&self.handles.clusters).cloned().collect();
+        let changes = self.render_changes(changed);
         (eval, changes)
     }
 
-    fn render_changes(&mut self) -> Vec<RenderChange> {
-        let mut keys: Vec<ObjectKey> = self.world.objects("TalosCluster").map(|o| o.key()).collect();
-        keys.extend(self.renders.keys().cloned());
-        keys.sort();
-        keys.dedup();
+    /// The render changes of `clusters`, whose `cluster-auth` output changed or went away,
+    /// recorded so that the next change of each is reported against it.
+    fn render_changes(&mut self, clusters: Vec<ObjectKey>) -> Vec<RenderChange> {
         let mut out = Vec::new();
-        for key in keys {
+        for key in clusters {
             let digest = self.graph.instance_digest(&self.handles.clusters, &key);
             // An unchanged output summarizes as before: skip decoding it.
             if let (Some(d), Some((old, _))) = (digest, self.renders.get(&key))
@@ -405,3 +399,6 @@ fn replay_entries(
     }
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests;
