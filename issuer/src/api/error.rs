@@ -62,6 +62,9 @@ pub enum ApiError {
     /// A concurrent write won; the call may be repeated.
     #[error("{0}")]
     Conflict(String),
+    /// The credentials store is full: no retry helps until an administrator makes room.
+    #[error("{0}")]
+    ResourceExhausted(String),
     /// A backend (store, access review) is unreachable; try again later.
     #[error("{0}")]
     Unavailable(String),
@@ -92,6 +95,7 @@ impl ApiError {
             ApiError::NotFound(_) => Code::NotFound,
             ApiError::AlreadyExists(_) => Code::AlreadyExists,
             ApiError::Conflict(_) => Code::Aborted,
+            ApiError::ResourceExhausted(_) => Code::ResourceExhausted,
             ApiError::Unavailable(_) => Code::Unavailable,
             ApiError::Internal(_) => Code::Internal,
         }
@@ -111,6 +115,24 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(_) => ApiError::Conflict(error.to_string()),
             StoreError::Corrupt { .. } => ApiError::Internal(error.to_string()),
             StoreError::Missing(_) => ApiError::FailedPrecondition(error.to_string()),
+            StoreError::Full(_) => ApiError::ResourceExhausted(error.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::Code;
+
+    use super::ApiError;
+    use crate::store::StoreError;
+
+    #[test]
+    fn a_full_store_is_resource_exhausted_and_an_unreachable_one_unavailable() {
+        let full = ApiError::from(StoreError::Full("end unused sessions".to_owned()));
+        assert_eq!(full.code(), Code::ResourceExhausted);
+        assert!(full.to_string().contains("end unused sessions"), "{full}");
+        let down = ApiError::from(StoreError::Unavailable("connection refused".to_owned()));
+        assert_eq!(down.code(), Code::Unavailable);
     }
 }

@@ -89,6 +89,15 @@ impl OAuthError {
         e
     }
 
+    /// 500 `server_error`: the credentials store is full, so nothing was saved. Not
+    /// `temporarily_unavailable` (503 with `Retry-After`): retrying does not help until an
+    /// administrator makes room.
+    pub fn store_full() -> Self {
+        Self::server_error(
+            "the issuer's credentials store is full, so the session could not be saved; ask an administrator to end unused sessions",
+        )
+    }
+
     /// 500 `server_error`.
     pub fn server_error(description: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", description)

@@ -197,7 +197,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Issuer {
-    /// Builds the issuer and registers its metrics into `registry`.
+    /// Builds the issuer and registers its metrics (and the store's) into `registry`.
     ///
     /// # Errors
     /// [`ConfigError`] for a bad external URL.
@@ -210,6 +210,7 @@ impl Issuer {
     ) -> Result<Issuer, ConfigError> {
         let issuer = check_external_url(&config.external_url)?;
         let priority = Arc::new(priority::LanePriority::default());
+        store.register_metrics(registry);
         Ok(Issuer {
             ui_redirect: format!("{issuer}/auth/callback"),
             issuer,

@@ -113,8 +113,11 @@ async fn run(issuer: &Issuer, headers: &HeaderMap, body: &[u8]) -> Result<Revoke
     })
     .await
     .map_err(|e| {
-        tracing::warn!(error = %e, "revocation could not reach the user store");
-        OAuthError::server_error("the user store is unavailable; the token was not revoked")
+        tracing::warn!(error = %e, "revocation could not write to the user store");
+        match e {
+            StoreError::Full(_) => OAuthError::store_full(),
+            _ => OAuthError::server_error("the user store is unavailable; the token was not revoked"),
+        }
     })?;
     if revoked == Revoked::Family {
         issuer.store.invalidate(&claims.sub);

@@ -112,6 +112,10 @@ fn store_error(e: StoreError) -> OAuthError {
             OAuthError::server_error("the user's stored credentials are unreadable")
         }
         StoreError::Busy(_) => OAuthError::busy("the queue of this user's session updates", 1),
+        StoreError::Full(reason) => {
+            tracing::error!(%reason, "the credentials store is full; the session was not saved");
+            OAuthError::store_full()
+        }
         e => {
             tracing::warn!(error = %e, "user store unavailable");
             OAuthError::unavailable("the user store")
@@ -479,4 +483,36 @@ async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse
         refresh_token: Some(refresh),
         scope: "openid offline_access",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::{StoreError, store_error};
+
+    #[test]
+    fn a_full_store_is_a_server_error_without_retry_and_an_unreachable_one_is_transient() {
+        let full = store_error(StoreError::Full(
+            "Secret ichor-system/ichor-user-credentials …".to_owned(),
+        ));
+        assert_eq!(full.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(full.error, "server_error");
+        assert_eq!(full.retry_after, None, "no Retry-After: retrying does not help");
+        assert!(
+            full.description.contains("credentials store is full"),
+            "{}",
+            full.description
+        );
+        assert!(
+            !full.description.contains("ichor-user-credentials"),
+            "the store's details stay in the log: {}",
+            full.description
+        );
+
+        let down = store_error(StoreError::Unavailable("connection refused".to_owned()));
+        assert_eq!(down.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(down.error, "temporarily_unavailable");
+        assert!(down.retry_after.is_some());
+    }
 }

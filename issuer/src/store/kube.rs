@@ -25,6 +25,14 @@
 //!   response that fails to parse is never logged (the client's typed calls log the whole body
 //!   at `warn` on a parse failure, which for this Secret would be every hash).
 //! - Errors name the object and the HTTP status, never a value from the Secret.
+//! - The Secret's size is measured each time the store holds it whole (every read, every
+//!   write's answer) and exported ([`size`]). A write the API server refuses because the Secret
+//!   would pass its 1 MiB of data is [`StoreError::Full`], not a transient failure: the JSON
+//!   Patch or merge patch is refused whole, so nothing of it is written, and writes that shrink
+//!   the Secret keep succeeding. A group of writes refused as too large is sent again one write
+//!   at a time, so one growing entry does not fail the others.
+
+pub mod size;
 
 use std::{
     collections::HashMap,
@@ -46,8 +54,11 @@ use kube::{
 };
 use tokio::time::Instant;
 
+use self::size::{SECRET_DATA_LIMIT, SecretSize};
 use super::group_commit::{self, Batch, EntryWrite, Queue};
-use super::{StoreError, StoredUser, USER_CACHE_TTL, UserStore, Version, convert::stored_user, redact};
+use super::{
+    FULL_REMEDY, StoreError, StoredUser, USER_CACHE_TTL, UserStore, Version, convert::stored_user, redact,
+};
 
 /// The field manager named on every credentials write (audit logs show who wrote).
 pub const FIELD_MANAGER: &str = "ichor-issuer";
@@ -76,6 +87,7 @@ pub struct KubeStore {
     cache: Mutex<Cache>,
     writes: Queue,
     user_queue: super::UserQueue,
+    size: SecretSize,
 }
 
 impl std::fmt::Debug for KubeStore {
@@ -105,7 +117,13 @@ impl KubeStore {
             cache: Mutex::new(Cache::default()),
             writes: Queue::default(),
             user_queue: super::UserQueue::default(),
+            size: SecretSize::default(),
         }
+    }
+
+    /// The credentials Secret's size as last measured by this store.
+    pub fn secret_size(&self) -> &SecretSize {
+        &self.size
     }
 
     /// The same store with user reads cached for `ttl` (capped at [`USER_CACHE_TTL`]; zero
@@ -159,8 +177,10 @@ impl KubeStore {
             .client
             .request_text(request)
             .await
-            .map_err(|e| secret_error(&e, None))?;
-        parse_secret(&text)
+            .map_err(|e| secret_error(&e, None, &self.size))?;
+        let secret = parse_secret(&text)?;
+        self.size.observe(&secret);
+        Ok(secret)
     }
 }
 
@@ -278,9 +298,10 @@ impl UserStore for KubeStore {
                 value,
             };
             let client = self.client.clone();
+            let size = self.size.clone();
             return self
                 .writes
-                .submit(write, move |batch| commit(client.clone(), batch))
+                .submit(write, move |batch| commit(client.clone(), size.clone(), batch))
                 .await;
         }
         let request = {
@@ -303,8 +324,10 @@ impl UserStore for KubeStore {
             .client
             .request_text(request)
             .await
-            .map_err(|e| secret_error(&e, Some(name)))?;
-        version_in(&parse_secret(&text)?, name)
+            .map_err(|e| secret_error(&e, Some(name), &self.size))?;
+        let secret = parse_secret(&text)?;
+        self.size.observe(&secret);
+        version_in(&secret, name)
     }
 
     fn invalidate(&self, name: &str) {
@@ -315,6 +338,10 @@ impl UserStore for KubeStore {
 
     fn user_queue(&self) -> Option<&super::UserQueue> {
         Some(&self.user_queue)
+    }
+
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.size.register(registry);
     }
 }
 
@@ -350,22 +377,22 @@ fn version_in(secret: &Secret, name: &str) -> Result<Version, StoreError> {
 }
 
 /// Commits a batch of entry writes: a user's repeated write is a conflict at once (it read the
-/// value the first replaces); two or more are one patch, and when its tests fail, each is sent
-/// alone so only the stale ones are conflicts.
-async fn commit(client: Client, batch: Batch) {
+/// value the first replaces); two or more are one patch, and when its tests fail or the Secret
+/// would be too large, each is sent alone so only the stale or growing ones fail.
+async fn commit(client: Client, size: SecretSize, batch: Batch) {
     let (first, repeats) = group_commit::split_repeats(batch);
     for (write, reply) in repeats {
         let _ = reply.send(Err(StoreError::Conflict(write.name)));
     }
     if first.len() > 1 {
-        match send_entry_writes(&client, first.iter().map(|(w, _)| w), "(several users)").await {
+        match send_entry_writes(&client, &size, first.iter().map(|(w, _)| w), "(several users)").await {
             Ok(secret) => {
                 for (write, reply) in first {
                     let _ = reply.send(version_in(&secret, &write.name));
                 }
                 return;
             }
-            Err(StoreError::Conflict(_)) => {}
+            Err(StoreError::Conflict(_) | StoreError::Full(_)) => {}
             Err(error) => {
                 for (_, reply) in first {
                     let _ = reply.send(Err(error.clone()));
@@ -375,7 +402,7 @@ async fn commit(client: Client, batch: Batch) {
         }
     }
     for (write, reply) in first {
-        let result = send_entry_writes(&client, [&write], &write.name)
+        let result = send_entry_writes(&client, &size, [&write], &write.name)
             .await
             .and_then(|secret| version_in(&secret, &write.name));
         let _ = reply.send(result);
@@ -385,6 +412,7 @@ async fn commit(client: Client, batch: Batch) {
 /// PATCHes the Secret with the JSON Patch of `writes`; `user` names the conflict when a test fails.
 async fn send_entry_writes<'a>(
     client: &Client,
+    size: &SecretSize,
     writes: impl IntoIterator<Item = &'a EntryWrite>,
     user: &str,
 ) -> Result<Secret, StoreError> {
@@ -409,8 +437,10 @@ async fn send_entry_writes<'a>(
     let text = client
         .request_text(request)
         .await
-        .map_err(|e| secret_error(&e, Some(user)))?;
-    parse_secret(&text)
+        .map_err(|e| secret_error(&e, Some(user), size))?;
+    let secret = parse_secret(&text)?;
+    size.observe(&secret);
+    Ok(secret)
 }
 
 fn secret_ref() -> String {
@@ -441,14 +471,15 @@ fn secret_version(secret: &Secret) -> Result<Version, StoreError> {
 
 /// Maps a failed Secret call: 404 is a missing Secret; on a write for `user`, 409 (the
 /// `resourceVersion` moved) and a 422 without field causes (a JSON Patch `test` failed) are
-/// conflicts; anything else is unavailable. Only the status code and reason are kept from an API
-/// answer.
-fn secret_error(error: &kube::Error, user: Option<&str>) -> StoreError {
+/// conflicts, and a 422 saying the data is too long is a full Secret; anything else is
+/// unavailable. Only the status code and reason are kept from an API answer.
+fn secret_error(error: &kube::Error, user: Option<&str>, size: &SecretSize) -> StoreError {
     match (error, user) {
         (kube::Error::Api(status), _) if status.code == 404 => StoreError::Missing(format!(
             "{} does not exist; the controller (or `ichor init`) creates it",
             secret_ref()
         )),
+        (kube::Error::Api(status), Some(_)) if status.code == 422 && is_too_long(status) => full(size),
         (kube::Error::Api(status), Some(user)) if status.code == 409 => StoreError::Conflict(user.to_owned()),
         (kube::Error::Api(status), Some(user)) if status.code == 422 && !is_validation_failure(status) => {
             StoreError::Conflict(user.to_owned())
@@ -461,6 +492,30 @@ fn secret_error(error: &kube::Error, user: Option<&str>) -> StoreError {
         )),
         (other, _) => StoreError::Unavailable(format!("{}: {}", secret_ref(), transport_text(other))),
     }
+}
+
+/// Whether a 422 refuses the Secret's `data` as longer than the API server allows (a field cause
+/// `FieldValueTooLong` on `data`).
+fn is_too_long(status: &kube::core::Status) -> bool {
+    status.details.as_ref().is_some_and(|details| {
+        details
+            .causes
+            .iter()
+            .any(|cause| cause.reason == "FieldValueTooLong" && cause.field == "data")
+    })
+}
+
+/// The error of a write refused because the Secret would pass the API server's limit.
+fn full(size: &SecretSize) -> StoreError {
+    let held = size
+        .bytes()
+        .map(|b| format!(" (it held {b} at this replica's last read)"))
+        .unwrap_or_default();
+    StoreError::Full(format!(
+        "{} would pass the API server's limit of {SECRET_DATA_LIMIT} bytes of data{held}, so the write \
+         was refused and nothing was written; {FULL_REMEDY}",
+        secret_ref()
+    ))
 }
 
 /// Whether a 422 names a field of the object (a validation failure, which no retry fixes), rather
@@ -495,3 +550,6 @@ fn transport_text(error: &kube::Error) -> String {
         text
     }
 }
+
+#[cfg(test)]
+mod tests;

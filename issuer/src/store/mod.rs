@@ -20,7 +20,9 @@
 //!
 //! # Errors
 //! [`StoreError::Unavailable`] means the backend could not be reached: callers answer 503 and
-//! retry later; nothing is assumed about the user.
+//! retry later; nothing is assumed about the user. [`StoreError::Full`] means the write would
+//! take the credentials past the store's size limit: it was refused whole, and no retry helps
+//! until an administrator makes room, so callers answer it as a server error, not as 503.
 
 pub mod kube;
 pub mod local;
@@ -93,7 +95,16 @@ pub enum StoreError {
     /// The store holds no credentials object at all (Kubernetes: the Secret is missing).
     #[error("the credentials store does not exist: {0}")]
     Missing(String),
+    /// The write would take the credentials past the store's size limit (Kubernetes: the
+    /// Secret's 1 MiB of data); nothing was written. Writes that shrink an entry (ending
+    /// sessions, removing users) still succeed and make room.
+    #[error("the credentials store is full: {0}")]
+    Full(String),
 }
+
+/// What to do about a full credentials store, for its [`StoreError::Full`] messages and logs.
+pub const FULL_REMEDY: &str = "end unused sessions (`RevokeSessions`) or remove users who no longer \
+    sign in to make room; see docs/credentials-sharding.md";
 
 /// The issuer's view of users and credentials.
 #[async_trait]
@@ -127,6 +138,10 @@ pub trait UserStore: Send + Sync + 'static {
     fn user_queue(&self) -> Option<&UserQueue> {
         None
     }
+
+    /// Registers the store's own metrics (the Kubernetes store: the credentials Secret's size)
+    /// into the registry the issuer exposes.
+    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
 }
 
 /// What a [`modify_credentials`] step decided.

@@ -4,6 +4,9 @@
 //! ServiceAccount:
 //! - [`store`]: the Kubernetes store's credentials writes on the real Secret — one key per write,
 //!   the apiserver's own 409 and 422 answers as conflicts, concurrent writers losing nothing;
+//! - [`full_secret`]: the Secret filled to the apiserver's 1 MiB limit — growing writes refused
+//!   as a full store with nothing written, shrinking ones (alone or grouped with a refused one)
+//!   landing, and the size gauge;
 //! - [`rotation`]: two in-process issuers, each with its own store, racing refresh rotations of
 //!   one family, and the `UserService` backend writing `IchorUser`s as the caller;
 //! - [`busy_user`]: one user's many sessions refreshing at once through one issuer's store, waiting
@@ -17,6 +20,7 @@
 
 mod busy_user;
 mod external;
+mod full_secret;
 mod processes;
 mod rotation;
 mod store;

@@ -45,7 +45,7 @@ async fn bump(store: &KubeStore, user: &str) -> anyhow::Result<()> {
 }
 
 /// The credentials PATCHes the apiserver has answered so far.
-fn patches(plane: &ichor_testkit::control_plane::ControlPlane) -> anyhow::Result<usize> {
+pub(super) fn patches(plane: &ichor_testkit::control_plane::ControlPlane) -> anyhow::Result<usize> {
     Ok(plane
         .audit_events()?
         .iter()

@@ -13,7 +13,7 @@ use ichor_graph::{
 };
 
 use super::nodes::ClusterAuth;
-use super::{Identity, build, names, project};
+use super::{Identity, build, project};
 
 /// A change of one cluster's rendered authentication document.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -143,9 +143,10 @@ impl CredentialsFile {
     ///
     /// # Errors
     /// [`StoreError::Conflict`] when the user's entry changed; [`StoreError::Corrupt`] when the
-    /// file cannot be parsed (it is left as it is); [`StoreError::Unavailable`] on I/O failure, on
-    /// a lock held for longer than [`LOCK_WAIT`](crate::store::local::fsutil::LOCK_WAIT), or when the file
-    /// would grow past its bound.
+    /// file cannot be parsed (it is left as it is); [`StoreError::Unavailable`] on I/O failure or
+    /// on a lock held for longer than [`LOCK_WAIT`](crate::store::local::fsutil::LOCK_WAIT);
+    /// [`StoreError::Full`] when the file would grow past [`MAX_CREDENTIALS_FILE_BYTES`] (the
+    /// whole batch is refused and the file left as it was).
     pub(crate) async fn write_async(
         &self,
         user: &str,
@@ -229,11 +230,12 @@ impl CredentialsFile {
         // that file until the rename below, so readers keep being served from it meanwhile (and
         // a failed write leaves it correct).
         if bytes.len() > MAX_CREDENTIALS_FILE_BYTES {
-            return Err(StoreError::Unavailable(format!(
-                "the credentials file {} would be {} bytes, more than {MAX_CREDENTIALS_FILE_BYTES}; \
-                 remove unused users",
+            return Err(StoreError::Full(format!(
+                "the credentials file {} would be {} bytes, more than {MAX_CREDENTIALS_FILE_BYTES}, so the \
+                 write was refused and nothing was written; {}",
                 self.path.display(),
-                bytes.len()
+                bytes.len(),
+                crate::store::FULL_REMEDY
             )));
         }
         let file =
@@ -262,5 +264,6 @@ fn for_user(error: &StoreError, user: &str) -> StoreError {
             reason: reason.clone(),
         },
         StoreError::Missing(m) => StoreError::Missing(m.clone()),
+        StoreError::Full(m) => StoreError::Full(m.clone()),
     }
 }
