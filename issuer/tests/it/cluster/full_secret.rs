@@ -19,7 +19,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::store::patches;
-use super::{cluster, issuer_client, stored_entry};
+use super::{cluster, issuer_client, runtime, stored_entry};
 
 /// Bytes left free under the limit: less than any growing write below adds.
 const SLACK: u64 = 100;
@@ -78,11 +78,7 @@ fn a_full_secret_refuses_growing_writes_whole_and_keeps_taking_shrinking_ones() 
     let Some(plane) = cluster(&[], &seeded)? else {
         return Ok(());
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
+    runtime(2)?.block_on(async {
         let client = issuer_client(&plane).await?;
         let store = KubeStore::new(client.clone());
         let growth = size_of("alice", &grown()) - size_of("alice", &entry());
