@@ -43,7 +43,9 @@ pub(crate) struct Phase {
     pub(crate) devices: devices::Outcomes,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn phase(
+    own: &devices::OwnThread,
     name: &'static str,
     tasks: Vec<Task>,
     known: Vec<devices::Device>,
@@ -61,7 +63,7 @@ async fn phase(
         let every = Duration::from_secs_f64(count as f64 / rate);
         handles.push(tokio::spawn(paced(task, every, deadline)));
     }
-    let known = devices::start(known, &issuers, deadline);
+    let known = devices::start(own, known, &issuers, deadline);
     let mut floods = Vec::new();
     for i in 0..flood {
         let http = client(ca)?;
@@ -155,14 +157,16 @@ pub(crate) async fn run(
             });
         }
     }
-    let known = devices::enrol(&ca, &issuers).await?;
+    let own = devices::OwnThread::start()?;
+    let known = devices::enrol(&own, &ca, &issuers).await?;
     eprintln!("mixed: sustained phase, {}s", duration.as_secs());
-    let (tasks, known, sustained) = phase("sustained", tasks, known, duration, 0, &ca, pids).await?;
+    let (tasks, known, sustained) = phase(&own, "sustained", tasks, known, duration, 0, &ca, pids).await?;
     eprintln!(
         "mixed: flood phase ({flood} sign-in loops), {}s",
         duration.as_secs()
     );
-    let (_, _, flooded) = phase("flood", tasks, known, duration, flood, &ca, pids).await?;
+    let (_, _, flooded) = phase(&own, "flood", tasks, known, duration, flood, &ca, pids).await?;
+    own.stop();
     print!("{}", report(issuers.len(), &sustained, &flooded, flood));
     let flood_shed = flooded
         .flood

@@ -48,8 +48,38 @@ impl Outcomes {
     }
 }
 
-/// Signs each device's user in once (no flood yet) and keeps the cookie it got.
-pub(crate) async fn enrol(ca: &[u8], issuers: &[String]) -> Result<Vec<Device>> {
+/// The known devices' own runtime: one thread apart from the generator's, which the flood's
+/// loops keep busy. The devices stand for other people's browsers; sharing the generator's
+/// threads, their sign-ins would wait behind the flood's own tasks in this process, and the
+/// figure would time the generator instead of the issuers.
+pub(crate) struct OwnThread(tokio::runtime::Runtime);
+
+impl OwnThread {
+    /// Starts the thread.
+    pub(crate) fn start() -> Result<Self> {
+        Ok(OwnThread(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("known-devices")
+                .enable_all()
+                .build()?,
+        ))
+    }
+
+    /// Stops the thread (from within the generator's runtime, where it may not block).
+    pub(crate) fn stop(self) {
+        self.0.shutdown_background();
+    }
+}
+
+/// Signs each device's user in once (no flood yet) on the devices' own thread and keeps the
+/// cookie it got; the devices' connections live on that thread from then on.
+pub(crate) async fn enrol(own: &OwnThread, ca: &[u8], issuers: &[String]) -> Result<Vec<Device>> {
+    own.0.spawn(enrol_here(ca.to_vec(), issuers.to_vec())).await?
+}
+
+async fn enrol_here(ca: Vec<u8>, issuers: Vec<String>) -> Result<Vec<Device>> {
+    let ca = ca.as_slice();
     let mut devices = Vec::new();
     for i in 0..DEVICES {
         let http = client(ca)?;
@@ -128,8 +158,10 @@ async fn paced(
     (device, out)
 }
 
-/// Runs every device paced until `deadline` (their first sign-ins spread over [`EVERY`]).
+/// Runs every device paced until `deadline` on their own thread (their first sign-ins spread
+/// over [`EVERY`]).
 pub(crate) fn start(
+    own: &OwnThread,
     devices: Vec<Device>,
     issuers: &Arc<Vec<String>>,
     deadline: Instant,
@@ -140,7 +172,7 @@ pub(crate) fn start(
         .enumerate()
         .map(|(i, d)| {
             let offset = step * u32::try_from(i).unwrap_or(0);
-            tokio::spawn(paced(d, Arc::clone(issuers), offset, deadline))
+            own.0.spawn(paced(d, Arc::clone(issuers), offset, deadline))
         })
         .collect()
 }
