@@ -247,15 +247,16 @@ async fn every_credentials_read_gets_the_secret_and_versions_the_users_entry_alo
 #[tokio::test]
 async fn a_422_naming_a_field_is_unavailable_not_a_conflict() {
     let state = shared(State::with_secret(&[("alice", &entry())]));
-    // What the API server answers when the patched Secret fails validation (here: too large).
+    // What the API server answers when the patched Secret fails validation (here: a key it
+    // refuses; a `data` too long is a full Secret, `StoreError::Full`, shown in `cluster::full_secret`).
     state.lock().unwrap().patch_answer = Some((
         StatusCode::UNPROCESSABLE_ENTITY,
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-               "message": "Secret \"ichor-user-credentials\" is invalid: data: Too long",
+               "message": "Secret \"ichor-user-credentials\" is invalid: data[bad key]: Invalid value",
                "reason": "Invalid",
                "details": {"name": "ichor-user-credentials", "kind": "Secret",
-                           "causes": [{"reason": "FieldValueTooLong", "message": "Too long",
-                                       "field": "data"}]},
+                           "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value",
+                                       "field": "data[bad key]"}]},
                "code": 422}),
     ));
     let err = store(&state)
