@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The web UI's tests: installs Chromium, certutil and the npm dependencies when missing, builds
 # the UI (type check + vite) and fails when the committed build (ui/dist, embedded in the issuer
-# at compile time) differs from it, runs its unit tests (vitest), builds `ichor`, then drives the
+# at compile time) differs from it, runs its unit tests (vitest), builds `ichor` and `ichor-full`, then drives the
 # UI embedded in it in headless Chromium (playwright-core) against a real `ichor dev` on a free
 # port with a temporary state directory (ui/e2e/run.mjs). Screenshots (1280x800 and 390x844) go to
 # target/ui-screenshots/. Exits non-zero on any failure; the last line is `ui: N passed, M failed`.
@@ -51,7 +51,8 @@ npx vitest run || unit_rc=$?
 cd "$repo"
 # The site's own OpenID provider the identity-provider browser tests sign in at.
 hack/conformance/oidc-provider/install.sh
-cargo build --locked -p ichor-cli --bin ichor
+# `ichor` is the small launcher users run; it execs `ichor-full` beside it for `ichor dev`.
+cargo build --locked -p ichor-cli --bin ichor --bin ichor-full
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 shots="$target_dir/ui-screenshots"
 rm -rf "$shots"
