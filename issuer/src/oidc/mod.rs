@@ -41,6 +41,7 @@ mod bearer;
 pub mod devices;
 mod discovery;
 mod errors;
+pub mod hash_pools;
 pub mod limits;
 mod login;
 mod metrics;

@@ -1,5 +1,6 @@
 //! Password verification under the process-wide limit of [`super::HASH_PERMITS`] concurrent
-//! argon2id computations, on tokio's blocking pool, with a bounded queue in front of it; and the
+//! argon2id computations, on the pools of [`super::hash_pools`] (a known device's at the
+//! process's priority, every other at a lower one), with a bounded queue in front of it; and the
 //! edge where a new hash gets its salt and a generated password its random bytes, both read from
 //! the operating system's random source (the pure rules in `ichor_renderers::auth` take them as
 //! input). The API and `ichor` use the same two functions.
@@ -15,6 +16,7 @@ use ichor_renderers::auth::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::hash_pools::{self, Pool};
 use super::priority::{LanePriority, Turn};
 
 /// How many password checks may wait for a hash permit, by default. With two permits and
@@ -263,7 +265,8 @@ pub(crate) enum CheckError {
 /// the dummy hash) once through `gate` ([`CheckError::Busy`] when its queue is full), or on a
 /// free permit of `borrow` ([`HashGate::enter_or_borrow`]), holding one hash permit for the whole
 /// computation, including a rehash. The permit moves into the blocking task, so it is held until
-/// the computation really ends even if the request is dropped.
+/// the computation really ends even if the request is dropped. A check that entered through a
+/// lane (`borrow` given) computes on [`Pool::Lane`], every other on [`Pool::Shared`].
 pub(crate) async fn check(
     gate: &HashGate,
     borrow: Option<&HashGate>,
@@ -280,9 +283,14 @@ pub(crate) async fn check(
         GateError::Closed => CheckError::Internal(e.to_string()),
     })?;
     let user = user.to_owned();
+    let pool = if borrow.is_some() {
+        Pool::Lane
+    } else {
+        Pool::Shared
+    };
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        match verify_password_or_dummy(&password, phc.as_deref()) {
+        hash_pools::run(pool, || match verify_password_or_dummy(&password, phc.as_deref()) {
             Ok(Verification::Valid { needs_rehash }) => {
                 let rehash = if needs_rehash {
                     match hash_password_random(&password) {
@@ -304,7 +312,7 @@ pub(crate) async fn check(
                 let _ = verify_dummy(&password);
                 Checked::Invalid
             }
-        }
+        })
     })
     .await
     .map_err(|e| CheckError::Internal(e.to_string()))
