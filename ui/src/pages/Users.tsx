@@ -135,32 +135,34 @@ function Row(props: { user: User; admin: boolean; onChanged: () => void; onPassw
           u.roles.join(S.listSeparator) || S.noRoles
         )}
       </td>
-      <td data-label={S.status}>{status}</td>
+      <td data-label={S.status} class="status">{status}</td>
       {props.admin && (
         <td data-label={S.actions} class="actions">
-          {!editing && <button type="button" onClick={() => setEditing(true)}>{S.editRoles}</button>}
-          <button type="button" onClick={act(u.disabled ? "enable" : "disable", () =>
-            api.updateUser({ name: u.name, disabled: !u.disabled }))}>
-            {u.disabled ? S.enable : S.disable}
-          </button>
-          <button type="button" onClick={act("resetPassword", async () => {
-            const r = await api.setPassword({ name: u.name, newPassword: { case: "generate", value: true } });
-            props.onPassword(u.name, r.generatedPassword);
-          })}>{S.resetPassword}</button>
-          <button type="button" onClick={act("revokeSessions", () => api.revokeSessions({ name: u.name }))}>
-            {S.revokeSessions}
-          </button>
-          {confirmDelete ? (
-            <span class="confirm">
-              {fmt(S.confirmDelete, { name: u.name })}
-              <button type="button" class="danger" onClick={act("delete", () => api.deleteUser({ name: u.name }))}>
-                {S.confirm}
-              </button>
-              <button type="button" onClick={() => setConfirmDelete(false)}>{S.cancel}</button>
-            </span>
-          ) : (
-            <button type="button" class="danger" onClick={() => setConfirmDelete(true)}>{S.delete}</button>
-          )}
+          <div class="buttons">
+            {!editing && <button type="button" onClick={() => setEditing(true)}>{S.editRoles}</button>}
+            <button type="button" onClick={act(u.disabled ? "enable" : "disable", () =>
+              api.updateUser({ name: u.name, disabled: !u.disabled }))}>
+              {u.disabled ? S.enable : S.disable}
+            </button>
+            <button type="button" onClick={act("resetPassword", async () => {
+              const r = await api.setPassword({ name: u.name, newPassword: { case: "generate", value: true } });
+              props.onPassword(u.name, r.generatedPassword);
+            })}>{S.resetPassword}</button>
+            <button type="button" onClick={act("revokeSessions", () => api.revokeSessions({ name: u.name }))}>
+              {S.revokeSessions}
+            </button>
+            {confirmDelete ? (
+              <span class="confirm">
+                {fmt(S.confirmDelete, { name: u.name })}
+                <button type="button" class="danger" onClick={act("delete", () => api.deleteUser({ name: u.name }))}>
+                  {S.confirm}
+                </button>
+                <button type="button" onClick={() => setConfirmDelete(false)}>{S.cancel}</button>
+              </span>
+            ) : (
+              <button type="button" class="danger" onClick={() => setConfirmDelete(true)}>{S.delete}</button>
+            )}
+          </div>
           {error && <p class="error" role="alert">{S.refused + t(error)}</p>}
           {done && <p class="notice" role="status">{fmt(S.done, { what: S[done] })}</p>}
         </td>
