@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { PENDING_KEY, authorizeUrl, trustWarning, codeOf, isExternalSession, takePending, tokenMatches, type Pending } from "./external";
+import { MemoryStorage, unsignedJwt } from "./testing";
 
 const pending: Pending = {
   state: "st",
@@ -12,18 +13,7 @@ const pending: Pending = {
 };
 
 function jwt(payload: object): string {
-  const b = (o: object) => btoa(JSON.stringify(o)).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");
-  return `${b({ alg: "RS256" })}.${b(payload)}.sig`;
-}
-
-class MemoryStorage implements Storage {
-  private m = new Map<string, string>();
-  get length() { return this.m.size; }
-  clear() { this.m.clear(); }
-  getItem(k: string) { return this.m.get(k) ?? null; }
-  key(i: number) { return [...this.m.keys()][i] ?? null; }
-  removeItem(k: string) { this.m.delete(k); }
-  setItem(k: string, v: string) { this.m.set(k, v); }
+  return unsignedJwt(payload, "RS256");
 }
 
 describe("the external provider's sign-in", () => {

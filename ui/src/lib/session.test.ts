@@ -1,28 +1,14 @@
 import { describe, expect, it, vi } from "vitest";
 import { REFRESH_KEY, Session, TOKEN_KEY, refreshAheadMs, type Deps } from "./session";
+import { MemoryStorage, unsignedJwt } from "./testing";
 
-function b64url(o: object): string {
-  return btoa(JSON.stringify(o)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-function jws(claims: object): string {
-  return `${b64url({ alg: "none" })}.${b64url(claims)}.sig`;
-}
-
-class MemStorage implements Storage {
-  private m = new Map<string, string>();
-  get length() { return this.m.size; }
-  clear() { this.m.clear(); }
-  getItem(k: string) { return this.m.get(k) ?? null; }
-  key(i: number) { return [...this.m.keys()][i] ?? null; }
-  removeItem(k: string) { this.m.delete(k); }
-  setItem(k: string, v: string) { this.m.set(k, v); }
-}
+const jws = (claims: object) => unsignedJwt(claims);
 
 const NOW = 1_800_000_000_000;
 
 function deps(fetchImpl: Deps["fetch"], locks?: LockManager): Deps {
   return {
-    storage: new MemStorage(),
+    storage: new MemoryStorage(),
     fetch: fetchImpl,
     now: () => NOW,
     setTimeout: (f, ms) => setTimeout(f, ms),
