@@ -13,6 +13,7 @@ use std::{
 
 use crate::support::{
     FakeOp, RefreshMode, assert_no_secret, closed_port, http_get, ichor, ichor_command, text,
+    unreachable_issuer,
 };
 use ichor_cli::commands::auth::{
     cache::{CACHE_VERSION, CacheDir, CacheEntry, CacheKey, Endpoints, Loaded},
@@ -75,19 +76,22 @@ fn stdout_token(stdout: &str) -> String {
     v["status"]["token"].as_str().unwrap().to_owned()
 }
 
+/// An `exp` in 2100: a cached token that never needs a refresh.
+pub(crate) const NEVER_EXPIRES: i64 = 4_102_444_800;
+
 pub(crate) const CACHED_TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.Y2FjaGVkLXNpZ25hdHVyZQ";
 
 #[test]
 fn a_valid_cached_token_is_printed_without_touching_the_network() {
     let home = tempfile::tempdir().unwrap();
     // Nothing listens at this issuer: any request would fail the command.
-    let issuer = format!("http://127.0.0.1:{}", closed_port());
+    let issuer = unreachable_issuer();
     seed(
         home.path(),
         &issuer,
         "ichor-kube",
         CACHED_TOKEN,
-        4_102_444_800,
+        NEVER_EXPIRES,
         Some("cached-refresh"),
     );
     let out = ichor(home.path(), &["auth", "token", "--issuer", &issuer]);
@@ -100,13 +104,13 @@ fn a_valid_cached_token_is_printed_without_touching_the_network() {
 #[test]
 fn the_reply_uses_v1beta1_when_kubectl_asks_in_v1beta1() {
     let home = tempfile::tempdir().unwrap();
-    let issuer = format!("http://127.0.0.1:{}", closed_port());
+    let issuer = unreachable_issuer();
     seed(
         home.path(),
         &issuer,
         "ichor-kube",
         CACHED_TOKEN,
-        4_102_444_800,
+        NEVER_EXPIRES,
         None,
     );
     let out = ichor_command(home.path(), &["auth", "token", "--issuer", &issuer])
@@ -233,7 +237,7 @@ fn a_refused_refresh_token_ends_the_session_with_a_login_hint_and_removes_the_ca
 #[test]
 fn without_a_login_a_non_interactive_run_names_the_login_command() {
     let home = tempfile::tempdir().unwrap();
-    let issuer = format!("http://127.0.0.1:{}", closed_port());
+    let issuer = unreachable_issuer();
     for exec_info in [
         None,
         Some(r#"{"apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}"#),
@@ -268,7 +272,7 @@ fn without_a_login_a_non_interactive_run_names_the_login_command() {
 #[test]
 fn a_corrupt_cache_is_treated_as_absent_and_removed_never_a_panic() {
     let home = tempfile::tempdir().unwrap();
-    let issuer = format!("http://127.0.0.1:{}", closed_port());
+    let issuer = unreachable_issuer();
     let dir = cache_dir(home.path());
     dir.ensure().unwrap();
     let file = dir.file_for(&key(&issuer, "ichor-kube"));
@@ -426,7 +430,7 @@ fn logout_of_an_issuer_revokes_each_of_its_refresh_tokens_and_deletes_only_its_c
 #[test]
 fn logout_with_an_unreachable_issuer_warns_and_still_deletes_the_cache() {
     let home = tempfile::tempdir().unwrap();
-    let issuer = format!("http://127.0.0.1:{}", closed_port());
+    let issuer = unreachable_issuer();
     seed(
         home.path(),
         &issuer,
@@ -457,7 +461,7 @@ fn status_shows_the_login_without_any_token() {
         "https://ichor.example.com",
         "ichor-kube",
         CACHED_TOKEN,
-        4_102_444_800,
+        NEVER_EXPIRES,
         Some("refresh-status"),
     );
     let out = ichor(home.path(), &["auth", "status"]);

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::{
-    auth::{CACHED_TOKEN, seed},
-    support::{closed_port, command_at, text},
+    auth::{CACHED_TOKEN, NEVER_EXPIRES, seed},
+    support::{command_at, text, unreachable_issuer},
 };
 
 /// A copy of `ichor` alone in a directory, without `ichor-full` beside it.
@@ -26,13 +26,13 @@ fn a_fresh_cached_token_is_answered_by_ichor_alone_as_ichor_full_answers_it() {
     let home = tempfile::tempdir().unwrap();
     let bin_dir = tempfile::tempdir().unwrap();
     let lone = lone_ichor(bin_dir.path());
-    let issuer = format!("http://127.0.0.1:{}", closed_port());
+    let issuer = unreachable_issuer();
     seed(
         home.path(),
         &issuer,
         "ichor-kube",
         CACHED_TOKEN,
-        4_102_444_800,
+        NEVER_EXPIRES,
         Some("r"),
     );
     let kubeconfig_args = [
@@ -65,7 +65,7 @@ fn a_token_that_is_not_fresh_is_left_to_ichor_full_looked_up_beside_ichor_only()
     let home = tempfile::tempdir().unwrap();
     let bin_dir = tempfile::tempdir().unwrap();
     let lone = lone_ichor(bin_dir.path());
-    let issuer = format!("http://127.0.0.1:{}", closed_port());
+    let issuer = unreachable_issuer();
     // 20 s left: under the 30 s margin, so a refresh is due and only ichor-full can do it.
     let exp = jiff::Timestamp::now().as_second() + 20;
     seed(home.path(), &issuer, "ichor-kube", CACHED_TOKEN, exp, Some("r"));

@@ -327,6 +327,12 @@ pub fn closed_port() -> u16 {
     ichor_testkit::control_plane::free_port().unwrap()
 }
 
+/// An http issuer URL on a [`closed_port`]: any request to it fails, so a command that succeeds
+/// against it touched no network.
+pub fn unreachable_issuer() -> String {
+    format!("http://127.0.0.1:{}", closed_port())
+}
+
 /// A minimal HTTP/1.1 GET (the browser's part): status, headers (lowercase names), body.
 pub fn http_get(url: &str) -> (u16, HashMap<String, String>, String) {
     let u = url::Url::parse(url).unwrap();
