@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The RSA-3072 signing limit of this machine, by every implementation at hand, in one run:
-# `openssl speed rsa3072` on one core and with -multi 2 (the limit refresh grants are set
-# against), and one-thread sign/s of the issuer's signer (OpenSSL, a signing context prepared once
-# and reused, as openssl speed signs), OpenSSL through josekit and through the `openssl` crate's
-# Signer (a fresh context per signature each) and ring, interleaved round by round
-# (`issuer/benches/rsa.rs`), each also set against the issuer's signer in the same rounds. Writes hack/bench/results/rsa-<date>.md (printed too).
+# `openssl speed rsa3072` on one core and with -multi 2, and one-thread sign/s of the issuer's
+# signer (AWS-LC), OpenSSL through josekit and through the `openssl` crate's Signer (a fresh
+# context per signature each) and ring, interleaved round by round (`issuer/benches/rsa.rs`),
+# each also set against the issuer's signer in the same rounds. The limit refresh grants are set
+# against is the faster of openssl speed -multi 2 and the issuer's signer on two threads
+# (`hack/bench/issuer.sh`). Writes hack/bench/results/rsa-<date>.md (printed too).
 # Usage: hack/bench/rsa.sh [seconds for openssl speed, default 10; 3 with ICHOR_BENCH_SHORT=1]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,8 +1,7 @@
 //! RSA-3072 PKCS#1 v1.5 SHA-256 signing (RS256), one thread, by each implementation this
-//! workspace already links: the issuer's [`Rs256Signer`] (OpenSSL, the signing context prepared
-//! once and reused, as `openssl speed` signs), OpenSSL through josekit (a fresh context per
-//! signature), OpenSSL through the `openssl` crate's `Signer` (the same), and ring (linked by
-//! rustls). The same key
+//! workspace links: the issuer's [`Rs256Signer`] (AWS-LC), OpenSSL through josekit (a fresh
+//! context per signature), OpenSSL through the `openssl` crate's `Signer` (the same), and ring
+//! (linked by rustls). The same key
 //! (`tests/fixtures/rsa3072-1.pkcs8.pem`) and the same 600-byte input, the size of an ID token's
 //! signing input.
 //!

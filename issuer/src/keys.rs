@@ -1,7 +1,7 @@
 //! The issuer's signing material, loaded from the controller's `keys.json` (read-only).
 //!
 //! [`LoadedKeys`] turns a checked [`KeysDocument`] into RS256 signers and verifiers (one per RSA
-//! key, OpenSSL: signing through [`Rs256Signer`], verifying through josekit) and HMAC-SHA256
+//! key: signing through [`Rs256Signer`] (AWS-LC), verifying through josekit) and HMAC-SHA256
 //! keys, and answers the questions the token code asks at an instant `now`: which key signs,
 //! which keys verify, what the JWKS publishes. The selection rules are the document's own
 //! ([`KeysDocument::signing_key`], [`KeysDocument::published`], [`KeysDocument::signing_hmac`],
@@ -32,12 +32,12 @@ use serde::Serialize;
 
 mod rs256;
 
-pub use rs256::Rs256Signer;
+pub use rs256::{Rs256KeyError, Rs256SignError, Rs256Signer};
 
 /// Why a keys document could not be loaded. Never contains key material.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyLoadError {
-    /// OpenSSL refused the private key of an RSA entry (the parser accepted it, so this means
+    /// The RS256 signer refused the private key of an RSA entry (the parser accepted it, so this means
     /// the PEM is damaged in a way only a full key load detects).
     #[error(
         "keys.json: RSA key {kid:?} (field keys[].pem) could not be loaded as an RS256 signing key; \
@@ -121,7 +121,7 @@ impl LoadedKeys {
     /// Loads every key of `document`.
     ///
     /// # Errors
-    /// [`KeyLoadError::RsaKey`] naming the kid of an RSA key OpenSSL cannot load. Nothing is
+    /// [`KeyLoadError::RsaKey`] naming the kid of an RSA key the signer cannot load. Nothing is
     /// partially loaded: the caller keeps its previous keys.
     pub fn from_document(document: &KeysDocument) -> Result<LoadedKeys, KeyLoadError> {
         let mut rsa = BTreeMap::new();

@@ -41,6 +41,13 @@ pub(crate) enum Command {
         #[arg(long)]
         seeded: Option<PathBuf>,
     },
+    /// RSA-3072 signatures/s of the issuer's own signer on this many threads, flat out.
+    Sign {
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
     /// Starts a real control plane holding the users of `setup` (until SIGTERM).
     ControlPlane {
         #[arg(long)]

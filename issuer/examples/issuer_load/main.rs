@@ -22,6 +22,8 @@
 //! - `nat --issuer A`: `--users` users signed in from one forwarded address, each family
 //!   refreshing once per `--period` seconds for `--seconds`, then garbage refresh tokens and
 //!   wrong passwords from the same address; prints a markdown report (`hack/bench/nat.sh`).
+//! - `sign --threads T --seconds S`: the issuer's RS256 signer flat out on T threads: the
+//!   signing limit refresh grants are set against (see [`sign`]).
 //! - `control-plane --dir D`: a real kube-apiserver and etcd on loopback with Ichor's chart
 //!   installed and the users of `setup` in it, for issuers run with `--store kube`
 //!   (`hack/bench/kube-store.sh`; see [`cluster`]).
@@ -36,7 +38,7 @@
 
 //!
 //! The pieces: `args` (the flags), `setup`, `client` (the HTTP client and the sign-in it
-//! drives), one module per load (`refresh`, `logins`, `mixed`, `nat`), `stats` (percentiles),
+//! drives), one module per load (`refresh`, `logins`, `mixed`, `nat`, `sign`), `stats` (percentiles),
 //! and the two servers it can stand up: `memory` (`serve-memory`) and [`cluster`]
 //! (`control-plane`).
 
@@ -55,6 +57,7 @@ mod mixed;
 mod nat;
 mod refresh;
 mod setup;
+mod sign;
 mod stats;
 
 #[tokio::main]
@@ -112,6 +115,7 @@ async fn main() -> Result<()> {
             nat::run(&issuer, &ca, nat).await
         }
         Command::ServeMemory { dir, port } => memory::run(&dir, port).await,
+        Command::Sign { threads, seconds } => sign::run(threads, seconds),
         Command::ControlPlane { dir } => cluster::run(&dir).await,
     }
 }

@@ -1,97 +1,86 @@
-//! RS256 signing (RSASSA-PKCS1-v1_5 with SHA-256, RFC 7518 3.3) through OpenSSL, with the
-//! signing context prepared once and reused.
+//! RS256 signing (RSASSA-PKCS1-v1_5 with SHA-256, RFC 7518 3.3) through AWS-LC.
 //!
-//! A fresh OpenSSL 3 signing context per signature (what `EVP_DigestSignInit` does, and so what
-//! josekit's signer does on every call) looks up the algorithm implementations in the provider
-//! tables each time: measured, a few per cent of a refresh grant's CPU on top of the RSA
-//! arithmetic. [`Rs256Signer`] hashes the signing input itself and signs the digest with a
-//! context made once (`EVP_PKEY_sign_init`, PKCS#1 v1.5 padding, SHA-256), the way `openssl
-//! speed` signs; contexts are kept in a small pool because one context serves one signature at
-//! a time.
+//! The signature is the refresh grant's main cost, so the issuer signs with the fastest RSA
+//! implementation this workspace can keep: `hack/bench/rsa.sh` sets AWS-LC (`aws-lc-rs`)
+//! against OpenSSL (through josekit, the `openssl` crate and `openssl speed`) and ring. On a CPU
+//! with AVX-512 IFMA AWS-LC's 3072-bit exponentiation signs about 1.8 times as fast as the
+//! system's OpenSSL 3.0; without it, at OpenSSL's rate. OpenSSL still parses the PEM (PKCS#8 or
+//! PKCS#1, as josekit accepts it), and josekit verifies.
 //!
 //! # Guarantees
 //! - The signature is the RS256 signature of the input: PKCS#1 v1.5 is deterministic, so it is
 //!   byte for byte the one josekit (or any RS256 signer) makes with the same key.
-//! - A context whose signature failed is dropped, never reused.
+//! - The DER copy of the private key made while loading is zeroed when dropped.
 //! - No error or `Debug` output contains key material.
 
-use std::{
-    fmt,
-    sync::{Mutex, PoisonError},
+use std::fmt;
+
+use aws_lc_rs::{
+    rand::SystemRandom,
+    signature::{RSA_PKCS1_SHA256, RsaKeyPair},
 };
+use openssl::pkey::PKey;
+use zeroize::Zeroizing;
 
-use openssl::{
-    error::ErrorStack,
-    md::Md,
-    pkey::{PKey, Private},
-    pkey_ctx::PkeyCtx,
-    rsa::Padding,
-};
-use sha2::{Digest as _, Sha256};
+/// Why a PEM private key cannot sign RS256. Says nothing of the key itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Rs256KeyError {
+    /// The PEM is not a private key OpenSSL can parse, or the key is not RSA.
+    #[error("the PEM is not an RSA private key")]
+    NotRsa,
+    /// AWS-LC refused the RSA key (its size is outside 2048-8192 bits, or its parts disagree).
+    #[error("the RSA key is not one AWS-LC signs with (2048 to 8192 bits, consistent parts)")]
+    Refused,
+}
 
-/// At most this many prepared contexts are kept per key: one per signature in flight, and the
-/// signatures in flight are bounded by the runtime's threads.
-const MAX_POOLED_CONTEXTS: usize = 64;
+/// The signature could not be made (AWS-LC reported an internal failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("RS256 signing failed")]
+pub struct Rs256SignError;
 
-/// An RSA private key that signs RS256, reusing its prepared OpenSSL contexts.
+/// An RSA private key that signs RS256.
 pub struct Rs256Signer {
-    key: PKey<Private>,
-    pool: Mutex<Vec<PkeyCtx<Private>>>,
+    key: RsaKeyPair,
+    rng: SystemRandom,
 }
 
 impl fmt::Debug for Rs256Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Rs256Signer")
-            .field("bits", &self.key.bits())
+            .field("bits", &(self.key.public_modulus_len() * 8))
             .finish_non_exhaustive()
     }
 }
 
 impl Rs256Signer {
-    /// The signer of a PEM private key (PKCS#8 or PKCS#1). One context is prepared here, so a
-    /// key OpenSSL cannot sign with is refused at load, not at the first signature.
+    /// The signer of a PEM private key (PKCS#8 or PKCS#1). AWS-LC checks the key here, so a key
+    /// it cannot sign with is refused at load, not at the first signature.
     ///
     /// # Errors
-    /// OpenSSL's, when the PEM is not an RSA private key it can sign with.
-    pub fn from_pem(pem: &[u8]) -> Result<Self, ErrorStack> {
-        let key = PKey::private_key_from_pem(pem)?;
-        key.rsa()?;
-        let first = prepared(&key)?;
+    /// [`Rs256KeyError`], when the PEM is not an RSA private key AWS-LC signs with.
+    pub fn from_pem(pem: &[u8]) -> Result<Self, Rs256KeyError> {
+        let rsa = PKey::private_key_from_pem(pem)
+            .and_then(|key| key.rsa())
+            .map_err(|_| Rs256KeyError::NotRsa)?;
+        let der = Zeroizing::new(rsa.private_key_to_der().map_err(|_| Rs256KeyError::NotRsa)?);
+        let key = RsaKeyPair::from_der(&der).map_err(|_| Rs256KeyError::Refused)?;
         Ok(Self {
             key,
-            pool: Mutex::new(vec![first]),
+            rng: SystemRandom::new(),
         })
     }
 
     /// The RS256 signature of `input` (the JWS signing input).
     ///
     /// # Errors
-    /// OpenSSL's, when signing fails.
-    pub fn sign(&self, input: &[u8]) -> Result<Vec<u8>, ErrorStack> {
-        let digest = Sha256::digest(input);
-        let pooled = self.pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        let mut ctx = match pooled {
-            Some(ctx) => ctx,
-            None => prepared(&self.key)?,
-        };
-        let mut signature = vec![0u8; self.key.size()];
-        let len = ctx.sign(&digest, Some(&mut signature))?;
-        signature.truncate(len);
-        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
-        if pool.len() < MAX_POOLED_CONTEXTS {
-            pool.push(ctx);
-        }
+    /// [`Rs256SignError`], when AWS-LC fails to sign.
+    pub fn sign(&self, input: &[u8]) -> Result<Vec<u8>, Rs256SignError> {
+        let mut signature = vec![0u8; self.key.public_modulus_len()];
+        self.key
+            .sign(&RSA_PKCS1_SHA256, &self.rng, input, &mut signature)
+            .map_err(|_| Rs256SignError)?;
         Ok(signature)
     }
-}
-
-/// A context ready to sign SHA-256 digests with PKCS#1 v1.5 padding.
-fn prepared(key: &PKey<Private>) -> Result<PkeyCtx<Private>, ErrorStack> {
-    let mut ctx = PkeyCtx::new(key)?;
-    ctx.sign_init()?;
-    ctx.set_rsa_padding(Padding::PKCS1)?;
-    ctx.set_signature_md(Md::sha256())?;
-    Ok(ctx)
 }
 
 #[cfg(test)]
@@ -115,7 +104,6 @@ mod tests {
             assert_eq!(signature, theirs.sign(input).expect("josekit sign"));
             verifier.verify(input, &signature).expect("verifies");
         }
-        // Reused contexts sign on: the pool's context gives the same signature again.
         assert_eq!(
             ours.sign(b"a.b").expect("again"),
             theirs.sign(b"a.b").expect("josekit")
@@ -123,7 +111,7 @@ mod tests {
     }
 
     #[test]
-    fn concurrent_signatures_each_get_a_context_and_the_pool_stays_bounded() {
+    fn concurrent_signatures_are_all_the_same_signature() {
         let ours = std::sync::Arc::new(Rs256Signer::from_pem(PEM.as_bytes()).expect("load"));
         let expected = ours.sign(b"same input").expect("sign");
         let threads: Vec<_> = (0..4)
@@ -141,8 +129,36 @@ mod tests {
                 assert_eq!(signature, expected);
             }
         }
-        let pooled = ours.pool.lock().expect("pool").len();
-        assert!((1..=4).contains(&pooled), "{pooled} contexts kept");
+    }
+
+    #[test]
+    fn a_pkcs1_pem_signs_like_its_pkcs8_form() {
+        let pkcs1 = PKey::private_key_from_pem(PEM.as_bytes())
+            .and_then(|k| k.rsa())
+            .and_then(|r| r.private_key_to_pem())
+            .expect("pkcs1");
+        assert!(String::from_utf8_lossy(&pkcs1).starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        assert_eq!(
+            Rs256Signer::from_pem(&pkcs1)
+                .expect("pkcs1")
+                .sign(b"a.b")
+                .expect("sign"),
+            Rs256Signer::from_pem(PEM.as_bytes())
+                .expect("pkcs8")
+                .sign(b"a.b")
+                .expect("sign")
+        );
+    }
+
+    #[test]
+    fn a_key_under_2048_bits_is_refused_at_load() {
+        let small = openssl::rsa::Rsa::generate(1024)
+            .and_then(|r| r.private_key_to_pem())
+            .expect("1024-bit key");
+        assert_eq!(
+            Rs256Signer::from_pem(&small).expect_err("refused"),
+            Rs256KeyError::Refused
+        );
     }
 
     #[test]
@@ -155,8 +171,14 @@ mod tests {
             .expect("pkey")
             .private_key_to_pem_pkcs8()
             .expect("pem");
-        assert!(Rs256Signer::from_pem(&pem).is_err());
-        assert!(Rs256Signer::from_pem(b"not a key").is_err());
+        assert_eq!(
+            Rs256Signer::from_pem(&pem).expect_err("ec"),
+            Rs256KeyError::NotRsa
+        );
+        assert_eq!(
+            Rs256Signer::from_pem(b"not a key").expect_err("garbage"),
+            Rs256KeyError::NotRsa
+        );
         let printed = format!("{:?}", Rs256Signer::from_pem(PEM.as_bytes()).expect("load"));
         assert!(
             printed.contains("3072") && !printed.contains("PRIVATE"),
