@@ -13,7 +13,7 @@ use ichor_renderers::{
 use jiff::{SignedDuration, Timestamp};
 use std::path::Path;
 
-const RSA_PEM: &str = include_str!("../../tests/fixtures/rsa3072-1.pkcs8.pem");
+pub(crate) const RSA_PEM: &str = include_str!("../../tests/fixtures/rsa3072-1.pkcs8.pem");
 
 /// The lifetime of the families `setup --families` seeds (the chart's default refresh lifetime).
 const SEEDED_LIFETIME: SignedDuration = SignedDuration::from_hours(24);
