@@ -4,8 +4,8 @@
 # times). For each size, on a fresh real kube-apiserver and etcd from the test kit (the chart
 # installed, the users as IchorUsers, one `ichor-user-credentials` Secret): the Secret's size
 # (the sum of its data values, which the API server bounds at 1 MiB, and the object's JSON as a GET
-# returns it), then two `ichor-issuer --store kube` processes under the refresh load (64 clients,
-# each rotating a seeded family of users spread over all of them, as fast as answered). p50/p99
+# returns it), then two `ichor-issuer --store kube` processes under the refresh load (64 clients
+# rotating all the seeded families, dealt to them in turn, as fast as answered). p50/p99
 # are set against the smallest size in the same run. A size whose Secret the API server refuses
 # is reported with the refusal. Loopback, release build; writes
 # hack/bench/results/kube-secret-<date>.md (printed too).

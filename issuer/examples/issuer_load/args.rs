@@ -35,8 +35,8 @@ pub(crate) enum Command {
         clients: usize,
         #[arg(long, default_value_t = 10)]
         seconds: u64,
-        /// Rotate families seeded by `setup --families` in this directory (one per client, users
-        /// spread over all of them; tokens minted with its keys.json for the first issuer URL)
+        /// Rotate the families seeded by `setup --families` in this directory (all of them, dealt
+        /// to the clients in turn; tokens minted with its keys.json for the first issuer URL)
         /// instead of signing in.
         #[arg(long)]
         seeded: Option<PathBuf>,

@@ -6,7 +6,8 @@
 //!   `--families F` refresh families per user).
 //! - `refresh`: signs in `--clients` users (one refresh family each), then every client rotates
 //!   its own family as fast as it can for `--seconds`; prints throughput and latency. With
-//!   `--seeded D` it rotates families `setup --families` seeded in D instead of signing in.
+//!   `--seeded D` every client rotates its share of the families `setup --families` seeded in D
+//!   instead of signing in.
 //! - `busy-user`: one user with `--sessions` sessions beside as many users with one session
 //!   each, in turn, flat out with immediate retries on a 503 (`hack/bench/user-queue.sh`; see
 //!   [`busy_user`]).

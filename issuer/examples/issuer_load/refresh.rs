@@ -1,9 +1,9 @@
-//! `refresh`: refresh-grant throughput and latency. Signs in one refresh family per client, then
-//! every client rotates its own family as fast as it is answered; prints one `refresh …` line
+//! `refresh`: refresh-grant throughput and latency. Signs in one refresh family per client (or
+//! deals every seeded family to the clients), then every client rotates its own families in turn
+//! as fast as it is answered; prints one `refresh …` line
 //! (and one line per kind of error) for `hack/bench/*.sh` to parse.
 
 use crate::client::{client, sign_in, source};
-use crate::setup::seeded_family_id;
 use crate::stats::{ms, percentile};
 use anyhow::Context as _;
 use anyhow::Result;
@@ -30,16 +30,22 @@ pub(crate) async fn refresh(
     let families = match seeded {
         Some(dir) => seeded_families(dir, &issuers[0], clients)?
             .into_iter()
-            .map(|token| Ok((client(&ca)?, token)))
+            .map(|tokens| Ok((client(&ca)?, tokens)))
             .collect::<Result<Vec<_>>>()?,
-        None => sign_in_families(issuers, &ca, clients).await?,
+        None => sign_in_families(issuers, &ca, clients)
+            .await?
+            .into_iter()
+            .map(|(http, token)| (http, vec![token]))
+            .collect(),
     };
     rotate(issuers, clients, duration, families).await
 }
 
-/// One refresh token per client for families `setup --families` seeded in `dir`: the first family
-/// of users spread evenly over all of them, minted as the token endpoint would with `dir`'s keys.
-fn seeded_families(dir: &Path, iss: &str, clients: usize) -> Result<Vec<String>> {
+/// The refresh tokens of every family `setup --families` seeded in `dir`, dealt to the clients in
+/// turn (family j of all to client j mod clients), minted as the token endpoint would with
+/// `dir`'s keys. A client rotates its families one after another, as a gateway for many people
+/// would, so no family is refreshed faster than a real session could need.
+fn seeded_families(dir: &Path, iss: &str, clients: usize) -> Result<Vec<Vec<String>>> {
     let doc = KeysDocument::parse(&std::fs::read(dir.join("keys.json"))?)?;
     let keys = LoadedKeys::from_document(&doc)?;
     let state: serde_json::Value =
@@ -47,24 +53,25 @@ fn seeded_families(dir: &Path, iss: &str, clients: usize) -> Result<Vec<String>>
     let entries = state["entries"]
         .as_object()
         .context("credentials.json has no entries")?;
-    let users = entries.len();
-    anyhow::ensure!(
-        users >= clients,
-        "{clients} clients need as many users; setup wrote {users}"
-    );
     let now = jiff::Timestamp::now();
-    (0..clients)
-        .map(|c| {
-            let i = c * users / clients;
-            let (sub, fam) = (format!("bench-{i}"), seeded_family_id(i, 0));
-            let entry = CredentialsEntry::parse(&sub, entries[&sub].to_string().as_bytes())?;
-            let family = entry
-                .families
-                .get(&fam)
-                .with_context(|| format!("{sub} has no family {fam}"))?;
-            Ok(sign_refresh(&keys, iss, &sub, &fam, family, now)?)
-        })
-        .collect()
+    let mut dealt = vec![Vec::new(); clients];
+    let mut j = 0;
+    for i in 0..entries.len() {
+        let sub = format!("bench-{i}");
+        let raw = entries
+            .get(&sub)
+            .with_context(|| format!("credentials.json has no {sub}"))?;
+        let entry = CredentialsEntry::parse(&sub, raw.to_string().as_bytes())?;
+        for (fam, family) in &entry.families {
+            dealt[j % clients].push(sign_refresh(&keys, iss, &sub, fam, family, now)?);
+            j += 1;
+        }
+    }
+    anyhow::ensure!(
+        j >= clients,
+        "{clients} clients need as many seeded families; setup wrote {j}"
+    );
+    Ok(dealt)
 }
 
 async fn sign_in_families(
@@ -100,12 +107,12 @@ async fn rotate(
     issuers: &[String],
     clients: usize,
     duration: Duration,
-    families: Vec<(reqwest::Client, String)>,
+    families: Vec<(reqwest::Client, Vec<String>)>,
 ) -> Result<()> {
     let start = Instant::now();
     let deadline = start + duration;
     let mut tasks = Vec::new();
-    for (i, (http, mut token)) in families.into_iter().enumerate() {
+    for (i, (http, mut tokens)) in families.into_iter().enumerate() {
         let issuers = issuers.to_vec();
         tasks.push(tokio::spawn(async move {
             let mut tally = Tally::default();
@@ -114,6 +121,7 @@ async fn rotate(
                 // A new source address on every request: many people, not one client.
                 let from = source(i * 100_000 + n);
                 let issuer = &issuers[(i + n) % issuers.len()];
+                let turn = n % tokens.len();
                 n += 1;
                 let t = Instant::now();
                 let reply = http
@@ -121,7 +129,7 @@ async fn rotate(
                     .header("x-forwarded-for", from)
                     .form(&[
                         ("grant_type", "refresh_token"),
-                        ("refresh_token", token.as_str()),
+                        ("refresh_token", tokens[turn].as_str()),
                         ("client_id", "ichor-cli"),
                     ])
                     .send()
@@ -131,7 +139,7 @@ async fn rotate(
                         Ok(v) => match v["refresh_token"].as_str() {
                             Some(next) => {
                                 tally.ok.push(t.elapsed());
-                                token = next.to_owned();
+                                next.clone_into(&mut tokens[turn]);
                             }
                             None => *tally.errors.entry("no refresh_token".into()).or_default() += 1,
                         },
@@ -143,8 +151,11 @@ async fn rotate(
                         let key = format!("HTTP {status}: {}", body.chars().take(120).collect::<String>());
                         *tally.errors.entry(key).or_default() += 1;
                         if status == 400 {
-                            // The family is gone (invalid_grant): this client stops.
-                            break;
+                            // The family is gone (invalid_grant): the client rotates the others.
+                            tokens.swap_remove(turn);
+                            if tokens.is_empty() {
+                                break;
+                            }
                         }
                     }
                     Err(e) => *tally.errors.entry(format!("transport: {e}")).or_default() += 1,

@@ -19,7 +19,7 @@ pub(crate) const RSA_PEM: &str = include_str!("../../tests/fixtures/rsa3072-1.pk
 const SEEDED_LIFETIME: SignedDuration = SignedDuration::from_hours(24);
 
 /// The id of the `k`-th seeded family of user `i`: 22 characters, as long as a real one.
-pub(crate) fn seeded_family_id(i: usize, k: usize) -> String {
+fn seeded_family_id(i: usize, k: usize) -> String {
     format!("seed{i:07}x{k:010}")
 }
 
