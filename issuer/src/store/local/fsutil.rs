@@ -79,16 +79,19 @@ fn write_synced(temp: &Path, bytes: &[u8]) -> io::Result<File> {
 /// Replaces `path` (in directory `dir`) by `bytes` atomically and durably: a new file (mode
 /// 0600) in the same directory, written and synced, renamed over `path`, then `dir` synced.
 pub(crate) fn atomic_replace(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    atomic_replace_kept(dir, path, bytes).map(drop)
+    replace_before_dir_sync(dir, path, bytes)?;
+    sync_dir(dir)
 }
 
-/// [`atomic_replace`], returning the new file still open (write-only), so the caller can stamp it
-/// and keep its inode from being reused while it holds it.
-pub(crate) fn atomic_replace_kept(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<File> {
+/// The first half of [`atomic_replace`]: `bytes` written to a new file (mode 0600), synced and
+/// renamed over `path`, which readers now see; returns the new file still open (write-only), so
+/// the caller can stamp it and keep its inode from being reused while it holds it. The rename
+/// is durable only once [`sync_dir`] of `dir` returns, which the caller must call before it
+/// reports the write done.
+pub(crate) fn replace_before_dir_sync(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<File> {
     let temp = temp_path(dir, path);
     let result = write_synced(&temp, bytes).and_then(|file| {
         fs::rename(&temp, path)?;
-        File::open(dir)?.sync_all()?;
         Ok(file)
     });
     if result.is_err() {
@@ -96,6 +99,11 @@ pub(crate) fn atomic_replace_kept(dir: &Path, path: &Path, bytes: &[u8]) -> io::
         let _ = fs::remove_file(&temp);
     }
     result
+}
+
+/// Syncs the directory `dir`, making the renames, links and removals in it durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 /// Creates `path` (in directory `dir`) with `bytes` atomically, failing with
@@ -106,13 +114,13 @@ pub(crate) fn atomic_create(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result
     let result = write_synced(&temp, bytes).and_then(|_| fs::hard_link(&temp, path));
     let _ = fs::remove_file(&temp);
     result?;
-    File::open(dir)?.sync_all()
+    sync_dir(dir)
 }
 
 /// Removes `path` (in directory `dir`) durably.
 pub(crate) fn remove_durably(dir: &Path, path: &Path) -> io::Result<()> {
     fs::remove_file(path)?;
-    File::open(dir)?.sync_all()
+    sync_dir(dir)
 }
 
 /// Creates `dir` (and its parents) mode 0700 when it does not exist; warns when an existing one

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::store::{
     StoreError,
-    local::fsutil::{atomic_replace_kept, ensure_private_dir, lock_exclusive},
+    local::fsutil::{ensure_private_dir, lock_exclusive, replace_before_dir_sync, sync_dir},
 };
 
 /// How long a batch gathers when writes are concurrent (see [`CommitTurn::run`]): short next to
@@ -238,10 +238,12 @@ impl CredentialsFile {
                 crate::store::FULL_REMEDY
             )));
         }
-        let file =
-            atomic_replace_kept(&self.dir, &self.path, &bytes).map_err(|e| self.unavailable("write", &e))?;
-        // Stamped after the rename (which changes the change time), through our own handle: under
-        // the lock nobody else replaces the file, so this is the stamp readers will see.
+        let file = replace_before_dir_sync(&self.dir, &self.path, &bytes)
+            .map_err(|e| self.unavailable("write", &e))?;
+        // Cached as soon as the new file is in place, before the directory sync: readers already
+        // see it on disk, and served from the cache they need not parse it meanwhile. Stamped
+        // after the rename (which changes the change time), through our own handle: under the
+        // lock nobody else replaces the file, so this is the stamp readers will see.
         if let Ok(meta) = file.metadata() {
             *self.cached() = Some(Cached {
                 stamp: FileStamp::of(&meta),
@@ -249,7 +251,7 @@ impl CredentialsFile {
                 snapshot: Arc::new(doc),
             });
         }
-        Ok(())
+        sync_dir(&self.dir).map_err(|e| self.unavailable("write", &e))
     }
 }
 
