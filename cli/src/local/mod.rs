@@ -344,8 +344,11 @@ impl LocalController {
     pub fn tick(&mut self, now: Timestamp) -> TickReport {
         let mut report = TickReport::default();
         let mut events = Vec::new();
-        self.store.poll_manifests(&mut events, &mut report.problems);
+        // Credentials before manifests: the API writes a new user's manifest before its
+        // credentials entry, so an entry read here has its user in the manifests read next. The
+        // other order can read the entry without the user, and the graph would remove it.
         self.store.poll_credentials(&mut events);
+        self.store.poll_manifests(&mut events, &mut report.problems);
         report.events = events.len();
         self.lp.ingest(events);
         self.lp.tick(now);
