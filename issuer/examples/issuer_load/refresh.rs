@@ -56,14 +56,10 @@ fn seeded_families(dir: &Path, iss: &str, clients: usize) -> Result<Vec<Vec<Stri
     let now = jiff::Timestamp::now();
     let mut dealt = vec![Vec::new(); clients];
     let mut j = 0;
-    for i in 0..entries.len() {
-        let sub = format!("bench-{i}");
-        let raw = entries
-            .get(&sub)
-            .with_context(|| format!("credentials.json has no {sub}"))?;
-        let entry = CredentialsEntry::parse(&sub, raw.to_string().as_bytes())?;
+    for (sub, raw) in entries {
+        let entry = CredentialsEntry::parse(sub, raw.to_string().as_bytes())?;
         for (fam, family) in &entry.families {
-            dealt[j % clients].push(sign_refresh(&keys, iss, &sub, fam, family, now)?);
+            dealt[j % clients].push(sign_refresh(&keys, iss, sub, fam, family, now)?);
             j += 1;
         }
     }
