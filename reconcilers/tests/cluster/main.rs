@@ -8,6 +8,7 @@
 //! binaries are missing, unless `ICHOR_REQUIRE_CONSUMERS=1` (as `hack/test.sh` sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, missing_docs)]
 
+mod attacks;
 mod controller;
 mod crds;
 mod replicas;
