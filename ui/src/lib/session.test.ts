@@ -167,6 +167,39 @@ describe("the browser session", () => {
     expect(f).not.toHaveBeenCalled();
   });
 
+  it("never presents copied tokens before its lock is decided, whatever starts the refresh", async () => {
+    const locks = {
+      request: (_name: string, opts: { signal: AbortSignal }) =>
+        new Promise((_, reject) => opts.signal.addEventListener("abort", () =>
+          reject(new DOMException("aborted", "AbortError")))),
+    } as unknown as LockManager;
+    const f = vi.fn();
+    const d = deps(f as unknown as Deps["fetch"], locks);
+    // A copy whose ID token is near its end: becoming visible (or a timer, or a call) refreshes.
+    const s = signedIn(d, 10);
+    const ended: string[] = [];
+    s.onEnd = (r) => ended.push(r);
+    const visible = s.becameVisible();
+    const claimed = s.claimFamily();
+    await visible;
+    expect(await claimed).toBe(false);
+    expect(f).not.toHaveBeenCalled();
+    expect(s.idToken()).toBeNull();
+    expect(ended).toEqual(["copiedTab"]);
+  });
+
+  it("asks for the family's lock once when several callers claim it at the same time", async () => {
+    const names: string[] = [];
+    const locks = {
+      request: (name: string, _o: unknown, cb: () => Promise<void>) => { names.push(name); return cb(); },
+    } as unknown as LockManager;
+    const d = deps(vi.fn() as unknown as Deps["fetch"], locks);
+    const s = signedIn(d, 300);
+    expect(await Promise.all([s.claimFamily(), s.claimFamily()])).toEqual([true, true]);
+    expect(names).toEqual(["ichor-session-f1"]);
+    s.clear();
+  });
+
   it("goes ahead when the family's lock is granted and names the lock after the family", async () => {
     const names: string[] = [];
     const locks = {

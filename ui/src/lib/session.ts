@@ -5,7 +5,8 @@
 // one rotation happens. A refused refresh (400, 401, 403) ends the session; a network failure or a
 // 5xx keeps it and retries every 15 s. A tab holding a family keeps the Web Lock `ichor-session-<fam>`; a
 // duplicated tab (which copied sessionStorage) cannot take it and drops the copied tokens, so it
-// never presents a retired token that would revoke the original's family.
+// never presents a retired token that would revoke the original's family. Every refresh, whatever
+// starts it (a timer, the tab becoming visible, a call), waits for that lock first.
 
 import { claims, expiresAtMs, issuedAtMs } from "./jwt";
 import {
@@ -54,6 +55,7 @@ export class Session {
   private timer: unknown = null;
   private releaseLock: (() => void) | null = null;
   private lockedFamily: string | null = null;
+  private claiming: { fam: string; held: Promise<boolean> } | null = null;
   onEnd: (reason: EndReason) => void = () => {};
 
   constructor(private readonly d: Deps) {}
@@ -102,12 +104,19 @@ export class Session {
   /**
    * Takes the Web Lock of the stored family. False when another tab holds it (this tab is a
    * copy): the copied tokens are then dropped. True without a family, without Web Locks, or when
-   * the lock call fails for another reason (the tab goes ahead).
+   * the lock call fails for another reason (the tab goes ahead). Concurrent callers share one
+   * request for the lock.
    */
-  async claimFamily(): Promise<boolean> {
+  claimFamily(): Promise<boolean> {
     const fam = this.family();
-    if (!fam || !this.d.locks || this.lockedFamily === fam) return true;
-    const locks = this.d.locks;
+    if (!fam || !this.d.locks || this.lockedFamily === fam) return Promise.resolve(true);
+    if (this.claiming?.fam === fam) return this.claiming.held;
+    const held = this.requestFamilyLock(fam, this.d.locks).finally(() => (this.claiming = null));
+    this.claiming = { fam, held };
+    return held;
+  }
+
+  private async requestFamilyLock(fam: string, locks: LockManager): Promise<boolean> {
     let granted!: (held: boolean) => void;
     const result = new Promise<boolean>((r) => (granted = r));
     const controller = new AbortController();
@@ -206,6 +215,8 @@ export class Session {
   }
 
   private async doRefresh(): Promise<string | null> {
+    // A copied tab must not present the copied refresh token: the family's lock comes first.
+    if (!(await this.claimFamily())) return null;
     const r = this.refresh();
     if (!r) return null;
     let response: Response;
