@@ -1,11 +1,17 @@
 //! IP networks in CIDR notation (`10.0.0.0/8`, `fd00::/8`), for `--trusted-proxy`: the peers
 //! whose `X-Forwarded-For` is believed when deciding a request's source (back-off per source).
 //! The arithmetic is `ipnet`'s; this module adds the strict reading of the flag (a prefix is
-//! required, host bits are refused, each mistake named) and the walk of `X-Forwarded-For`.
+//! required, host bits are refused, each mistake named), the walk of `X-Forwarded-For`, and the
+//! warning about forwarding headers from an internal peer that is not trusted
+//! ([`UntrustedForwarders`]). Trust exact proxy addresses (`10.0.12.7/32`), not ranges: anyone
+//! inside a trusted range can forge the header and take another client's source.
 
+use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 
@@ -17,7 +23,7 @@ pub struct Cidr(IpNet);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CidrError {
     /// No `/`.
-    #[error("{0:?} is not in CIDR notation; write an address, '/', and a prefix length, like 10.0.0.0/8")]
+    #[error("{0:?} is not in CIDR notation; write an address, '/', and a prefix length, like 10.0.12.7/32")]
     NoPrefix(String),
     /// The address part is not an IP address.
     #[error("{0:?} is not an IPv4 or IPv6 address")]
@@ -92,6 +98,10 @@ impl fmt::Display for Cidr {
     }
 }
 
+/// The most addresses a trusted network holds without [`TrustedProxies::wide`] naming it (a /24
+/// of IPv4, a /120 of IPv6).
+pub const WIDE_NETWORK: u32 = 256;
+
 /// The proxies whose `X-Forwarded-For` is believed: a list of networks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies {
@@ -109,7 +119,7 @@ impl TrustedProxies {
         TrustedProxies { networks }
     }
 
-    /// Parses entries like `10.0.0.0/8` or `fd00::/8` (surrounding white space ignored).
+    /// Parses entries like `10.0.12.7/32` or `fd00::7/128` (surrounding white space ignored).
     ///
     /// # Errors
     /// The first malformed entry.
@@ -124,6 +134,19 @@ impl TrustedProxies {
     /// Whether `ip` is a trusted proxy.
     pub fn contains(&self, ip: IpAddr) -> bool {
         self.networks.iter().any(|n| n.contains(ip))
+    }
+
+    /// The networks of more than [`WIDE_NETWORK`] addresses: every host inside one can forge
+    /// `X-Forwarded-For` and be taken for any client, so they deserve a warning at start-up.
+    pub fn wide(&self) -> Vec<Cidr> {
+        self.networks
+            .iter()
+            .filter(|n| {
+                let bits = if n.network().is_ipv4() { 32 } else { 128 };
+                u32::from(bits - n.prefix()) > WIDE_NETWORK.trailing_zeros()
+            })
+            .copied()
+            .collect()
     }
 }
 
@@ -153,6 +176,108 @@ pub fn source_address(
         }
     }
     Some(source)
+}
+
+/// Whether `ip` is an address a proxy inside the installation would have: private (RFC 1918,
+/// unique local `fc00::/7`), shared (`100.64.0.0/10`, RFC 6598), loopback or link-local.
+pub fn is_internal(ip: IpAddr) -> bool {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_private() || v4.is_loopback() || v4.is_link_local() || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// How many peers [`UntrustedForwarders`] remembers having warned about.
+pub const FORWARDER_MEMORY: usize = 1024;
+/// The least time between two warnings of [`UntrustedForwarders`].
+pub const FORWARDER_WARNING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The warnings about forwarding headers (`X-Forwarded-For`, `Forwarded`) from an internal peer
+/// that is no trusted proxy: an ingress or load balancer left out of `--trusted-proxy`, behind
+/// which every client shares the ingress's address and so its per-source limits.
+///
+/// Each such peer is warned about once; the peers warned about are remembered up to
+/// [`FORWARDER_MEMORY`] (the oldest forgotten first), and at most one warning is logged per
+/// [`FORWARDER_WARNING_INTERVAL`] (a peer not warned about for that reason is warned about at a
+/// later request). The header values are never logged.
+#[derive(Debug)]
+pub struct UntrustedForwarders {
+    state: Mutex<WarnedPeers>,
+}
+
+#[derive(Debug, Default)]
+struct WarnedPeers {
+    warned: HashSet<IpAddr>,
+    order: VecDeque<IpAddr>,
+    last: Option<Instant>,
+}
+
+impl Default for UntrustedForwarders {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl UntrustedForwarders {
+    /// No peer warned about yet.
+    pub fn new() -> Self {
+        UntrustedForwarders {
+            state: Mutex::new(WarnedPeers::default()),
+        }
+    }
+
+    /// Notes a request from `peer` that carries forwarding headers (`forwarded`) and logs a
+    /// warning when `peer` is an internal address ([`is_internal`]) outside `trusted` that has
+    /// not been warned about, unless a warning was logged less than
+    /// [`FORWARDER_WARNING_INTERVAL`] before `now`. Returns whether it warned.
+    pub fn observe(&self, peer: IpAddr, forwarded: bool, trusted: &TrustedProxies, now: Instant) -> bool {
+        let peer = peer.to_canonical();
+        if !forwarded || trusted.contains(peer) || !is_internal(peer) {
+            return false;
+        }
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.warned.contains(&peer)
+            || state
+                .last
+                .is_some_and(|last| now.saturating_duration_since(last) < FORWARDER_WARNING_INTERVAL)
+        {
+            return false;
+        }
+        state.last = Some(now);
+        if state.order.len() >= FORWARDER_MEMORY
+            && let Some(oldest) = state.order.pop_front()
+        {
+            state.warned.remove(&oldest);
+        }
+        state.warned.insert(peer);
+        state.order.push_back(peer);
+        drop(state);
+        tracing::warn!(
+            %peer,
+            "a request from {peer} carries X-Forwarded-For or Forwarded, but {peer} is not a trusted \
+             proxy: the header is ignored, and every client behind that proxy shares its address and \
+             so one per-source limit (garbage from one of them slows down the others' failures). If \
+             it is your ingress or load balancer, add its exact address ({}) to --trusted-proxy (the \
+             chart's issuer.trustedProxies); never a whole range, since anyone inside it could then \
+             forge the header",
+            exact(peer)
+        );
+        true
+    }
+}
+
+/// `ip` as a one-address network (`/32` or `/128`).
+fn exact(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(_) => format!("{ip}/32"),
+        IpAddr::V6(_) => format!("{ip}/128"),
+    }
 }
 
 #[cfg(test)]
@@ -215,6 +340,97 @@ mod tests {
             "example/8".parse::<Cidr>(),
             Err(CidrError::BadAddress(_))
         ));
+    }
+
+    #[test]
+    fn networks_wider_than_a_slash_24_are_wide() {
+        let trusted = TrustedProxies::parse(&[
+            "10.0.0.0/8",
+            "10.0.12.7/32",
+            "10.1.0.0/24",
+            "10.2.0.0/23",
+            "fd00::/64",
+            "fd00::7/128",
+        ])
+        .expect("parse");
+        let wide: Vec<String> = trusted.wide().iter().map(ToString::to_string).collect();
+        assert_eq!(wide, ["10.0.0.0/8", "10.2.0.0/23", "fd00::/64"]);
+    }
+
+    #[test]
+    fn internal_addresses_are_private_shared_loopback_and_link_local_ones() {
+        for ip in [
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.1",
+            "192.168.1.1",
+            "100.64.0.1",
+            "100.127.255.1",
+            "127.0.0.6",
+            "169.254.1.1",
+            "::1",
+            "fd12::1",
+            "fc00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(is_internal(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in [
+            "8.8.8.8",
+            "172.32.0.1",
+            "100.128.0.1",
+            "203.0.113.7",
+            "2001:db8::1",
+        ] {
+            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn an_untrusted_internal_forwarder_is_warned_about_once_and_warnings_are_spaced() {
+        let forwarders = UntrustedForwarders::new();
+        let trusted = TrustedProxies::parse(&["10.0.12.7/32"]).expect("parse");
+        let t0 = Instant::now();
+        let ingress: IpAddr = "10.0.9.9".parse().unwrap();
+        assert!(forwarders.observe(ingress, true, &trusted, t0));
+        assert!(
+            !forwarders.observe(ingress, true, &trusted, t0 + Duration::from_secs(60)),
+            "once"
+        );
+        // Not warned about: no header, a trusted proxy, a public peer.
+        let other: IpAddr = "10.0.9.10".parse().unwrap();
+        let later = t0 + Duration::from_secs(120);
+        assert!(!forwarders.observe(other, false, &trusted, later));
+        assert!(!forwarders.observe("10.0.12.7".parse().unwrap(), true, &trusted, later));
+        assert!(!forwarders.observe("203.0.113.7".parse().unwrap(), true, &trusted, later));
+        // A second peer right after a warning waits for the interval, then is warned about.
+        assert!(forwarders.observe(other, true, &trusted, later));
+        let third: IpAddr = "fd00::3".parse().unwrap();
+        assert!(!forwarders.observe(third, true, &trusted, later + Duration::from_secs(1)));
+        assert!(forwarders.observe(third, true, &trusted, later + FORWARDER_WARNING_INTERVAL));
+    }
+
+    #[test]
+    fn the_warned_peers_are_bounded_and_the_oldest_is_forgotten_first() {
+        let forwarders = UntrustedForwarders::new();
+        let trusted = TrustedProxies::none();
+        let mut now = Instant::now();
+        let peer = |n: usize| IpAddr::from([10, 1, (n / 256) as u8, (n % 256) as u8]);
+        for n in 0..=FORWARDER_MEMORY {
+            now += FORWARDER_WARNING_INTERVAL;
+            assert!(forwarders.observe(peer(n), true, &trusted, now), "peer {n}");
+        }
+        let state = forwarders.state.lock().unwrap();
+        assert_eq!(state.warned.len(), FORWARDER_MEMORY);
+        assert_eq!(state.order.len(), FORWARDER_MEMORY);
+        assert!(!state.warned.contains(&peer(0)), "the oldest was forgotten");
+        drop(state);
+        now += FORWARDER_WARNING_INTERVAL;
+        assert!(
+            forwarders.observe(peer(0), true, &trusted, now),
+            "and is warned about again"
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ Examples:
   # The operator's certificate on 8443 (cert-manager renewals are picked up without a restart)
   ichor-issuer --external-url https://ichor.example.com \\
     --tls-cert-file /etc/ichor/ui-tls/tls.crt --tls-key-file /etc/ichor/ui-tls/tls.key \\
-    --trusted-proxy 10.0.0.0/8 --log-format json
+    --trusted-proxy 10.0.12.7/32 --trusted-proxy 10.0.12.8/32 --log-format json
 
   # On one machine, with files for users and state
   ichor-issuer --external-url https://127.0.0.1:8443 --listen 127.0.0.1:8443 \\

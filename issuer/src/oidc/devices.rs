@@ -9,10 +9,15 @@
 //! takes its password check through [`FastLane`] (a shared permit when one is free at once, else
 //! its own argon2id permit and a short queue) instead of waiting in the shared
 //! [`super::passwords::HashGate`]; while it is pending the shared queue starts no new check
-//! ([`super::priority`]). Nothing else changes: the password is
-//! verified the same way, the per-source limit and the per-user back-off apply first, and a
-//! cookie that is forged, expired, signed by a retired key or for another user is ignored
-//! without a word (the sign-in goes through the shared queue like any other).
+//! ([`super::priority`]). The password is verified the same way, and a cookie that is forged,
+//! expired, signed by a retired key or for another user is ignored without a word (the sign-in
+//! goes through the shared queue like any other).
+//!
+//! The limits treat a known device apart too: its sign-ins have a back-off budget of their own
+//! ([`super::limits::backoff_key`]), so someone who only knows the user name cannot lock the
+//! user out of the devices they signed in on, while the device's own wrong passwords back it off
+//! as usual; and its address's failure bucket does not refuse it when emptied by others behind
+//! that address (its failures are still charged there).
 //!
 //! The lane holds one check per user at a time and [`LANE_PERMITS`] + [`LANE_MAX_WAITING`] in
 //! all, so a flood cannot move into it: each of its places needs a cookie of a different user,
@@ -212,19 +217,21 @@ pub(crate) struct Known<'a> {
     pub place: Option<LanePlace<'a>>,
 }
 
-/// Looks for a device cookie of `name` in `headers` (`None` also for a missing name or keys).
-pub(crate) fn known<'a>(
-    issuer: &'a Issuer,
-    headers: &HeaderMap,
-    name: Option<&UserName>,
-) -> Option<Known<'a>> {
+/// The device id of a valid device cookie of `name` in `headers` (`None` also for a missing
+/// name or keys). One HMAC check: the sign-in does it before its limits, since a known device
+/// has a back-off budget of its own and is not refused by its address's emptied bucket.
+pub(crate) fn device_of(issuer: &Issuer, headers: &HeaderMap, name: Option<&UserName>) -> Option<String> {
     let (value, name) = (from_headers(headers)?, name?);
     let keys = issuer.keys().load()?;
-    let claims = recognise(&keys, value, issuer.issuer(), name.as_str(), issuer.now())?;
-    Some(Known {
-        dev: claims.dev,
+    recognise(&keys, value, issuer.issuer(), name.as_str(), issuer.now()).map(|claims| claims.dev)
+}
+
+/// The known device `dev` of `name`, with a place in the issuer's lane when one is free.
+pub(crate) fn known<'a>(issuer: &'a Issuer, name: &UserName, dev: String) -> Known<'a> {
+    Known {
+        dev,
         place: issuer.devices.enter(name.as_str()),
-    })
+    }
 }
 
 /// The `Set-Cookie` of a successful sign-in of `user`: the known device's id kept, or a new one.

@@ -1,8 +1,11 @@
 //! `/oidc/login`: the sign-in page (GET, behind `?ticket=`) and the sign-in itself (POST, a form
 //! or JSON), which turns a valid ticket and the right password into a 60-second code.
 //!
-//! Order of the POST: the ticket (cheap, refuses forged requests), the per-source failure bucket
-//! (a token reserved, kept only when the password turns out wrong), the per-user back-off (the attempt is reserved before anything is verified), the user and the
+//! Order of the POST: the ticket (cheap, refuses forged requests), the device cookie (one HMAC
+//! check, see [`super::devices`]), the per-source failure bucket (a token reserved, kept only
+//! when the password turns out wrong or the name is blocked; a known device is not refused by
+//! an empty one), the per-user back-off (the attempt is reserved before anything is verified;
+//! a known device has a budget of its own, [`super::limits::backoff_key`]), the user and the
 //! credentials entry (read together, also for unknown users so the store's timing says
 //! nothing), one argon2id verification (the dummy hash when there is no user or no password; in
 //! the known devices' lane when the request carries a device cookie of that user, see
@@ -29,7 +32,7 @@ use super::{
     authorize::{see_other, wants_json, with_query},
     devices,
     errors::OAuthError,
-    limits::{Admission, AttemptOutcome, SourceToken, UserBackoff},
+    limits::{Admission, AttemptOutcome, SourceToken, UserBackoff, backoff_key},
     lock, page,
     passwords::{self, CheckError, Checked},
     request::{AUD_KUBE, Params},
@@ -197,18 +200,26 @@ async fn sign_in(
     password: Password,
 ) -> Result<(String, Option<HeaderValue>), Failure> {
     let now = issuer.now();
-    let source_token = SourceToken::reserve(&issuer.login_buckets, source, now).map_err(|wait| {
-        issuer.metrics.backoff_hit("source_rate");
-        Failure::Limited {
-            retry_after: wait.as_secs(),
-        }
-    })?;
     let name = (username.len() <= MAX_USERNAME_FIELD)
         .then(|| UserName::parse(username).ok())
         .flatten();
-    let key = name
-        .as_ref()
-        .map_or_else(|| "\u{0}invalid".to_owned(), |n| n.as_str().to_owned());
+    // A device that signed in as this very user before (one HMAC check) is not refused by its
+    // address's emptied bucket and has a back-off budget of its own; its failures still count.
+    let device = devices::device_of(issuer, headers, name.as_ref());
+    let source_token = match SourceToken::reserve(&issuer.login_buckets, source, now) {
+        Ok(token) => token,
+        Err(_) if device.is_some() => SourceToken::exempt(&issuer.login_buckets, source, now),
+        Err(wait) => {
+            issuer.metrics.backoff_hit("source_rate");
+            return Err(Failure::Limited {
+                retry_after: wait.as_secs(),
+            });
+        }
+    };
+    let key = name.as_ref().map_or_else(
+        || "\u{0}invalid".to_owned(),
+        |n| backoff_key(n.as_str(), device.as_deref()),
+    );
     if let Admission::Blocked { retry_after } = lock(&issuer.backoff).admit(&key, now) {
         issuer.metrics.backoff_hit("user_backoff");
         return Err(Failure::Limited {
@@ -216,13 +227,19 @@ async fn sign_in(
         });
     }
     let mut reservation = Reservation {
+        // A probe of a blocked name costs its source a token like a wrong password: else one
+        // address could keep a name blocked for ever at no cost.
+        source_token.charge();
         backoff: Arc::clone(&issuer.backoff),
         key,
         outcome: AttemptOutcome::Abandoned,
         at: now,
     };
 
-    let known = devices::known(issuer, headers, name.as_ref());
+    let known = match (device, &name) {
+        (Some(dev), Some(name)) => Some(devices::known(issuer, name, dev)),
+        _ => None,
+    };
     let (gate, borrow) = match known.as_ref().and_then(|k| k.place.as_ref()) {
         Some(place) => (place.gate(), Some(&issuer.hash_gate)),
         None => (&issuer.hash_gate, None),

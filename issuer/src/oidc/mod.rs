@@ -156,6 +156,7 @@ pub struct Issuer {
     devices: devices::FastLane,
     backoff: Arc<Mutex<limits::UserBackoff>>,
     login_buckets: Mutex<limits::TokenBuckets<limits::SourceKey>>,
+    forwarders: ichor_server::cidr::UntrustedForwarders,
     token_buckets: Mutex<limits::TokenBuckets<limits::SourceKey>>,
     family_buckets: Mutex<limits::TokenBuckets<String>>,
     codes: Mutex<limits::CodeLedger>,
@@ -214,6 +215,15 @@ impl Issuer {
         store.register_metrics(registry);
         Ok(Issuer {
             ui_redirect: format!("{issuer}/auth/callback"),
+        for network in config.trusted_proxies.wide() {
+            tracing::warn!(
+                %network,
+                "the trusted proxy network {network} holds more than {} addresses: any host in it can \
+                 forge X-Forwarded-For and be taken for another client; list the proxies' exact \
+                 addresses (/32 or /128) instead",
+                ichor_server::cidr::WIDE_NETWORK
+            );
+        }
             issuer,
             trusted_proxies: config.trusted_proxies,
             keys,
@@ -226,6 +236,7 @@ impl Issuer {
             devices: devices::FastLane::new(devices::LANE_PERMITS, devices::LANE_MAX_WAITING, priority),
             backoff: Arc::new(Mutex::new(limits::UserBackoff::new())),
             login_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::LOGIN_FAILURES)),
+            forwarders: ichor_server::cidr::UntrustedForwarders::new(),
             token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN_FAILURES)),
             family_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::FAMILY_GRANTS)),
             codes: Mutex::new(limits::CodeLedger::new()),
@@ -304,7 +315,9 @@ impl Issuer {
 
 /// The source address of a request ([`ichor_server::cidr::source_address`] over the peer from
 /// `ConnectInfo<SocketAddr>` and `X-Forwarded-For`). A request without `ConnectInfo` counts as
-/// coming from `0.0.0.0`, so such requests share one rate-limit bucket.
+/// coming from `0.0.0.0`, so such requests share one rate-limit bucket. Forwarding headers from
+/// an internal peer that is no trusted proxy are warned about
+/// ([`ichor_server::cidr::UntrustedForwarders`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Source(pub IpAddr);
 
@@ -343,6 +356,13 @@ pub fn external_router(issuer: Arc<Issuer>) -> Router {
             get(authorize::authorize).post(authorize::authorize_form),
         )
         .route("/oidc/login", get(login::page).post(login::submit))
+        if let Some(peer) = peer {
+            let forwarded = parts.headers.contains_key("x-forwarded-for")
+                || parts.headers.contains_key(axum::http::header::FORWARDED);
+            state
+                .forwarders
+                .observe(peer, forwarded, &state.trusted_proxies, std::time::Instant::now());
+        }
         .route("/oidc/token", post(token::token))
         .route("/oidc/revoke", post(revoke::revoke))
         .route("/oidc/assets/login.css", get(page::stylesheet))

@@ -13,7 +13,9 @@
 //!
 //! The per-source failure bucket is the token endpoint's: a request is charged when it is
 //! refused with a 4xx or when its token is not a valid refresh token (answered 200 all the same),
-//! and costs nothing when it revokes a family.
+//! and costs nothing when it revokes a family. A request whose token verifies as a refresh token
+//! (one HMAC check, before the bucket) is never refused by the bucket, so garbage from a shared
+//! address cannot stop the people behind it from signing out.
 
 use std::sync::Arc;
 
@@ -42,7 +44,10 @@ pub(crate) async fn revoke(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let reserved = match reserve_source(&issuer, source) {
+    let verified = body
+        .as_ref()
+        .is_ok_and(|body| token_verifies(&issuer, &headers, body));
+    let reserved = match reserve_source(&issuer, source, verified) {
         Ok(reserved) => reserved,
         Err(e) => return e.into_response(),
     };
@@ -67,6 +72,21 @@ pub(crate) async fn revoke(
         }
         Err(e) => e.into_response(),
     }
+}
+
+/// Whether the form's `token` is a refresh token of this issuer that verifies now (one HMAC
+/// check, before the source's bucket, which does not refuse such a revocation).
+fn token_verifies(issuer: &Issuer, headers: &HeaderMap, body: &[u8]) -> bool {
+    if !request::is_form(headers) {
+        return false;
+    }
+    let (Ok(params), Some(keys)) = (Params::parse(body), issuer.keys().load()) else {
+        return false;
+    };
+    let Ok(Some(token)) = param(&params, "token") else {
+        return false;
+    };
+    tokens::verify_artifact::<RefreshClaims>(&keys, token, issuer.issuer(), issuer.now()).is_ok()
 }
 
 /// What a well-formed revocation found (both answered 200).

@@ -4,11 +4,14 @@
 //!
 //! Every bad, expired, replayed or foreign code or refresh token is `invalid_grant`.
 //!
-//! Limits: each request reserves a token in its source's failure bucket before any work and keeps
-//! it only when its answer is the client's fault (a 4xx other than 429: a bad grant, a garbage
-//! token, a malformed or unauthenticated request), so valid grants cost their source nothing and
-//! an office behind one address refreshes freely. Valid-looking refresh tokens are also held to
-//! their family's bucket before the store is read ([`super::limits::BucketPolicy::FAMILY_GRANTS`]).
+//! Limits: each request reserves a token in its source's failure bucket before the grant's work
+//! and keeps it only when its answer is the client's fault (a 4xx other than 429: a bad grant, a
+//! garbage token, a malformed or unauthenticated request), so valid grants cost their source
+//! nothing and an office behind one address refreshes freely. A request whose code or refresh
+//! token verifies (one HMAC check, before the bucket) is never refused by the bucket — garbage
+//! from the same address cannot deny it — and is charged all the same if it fails (a replayed
+//! code, a revoked family). Valid-looking refresh tokens are also held to their family's bucket
+//! before the store is read ([`super::limits::BucketPolicy::FAMILY_GRANTS`]).
 
 use std::sync::Arc;
 
@@ -87,16 +90,47 @@ pub(crate) fn client(params: &Params) -> Result<Client, OAuthError> {
         .ok_or_else(OAuthError::invalid_client)
 }
 
-/// Reserves a token in the source's failure bucket shared by the token and revocation
-/// endpoints, or refuses with `slow_down` when it is empty (before any other work).
+/// The request's token in the source's failure bucket shared by the token and revocation
+/// endpoints: reserved, or a refusal with `slow_down` when the bucket is empty (before the
+/// grant's work); for a request whose artifact `verified` (its MAC checked), an exempt token the
+/// bucket never refuses, so garbage from a shared address cannot deny the valid requests beside
+/// it.
 pub(crate) fn reserve_source(
     issuer: &Issuer,
     source: std::net::IpAddr,
+    verified: bool,
 ) -> Result<SourceToken<'_>, OAuthError> {
-    SourceToken::reserve(&issuer.token_buckets, source, issuer.now()).map_err(|wait| {
+    let now = issuer.now();
+    if verified {
+        return Ok(SourceToken::exempt(&issuer.token_buckets, source, now));
+    }
+    SourceToken::reserve(&issuer.token_buckets, source, now).map_err(|wait| {
         issuer.metrics.backoff_hit("source_rate");
         OAuthError::slow_down(wait)
     })
+}
+
+/// Whether the grant's artifact (the refresh token or the code) verifies now: HS256 under a live
+/// key of this issuer, the right `typ`, `iss` and `exp`. One HMAC check, made before the source's
+/// bucket is consulted; what else the grant needs is checked after.
+fn artifact_verifies(issuer: &Issuer, params: &Params) -> bool {
+    let Some(keys) = issuer.keys().load() else {
+        return false;
+    };
+    let (iss, now) = (issuer.issuer(), issuer.now());
+    match (
+        param(params, "grant_type"),
+        param(params, "refresh_token"),
+        param(params, "code"),
+    ) {
+        (Ok(Some("refresh_token")), Ok(Some(token)), _) => {
+            tokens::verify_artifact::<RefreshClaims>(&keys, token, iss, now).is_ok()
+        }
+        (Ok(Some("authorization_code")), _, Ok(Some(code))) => {
+            tokens::verify_artifact::<CodeClaims>(&keys, code, iss, now).is_ok()
+        }
+        _ => false,
+    }
 }
 
 /// Whether an answer counts against its source: the client's fault (4xx), except a refusal by a
@@ -129,13 +163,18 @@ pub(crate) async fn token(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let reserved = match reserve_source(&issuer, source) {
+    // The body is at most `MAX_BODY_BYTES` and parsing it is cheap: it is read before the
+    // source's bucket so that a grant whose artifact verifies is not refused by it.
+    let params = body
+        .map_err(|rejection| OAuthError::unreadable_body(&rejection))
+        .and_then(|body| form_body(&headers, &body));
+    let verified = params.as_ref().is_ok_and(|p| artifact_verifies(&issuer, p));
+    let reserved = match reserve_source(&issuer, source, verified) {
         Ok(reserved) => reserved,
         Err(e) => return e.into_response(),
     };
     let result = async {
-        let body = body.map_err(|rejection| OAuthError::unreadable_body(&rejection))?;
-        let params = form_body(&headers, &body)?;
+        let params = params?;
         match required(&params, "grant_type")? {
             "authorization_code" => code_grant(&issuer, &params).await,
             "refresh_token" => refresh_grant(&issuer, &params).await,

@@ -19,6 +19,7 @@ mod api_kube_backend;
 mod api_kube_review;
 mod api_server;
 mod api_service;
+mod attacks;
 mod chart_contract;
 mod cluster;
 mod conformance_go_oidc;

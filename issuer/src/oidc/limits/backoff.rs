@@ -1,4 +1,5 @@
-//! [`UserBackoff`]: the per-user exponential back-off of sign-ins.
+//! [`UserBackoff`]: the per-user exponential back-off of sign-ins, with a budget of its own for
+//! each device that signed in before ([`backoff_key`]).
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -12,6 +13,23 @@ pub const BACKOFF_BASE: SignedDuration = SignedDuration::from_secs(1);
 pub const BACKOFF_MAX: SignedDuration = SignedDuration::from_mins(15);
 /// Failures are forgotten after this long without an attempt.
 pub const BACKOFF_FORGET: SignedDuration = SignedDuration::from_hours(1);
+/// What separates a user name from a device id in a device's back-off key (no user name holds it).
+const DEVICE_SEPARATOR: char = '\u{0}';
+
+/// The back-off key of a sign-in as `user`: the name itself, or, when the sign-in carries a valid
+/// device cookie of that very user, the name and the cookie's device id.
+///
+/// A device that signed in before therefore has a budget of its own: failures of sign-ins
+/// without its cookie (an attacker who only knows the name) do not block it, and its own wrong
+/// passwords back it off like any other. Only a correct password sets a cookie, so a budget per
+/// device is no more guesses for someone without one.
+pub fn backoff_key(user: &str, device: Option<&str>) -> String {
+    match device {
+        Some(dev) => format!("{user}{DEVICE_SEPARATOR}{dev}"),
+        None => user.to_owned(),
+    }
+}
+
 /// Names with an attempt in flight passed over, at most, when making room for a new one.
 const MAX_SKIPPED: usize = 64;
 

@@ -136,6 +136,23 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
         }
     }
 
+    /// Takes one token for `key` if it has one, never refusing: the charge of a failure that no
+    /// bucket may refuse (a request whose artifact verified). A bucket with less than a token
+    /// is left empty: the fraction it had refilled is lost.
+    pub fn spend(&mut self, key: K, now: Timestamp) {
+        let level = self.level(&key, now);
+        if !self.buckets.contains_key(&key) {
+            while self.buckets.len() >= self.capacity && self.buckets.pop_oldest().is_some() {}
+        }
+        self.buckets.insert(
+            key,
+            Bucket {
+                tokens: (level - 1.0).max(0.0),
+                last: now,
+            },
+        );
+    }
+
     /// Gives back a token [`reserve`](Self::reserve)d for `key`; a bucket full again is
     /// forgotten. A key forgotten meanwhile is left alone (its bucket is full already).
     pub fn refund(&mut self, key: &K, now: Timestamp) {

@@ -6,7 +6,11 @@
 //! The per-source buckets count what an attacker must do (failed password attempts, bad or
 //! replayed grants, garbage tokens, malformed requests), not valid grants: an office behind one
 //! address signs in and refreshes as often as its people do. Valid refresh grants are bounded per
-//! refresh family instead, which no one can multiply without signing in.
+//! refresh family instead, which no one can multiply without signing in. A request that proves
+//! something no attacker can forge — a refresh token or code whose MAC verifies, a device cookie
+//! of the user signing in — is never refused by its source's bucket
+//! ([`reservation::SourceToken::exempt`]), so garbage from a shared address cannot deny the
+//! people behind it; its failures are still charged.
 //!
 //! Everything here is a plain data structure driven by `now` (no clock, no I/O); the handlers
 //! keep each one behind a `std::sync::Mutex` that is never held across an `.await`.
@@ -24,7 +28,7 @@ pub mod reservation;
 
 pub use backoff::{
     Admission, AttemptOutcome, BACKOFF_BASE, BACKOFF_FORGET, BACKOFF_MAX, BACKOFF_THRESHOLD, UserBackoff,
-    backoff_after,
+    backoff_after, backoff_key,
 };
 pub use buckets::{BucketPolicy, SourceKey, TokenBuckets};
 pub use ledger::{CodeClaim, CodeLedger};

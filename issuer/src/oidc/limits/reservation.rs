@@ -1,5 +1,5 @@
-//! [`SourceToken`]: one request's reserved token in its source's bucket, given back when the
-//! request turns out not to be a failure.
+//! [`SourceToken`]: one request's token in its source's failure bucket, taken for good only when
+//! the request turns out to be a failure.
 
 use std::{net::IpAddr, sync::Mutex};
 
@@ -8,17 +8,26 @@ use jiff::{SignedDuration, Timestamp};
 use super::buckets::{SourceKey, TokenBuckets};
 use crate::oidc::lock;
 
-/// A token reserved in the failure bucket of a request's source before the request's work.
+/// A request's token in the failure bucket of its source.
 ///
-/// Dropped, it is given back: a request is charged only by [`SourceToken::charge`], when its
-/// answer says it failed. Reserving first means concurrent requests cannot all pass a bucket
-/// before any of them is charged; giving back on drop means a valid request (or one cancelled, or
-/// refused for a reason that is no client's fault) costs its source nothing.
+/// [`SourceToken::reserve`] takes it before the request's work, or refuses the request when the
+/// bucket is empty; dropped, the token is given back: a request is charged only by
+/// [`SourceToken::charge`], when its answer says it failed. Reserving first means concurrent
+/// requests cannot all pass a bucket before any of them is charged; giving back on drop means a
+/// valid request (or one cancelled, or refused for a reason that is no client's fault) costs its
+/// source nothing.
+///
+/// [`SourceToken::exempt`] is for a request the bucket must not refuse because it proved
+/// something an attacker cannot forge (its artifact's MAC verified, or it carries a device
+/// cookie of the user it signs in as): it reserves nothing, and a charge takes a token if the
+/// bucket has one, so such failures still count against the source but garbage from the same
+/// address cannot lock the request out.
 #[derive(Debug)]
 pub struct SourceToken<'a> {
     buckets: &'a Mutex<TokenBuckets<SourceKey>>,
     key: SourceKey,
     at: Timestamp,
+    reserved: bool,
     charged: bool,
 }
 
@@ -38,19 +47,35 @@ impl<'a> SourceToken<'a> {
             buckets,
             key,
             at: now,
+            reserved: true,
             charged: false,
         })
     }
 
-    /// Keeps the token taken: the request failed.
+    /// A token for a request `buckets` never refuses: nothing is taken unless it is charged.
+    pub fn exempt(buckets: &'a Mutex<TokenBuckets<SourceKey>>, source: IpAddr, now: Timestamp) -> Self {
+        SourceToken {
+            buckets,
+            key: SourceKey::of(source),
+            at: now,
+            reserved: false,
+            charged: false,
+        }
+    }
+
+    /// The request failed: its reserved token stays taken (an exempt one takes a token if the
+    /// bucket has one).
     pub fn charge(mut self) {
         self.charged = true;
+        if !self.reserved {
+            lock(self.buckets).spend(self.key, self.at);
+        }
     }
 }
 
 impl Drop for SourceToken<'_> {
     fn drop(&mut self) {
-        if !self.charged {
+        if self.reserved && !self.charged {
             lock(self.buckets).refund(&self.key, self.at);
         }
     }

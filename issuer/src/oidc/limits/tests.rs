@@ -281,3 +281,73 @@ fn a_replay_during_redemption_is_reported_to_the_first_use() {
     assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::Replay { revoke: None });
     assert!(ledger.complete("j1", "alice", None));
 }
+
+#[test]
+fn a_known_device_has_a_back_off_budget_apart_from_its_name() {
+    let mut b = UserBackoff::new();
+    let (name, device) = (backoff_key("alice", None), backoff_key("alice", Some("dev-1")));
+    for i in 0..8 {
+        if b.admit(&name, at(i)) == Admission::Admitted {
+            b.finish(&name, AttemptOutcome::Failure, at(i));
+        }
+    }
+    assert!(matches!(b.admit(&name, at(8)), Admission::Blocked { .. }));
+    assert_eq!(
+        b.admit(&device, at(8)),
+        Admission::Admitted,
+        "the device is not blocked"
+    );
+    b.finish(&device, AttemptOutcome::Success, at(8));
+    assert!(
+        matches!(b.admit(&name, at(8)), Admission::Blocked { .. }),
+        "and its success does not unblock the name"
+    );
+    // The device's own failures back it off, and another device of the name is not affected.
+    for i in 0..5 {
+        assert_eq!(b.admit(&device, at(9 + i)), Admission::Admitted);
+        b.finish(&device, AttemptOutcome::Failure, at(9 + i));
+    }
+    assert!(matches!(b.admit(&device, at(13)), Admission::Blocked { .. }));
+    assert_eq!(
+        b.admit(&backoff_key("alice", Some("dev-2")), at(13)),
+        Admission::Admitted
+    );
+    assert_ne!(backoff_key("alice", Some("x")), backoff_key("alicex", None));
+}
+
+#[test]
+fn spending_takes_a_token_when_there_is_one_and_never_refuses() {
+    let mut buckets = TokenBuckets::new(policy(2.0, 1.0));
+    let a = ip("192.0.2.1");
+    buckets.spend(a, at(0));
+    assert!(buckets.reserve(a, at(0)).is_ok(), "one of two left");
+    assert!(buckets.reserve(a, at(0)).is_err());
+    buckets.spend(a, at(0));
+    assert!(
+        buckets.tokens(&a, at(0)).abs() < f64::EPSILON,
+        "an empty bucket stays empty"
+    );
+    assert!(buckets.reserve(a, at(1)).is_ok(), "and refills as before");
+}
+
+#[test]
+fn an_exempt_token_is_never_refused_and_charges_what_the_bucket_holds() {
+    let buckets = std::sync::Mutex::new(TokenBuckets::new(policy(2.0, 0.001)));
+    let source: IpAddr = "192.0.2.1".parse().expect("ip");
+    let key = SourceKey::of(source);
+    for _ in 0..2 {
+        SourceToken::reserve(&buckets, source, at(0))
+            .expect("burst")
+            .charge();
+    }
+    assert!(SourceToken::reserve(&buckets, source, at(0)).is_err(), "empty");
+    // Exempt: not refused, and free unless charged.
+    drop(SourceToken::exempt(&buckets, source, at(0)));
+    SourceToken::exempt(&buckets, source, at(0)).charge();
+    assert!(buckets.lock().expect("lock").tokens(&key, at(0)) < 1.0);
+    // With a token in the bucket, a charge takes it.
+    let other: IpAddr = "192.0.2.2".parse().expect("ip");
+    SourceToken::exempt(&buckets, other, at(0)).charge();
+    let left = buckets.lock().expect("lock").tokens(&SourceKey::of(other), at(0));
+    assert!((left - 1.0).abs() < f64::EPSILON, "{left}");
+}
