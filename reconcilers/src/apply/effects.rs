@@ -1,8 +1,9 @@
 //! Effects: the performer runs on a blocking thread (key generation, certificate issuance)
 //! and the Secrets it produced are written whole, each conditioned on the resourceVersion the
-//! performer read; the removal of one credentials key is a JSON merge patch. A conditional
-//! write the API server refuses (409) is stale: the objects it depended on are read again and
-//! handed back, and the graph decides again from them (never the applier).
+//! performer read; the removal of one credentials key is a JSON merge patch, made only after
+//! the key's `IchorUser` was read from the store and found absent. A conditional write the API
+//! server refuses (409) is stale: the objects it depended on are read again and handed back, and
+//! the graph decides again from them (never the applier).
 
 use std::sync::Arc;
 
@@ -68,10 +69,30 @@ impl KubeApplier {
                     secrets_blocked |= !matches!(r, Ok(Written::Done(_)));
                     (format!("Secret {}", secret.name), r)
                 }
-                Outcome::RemoveCredentialsKey(r) => (
-                    format!("removal of key {:?} of Secret {}", r.key, r.secret),
-                    self.remove_credentials_key(world, &r).await,
-                ),
+                Outcome::RemoveCredentialsKey(r) => {
+                    let what = format!("removal of key {:?} of Secret {}", r.key, r.secret);
+                    let written = match self.read_key_user(&r).await {
+                        Ok(Some(user)) => {
+                            tracing::info!(
+                                secret = %r.secret,
+                                "credentials key kept: its IchorUser exists; decided again"
+                            );
+                            incomplete = true;
+                            report.events.push(Event::Applied(user));
+                            report.stale.push(Problem::new(
+                                ProblemKind::Conflict,
+                                format!(
+                                    "{what}: not made, its IchorUser exists in the store (its event \
+                                     had not been folded yet); the key is kept and decided again"
+                                ),
+                            ));
+                            continue;
+                        }
+                        Ok(None) => self.remove_credentials_key(world, &r).await,
+                        Err(e) => Err(e),
+                    };
+                    (what, written)
+                }
             };
             match written {
                 Ok(Written::Done(event)) => report.events.push(event),
@@ -163,8 +184,35 @@ impl KubeApplier {
         }
     }
 
+    /// Reads the `IchorUser` a credentials key belongs to from the store, before the key is
+    /// removed: the object, or `None` when there is none.
+    ///
+    /// The users and the credentials Secret reach the controller on separate watches, and the
+    /// issuer writes a new user before its key, so the key can be folded first and look like
+    /// an orphan. The removal's precondition (the Secret's resourceVersion) does not cover the
+    /// user; this read does: a GET without a resourceVersion is served from etcd by quorum,
+    /// and a key present at the Secret's observed version was written after its user.
+    async fn read_key_user(
+        &self,
+        request: &RemoveCredentialsKeyRequest,
+    ) -> Result<Option<Object>, ApplyError> {
+        let user = ObjectKey::new("IchorUser", request.namespace.clone(), request.key.clone());
+        let what = format!("read of {user} before the removal of its credentials key");
+        let resource = Self::resource(&user)?;
+        let fallback = Object::new(&*user.kind, &*user.namespace, &*user.name, Value::Null);
+        match self
+            .api(&resource, &request.namespace)
+            .get_opt(&request.key)
+            .await
+        {
+            Ok(Some(o)) => Ok(Some(observed(&user.kind, &fallback, to_value(&what, o)?))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(classify(&what, e).into_error(&what)),
+        }
+    }
+
     /// Removes one key of the credentials Secret by JSON merge patch, conditioned on its
-    /// resourceVersion. On a conflict the Secret and the key's `IchorUser` are read again: the
+    /// resourceVersion (after [`Self::read_key_user`] found no user). On a conflict the Secret and the key's `IchorUser` are read again: the
     /// graph decides from both whether the key is still an orphan (a user who is back keeps it).
     async fn remove_credentials_key(
         &self,

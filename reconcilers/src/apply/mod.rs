@@ -10,7 +10,7 @@
 //! | apply of the webhook configuration (`caBundle` only) | strategic merge patch of each differing webhook's `clientConfig.caBundle`, conditioned on the observed resourceVersion ([`webhook`]) |
 //! | delete of an owned object | DELETE with a resourceVersion precondition; 404 is success |
 //! | effects | [`ichor_reconcile::perform::perform`] on a blocking thread; each Secret created (absent) or replaced with the resourceVersion the performer read |
-//! | `remove-credentials-key` | JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials` |
+//! | `remove-credentials-key` | GET of the key's `IchorUser` (quorum read; the key is kept, stale, when the user exists), then JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials` |
 //! | `rollout-apply`, `rollout-rollback`, `rollout-probe` | the Talos machine API and `/readyz` of one control plane, recorded in the operation's status ([`rollout`]) |
 //!
 //! **A 409 is never decided here.** A conditional write the API server refuses because its

@@ -5,5 +5,6 @@
 
 mod admission;
 mod apply;
+mod attacks;
 mod chart_contract;
 mod run;

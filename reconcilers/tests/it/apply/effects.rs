@@ -111,12 +111,99 @@ fn gc_effect() -> Action {
 }
 
 const CREDENTIALS_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
+const GHOST_PATH: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/ghost";
+
+fn ghost_not_found() -> Value {
+    status(404, "NotFound", "ichorusers.ichor.maesh.dev \"ghost\" not found")
+}
+
+/// Answers the read of the key's IchorUser that comes before any removal: not found.
+async fn ghost_absent(handle: &mut Mock) {
+    let (read, send) = next(handle).await;
+    assert_eq!(
+        (read.method.as_str(), read.path.as_str()),
+        ("GET", GHOST_PATH),
+        "the key's user is read before the removal"
+    );
+    reply(send, 404, &ghost_not_found());
+}
+
+#[tokio::test]
+async fn a_key_whose_user_is_not_in_the_store_is_removed_by_a_conditional_merge_patch() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        ghost_absent(&mut handle).await;
+        let (patch, send) = next(&mut handle).await;
+        assert_eq!(
+            (patch.method.as_str(), patch.path.as_str()),
+            ("PATCH", CREDENTIALS_PATH)
+        );
+        assert_eq!(
+            patch.content_type.as_deref(),
+            Some("application/merge-patch+json")
+        );
+        assert_eq!(
+            patch.body,
+            json!({"metadata": {"resourceVersion": "20"}, "data": {"ghost": null}})
+        );
+        reply(send, 200, &credentials("21", &["admin"]));
+        handle
+    });
+    let w = world(vec![observed(
+        "Secret",
+        "ichor-user-credentials",
+        "20",
+        credentials("20", &["admin", "ghost"]),
+    )]);
+    let report = apply_scripted(client, server, &w, &[gc_effect()]).await;
+    assert!(
+        report.problems.is_empty() && report.stale.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.applied.len(), 1, "{report:?}");
+    let [Event::Applied(secret)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(secret.resource_version.as_deref(), Some("21"));
+}
+
+#[tokio::test]
+async fn a_key_is_kept_when_its_user_cannot_be_read() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (read, send) = next(&mut handle).await;
+        assert_eq!((read.method.as_str(), read.path.as_str()), ("GET", GHOST_PATH));
+        reply(
+            send,
+            403,
+            &status(
+                403,
+                "Forbidden",
+                "ichorusers.ichor.maesh.dev \"ghost\" is forbidden",
+            ),
+        );
+        handle
+    });
+    let w = world(vec![observed(
+        "Secret",
+        "ichor-user-credentials",
+        "20",
+        credentials("20", &["admin", "ghost"]),
+    )]);
+    let report = apply_scripted(client, server, &w, &[gc_effect()]).await;
+    assert!(
+        report.applied.is_empty() && report.events.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.problems.len(), 1, "fails closed: {report:?}");
+}
 
 /// A removal meeting a conflict, the credentials Secret as read again, then `user` for the
 /// key's IchorUser; returns the report.
 async fn gc_conflict(user_reply: (u16, Value)) -> ichor_reconcilers::apply::ApplyReport {
     let (client, mut handle) = client();
     let server = tokio::spawn(async move {
+        ghost_absent(&mut handle).await;
         let (_, send) = next(&mut handle).await;
         reply(send, 409, &conflict("secrets \"ichor-user-credentials\""));
         let (read, send) = next(&mut handle).await;
@@ -126,13 +213,7 @@ async fn gc_conflict(user_reply: (u16, Value)) -> ichor_reconcilers::apply::Appl
         );
         reply(send, 200, &credentials("22", &["admin", "ghost"]));
         let (user, send) = next(&mut handle).await;
-        assert_eq!(
-            (user.method.as_str(), user.path.as_str()),
-            (
-                "GET",
-                "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/ghost"
-            )
-        );
+        assert_eq!((user.method.as_str(), user.path.as_str()), ("GET", GHOST_PATH));
         reply(send, user_reply.0, &user_reply.1);
         handle
     });
@@ -148,11 +229,7 @@ async fn gc_conflict(user_reply: (u16, Value)) -> ichor_reconcilers::apply::Appl
 #[tokio::test]
 async fn a_garbage_collection_conflict_reads_the_secret_and_the_user_again_and_leaves_the_decision_to_the_graph()
  {
-    let report = gc_conflict((
-        404,
-        status(404, "NotFound", "ichorusers.ichor.maesh.dev \"ghost\" not found"),
-    ))
-    .await;
+    let report = gc_conflict((404, ghost_not_found())).await;
     assert!(
         report.problems.is_empty() && report.applied.is_empty(),
         "{report:?}"

@@ -31,17 +31,17 @@ mod effects;
 mod objects;
 mod webhook;
 
-type Mock = Handle<Request<Body>, Response<Body>>;
-type Reply = SendResponse<Response<Body>>;
+pub(crate) type Mock = Handle<Request<Body>, Response<Body>>;
+pub(crate) type Reply = SendResponse<Response<Body>>;
 
-const NS: &str = "ichor-system";
+pub(crate) const NS: &str = "ichor-system";
 const NOW: &str = "2026-11-29T12:00:00Z";
 
 fn now() -> Timestamp {
     NOW.parse().unwrap()
 }
 
-fn client() -> (kube::Client, Mock) {
+pub(crate) fn client() -> (kube::Client, Mock) {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     (kube::Client::new(service, NS), handle)
 }
@@ -69,15 +69,15 @@ fn applier(client: kube::Client) -> KubeApplier {
 
 /// One request as the API server would see it.
 #[derive(Debug)]
-struct Seen {
-    method: String,
-    path: String,
+pub(crate) struct Seen {
+    pub(crate) method: String,
+    pub(crate) path: String,
     query: BTreeMap<String, String>,
     content_type: Option<String>,
     body: Value,
 }
 
-async fn next(handle: &mut Mock) -> (Seen, Reply) {
+pub(crate) async fn next(handle: &mut Mock) -> (Seen, Reply) {
     let (request, reply) = tokio::time::timeout(Duration::from_secs(10), handle.next_request())
         .await
         .expect("a request within 10 s")
@@ -112,7 +112,7 @@ async fn next(handle: &mut Mock) -> (Seen, Reply) {
     (seen, reply)
 }
 
-fn reply(send: Reply, code: u16, body: &Value) {
+pub(crate) fn reply(send: Reply, code: u16, body: &Value) {
     send.send_response(
         Response::builder()
             .status(code)
@@ -139,7 +139,7 @@ fn conflict(what: &str) -> Value {
 
 /// Applies `actions` over `world` through an applier on `client`, then waits for the scripted
 /// `server` and checks the client sent nothing more.
-async fn apply_scripted(
+pub(crate) async fn apply_scripted(
     client: kube::Client,
     server: tokio::task::JoinHandle<Mock>,
     world: &World,
