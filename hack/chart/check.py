@@ -376,7 +376,7 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
         want = {
             "ichorusers": (["CREATE", "UPDATE", "DELETE"], "/validate/ichorusers"),
             "talosclusters": (["CREATE", "UPDATE"], "/validate/talosclusters"),
-            "talosoperations": (["CREATE"], "/validate/talosoperations"),
+            "talosoperations": (["CREATE", "UPDATE"], "/validate/talosoperations"),
         }
         got = {}
         for w in vwc["webhooks"]:

@@ -1,9 +1,18 @@
 //! `/validate/talosoperations`: a destructive operation (kind `shutdown`, `ca-rotation`,
-//! `etcd-restore`, or `node` with action `reset` or `shutdown`) is created only by a user holding
+//! `etcd-restore`, or `node` with action `reset` or `shutdown`) is started only by a user holding
 //! `start` on `talosoperations/<that name>` (`node-reset`, `node-shutdown` for the node actions),
-//! so a hand-written CR obeys the same right as `OperationService.CreateOperation`. The
-//! controller's own identity is exempt. Other kinds, including kinds this build does not know,
-//! need nothing here.
+//! so a hand-written CR obeys the same right as `OperationService.CreateOperation`.
+//!
+//! - CREATE of a destructive operation needs the right.
+//! - UPDATE needs it too when the new operation is destructive and what it does changed: its
+//!   kind, its action, its cluster or its machines (a paused reboot patched into a reset, a
+//!   reset retargeted at another machine). Pausing and resuming need nothing.
+//! - A kind or an action this build does not know, or one spelled otherwise than the known
+//!   ones (`Shutdown`, `etcd_restore`, a trailing space), is refused on CREATE and on an UPDATE
+//!   that changes it: it cannot be told apart from a destructive kind that a more lenient
+//!   reader would run.
+//!
+//! The controller's own identity is exempt.
 
 use ichor_renderers::crd::OperationKind;
 use serde::Deserialize;
@@ -18,15 +27,25 @@ pub const KIND: &str = "TalosOperation";
 pub const RESOURCE: &str = "talosoperations";
 /// The verb of the destructive-start rights.
 pub const START_VERB: &str = "start";
+/// The kinds that need no right: the routine operations an operator starts.
+pub const ROUTINE_KINDS: [&str; 6] = ["config", "upgrade", "cni", "reboot", "service-restart", "node"];
+/// The kinds that need `start` on their own subresource.
+pub const DESTRUCTIVE_KINDS: [&str; 3] = ["shutdown", "ca-rotation", "etcd-restore"];
+/// The actions of kind `node`.
+pub const NODE_ACTIONS: [&str; 3] = ["reset", "shutdown", "reboot"];
 
-/// `spec.kind` and `spec.action`, read leniently (an action this build does not know is kept as
-/// written and is not destructive here).
-#[derive(Debug, Default, Deserialize)]
+/// What an operation does, read leniently (every field kept as written, so a spelling this
+/// build does not know is seen and refused rather than failing to decode).
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 struct OperationSpecView {
     #[serde(default)]
     kind: OperationKind,
     #[serde(default)]
     action: Option<String>,
+    #[serde(default)]
+    cluster: Option<String>,
+    #[serde(default)]
+    machines: Option<Vec<String>>,
 }
 
 /// The subresource whose `start` an operation of `kind` (with `action`, for `node`) needs, or
@@ -42,18 +61,63 @@ pub fn start_subresource(kind: &OperationKind, action: Option<&str>) -> Option<&
     }
 }
 
-/// Decides one `TalosOperation` admission request.
-pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
-    if req.operation != Operation::Create {
-        return Verdict::deny(format!(
-            "request.operation: {:?} is not admitted for TalosOperation; only CREATE is",
-            review::operation_name(&req.operation)
+/// Why `spec.kind`/`spec.action` are not ones this build knows, if they are not.
+pub fn unknown_kind_or_action(kind: &OperationKind, action: Option<&str>) -> Option<String> {
+    let written = kind.as_str();
+    if !ROUTINE_KINDS.contains(&written) && !DESTRUCTIVE_KINDS.contains(&written) {
+        return Some(format!(
+            "spec.kind: {written:?} is not a known operation kind; use one of {} (exactly, in lower case)",
+            ROUTINE_KINDS
+                .iter()
+                .chain(&DESTRUCTIVE_KINDS)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
-    let new = match decode::<OperationSpecView>("object", KIND, req.object.as_ref()) {
-        Ok(new) => new,
+    match (kind, action) {
+        (OperationKind::Node, Some(a)) if !NODE_ACTIONS.contains(&a) => Some(format!(
+            "spec.action: {a:?} is not a node action; use one of {}",
+            NODE_ACTIONS.join(", ")
+        )),
+        _ => None,
+    }
+}
+
+/// Decides one `TalosOperation` admission request.
+pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
+    let spec = |which, object| decode::<OperationSpecView>(which, KIND, object);
+    let decoded = match req.operation {
+        Operation::Create => spec("object", req.object.as_ref()).map(|n| (None, n)),
+        Operation::Update => spec("oldObject", req.old_object.as_ref())
+            .and_then(|o| spec("object", req.object.as_ref()).map(|n| (Some(o), n))),
+        ref op => Err(Verdict::deny(format!(
+            "request.operation: {:?} is not admitted for TalosOperation; only CREATE and UPDATE are",
+            review::operation_name(op)
+        ))),
+    };
+    let (old, new) = match decoded {
+        Ok(pair) => pair,
         Err(denial) => return denial,
     };
+    let old = old.map(|o| o.spec);
+    let what_changed = old.as_ref().is_none_or(|o| {
+        o.kind != new.spec.kind
+            || o.action != new.spec.action
+            || o.cluster != new.spec.cluster
+            || o.machines != new.spec.machines
+    });
+    if !what_changed {
+        // Pause, resume, labels: the operation does what it did.
+        return Verdict::Allow;
+    }
+    let kind_changed = old
+        .as_ref()
+        .is_none_or(|o| o.kind != new.spec.kind || o.action != new.spec.action);
+    if kind_changed && let Some(problem) = unknown_kind_or_action(&new.spec.kind, new.spec.action.as_deref())
+    {
+        return Verdict::deny(problem);
+    }
     let Some(subresource) = start_subresource(&new.spec.kind, new.spec.action.as_deref()) else {
         return Verdict::Allow;
     };
@@ -70,14 +134,12 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         ),
         ref kind => ("spec.kind", format!("a {:?} operation", kind.as_str())),
     };
+    let doing = if old.is_some() {
+        format!("changing {what} (its kind, action, cluster or machines)")
+    } else {
+        format!("starting {what}")
+    };
     let name = new.metadata.name.as_deref().unwrap_or(req.name.as_str());
     let attrs = ichor_attributes(START_VERB, RESOURCE, subresource, review::namespace(req), name);
-    require_right(
-        state.reviewer.as_ref(),
-        &req.user_info,
-        &attrs,
-        field,
-        &format!("starting {what}"),
-    )
-    .await
+    require_right(state.reviewer.as_ref(), &req.user_info, &attrs, field, &doing).await
 }

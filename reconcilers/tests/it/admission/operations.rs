@@ -76,6 +76,8 @@ async fn other_kinds_need_no_right() {
         ("node", Some("reboot")),
         ("upgrade", None),
         ("cni", None),
+        ("reboot", None),
+        ("service-restart", None),
     ] {
         assert_eq!(
             f.decide(OPERATION, "CREATE", &VIEWER, operation(kind, action), Value::Null)
@@ -115,11 +117,136 @@ async fn the_controllers_own_identity_is_exempt() {
 }
 
 #[tokio::test]
-async fn a_talos_operation_update_is_refused_as_not_admitted() {
+async fn an_update_that_makes_an_operation_destructive_needs_start() {
+    let f = Fakes::none();
+    let reboot = || operation("node", Some("reboot"));
+    for (kind, action, right) in [
+        ("node", Some("reset"), "talosoperations/node-reset"),
+        ("node", Some("shutdown"), "talosoperations/node-shutdown"),
+        ("shutdown", None, "talosoperations/shutdown"),
+    ] {
+        assert_denied(
+            f.decide(OPERATION, "UPDATE", &OPERATOR, operation(kind, action), reboot())
+                .await,
+            &[
+                Denied::Contains(&format!("verb \"start\" on {right}")),
+                Denied::Contains("changing a"),
+            ],
+        );
+    }
+    let allowed = Fakes::granting(&[("start", "talosoperations/node-reset")]);
+    assert_eq!(
+        allowed
+            .decide(
+                OPERATION,
+                "UPDATE",
+                &ROOT,
+                operation("node", Some("reset")),
+                reboot()
+            )
+            .await,
+        Ok(())
+    );
+}
+
+#[tokio::test]
+async fn retargeting_a_destructive_operation_needs_start_and_pausing_it_does_not() {
+    let f = Fakes::none();
+    let reset = |cluster: &str, machines: &[&str], paused: bool| {
+        let mut op = operation("node", Some("reset"));
+        op["spec"]["cluster"] = serde_json::json!(cluster);
+        op["spec"]["machines"] = serde_json::json!(machines);
+        op["spec"]["paused"] = serde_json::json!(paused);
+        op
+    };
+    // Another machine, another cluster.
+    for new in [
+        reset("prod", &["cp-2"], false),
+        reset("staging", &["cp-1"], false),
+    ] {
+        assert_denied(
+            f.decide(
+                OPERATION,
+                "UPDATE",
+                &OPERATOR,
+                new,
+                reset("prod", &["cp-1"], false),
+            )
+            .await,
+            &[Denied::Contains("verb \"start\" on talosoperations/node-reset")],
+        );
+    }
+    for paused in [true, false] {
+        assert_eq!(
+            f.decide(
+                OPERATION,
+                "UPDATE",
+                &OPERATOR,
+                reset("prod", &["cp-1"], paused),
+                reset("prod", &["cp-1"], !paused)
+            )
+            .await,
+            Ok(()),
+            "paused: {paused}"
+        );
+    }
+    assert_eq!(
+        f.reviewer.calls().len(),
+        2,
+        "the two retargets asked for the right; pausing and resuming asked for none"
+    );
+}
+
+#[tokio::test]
+async fn unknown_or_oddly_spelled_kinds_and_actions_are_refused() {
+    let f = Fakes::granting(&[("start", "talosoperations/shutdown")]);
+    for (kind, action, field) in [
+        ("Shutdown", None, "spec.kind"),
+        ("shutdown ", None, "spec.kind"),
+        ("etcd_restore", None, "spec.kind"),
+        ("ca-rotation\u{200b}", None, "spec.kind"),
+        ("teleport", None, "spec.kind"),
+        ("node", Some("Reset"), "spec.action"),
+    ] {
+        assert_denied(
+            f.decide(OPERATION, "CREATE", &ROOT, operation(kind, action), Value::Null)
+                .await,
+            &[Denied::StartsWith(&format!("{field}: "))],
+        );
+        assert_denied(
+            f.decide(
+                OPERATION,
+                "UPDATE",
+                &ROOT,
+                operation(kind, action),
+                operation("config", None),
+            )
+            .await,
+            &[Denied::StartsWith(&format!("{field}: "))],
+        );
+    }
+    // An object stored before this rule keeps working for what does not change it.
+    let mut paused = operation("teleport", None);
+    paused["spec"]["paused"] = serde_json::json!(true);
+    assert_eq!(
+        f.decide(
+            OPERATION,
+            "UPDATE",
+            &OPERATOR,
+            paused,
+            operation("teleport", None)
+        )
+        .await,
+        Ok(())
+    );
+}
+
+#[tokio::test]
+async fn a_talos_operation_delete_is_refused_as_not_admitted() {
     let f = Fakes::none();
     let config = || operation("config", None);
     assert_denied(
-        f.decide(OPERATION, "UPDATE", &ROOT, config(), config()).await,
-        &[Denied::StartsWith("request.operation: \"UPDATE\"")],
+        f.decide(OPERATION, "DELETE", &ROOT, Value::Null, config()).await,
+        &[Denied::StartsWith("request.operation: \"DELETE\"")],
     );
 }
