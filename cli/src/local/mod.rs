@@ -13,7 +13,9 @@
 //! # Sink
 //! Effects are performed by `ichor_reconcile::perform`; produced Secrets are written as files and
 //! fed back as `Applied` events with a new resourceVersion, until an evaluation decides nothing.
-//! Status writes to `IchorUser` and `TalosMachine` and the trust ConfigMap are kept in memory
+//! A change of data keys of a produced Secret (`keys.json` when keys are dated or dropped) is
+//! written to its files too. Status writes to `IchorUser` and `TalosMachine` and the trust
+//! ConfigMap are kept in memory
 //! (reported, never written into the user's GitOps files). `remove-credentials-key` is handed to
 //! the caller's [`CredentialsRemover`] (the issuer's store owns that file and its lock).
 
@@ -34,7 +36,7 @@ use ichor_reconcile::identity::conditions::stamp_transition_times;
 use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
 use ichor_reconcile::identity::nodes::users_fallback_object;
 use ichor_reconcile::memory::{ResourceVersions, applied, merge_into};
-use ichor_reconcile::perform::{self, KeyMaterial, Outcome};
+use ichor_reconcile::perform::{self, KeyMaterial, Outcome, SecretData};
 use ichor_reconcile::problem::{Problem, ProblemKind};
 use ichor_renderers::crd::UsersSettings;
 use ichor_renderers::manifest::ManifestErrors;
@@ -215,6 +217,21 @@ impl LocalStore {
         self.with_status(base)
     }
 
+    /// Writes a produced Secret, as merged in memory, to its files.
+    fn write_secret_object(&mut self, object: &Object) -> Result<(), Problem> {
+        let secret = SecretData::from_object(object).ok_or_else(|| {
+            Problem::new(
+                ProblemKind::Other,
+                format!("Secret {}: its data is not base64; not written", object.name),
+            )
+        })?;
+        self.secrets
+            .write(&secret)
+            .map_err(|e| Problem::new(ProblemKind::Other, e.to_string()))?;
+        self.written.push(secret.name);
+        Ok(())
+    }
+
     /// Carries out one evaluation's actions; the events of what was written go to `events`.
     fn carry_out(
         &mut self,
@@ -233,6 +250,11 @@ impl LocalStore {
                     } else {
                         applied(world, object)
                     };
+                    if &*object.kind == "Secret" {
+                        // A change of data keys of a produced Secret (`keys.json` when keys are
+                        // dated or dropped) goes to its files, where the issuer reads it.
+                        self.write_secret_object(&object)?;
+                    }
                     events.push(self.versions.stamp(Event::Applied(object)));
                 }
                 Action::Delete { key, .. } => events.push(Event::Deleted(key.clone())),

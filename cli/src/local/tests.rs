@@ -199,3 +199,37 @@ fn a_secret_key_that_cannot_be_a_file_name_is_refused() {
     assert!(matches!(files.write(&secret), Err(LocalError::BadKey { .. })));
     assert!(!tmp.path().join("escape").exists());
 }
+
+#[test]
+fn superseded_keys_are_dated_and_retired_keys_dropped_in_the_signing_files() {
+    use ichor_renderers::trust::keys::KeyTimes as _;
+    let (_tmp, paths, removed) = setup();
+    let mut c = LocalController::new(paths.clone(), Box::new(OsKeyMaterial), Box::new(removed)).unwrap();
+    let file = paths.secrets.join(SIGNING_SECRET).join(KEYS_JSON);
+    let doc = || KeysDocument::parse(&fs::read(&file).unwrap()).unwrap();
+    let t0 = Timestamp::now();
+    assert!(c.tick(t0).settled);
+    let first = doc().keys()[0].kid().to_owned();
+    // A rotation is due after 30 days; its key signs ten minutes later, superseding the first.
+    let rotated = t0 + jiff::SignedDuration::from_hours(31 * 24);
+    let report = c.tick(rotated);
+    assert!(report.settled && report.problems.is_empty(), "{report:?}");
+    let report = c.tick(rotated + jiff::SignedDuration::from_mins(11));
+    assert!(report.settled && report.problems.is_empty(), "{report:?}");
+    let dated = doc();
+    let old = dated
+        .rsa_key(&first)
+        .expect("the superseded key stays for a while");
+    assert!(
+        old.retire_after().is_some(),
+        "the superseded key's retireAfter is in the file the issuer reads"
+    );
+    // Past its retireAfter (the successor's start + the ID token TTL + 2 h), it leaves the file.
+    let report = c.tick(rotated + jiff::SignedDuration::from_hours(3));
+    assert!(report.settled && report.problems.is_empty(), "{report:?}");
+    assert!(
+        doc().rsa_key(&first).is_none(),
+        "the retired key is still in {}",
+        file.display()
+    );
+}

@@ -41,16 +41,26 @@ fn keys_past_their_retirement_leave_the_signing_secret_under_the_charts_rbac() -
     let mut doc = keys_json(&running)?;
     let rsa = doc["keys"][0].clone();
     let hmac = doc["hmac"][0].clone();
-    anyhow::ensure!(rsa.is_object() && hmac.is_object(), "the controller's first keys: {doc}");
+    anyhow::ensure!(
+        rsa.is_object() && hmac.is_object(),
+        "the controller's first keys: {doc}"
+    );
     let now = jiff::Timestamp::now();
-    let ago = |hours: i64| (now - jiff::SignedDuration::from_hours(hours)).to_string();
+    let ago = |hours: i64| {
+        jiff::Timestamp::from_second(now.as_second() - hours * 3600)
+            .unwrap()
+            .to_string()
+    };
     let retired_rsa = json!({"kid": "k-19990101-0000", "alg": "RS256", "pem": rsa["pem"],
         "createdAt": ago(24 * 60), "activeFrom": ago(24 * 60), "retireAfter": ago(24)});
     let superseded = json!({"kid": "k-19990201-0000", "alg": "RS256", "pem": rsa["pem"],
         "createdAt": ago(24 * 40), "activeFrom": ago(24 * 40)});
     let retired_hmac = json!({"kid": "h-19990101-0000", "secret": hmac["secret"],
         "createdAt": ago(24 * 60), "activeFrom": ago(24 * 60), "retireAfter": ago(24)});
-    doc["keys"].as_array_mut().unwrap().extend([retired_rsa, superseded]);
+    doc["keys"]
+        .as_array_mut()
+        .unwrap()
+        .extend([retired_rsa, superseded]);
     doc["hmac"].as_array_mut().unwrap().push(retired_hmac);
     let patch = json!({"data": {KEYS_JSON: STANDARD.encode(doc.to_string())}});
     plane.kubectl_run(
@@ -67,23 +77,33 @@ fn keys_past_their_retirement_leave_the_signing_secret_under_the_charts_rbac() -
         None,
     )?;
 
-    let settled = wait::until("the retired keys dropped and the superseded one dated", SETTLE, || {
-        let doc = keys_json(&running)?;
-        let rsa = kids(&doc, "keys");
-        let hmac = kids(&doc, "hmac");
-        let superseded = doc["keys"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|k| k["kid"] == "k-19990201-0000");
-        let done = !rsa.iter().any(|k| k == "k-19990101-0000")
-            && !hmac.iter().any(|k| k == "h-19990101-0000")
-            && superseded.is_none_or(|k| k["retireAfter"].is_string());
-        Ok(done.then_some(doc))
-    });
+    let settled = wait::until(
+        "the retired keys dropped and the superseded one dated",
+        SETTLE,
+        || {
+            let doc = keys_json(&running)?;
+            let rsa = kids(&doc, "keys");
+            let hmac = kids(&doc, "hmac");
+            let superseded = doc["keys"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|k| k["kid"] == "k-19990201-0000");
+            let done = !rsa.iter().any(|k| k == "k-19990101-0000")
+                && !hmac.iter().any(|k| k == "h-19990101-0000")
+                && superseded.is_none_or(|k| k["retireAfter"].is_string());
+            Ok(done.then_some(doc))
+        },
+    );
     let doc = settled.map_err(|e| e.context(running.replica.log_tail()))?;
     // Nothing was generated for it: the controller's own keys are the ones it started with.
-    assert!(kids(&doc, "keys").contains(&rsa["kid"].as_str().unwrap_or_default().to_owned()), "{doc}");
-    assert!(kids(&doc, "hmac").contains(&hmac["kid"].as_str().unwrap_or_default().to_owned()), "{doc}");
+    assert!(
+        kids(&doc, "keys").contains(&rsa["kid"].as_str().unwrap_or_default().to_owned()),
+        "{doc}"
+    );
+    assert!(
+        kids(&doc, "hmac").contains(&hmac["kid"].as_str().unwrap_or_default().to_owned()),
+        "{doc}"
+    );
     Ok(())
 }

@@ -246,3 +246,59 @@ async fn a_machine_needing_an_apiserver_restart_gets_its_condition_through_the_s
     assert!(report.problems.is_empty(), "{report:?}");
     assert_eq!(report.events.len(), 1);
 }
+
+#[tokio::test]
+async fn a_change_of_keys_json_alone_is_an_update_of_the_secret_as_observed_conditioned_on_its_version() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (seen, send) = next(&mut handle).await;
+        assert_eq!(
+            (seen.method.as_str(), seen.path.as_str()),
+            (
+                "PUT",
+                "/api/v1/namespaces/ichor-system/secrets/ichor-oidc-signing"
+            ),
+            "the chart grants update, not patch, on the signing Secret"
+        );
+        assert_eq!(seen.body["metadata"]["resourceVersion"], "41");
+        assert_eq!(seen.body["type"], "Opaque");
+        assert_eq!(seen.body["data"]["keys.json"], "TkVX");
+        assert_eq!(seen.body["data"]["other"], "S0VFUA==", "other keys are kept");
+        assert!(seen.body["metadata"].get("managedFields").is_none());
+        let mut served = seen.body.clone();
+        served["metadata"]["resourceVersion"] = json!("42");
+        reply(send, 200, &served);
+        handle
+    });
+    let observed_secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "ichor-oidc-signing", "namespace": NS, "resourceVersion": "41",
+            "managedFields": [{"manager": "ichor-controller", "operation": "Update"}]},
+        "data": {"keys.json": "T0xE", "other": "S0VFUA=="}});
+    let w = world(vec![observed(
+        "Secret",
+        "ichor-oidc-signing",
+        "41",
+        observed_secret,
+    )]);
+    let desired = Object::new(
+        "Secret",
+        NS,
+        "ichor-oidc-signing",
+        json!({"data": {"keys.json": "TkVX"}}),
+    );
+    let report = apply_scripted(
+        client,
+        server,
+        &w,
+        &[Action::Apply {
+            object: desired,
+            reason: reason(),
+        }],
+    )
+    .await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    let [Event::Applied(o)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(o.resource_version.as_deref(), Some("42"));
+}
