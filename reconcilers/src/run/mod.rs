@@ -119,6 +119,14 @@ pub struct RunArgs {
         default_value = "app.kubernetes.io/component=issuer"
     )]
     pub issuer_service_selector: String,
+    /// The name of the issuer Service (the chart's): only the Service of this name that also
+    /// carries the label is the issuer's; another Service with the label is never used.
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_ISSUER_SERVICE_NAME",
+        default_value = "ichor-issuer"
+    )]
+    pub issuer_service_name: String,
     /// Log line format.
     #[arg(long, env = "ICHOR_CONTROLLER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -495,7 +503,11 @@ where
         (LeaderFlag::always(), None)
     };
 
-    let sources = watch::sources(&args.issuer_service_selector, &args.webhook_configuration);
+    let sources = watch::sources_named(
+        &args.issuer_service_selector,
+        &args.issuer_service_name,
+        &args.webhook_configuration,
+    );
     let sync = Arc::new(SyncState::new(sources.len()));
     let (tx, rx) = mpsc::channel(1024);
     let watchers = watch::spawn(

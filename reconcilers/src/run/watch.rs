@@ -52,9 +52,22 @@ fn ichor(kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk(ICHOR_GROUP, ICHOR_VERSION, kind))
 }
 
-/// Every input of the identity graph, for a controller in one namespace that finds the issuer
-/// Service by `issuer_selector` and keeps the webhook configuration `webhook_configuration`.
+/// The name of the chart's issuer Service.
+pub const ISSUER_SERVICE_NAME: &str = "ichor-issuer";
+
+/// [`sources_named`] for the chart's issuer Service, [`ISSUER_SERVICE_NAME`].
 pub fn sources(issuer_selector: &str, webhook_configuration: &str) -> Vec<Source> {
+    sources_named(issuer_selector, ISSUER_SERVICE_NAME, webhook_configuration)
+}
+
+/// Every input of the identity graph, for a controller in one namespace whose issuer Service is
+/// the one named `issuer_name` and labelled `issuer_selector`, and that keeps the webhook
+/// configuration `webhook_configuration`.
+///
+/// The issuer Service is watched by its name as well as its label: whoever may create a Service
+/// in the namespace could label one as the issuer, and the Service chosen steers the leaf's
+/// SANs and every cluster's `discoveryURL`. Other Services never reach the World.
+pub fn sources_named(issuer_selector: &str, issuer_name: &str, webhook_configuration: &str) -> Vec<Source> {
     let mut out = Vec::new();
     for kind in ["IchorUser", "TalosCluster", "TalosMachine", "TalosOperation"] {
         out.push(Source {
@@ -75,10 +88,12 @@ pub fn sources(issuer_selector: &str, webhook_configuration: &str) -> Vec<Source
         optional: true,
     });
     out.push(Source {
-        label: format!("Service {issuer_selector}"),
+        label: format!("Service {issuer_name} ({issuer_selector})"),
         resource: ApiResource::erase::<Service>(&()),
         namespaced: true,
-        config: watcher::Config::default().labels(issuer_selector),
+        config: watcher::Config::default()
+            .labels(issuer_selector)
+            .fields(&format!("metadata.name={issuer_name}")),
         optional: false,
     });
     for name in [

@@ -389,3 +389,27 @@ fn a_bad_journal_line_stops_the_replay_with_its_line_number() {
     assert!(err.to_string().contains("line 2"), "{err}");
     assert_eq!(err.partial.events, 1);
 }
+
+#[test]
+fn two_services_labelled_as_the_issuer_are_ambiguous_and_neither_is_used() {
+    use std::collections::BTreeMap;
+    let real = fixtures::issuer_service("10.96.0.10");
+    let mut impostor = fixtures::issuer_service("10.96.0.66");
+    impostor.name = "aaa-issuer".into();
+    impostor.value["metadata"]["name"] = json!("aaa-issuer");
+    let one: BTreeMap<_, _> = [(real.key(), real.clone())].into();
+    let chosen = super::nodes::issuer_service(&one);
+    assert_eq!(chosen.problem, None);
+    assert_eq!(
+        chosen.service.map(|s| s.cluster_ip.to_string()).as_deref(),
+        Some("10.96.0.10")
+    );
+    let both: BTreeMap<_, _> = [(real.key(), real), (impostor.key(), impostor)].into();
+    let chosen = super::nodes::issuer_service(&both);
+    assert!(chosen.service.is_none(), "{chosen:?}");
+    let problem = chosen.problem.unwrap_or_default();
+    assert!(
+        problem.contains("ambiguous") && problem.contains("aaa-issuer"),
+        "{problem}"
+    );
+}

@@ -32,7 +32,8 @@ fn impostor(name: &str, cluster_ip: &str) -> String {
 fn issued(running: &Running) -> anyhow::Result<(Value, Value)> {
     let plane = &running.plane;
     let leaf = get(plane, 0, "secret", TLS_SECRET)?.ok_or_else(|| anyhow::anyhow!("no {TLS_SECRET}"))?;
-    let trust = get(plane, 0, "configmap", TRUST_CONFIGMAP)?.ok_or_else(|| anyhow::anyhow!("no {TRUST_CONFIGMAP}"))?;
+    let trust = get(plane, 0, "configmap", TRUST_CONFIGMAP)?
+        .ok_or_else(|| anyhow::anyhow!("no {TRUST_CONFIGMAP}"))?;
     Ok((leaf["data"].clone(), trust["data"].clone()))
 }
 
@@ -57,7 +58,8 @@ fn unchanged_for(running: &Running, before: &(Value, Value), what: &str) -> anyh
 }
 
 #[test]
-fn a_second_service_labelled_as_the_issuer_does_not_move_the_leaf_or_the_discovery_url() -> anyhow::Result<()> {
+fn a_second_service_labelled_as_the_issuer_does_not_move_the_leaf_or_the_discovery_url() -> anyhow::Result<()>
+{
     let Some(running) = Running::start(&[])? else {
         return Ok(());
     };

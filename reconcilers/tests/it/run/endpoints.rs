@@ -176,6 +176,7 @@ fn the_chart_arguments_parse_and_leader_election_can_be_turned_off() {
         cli.run.issuer_service_selector,
         "app.kubernetes.io/component=issuer"
     );
+    assert_eq!(cli.run.issuer_service_name, "ichor-issuer");
     assert_eq!(cli.run.log_format, LogFormat::Json);
     let cli = Cli::try_parse_from(["run", "--leader-elect=false", "--log-format", "text"]).unwrap();
     assert!(!cli.run.leader_elect);

@@ -102,6 +102,11 @@ fn owned_secrets_and_the_configmaps_are_watched_by_name() {
         service.config.label_selector.as_deref(),
         Some("app.kubernetes.io/component=issuer")
     );
+    assert_eq!(
+        service.config.field_selector.as_deref(),
+        Some("metadata.name=ichor-issuer"),
+        "the issuer Service is watched by its name, not its label alone"
+    );
     let cluster_scoped: Vec<&str> = all
         .iter()
         .filter(|s| !s.namespaced)

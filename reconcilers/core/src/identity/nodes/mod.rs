@@ -107,7 +107,11 @@ pub struct IssuerServiceOut {
 }
 
 /// Services → the issuer Service: in `ichor-system`, labelled
-/// `app.kubernetes.io/component=issuer`, the first by name when several are.
+/// `app.kubernetes.io/component=issuer`, and the only one. The controller watches the chart's
+/// Service by its name (`ichor-issuer`) as well as the label, so in a cluster no other Service
+/// reaches here; should several all the same (another source, a replayed journal), the choice
+/// is ambiguous and none is used: the Service chosen steers the leaf's SANs and every
+/// cluster's `discoveryURL`, so it is never picked by an order an attacker can name into.
 pub(crate) fn issuer_service(services: &BTreeMap<ObjectKey, Object>) -> IssuerServiceOut {
     let candidates: Vec<&Object> = services
         .values()
@@ -116,22 +120,32 @@ pub(crate) fn issuer_service(services: &BTreeMap<ObjectKey, Object>) -> IssuerSe
                 && read::label(s, "app.kubernetes.io/component") == Some(ISSUER_COMPONENT)
         })
         .collect();
-    let Some(first) = candidates.first() else {
-        return IssuerServiceOut {
-            service: None,
-            problem: Some(format!(
-                "no Service in {NAMESPACE} is labelled app.kubernetes.io/component={ISSUER_COMPONENT}; the issuer \
-                 certificates and ichor-oidc-trust wait for it"
-            )),
-        };
+    let first = match candidates.as_slice() {
+        [] => {
+            return IssuerServiceOut {
+                service: None,
+                problem: Some(format!(
+                    "no Service in {NAMESPACE} is labelled app.kubernetes.io/component={ISSUER_COMPONENT}; the \
+                     issuer certificates and ichor-oidc-trust wait for it"
+                )),
+            };
+        }
+        [one] => *one,
+        several => {
+            let names: Vec<&str> = several.iter().map(|s| &*s.name).collect();
+            return IssuerServiceOut {
+                service: None,
+                problem: Some(format!(
+                    "{} Services in {NAMESPACE} are labelled app.kubernetes.io/component={ISSUER_COMPONENT} \
+                     ({}): which one is the issuer's is ambiguous, so none is used (the issuer certificates \
+                     and ichor-oidc-trust stay as they are); remove the label from all but the chart's \
+                     Service",
+                    several.len(),
+                    names.join(", ")
+                )),
+            };
+        }
     };
-    let several = (candidates.len() > 1).then(|| {
-        format!(
-            "{} Services are labelled app.kubernetes.io/component={ISSUER_COMPONENT}; {} is used",
-            candidates.len(),
-            first.name
-        )
-    });
     let svc: Result<k8s_openapi::api::core::v1::Service, _> = serde_json::from_value(first.value.clone());
     let parsed = svc
         .map_err(|e| format!("Service {}/{}: does not decode: {e}", first.namespace, first.name))
@@ -143,7 +157,7 @@ pub(crate) fn issuer_service(services: &BTreeMap<ObjectKey, Object>) -> IssuerSe
                 name: s.name,
                 namespace: s.namespace,
             }),
-            problem: several,
+            problem: None,
         },
         Err(e) => IssuerServiceOut {
             service: None,
