@@ -267,7 +267,11 @@ pub async fn find_release(client: kube::Client, wanted: Option<&str>) -> Result<
             .as_ref()
             .and_then(|d| d.get("release"))
             .ok_or_else(|| bad(ReleaseError::Json("the Secret has no data.release".to_owned())))?;
-        match release::decode_release(&data.0) {
+        let labels = secret.metadata.labels.clone().unwrap_or_default();
+        let secret_name = secret.metadata.name.clone().unwrap_or_default();
+        match release::decode_release(&data.0)
+            .and_then(|r| release::check_record(&secret_name, &labels, NAMESPACE, &r).map(|()| r))
+        {
             Ok(r) => found.push(r),
             Err(ReleaseError::OtherChart(_)) if wanted.is_none() => {}
             Err(error) => return Err(bad(error)),

@@ -59,6 +59,61 @@ pub enum ReleaseError {
     /// Writing the chart to disk failed.
     #[error("cannot write the release's chart to {0}: {1}")]
     Write(String, String),
+    /// The Secret is not the record Helm would have written for the release it holds.
+    #[error(
+        "the Secret {secret:?} is not Helm's record of the release it holds ({what}); \
+         it was not written by helm: inspect it with `helm history` and delete it"
+    )]
+    NotHelmsRecord {
+        /// The Secret's name.
+        secret: String,
+        /// What does not match.
+        what: String,
+    },
+}
+
+/// Checks that a release Secret is the record Helm writes for `release`: named
+/// `sh.helm.release.v1.<name>.v<version>`, labelled `owner=helm`, `name=<name>`,
+/// `version=<version>`, in the namespace the release names. A Secret that anyone else with
+/// `create` on Secrets wrote can claim anything in its data; a mismatch is refused rather than
+/// upgraded from.
+///
+/// # Errors
+/// [`ReleaseError::NotHelmsRecord`] naming the first mismatch.
+pub fn check_record(
+    secret_name: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+    namespace: &str,
+    release: &Release,
+) -> Result<(), ReleaseError> {
+    let mismatch = |what: String| ReleaseError::NotHelmsRecord {
+        secret: secret_name.to_owned(),
+        what,
+    };
+    let expected = format!("sh.helm.release.v1.{}.v{}", release.name, release.version);
+    if secret_name != expected {
+        return Err(mismatch(format!("its name is not {expected:?}")));
+    }
+    let label = |key: &str| labels.get(key).map(String::as_str);
+    if label("owner") != Some("helm") {
+        return Err(mismatch("its label owner is not \"helm\"".to_owned()));
+    }
+    if label("name") != Some(release.name.as_str()) {
+        return Err(mismatch(format!("its label name is not {:?}", release.name)));
+    }
+    if label("version") != Some(release.version.to_string().as_str()) {
+        return Err(mismatch(format!(
+            "its label version is not \"{}\"",
+            release.version
+        )));
+    }
+    if release.namespace != namespace {
+        return Err(mismatch(format!(
+            "the release is of namespace {:?}, the Secret is in {namespace:?}",
+            release.namespace
+        )));
+    }
+    Ok(())
 }
 
 /// One file of a chart in a release record.

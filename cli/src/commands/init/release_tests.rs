@@ -189,3 +189,61 @@ fn a_chart_with_dependencies_is_refused() {
     r.chart.metadata["dependencies"] = json!([{"name": "redis", "version": "1"}]);
     assert_eq!(chart_files(&r.chart).unwrap_err(), ReleaseError::Dependencies);
 }
+
+#[test]
+fn a_record_is_checked_against_the_name_labels_and_namespace_helm_writes() {
+    let r = release(json!({}));
+    let labels = |owner: &str, name: &str, version: &str| -> std::collections::BTreeMap<String, String> {
+        [
+            ("owner", owner),
+            ("name", name),
+            ("version", version),
+            ("status", "deployed"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    };
+    let good = labels("helm", "ichor", "3");
+    assert_eq!(
+        check_record("sh.helm.release.v1.ichor.v3", &good, "ichor-system", &r),
+        Ok(())
+    );
+    for (secret, labels, namespace, what) in [
+        ("forged", good.clone(), "ichor-system", "its name is not"),
+        (
+            "sh.helm.release.v1.ichor.v9",
+            good.clone(),
+            "ichor-system",
+            "its name is not",
+        ),
+        (
+            "sh.helm.release.v1.ichor.v3",
+            labels("someone", "ichor", "3"),
+            "ichor-system",
+            "owner",
+        ),
+        (
+            "sh.helm.release.v1.ichor.v3",
+            labels("helm", "other", "3"),
+            "ichor-system",
+            "label name",
+        ),
+        (
+            "sh.helm.release.v1.ichor.v3",
+            labels("helm", "ichor", "4"),
+            "ichor-system",
+            "label version",
+        ),
+        (
+            "sh.helm.release.v1.ichor.v3",
+            good.clone(),
+            "default",
+            "namespace",
+        ),
+    ] {
+        let e = check_record(secret, &labels, namespace, &r).unwrap_err();
+        assert!(matches!(e, ReleaseError::NotHelmsRecord { .. }), "{e:?}");
+        assert!(e.to_string().contains(what), "{secret} {namespace}: {e}");
+    }
+}

@@ -82,14 +82,25 @@ fn the_controller_can_create_only_its_own_secrets_of_their_own_types() -> anyhow
             "a forged Helm release record",
             secret("sh.helm.release.v1.ichor.v9", "helm.sh/release.v1", json!({})),
         ),
-        ("an Opaque Secret of another name", secret("forged", "Opaque", json!({}))),
+        (
+            "an Opaque Secret of another name",
+            secret("forged", "Opaque", json!({})),
+        ),
         (
             "a ServiceAccount-token Secret named as the credentials Secret",
-            secret("ichor-user-credentials", "kubernetes.io/service-account-token", token_of("ichor-issuer")),
+            secret(
+                "ichor-user-credentials",
+                "kubernetes.io/service-account-token",
+                token_of("ichor-issuer"),
+            ),
         ),
         (
             "a ServiceAccount-token Secret named as its own signing Secret",
-            secret("ichor-oidc-signing", "kubernetes.io/service-account-token", token_of("ichor-controller")),
+            secret(
+                "ichor-oidc-signing",
+                "kubernetes.io/service-account-token",
+                token_of("ichor-controller"),
+            ),
         ),
         (
             "an Opaque credentials Secret",
@@ -98,9 +109,11 @@ fn the_controller_can_create_only_its_own_secrets_of_their_own_types() -> anyhow
     ];
     // An admission policy takes effect a moment after it is created: wait for the first refusal
     // (on the code before the policy, it never comes).
-    wait::until("the forged release record refused", Duration::from_secs(30), || {
-        Ok(kubectl_with(&plane, &kubeconfig, &dry, &attacks[0].1)?.err())
-    })?;
+    wait::until(
+        "the forged release record refused",
+        Duration::from_secs(30),
+        || Ok(kubectl_with(&plane, &kubeconfig, &dry, &attacks[0].1)?.err()),
+    )?;
     for (what, body) in &attacks {
         match kubectl_with(&plane, &kubeconfig, &create, body)? {
             Ok(out) => anyhow::bail!("the controller created {what}: {out}"),
@@ -110,7 +123,12 @@ fn the_controller_can_create_only_its_own_secrets_of_their_own_types() -> anyhow
             ),
         }
     }
-    for name in ["sh.helm.release.v1.ichor.v9", "forged", "ichor-user-credentials", "ichor-oidc-signing"] {
+    for name in [
+        "sh.helm.release.v1.ichor.v9",
+        "forged",
+        "ichor-user-credentials",
+        "ichor-oidc-signing",
+    ] {
         assert!(
             plane.get_json(0, "secret", NAMESPACE, name)?.is_none(),
             "Secret {name} exists"
