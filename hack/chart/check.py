@@ -432,7 +432,7 @@ def users(**kw: Any) -> dict[str, Any]:
 
 def oidc(**kw: Any) -> dict[str, Any]:
     values = users()
-    values["ichorUI"]["oidc"] = {"enabled": True, "issuerURL": "https://idp.example.com", "clientID": "ichor", **kw}
+    values["ichorUI"]["oidc"] = {"enabled": True, "issuerURL": "https://idp.example.com", "clientID": "ichor", "kubeClientID": "kubernetes", **kw}
     return values
 
 
@@ -450,12 +450,16 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ("a refreshLifetime without a unit", users(refreshLifetime="12"), NAMESPACE, "refreshLifetime"),
     ("a custom role named like a built-in one", users(customRoles=["admin"]), NAMESPACE, "customRoles"),
     ("a clusterAdminRoles entry twice", users(clusterAdminRoles=["cluster-admin", "cluster-admin"]), NAMESPACE, "clusterAdminRoles"),
-    ("an external provider without users", {"ichorUI": {"oidc": {"enabled": True, "issuerURL": "https://idp.example.com", "clientID": "ichor"}}}, NAMESPACE, "ichorUI.oidc.enabled needs ichorUI.users.enabled"),
+    ("an external provider without users", {"ichorUI": {"oidc": {"enabled": True, "issuerURL": "https://idp.example.com", "clientID": "ichor", "kubeClientID": "kubernetes"}}}, NAMESPACE, "ichorUI.oidc.enabled needs ichorUI.users.enabled"),
     ("an external provider over http", oidc(issuerURL="http://idp.example.com"), NAMESPACE, "issuerURL"),
     ("an external provider without a client", oidc(clientID=""), NAMESPACE, "clientID"),
+    ("an external provider without a kube client", oidc(kubeClientID=""), NAMESPACE, "kubeClientID"),
+    ("an external provider whose kube client is the UI's", oidc(kubeClientID="ichor"), NAMESPACE, "another client than clientID"),
     ("an external prefix under ichor:", oidc(usernamePrefix="ichor:"), NAMESPACE, "usernamePrefix"),
     ("an external groups prefix under system:", oidc(groupsPrefix="system:"), NAMESPACE, "groupsPrefix"),
     ("an empty external prefix", oidc(usernamePrefix=""), NAMESPACE, "usernamePrefix"),
+    ("an external prefix a name completes to ichor:", oidc(groupsPrefix="ichor"), NAMESPACE, "groupsPrefix"),
+    ("an external prefix a name completes to system:", oidc(usernamePrefix="sys"), NAMESPACE, "usernamePrefix"),
     ("a private key as the provider's CA", oidc(certificateAuthority="-----BEGIN CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\n"), NAMESPACE, "certificateAuthority"),
     ("one replica count of zero", {"issuer": {"replicas": 0}}, NAMESPACE, "replicas"),
     ("another namespace", {}, "default", "Ichor installs into the namespace ichor-system only"),
@@ -469,6 +473,9 @@ TEMPLATE_REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ("a tokenTTL in hours", users(tokenTTL="1h"), "tokenTTL \"1h\" is out of range"),
     ("an external provider over http", oidc(issuerURL="http://idp.example.com"), "ichorUI.oidc.issuerURL \"http://idp.example.com\" must be"),
     ("an external prefix under system:", oidc(groupsPrefix="system:"), "prefix \"system:\" is not allowed"),
+    ("an external prefix a name completes to ichor:", oidc(groupsPrefix="ichor"), "prefix \"ichor\" is not allowed"),
+    ("an external prefix a name completes to system:", oidc(usernamePrefix="syst"), "prefix \"syst\" is not allowed"),
+    ("an external provider without a kube client", oidc(kubeClientID=""), "ichorUI.oidc.kubeClientID is required"),
     ("an external provider that is Ichor's issuer", oidc(issuerURL="https://ichor.example.com/"), "is Ichor's own issuer"),
 ]
 

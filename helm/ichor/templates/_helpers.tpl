@@ -32,12 +32,15 @@ template that renders a namespaced object, so `helm template` fails as `helm ins
 {{- if not $o.clientID -}}
 {{- fail "ichorUI.oidc.clientID is required when ichorUI.oidc.enabled is true: the OAuth client registered at the provider for Ichor's UI" -}}
 {{- end -}}
+{{- if or (not $o.kubeClientID) (eq $o.kubeClientID $o.clientID) -}}
+{{- fail "ichorUI.oidc.kubeClientID is required when ichorUI.oidc.enabled is true, and must be another client than clientID: the client the kube-apiserver trusts for the provider (kubeconfigs sign in as it); were it the UI's client, a token a browser signed in with would be a kubectl credential too" -}}
+{{- end -}}
 {{- if eq (trimSuffix "/" $o.issuerURL) (trimSuffix "/" $u.externalURL) -}}
 {{- fail "ichorUI.oidc.issuerURL is Ichor's own issuer (ichorUI.users.externalURL); give the site's provider" -}}
 {{- end -}}
 {{- range list $o.usernamePrefix $o.groupsPrefix -}}
-{{- if or (not .) (hasPrefix "ichor:" .) (hasPrefix "system:" .) -}}
-{{- fail (printf "ichorUI.oidc prefix %q is not allowed: not empty, not under ichor: or system:" .) -}}
+{{- if or (not .) (hasPrefix "ichor:" .) (hasPrefix "system:" .) (hasPrefix . "ichor:") (hasPrefix . "system:") -}}
+{{- fail (printf "ichorUI.oidc prefix %q is not allowed: not empty, and no name made of it may start with ichor: or system: (not under them, not the beginning of them such as ichor or sys)" .) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -211,7 +211,8 @@ pub struct ExternalFlags {
     #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_CLIENT_ID", value_name = "ID")]
     pub external_client_id: Option<String>,
     /// The client (and audience) the kube-apiserver trusts for the provider, written into an
-    /// external user's kubeconfig. Default: --external-client-id.
+    /// external user's kubeconfig. Required with --external-issuer-url, and another client than
+    /// --external-client-id (the UI's tokens must not be kube-apiserver credentials).
     #[arg(long, env = "ICHOR_ISSUER_EXTERNAL_KUBE_CLIENT_ID", value_name = "ID")]
     pub external_kube_client_id: Option<String>,
     /// PEM CA certificate(s) trusted for TLS to the provider, besides the system's roots.

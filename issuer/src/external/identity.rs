@@ -1,10 +1,13 @@
 //! The Kubernetes identity of a verified external ID token, as the kube-apiserver's
 //! `jwt[].claimMappings` of the same provider make it: the username claim and the groups claim,
 //! each with its prefix; an `email` claim counts only when `email_verified` is not `false`; a
-//! mapped name or group under `system:` is refused (the apiserver's `userValidationRules`
-//! refuse it too). Pure: the claims are the verified token's payload.
+//! mapped name or group under `system:` or `ichor:` is refused (the apiserver's
+//! `userValidationRules` refuse them too, and the prefix rules make them impossible). Pure: the
+//! claims are the verified token's payload.
 
 use serde_json::Value;
+
+use ichor_renderers::authn::build::ICHOR_PREFIX;
 
 use super::provider::{ExternalProvider, SYSTEM_PREFIX};
 
@@ -43,6 +46,9 @@ pub enum IdentityError {
     /// A mapped name or group would be a Kubernetes system identity.
     #[error("the token maps to a reserved Kubernetes name (system:); it is refused")]
     System,
+    /// A mapped name or group would be one of Ichor's own users or groups.
+    #[error("the token maps to a name reserved for Ichor's own users (ichor:); it is refused")]
+    Ichor,
 }
 
 fn bounded(s: &str) -> Option<&str> {
@@ -78,8 +84,12 @@ pub fn identity(provider: &ExternalProvider, claims: &Value) -> Result<ExternalI
         .iter()
         .map(|g| format!("{}{g}", provider.groups_prefix))
         .collect();
-    if username.starts_with(SYSTEM_PREFIX) || groups.iter().any(|g| g.starts_with(SYSTEM_PREFIX)) {
+    let reserved = |ns: &str| username.starts_with(ns) || groups.iter().any(|g| g.starts_with(ns));
+    if reserved(SYSTEM_PREFIX) {
         return Err(IdentityError::System);
+    }
+    if reserved(ICHOR_PREFIX) {
+        return Err(IdentityError::Ichor);
     }
     let api_groups = raw
         .iter()
@@ -169,6 +179,29 @@ mod tests {
         assert_eq!(
             identity(&careless, &json!({"email": "a@x", "groups": [":masters"]})),
             Err(IdentityError::System)
+        );
+    }
+
+    #[test]
+    fn a_name_or_group_that_maps_into_ichor_is_refused() {
+        // Prefixes the flags refuse; the mapping refuses their `ichor:` names on its own.
+        let careless = ExternalProvider {
+            username_prefix: "ichor".into(),
+            groups_prefix: "ich".into(),
+            ..provider()
+        };
+        assert_eq!(
+            identity(&careless, &json!({"email": ":alice"})),
+            Err(IdentityError::Ichor)
+        );
+        assert_eq!(
+            identity(&careless, &json!({"email": "x@y", "groups": ["or:admin"]})),
+            Err(IdentityError::Ichor)
+        );
+        let fine = identity(&careless, &json!({"email": "-bob", "groups": ["ops"]})).unwrap();
+        assert_eq!(
+            (fine.username.as_str(), fine.groups.as_slice()),
+            ("ichor-bob", &["ichops".to_owned()][..])
         );
     }
 }

@@ -13,7 +13,7 @@ pub const MAX_NAME_LEN: usize = 256;
 pub const MAX_IMPERSONABLE_GROUPS: usize = 64;
 
 /// The prefix the kube-apiserver reserves; no external name may start with it.
-pub const SYSTEM_PREFIX: &str = "system:";
+pub use ichor_renderers::authn::prefix::SYSTEM_PREFIX;
 
 /// The external provider, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,7 +23,8 @@ pub struct ExternalProvider {
     /// The OAuth client the UI and the API use with it: the `aud` its ID tokens must carry.
     pub client_id: String,
     /// The client (and audience) the kube-apiserver trusts for this provider: what a
-    /// kubeconfig's `ichor auth token` signs in as. The same as [`Self::client_id`] unless set.
+    /// kubeconfig's `ichor auth token` signs in as. Never [`Self::client_id`]: a token a browser
+    /// signed in to the UI with must not be a kube-apiserver credential.
     pub kube_client_id: String,
     /// PEM CA certificates trusted for TLS to the provider (besides the system's roots).
     pub ca_pem: Option<String>,
@@ -127,6 +128,11 @@ pub enum ProviderError {
         /// Why.
         reason: &'static str,
     },
+    /// No client for the kube-apiserver, or the UI's.
+    #[error(
+        "--external-issuer-url needs --external-kube-client-id, another client than --external-client-id {0:?}: the client the kube-apiserver trusts for the provider (kubeconfigs sign in as it); the UI's client may not be it, or a token a browser signed in with would be a kubectl credential too"
+    )]
+    KubeClientId(String),
     /// The CA file cannot be used.
     #[error("--external-ca-file {path}: {problem}")]
     CaFile {
@@ -158,21 +164,15 @@ fn name(flag: &'static str, given: &str) -> Result<String, ProviderError> {
     }
 }
 
-/// Checks a prefix: the admission webhook's rule (not empty, not `ichor:` or under it), not
-/// under `system:`, and a valid name.
+/// Checks a prefix: the admission webhook's rule (not empty, and no name made of it can start
+/// with `ichor:` or `system:`), and a valid name.
 fn prefix_value(flag: &'static str, given: &str) -> Result<String, ProviderError> {
-    let refused = |reason| ProviderError::Prefix {
-        flag,
-        given: cut(given),
-        reason,
-    };
     if let Some(reason) = prefix::refusal(given) {
-        return Err(refused(reason));
-    }
-    if given.starts_with(SYSTEM_PREFIX) {
-        return Err(refused(
-            "names under \"system:\" belong to Kubernetes itself; choose another, such as \"oidc:\"",
-        ));
+        return Err(ProviderError::Prefix {
+            flag,
+            given: cut(given),
+            reason,
+        });
     }
     name(flag, given)
 }
@@ -257,10 +257,11 @@ impl ProviderInput {
             "--external-client-id",
             &self.client_id.ok_or(ProviderError::MissingClientId)?,
         )?;
-        let kube_client_id = match &self.kube_client_id {
-            Some(id) => name("--external-kube-client-id", id)?,
-            None => client_id.clone(),
-        };
+        let kube_client_id = self
+            .kube_client_id
+            .as_deref()
+            .map(|id| name("--external-kube-client-id", id))
+            .transpose()?;
         let ca_pem = self
             .ca
             .as_ref()
@@ -291,6 +292,10 @@ impl ProviderInput {
             .iter()
             .map(|g| name("--external-impersonable-group", g))
             .collect::<Result<Vec<_>, _>>()?;
+        // Checked last, so that each other flag's refusal is the one shown for it.
+        let kube_client_id = kube_client_id
+            .filter(|id| *id != client_id)
+            .ok_or_else(|| ProviderError::KubeClientId(client_id.clone()))?;
         Ok(Some(ExternalProvider {
             issuer,
             client_id,
@@ -316,6 +321,7 @@ mod tests {
         ProviderInput {
             issuer_url: Some("https://idp.example.com/realms/corp".into()),
             client_id: Some("ichor".into()),
+            kube_client_id: Some("kubernetes".into()),
             ..ProviderInput::default()
         }
     }
@@ -376,6 +382,20 @@ mod tests {
             ),
             (
                 ProviderInput {
+                    kube_client_id: None,
+                    ..input()
+                },
+                "--external-issuer-url needs --external-kube-client-id, another client than --external-client-id \"ichor\"",
+            ),
+            (
+                ProviderInput {
+                    kube_client_id: Some("ichor".into()),
+                    ..input()
+                },
+                "a token a browser signed in with would be a kubectl credential too",
+            ),
+            (
+                ProviderInput {
                     username_claim: Some("the email".into()),
                     ..input()
                 },
@@ -401,6 +421,20 @@ mod tests {
                     ..input()
                 },
                 "--external-username-prefix \"system:\" is not allowed",
+            ),
+            (
+                ProviderInput {
+                    groups_prefix: Some("ichor".into()),
+                    ..input()
+                },
+                "--external-groups-prefix \"ichor\" is not allowed: the provider's names could complete it",
+            ),
+            (
+                ProviderInput {
+                    username_prefix: Some("sys".into()),
+                    ..input()
+                },
+                "--external-username-prefix \"sys\" is not allowed",
             ),
             (
                 ProviderInput {

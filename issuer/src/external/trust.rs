@@ -2,7 +2,8 @@
 //! them as Ichor's API does: the cluster's `TalosCluster.spec.authentication.external` entry for
 //! the same issuer must accept the kubeconfig client's audience and map the same claims with the
 //! same prefixes. Otherwise a person signed in to the UI gets a kubeconfig that `kubectl` refuses,
-//! or RBAC bindings that match in one place and not the other; the UI warns ([`TrustCheck`] in
+//! or RBAC bindings that match in one place and not the other; and it must not accept the UI's
+//! client, or a browser's token is a cluster credential too. The UI warns ([`TrustCheck`] in
 //! `/auth/config`). [`compare`] is pure; [`ExternalTrust`] follows the `TalosCluster`s.
 
 use std::collections::BTreeMap;
@@ -38,6 +39,12 @@ pub fn compare(provider: &ExternalProvider, entries: &[ExternalIssuerSpec]) -> T
         return TrustCheck::Differs(format!(
             "the cluster accepts the audiences {:?} of this provider, not {:?} that kubeconfigs sign in for",
             entry.audiences, provider.kube_client_id
+        ));
+    }
+    if entry.audiences.contains(&provider.client_id) {
+        return TrustCheck::Differs(format!(
+            "the cluster also accepts the audience {:?}, the UI's client: a token a browser signed in with is then a kubectl credential too; list only {:?}",
+            provider.client_id, provider.kube_client_id
         ));
     }
     let pairs = [
@@ -178,6 +185,13 @@ mod tests {
                 ..entry()
             },
             "not \"kubernetes\"",
+        );
+        differs(
+            ExternalIssuerSpec {
+                audiences: vec!["kubernetes".into(), "ichor-ui".into()],
+                ..entry()
+            },
+            "also accepts the audience \"ichor-ui\", the UI's client",
         );
         differs(
             ExternalIssuerSpec {

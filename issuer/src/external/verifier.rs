@@ -5,6 +5,11 @@
 //! use and kept; a token signed with a key the kept JWKS lacks (the provider rotated) makes it
 //! read the JWKS again, at most every [`JWKS_REFETCH_INTERVAL`], so garbage `kid`s cannot make
 //! the issuer hammer the provider.
+//!
+//! Every fetch is over https (the client refuses any other scheme, so a discovery document that
+//! names an `http` `jwks_uri` yields no keys). No lock is held while a token is checked against
+//! the kept keys: a fetch (one at a time) holds only the fetch lock, which a token with a known
+//! key never waits for, so a slow provider delays only the tokens that need its answer.
 
 use std::{str::FromStr as _, sync::Arc, time::Duration};
 
@@ -21,6 +26,9 @@ use super::{
     provider::ExternalProvider,
 };
 use crate::api::BearerError;
+
+/// The kept keys, read without waiting for a fetch in flight.
+type KeptKeys = std::sync::Mutex<Option<Arc<Keys>>>;
 
 /// The shortest time between two reads of the JWKS (or two discovery attempts after a failure).
 pub const JWKS_REFETCH_INTERVAL: Duration = Duration::from_secs(10);
@@ -60,13 +68,15 @@ pub struct Verified {
 struct Keys {
     jwks_uri: openidconnect::JsonWebKeySetUrl,
     jwks: CoreJsonWebKeySet,
-    fetched: Instant,
 }
 
+/// What only the fetcher touches (under the fetch lock).
 #[derive(Default)]
-struct State {
-    keys: Option<Keys>,
+struct Fetching {
+    /// When the last discovery attempt failed.
     last_failure: Option<Instant>,
+    /// When the JWKS was last read (or its read started).
+    jwks_read: Option<Instant>,
 }
 
 /// Verifies ID tokens of one external provider (cheap to share: clone the `Arc`).
@@ -74,7 +84,11 @@ pub struct ExternalVerifier {
     provider: ExternalProvider,
     issuer_url: IssuerUrl,
     http: reqwest::Client,
-    state: Mutex<State>,
+    refetch_interval: Duration,
+    /// The keys in use; replaced whole by a fetch, never held across I/O.
+    keys: KeptKeys,
+    /// One fetch at a time; held across the provider's I/O by the fetcher only.
+    fetching: Mutex<Fetching>,
 }
 
 impl std::fmt::Debug for ExternalVerifier {
@@ -97,11 +111,24 @@ impl ExternalVerifier {
     /// # Errors
     /// A message when the HTTP client cannot be built (an unusable CA).
     pub fn new(provider: ExternalProvider) -> Result<Arc<Self>, String> {
+        Self::with_refetch_interval(provider, JWKS_REFETCH_INTERVAL)
+    }
+
+    /// As [`Self::new`], with another shortest time between two reads of the JWKS than
+    /// [`JWKS_REFETCH_INTERVAL`] (tests shorten it).
+    ///
+    /// # Errors
+    /// A message when the HTTP client cannot be built (an unusable CA).
+    pub fn with_refetch_interval(
+        provider: ExternalProvider,
+        refetch_interval: Duration,
+    ) -> Result<Arc<Self>, String> {
         let issuer_url = IssuerUrl::new(provider.issuer.clone())
             .map_err(|e| format!("--external-issuer-url {:?}: {e}", provider.issuer))?;
         let mut builder = reqwest::Client::builder()
             .tls_built_in_root_certs(false)
             .redirect(reqwest::redirect::Policy::none())
+            .https_only(true)
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
             .user_agent(concat!("ichor-issuer/", env!("CARGO_PKG_VERSION")));
@@ -124,7 +151,9 @@ impl ExternalVerifier {
             provider,
             issuer_url,
             http,
-            state: Mutex::new(State::default()),
+            refetch_interval,
+            keys: std::sync::Mutex::new(None),
+            fetching: Mutex::new(Fetching::default()),
         }))
     }
 
@@ -133,51 +162,81 @@ impl ExternalVerifier {
         &self.provider
     }
 
-    /// Discovery and JWKS, fetched now (the first time, or again after a failure once
-    /// [`JWKS_REFETCH_INTERVAL`] has passed).
-    async fn discover(&self, state: &mut State) -> Result<(), BearerError> {
-        if state
+    /// The kept keys (a clone of the `Arc`; the lock is held for that only).
+    fn kept(&self) -> Option<Arc<Keys>> {
+        self.keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn keep(&self, keys: Keys) -> Arc<Keys> {
+        let keys = Arc::new(keys);
+        *self
+            .keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(&keys));
+        keys
+    }
+
+    /// The keys: the kept ones, or discovery and JWKS fetched now (the first time, or again
+    /// after a failure once the refetch interval has passed). Waits for a fetch in flight only
+    /// when there are no keys yet.
+    async fn keys(&self) -> Result<Arc<Keys>, BearerError> {
+        if let Some(keys) = self.kept() {
+            return Ok(keys);
+        }
+        let mut fetching = self.fetching.lock().await;
+        if let Some(keys) = self.kept() {
+            return Ok(keys);
+        }
+        if fetching
             .last_failure
-            .is_some_and(|at| at.elapsed() < JWKS_REFETCH_INTERVAL)
+            .is_some_and(|at| at.elapsed() < self.refetch_interval)
         {
             return Err(unavailable("its discovery failed moments ago"));
         }
         match CoreProviderMetadata::discover_async(self.issuer_url.clone(), &self.http).await {
             Ok(metadata) => {
-                state.keys = Some(Keys {
+                fetching.last_failure = None;
+                fetching.jwks_read = Some(Instant::now());
+                Ok(self.keep(Keys {
                     jwks_uri: metadata.jwks_uri().clone(),
                     jwks: metadata.jwks().clone(),
-                    fetched: Instant::now(),
-                });
-                state.last_failure = None;
-                Ok(())
+                }))
             }
             Err(e) => {
-                state.last_failure = Some(Instant::now());
-                tracing::warn!(issuer = %self.provider.issuer, error = %e, "external provider discovery failed");
+                fetching.last_failure = Some(Instant::now());
+                tracing::warn!(issuer = %self.provider.issuer, error = %e, "external provider discovery failed (discovery and JWKS must be served over https)");
                 Err(unavailable("its discovery document could not be read"))
             }
         }
     }
 
-    /// Reads the JWKS again if the kept one is older than [`JWKS_REFETCH_INTERVAL`]; `true`
-    /// when it did.
-    async fn refetch_jwks(&self, state: &mut State) -> bool {
-        let Some(keys) = state.keys.as_mut() else {
-            return false;
-        };
-        if keys.fetched.elapsed() < JWKS_REFETCH_INTERVAL {
-            return false;
+    /// The keys after `seen` lacked a token's key: newer ones if another fetch replaced them
+    /// meanwhile, or the JWKS read again if the last read is older than the refetch interval;
+    /// `None` when there is nothing newer to try.
+    async fn newer_keys(&self, seen: &Arc<Keys>) -> Option<Arc<Keys>> {
+        let mut fetching = self.fetching.lock().await;
+        let current = self.kept()?;
+        if !Arc::ptr_eq(&current, seen) {
+            return Some(current);
         }
-        keys.fetched = Instant::now();
-        match CoreJsonWebKeySet::fetch_async(&keys.jwks_uri, &self.http).await {
-            Ok(jwks) => {
-                keys.jwks = jwks;
-                true
-            }
+        if fetching
+            .jwks_read
+            .is_some_and(|at| at.elapsed() < self.refetch_interval)
+        {
+            return None;
+        }
+        fetching.jwks_read = Some(Instant::now());
+        match CoreJsonWebKeySet::fetch_async(&current.jwks_uri, &self.http).await {
+            Ok(jwks) => Some(self.keep(Keys {
+                jwks_uri: current.jwks_uri.clone(),
+                jwks,
+            })),
             Err(e) => {
                 tracing::warn!(issuer = %self.provider.issuer, error = %e, "external provider JWKS read failed");
-                false
+                None
             }
         }
     }
@@ -213,25 +272,17 @@ impl ExternalVerifier {
         }
         let parsed = CoreIdToken::from_str(token)
             .map_err(|_| BearerError("the bearer token is not an ID token".to_owned()))?;
-        let mut state = self.state.lock().await;
-        if state.keys.is_none() {
-            self.discover(&mut state).await?;
-        }
-        let mut result = match &state.keys {
-            Some(keys) => self.check(&parsed, &keys.jwks, now),
-            None => return Err(unavailable("no keys")),
-        };
+        let keys = self.keys().await?;
+        let mut result = self.check(&parsed, &keys.jwks, now);
         if matches!(
             result,
             Err(ClaimsVerificationError::SignatureVerification(
                 SignatureVerificationError::NoMatchingKey
             ))
-        ) && self.refetch_jwks(&mut state).await
-            && let Some(keys) = &state.keys
+        ) && let Some(newer) = self.newer_keys(&keys).await
         {
-            result = self.check(&parsed, &keys.jwks, now);
+            result = self.check(&parsed, &newer.jwks, now);
         }
-        drop(state);
         let exp = result.map_err(|e| BearerError(refusal(&e).to_owned()))?;
         // The payload was just verified; read the configured claims from it.
         let payload = token.split('.').nth(1).unwrap_or_default();

@@ -96,7 +96,13 @@ pub(crate) async fn page(State(issuer): State<Arc<Issuer>>, uri: Uri) -> Respons
         );
     };
     match tokens::verify_artifact::<TicketClaims>(&keys, &ticket, issuer.issuer(), issuer.now()) {
-        Ok(_) => page::html(StatusCode::OK, page::login_form(&ticket, None, "")),
+        Ok(claims) => {
+            let purpose = page::purpose(&claims.client_id, &claims.redirect_uri);
+            page::html(
+                StatusCode::OK,
+                page::login_form_for(&ticket, None, "", Some(&purpose)),
+            )
+        }
         Err(_) => page::html(StatusCode::BAD_REQUEST, page::message(BAD_TICKET)),
     }
 }

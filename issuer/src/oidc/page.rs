@@ -1,4 +1,5 @@
-//! The server-rendered sign-in page: one card, "Sign in to Ichor", user name and password. No
+//! The server-rendered sign-in page: one card, "Sign in to Ichor", whom the sign-in is for
+//! (the client, and for the CLI its loopback port), user name and password. No
 //! script and no inline style (the stylesheet is [`STYLESHEET`], served from
 //! `/oidc/assets/login.css`), every interpolated value HTML-escaped, and headers that forbid
 //! framing, caching and leaking the ticket through `Referer`.
@@ -40,15 +41,42 @@ fn document(body: &str) -> String {
     )
 }
 
+/// Whom a sign-in is for, from its checked `client_id` and `redirect_uri`: shown above the form,
+/// so that a person who did not start `ichor auth login` (or who started it on another port) can
+/// tell that a link is signing them in for a program they do not know.
+pub fn purpose(client_id: &str, redirect_uri: &str) -> String {
+    let url = url::Url::parse(redirect_uri).ok();
+    if client_id == super::request::CLIENT_CLI {
+        let port = url
+            .as_ref()
+            .and_then(url::Url::port)
+            .map_or_else(|| "?".to_owned(), |p| p.to_string());
+        format!(
+            "You are signing in the ichor command (client {client_id}) that answers on this computer at              127.0.0.1 port {port}. Go on only if you just ran ichor auth login and it printed this port."
+        )
+    } else {
+        let origin = url.map_or_else(|| redirect_uri.to_owned(), |u| u.origin().ascii_serialization());
+        format!("You are signing in to Ichor's web app at {origin} (client {client_id}).")
+    }
+}
+
 /// The sign-in form for `ticket`, with an optional error and the user name typed before.
 pub fn login_form(ticket: &str, error: Option<&str>, username: &str) -> String {
+    login_form_for(ticket, error, username, None)
+}
+
+/// [`login_form`] with a line saying whom the sign-in is for ([`purpose`]).
+pub fn login_form_for(ticket: &str, error: Option<&str>, username: &str, purpose: Option<&str>) -> String {
+    let purpose = purpose
+        .map(|p| format!("<p class=\"note\">{}</p>\n", escape(p)))
+        .unwrap_or_default();
     let error = error
         .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>\n", escape(e)))
         .unwrap_or_default();
     let autofocus_user = if username.is_empty() { " autofocus" } else { "" };
     let autofocus_password = if username.is_empty() { "" } else { " autofocus" };
     document(&format!(
-        "{error}<form method=\"post\" action=\"/oidc/login\">\n\
+        "{purpose}{error}<form method=\"post\" action=\"/oidc/login\">\n\
          <input type=\"hidden\" name=\"ticket\" value=\"{ticket}\">\n\
          <label for=\"username\">User name</label>\n\
          <input id=\"username\" name=\"username\" type=\"text\" autocomplete=\"username\" \
@@ -119,5 +147,25 @@ mod tests {
         assert!(!page.contains("style="));
         assert!(!page.contains("<style"));
         assert!(page.contains("Sign in to Ichor"));
+    }
+
+    #[test]
+    fn the_page_says_which_client_and_which_loopback_port_it_signs_in_for() {
+        let cli = purpose("ichor-cli", "http://127.0.0.1:53124/callback");
+        assert!(
+            cli.contains("client ichor-cli") && cli.contains("port 53124"),
+            "{cli}"
+        );
+        let page = login_form_for("t", None, "", Some(&cli));
+        assert!(
+            page.contains("<p class=\"note\">You are signing in the ichor command"),
+            "{page}"
+        );
+        let ui = purpose("ichor-ui", "https://ichor.example.com/auth/callback");
+        assert_eq!(
+            ui,
+            "You are signing in to Ichor's web app at https://ichor.example.com (client ichor-ui)."
+        );
+        assert!(!login_form("t", None, "").contains("class=\"note\""));
     }
 }

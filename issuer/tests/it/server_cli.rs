@@ -237,6 +237,8 @@ fn the_external_provider_flags_build_its_configuration_and_each_refusal_names_it
         "https://idp.example.com/realms/corp",
         "--external-client-id",
         "ichor-ui",
+        "--external-kube-client-id",
+        "kubernetes",
         "--external-ca-file",
         ca.to_str().unwrap(),
         "--external-username-claim",
@@ -253,7 +255,7 @@ fn the_external_provider_flags_build_its_configuration_and_each_refusal_names_it
     assert_eq!(p.issuer, "https://idp.example.com/realms/corp");
     assert_eq!(
         (p.client_id.as_str(), p.kube_client_id.as_str()),
-        ("ichor-ui", "ichor-ui")
+        ("ichor-ui", "kubernetes")
     );
     assert!(p.ca_pem.unwrap().contains("BEGIN CERTIFICATE"));
     assert_eq!(p.username_claim, "preferred_username");
@@ -304,6 +306,15 @@ fn the_external_provider_flags_build_its_configuration_and_each_refusal_names_it
                 "ichor:",
             ],
             "--external-username-prefix \"ichor:\" is not allowed",
+        ),
+        (
+            vec![
+                "--external-issuer-url",
+                "https://idp.example.com",
+                "--external-client-id",
+                "ichor-ui",
+            ],
+            "--external-issuer-url needs --external-kube-client-id",
         ),
     ] {
         let refused = issuer_args(&extra).unwrap_err();

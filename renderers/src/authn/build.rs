@@ -4,7 +4,7 @@
 //! The builder only assembles; [`super::render`] gates the inputs and validates the result.
 
 use super::{
-    cel::{RULE_NO_SYSTEM_GROUPS, RULE_NO_SYSTEM_USERNAME},
+    cel::{RULE_NO_ICHOR_GROUPS, RULE_NO_ICHOR_USERNAME, RULE_NO_SYSTEM_GROUPS, RULE_NO_SYSTEM_USERNAME},
     model::{
         AUDIENCE_MATCH_ANY, AnonymousAuthCondition, AnonymousAuthConfig, AuthenticationConfiguration,
         ClaimMappings, Issuer, JwtAuthenticator, PrefixedClaimOrExpression, UserValidationRule,
@@ -24,6 +24,10 @@ pub const ICHOR_GROUPS_CLAIM: &str = "groups";
 pub const MESSAGE_NO_SYSTEM_USERNAME: &str = "username must not use the reserved system: prefix";
 /// Message of [`RULE_NO_SYSTEM_GROUPS`].
 pub const MESSAGE_NO_SYSTEM_GROUPS: &str = "groups must not use the reserved system: prefix";
+/// Message of [`RULE_NO_ICHOR_USERNAME`].
+pub const MESSAGE_NO_ICHOR_USERNAME: &str = "username must not use Ichor's reserved ichor: prefix";
+/// Message of [`RULE_NO_ICHOR_GROUPS`].
+pub const MESSAGE_NO_ICHOR_GROUPS: &str = "groups must not use Ichor's reserved ichor: prefix";
 /// The request paths anonymous access stays limited to (Talos's default document).
 pub const ANONYMOUS_PATHS: [&str; 3] = ["/livez", "/readyz", "/healthz"];
 
@@ -45,7 +49,9 @@ impl IchorTrust {
 }
 
 /// Builds the configuration: the Ichor issuer first (when enabled), then the external
-/// providers in order, each with the `system:` guard rules, and always the default anonymous
+/// providers in order, each with the `system:` guard rules (and the external ones with the
+/// `ichor:` rules too: whatever their prefixes, only Ichor's issuer names `ichor:` users and
+/// groups), and always the default anonymous
 /// block (Talos replaces the whole `configuration` on patch, so it must be carried).
 ///
 /// With the Ichor issuer enabled but no `ichor_trust`, its entry has no `discoveryURL` and no
@@ -87,6 +93,22 @@ fn guard_rules() -> Vec<UserValidationRule> {
             message: MESSAGE_NO_SYSTEM_GROUPS.into(),
         },
     ]
+}
+
+/// The guard rules of an external provider: `system:` and `ichor:` names are refused. The
+/// prefix rules ([`super::prefix`]) already make such a name impossible; these hold where a
+/// configuration did not pass through them.
+fn external_guard_rules() -> Vec<UserValidationRule> {
+    let mut rules = guard_rules();
+    rules.push(UserValidationRule {
+        expression: RULE_NO_ICHOR_USERNAME.into(),
+        message: MESSAGE_NO_ICHOR_USERNAME.into(),
+    });
+    rules.push(UserValidationRule {
+        expression: RULE_NO_ICHOR_GROUPS.into(),
+        message: MESSAGE_NO_ICHOR_GROUPS.into(),
+    });
+    rules
 }
 
 fn claim(claim: &str, prefix: &str) -> PrefixedClaimOrExpression {
@@ -137,7 +159,7 @@ fn external_authenticator(e: &ExternalIssuerSpec) -> JwtAuthenticator {
             groups: claim(e.groups_claim(), e.groups_prefix()),
             ..Default::default()
         },
-        user_validation_rules: guard_rules(),
+        user_validation_rules: external_guard_rules(),
     }
 }
 
@@ -213,7 +235,15 @@ mod tests {
             .iter()
             .map(|r| r.expression.as_str())
             .collect();
-        assert_eq!(rules, [RULE_NO_SYSTEM_USERNAME, RULE_NO_SYSTEM_GROUPS]);
+        assert_eq!(
+            rules,
+            [
+                RULE_NO_SYSTEM_USERNAME,
+                RULE_NO_SYSTEM_GROUPS,
+                RULE_NO_ICHOR_USERNAME,
+                RULE_NO_ICHOR_GROUPS
+            ]
+        );
     }
 
     #[test]

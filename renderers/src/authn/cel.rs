@@ -46,6 +46,23 @@ pub const RULE_NO_SYSTEM_USERNAME: &str = "!user.username.startsWith('system:')"
 /// The user validation rule that refuses a group in the `system:` namespace.
 pub const RULE_NO_SYSTEM_GROUPS: &str = "!user.groups.exists(g, g.startsWith('system:'))";
 
+/// The user validation rule that refuses a user name in Ichor's `ichor:` namespace (rendered
+/// into every external provider's entry: only Ichor's issuer may name `ichor:` users).
+pub const RULE_NO_ICHOR_USERNAME: &str = "!user.username.startsWith('ichor:')";
+/// The user validation rule that refuses a group in Ichor's `ichor:` namespace (external
+/// providers' entries).
+pub const RULE_NO_ICHOR_GROUPS: &str = "!user.groups.exists(g, g.startsWith('ichor:'))";
+
+/// The rules this project emits, accepted without parsing (each compiles with the `user`
+/// variable and has type bool; the differential test runs them through the kube-apiserver's
+/// own validator).
+const EMITTED_USER_RULES: [&str; 4] = [
+    RULE_NO_SYSTEM_USERNAME,
+    RULE_NO_SYSTEM_GROUPS,
+    RULE_NO_ICHOR_USERNAME,
+    RULE_NO_ICHOR_GROUPS,
+];
+
 /// Why an expression was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CelError {
@@ -66,7 +83,7 @@ pub struct CelInfo {
 
 /// Checks an expression for `env`; `must_be_bool` for validation rules.
 pub fn check(expr: &str, env: Env, must_be_bool: bool) -> Result<CelInfo, CelError> {
-    if env == Env::User && (expr == RULE_NO_SYSTEM_USERNAME || expr == RULE_NO_SYSTEM_GROUPS) {
+    if env == Env::User && EMITTED_USER_RULES.contains(&expr) {
         return Ok(CelInfo::default());
     }
     let tree =

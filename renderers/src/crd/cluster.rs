@@ -85,10 +85,12 @@ pub struct ExternalIssuerSpec {
     /// The claim that lists the groups (default `groups`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups_claim: Option<String>,
-    /// Prefix of user names (default `oidc:`). May not be empty, `ichor:` or start with it.
+    /// Prefix of user names (default `oidc:`). May not be empty, and no name made of it may
+    /// start with `ichor:` or `system:` (so not `ichor`, `sys`, nor anything under them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username_prefix: Option<String>,
-    /// Prefix of group names (default `oidc:`). May not be empty, `ichor:` or start with it.
+    /// Prefix of group names (default `oidc:`). May not be empty, and no name made of it may
+    /// start with `ichor:` or `system:` (so not `ichor`, `sys`, nor anything under them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub groups_prefix: Option<String>,
     /// PEM CA bundle for TLS to the provider (public data). Unset: the host's roots.

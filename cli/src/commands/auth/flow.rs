@@ -191,8 +191,9 @@ pub async fn login(
         &pkce.challenge,
     )?;
     eprintln!(
-        "Sign in to {} in your browser. If no browser opens, open this URL:\n\n    {url}\n",
-        target.issuer
+        "Sign in to {} in your browser as client {}, answering at {redirect_uri} (Ichor's sign-in \
+         page names the same port). If no browser opens, open this URL:\n\n    {url}\n",
+        target.issuer, target.client_id
     );
     if options.open_browser {
         open_browser(&url);

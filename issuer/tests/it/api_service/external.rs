@@ -25,6 +25,7 @@ async fn an_external_token_is_verified_at_the_apis_clock_and_refused_after_its_e
     let provider = ProviderInput {
         issuer_url: Some(idp.issuer_url().to_owned()),
         client_id: Some("ichor-ui".to_owned()),
+        kube_client_id: Some("kubernetes".to_owned()),
         ca: Some(("idp-ca".to_owned(), Ok(idp.ca_pem().as_bytes().to_vec()))),
         impersonable_groups: vec!["ops".to_owned()],
         ..ProviderInput::default()

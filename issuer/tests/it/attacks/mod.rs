@@ -1,6 +1,8 @@
 //! Attacks on the issuer, one file per attack, each written from the attack's steps: the test
 //! runs the attack and asserts that it fails.
 
+mod external_browser_token_as_kubectl_credential;
+mod external_slow_jwks_with_garbage_kid;
 mod forged_forwarded_for;
 mod named_account_lockout;
 mod shared_address_garbage;

@@ -130,6 +130,38 @@ async fn refuses_an_external_prefix_under_ichor() {
 }
 
 #[tokio::test]
+async fn refuses_an_external_prefix_a_provider_name_could_complete_to_ichor_or_system() {
+    let f = Fakes::granting(&[AUTHENTICATION]);
+    for (field, prefix, reserved) in [
+        ("groupsPrefix", "ichor", "ichor:admin"),
+        ("usernamePrefix", "ich", "ichor:admin"),
+        ("groupsPrefix", "sys", "system:masters"),
+    ] {
+        let auth = json!({"external": [{"issuerURL": "https://idp.example.com", "audiences": ["k8s"], field: prefix}]});
+        assert_denied(
+            f.decide(
+                CLUSTER,
+                "CREATE",
+                &ROOT,
+                cluster(auth_spec(Some("v1.14"), auth)),
+                Value::Null,
+            )
+            .await,
+            &[
+                Denied::Contains(&format!(
+                    "spec.authentication.external[0].{field}: \"{prefix}\" is not allowed"
+                )),
+                Denied::Contains(reserved),
+            ],
+        );
+    }
+    assert!(
+        f.reviewer.calls().is_empty(),
+        "static refusals come before the access review"
+    );
+}
+
+#[tokio::test]
 async fn an_update_that_leaves_authentication_alone_is_neither_checked_nor_reviewed() {
     let f = Fakes::none();
     // Stored before the rule existed: a refused prefix. Unrelated edits still pass (ratcheting).
