@@ -148,8 +148,9 @@ pub struct Flags {
     )]
     pub refresh_lifetime: String,
 
-    /// A network (CIDR) of reverse proxies whose `X-Forwarded-For` is believed; repeatable
-    /// (comma-separated in the environment variable).
+    /// A reverse proxy whose `X-Forwarded-For` is believed, as its exact address (`10.0.12.7/32`,
+    /// `fd00::7/128`; a wider network is warned about, since anyone inside it could forge the
+    /// header); repeatable (comma-separated in the environment variable).
     #[arg(
         long,
         env = "ICHOR_ISSUER_TRUSTED_PROXY",
