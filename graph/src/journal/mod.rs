@@ -9,7 +9,8 @@
 //! ```
 //!
 //! The writer redacts secret material ([`Redaction`]): a journal line never holds a Secret's
-//! values, only their sha256. The reader bounds line length and reports every defect with its
+//! values, only their sha256 — neither in `data`/`stringData` nor in an annotation (such as
+//! `kubectl`'s last-applied configuration) nor in the managed fields, which are left out. The reader bounds line length and reports every defect with its
 //! line number; it never panics on any input.
 
 mod error;

@@ -13,7 +13,8 @@ pub struct JournalWriter<W: Write> {
 }
 
 impl<W: Write> JournalWriter<W> {
-    /// A writer with the default [`Redaction`] (Secret `data`/`stringData`).
+    /// A writer with the default [`Redaction`] (a Secret's `data`, `stringData`, annotations
+    /// and managed fields).
     pub fn new(out: W) -> Self {
         Self::with_redaction(out, Redaction::default())
     }

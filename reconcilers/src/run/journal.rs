@@ -1,5 +1,6 @@
-//! The `--journal FILE` writer: every event as a JSON line, Secret `data`/`stringData` redacted
-//! to per-key sha256 ([`ichor_graph::Redaction`]'s default), continued across restarts.
+//! The `--journal FILE` writer: every event as a JSON line, a Secret's `data`/`stringData` and
+//! annotation values redacted to per-key sha256 and its managed fields left out
+//! ([`ichor_graph::Redaction`]'s default), continued across restarts.
 //!
 //! An existing journal is read to its end and continued after its last sequence number. One
 //! with a defect (a line cut by a crash, say) is renamed aside to `FILE.bad-<unix seconds>` and
