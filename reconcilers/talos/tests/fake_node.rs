@@ -1,7 +1,9 @@
 //! The client against the test kit's fake Talos API over real gRPC and mutual TLS: `Version`,
 //! reading a node's machine configuration through COSI `State.Get`, an apply that replaces it and
 //! runs the node's hook, the role check, an injected failure, and the record of every call.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod attacks;
 
 use std::time::Duration;
 
