@@ -10,7 +10,6 @@
 use std::{sync::Arc, time::Duration};
 
 use ichor_renderers::crd::UsersSettings;
-use tokio::sync::Semaphore;
 use tonic::{Request, Response, Status};
 
 use super::{
@@ -37,9 +36,6 @@ mod users;
 
 /// The largest request message accepted, in bytes (the largest valid request is a few KiB).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
-
-/// How many argon2id hashes may run at once by default (each holds 64 MiB).
-pub const DEFAULT_HASH_PERMITS: usize = 2;
 
 /// The cluster a kubeconfig points at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,16 +67,19 @@ pub struct ApiConfig {
     pub settings: Arc<crate::oidc::Settings>,
     /// How long a session state (`notBefore`, `mustChange`) may be cached (at most 10 s).
     pub session_ttl: Duration,
-    /// The argon2 semaphore, shared with the issuer's login endpoint.
-    pub hash_permits: Arc<Semaphore>,
+    /// The argon2id gate, the per-user back-off and the per-source failure buckets, shared with
+    /// the issuer's sign-in form ([`crate::oidc::Issuer::password_limits`]): every argon2id of the
+    /// process goes through the one gate, and a wrong old password is a failed sign-in.
+    pub passwords: crate::oidc::password_limits::PasswordLimits,
     /// The external provider whose ID tokens are accepted beside Ichor's (`None`: Ichor's
     /// only).
     pub external: Option<Arc<crate::external::ExternalVerifier>>,
 }
 
 impl ApiConfig {
-    /// A configuration with default settings, a 10 s session cache and its own semaphore of
-    /// [`DEFAULT_HASH_PERMITS`].
+    /// A configuration with default settings, a 10 s session cache and password limits of its
+    /// own ([`crate::oidc::password_limits::PasswordLimits::standalone`]; `ichor-issuer` gives it
+    /// its issuer's).
     ///
     /// # Errors
     /// Never in practice (the default settings are in range); kept so nothing panics.
@@ -92,7 +91,7 @@ impl ApiConfig {
             talos_endpoint: None,
             settings: Arc::new(crate::oidc::Settings::new(settings)),
             session_ttl: USER_CACHE_TTL,
-            hash_permits: Arc::new(Semaphore::new(DEFAULT_HASH_PERMITS)),
+            passwords: crate::oidc::password_limits::PasswordLimits::standalone(),
             external: None,
         })
     }

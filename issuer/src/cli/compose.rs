@@ -142,8 +142,9 @@ where
     let issuer = build_issuer(served, Arc::clone(&store) as Arc<dyn UserStore>)?;
     let mut config = ApiConfig::new(served.config.issuer.clone(), cluster)
         .map_err(|e| RunError::Issuer(format!("the UserService: {e}")))?;
-    // One set of argon2id permits for the whole process: sign-ins and password changes.
-    config.hash_permits = Arc::clone(issuer.hash_permits());
+    // One argon2id gate, one back-off and one set of failure buckets for the whole process:
+    // sign-ins and the UserService's password checks and hashes.
+    config.passwords = issuer.password_limits();
     config.settings = Arc::clone(&served.settings);
     config.talos_endpoint = endpoint;
     config.external = external_verifier(&served.config)?;

@@ -15,7 +15,12 @@
 //! profile that refuses `setpriority`) it is logged once and the pool runs at the normal priority.
 //! A pool that cannot be built (no thread could be started) falls back to rayon's global pool, as
 //! argon2 uses by default.
+//!
+//! Every computation through [`run`] is counted while it runs ([`running`], and the most at once
+//! since the process started, [`peak_running`]): the number the gates bound, read by the tests
+//! that flood them.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Once, OnceLock};
 
 /// The nice value the shared checks' threads run at: low enough that a known device's check,
@@ -35,10 +40,41 @@ pub enum Pool {
 /// spreads its lanes over) is scheduled at that pool's priority. Blocks the calling thread until
 /// `f` returns: call it from a blocking task.
 pub fn run<R: Send>(pool: Pool, f: impl FnOnce() -> R + Send) -> R {
+    let _counted = Running::start();
     match threads(pool) {
         Some(threads) => threads.install(f),
         None => f(),
     }
+}
+
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// One computation counted in [`RUNNING`] until dropped.
+struct Running;
+
+impl Running {
+    fn start() -> Running {
+        let now = RUNNING.fetch_add(1, Ordering::AcqRel) + 1;
+        PEAK.fetch_max(now, Ordering::AcqRel);
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How many computations run through [`run`] now, in this process.
+pub fn running() -> usize {
+    RUNNING.load(Ordering::Acquire)
+}
+
+/// The most computations that ran through [`run`] at once since the process started.
+pub fn peak_running() -> usize {
+    PEAK.load(Ordering::Acquire)
 }
 
 fn threads(pool: Pool) -> Option<&'static rayon::ThreadPool> {
@@ -122,6 +158,13 @@ mod tests {
         assert!(lane_thread.is_some_and(|n| n.starts_with("argon2-lane-")));
         assert!(shared_thread.is_some_and(|n| n.starts_with("argon2-shared-")));
         assert_eq!(my_nice(), caller, "the caller's own priority is untouched");
+    }
+
+    #[test]
+    fn a_computation_is_counted_while_it_runs() {
+        let inside = run(Pool::Shared, running);
+        assert!(inside >= 1, "{inside} running inside");
+        assert!(peak_running() >= inside);
     }
 
     #[test]

@@ -41,11 +41,13 @@ mod bearer;
 pub mod devices;
 mod discovery;
 mod errors;
+pub mod hash_gate;
 pub mod hash_pools;
 pub mod limits;
 mod login;
 mod metrics;
 mod page;
+pub mod password_limits;
 pub mod passwords;
 pub mod priority;
 pub mod request;
@@ -154,9 +156,9 @@ pub struct Issuer {
     metrics: Metrics,
     hash_gate: passwords::HashGate,
     devices: devices::FastLane,
-    backoff: Arc<Mutex<limits::UserBackoff>>,
-    login_buckets: Mutex<limits::TokenBuckets<limits::SourceKey>>,
     forwarders: ichor_server::cidr::UntrustedForwarders,
+    backoff: Arc<Mutex<limits::UserBackoff>>,
+    login_buckets: Arc<Mutex<limits::TokenBuckets<limits::SourceKey>>>,
     token_buckets: Mutex<limits::TokenBuckets<limits::SourceKey>>,
     family_buckets: Mutex<limits::TokenBuckets<String>>,
     codes: Mutex<limits::CodeLedger>,
@@ -213,8 +215,6 @@ impl Issuer {
         let issuer = check_external_url(&config.external_url)?;
         let priority = Arc::new(priority::LanePriority::default());
         store.register_metrics(registry);
-        Ok(Issuer {
-            ui_redirect: format!("{issuer}/auth/callback"),
         for network in config.trusted_proxies.wide() {
             tracing::warn!(
                 %network,
@@ -224,6 +224,8 @@ impl Issuer {
                 ichor_server::cidr::WIDE_NETWORK
             );
         }
+        Ok(Issuer {
+            ui_redirect: format!("{issuer}/auth/callback"),
             issuer,
             trusted_proxies: config.trusted_proxies,
             keys,
@@ -234,9 +236,11 @@ impl Issuer {
             hash_gate: passwords::HashGate::new(HASH_PERMITS, passwords::DEFAULT_MAX_WAITING)
                 .yielding_to(Arc::clone(&priority)),
             devices: devices::FastLane::new(devices::LANE_PERMITS, devices::LANE_MAX_WAITING, priority),
-            backoff: Arc::new(Mutex::new(limits::UserBackoff::new())),
-            login_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::LOGIN_FAILURES)),
             forwarders: ichor_server::cidr::UntrustedForwarders::new(),
+            backoff: Arc::new(Mutex::new(limits::UserBackoff::new())),
+            login_buckets: Arc::new(Mutex::new(limits::TokenBuckets::new(
+                limits::BucketPolicy::LOGIN_FAILURES,
+            ))),
             token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN_FAILURES)),
             family_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::FAMILY_GRANTS)),
             codes: Mutex::new(limits::CodeLedger::new()),
@@ -251,7 +255,7 @@ impl Issuer {
 
     /// The same issuer whose shared argon2id queue waits for the known devices' lane for at most
     /// `hold` at a time instead of [`priority::MAX_HOLD`] (tests that show the order of checks
-    /// on a loaded machine). Call it before sharing [`Issuer::hash_permits`].
+    /// on a loaded machine). Call it before sharing [`Issuer::password_limits`].
     pub fn with_lane_hold(mut self, hold: std::time::Duration) -> Issuer {
         let priority = Arc::new(priority::LanePriority::new(hold));
         self.hash_gate = passwords::HashGate::new(HASH_PERMITS, passwords::DEFAULT_MAX_WAITING)
@@ -260,11 +264,28 @@ impl Issuer {
         self
     }
 
-    /// The argon2id permits of the sign-in endpoint: hand them to the UserService
-    /// ([`crate::api::ApiConfig::hash_permits`]) so the process never hashes more than
-    /// [`HASH_PERMITS`] passwords at once.
+    /// The argon2id permits of the shared gate (tests hold them to fill it).
     pub fn hash_permits(&self) -> &Arc<Semaphore> {
         self.hash_gate.semaphore()
+    }
+
+    /// The shared argon2id gate of the sign-in form.
+    pub fn hash_gate(&self) -> &passwords::HashGate {
+        &self.hash_gate
+    }
+
+    /// What the UserService's password work shares with this sign-in form: the argon2id gate,
+    /// the per-user back-off, the per-source failure buckets and the trusted proxies. Hand it to
+    /// [`crate::api::ApiConfig::passwords`], so the process never runs more argon2id at once
+    /// than the gate allows and a wrong old password is a failed sign-in. Take it after
+    /// [`Issuer::with_lane_hold`].
+    pub fn password_limits(&self) -> password_limits::PasswordLimits {
+        password_limits::PasswordLimits::of(
+            self.hash_gate.clone(),
+            Arc::clone(&self.backoff),
+            Arc::clone(&self.login_buckets),
+            self.trusted_proxies.clone(),
+        )
     }
 
     /// The argon2id permits of the known devices' lane ([`devices::LANE_PERMITS`]), apart from
@@ -335,6 +356,13 @@ impl FromRequestParts<Arc<Issuer>> for Source {
             .iter()
             .filter_map(|v| v.to_str().ok())
             .collect();
+        if let Some(peer) = peer {
+            let forwarded = parts.headers.contains_key("x-forwarded-for")
+                || parts.headers.contains_key(axum::http::header::FORWARDED);
+            state
+                .forwarders
+                .observe(peer, forwarded, &state.trusted_proxies, std::time::Instant::now());
+        }
         let ip = ichor_server::cidr::source_address(peer, &xff, &state.trusted_proxies)
             .unwrap_or(Ipv4Addr::UNSPECIFIED.into());
         Ok(Source(ip))
@@ -356,13 +384,6 @@ pub fn external_router(issuer: Arc<Issuer>) -> Router {
             get(authorize::authorize).post(authorize::authorize_form),
         )
         .route("/oidc/login", get(login::page).post(login::submit))
-        if let Some(peer) = peer {
-            let forwarded = parts.headers.contains_key("x-forwarded-for")
-                || parts.headers.contains_key(axum::http::header::FORWARDED);
-            state
-                .forwarders
-                .observe(peer, forwarded, &state.trusted_proxies, std::time::Instant::now());
-        }
         .route("/oidc/token", post(token::token))
         .route("/oidc/revoke", post(revoke::revoke))
         .route("/oidc/assets/login.css", get(page::stylesheet))

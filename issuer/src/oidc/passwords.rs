@@ -1,187 +1,20 @@
-//! Password verification under the process-wide limit of [`super::HASH_PERMITS`] concurrent
-//! argon2id computations, on the pools of [`super::hash_pools`] (a known device's at the
-//! process's priority, every other at a lower one), with a bounded queue in front of it; and the
-//! edge where a new hash gets its salt and a generated password its random bytes, both read from
-//! the operating system's random source (the pure rules in `ichor_renderers::auth` take them as
-//! input). The API and `ichor` use the same two functions.
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+//! Password verification and hashing through the process's one argon2id gate
+//! ([`HashGate`], in `hash_gate`), on the pools of [`super::hash_pools`] (a known device's check at
+//! the process's priority, every other at a lower one); and the edge where a new hash gets its
+//! salt and a generated password its random bytes, both read from the operating system's random
+//! source (the pure rules in `ichor_renderers::auth` take them as input). The sign-in form, the
+//! known devices' lane and the `UserService` all compute through [`check`], [`hash_new`] and
+//! [`verify_then_hash`]: each moves its gate admission into the blocking task, so a computation
+//! holds its place until it really ends, even when the request that asked for it is dropped.
 
 use ichor_renderers::auth::{
     Password,
     hash::{HashError, SALT_LEN, Verification, hash_password, verify_dummy, verify_password_or_dummy},
     policy::{GENERATOR_RANDOM_BYTES, GenerateError, generate_password_from},
 };
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+pub use super::hash_gate::{Admitted, DEFAULT_MAX_WAITING, DEFAULT_PER_USER, GateError, HashGate};
 use super::hash_pools::{self, Pool};
-use super::priority::{LanePriority, Turn};
-
-/// How many password checks may wait for a hash permit, by default. With two permits and
-/// ~0.2 s per argon2id verification, a waiting check starts within about two seconds.
-pub const DEFAULT_MAX_WAITING: usize = 16;
-
-/// The argon2id computations of one process: at most its permits at once (64 MiB each), and at
-/// most `max_waiting` checks queued behind them.
-///
-/// Without the queue bound a flood of sign-ins queues without limit: memory and CPU hold (the
-/// permits see to that) but every real sign-in waits behind the whole flood, for tens of seconds.
-/// Past the bound a check is refused at once ([`GateError::Busy`]), answered 503 with
-/// `Retry-After`, and counted as no attempt at all, so an accepted sign-in never waits longer
-/// than the queue takes to drain and a refused one learns at once when to try again.
-#[derive(Debug)]
-pub struct HashGate {
-    permits: Arc<Semaphore>,
-    size: usize,
-    waiting: AtomicUsize,
-    max_waiting: usize,
-    yields_to: Option<Arc<LanePriority>>,
-}
-
-/// Why a check could not enter the gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum GateError {
-    /// The queue is full: try again after the given number of seconds.
-    #[error("the password checks are busy; try again in {retry_after} s")]
-    Busy {
-        /// Seconds to wait before trying again.
-        retry_after: u64,
-    },
-    /// The semaphore was closed (the process is shutting down).
-    #[error("the password hasher is shut down")]
-    Closed,
-}
-
-/// A queue place, given back when the check gets its permit or gives up.
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl HashGate {
-    /// A gate of `permits` concurrent computations and at most `max_waiting` waiting checks.
-    pub fn new(permits: usize, max_waiting: usize) -> Self {
-        Self {
-            permits: Arc::new(Semaphore::new(permits)),
-            size: permits.max(1),
-            waiting: AtomicUsize::new(0),
-            max_waiting,
-            yields_to: None,
-        }
-    }
-
-    /// The same gate, starting no computation while `priority`'s lane has a check pending (for
-    /// at most its hold at a time): the shared queue, beside the known devices' lane.
-    #[must_use]
-    pub fn yielding_to(mut self, priority: Arc<LanePriority>) -> Self {
-        self.yields_to = Some(priority);
-        self
-    }
-
-    /// Roughly how long a full queue takes to drain, in whole seconds (at least 1): each
-    /// permit works through its share at ~0.2 s per check.
-    fn drain_seconds(&self) -> u64 {
-        let per_permit = self.max_waiting.div_ceil(self.size);
-        u64::try_from(per_permit.div_ceil(5)).unwrap_or(30).clamp(1, 30)
-    }
-
-    /// The permits, to share them with other argon2id work of the process (the UserService's
-    /// password changes), so the process never runs more than this many at once.
-    pub fn semaphore(&self) -> &Arc<Semaphore> {
-        &self.permits
-    }
-
-    /// How many checks are waiting for a permit now.
-    pub fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Acquire)
-    }
-
-    /// When no permit is free and the queue is full: the `Retry-After` seconds a check entering
-    /// now would be refused with. A sign-in asks before it reads the store, so a flood shed here
-    /// costs the user store nothing (on the Kubernetes store, a read of the credentials Secret per
-    /// attempt); [`HashGate::enter`] still enforces the bound.
-    pub fn busy(&self) -> Option<u64> {
-        (!self.starts_now() && self.waiting() >= self.max_waiting).then(|| self.drain_seconds())
-    }
-
-    /// Whether a check entering now would start at once: a permit is free and no lane it
-    /// yields to has a check pending.
-    fn starts_now(&self) -> bool {
-        self.permits.available_permits() > 0 && self.yields_to.as_ref().is_none_or(|p| p.lane_pending() == 0)
-    }
-
-    /// A permit, at once when one is free, after waiting in the queue when it has room, or
-    /// [`GateError::Busy`] when it has none. A gate [`yielding_to`](Self::yielding_to) a lane
-    /// then asks for the lane's turn, and while it is held gives the permit back and waits in
-    /// the queue without one: the lane can borrow every shared permit
-    /// ([`enter_or_borrow`](Self::enter_or_borrow)) and use every core.
-    pub async fn enter(&self) -> Result<OwnedSemaphorePermit, GateError> {
-        let mut place = None;
-        loop {
-            let permit = match Arc::clone(&self.permits).try_acquire_owned() {
-                Ok(permit) => permit,
-                Err(_) => {
-                    if place.is_none() {
-                        place = Some(self.queue_place()?);
-                    }
-                    Arc::clone(&self.permits)
-                        .acquire_owned()
-                        .await
-                        .map_err(|_| GateError::Closed)?
-                }
-            };
-            let Some(priority) = &self.yields_to else {
-                return Ok(permit);
-            };
-            match priority.take_turn(Instant::now()) {
-                Turn::Start => return Ok(permit),
-                Turn::Hold { until } => {
-                    drop(permit);
-                    if place.is_none() {
-                        place = Some(self.queue_place()?);
-                    }
-                    priority.hold(until).await;
-                }
-            }
-        }
-    }
-
-    /// A free permit of `shared` at once when it has one, else a permit of this gate (the known
-    /// devices' lane) or of `shared`, whichever frees first: a known device never waits behind
-    /// another while a shared permit is free, nor behind the shared queue.
-    pub async fn enter_or_borrow(&self, shared: &HashGate) -> Result<OwnedSemaphorePermit, GateError> {
-        if let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() {
-            return Ok(permit);
-        }
-        if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
-            return Ok(permit);
-        }
-        let _place = self.queue_place()?;
-        tokio::select! {
-            own = Arc::clone(&self.permits).acquire_owned() => own,
-            borrowed = Arc::clone(&shared.permits).acquire_owned() => borrowed,
-        }
-        .map_err(|_| GateError::Closed)
-    }
-
-    /// A place in the queue, or [`GateError::Busy`] when it is full.
-    fn queue_place(&self) -> Result<Waiting<'_>, GateError> {
-        let queued = self.waiting.fetch_add(1, Ordering::AcqRel);
-        let place = Waiting(&self.waiting);
-        if queued >= self.max_waiting {
-            drop(place);
-            return Err(GateError::Busy {
-                retry_after: self.drain_seconds(),
-            });
-        }
-        Ok(place)
-    }
-}
 
 /// Hashing a new password failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -250,7 +83,7 @@ pub(crate) enum Checked {
 /// Why no answer could be computed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CheckError {
-    /// Too many checks are waiting already.
+    /// Too many checks are waiting already, or the user name holds its share of the gate.
     #[error("too many password checks are waiting; try again in {retry_after} s")]
     Busy {
         /// Seconds to wait before trying again.
@@ -261,12 +94,41 @@ pub(crate) enum CheckError {
     Internal(String),
 }
 
+/// Enters `gate` for a check of `user` (or, with `borrow`, the lane's
+/// [`HashGate::enter_or_borrow`]), mapping a refusal.
+async fn admit(gate: &HashGate, borrow: Option<&HashGate>, user: &str) -> Result<Admitted, CheckError> {
+    let admitted = match borrow {
+        Some(shared) => gate.enter_or_borrow(shared, user).await,
+        None => gate.enter(user).await,
+    };
+    admitted.map_err(|e| match e {
+        GateError::Busy { retry_after } => CheckError::Busy { retry_after },
+        GateError::Closed => CheckError::Internal(e.to_string()),
+    })
+}
+
+/// Runs `work` on `pool`'s threads in a blocking task that owns `admitted`, so the gate place is
+/// given back when the argon2id work ends, whether or not anyone still waits for its answer.
+async fn compute<R: Send + 'static>(
+    admitted: Admitted,
+    pool: Pool,
+    work: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, CheckError> {
+    tokio::task::spawn_blocking(move || {
+        let _admitted = admitted;
+        hash_pools::run(pool, work)
+    })
+    .await
+    .map_err(|e| CheckError::Internal(e.to_string()))
+}
+
 /// Verifies `password` against `phc` (`None`: unknown user or no password set, verified against
-/// the dummy hash) once through `gate` ([`CheckError::Busy`] when its queue is full), or on a
-/// free permit of `borrow` ([`HashGate::enter_or_borrow`]), holding one hash permit for the whole
-/// computation, including a rehash. The permit moves into the blocking task, so it is held until
-/// the computation really ends even if the request is dropped. A check that entered through a
-/// lane (`borrow` given) computes on [`Pool::Lane`], every other on [`Pool::Shared`].
+/// the dummy hash) once through `gate` ([`CheckError::Busy`] when its queue is full or `user`
+/// holds its share), or on a free permit of `borrow` ([`HashGate::enter_or_borrow`]), holding one
+/// hash permit for the whole computation, including a rehash. The admission moves into the
+/// blocking task, so it is held until the computation really ends even if the request is
+/// dropped. A check that entered through a lane (`borrow` given) computes on [`Pool::Lane`],
+/// every other on [`Pool::Shared`].
 pub(crate) async fn check(
     gate: &HashGate,
     borrow: Option<&HashGate>,
@@ -274,23 +136,15 @@ pub(crate) async fn check(
     password: Password,
     phc: Option<String>,
 ) -> Result<Checked, CheckError> {
-    let permit = match borrow {
-        Some(shared) => gate.enter_or_borrow(shared).await,
-        None => gate.enter().await,
-    };
-    let permit = permit.map_err(|e| match e {
-        GateError::Busy { retry_after } => CheckError::Busy { retry_after },
-        GateError::Closed => CheckError::Internal(e.to_string()),
-    })?;
+    let admitted = admit(gate, borrow, user).await?;
     let user = user.to_owned();
     let pool = if borrow.is_some() {
         Pool::Lane
     } else {
         Pool::Shared
     };
-    tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        hash_pools::run(pool, || match verify_password_or_dummy(&password, phc.as_deref()) {
+    compute(admitted, pool, move || {
+        match verify_password_or_dummy(&password, phc.as_deref()) {
             Ok(Verification::Valid { needs_rehash }) => {
                 let rehash = if needs_rehash {
                     match hash_password_random(&password) {
@@ -312,9 +166,48 @@ pub(crate) async fn check(
                 let _ = verify_dummy(&password);
                 Checked::Invalid
             }
-        })
+        }
     })
     .await
+}
+
+/// Hashes `password` for `user`'s request (a new user's or a set password) through `gate`, on
+/// [`Pool::Shared`], the admission owned by the computation as in [`check`].
+///
+/// # Errors
+/// [`CheckError::Busy`] when the gate refuses, [`CheckError::Internal`] when no salt could be
+/// read, argon2id failed or the task did.
+pub(crate) async fn hash_new(gate: &HashGate, user: &str, password: Password) -> Result<String, CheckError> {
+    let admitted = admit(gate, None, user).await?;
+    compute(admitted, Pool::Shared, move || hash_password_random(&password))
+        .await?
+        .map_err(|e| CheckError::Internal(e.to_string()))
+}
+
+/// Verifies `old` against `phc` and, when it is right, hashes `new`, both in one admission of
+/// `gate` for `user` (a password change: one computation at a time, never two places). `None`
+/// when `old` is wrong or `phc` unusable (logged).
+///
+/// # Errors
+/// As [`hash_new`].
+pub(crate) async fn verify_then_hash(
+    gate: &HashGate,
+    user: &str,
+    old: Password,
+    phc: String,
+    new: Password,
+) -> Result<Option<String>, CheckError> {
+    let admitted = admit(gate, None, user).await?;
+    let user = user.to_owned();
+    compute(admitted, Pool::Shared, move || match verify_password_or_dummy(&old, Some(&phc)) {
+        Ok(Verification::Valid { .. }) => hash_password_random(&new).map(Some),
+        Ok(Verification::Invalid) => Ok(None),
+        Err(e) => {
+            tracing::warn!(user = %user, error = %e, "the stored password hash is unusable; refusing the change");
+            Ok(None)
+        }
+    })
+    .await?
     .map_err(|e| CheckError::Internal(e.to_string()))
 }
 
@@ -322,113 +215,57 @@ pub(crate) async fn check(
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn the_gate_queues_up_to_its_bound_then_refuses_at_once_and_frees_places_of_cancelled_waiters() {
-        let gate = Arc::new(HashGate::new(1, 2));
-        let held = gate.enter().await.expect("a free permit");
-        let waiter = |g: &Arc<HashGate>| {
-            let g = Arc::clone(g);
-            tokio::spawn(async move { g.enter().await.map(drop) })
-        };
-        assert_eq!(gate.busy(), None, "the queue has room");
-        let (first, second) = (waiter(&gate), waiter(&gate));
-        while gate.waiting() < 2 {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(gate.busy(), Some(1), "a check entering now would be refused");
-        assert_eq!(
-            gate.enter().await.map(drop),
-            Err(GateError::Busy { retry_after: 1 })
-        );
-        // A waiter that gives up frees its place.
-        second.abort();
-        assert!(second.await.is_err());
-        assert_eq!(gate.waiting(), 1);
-        let third = waiter(&gate);
-        while gate.waiting() < 2 {
-            tokio::task::yield_now().await;
-        }
-        drop(held);
-        assert_eq!(first.await.expect("join"), Ok(()));
-        assert_eq!(third.await.expect("join"), Ok(()));
-        assert_eq!(gate.waiting(), 0);
-    }
+    const OLD: &str = "correct horse battery staple";
+    const NEW: &str = "a new passphrase of some length";
 
-    #[tokio::test]
-    async fn a_lane_check_borrows_a_free_shared_permit_and_else_waits_for_whichever_frees_first() {
-        let (lane, shared) = (HashGate::new(1, 1), HashGate::new(2, 16));
-        let own = lane.enter().await.expect("the lane's permit");
-        let borrowed = lane.enter_or_borrow(&shared).await.expect("a shared permit");
-        assert_eq!(shared.semaphore().available_permits(), 1);
-        let _other = shared.enter().await.expect("the last shared permit");
-        // Nothing free: the check waits in the lane's queue, not in the shared one.
-        let (gate, shared) = (Arc::new(lane), Arc::new(shared));
-        let spawn_waiter = || {
-            let (gate, shared) = (Arc::clone(&gate), Arc::clone(&shared));
-            tokio::spawn(async move { gate.enter_or_borrow(&shared).await })
-        };
-        let first = spawn_waiter();
-        while gate.waiting() < 1 {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(shared.waiting(), 0);
-        // A shared permit frees first: it serves the lane while the lane's own is still held.
-        drop(borrowed);
-        let first = first.await.expect("join").expect("the freed shared permit");
-        assert_eq!(shared.semaphore().available_permits(), 0);
-        // The lane's own frees first: that one serves.
-        let second = spawn_waiter();
-        while gate.waiting() < 1 {
-            tokio::task::yield_now().await;
-        }
-        drop(own);
-        let _second = second.await.expect("join").expect("the lane's own permit");
-        assert_eq!(gate.semaphore().available_permits(), 0);
-        drop(first);
-        assert_eq!(shared.semaphore().available_permits(), 1);
-    }
-
-    #[tokio::test]
-    async fn a_shared_check_held_for_the_lane_holds_no_permit_so_the_lane_borrows_it() {
-        let priority = Arc::new(LanePriority::new(std::time::Duration::from_secs(3600)));
-        let shared = Arc::new(HashGate::new(1, 1).yielding_to(Arc::clone(&priority)));
-        let lane = HashGate::new(1, 1);
-        priority.lane_enter();
-        let held = tokio::spawn({
-            let shared = Arc::clone(&shared);
-            async move { shared.enter().await.map(drop) }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_computation_keeps_its_gate_place_after_its_request_is_dropped() {
+        let gate = HashGate::new(1, 4);
+        let phc = hash_password_random(&Password::new(OLD)).expect("hash");
+        let asked = tokio::spawn({
+            let gate = gate.clone();
+            async move { verify_then_hash(&gate, "alice", Password::new(OLD), phc, Password::new(NEW)).await }
         });
-        while shared.waiting() < 1 {
+        while gate.semaphore().available_permits() > 0 {
             tokio::task::yield_now().await;
         }
+        // The request goes away (a client's deadline); the computation goes on, its place with it.
+        asked.abort();
+        assert!(asked.await.is_err());
         assert_eq!(
-            shared.semaphore().available_permits(),
-            1,
-            "the held check took no permit"
+            gate.semaphore().available_permits(),
+            0,
+            "the permit left with the request"
         );
+        assert_eq!(gate.places_of("alice"), 1);
+        let next = hash_new(&gate, "carol", Password::new(NEW))
+            .await
+            .expect("a hash once the computation has ended");
+        assert!(next.starts_with("$argon2id$"));
+        assert_eq!(gate.places_of("alice"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_password_change_hashes_the_new_password_only_over_the_right_old_one() {
+        let gate = HashGate::new(1, 4);
+        let phc = hash_password_random(&Password::new(OLD)).expect("hash");
+        let wrong = verify_then_hash(
+            &gate,
+            "alice",
+            Password::new(NEW),
+            phc.clone(),
+            Password::new(NEW),
+        )
+        .await;
+        assert!(matches!(wrong, Ok(None)), "{wrong:?}");
+        let changed = verify_then_hash(&gate, "alice", Password::new(OLD), phc, Password::new(NEW))
+            .await
+            .expect("check")
+            .expect("the right old password");
         assert_eq!(
-            shared.busy(),
-            Some(1),
-            "the queue is full and a check entering now would be held too"
+            ichor_renderers::auth::hash::verify_password(&Password::new(NEW), &changed),
+            Ok(Verification::Valid { needs_rehash: false })
         );
-        let own = lane.enter().await.expect("the lane's permit");
-        let borrowed = lane
-            .enter_or_borrow(&shared)
-            .await
-            .expect("the free shared permit");
-        assert_eq!(shared.semaphore().available_permits(), 0);
-        priority.lane_leave();
-        assert!(
-            !held.is_finished(),
-            "the held check waits for the borrowed permit"
-        );
-        drop((own, borrowed));
-        let joined = tokio::time::timeout(std::time::Duration::from_secs(10), held)
-            .await
-            .expect("the held check starts once the lane is empty and the permit is back");
-        assert_eq!(joined.expect("join"), Ok(()));
-        assert_eq!(shared.waiting(), 0);
-        assert_eq!(shared.busy(), None);
     }
 
     #[test]
@@ -454,12 +291,5 @@ mod tests {
         assert!(a.expose().bytes().all(|c| GENERATOR_ALPHABET.contains(&c)));
         assert_eq!(check_password(&a), Ok(()));
         assert_ne!(a.expose(), b.expose(), "two generated passwords were equal");
-    }
-
-    #[test]
-    fn the_retry_hint_is_the_time_a_full_queue_takes_to_drain() {
-        assert_eq!(HashGate::new(2, 16).drain_seconds(), 2);
-        assert_eq!(HashGate::new(2, 0).drain_seconds(), 1);
-        assert_eq!(HashGate::new(1, 1000).drain_seconds(), 30);
     }
 }

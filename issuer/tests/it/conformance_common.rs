@@ -166,9 +166,19 @@ impl RunningIssuer {
     }
 
     pub async fn start_with(options: Options, key_age: SignedDuration) -> RunningIssuer {
+        Self::start_users(options, &[USER], key_age).await
+    }
+
+    /// As [`RunningIssuer::start`], with `users` (each an admin with [`PASSWORD`]) instead of
+    /// [`USER`] alone.
+    pub async fn start_for(options: Options, users: &[&str]) -> RunningIssuer {
+        Self::start_users(options, users, SignedDuration::from_hours(30)).await
+    }
+
+    async fn start_users(options: Options, users: &[&str], key_age: SignedDuration) -> RunningIssuer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
-        let (ca_pem, keys, keys_made) = lay_out(dir.path(), &[USER], key_age);
+        let (ca_pem, keys, keys_made) = lay_out(dir.path(), users, key_age);
         let external = free_port();
         let issuer = format!("https://127.0.0.1:{external}");
         let dir = std::sync::Arc::new(dir);

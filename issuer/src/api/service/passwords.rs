@@ -64,7 +64,7 @@ where
         } else {
             String::new()
         };
-        let hash = self.hash(password).await?;
+        let hash = self.hash(&caller.name, password).await?;
         let now = self.inner.clock.now();
         modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
             let entry = match current {
@@ -83,6 +83,7 @@ where
         request: Request<ChangeOwnPasswordRequest>,
     ) -> Result<ChangeOwnPasswordResponse, ApiError> {
         let caller = self.authenticate(&request, Gate::AllowMustChange).await?;
+        let source = self.source_of(&request);
         let req = request.into_inner();
         let old = Password::new(req.old_password);
         let new = Password::new(req.new_password);
@@ -101,13 +102,16 @@ where
             ApiError::FailedPrecondition(format!("user {:?} has no password to change", caller.name))
         })?;
         let verified_hash = entry.hash.clone();
-        if !self.verify(old, verified_hash.clone()).await?.is_valid() {
+        // A sign-in attempt in all but name: the back-off and the source's failures apply.
+        let Some(hash) = self
+            .change_password(source, &caller.name, old, verified_hash.clone(), new)
+            .await?
+        else {
             return Err(ApiError::invalid(
                 "old_password",
                 "does not match your current password",
             ));
-        }
-        let hash = self.hash(new).await?;
+        };
         let now = self.inner.clock.now();
         modify_credentials(self.inner.store.as_ref(), &caller.name, |current| match current {
             // Only over the password that was verified: a concurrent change wins.

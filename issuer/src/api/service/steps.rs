@@ -1,14 +1,11 @@
 //! The steps every `UserService` call shares (steps 1, 2 and 4 of the [`crate::api`] list):
 //! authenticating the caller against its session state, asking RBAC, reading users fresh and
-//! as the API shows them, and hashing or verifying passwords off the async threads.
+//! as the API shows them, and hashing passwords or checking old ones through the process's
+//! password limits (its one argon2id gate, the sign-in back-off and failure buckets).
 
-use ichor_renderers::{
-    auth::{
-        Password,
-        hash::{Verification, verify_password},
-    },
-    rbac::Attributes,
-};
+use std::net::{IpAddr, SocketAddr};
+
+use ichor_renderers::{auth::Password, rbac::Attributes};
 use tonic::Request;
 
 use super::{Gate, UserApi};
@@ -21,7 +18,7 @@ use crate::{
         proto,
     },
     external::{ExternalVerifier, verifier::unverified_issuer},
-    oidc::passwords::hash_password_random,
+    oidc::password_limits::PasswordLimitError,
     store::StoredUser,
 };
 
@@ -192,34 +189,52 @@ where
         })
     }
 
-    /// Hashes a password off the async threads, at most the semaphore's number at once.
-    pub(super) async fn hash(&self, password: Password) -> Result<String, ApiError> {
-        let _permit = self
-            .inner
+    /// Hashes a new password for a request of `caller` through the process's argon2id gate
+    /// (refused at once, `unavailable`, when it is full or `caller` holds its share of it).
+    pub(super) async fn hash(&self, caller: &str, password: Password) -> Result<String, ApiError> {
+        self.inner
             .config
-            .hash_permits
-            .acquire()
+            .passwords
+            .hash(caller, password)
             .await
-            .map_err(|_| ApiError::Unavailable("the password hasher is shut down".to_owned()))?;
-        tokio::task::spawn_blocking(move || hash_password_random(&password))
-            .await
-            .map_err(|e| ApiError::Internal(format!("the password hashing task failed: {e}")))?
-            .map_err(|e| ApiError::Internal(e.to_string()))
+            .map_err(limit_error)
     }
 
-    /// Verifies a password against a stored hash, as [`Self::hash`] does its work.
-    pub(super) async fn verify(&self, password: Password, hash: String) -> Result<Verification, ApiError> {
-        let _permit = self
-            .inner
+    /// `caller`'s change of its own password from `old` (checked against `phc`, the stored hash)
+    /// to `new`, as a sign-in attempt from `source`: the new hash, or `None` when `old` is wrong.
+    pub(super) async fn change_password(
+        &self,
+        source: IpAddr,
+        caller: &str,
+        old: Password,
+        phc: String,
+        new: Password,
+    ) -> Result<Option<String>, ApiError> {
+        let clock = std::sync::Arc::clone(&self.inner.clock);
+        let now = move || clock.now();
+        self.inner
             .config
-            .hash_permits
-            .acquire()
+            .passwords
+            .change(source, caller, old, phc, new, &now)
             .await
-            .map_err(|_| ApiError::Unavailable("the password hasher is shut down".to_owned()))?;
-        tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-            .await
-            .map_err(|e| ApiError::Internal(format!("the password check failed: {e}")))?
-            .map_err(|e| ApiError::Internal(e.to_string()))
+            .map_err(limit_error)
+    }
+
+    /// The source address of `request`, as the sign-in form reads a request's: the TCP peer,
+    /// or the client a trusted proxy names in `X-Forwarded-For`.
+    pub(super) fn source_of<T>(&self, request: &Request<T>) -> IpAddr {
+        let peer = request
+            .extensions()
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|info| info.0.ip())
+            .or_else(|| request.remote_addr().map(|addr| addr.ip()));
+        let forwarded: Vec<&str> = request
+            .metadata()
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        self.inner.config.passwords.source_of(peer, &forwarded)
     }
 
     /// The other users, for the last-enabled-admin rule.
@@ -231,5 +246,15 @@ where
     pub(super) fn forget(&self, name: &str) {
         self.inner.sessions.invalidate(name);
         self.inner.store.invalidate(name);
+    }
+}
+
+/// The API's answer to a refusal of the password limits: `resource_exhausted` while backing off
+/// (as the sign-in form's 429), `unavailable` when the gate is full (its 503).
+fn limit_error(e: PasswordLimitError) -> ApiError {
+    match e {
+        PasswordLimitError::Limited { .. } => ApiError::ResourceExhausted(e.to_string()),
+        PasswordLimitError::Busy { .. } => ApiError::Unavailable(e.to_string()),
+        PasswordLimitError::Internal(_) => ApiError::Internal(e.to_string()),
     }
 }

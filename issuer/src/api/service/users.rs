@@ -103,7 +103,11 @@ where
         };
         let now = self.inner.clock.now();
         let entry = match password {
-            Some(p) => Some(CredentialsEntry::new(self.hash(p).await?, now, true)),
+            Some(p) => Some(CredentialsEntry::new(
+                self.hash(&caller.name, p).await?,
+                now,
+                true,
+            )),
             None => None,
         };
         let spec = IchorUserSpec {

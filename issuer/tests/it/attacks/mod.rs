@@ -1,8 +1,12 @@
 //! Attacks on the issuer, one file per attack, each written from the attack's steps: the test
 //! runs the attack and asserts that it fails.
 
+mod cancelled_password_change_flood;
+mod composed;
 mod external_browser_token_as_kubectl_credential;
 mod external_slow_jwks_with_garbage_kid;
 mod forged_forwarded_for;
 mod named_account_lockout;
+mod one_account_fills_the_password_gate;
+mod password_change_guessing;
 mod shared_address_garbage;
