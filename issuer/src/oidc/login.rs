@@ -227,15 +227,15 @@ async fn sign_in(
         |n| backoff_key(n.as_str(), device.as_deref()),
     );
     if let Admission::Blocked { retry_after } = lock(&issuer.backoff).admit(&key, now) {
+        // A probe of a blocked name costs its source a token like a wrong password: else one
+        // address could keep a name blocked for ever at no cost.
+        source_token.charge();
         issuer.metrics.backoff_hit("user_backoff");
         return Err(Failure::Limited {
             retry_after: retry_after.as_secs().max(1),
         });
     }
     let mut reservation = Reservation {
-        // A probe of a blocked name costs its source a token like a wrong password: else one
-        // address could keep a name blocked for ever at no cost.
-        source_token.charge();
         backoff: Arc::clone(&issuer.backoff),
         key,
         outcome: AttemptOutcome::Abandoned,
