@@ -393,13 +393,18 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
         ws = by_key.get(("Service", "ichor-controller-webhook"))
         f.check(ws is not None and ws["spec"]["ports"][0]["port"] == 443 and ws["spec"]["ports"][0]["targetPort"] == "webhook", f"[{config}] Service ichor-controller-webhook is not 443 -> webhook (9443)")
 
-    # What RBAC cannot name: the controller's Secret creates.
-    for policy, needle in (("ichor-controller-secrets", "system:serviceaccount:ichor-system:ichor-controller"),):
+    # What RBAC cannot name: the controller's Secret creates, the Ichor roles' port-forwards.
+    for policy, needle in (("ichor-controller-secrets", "system:serviceaccount:ichor-system:ichor-controller"),
+                           ("ichor-user-portforward", "ichor:viewer")):
         vap = by_key.get(("ValidatingAdmissionPolicy", policy))
         binding = by_key.get(("ValidatingAdmissionPolicyBinding", policy))
         if f.check(vap is not None and binding is not None, f"[{config}] no ValidatingAdmissionPolicy {policy} with its binding"):
             f.check(vap["spec"]["failurePolicy"] == "Fail" and needle in str(vap["spec"]["matchConditions"]), f"[{config}] {policy} does not match {needle} or fails open")
             f.check(binding["spec"]["policyName"] == policy and binding["spec"]["validationActions"] == ["Deny"], f"[{config}] {policy}'s binding does not deny")
+    # The NetworkPolicies (on by default): the controller's pods, and the issuer's with users on.
+    want_np = {"ichor-controller"} | ({"ichor-issuer"} if ("Deployment", "ichor-issuer") in by_key else set())
+    got_np = {name for (kind, name) in by_key if kind == "NetworkPolicy"}
+    f.check(got_np == want_np, f"[{config}] NetworkPolicies {sorted(got_np)}, want {sorted(want_np)}")
 
 
 def check_snapshot(f: Failures, config: str, rendered: str, update: bool) -> None:

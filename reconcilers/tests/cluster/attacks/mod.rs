@@ -14,6 +14,7 @@ use crate::replicas::{Replica, get};
 mod controller_secret_creates;
 mod issuer_service_impostor;
 mod paused_operation_made_destructive;
+mod portforward_to_any_pod;
 mod superseded_keys_retired;
 
 /// How long the controller gets to settle.
@@ -49,7 +50,11 @@ impl Running {
         let kubeconfig = install::component_kubeconfig(&plane, 0, CONTROLLER_SERVICE_ACCOUNT)?;
         let mut replica = Replica::start_with(dir.path(), "ichor-controller-a", &kubeconfig, env)?;
         let settled = (|| -> anyhow::Result<()> {
-            for name in [SIGNING_SECRET, TLS_SECRET, ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET] {
+            for name in [
+                SIGNING_SECRET,
+                TLS_SECRET,
+                ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET,
+            ] {
                 wait::until(&format!("Secret {name} with data"), SETTLE, || {
                     Ok(get(&plane, 0, "secret", name)?
                         .filter(|s| s["data"].as_object().is_some_and(|d| !d.is_empty())))
