@@ -13,7 +13,9 @@ use std::fmt;
 mod grant;
 mod last_admin;
 
-pub use grant::{GrantRefusal, Requester, check_grant, may_grant, ungranted_role};
+pub use grant::{
+    ActRefusal, GrantRefusal, Requester, UserAct, check_act_on, check_grant, may_grant, ungranted_role,
+};
 pub use last_admin::{
     LastAdminRefusal, UserChange, UserState, check_last_admin, is_exempt_from_last_admin_rule,
 };

@@ -28,8 +28,9 @@ const ICHOR_RESOURCES: [&str; 8] = [
     "ichorusers",
 ];
 
-const ICHOR_SUBRESOURCES: [&str; 16] = [
+const ICHOR_SUBRESOURCES: [&str; 17] = [
     "ichorusers/password",
+    "ichorinstallations/users",
     "ichorusers/status",
     "talosclusters/authentication",
     "talosclusters/cilium-values",
@@ -77,8 +78,8 @@ const VERBS: [&str; 14] = [
 
 const NAMESPACES: [&str; 3] = [SYS, "default", ""];
 
-/// ADR 0094 decision 4's table (with the events and cilium-values amendments), written out
-/// independently of the YAML: what `role` may do.
+/// ADR 0094 decision 4's table (with the events, cilium-values and installation-users
+/// amendments), written out independently of the YAML: what `role` may do.
 fn table_allows(role: BuiltinRole, a: &Attributes) -> bool {
     use BuiltinRole::{Admin, Operator};
     let resource = a.combined_resource();
@@ -118,11 +119,13 @@ fn table_allows(role: BuiltinRole, a: &Attributes) -> bool {
         {
             true
         }
-        (ICHOR, "ichorusers/password" | "talosclusters/authentication" | "talosclusters/cilium-values")
-            if role == Admin && verb == "update" =>
-        {
-            true
-        }
+        (
+            ICHOR,
+            "ichorusers/password"
+            | "ichorinstallations/users"
+            | "talosclusters/authentication"
+            | "talosclusters/cilium-values",
+        ) if role == Admin && verb == "update" => true,
         (
             ICHOR,
             "talosoperations/shutdown"

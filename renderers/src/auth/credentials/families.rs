@@ -87,6 +87,15 @@ impl CredentialsEntry {
         now >= family.exp || !self.accepts_issued_at(family.iat)
     }
 
+    /// How many families are not over at `now` (neither past their end nor started before
+    /// `notBefore`): the sessions that can still refresh once the user may sign in.
+    pub fn live_families(&self, now: Timestamp) -> usize {
+        self.families
+            .values()
+            .filter(|family| !self.family_ended(family, now))
+            .count()
+    }
+
     /// The entry with the families that are over (expired, or started before `notBefore`)
     /// removed. Useful before any write, so dead families do not accumulate.
     pub fn prune(&self, now: Timestamp) -> Self {

@@ -1,6 +1,10 @@
 //! The grant rule: who may give a user which role. An admin may grant anything, a built-in role
 //! at or below the requester's highest built-in role is grantable, a custom role only by one who
 //! holds it.
+//!
+//! The same rule bounds what a requester may do *to* another user: setting its password, ending
+//! its sessions and re-enabling it each hand that user's roles to someone (whoever then signs in
+//! as it), so each needs the right to grant every role the user holds ([`check_act_on`]).
 
 use super::{ADMIN_ROLE, BuiltinRole, highest_builtin, holds};
 use crate::auth::user_name::ICHOR_PREFIX;
@@ -79,6 +83,83 @@ where
         .try_for_each(|role| may_grant(requester_roles, role))
 }
 
+/// An act on another user that hands its roles to someone, and so needs the right to grant each
+/// of them: whoever sets a password can sign in as the user, whoever re-enables a user brings its
+/// roles back, and ending an admin's sessions is an act against an admin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserAct {
+    /// `SetPassword`: an administrator's new password for the user.
+    SetPassword,
+    /// `RevokeSessions`: ending every session of the user.
+    RevokeSessions,
+    /// `spec.disabled` from `true` to `false`.
+    Enable,
+}
+
+impl UserAct {
+    /// The act as the refusal words it: "set the password of", "end the sessions of",
+    /// "re-enable".
+    pub fn phrase(self) -> &'static str {
+        match self {
+            UserAct::SetPassword => "set the password of",
+            UserAct::RevokeSessions => "end the sessions of",
+            UserAct::Enable => "re-enable",
+        }
+    }
+}
+
+/// Why a requester may not act on a user. `Display` is the exact message the API and the webhook
+/// print; it names the act, the user and the role the requester could not grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "you may not {} user \"{user}\": it holds role \"{}\", {}; only someone who may grant every \
+     role of a user may do that",
+    act.phrase(),
+    refusal.role(),
+    why(refusal)
+)]
+pub struct ActRefusal {
+    /// What was refused.
+    pub act: UserAct,
+    /// The user acted on.
+    pub user: String,
+    /// The first of its roles the requester may not grant.
+    pub refusal: GrantRefusal,
+}
+
+fn why(refusal: &GrantRefusal) -> String {
+    match refusal {
+        GrantRefusal::AboveHighest { highest, .. } => {
+            format!("which is above your highest role \"{highest}\"")
+        }
+        GrantRefusal::NoBuiltinRole { .. } => "and you hold no built-in role".to_owned(),
+        GrantRefusal::NotHeld { .. } => "which you do not hold".to_owned(),
+    }
+}
+
+/// Whether a requester holding `requester_roles` may `act` on `user`, who holds `user_roles`:
+/// only if it may grant every one of them ([`may_grant`]). A user with no role (or only roles
+/// the requester holds) is open to anyone the RBAC gate lets through.
+pub fn check_act_on<R, U>(
+    requester_roles: &[R],
+    act: UserAct,
+    user: &str,
+    user_roles: &[U],
+) -> Result<(), ActRefusal>
+where
+    R: AsRef<str>,
+    U: AsRef<str>,
+{
+    user_roles
+        .iter()
+        .try_for_each(|role| may_grant(requester_roles, role.as_ref()))
+        .map_err(|refusal| ActRefusal {
+            act,
+            user: user.to_owned(),
+            refusal,
+        })
+}
+
 /// [`check_grant`] as the name of the first role the requester may not grant, if any.
 pub fn ungranted_role<R, O, N>(requester_roles: &[R], old: &[O], new: &[N]) -> Option<String>
 where
@@ -140,5 +221,15 @@ impl Requester {
         new: &[N],
     ) -> Result<(), GrantRefusal> {
         check_grant(&self.roles, old, new)
+    }
+
+    /// [`check_act_on`] for this requester.
+    pub fn check_act_on<U: AsRef<str>>(
+        &self,
+        act: UserAct,
+        user: &str,
+        user_roles: &[U],
+    ) -> Result<(), ActRefusal> {
+        check_act_on(&self.roles, act, user, user_roles)
     }
 }

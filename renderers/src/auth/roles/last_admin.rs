@@ -1,14 +1,28 @@
 //! The last-enabled-admin rule: no change may leave the users without an enabled admin, except
-//! one made by a system identity or the override certificate.
+//! one made by the override certificate or by the two controllers that delete a namespace's
+//! objects.
 
 use super::{ADMIN_ROLE, holds};
 
-/// Whether an admission requester is exempt from the last-enabled-admin rule: a system identity
-/// (user name starting with `system:`, which covers the namespace controller and the garbage
-/// collector) or a member of `system:masters` (the override certificate). This keeps the
-/// override credential the recovery path.
+/// The group of the override certificate (the secrets bundle's `admin` client certificate).
+pub const OVERRIDE_GROUP: &str = "system:masters";
+
+/// The user names exempt from the last-enabled-admin rule: the namespace controller (deleting
+/// the namespace's objects on uninstall) and the garbage collector, as the controller manager
+/// names them with per-controller credentials (`--use-service-account-credentials`, the default
+/// of Talos and kubeadm), and the controller manager itself, which they act as without those
+/// credentials. Every other ServiceAccount, and every other `system:` name, is held to the rule.
+pub const EXEMPT_USERS: [&str; 3] = [
+    "system:serviceaccount:kube-system:namespace-controller",
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+    "system:kube-controller-manager",
+];
+
+/// Whether an admission requester is exempt from the last-enabled-admin rule: a member of
+/// [`OVERRIDE_GROUP`] (the override certificate, which keeps it the recovery path) or one of
+/// [`EXEMPT_USERS`]. Nothing else is: not other `system:` users, not other ServiceAccounts.
 pub fn is_exempt_from_last_admin_rule<S: AsRef<str>>(username: &str, groups: &[S]) -> bool {
-    username.starts_with("system:") || groups.iter().any(|g| g.as_ref() == "system:masters")
+    EXEMPT_USERS.contains(&username) || groups.iter().any(|g| g.as_ref() == OVERRIDE_GROUP)
 }
 
 /// The state of one user that the last-enabled-admin rule looks at.
@@ -60,7 +74,8 @@ pub struct LastAdminRefusal {
 /// The last-enabled-admin rule: refuses a change that turns the enabled admin `user` into
 /// something else (disabled, without `admin`, or deleted) when no *other* user is an enabled
 /// admin. `others` are the other users as `(name, roles, disabled)`; an entry named `user` is
-/// ignored, so passing every user is fine.
+/// ignored, so passing every user is fine. Leave out users that are being deleted (a
+/// `deletionTimestamp`): a finalizer can keep one around, but it is no admin to rely on.
 pub fn check_last_admin<'a, I>(user: &str, change: &UserChange<'_>, others: I) -> Result<(), LastAdminRefusal>
 where
     I: IntoIterator<Item = (&'a str, &'a [String], bool)>,

@@ -187,11 +187,68 @@ fn the_grant_rule_applies_only_to_ichor_identities() {
 }
 
 #[test]
-fn system_identities_and_system_masters_are_exempt_from_the_last_admin_rule() {
+fn acting_on_a_user_needs_the_right_to_grant_each_of_its_roles() {
+    assert!(
+        check_act_on(
+            &["operator"],
+            UserAct::SetPassword,
+            "bob",
+            &["viewer", "operator"]
+        )
+        .is_ok()
+    );
+    assert!(check_act_on(&["viewer"], UserAct::RevokeSessions, "nobody", &NONE).is_ok());
+    assert!(check_act_on(&["admin"], UserAct::Enable, "root", &["admin", "auditor"]).is_ok());
+    let refusal =
+        check_act_on(&["operator"], UserAct::SetPassword, "root", &["viewer", "admin"]).unwrap_err();
+    assert_eq!(refusal.refusal.role(), "admin");
+    assert_eq!(
+        refusal.to_string(),
+        "you may not set the password of user \"root\": it holds role \"admin\", which is above your \
+         highest role \"operator\"; only someone who may grant every role of a user may do that"
+    );
+    let custom = Requester::from_roles(&["operator"])
+        .check_act_on(UserAct::Enable, "aud", &["auditor"])
+        .unwrap_err();
+    assert!(
+        custom.to_string().starts_with(
+            "you may not re-enable user \"aud\": it holds role \"auditor\", which you do not hold"
+        ),
+        "{custom}"
+    );
+    let none = check_act_on(&["auditor"], UserAct::RevokeSessions, "v", &["viewer"]).unwrap_err();
+    assert!(
+        none.to_string().contains(
+            "end the sessions of user \"v\": it holds role \"viewer\", and you hold no built-in role"
+        ),
+        "{none}"
+    );
+}
+
+#[test]
+fn only_system_masters_and_the_namespace_and_gc_controllers_are_exempt_from_the_last_admin_rule() {
     assert!(is_exempt_from_last_admin_rule(
         "system:serviceaccount:kube-system:namespace-controller",
         &NONE
     ));
+    assert!(is_exempt_from_last_admin_rule(
+        "system:serviceaccount:kube-system:generic-garbage-collector",
+        &["system:serviceaccounts"]
+    ));
+    assert!(is_exempt_from_last_admin_rule(
+        "system:kube-controller-manager",
+        &NONE
+    ));
+    // Any other ServiceAccount, or system: name, is held to the rule.
+    assert!(!is_exempt_from_last_admin_rule(
+        "system:serviceaccount:ichor-system:ichor-issuer",
+        &["system:serviceaccounts", "system:serviceaccounts:ichor-system"]
+    ));
+    assert!(!is_exempt_from_last_admin_rule(
+        "system:serviceaccount:kube-system:namespace-controller-impostor",
+        &NONE
+    ));
+    assert!(!is_exempt_from_last_admin_rule("system:anonymous", &NONE));
     assert!(is_exempt_from_last_admin_rule(
         "kubernetes-admin",
         &["system:masters"]
