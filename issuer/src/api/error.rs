@@ -1,7 +1,7 @@
 //! [`ApiError`]: every refusal of the `UserService`, as a sentence naming the field or the
 //! right, and its gRPC status code.
 
-use ichor_renderers::auth::roles::{GrantRefusal, LastAdminRefusal};
+use ichor_renderers::auth::roles::{ActRefusal, GrantRefusal, LastAdminRefusal};
 use tonic::{Code, Status};
 
 use crate::store::StoreError;
@@ -38,6 +38,10 @@ pub enum ApiError {
     /// The grant rule refused a role.
     #[error(transparent)]
     Grant(#[from] GrantRefusal),
+    /// The caller may not act on this user (set its password, end its sessions, re-enable it):
+    /// it could not grant one of the user's roles.
+    #[error(transparent)]
+    ActOn(#[from] ActRefusal),
     /// The last-enabled-admin rule refused the change.
     #[error(transparent)]
     LastAdmin(#[from] LastAdminRefusal),
@@ -89,7 +93,8 @@ impl ApiError {
             ApiError::MustChangePassword
             | ApiError::Forbidden { .. }
             | ApiError::Denied(_)
-            | ApiError::Grant(_) => Code::PermissionDenied,
+            | ApiError::Grant(_)
+            | ApiError::ActOn(_) => Code::PermissionDenied,
             ApiError::LastAdmin(_) | ApiError::FailedPrecondition(_) => Code::FailedPrecondition,
             ApiError::InvalidArgument { .. } => Code::InvalidArgument,
             ApiError::NotFound(_) => Code::NotFound,

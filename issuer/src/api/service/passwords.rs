@@ -1,8 +1,16 @@
 //! The `UserService` calls on passwords and sessions: `SetPassword` (an administrator's, given
 //! or generated), `ChangeOwnPassword` (the caller's, over the verified old one) and
 //! `RevokeSessions`.
+//!
+//! `SetPassword` and `RevokeSessions` act on another user, so besides RBAC an Ichor caller must
+//! be able to grant every role of that user (`check_act_on`): an operator allowed to manage
+//! users still may not take over, or log out, an admin.
 
-use ichor_renderers::auth::{Password, credentials::CredentialsEntry};
+use ichor_renderers::auth::{
+    Password,
+    credentials::CredentialsEntry,
+    roles::{UserAct, check_act_on},
+};
 use tonic::Request;
 
 use super::{Gate, UserApi};
@@ -58,7 +66,11 @@ where
             ],
         )
         .await?;
-        self.existing_user(name.as_str()).await?;
+        let target = self.existing_user(name.as_str()).await?;
+        // Like the grant rule, this limits Ichor's own users; RBAC is an external caller's gate.
+        if caller.external.is_none() {
+            check_act_on(&caller.roles, UserAct::SetPassword, name.as_str(), &target.roles)?;
+        }
         let generated_password = if generated {
             password.expose().to_owned()
         } else {
@@ -142,17 +154,32 @@ where
             ],
         )
         .await?;
-        self.existing_user(name.as_str()).await?;
+        let target = self.existing_user(name.as_str()).await?;
+        if caller.external.is_none() {
+            check_act_on(
+                &caller.roles,
+                UserAct::RevokeSessions,
+                name.as_str(),
+                &target.roles,
+            )?;
+        }
+        self.end_sessions(name.as_str()).await?;
+        Ok(RevokeSessionsResponse {})
+    }
+
+    /// Ends every session of `name`: `notBefore` moves to now (ID tokens issued before it are
+    /// refused by the API) and every refresh family is dropped. Nothing to do without an entry.
+    pub(super) async fn end_sessions(&self, name: &str) -> Result<(), ApiError> {
         let now = self.inner.clock.now();
-        modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
+        modify_credentials(self.inner.store.as_ref(), name, |current| {
             Ok::<_, ApiError>(match current {
                 Some(current) => Change::Put(current.revoke_all(now), ()),
                 None => Change::Keep(()),
             })
         })
         .await?;
-        self.forget(name.as_str());
-        Ok(RevokeSessionsResponse {})
+        self.forget(name);
+        Ok(())
     }
 }
 

@@ -1,12 +1,18 @@
 //! The `UserService` calls on users themselves: `ListUsers`, `GetUser`, `CreateUser` (with its
 //! optional first password), `UpdateUser` and `DeleteUser`, each under the grant rule and the
 //! last-enabled-admin rule where they apply.
+//!
+//! A disable ends every session of the user once it is written, and a re-enable ends them again
+//! before it is written, so a refresh token stolen before a disable never works again: a user
+//! disabled by any other path (`kubectl`) comes back through here with no session, and the
+//! admission webhook refuses a `kubectl` re-enable while a session from before remains. A
+//! re-enable, like a grant, needs the right to grant each of the user's roles.
 
 use ichor_renderers::{
     auth::{
         Password,
         credentials::CredentialsEntry,
-        roles::{UserChange, UserState, check_grant, check_last_admin},
+        roles::{UserAct, UserChange, UserState, check_act_on, check_grant, check_last_admin},
     },
     crd::{IchorUser, IchorUserSpec, NAMESPACE},
 };
@@ -118,6 +124,18 @@ where
         };
         let mut object = IchorUser::new(name.as_str(), spec);
         object.metadata.namespace = Some(NAMESPACE.to_owned());
+        // A stale entry of an earlier user of this name goes first: the admission webhook refuses
+        // to create a user over one (it would hand the new user the old password and sessions).
+        self.inner.store.invalidate(name.as_str());
+        if self.inner.store.get_user(name.as_str()).await?.is_none() {
+            modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
+                Ok::<_, ApiError>(match current {
+                    Some(_) => Change::Remove(()),
+                    None => Change::Keep(()),
+                })
+            })
+            .await?;
+        }
         // Write the user, then the credentials; undo the user if the credentials fail.
         let created = self.inner.store.create_user(&caller, &object).await?;
         // A stale entry of an earlier user of this name must never let the new one sign in.
@@ -170,8 +188,13 @@ where
         let old = self.existing_user(name.as_str()).await?;
         let new_roles = req.roles.map_or_else(|| old.roles.clone(), |l| l.roles);
         let new_disabled = req.disabled.unwrap_or(old.disabled);
+        let enabling = old.disabled && !new_disabled;
+        let disabling = !old.disabled && new_disabled;
         if caller.external.is_none() {
             check_grant(&caller.roles, &old.roles, &new_roles)?;
+            if enabling {
+                check_act_on(&caller.roles, UserAct::Enable, name.as_str(), &new_roles)?;
+            }
         }
         let others = self.all_users().await?;
         check_last_admin(
@@ -198,8 +221,16 @@ where
         };
         let mut object = IchorUser::new(name.as_str(), spec);
         object.metadata.namespace = Some(NAMESPACE.to_owned());
+        if enabling {
+            // Sessions from before the disable stay ended (refused if this fails: fail closed).
+            self.end_sessions(name.as_str()).await?;
+        }
         self.inner.store.update_user(&caller, &object).await?;
         self.forget(name.as_str());
+        if disabling && let Err(error) = self.end_sessions(name.as_str()).await {
+            // The user is disabled, so no session of it works; a re-enable ends them first.
+            tracing::warn!(user = %name, %error, "disabled user's sessions not ended");
+        }
         let user = self.existing_user(name.as_str()).await?;
         Ok(UpdateUserResponse {
             user: Some(self.user_message(user).await?),

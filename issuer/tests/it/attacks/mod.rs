@@ -8,5 +8,7 @@ mod external_slow_jwks_with_garbage_kid;
 mod forged_forwarded_for;
 mod named_account_lockout;
 mod one_account_fills_the_password_gate;
+mod operator_takes_over_an_admin;
 mod password_change_guessing;
 mod shared_address_garbage;
+mod stolen_refresh_token_across_a_disable;
