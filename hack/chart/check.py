@@ -377,6 +377,7 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
             "ichorusers": (["CREATE", "UPDATE", "DELETE"], "/validate/ichorusers"),
             "talosclusters": (["CREATE", "UPDATE"], "/validate/talosclusters"),
             "talosoperations": (["CREATE", "UPDATE"], "/validate/talosoperations"),
+            "ichorinstallations": (["CREATE", "UPDATE"], "/validate/ichorinstallations"),
         }
         got = {}
         for w in vwc["webhooks"]:
@@ -389,6 +390,9 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
             for rule in w["rules"]:
                 for r in rule["resources"]:
                     got[r] = (rule["operations"], svc.get("path"))
+            # Exemptions name identities; a prefix such as system: would exempt every ServiceAccount.
+            conditions = str(w.get("matchConditions", ""))
+            f.check("startsWith" not in conditions, f"{label}: a match condition exempts a name prefix: {conditions}")
         f.check(got == want, f"[{config}] webhooks {got}, want {want}")
         ws = by_key.get(("Service", "ichor-controller-webhook"))
         f.check(ws is not None and ws["spec"]["ports"][0]["port"] == 443 and ws["spec"]["ports"][0]["targetPort"] == "webhook", f"[{config}] Service ichor-controller-webhook is not 443 -> webhook (9443)")

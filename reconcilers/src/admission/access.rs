@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::StreamExt as _;
+use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
 use ichor_renderers::crd::{GROUP, IchorUser};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
@@ -52,6 +54,18 @@ pub trait UserLister: Send + Sync {
     /// [`AdmissionError::ReadUser`] when the read fails or does not answer in time; the caller
     /// refuses.
     async fn read_user(&self, namespace: &str, name: &str) -> Result<Option<IchorUser>, AdmissionError>;
+
+    /// The credentials entry of user `name` (its key of the Secret `ichor-user-credentials` of
+    /// `namespace`) read from the kube-apiserver; `None` when there is none, or no Secret.
+    ///
+    /// # Errors
+    /// [`AdmissionError::ReadCredentials`] when the read fails, does not answer in time, or the
+    /// entry does not parse; the caller refuses.
+    async fn read_credentials(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<CredentialsEntry>, AdmissionError>;
 }
 
 /// The attributes of `verb` on `resource/subresource` of `ichor.maesh.dev` in `namespace` (on the
@@ -233,6 +247,36 @@ impl UserLister for KubeUserLister {
             .map_err(|_| read_error(format!("no answer within {:?}", self.timeout)))?
             .map_err(|e| read_error(short(&e)))
     }
+
+    async fn read_credentials(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<CredentialsEntry>, AdmissionError> {
+        let read_error = |reason: String| AdmissionError::ReadCredentials {
+            name: name.to_owned(),
+            reason,
+        };
+        // Read as text and parsed here: the client's typed calls log a whole body they cannot
+        // parse, and this one holds every password hash.
+        let request = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/secrets"))
+            .get(CREDENTIALS_SECRET_NAME, &kube::core::params::GetParams::default())
+            .map_err(|e| read_error(e.to_string()))?;
+        let text = match tokio::time::timeout(self.timeout, self.client.request_text(request)).await {
+            Err(_) => return Err(read_error(format!("no answer within {:?}", self.timeout))),
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => return Ok(None),
+            Ok(Err(e)) => return Err(read_error(short(&e))),
+            Ok(Ok(text)) => text,
+        };
+        let secret: Secret = serde_json::from_str(&text)
+            .map_err(|_| read_error(format!("Secret {CREDENTIALS_SECRET_NAME} does not parse")))?;
+        let Some(value) = secret.data.as_ref().and_then(|d| d.get(name)) else {
+            return Ok(None);
+        };
+        CredentialsEntry::parse(name, &value.0)
+            .map(Some)
+            .map_err(|e| read_error(e.to_string()))
+    }
 }
 
 /// Asks whether the request's user holds `attrs`; `Allow` if so, otherwise a denial naming
@@ -249,9 +293,12 @@ pub(crate) async fn require_right(
     match reviewer.allowed(user, attrs).await {
         Ok(true) => super::Verdict::Allow,
         Ok(false) => super::Verdict::deny(format!(
-            "{field}: {needs} needs verb \"{verb}\" on {right} in namespace \"{ns}\", which {who} does not hold",
+            "{field}: {needs} needs verb \"{verb}\" on {right}{scope}, which {who} does not hold",
             verb = attrs.verb.as_deref().unwrap_or_default(),
-            ns = attrs.namespace.as_deref().unwrap_or_default(),
+            scope = match attrs.namespace.as_deref() {
+                Some(ns) if !ns.is_empty() => format!(" in namespace \"{ns}\""),
+                _ => String::new(),
+            },
             who = display_user(user),
         )),
         Err(error) => {

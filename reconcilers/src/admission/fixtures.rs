@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
+use ichor_renderers::auth::credentials::CredentialsEntry;
 use ichor_renderers::crd::{IchorUser, IchorUserSpec};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::ResourceAttributes;
@@ -218,6 +219,8 @@ pub struct FakeLister {
     unreadable: bool,
     calls: Mutex<Vec<String>>,
     reads: Mutex<Vec<String>>,
+    credentials: Vec<(String, CredentialsEntry)>,
+    credentials_unreadable: bool,
 }
 
 fn objects(users: &[(&str, &[&str], bool)]) -> Vec<IchorUser> {
@@ -229,6 +232,16 @@ impl FakeLister {
     /// [`user_object`]).
     pub fn with(users: &[(&str, &[&str], bool)]) -> Self {
         Self::stale(users, users)
+    }
+
+    /// Holds these objects as they are (a `deletionTimestamp`, finalizers), in the cache and
+    /// fresh alike.
+    pub fn of(users: Vec<IchorUser>) -> Self {
+        Self {
+            cached: users.iter().cloned().map(Arc::new).collect(),
+            fresh: users,
+            ..Self::default()
+        }
     }
 
     /// A cache a moment behind: it holds `cached`, while a fresh read finds `fresh`.
@@ -255,6 +268,21 @@ impl FakeLister {
             unreadable: true,
             ..Self::with(users)
         }
+    }
+
+    /// The same lister with `entry` stored as the credentials of `user`.
+    #[must_use]
+    pub fn with_credentials(mut self, user: &str, entry: CredentialsEntry) -> Self {
+        self.credentials.push((user.to_owned(), entry));
+        self
+    }
+
+    /// The same lister with every credentials read failing
+    /// ([`AdmissionError::ReadCredentials`]).
+    #[must_use]
+    pub fn with_unreadable_credentials(mut self) -> Self {
+        self.credentials_unreadable = true;
+        self
     }
 
     /// How many times the cache was read.
@@ -296,6 +324,24 @@ impl UserLister for FakeLister {
             .iter()
             .find(|u| u.metadata.name.as_deref() == Some(name))
             .cloned())
+    }
+
+    async fn read_credentials(
+        &self,
+        _namespace: &str,
+        name: &str,
+    ) -> Result<Option<CredentialsEntry>, AdmissionError> {
+        if self.credentials_unreadable {
+            return Err(AdmissionError::ReadCredentials {
+                name: name.to_owned(),
+                reason: "the server is unavailable".to_owned(),
+            });
+        }
+        Ok(self
+            .credentials
+            .iter()
+            .find(|(user, _)| user == name)
+            .map(|(_, entry)| entry.clone()))
     }
 }
 

@@ -18,7 +18,7 @@ use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use ichor_renderers::crd::GROUP;
 
 use super::review::{self, AdmissionRequest, MAX_BODY_BYTES, Verdict};
-use super::{AdmissionState, clusters, operations, users};
+use super::{AdmissionState, clusters, installations, operations, users};
 
 /// The path of the `IchorUser` webhook.
 pub const ICHORUSERS_PATH: &str = "/validate/ichorusers";
@@ -26,6 +26,8 @@ pub const ICHORUSERS_PATH: &str = "/validate/ichorusers";
 pub const TALOSCLUSTERS_PATH: &str = "/validate/talosclusters";
 /// The path of the `TalosOperation` webhook.
 pub const TALOSOPERATIONS_PATH: &str = "/validate/talosoperations";
+/// The path of the `IchorInstallation` webhook.
+pub const ICHORINSTALLATIONS_PATH: &str = "/validate/ichorinstallations";
 /// The liveness path.
 pub const HEALTHZ_PATH: &str = "/healthz";
 
@@ -35,6 +37,7 @@ enum Webhook {
     Users,
     Clusters,
     Operations,
+    Installations,
 }
 
 impl Webhook {
@@ -43,6 +46,7 @@ impl Webhook {
             Self::Users => users::KIND,
             Self::Clusters => clusters::KIND,
             Self::Operations => operations::KIND,
+            Self::Installations => installations::KIND,
         }
     }
 
@@ -51,17 +55,19 @@ impl Webhook {
             Self::Users => "ichorusers",
             Self::Clusters => "talosclusters",
             Self::Operations => "talosoperations",
+            Self::Installations => "ichorinstallations",
         }
     }
 }
 
-/// The router of the three webhooks and `/healthz` (the lead wires it into
+/// The router of the four webhooks and `/healthz` (the lead wires it into
 /// `ichor-controller run`; [`super::serve`] serves it over HTTPS).
 pub fn router(state: Arc<AdmissionState>) -> Router {
     Router::new()
         .route(ICHORUSERS_PATH, post(ichorusers))
         .route(TALOSCLUSTERS_PATH, post(talosclusters))
         .route(TALOSOPERATIONS_PATH, post(talosoperations))
+        .route(ICHORINSTALLATIONS_PATH, post(ichorinstallations))
         .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
         // The handlers read the body with their own limit and a clear 413.
         .layer(DefaultBodyLimit::disable())
@@ -78,6 +84,10 @@ async fn talosclusters(State(state): State<Arc<AdmissionState>>, body: Body) -> 
 
 async fn talosoperations(State(state): State<Arc<AdmissionState>>, body: Body) -> Response {
     handle(&state, Webhook::Operations, body).await
+}
+
+async fn ichorinstallations(State(state): State<Arc<AdmissionState>>, body: Body) -> Response {
+    handle(&state, Webhook::Installations, body).await
 }
 
 fn plain(status: StatusCode, message: String) -> Response {
@@ -158,5 +168,6 @@ async fn decide(state: &AdmissionState, webhook: Webhook, request: &AdmissionReq
         Webhook::Users => users::review(state, request).await,
         Webhook::Clusters => clusters::review(state, request).await,
         Webhook::Operations => operations::review(state, request).await,
+        Webhook::Installations => installations::review(state, request).await,
     }
 }

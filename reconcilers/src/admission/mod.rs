@@ -1,16 +1,18 @@
 //! The validating admission webhooks of `ichor-controller` (ADR 0129: admission enforces on every
 //! write the rules the API enforces, so a CR written with `kubectl` gets no shortcut).
 //!
-//! Three webhooks, the paths of the chart's `ValidatingWebhookConfiguration` `ichor-identity`:
+//! Four webhooks, the paths of the chart's `ValidatingWebhookConfiguration` `ichor-identity`:
 //!
 //! - `/validate/ichorusers` (CREATE, UPDATE, DELETE): the grant rule and the last-enabled-admin
 //!   rule of `renderers::auth::roles`, the same functions and messages as the `UserService` API
-//!   ([`users`]);
+//!   ([`users`]), and the display name and e-mail by `renderers::auth::text` ([`user_texts`]);
 //! - `/validate/talosclusters` (CREATE, UPDATE): `spec.authentication` (contract v1.14 or later,
 //!   prefix rules, `update` on `talosclusters/authentication`) and the static Cilium values checks
 //!   with `update` on `talosclusters/cilium-values` ([`clusters`]);
 //! - `/validate/talosoperations` (CREATE): `start` on the subresource of a destructive kind
-//!   ([`operations`]).
+//!   ([`operations`]);
+//! - `/validate/ichorinstallations` (CREATE, UPDATE): a change of `spec.users` (session policy,
+//!   kubeconfig server) needs `update` on `ichorinstallations/users` ([`installations`]).
 //!
 //! Every answer is an `AdmissionReview` v1 with the request's `uid`; a denial carries status code
 //! 403 and one sentence naming the field. Everything that cannot be decided is refused (fail
@@ -22,7 +24,7 @@
 //! HTTP 400 ([`review`], by kube-core's admission types), which the chart's `failurePolicy: Fail`
 //! turns into a refusal as well.
 //!
-//! [`router`] is the axum router (the three POST paths and `/healthz`); [`serve`] serves it over
+//! [`router`] is the axum router (the four POST paths and `/healthz`); [`serve`] serves it over
 //! HTTPS with the serving pair `tls.crt`/`tls.key` of a directory, reloaded on change (the
 //! issuer's `server::tls` and `server::serve`, reused). Every replica serves webhooks.
 //! [`fixtures`] holds the documents, fakes and loopback server the tests and the benchmark share.
@@ -36,17 +38,21 @@ pub mod access;
 pub mod clusters;
 pub mod fixtures;
 mod http;
+pub mod installations;
 pub mod operations;
 pub mod review;
 mod server;
 pub mod user_cache;
+pub mod user_texts;
 pub mod users;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use access::{AccessReviewer, KubeAccessReviewer, KubeUserLister, UserLister};
-pub use http::{HEALTHZ_PATH, ICHORUSERS_PATH, TALOSCLUSTERS_PATH, TALOSOPERATIONS_PATH, router};
+pub use http::{
+    HEALTHZ_PATH, ICHORINSTALLATIONS_PATH, ICHORUSERS_PATH, TALOSCLUSTERS_PATH, TALOSOPERATIONS_PATH, router,
+};
 pub use review::{MAX_BODY_BYTES, Verdict};
 pub use server::{ServerOptions, serve, serve_on};
 pub use user_cache::{UserCache, UserCacheFeed};
@@ -90,6 +96,19 @@ pub enum AdmissionError {
         /// The admin's name.
         name: String,
         /// Why (the apiserver's error, or no answer in time).
+        reason: String,
+    },
+    /// A user's credentials entry could not be read (or does not parse), so whether sessions or
+    /// a password of an earlier user remain could not be checked.
+    #[error(
+        "the credentials entry of user \"{name}\" could not be read ({reason}), so whether sessions or a \
+         password from before remain could not be checked"
+    )]
+    ReadCredentials {
+        /// The user's name.
+        name: String,
+        /// Why (the apiserver's error, no answer in time, or an entry that does not parse; never
+        /// a value of the Secret).
         reason: String,
     },
     /// The reads confirming another enabled admin took longer than their budget.

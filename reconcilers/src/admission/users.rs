@@ -10,14 +10,23 @@
 //!   admin; the admin the cache names is then read again from the kube-apiserver
 //!   ([`confirm_another_admin`]), so a demotion the cache has not seen yet cannot make two
 //!   concurrent demotions both pass. A cache that is not synced or has lost its watch refuses.
-//!   Exempt: `system:*` users and `system:masters` (the override certificate, the
-//!   namespace controller, the garbage collector), and objects already being deleted.
+//!   Users being deleted (a `deletionTimestamp`, kept by a finalizer) are not relied on as
+//!   another enabled admin, and updates of them are checked like any other. Exempt: members of
+//!   `system:masters` (the override certificate) and the namespace controller and garbage
+//!   collector ([`is_exempt_from_last_admin_rule`]); no other ServiceAccount.
+//! - Acting on a user: an Ichor identity may re-enable (`spec.disabled` from `true` to `false`)
+//!   only a user whose every role it may grant ([`Requester::check_act_on`], the API's message).
+//! - Sessions: a re-enable is refused while the user still has a refresh family from before it
+//!   was disabled (the API ends them before it re-enables), and a create is refused while a
+//!   credentials entry of an earlier user of the name is still stored (the controller removes it
+//!   moments after the delete), so neither a stolen refresh token nor an old password comes back.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use ichor_renderers::auth::roles::{
-    LastAdminRefusal, Requester, UserChange, UserState, check_last_admin, is_exempt_from_last_admin_rule,
+    LastAdminRefusal, Requester, UserAct, UserChange, UserState, check_last_admin,
+    is_exempt_from_last_admin_rule,
 };
 use ichor_renderers::crd::{IchorUser, IchorUserSpec};
 
@@ -45,15 +54,51 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         Ok(pair) => pair,
         Err(denial) => return denial,
     };
+    if let Some(new) = &new
+        && let Some(denial) = super::user_texts::refused_texts(old.as_ref().map(|o| &o.spec), &new.spec)
+    {
+        return denial;
+    }
     let username = review::username(req);
     let groups = review::groups(req);
 
+    let requester = Requester::from_identity(username, groups);
+    let name = [&new, &old]
+        .into_iter()
+        .find_map(|o| o.as_ref().and_then(|o| o.metadata.name.as_deref()))
+        .unwrap_or(req.name.as_str());
+    let namespace = match review::namespace(req) {
+        "" => [&new, &old]
+            .into_iter()
+            .find_map(|o| o.as_ref().and_then(|o| o.metadata.namespace.as_deref()))
+            .unwrap_or_default(),
+        namespace => namespace,
+    };
+
     // The grant rule: only roles added by this write are checked.
-    if let (Some(new), Some(requester)) = (&new, Requester::from_identity(username, groups)) {
+    if let (Some(new), Some(requester)) = (&new, &requester) {
         let old_roles: &[String] = old.as_ref().map_or(&[], |o| o.spec.roles.as_slice());
         if let Err(refusal) = requester.check_grant(old_roles, &new.spec.roles) {
             return Verdict::deny(format!("spec.roles: {refusal}"));
         }
+    }
+
+    // A re-enable hands the user's roles back: the act-on rule, then no session from before.
+    let enabling = matches!((&old, &new), (Some(o), Some(n)) if o.spec.disabled && !n.spec.disabled);
+    if enabling && let Some(new) = &new {
+        if let Some(requester) = &requester
+            && let Err(refusal) = requester.check_act_on(UserAct::Enable, name, &new.spec.roles)
+        {
+            return Verdict::deny(format!("spec.disabled: {refusal}"));
+        }
+        if let Some(denial) = sessions_from_before(state, namespace, name).await {
+            return denial;
+        }
+    }
+    if old.is_none()
+        && let Some(denial) = earlier_credentials(state, namespace, name).await
+    {
+        return denial;
     }
 
     // The last-enabled-admin rule.
@@ -63,10 +108,6 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     let Some(old) = old else {
         return Verdict::Allow;
     };
-    if old.metadata.deletion_timestamp.is_some() {
-        return Verdict::Allow;
-    }
-    let name = old.metadata.name.as_deref().unwrap_or(req.name.as_str());
     let old_state = UserState {
         roles: &old.spec.roles,
         disabled: old.spec.disabled,
@@ -96,10 +137,6 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     if check_last_admin(name, &change, std::iter::empty::<(&str, &[String], bool)>()).is_ok() {
         return Verdict::Allow;
     }
-    let namespace = match review::namespace(req) {
-        "" => old.metadata.namespace.as_deref().unwrap_or_default(),
-        namespace => namespace,
-    };
     let users = match state.lister.cached_users(namespace) {
         Ok(users) => users,
         Err(error) => {
@@ -107,7 +144,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
             return refused_until_checked(field, &error);
         }
     };
-    let others = users.iter().map(|u| {
+    let others = users.iter().filter(|u| !is_terminating(u)).map(|u| {
         (
             u.metadata.name.as_deref().unwrap_or_default(),
             u.spec.roles.as_slice(),
@@ -148,11 +185,18 @@ fn refused_until_checked(field: &str, error: &AdmissionError) -> Verdict {
     ))
 }
 
-/// The enabled admins among `users` other than `user`, by name: the candidates a change that
-/// removes `user` as an enabled admin may rely on.
+/// Whether the user is being deleted (a `deletionTimestamp`; a finalizer may keep it for long):
+/// such a user is no admin another change can rely on.
+fn is_terminating(user: &IchorUser) -> bool {
+    user.metadata.deletion_timestamp.is_some()
+}
+
+/// The enabled admins among `users` other than `user` that are not being deleted, by name: the
+/// candidates a change that removes `user` as an enabled admin may rely on.
 pub fn enabled_admins_besides(user: &str, users: &[Arc<IchorUser>]) -> Vec<String> {
     let mut names: Vec<String> = users
         .iter()
+        .filter(|u| !is_terminating(u))
         .filter_map(|u| {
             let name = u.metadata.name.as_deref()?;
             let state = UserState {
@@ -177,8 +221,8 @@ pub enum Unconfirmed {
 
 /// Reads the `candidates` (at most [`MAX_CONFIRMATIONS`], in order) from the kube-apiserver
 /// until one is still an enabled admin, by [`check_last_admin`] on the fresh object alone. A
-/// candidate that is gone or no longer an enabled admin is passed over; a failed read stops
-/// the search (fail closed).
+/// candidate that is gone, being deleted or no longer an enabled admin is passed over; a failed
+/// read stops the search (fail closed).
 ///
 /// # Errors
 /// [`Unconfirmed::Refused`] when no candidate is confirmed, [`Unconfirmed::Unreadable`] when a
@@ -195,7 +239,9 @@ pub async fn confirm_another_admin(
             .read_user(namespace, candidate)
             .await
             .map_err(Unconfirmed::Unreadable)?;
-        let Some(fresh) = fresh else { continue };
+        let Some(fresh) = fresh.filter(|f| !is_terminating(f)) else {
+            continue;
+        };
         let confirmed = [(
             candidate.as_str(),
             fresh.spec.roles.as_slice(),
@@ -208,4 +254,43 @@ pub async fn confirm_another_admin(
     Err(Unconfirmed::Refused(LastAdminRefusal {
         user: user.to_owned(),
     }))
+}
+
+/// A re-enable of `user` while its credentials entry still holds a refresh family that has not
+/// ended: the family was started before the disable (a disabled user starts none), so the
+/// re-enable would bring a possibly stolen refresh token back. `None` when there is none.
+async fn sessions_from_before(state: &AdmissionState, namespace: &str, user: &str) -> Option<Verdict> {
+    let entry = match state.lister.read_credentials(namespace, user).await {
+        Ok(entry) => entry?,
+        Err(error) => {
+            tracing::warn!(%error, user, "admission: a credentials entry read failed; refusing");
+            return Some(refused_until_checked("spec.disabled: ", &error));
+        }
+    };
+    let live = entry.live_families(jiff::Timestamp::now());
+    (live > 0).then(|| {
+        Verdict::deny(format!(
+            "spec.disabled: user \"{user}\" still has {live} session(s) from before it was disabled, \
+             which re-enabling would bring back; end them first (`ichor user revoke-sessions {user}`), \
+             or re-enable it with `ichor user update {user} --enable`, which ends them"
+        ))
+    })
+}
+
+/// A create of `user` while a credentials entry of that name is still stored: it belongs to an
+/// earlier user of the name (deleted moments ago, its entry not yet collected), and its password
+/// and sessions must not pass to the new one. `None` when there is none.
+async fn earlier_credentials(state: &AdmissionState, namespace: &str, user: &str) -> Option<Verdict> {
+    match state.lister.read_credentials(namespace, user).await {
+        Ok(None) => None,
+        Ok(Some(_)) => Some(Verdict::deny(format!(
+            "metadata.name: the credentials of an earlier user \"{user}\" are still stored (the controller \
+             removes them moments after a delete), and its password and sessions must not pass to a new \
+             user of the name; retry in a few seconds"
+        ))),
+        Err(error) => {
+            tracing::warn!(%error, user, "admission: a credentials entry read failed; refusing");
+            Some(refused_until_checked("metadata.name: ", &error))
+        }
+    }
 }

@@ -13,6 +13,9 @@ use crate::replicas::{Replica, get};
 
 mod controller_secret_creates;
 mod issuer_service_impostor;
+mod kubectl_brings_old_sessions_back;
+mod operator_changes_the_session_policy;
+mod operator_takes_over_an_admin_with_kubectl;
 mod paused_operation_made_destructive;
 mod portforward_to_any_pod;
 mod superseded_keys_retired;

@@ -268,7 +268,7 @@ async fn a_change_that_keeps_every_enabled_admin_needs_no_list() {
 }
 
 #[tokio::test]
-async fn system_identities_and_system_masters_are_exempt_from_the_last_admin_rule() {
+async fn the_namespace_controller_and_system_masters_are_exempt_from_the_last_admin_rule() {
     let f = Fakes::listing(&[("ann", &["admin"], false)]);
     let namespace_controller = Who {
         user: "system:serviceaccount:kube-system:namespace-controller",
@@ -289,20 +289,28 @@ async fn system_identities_and_system_masters_are_exempt_from_the_last_admin_rul
 }
 
 #[tokio::test]
-async fn an_object_already_being_deleted_is_not_guarded() {
+async fn an_object_being_deleted_is_checked_like_any_other_and_its_release_passes() {
     let f = Fakes::listing(&[("ann", &["admin"], false)]);
     let mut stored = user("ann", &["admin"], false);
     stored["metadata"]["deletionTimestamp"] = json!("2026-11-29T10:00:00Z");
     stored["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
     let mut released = stored.clone();
     released["metadata"]["finalizers"] = json!([]);
+    assert_eq!(
+        f.decide(USER, "UPDATE", &ROOT, released.clone(), stored.clone())
+            .await,
+        Ok(())
+    );
+    assert_eq!(f.lister.calls(), 0, "a release changes no role: no list");
     released["spec"]["disabled"] = json!(true);
     assert_eq!(
         f.decide(USER, "UPDATE", &ROOT, released, stored.clone()).await,
-        Ok(())
+        Err(format!("spec.disabled: {LAST_ADMIN_ANN}"))
     );
-    assert_eq!(f.decide(USER, "DELETE", &ROOT, Value::Null, stored).await, Ok(()));
-    assert_eq!(f.lister.calls(), 0);
+    assert_eq!(
+        f.decide(USER, "DELETE", &ROOT, Value::Null, stored).await,
+        Err(LAST_ADMIN_ANN.to_owned())
+    );
 }
 
 #[tokio::test]

@@ -1,5 +1,10 @@
 //! Attacks on the controller that need no cluster: the attack steps as an attacker would take
 //! them against the controller's own code paths, and what must stop them. One file per attack.
+PLACEHOLDER
 
+mod finalizer_keeps_a_deleted_admin_counted;
 mod new_users_password_taken_for_an_orphan;
+mod operator_changes_the_session_policy;
+mod operator_re_enables_a_disabled_admin;
 mod secret_material_in_journal_metadata;
+mod stolen_sessions_brought_back_by_kubectl;
