@@ -107,3 +107,37 @@ fn the_schema_makes_roles_a_set_with_bounded_items() {
     assert_eq!(roles["maxItems"], 16);
     assert_eq!(roles["items"]["maxLength"], 31);
 }
+
+fn user_with(spec: Value) -> Value {
+    let mut u = user("alice", &[]);
+    for (k, v) in spec.as_object().unwrap() {
+        u["spec"][k] = v.clone();
+    }
+    u
+}
+
+#[test]
+fn the_cel_rules_of_display_name_and_email_refuse_exactly_what_the_api_refuses() {
+    use ichor_renderers::auth::text::{check_display_name, check_email};
+    // Every character of the Latin, general-punctuation and CJK-symbol ranges (the control
+    // and space characters among them), each inside a text.
+    let chars = (0u32..0x250).chain(0x2000..0x2070).chain(0x3000..0x3004);
+    for c in chars.filter_map(char::from_u32) {
+        let text = format!("a{c}b");
+        let cel = cel_errors(&user_with(json!({"displayName": text})));
+        assert_eq!(
+            cel.is_empty(),
+            check_display_name(&text).is_ok(),
+            "displayName {c:?}: {cel:?}"
+        );
+        let text = format!("a{c}b@example.com");
+        let cel = cel_errors(&user_with(json!({"email": text})));
+        assert_eq!(cel.is_empty(), check_email(&text).is_ok(), "email {c:?}: {cel:?}");
+    }
+    let errs = cel_errors(&user_with(json!({"displayName": "Eve\u{1b}]0;x\u{7}"})));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("must not contain control characters")),
+        "{errs:?}"
+    );
+}

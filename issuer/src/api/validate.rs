@@ -1,14 +1,19 @@
 //! Request validation: every refusal is [`ApiError::InvalidArgument`] naming the request field.
 //! All of a request is checked before anything is written.
 
-use ichor_renderers::auth::{Password, UserName, policy::check_password, roles::validate_roles};
+use ichor_renderers::auth::{
+    Password, UserName,
+    policy::check_password,
+    roles::validate_roles,
+    text::{self as user_text, TextError},
+};
 
 use super::error::ApiError;
 
 /// The longest display name, in UTF-8 bytes (the CRD's bound).
-pub const MAX_DISPLAY_NAME_BYTES: usize = 256;
+pub const MAX_DISPLAY_NAME_BYTES: usize = user_text::MAX_DISPLAY_NAME_BYTES;
 /// The longest e-mail address, in UTF-8 bytes (the CRD's bound, RFC 5321's path limit).
-pub const MAX_EMAIL_BYTES: usize = 254;
+pub const MAX_EMAIL_BYTES: usize = user_text::MAX_EMAIL_BYTES;
 /// The longest `ca_file` path, in bytes.
 pub const MAX_CA_FILE_BYTES: usize = 4096;
 
@@ -37,32 +42,20 @@ pub fn roles(roles: &[String]) -> Result<(), ApiError> {
     })
 }
 
-/// An informational text: at most `max` bytes, no control characters.
-fn text(field: &'static str, value: &str, max: usize) -> Result<(), ApiError> {
-    if value.len() > max {
-        return Err(ApiError::invalid(
-            field,
-            format!("is {} bytes, at most {max} are allowed", value.len()),
-        ));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(ApiError::invalid(field, "must not contain control characters"));
-    }
-    Ok(())
+/// A refused informational text as the refusal naming `field`.
+fn refused(field: &'static str) -> impl Fn(TextError) -> ApiError {
+    move |e| ApiError::invalid(field, e.to_string())
 }
 
-/// A display name (at most 256 bytes).
+/// A display name (at most 256 bytes, no control characters: the rule the webhook and the CRD
+/// share, `ichor_renderers::auth::text`).
 pub fn display_name(value: &str) -> Result<(), ApiError> {
-    text("display_name", value, MAX_DISPLAY_NAME_BYTES)
+    user_text::check_display_name(value).map_err(refused("display_name"))
 }
 
-/// An e-mail address (at most 254 bytes, no spaces).
+/// An e-mail address (at most 254 bytes, no control characters, no spaces).
 pub fn email(value: &str) -> Result<(), ApiError> {
-    text("email", value, MAX_EMAIL_BYTES)?;
-    if value.chars().any(char::is_whitespace) {
-        return Err(ApiError::invalid("email", "must not contain spaces"));
-    }
-    Ok(())
+    user_text::check_email(value).map_err(refused("email"))
 }
 
 /// A new password (12 to 128 UTF-8 bytes).
@@ -76,7 +69,7 @@ pub fn new_password(field: &'static str, password: &Password) -> Result<(), ApiE
 
 /// The `ca_file` of `GetMyKubeconfig`: a path of at most 4096 bytes without control characters.
 pub fn ca_file(value: &str) -> Result<(), ApiError> {
-    text("ca_file", value, MAX_CA_FILE_BYTES)
+    user_text::check_text(value, MAX_CA_FILE_BYTES).map_err(refused("ca_file"))
 }
 
 #[cfg(test)]

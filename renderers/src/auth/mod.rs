@@ -8,6 +8,7 @@
 //! - [`roles`]: built-in roles, role-name validation, the grant rule and the last-enabled-admin
 //!   rule, with the exact refusal messages;
 //! - [`user_name`]: the validated user name;
+//! - [`text`]: the informational texts (display name, e-mail): bounded, no control characters;
 //! - [`password`]: the in-memory password type with a redacting `Debug`.
 //!
 //! Nothing here reads a clock, the network, the environment or a random source: the salt of a
@@ -18,6 +19,7 @@ pub mod hash;
 pub mod password;
 pub mod policy;
 pub mod roles;
+pub mod text;
 pub mod user_name;
 
 pub use password::Password;

@@ -32,14 +32,23 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct IchorUserSpec {
-    /// The name shown in the UI. Informational.
+    /// The name shown in the UI. Informational; no control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
+    #[x_kube(
+        validation = Rule::new(crate::auth::text::NO_CONTROL_CHARACTERS_CEL)
+            .message("must not contain control characters"),
+    )]
     pub display_name: Option<String>,
 
-    /// The user's e-mail address. Informational: never used to sign in.
+    /// The user's e-mail address. Informational: never used to sign in. No control characters
+    /// and no spaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 254))]
+    #[x_kube(
+        validation = Rule::new(crate::auth::text::NO_CONTROL_CHARACTERS_OR_SPACES_CEL)
+            .message("must not contain control characters or spaces"),
+    )]
     pub email: Option<String>,
 
     /// The roles (Kubernetes groups `ichor:<role>`) the user is in. Built in: `viewer`,

@@ -1,7 +1,7 @@
 //! Attacks on the controller that need no cluster: the attack steps as an attacker would take
 //! them against the controller's own code paths, and what must stop them. One file per attack.
-PLACEHOLDER
 
+mod control_characters_in_user_texts;
 mod finalizer_keeps_a_deleted_admin_counted;
 mod new_users_password_taken_for_an_orphan;
 mod operator_changes_the_session_policy;
