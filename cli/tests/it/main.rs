@@ -15,6 +15,7 @@ mod support;
 mod user_support;
 
 mod apiserver;
+mod attacks;
 mod auth;
 mod config_apply;
 mod dev_e2e;

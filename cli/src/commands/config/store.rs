@@ -6,13 +6,14 @@
 //! below the manifests directory. The directory starts with `.` because `ichor render` (and
 //! `manifest_files::load_dir`) skips such entries but refuses any kind it does not read: a
 //! `TalosOperation` in `<dir>/operations/` would break the next render of the same directory.
+//! The record is written mode 0600 through a temporary file of a random name, never a fixed one
+//! (see [`FileOperationStore::save`]).
 
-use std::{
-    io::Write,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use ichor_renderers::crd::TalosOperation;
+
+use crate::commands::auth::cache::write_atomic;
 
 /// The annotation holding the sha256 of the rendered document the operation applies, so a
 /// re-run knows whether the stored operation is for the same render.
@@ -113,14 +114,10 @@ impl OperationStore for FileOperationStore {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        // Write a sibling and rename it over the record, so an interrupted write never leaves a
-        // half record behind.
-        let tmp = self.dir.join(format!(".{cluster}.yaml.tmp"));
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io("write", e))?;
-        f.write_all(text.as_bytes()).map_err(|e| io("write", e))?;
-        f.sync_all().map_err(|e| io("write", e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io("write", e))?;
-        Ok(())
+        // A fresh sibling of a random name (exclusive create, 0600) renamed over the record: an
+        // interrupted write never leaves a half record, and in a shared checkout a name someone
+        // else planted (a symlink to one of the writer's files) is never opened.
+        write_atomic(&self.dir, &path, text.as_bytes()).map_err(|e| io("write", e))
     }
 
     fn location(&self, cluster: &str) -> String {
