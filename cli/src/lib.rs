@@ -14,6 +14,7 @@ pub mod api_client;
 pub mod commands;
 pub mod launcher;
 pub mod local;
+pub mod terminal;
 
 /// Ichor identity: users, sign-in, kubeconfigs and the kube-apiserver trust configuration.
 #[derive(Debug, Parser)]
@@ -124,7 +125,11 @@ pub fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // An error may quote a server's words: no control character reaches the terminal.
+            eprintln!(
+                "error: {}",
+                terminal::escape_controls_but_newlines(&format!("{e:#}"))
+            );
             ExitCode::FAILURE
         }
     }

@@ -5,6 +5,8 @@
 //! - Signs in for audience `ichor-ui` when needed: the cached login, its refresh token, or (on a
 //!   terminal) the browser login.
 //! - `--ca-file` is sent as an absolute path, so the exec plugin finds it from any directory.
+//! - Nothing is written or printed unless the kubeconfig has the shape Ichor renders: its only
+//!   user runs `ichor auth token` at this issuer and nothing else ([`check_kubeconfig`]).
 //! - `--out` is written atomically with mode 0600; an existing file with other content is left
 //!   alone unless `--force` is given.
 
@@ -20,6 +22,7 @@ use super::{
     cache::{CacheDir, write_atomic},
     flow,
     issuer_url::IssuerUrl,
+    kubeconfig_check::check_kubeconfig,
 };
 use crate::api_client::UserApiClient;
 
@@ -107,7 +110,9 @@ pub fn run(
     let text = flow::runtime()?.block_on(async {
         let mut api = UserApiClient::connect(&issuer, ca_arg.as_deref(), interactive).await?;
         let ca = ca_arg.as_ref().map(|p| p.display().to_string());
-        anyhow::Ok(api.get_my_kubeconfig(ca.as_deref()).await?)
+        let text = api.get_my_kubeconfig(ca.as_deref()).await?;
+        check_kubeconfig(&text, &issuer, ca.as_deref())?;
+        anyhow::Ok(text)
     })?;
     match out {
         None => {

@@ -21,6 +21,7 @@ pub mod exec_credential;
 pub mod flow;
 pub mod issuer_url;
 pub mod kubeconfig;
+pub mod kubeconfig_check;
 pub mod login;
 pub mod logout;
 pub mod oidc;

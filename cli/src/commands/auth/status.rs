@@ -83,18 +83,22 @@ pub fn render_table(entries: &[CacheEntry], now: Timestamp) -> String {
         } else {
             format!("expired {} ago", span(left))
         };
-        lines.push([
-            row.issuer,
-            row.user,
-            if row.groups.is_empty() {
-                "-".into()
-            } else {
-                row.groups.join(",")
-            },
-            row.audience,
-            format!("{} ({relative})", row.id_token_expires_at),
-            if row.has_refresh_token { "held" } else { "none" }.into(),
-        ]);
+        lines.push(
+            [
+                row.issuer,
+                row.user,
+                if row.groups.is_empty() {
+                    "-".into()
+                } else {
+                    row.groups.join(",")
+                },
+                row.audience,
+                format!("{} ({relative})", row.id_token_expires_at),
+                if row.has_refresh_token { "held" } else { "none" }.into(),
+            ]
+            // The user and groups are the issuer's claims: printed with control characters escaped.
+            .map(|cell| crate::terminal::escape_controls(&cell).into_owned()),
+        );
     }
     let widths: Vec<usize> = (0..6)
         .map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0))
@@ -130,7 +134,10 @@ pub fn run(output: OutputFormat) -> anyhow::Result<ExitCode> {
             eprintln!("No cached logins. Sign in with `ichor auth login --issuer URL`.");
         }
         OutputFormat::Table => print!("{}", render_table(&entries, now)),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&rows(&entries, now))?),
+        OutputFormat::Json => println!(
+            "{}",
+            crate::terminal::escape_json_controls(&serde_json::to_string_pretty(&rows(&entries, now))?)
+        ),
         OutputFormat::Yaml => print!("{}", serde_yaml::to_string(&rows(&entries, now))?),
     }
     Ok(ExitCode::SUCCESS)

@@ -29,7 +29,9 @@ impl Helm {
         Self { program }
     }
 
-    /// The arguments of the upgrade that switches users on at `url`.
+    /// The arguments of the upgrade that switches users on at `url`. The URL is one
+    /// `--set-string` value, escaped by helm's rules ([`set_value`]), so no character of it
+    /// can start another value.
     pub fn upgrade_args(release: &str, chart_dir: &Path, url: &str) -> Vec<OsString> {
         let mut args: Vec<OsString> = ["upgrade", release].iter().map(OsString::from).collect();
         args.push(chart_dir.as_os_str().to_owned());
@@ -38,7 +40,7 @@ impl Helm {
             NAMESPACE,
             "--reuse-values",
             "--set-string",
-            &format!("ichorUI.users.externalURL={url}"),
+            &format!("ichorUI.users.externalURL={}", set_value(url)),
             "--set",
             "ichorUI.users.enabled=true",
             "--wait=false",
@@ -100,6 +102,20 @@ impl Helm {
     }
 }
 
+/// `value` as the value of one `--set`/`--set-string` pair: helm's parser (`strvals`) ends a
+/// value at an unescaped `,` and takes the character after a `\` literally, so both are
+/// escaped with a `\`. (A value starting with `{` would be a list; an https URL never does.)
+pub fn set_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        if matches!(c, ',' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The last [`STDERR_TAIL`] bytes of `stderr`, trimmed, cut on a character boundary.
 fn tail(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
@@ -124,6 +140,15 @@ mod tests {
         assert_eq!(Helm::choose(None, env).program, "/usr/local/bin/helm3");
         assert_eq!(Helm::choose(None, Some(OsString::new())).program, "helm");
         assert_eq!(Helm::choose(None, None).program, "helm");
+    }
+
+    #[test]
+    fn a_set_value_escapes_commas_and_backslashes_only() {
+        assert_eq!(
+            set_value("https://ichor.example.com/a"),
+            "https://ichor.example.com/a"
+        );
+        assert_eq!(set_value("https://x/a,b=c\\d"), "https://x/a\\,b=c\\\\d");
     }
 
     #[test]

@@ -197,7 +197,9 @@ fn kube_message(e: &kube::Error) -> String {
     }
 }
 
-/// Checks `--ui-url`: an absolute https URL without query, fragment or user info. Pure.
+/// Checks `--ui-url`: an absolute https URL with a host, without query, fragment or user info,
+/// written in its normal form (as the URL standard serialises it, without a trailing `/`), so
+/// that the string handed to helm and the chart is exactly the URL every token will name. Pure.
 ///
 /// # Errors
 /// [`InitError::UiUrl`].
@@ -210,6 +212,13 @@ pub fn check_ui_url(raw: &str) -> Result<String, InitError> {
     }
     if url.query().is_some() || url.fragment().is_some() {
         return Err(bad("an issuer URL has no query or fragment"));
+    }
+    let normal = url.as_str().trim_end_matches('/');
+    if normal != trimmed {
+        return Err(bad(&format!(
+            "write it in its normal form, {normal:?} (lower-case host, no default port, no spaces, \
+             backslashes or characters that need percent-encoding)"
+        )));
     }
     Ok(trimmed.to_owned())
 }
@@ -544,5 +553,16 @@ mod tests {
             "https://ichor.example.com"
         );
         assert!(check_ui_url("https://ichor.example.com/?x=1").is_err());
+        for odd in [
+            "https://ICHOR.example.com",
+            "https://ichor.example.com:443",
+            "https://ichor.example.com\\x",
+            "https://ichor.example.com/a b",
+            " https://ichor.example.com",
+            "https://user@ichor.example.com",
+            "https://ichor.example.com#x",
+        ] {
+            assert!(check_ui_url(odd).is_err(), "{odd:?}");
+        }
     }
 }

@@ -8,6 +8,7 @@ use ichor_issuer::api::proto::User;
 use serde::Serialize;
 
 use crate::OutputFormat;
+use crate::terminal::{escape_controls, escape_json_controls};
 
 /// A user as printed in JSON and YAML.
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -56,7 +57,8 @@ fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
-/// The table of `users`: NAME, ROLES, DISABLED, PASSWORD, DISPLAY NAME, EMAIL. Pure.
+/// The table of `users`: NAME, ROLES, DISABLED, PASSWORD, DISPLAY NAME, EMAIL, every field the
+/// server sent with its control characters escaped ([`crate::terminal`]). Pure.
 pub fn users_table(users: &[User]) -> String {
     let header = ["NAME", "ROLES", "DISABLED", "PASSWORD", "DISPLAY NAME", "EMAIL"].map(str::to_owned);
     let rows: Vec<[String; 6]> = users
@@ -68,13 +70,14 @@ pub fn users_table(users: &[User]) -> String {
                 (true, false) => "set",
             };
             [
-                u.name.clone(),
-                dash(&u.roles.join(",")).to_owned(),
-                yes_no(u.disabled).to_owned(),
-                password.to_owned(),
-                dash(&u.display_name).to_owned(),
-                dash(&u.email).to_owned(),
+                u.name.as_str(),
+                dash(&u.roles.join(",")),
+                yes_no(u.disabled),
+                password,
+                dash(&u.display_name),
+                dash(&u.email),
             ]
+            .map(|cell| escape_controls(cell).into_owned())
         })
         .collect();
     let mut widths = header.clone().map(|h| h.chars().count());
@@ -96,10 +99,13 @@ pub fn users_table(users: &[User]) -> String {
     text
 }
 
+/// JSON (with `DEL` and C1 controls escaped too) or YAML, whose emitter escapes every
+/// non-printable character itself.
 fn serialize<T: Serialize>(value: &T, format: OutputFormat) -> anyhow::Result<String> {
     Ok(match format {
         OutputFormat::Json => {
-            let mut s = serde_json::to_string_pretty(value).context("cannot write JSON")?;
+            let s = serde_json::to_string_pretty(value).context("cannot write JSON")?;
+            let mut s = escape_json_controls(&s).into_owned();
             s.push('\n');
             s
         }
@@ -154,6 +160,7 @@ pub fn write_user(
 }
 
 fn password_text(name: &str, password: &str) -> String {
+    let name = escape_controls(name);
     format!(
         "\nGenerated password for {name} (shown only this once; the user must change it at the first \
          sign-in):\n\n    {password}\n"
