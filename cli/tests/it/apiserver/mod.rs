@@ -8,6 +8,8 @@ mod goldens;
 mod kubectl;
 mod site;
 
+mod attacks;
+
 mod config_apply;
 mod externals;
 mod init;

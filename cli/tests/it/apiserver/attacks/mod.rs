@@ -1,0 +1,3 @@
+//! Attacks that go through a real kube-apiserver, one file per attack, each named by it.
+
+mod external_prefix_spelling_ichor;
