@@ -77,7 +77,8 @@ fn a_kubeconfig_whose_exec_runs_a_shell_is_refused_and_nothing_is_written() {
 
 #[test]
 fn every_other_departure_from_ichors_kubeconfig_is_refused_too() {
-    let cases: [(&str, fn(&mut Value)); 8] = [
+    type Change = fn(&mut Value);
+    let cases: [(&str, Change); 8] = [
         ("another issuer", |d| {
             exec(d)["args"][3] = "https://evil.example".into()
         }),
