@@ -15,6 +15,7 @@ mod control_characters_in_user_texts;
 mod controller_secret_creates;
 mod issuer_service_impostor;
 mod kubectl_brings_old_sessions_back;
+mod new_users_password_taken_for_an_orphan;
 mod operator_changes_the_session_policy;
 mod operator_takes_over_an_admin_with_kubectl;
 mod paused_operation_made_destructive;
