@@ -9,7 +9,8 @@
 //! - `/validate/talosclusters` (CREATE, UPDATE): `spec.authentication` (contract v1.14 or later,
 //!   prefix rules, `update` on `talosclusters/authentication`) and the static Cilium values checks
 //!   with `update` on `talosclusters/cilium-values` ([`clusters`]);
-//! - `/validate/talosoperations` (CREATE): `start` on the subresource of a destructive kind
+//! - `/validate/talosoperations` (CREATE, UPDATE): `start` on the subresource of a destructive kind,
+//!   on create and on an update that changes what the operation does; unknown kinds refused
 //!   ([`operations`]);
 //! - `/validate/ichorinstallations` (CREATE, UPDATE): a change of `spec.users` (session policy,
 //!   kubeconfig server) needs `update` on `ichorinstallations/users` ([`installations`]).
