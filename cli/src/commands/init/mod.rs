@@ -156,7 +156,8 @@ pub enum InitError {
         "Helm release {release} already runs the issuer at {current}, not {wanted}. Changing the issuer \
          URL invalidates every token and downloaded kubeconfig; to do it deliberately, run \
          `helm upgrade {release} helm/ichor -n {NAMESPACE} --reuse-values --set-string \
-         ichorUI.users.externalURL={wanted}`, then `ichor init` again"
+         ichorUI.users.externalURL={}`, then `ichor init` again",
+        helm::set_value(.wanted)
     )]
     OtherIssuerUrl {
         /// The release name.
