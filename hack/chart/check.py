@@ -67,6 +67,15 @@ SECRET_GRANTS: dict[tuple[str, str], set[tuple[str, str | None]]] = {
     },
 }
 ISSUER_IMPERSONATION_ROLE = ("ClusterRole", "ichor-issuer")
+# The namespaced role that says what a constrained impersonation may be (impersonate-on:...).
+ISSUER_ROLE = ("Role", "ichor-issuer")
+# The only requests the issuer makes as someone else: the API's IchorUser writes.
+IMPERSONATE_ON = ["impersonate-on:user-info:create", "impersonate-on:user-info:update", "impersonate-on:user-info:delete"]
+
+
+def is_impersonation_verb(verb: str) -> bool:
+    """The legacy verb, a constrained mode (impersonate:<mode>) or an action (impersonate-on:...)."""
+    return verb == "impersonate" or verb.startswith("impersonate:") or verb.startswith("impersonate-on:")
 BUILT_IN_GROUPS = ["ichor:viewer", "ichor:operator", "ichor:admin"]
 
 
@@ -204,7 +213,7 @@ def check_rbac(f: Failures, config: str, objects: list[dict[str, Any]], values: 
             f.check(not any("*" in item for item in every), f"{label} has a wildcard: {rule}")
             f.check(not {"escalate", "bind"} & set(rule.get("verbs", [])), f"{label} grants escalate or bind: {rule}")
             mentions_secrets = "secrets" in rule.get("resources", [])
-            impersonates = "impersonate" in rule.get("verbs", [])
+            impersonates = any(is_impersonation_verb(v) for v in rule.get("verbs", []))
             if k in user_facing:
                 f.check(not mentions_secrets, f"{label} (user-facing) mentions secrets: {rule}")
                 f.check(not impersonates, f"{label} (user-facing) grants impersonate: {rule}")
@@ -216,7 +225,10 @@ def check_rbac(f: Failures, config: str, objects: list[dict[str, Any]], values: 
                     f"{label} has a secrets rule without resourceNames that is not create-only: {rule}",
                 )
             if impersonates:
-                f.check(k == ISSUER_IMPERSONATION_ROLE, f"{label} grants impersonate; only the issuer's ClusterRole may")
+                f.check(
+                    k == ISSUER_IMPERSONATION_ROLE or (k == ISSUER_ROLE and all(v in IMPERSONATE_ON for v in rule["verbs"])),
+                    f"{label} grants impersonation; only the issuer's ClusterRole (and its Role the IchorUser writes) may",
+                )
         if k in SECRET_GRANTS:
             got = role_grants(rules, "secrets")
             want = set(SECRET_GRANTS[k])
@@ -236,11 +248,21 @@ def check_rbac(f: Failures, config: str, objects: list[dict[str, Any]], values: 
             # The external provider's listed groups, under its prefix; never a system: group.
             custom += [f"{oidc['groupsPrefix']}{g}" for g in oidc.get("impersonableGroups", [])]
         f.check(not any(g.startswith("system:") for g in custom), f"[{config}] ichor-issuer may impersonate a system: group: {custom}")
-        imp = [r for r in issuer_role["rules"] if "impersonate" in r["verbs"]]
+        legacy = bool(values["ichorUI"]["users"].get("legacyImpersonation"))
+        verb, group = ("impersonate", "") if legacy else ("impersonate:user-info", "authentication.k8s.io")
+        imp = [r for r in issuer_role["rules"] if any(is_impersonation_verb(v) for v in r["verbs"])]
         targets = sorted((res, tuple(r.get("resourceNames") or ())) for r in imp for res in r["resources"])
         want = sorted([("users", ()), ("groups", tuple(BUILT_IN_GROUPS + custom))])
         f.check(targets == want, f"[{config}] ichor-issuer impersonation is {targets}, want {want}")
-        f.check(all(r["verbs"] == ["impersonate"] for r in imp), f"[{config}] ichor-issuer impersonate rules carry other verbs")
+        f.check(
+            all(r["verbs"] == [verb] and r["apiGroups"] == [group] for r in imp),
+            f"[{config}] ichor-issuer impersonation rules are not exactly {verb!r} in {group!r}: {imp}",
+        )
+        # Constrained: what an impersonated request may be is the API's IchorUser writes, in the
+        # namespace only; legacy: no such rule (the legacy verb allows any request).
+        on = [r for r in (roles.get(ISSUER_ROLE) or {}).get("rules", []) if any(is_impersonation_verb(v) for v in r["verbs"])]
+        want_on = [] if legacy else [{"apiGroups": ["ichor.maesh.dev"], "resources": ["ichorusers"], "verbs": IMPERSONATE_ON}]
+        f.check(on == want_on, f"[{config}] Role ichor-issuer impersonate-on rules are {on}, want {want_on}")
 
     # Bindings: every role they name exists (or is a well-known one), and cluster-admin for
     # ichor:admin only when asked for.

@@ -7,7 +7,10 @@
 //! those grants, and each verb and resource of each granted rule that no request used. The
 //! matching is RBAC's own (`rbac/v1` `PolicyRule` semantics: API group, resource or
 //! `resource/subresource`, verb, resource names, the binding's namespace); an impersonated
-//! request uses the `impersonate` verb on `users/<name>` and `groups/<group>`, and a
+//! request uses the `impersonate` verb on `users/<name>` and `groups/<group>` (legacy
+//! impersonation) or, allowed by a constrained mode (`impersonate:user-info`), that verb on
+//! `authentication.k8s.io` `users/<name>` and `groups/<group>` and `impersonate-on:<mode>:<verb>`
+//! on the object it acts on; and a
 //! server-side apply that creates its object uses `create` of that name as well as `patch`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -235,20 +238,44 @@ struct Check {
 fn checks_of(event: &AuditEvent) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some(user) = &event.impersonated_user {
+        let constraint = event
+            .authentication_metadata
+            .as_ref()
+            .map(|m| m.impersonation_constraint.as_str())
+            .filter(|c| c.starts_with("impersonate:"));
+        let (group, verb) = match constraint {
+            Some(c) => ("authentication.k8s.io", c),
+            None => ("", "impersonate"),
+        };
         out.push(Check {
-            group: String::new(),
+            group: group.into(),
             resource: "users".into(),
             namespace: String::new(),
             name: user.username.clone(),
-            verb: "impersonate".into(),
+            verb: verb.into(),
         });
         for g in user.groups.iter().filter(|g| *g != "system:authenticated") {
             out.push(Check {
-                group: String::new(),
+                group: group.into(),
                 resource: "groups".into(),
                 namespace: String::new(),
                 name: g.clone(),
-                verb: "impersonate".into(),
+                verb: verb.into(),
+            });
+        }
+        if let (Some(c), Some(o)) = (constraint, &event.object_ref) {
+            let mode = c.trim_start_matches("impersonate:");
+            let resource = if o.subresource.is_empty() {
+                o.resource.clone()
+            } else {
+                format!("{}/{}", o.resource, o.subresource)
+            };
+            out.push(Check {
+                group: o.api_group.clone(),
+                resource,
+                namespace: o.namespace.clone(),
+                name: o.name.clone(),
+                verb: format!("impersonate-on:{mode}:{}", event.verb),
             });
         }
     } else if let Some(o) = &event.object_ref {
@@ -402,6 +429,56 @@ subjects: [{kind: ServiceAccount, name: someone-else, namespace: ns}]
         assert_eq!(u.forbidden.len(), 1, "{:?}", u.forbidden);
         assert!(u.outside.is_empty());
         assert_eq!(u.requests.values().sum::<usize>(), 2, "one request per audit ID");
+    }
+
+    #[test]
+    fn a_constrained_impersonation_uses_the_mode_verb_and_the_impersonate_on_verb() {
+        let manifest = "apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: imp}
+rules:
+  - {apiGroups: [authentication.k8s.io], resources: [users], verbs: ['impersonate:user-info']}
+  - {apiGroups: [authentication.k8s.io], resources: [groups], resourceNames: ['ichor:admin'], verbs: ['impersonate:user-info']}
+  - {apiGroups: [''], resources: [users], verbs: [impersonate]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: imp}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: imp}
+subjects: [{kind: ServiceAccount, name: sa, namespace: ns}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: on, namespace: ns}
+rules:
+  - {apiGroups: [ichor.maesh.dev], resources: [ichorusers], verbs: ['impersonate-on:user-info:create', 'impersonate-on:user-info:delete']}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: on, namespace: ns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: on}
+subjects: [{kind: ServiceAccount, name: sa, namespace: ns}]
+";
+        let grants = grants_for(manifest, "ns", "sa").unwrap();
+        let event: AuditEvent = serde_json::from_value(serde_json::json!({
+            "auditID": "1", "stage": "ResponseComplete", "verb": "create", "requestURI": "/x",
+            "user": {"username": "system:serviceaccount:ns:sa"},
+            "impersonatedUser": {"username": "ichor:alice", "groups": ["ichor:admin", "system:authenticated"]},
+            "authenticationMetadata": {"impersonationConstraint": "impersonate:user-info"},
+            "objectRef": {"resource": "ichorusers", "namespace": "ns", "apiGroup": "ichor.maesh.dev"},
+            "responseStatus": {"code": 201},
+            "annotations": {"authorization.k8s.io/decision": "allow"}
+        }))
+        .unwrap();
+        let u = usage(&grants, &[event], "system:serviceaccount:ns:sa");
+        assert!(u.outside.is_empty() && u.forbidden.is_empty(), "{u:?}");
+        assert_eq!(
+            u.unused,
+            [
+                "ClusterRole imp rule 2: impersonate users",
+                "Role ns/on rule 0: impersonate-on:user-info:delete ichorusers"
+            ]
+        );
     }
 
     #[test]

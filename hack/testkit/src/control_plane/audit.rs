@@ -56,6 +56,16 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
+/// How a request was authenticated.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthenticationMetadata {
+    /// The constrained impersonation mode's verb that allowed the impersonation
+    /// (`impersonate:user-info`); empty for legacy impersonation.
+    #[serde(default)]
+    pub impersonation_constraint: String,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 struct ResponseStatus {
     #[serde(default)]
@@ -81,6 +91,9 @@ pub struct AuditEvent {
     /// Whom the request impersonated, if anyone.
     #[serde(default)]
     pub impersonated_user: Option<UserInfo>,
+    /// How the request was authenticated (which constrained impersonation mode allowed it).
+    #[serde(default)]
+    pub authentication_metadata: Option<AuthenticationMetadata>,
     /// The object, absent for a non-resource URL (`/api`, `/version`).
     #[serde(default)]
     pub object_ref: Option<ObjectRef>,

@@ -18,6 +18,7 @@
 //! Skipped with a message when the binaries are missing, unless `ICHOR_REQUIRE_CONSUMERS=1`.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod attacks;
 mod busy_user;
 mod external;
 mod full_secret;

@@ -34,8 +34,8 @@ fn two_issuer_processes_on_the_kube_store_serve_sign_ins_sessions_and_the_user_s
 -> anyhow::Result<()> {
     use conformance_common::{Options as IssuerOptions, PASSWORD, RunningIssuer, Store};
     use ichor_issuer::api::proto::{
-        ChangeOwnPasswordRequest, CreateUserRequest, ListUsersRequest, RevokeSessionsRequest,
-        create_user_request::InitialPassword,
+        ChangeOwnPasswordRequest, CreateUserRequest, DeleteUserRequest, ListUsersRequest,
+        RevokeSessionsRequest, UpdateUserRequest, create_user_request::InitialPassword,
     };
 
     let entry = CredentialsEntry::new(
@@ -138,6 +138,19 @@ fn two_issuer_processes_on_the_kube_store_serve_sign_ins_sessions_and_the_user_s
         b.sign_in("dave", "dave's first password", Some("ichor-ui"))
             .await
             .map_err(|e| anyhow::anyhow!("dave cannot sign in to the UI: {e:?}"))?;
+        // An update and a delete, written as alice too (each write the chart lets the issuer
+        // make as someone else is made once).
+        as_alice
+            .update_user(UpdateUserRequest {
+                name: "dave".into(),
+                display_name: Some("Dave".into()),
+                ..Default::default()
+            })
+            .await?;
+        as_alice
+            .delete_user(DeleteUserRequest { name: "dave".into() })
+            .await?;
+        assert_eq!(roles(&plane, "dave")?, None, "dave was deleted");
         let refused = as_carol
             .create_user(CreateUserRequest {
                 name: "erin".into(),

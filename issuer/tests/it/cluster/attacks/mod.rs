@@ -1,0 +1,3 @@
+//! Attacks on a real control plane under the chart's RBAC, one file per attack, each named by it.
+
+mod compromised_issuer_impersonates_the_controller_manager;
