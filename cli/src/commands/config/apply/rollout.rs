@@ -66,7 +66,10 @@ struct Progress {
 }
 
 impl Progress {
+    /// One progress line; `message` may quote a node (its version, its warnings), so its control
+    /// characters are escaped.
     fn say(&self, t: &Target, message: &str) {
+        let message = crate::terminal::escape_controls(message);
         eprintln!("[{}/{}] {}: {message}", t.step + 1, self.total, t.machine);
     }
 }
