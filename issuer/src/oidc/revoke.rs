@@ -9,13 +9,19 @@
 //! - `client_id` missing or unknown: 401 `invalid_client`;
 //! - `token_type_hint=access_token`: 400 `unsupported_token_type` (ID tokens are not
 //!   revocable); other hints are ignored (2.1);
+//! - a valid refresh token whose family's bucket is empty: 503 `temporarily_unavailable` with
+//!   `Retry-After`, nothing revoked (2.2.1);
 //! - a store failure: 500 `server_error`.
 //!
 //! The per-source failure bucket is the token endpoint's: a request is charged when it is
 //! refused with a 4xx or when its token is not a valid refresh token (answered 200 all the same),
 //! and costs nothing when it revokes a family. A request whose token verifies as a refresh token
 //! (one HMAC check, before the bucket) is never refused by the bucket, so garbage from a shared
-//! address cannot stop the people behind it from signing out.
+//! address cannot stop the people behind it from signing out. Such a request is held to its
+//! family's bucket instead ([`super::limits::BucketPolicy::FAMILY_GRANTS`], shared with the
+//! family's refresh grants) before the store is read: a refresh token keeps its MAC until its
+//! family's end, also after the family is revoked, so one old token looped here would otherwise
+//! read its user's credentials as fast as it is sent.
 
 use std::sync::Arc;
 
@@ -27,9 +33,12 @@ use axum::{
     response::{IntoResponse, Response},
 };
 
+use jiff::SignedDuration;
+
 use super::{
     Issuer, Source,
     errors::OAuthError,
+    lock,
     request::{self, Params},
     token::{client, is_client_failure, param, reserve_source},
 };
@@ -89,6 +98,15 @@ fn token_verifies(issuer: &Issuer, headers: &HeaderMap, body: &[u8]) -> bool {
     tokens::verify_artifact::<RefreshClaims>(&keys, token, issuer.issuer(), issuer.now()).is_ok()
 }
 
+/// The answer to a revocation its family's bucket refused: 503 with `Retry-After`, which
+/// RFC 7009 section 2.2.1 reserves for "the token still exists, retry later" (nothing was
+/// revoked). Only a token whose MAC verifies for the right client gets it, and the bucket is
+/// consulted before the store, so it says nothing of whether the family is still alive.
+fn family_busy(wait: SignedDuration) -> OAuthError {
+    let secs = u64::try_from(wait.as_secs().max(1)).unwrap_or(1);
+    OAuthError::busy("revocation of this session", secs)
+}
+
 /// What a well-formed revocation found (both answered 200).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Revoked {
@@ -124,6 +142,13 @@ async fn run(issuer: &Issuer, headers: &HeaderMap, body: &[u8]) -> Result<Revoke
     };
     if claims.client_id != client.id() {
         return Err(OAuthError::invalid_grant("token: issued to another client"));
+    }
+    // Held to the family's bucket before the store is read, as its refreshes are: a token keeps
+    // its MAC until its family's end, also after a sign-out, so without this one old token could
+    // keep its user's line of store changes full.
+    if let Err(wait) = lock(&issuer.family_buckets).reserve(claims.fam.clone(), issuer.now()) {
+        issuer.metrics.backoff_hit("family_rate");
+        return Err(family_busy(wait));
     }
     let revoked = modify_credentials(issuer.store.as_ref(), &claims.sub, |current| {
         Ok::<_, StoreError>(match current.and_then(|c| c.revoke_family(&claims.fam)) {

@@ -304,8 +304,11 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
         CodeClaim::Full => return Err(OAuthError::unavailable("the code ledger")),
         CodeClaim::Replay { revoke } => {
             issuer.metrics.code_replays.inc();
-            if let Some((user, fam)) = revoke {
-                revoke_family(issuer, &user, &fam).await;
+            // Named by the first replay only: later ones read nothing.
+            if let Some((user, fam)) = revoke
+                && !revoke_family(issuer, &user, &fam).await
+            {
+                lock(&issuer.codes).revocation_failed(&claims.jti, fam);
             }
             return Err(OAuthError::invalid_grant("code: already used"));
         }
@@ -314,8 +317,11 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
     match &result {
         Ok((_, family)) => {
             let replayed = lock(&issuer.codes).complete(&claims.jti, &claims.sub, family.clone());
-            if replayed && let Some(fam) = family {
-                revoke_family(issuer, &claims.sub, fam).await;
+            if replayed
+                && let Some(fam) = family
+                && !revoke_family(issuer, &claims.sub, fam).await
+            {
+                lock(&issuer.codes).revocation_failed(&claims.jti, fam.clone());
             }
         }
         Err(e) if e.error == "temporarily_unavailable" => lock(&issuer.codes).release(&claims.jti),
@@ -417,7 +423,8 @@ impl From<StoreError> for OAuthError {
 }
 
 /// Removes a family (code replay, reuse); failures are logged, the caller refuses anyway.
-pub(crate) async fn revoke_family(issuer: &Issuer, user: &str, fam: &str) {
+/// Returns whether the store was reached (the family is gone, or was already).
+pub(crate) async fn revoke_family(issuer: &Issuer, user: &str, fam: &str) -> bool {
     let result = modify_credentials(issuer.store.as_ref(), user, |current| {
         Ok::<_, StoreError>(match current.and_then(|c| c.revoke_family(fam)) {
             Some(next) => Change::Put(next, ()),
@@ -425,8 +432,12 @@ pub(crate) async fn revoke_family(issuer: &Issuer, user: &str, fam: &str) {
         })
     })
     .await;
-    if let Err(e) = result {
-        tracing::warn!(user = %user, error = %e, "could not revoke a refresh family");
+    match result {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(user = %user, error = %e, "could not revoke a refresh family");
+            false
+        }
     }
 }
 

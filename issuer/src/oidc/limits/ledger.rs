@@ -32,8 +32,10 @@ impl CodeUse {
 pub enum CodeClaim {
     /// First use: go ahead, then call [`CodeLedger::complete`] or [`CodeLedger::release`].
     First,
-    /// The code was used before. If the first use started a refresh family, it is named here so
-    /// the caller revokes it (RFC 6749 section 4.1.2).
+    /// The code was used before. If the first use started a refresh family that no replay has
+    /// named yet, it is named here so the caller revokes it (RFC 6749 section 4.1.2); it is
+    /// named once, so replays of a code cost the store one revocation in all (a caller whose
+    /// revocation failed puts it back with [`CodeLedger::revocation_failed`]).
     Replay {
         /// `(user, family id)` to revoke.
         revoke: Option<(String, String)>,
@@ -63,7 +65,7 @@ impl CodeLedger {
                     CodeClaim::Replay { revoke: None }
                 }
                 CodeUse::Redeemed { user, family, .. } => CodeClaim::Replay {
-                    revoke: family.clone().map(|f| (user.clone(), f)),
+                    revoke: family.take().map(|f| (user.clone(), f)),
                 },
             };
         }
@@ -80,7 +82,8 @@ impl CodeLedger {
     }
 
     /// Records the result of a first use; returns true when the code was replayed meanwhile
-    /// (the caller then revokes the family it just started).
+    /// (the caller then revokes the family it just started, which later replays do not name
+    /// again).
     pub fn complete(&mut self, jti: &str, user: &str, family: Option<String>) -> bool {
         let Some(used) = self.codes.get_mut(jti) else {
             return false;
@@ -92,9 +95,17 @@ impl CodeLedger {
         *used = CodeUse::Redeemed {
             exp,
             user: user.to_owned(),
-            family,
+            family: if replayed { None } else { family },
         };
         replayed
+    }
+
+    /// The revocation of `family`, named for `jti` by a replay, did not reach the store: the
+    /// next replay names it again, so it is retried (unless the code was forgotten meanwhile).
+    pub fn revocation_failed(&mut self, jti: &str, family: String) {
+        if let Some(CodeUse::Redeemed { family: named, .. }) = self.codes.get_mut(jti) {
+            named.get_or_insert(family);
+        }
     }
 
     /// Forgets a first use that failed for a temporary reason (store unavailable), so the

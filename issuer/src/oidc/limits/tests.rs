@@ -275,11 +275,45 @@ fn a_code_is_claimed_once_and_a_replay_names_its_family() {
 }
 
 #[test]
+fn a_replay_names_its_family_once_and_again_after_a_failed_revocation() {
+    let mut ledger = CodeLedger::new();
+    assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::First);
+    assert!(!ledger.complete("j1", "alice", Some("fam".into())));
+    let named = CodeClaim::Replay {
+        revoke: Some(("alice".into(), "fam".into())),
+    };
+    assert_eq!(ledger.claim("j1", 100, at(0)), named);
+    assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::Replay { revoke: None });
+    ledger.revocation_failed("j1", "fam".into());
+    assert_eq!(ledger.claim("j1", 100, at(0)), named, "retried after a failure");
+    assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::Replay { revoke: None });
+}
+
+#[test]
 fn a_replay_during_redemption_is_reported_to_the_first_use() {
     let mut ledger = CodeLedger::new();
     assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::First);
     assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::Replay { revoke: None });
     assert!(ledger.complete("j1", "alice", None));
+}
+
+#[test]
+fn a_family_started_by_a_code_replayed_during_redemption_is_not_named_again() {
+    let mut ledger = CodeLedger::new();
+    assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::First);
+    assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::Replay { revoke: None });
+    assert!(
+        ledger.complete("j1", "alice", Some("fam".into())),
+        "the first use revokes it"
+    );
+    assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::Replay { revoke: None });
+    ledger.revocation_failed("j1", "fam".into());
+    assert_eq!(
+        ledger.claim("j1", 100, at(0)),
+        CodeClaim::Replay {
+            revoke: Some(("alice".into(), "fam".into()))
+        }
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod cancelled_password_change_flood;
 mod composed;
+mod dead_refresh_token_flooding_revoke;
 mod external_browser_token_as_kubectl_credential;
 mod external_slow_jwks_with_garbage_kid;
 mod forged_forwarded_for;
