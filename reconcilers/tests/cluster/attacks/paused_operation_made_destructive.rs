@@ -44,25 +44,45 @@ fn an_operator_cannot_patch_a_paused_reboot_into_a_reset_or_a_shutdown() -> anyh
         }
     };
     let accepted = |what: &str, answer: Result<String, String>| -> anyhow::Result<()> {
-        answer.map(|_| ()).map_err(|e| anyhow::anyhow!("{what}: refused: {e}"))
+        answer
+            .map(|_| ())
+            .map_err(|e| anyhow::anyhow!("{what}: refused: {e}"))
     };
 
     // The harmless start an operator may make.
     accepted(
         "an operator creates a paused node reboot",
-        plane.kubectl_as(Some(OLGA), &create_args(), Some(&operation("maint", "node", Some("reboot"), &["cp-1"])))?,
+        plane.kubectl_as(
+            Some(OLGA),
+            &create_args(),
+            Some(&operation("maint", "node", Some("reboot"), &["cp-1"])),
+        )?,
     )?;
     // The attack: the same object made destructive by an update.
     refused(
         "an operator patches the reboot into a reset",
-        plane.kubectl_as(Some(OLGA), &merge_patch("talosoperation", "maint", &json!({"spec": {"action": "reset"}}), false), None)?,
+        plane.kubectl_as(
+            Some(OLGA),
+            &merge_patch(
+                "talosoperation",
+                "maint",
+                &json!({"spec": {"action": "reset"}}),
+                false,
+            ),
+            None,
+        )?,
         "verb \"start\" on talosoperations/node-reset",
     )?;
     refused(
         "an operator patches the node operation into a cluster shutdown",
         plane.kubectl_as(
             Some(OLGA),
-            &merge_patch("talosoperation", "maint", &json!({"spec": {"kind": "shutdown", "action": null}}), false),
+            &merge_patch(
+                "talosoperation",
+                "maint",
+                &json!({"spec": {"kind": "shutdown", "action": null}}),
+                false,
+            ),
             None,
         )?,
         "verb \"start\" on talosoperations/shutdown",
@@ -72,14 +92,23 @@ fn an_operator_cannot_patch_a_paused_reboot_into_a_reset_or_a_shutdown() -> anyh
             &format!("an operator patches the kind into {odd:?}"),
             plane.kubectl_as(
                 Some(OLGA),
-                &merge_patch("talosoperation", "maint", &json!({"spec": {"kind": odd, "action": null}}), false),
+                &merge_patch(
+                    "talosoperation",
+                    "maint",
+                    &json!({"spec": {"kind": odd, "action": null}}),
+                    false,
+                ),
                 None,
             )?,
             "spec.kind",
         )?;
         refused(
             &format!("an operator creates a {odd:?} operation"),
-            plane.kubectl_as(Some(OLGA), &create_args(), Some(&operation("odd", odd, None, &[])))?,
+            plane.kubectl_as(
+                Some(OLGA),
+                &create_args(),
+                Some(&operation("odd", odd, None, &[])),
+            )?,
             "spec.kind",
         )?;
     }
@@ -91,32 +120,81 @@ fn an_operator_cannot_patch_a_paused_reboot_into_a_reset_or_a_shutdown() -> anyh
     // Pausing and resuming are no start.
     accepted(
         "an operator resumes the reboot",
-        plane.kubectl_as(Some(OLGA), &merge_patch("talosoperation", "maint", &json!({"spec": {"paused": false}}), false), None)?,
+        plane.kubectl_as(
+            Some(OLGA),
+            &merge_patch(
+                "talosoperation",
+                "maint",
+                &json!({"spec": {"paused": false}}),
+                false,
+            ),
+            None,
+        )?,
     )?;
     // An admin holds the right, on update as on create.
     accepted(
         "an admin makes it a reset (dry run)",
-        plane.kubectl_as(Some(ALICE), &merge_patch("talosoperation", "maint", &json!({"spec": {"action": "reset"}}), true), None)?,
+        plane.kubectl_as(
+            Some(ALICE),
+            &merge_patch(
+                "talosoperation",
+                "maint",
+                &json!({"spec": {"action": "reset"}}),
+                true,
+            ),
+            None,
+        )?,
     )?;
 
     // A destructive operation an admin created, retargeted by an operator.
     accepted(
         "an admin creates a paused reset of cp-1",
-        plane.kubectl_as(Some(ALICE), &create_args(), Some(&operation("wipe", "node", Some("reset"), &["cp-1"])))?,
+        plane.kubectl_as(
+            Some(ALICE),
+            &create_args(),
+            Some(&operation("wipe", "node", Some("reset"), &["cp-1"])),
+        )?,
     )?;
     refused(
         "an operator points the reset at another machine",
-        plane.kubectl_as(Some(OLGA), &merge_patch("talosoperation", "wipe", &json!({"spec": {"machines": ["cp-2"]}}), false), None)?,
+        plane.kubectl_as(
+            Some(OLGA),
+            &merge_patch(
+                "talosoperation",
+                "wipe",
+                &json!({"spec": {"machines": ["cp-2"]}}),
+                false,
+            ),
+            None,
+        )?,
         "verb \"start\" on talosoperations/node-reset",
     )?;
     refused(
         "an operator points the reset at another cluster",
-        plane.kubectl_as(Some(OLGA), &merge_patch("talosoperation", "wipe", &json!({"spec": {"cluster": "staging"}}), false), None)?,
+        plane.kubectl_as(
+            Some(OLGA),
+            &merge_patch(
+                "talosoperation",
+                "wipe",
+                &json!({"spec": {"cluster": "staging"}}),
+                false,
+            ),
+            None,
+        )?,
         "verb \"start\" on talosoperations/node-reset",
     )?;
     accepted(
         "an operator pauses the admin's reset",
-        plane.kubectl_as(Some(OLGA), &merge_patch("talosoperation", "wipe", &json!({"spec": {"paused": true}}), false), None)?,
+        plane.kubectl_as(
+            Some(OLGA),
+            &merge_patch(
+                "talosoperation",
+                "wipe",
+                &json!({"spec": {"paused": true}}),
+                false,
+            ),
+            None,
+        )?,
     )?;
     Ok(())
 }
