@@ -14,7 +14,8 @@ mod grant;
 mod last_admin;
 
 pub use grant::{
-    ActRefusal, GrantRefusal, Requester, UserAct, check_act_on, check_grant, may_grant, ungranted_role,
+    ActRefusal, GrantRefusal, Requester, UserAct, acts_taking_away, check_act_on, check_grant, may_grant,
+    ungranted_role,
 };
 pub use last_admin::{
     LastAdminRefusal, UserChange, UserState, check_last_admin, is_exempt_from_last_admin_rule,

@@ -4,7 +4,9 @@
 //!
 //! The same rule bounds what a requester may do *to* another user: setting its password, ending
 //! its sessions and re-enabling it each hand that user's roles to someone (whoever then signs in
-//! as it), so each needs the right to grant every role the user holds ([`check_act_on`]).
+//! as it), and taking a role away, disabling and deleting each clear the way to that (a demoted
+//! or re-created user is one the requester may then set the password of) or log the user out, so
+//! each needs the right to grant every role the user holds ([`check_act_on`]).
 
 use super::{ADMIN_ROLE, BuiltinRole, highest_builtin, holds};
 use crate::auth::user_name::ICHOR_PREFIX;
@@ -83,9 +85,12 @@ where
         .try_for_each(|role| may_grant(requester_roles, role))
 }
 
-/// An act on another user that hands its roles to someone, and so needs the right to grant each
-/// of them: whoever sets a password can sign in as the user, whoever re-enables a user brings its
-/// roles back, and ending an admin's sessions is an act against an admin.
+/// An act on another user that hands its roles to someone, or clears the way to that, and so
+/// needs the right to grant each of them: whoever sets a password can sign in as the user,
+/// whoever re-enables a user brings its roles back, and whoever demotes, disables or deletes a
+/// user could then set the password of what is left (or of a new user of the name) and ends the
+/// user's sessions; ending an admin's sessions is an act against an admin. The roles judged are
+/// those the user holds before the act.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UserAct {
     /// `SetPassword`: an administrator's new password for the user.
@@ -94,18 +99,50 @@ pub enum UserAct {
     RevokeSessions,
     /// `spec.disabled` from `true` to `false`.
     Enable,
+    /// A write that removes any role from `spec.roles`.
+    Demote,
+    /// `spec.disabled` from `false` to `true`.
+    Disable,
+    /// Deleting the user.
+    Delete,
 }
 
 impl UserAct {
     /// The act as the refusal words it: "set the password of", "end the sessions of",
-    /// "re-enable".
+    /// "re-enable", "take a role from", "disable", "delete".
     pub fn phrase(self) -> &'static str {
         match self {
             UserAct::SetPassword => "set the password of",
             UserAct::RevokeSessions => "end the sessions of",
             UserAct::Enable => "re-enable",
+            UserAct::Demote => "take a role from",
+            UserAct::Disable => "disable",
+            UserAct::Delete => "delete",
         }
     }
+}
+
+/// The acts a write of a user from `old` to `new` (`None`: a delete) is, of those that take
+/// something away: [`UserAct::Demote`] when a role of `old` is missing from `new`,
+/// [`UserAct::Disable`] when it turns `disabled` on, [`UserAct::Delete`] for a delete. Each is
+/// judged by [`check_act_on`] on the roles of `old`. A re-enable ([`UserAct::Enable`]) is judged
+/// on the roles the user ends with and is not among these.
+pub fn acts_taking_away<O: AsRef<str>, N: AsRef<str>>(
+    old_roles: &[O],
+    old_disabled: bool,
+    new: Option<(&[N], bool)>,
+) -> Vec<UserAct> {
+    let Some((new_roles, new_disabled)) = new else {
+        return vec![UserAct::Delete];
+    };
+    let mut acts = Vec::new();
+    if old_roles.iter().any(|role| !holds(new_roles, role.as_ref())) {
+        acts.push(UserAct::Demote);
+    }
+    if new_disabled && !old_disabled {
+        acts.push(UserAct::Disable);
+    }
+    acts
 }
 
 /// Why a requester may not act on a user. `Display` is the exact message the API and the webhook
@@ -202,6 +239,21 @@ impl Requester {
         Some(Self {
             roles: roles.collect(),
         })
+    }
+
+    /// The same requester holding only those of its roles that are also in `live` (its
+    /// `IchorUser`'s `spec.roles` now): a token's groups say what the user held when it was
+    /// issued, and a role taken away since must not count.
+    #[must_use]
+    pub fn limited_to<S: AsRef<str>>(&self, live: &[S]) -> Self {
+        Self {
+            roles: self
+                .roles
+                .iter()
+                .filter(|role| holds(live, role.as_str()))
+                .cloned()
+                .collect(),
+        }
     }
 
     /// The requester's roles.

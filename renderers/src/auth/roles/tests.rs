@@ -226,6 +226,62 @@ fn acting_on_a_user_needs_the_right_to_grant_each_of_its_roles() {
 }
 
 #[test]
+fn a_write_taking_a_role_away_disabling_or_deleting_is_an_act_on_the_user() {
+    assert_eq!(
+        acts_taking_away(&["admin"], false, Some((&["admin"][..], false))),
+        []
+    );
+    assert_eq!(
+        acts_taking_away(&["viewer"], false, Some((&["viewer", "admin"][..], false))),
+        []
+    );
+    assert_eq!(
+        acts_taking_away(&["admin", "viewer"], false, Some((&["viewer"][..], true))),
+        [UserAct::Demote, UserAct::Disable]
+    );
+    assert_eq!(
+        acts_taking_away(&["admin"], true, Some((&["admin"][..], true))),
+        []
+    );
+    assert_eq!(
+        acts_taking_away(&["admin"], true, Some((&["admin"][..], false))),
+        []
+    );
+    assert_eq!(
+        acts_taking_away::<_, &str>(&["admin"], false, None),
+        [UserAct::Delete]
+    );
+    let refusal = check_act_on(&["operator"], UserAct::Demote, "boss", &["admin"]).unwrap_err();
+    assert!(
+        refusal
+            .to_string()
+            .starts_with("you may not take a role from user \"boss\": it holds role \"admin\""),
+        "{refusal}"
+    );
+    for (act, phrase) in [(UserAct::Disable, "disable"), (UserAct::Delete, "delete")] {
+        let refusal = check_act_on(&["operator"], act, "boss", &["admin"]).unwrap_err();
+        assert!(
+            refusal
+                .to_string()
+                .starts_with(&format!("you may not {phrase} user \"boss\"")),
+            "{refusal}"
+        );
+    }
+}
+
+#[test]
+fn a_requester_limited_to_its_live_roles_keeps_only_those_still_held() {
+    let token = Requester::from_roles(&["admin", "viewer", "auditor"]);
+    assert_eq!(token.limited_to(&["viewer"]).roles(), ["viewer"]);
+    assert!(
+        !token.limited_to(&["viewer", "operator"]).is_admin(),
+        "a role the token lacks is not added"
+    );
+    assert!(token.limited_to(&NONE).roles().is_empty());
+    assert!(token.limited_to(&["admin", "auditor"]).is_admin());
+}
+
+#[test]
 fn only_system_masters_and_the_namespace_and_gc_controllers_are_exempt_from_the_last_admin_rule() {
     assert!(is_exempt_from_last_admin_rule(
         "system:serviceaccount:kube-system:namespace-controller",
