@@ -157,6 +157,10 @@ enum Gate {
     Normal,
     /// Also when it must be changed (`WhoAmI`, `ChangeOwnPassword`).
     AllowMustChange,
+    /// Like [`Gate::Normal`], for a call that changes a user: the caller's `IchorUser` is read
+    /// afresh, never from the cache, so a caller disabled or demoted a moment ago (on another
+    /// replica too) acts with what it holds now.
+    Change,
 }
 
 impl<B, A, V> UserApi<B, A, V>

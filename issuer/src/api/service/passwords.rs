@@ -41,7 +41,7 @@ where
         &self,
         request: Request<SetPasswordRequest>,
     ) -> Result<SetPasswordResponse, ApiError> {
-        let caller = self.authenticate(&request, Gate::Normal).await?;
+        let caller = self.authenticate(&request, Gate::Change).await?;
         let req = request.into_inner();
         let name = validate::user_name("name", &req.name)?;
         let (password, generated) = match req.new_password {
@@ -144,7 +144,7 @@ where
         &self,
         request: Request<RevokeSessionsRequest>,
     ) -> Result<RevokeSessionsResponse, ApiError> {
-        let caller = self.authenticate(&request, Gate::Normal).await?;
+        let caller = self.authenticate(&request, Gate::Change).await?;
         let name = validate::user_name("name", &request.get_ref().name)?;
         self.require(
             &caller,

@@ -88,6 +88,9 @@ where
                 claims.sub
             ))
         };
+        if gate == Gate::Change {
+            self.inner.store.invalidate(&claims.sub);
+        }
         let user = self.inner.store.get_user(&claims.sub).await?.ok_or_else(gone)?;
         if user.disabled {
             return Err(gone());
@@ -105,7 +108,7 @@ where
                     .to_owned(),
             ));
         }
-        if session.must_change && gate == Gate::Normal {
+        if session.must_change && gate != Gate::AllowMustChange {
             return Err(ApiError::MustChangePassword);
         }
         Ok(Caller {

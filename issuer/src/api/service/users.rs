@@ -6,13 +6,19 @@
 //! before it is written, so a refresh token stolen before a disable never works again: a user
 //! disabled by any other path (`kubectl`) comes back through here with no session, and the
 //! admission webhook refuses a `kubectl` re-enable while a session from before remains. A
-//! re-enable, like a grant, needs the right to grant each of the user's roles.
+//! re-enable, like a grant, needs the right to grant each of the user's roles, and so do taking
+//! a role away, a disable and a delete (each judged on the roles the user held), so a demoted,
+//! disabled or re-created admin never becomes a user its demoter may set the password of. Every
+//! call that changes a user reads the caller afresh (`Gate::Change`): a caller disabled or
+//! demoted a moment ago acts with what it holds now.
 
 use ichor_renderers::{
     auth::{
         Password,
         credentials::CredentialsEntry,
-        roles::{UserAct, UserChange, UserState, check_act_on, check_grant, check_last_admin},
+        roles::{
+            UserAct, UserChange, UserState, acts_taking_away, check_act_on, check_grant, check_last_admin,
+        },
     },
     crd::{IchorUser, IchorUserSpec, NAMESPACE},
 };
@@ -77,7 +83,7 @@ where
         &self,
         request: Request<CreateUserRequest>,
     ) -> Result<CreateUserResponse, ApiError> {
-        let caller = self.authenticate(&request, Gate::Normal).await?;
+        let caller = self.authenticate(&request, Gate::Change).await?;
         let req = request.into_inner();
         // Validate everything first.
         let name = validate::user_name("name", &req.name)?;
@@ -171,7 +177,7 @@ where
         &self,
         request: Request<UpdateUserRequest>,
     ) -> Result<UpdateUserResponse, ApiError> {
-        let caller = self.authenticate(&request, Gate::Normal).await?;
+        let caller = self.authenticate(&request, Gate::Change).await?;
         let req = request.into_inner();
         let name = validate::user_name("name", &req.name)?;
         if let Some(d) = &req.display_name {
@@ -192,6 +198,10 @@ where
         let disabling = !old.disabled && new_disabled;
         if caller.external.is_none() {
             check_grant(&caller.roles, &old.roles, &new_roles)?;
+            let new_state = Some((new_roles.as_slice(), new_disabled));
+            for act in acts_taking_away(&old.roles, old.disabled, new_state) {
+                check_act_on(&caller.roles, act, name.as_str(), &old.roles)?;
+            }
             if enabling {
                 check_act_on(&caller.roles, UserAct::Enable, name.as_str(), &new_roles)?;
             }
@@ -241,11 +251,14 @@ where
         &self,
         request: Request<DeleteUserRequest>,
     ) -> Result<DeleteUserResponse, ApiError> {
-        let caller = self.authenticate(&request, Gate::Normal).await?;
+        let caller = self.authenticate(&request, Gate::Change).await?;
         let name = validate::user_name("name", &request.get_ref().name)?;
         self.require(&caller, &[access::ichorusers("delete", name.as_str())])
             .await?;
         let old = self.existing_user(name.as_str()).await?;
+        if caller.external.is_none() {
+            check_act_on(&caller.roles, UserAct::Delete, name.as_str(), &old.roles)?;
+        }
         let others = self.all_users().await?;
         check_last_admin(
             name.as_str(),

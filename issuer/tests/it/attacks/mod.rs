@@ -4,11 +4,13 @@
 mod cancelled_password_change_flood;
 mod composed;
 mod dead_refresh_token_flooding_revoke;
+mod disabled_admin_restores_itself;
 mod external_browser_token_as_kubectl_credential;
 mod external_slow_jwks_with_garbage_kid;
 mod forged_forwarded_for;
 mod named_account_lockout;
 mod one_account_fills_the_password_gate;
+mod operator_demotes_an_admin_to_take_its_name;
 mod operator_takes_over_an_admin;
 mod password_change_guessing;
 mod shared_address_garbage;
