@@ -55,6 +55,20 @@ pub trait UserLister: Send + Sync {
     /// refuses.
     async fn read_user(&self, namespace: &str, name: &str) -> Result<Option<IchorUser>, AdmissionError>;
 
+    /// The requester's own `IchorUser` `name` of `namespace`: the cache's copy, or, when the
+    /// cache does not hold it (a user created a moment ago), read from the kube-apiserver; `None`
+    /// when it does not exist.
+    ///
+    /// # Errors
+    /// When the cache cannot be trusted or the read fails; the caller refuses.
+    async fn requester(&self, namespace: &str, name: &str) -> Result<Option<IchorUser>, AdmissionError> {
+        let cached = self.cached_users(namespace)?;
+        if let Some(user) = cached.iter().find(|u| u.metadata.name.as_deref() == Some(name)) {
+            return Ok(Some(IchorUser::clone(user)));
+        }
+        self.read_user(namespace, name).await
+    }
+
     /// The credentials entry of user `name` (its key of the Secret `ichor-user-credentials` of
     /// `namespace`) read from the kube-apiserver; `None` when there is none, or no Secret.
     ///

@@ -211,6 +211,11 @@ impl AccessReviewer for FakeReviewer {
 /// A [`UserLister`] whose cache holds a fixed set of users and whose fresh reads answer from
 /// another set (the same unless [`FakeLister::stale`]), or that fails; it records the
 /// namespace of every cache read and the name of every fresh read.
+///
+/// Its [`UserLister::requester`] answers from the cached set, and otherwise knows the fixture
+/// requesters as enabled users holding their groups' roles ([`ROOT`] admin, [`OPERATOR`]
+/// operator, [`VIEWER`] viewer), so a test about another rule need not list them; it fails only
+/// when the cache never synced, and is not recorded among the cache reads.
 #[derive(Debug, Default)]
 pub struct FakeLister {
     cached: Vec<Arc<IchorUser>>,
@@ -324,6 +329,29 @@ impl UserLister for FakeLister {
             .iter()
             .find(|u| u.metadata.name.as_deref() == Some(name))
             .cloned())
+    }
+
+    async fn requester(&self, _namespace: &str, name: &str) -> Result<Option<IchorUser>, AdmissionError> {
+        if self.unsynced {
+            return Err(AdmissionError::UsersNotSynced);
+        }
+        if let Some(user) = self
+            .cached
+            .iter()
+            .find(|u| u.metadata.name.as_deref() == Some(name))
+        {
+            return Ok(Some(IchorUser::clone(user)));
+        }
+        Ok([ROOT, OPERATOR, VIEWER].into_iter().find_map(|who| {
+            (who.user.strip_prefix("ichor:") == Some(name)).then(|| {
+                let roles: Vec<&str> = who
+                    .groups
+                    .iter()
+                    .filter_map(|g| g.strip_prefix("ichor:"))
+                    .collect();
+                user_object(name, &roles, false)
+            })
+        }))
     }
 
     async fn read_credentials(

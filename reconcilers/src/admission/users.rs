@@ -14,8 +14,16 @@
 //!   another enabled admin, and updates of them are checked like any other. Exempt: members of
 //!   `system:masters` (the override certificate) and the namespace controller and garbage
 //!   collector ([`is_exempt_from_last_admin_rule`]); no other ServiceAccount.
+//! - The requester as it is now: an Ichor identity's token says what it held when it was issued
+//!   (it stays valid at the kube-apiserver until it expires), so its `IchorUser` is looked up
+//!   ([`UserLister::requester`]): one that is disabled, being deleted or gone is refused, and its
+//!   roles are the token's `ichor:<role>` groups that `spec.roles` still holds. A cache that
+//!   cannot be trusted refuses. A user may not re-enable itself.
 //! - Acting on a user: an Ichor identity may re-enable (`spec.disabled` from `true` to `false`)
-//!   only a user whose every role it may grant ([`Requester::check_act_on`], the API's message).
+//!   only a user whose every role it may grant, and may take a role away from, disable or delete
+//!   only a user whose every role (before the write) it may grant ([`Requester::check_act_on`],
+//!   the API's message): a demoted, disabled or re-created admin would otherwise be a user its
+//!   demoter may set the password of, and a disable ends the admin's sessions.
 //! - Sessions: a re-enable is refused while the user still has a refresh family from before it
 //!   was disabled (the API ends them before it re-enables), and a create is refused while a
 //!   credentials entry of an earlier user of the name is still stored (the controller removes it
@@ -25,9 +33,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ichor_renderers::auth::roles::{
-    LastAdminRefusal, Requester, UserAct, UserChange, UserState, check_last_admin,
+    LastAdminRefusal, Requester, UserAct, UserChange, UserState, acts_taking_away, check_last_admin,
     is_exempt_from_last_admin_rule,
 };
+use ichor_renderers::auth::user_name::ICHOR_PREFIX;
 use ichor_renderers::crd::{IchorUser, IchorUserSpec};
 
 use super::access::{DEFAULT_CALL_TIMEOUT, UserLister};
@@ -62,7 +71,6 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     let username = review::username(req);
     let groups = review::groups(req);
 
-    let requester = Requester::from_identity(username, groups);
     let name = [&new, &old]
         .into_iter()
         .find_map(|o| o.as_ref().and_then(|o| o.metadata.name.as_deref()))
@@ -75,6 +83,15 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         namespace => namespace,
     };
 
+    // An Ichor requester counts as what its `IchorUser` holds now, not what its token says.
+    let requester = match Requester::from_identity(username, groups) {
+        Some(token) => match live_requester(state, namespace, username, &token).await {
+            Ok(live) => Some(live),
+            Err(denial) => return denial,
+        },
+        None => None,
+    };
+
     // The grant rule: only roles added by this write are checked.
     if let (Some(new), Some(requester)) = (&new, &requester) {
         let old_roles: &[String] = old.as_ref().map_or(&[], |o| o.spec.roles.as_slice());
@@ -83,9 +100,27 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         }
     }
 
+    // Taking a role away, a disable and a delete: the act-on rule on the roles held before.
+    if let (Some(requester), Some(old)) = (&requester, &old) {
+        let new_state = new.as_ref().map(|n| (n.spec.roles.as_slice(), n.spec.disabled));
+        for act in acts_taking_away(&old.spec.roles, old.spec.disabled, new_state) {
+            if let Err(refusal) = requester.check_act_on(act, name, &old.spec.roles) {
+                let field = match act {
+                    UserAct::Demote => "spec.roles: ",
+                    UserAct::Disable => "spec.disabled: ",
+                    _ => "",
+                };
+                return Verdict::deny(format!("{field}{refusal}"));
+            }
+        }
+    }
+
     // A re-enable hands the user's roles back: the act-on rule, then no session from before.
     let enabling = matches!((&old, &new), (Some(o), Some(n)) if o.spec.disabled && !n.spec.disabled);
     if enabling && let Some(new) = &new {
+        if requester.is_some() && username.strip_prefix(ICHOR_PREFIX) == Some(name) {
+            return Verdict::deny(format!("spec.disabled: user \"{name}\" may not re-enable itself"));
+        }
         if let Some(requester) = &requester
             && let Err(refusal) = requester.check_act_on(UserAct::Enable, name, &new.spec.roles)
         {
@@ -183,6 +218,32 @@ fn refused_until_checked(field: &str, error: &AdmissionError) -> Verdict {
     Verdict::deny(format!(
         "{field}{error}; the change is refused until it can be checked"
     ))
+}
+
+/// The Ichor requester `username` (`ichor:<name>`) as its `IchorUser` of `namespace` stands
+/// now: `token`'s roles limited to the `spec.roles` it still holds. A denial when the user is
+/// disabled, being deleted or gone (its token outlived it), or when it cannot be looked up.
+async fn live_requester(
+    state: &AdmissionState,
+    namespace: &str,
+    username: &str,
+    token: &Requester,
+) -> Result<Requester, Verdict> {
+    let name = username.strip_prefix(ICHOR_PREFIX).unwrap_or(username);
+    let user = match state.lister.requester(namespace, name).await {
+        Ok(user) => user,
+        Err(error) => {
+            tracing::warn!(%error, requester = name, "admission: the requester's IchorUser cannot be looked up; refusing");
+            return Err(refused_until_checked("", &error));
+        }
+    };
+    match user {
+        Some(user) if !user.spec.disabled && !is_terminating(&user) => Ok(token.limited_to(&user.spec.roles)),
+        _ => Err(Verdict::deny(format!(
+            "Ichor user \"{name}\" is disabled, being deleted or gone: a token it was issued before may \
+             not change users; sign in as an enabled user"
+        ))),
+    }
 }
 
 /// Whether the user is being deleted (a `deletionTimestamp`; a finalizer may keep it for long):

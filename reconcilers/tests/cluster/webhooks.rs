@@ -96,6 +96,9 @@ const APPLY: [&str; 5] = ["apply", "--server-side", "--field-manager=ichor-test"
 pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -> anyhow::Result<()> {
     serve_from(plane, replica)?;
     plane.apply(USER_MANAGER)?;
+    // The webhook judges an Ichor requester by its live `IchorUser`.
+    plane.apply(&ichor_user("eve", &["user-manager", "operator"]))?;
+    plane.apply(&ichor_user("olga", &["operator"]))?;
     let mut refused = |what: &str, answer: Answer| -> anyhow::Result<()> {
         match answer {
             Ok(out) => anyhow::bail!("{what}: accepted ({out})"),

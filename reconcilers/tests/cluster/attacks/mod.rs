@@ -25,7 +25,8 @@ mod superseded_keys_retired;
 /// How long the controller gets to settle.
 pub const SETTLE: Duration = Duration::from_secs(60);
 
-/// People, impersonated by the admin (`--as`, `--as-group`).
+/// People, impersonated by the admin (`--as`, `--as-group`); [`Running::start`] creates their
+/// `IchorUser`s (the webhook judges an Ichor requester by its live user).
 pub const ALICE: (&str, &[&str]) = ("ichor:alice", &["ichor:admin"]);
 pub const OLGA: (&str, &[&str]) = ("ichor:olga", &["ichor:operator"]);
 
@@ -51,6 +52,7 @@ impl Running {
         };
         install::install(&plane)?;
         plane.apply(&ichor_user("alice", &["admin"]))?;
+        plane.apply(&ichor_user("olga", &["operator"]))?;
         let dir = tempfile::tempdir()?;
         let kubeconfig = install::component_kubeconfig(&plane, 0, CONTROLLER_SERVICE_ACCOUNT)?;
         let mut replica = Replica::start_with(dir.path(), "ichor-controller-a", &kubeconfig, env)?;

@@ -4,9 +4,15 @@
 //! stays as a terminating object that still looks like an enabled admin), the last real admin
 //! is disabled, demoted or deleted; and a ServiceAccount with the same rights disables the last
 //! admin, which the chart's match condition used to exempt with every other `system:` name.
+//! The operator also tries to clear the way to an admin's password by demoting, disabling or
+//! deleting it first; and an admin disabled by another keeps a kubectl token carrying
+//! `ichor:admin` and tries to re-enable itself, or to make another admin, with it.
 //! Every step goes through the real apiserver, the chart's webhook configuration and its roles.
 
+use std::time::Duration;
+
 use ichor_testkit::install::NAMESPACE;
+use ichor_testkit::wait;
 use serde_json::json;
 
 use super::{ALICE, OLGA, Running};
@@ -95,6 +101,86 @@ fn an_operator_cannot_re_enable_an_admin_nor_remove_the_last_one_behind_a_finali
             &merge_patch("ichoruser", "napper", &enable, false),
             None,
         )?,
+    )?;
+
+    // Taking a role away, disabling and deleting are acts on the user too: an operator may not
+    // make an admin something whose password it may then set.
+    plane.apply(&user("boss", &["admin"], false))?;
+    let steps: [(&str, Vec<String>, &str); 3] = [
+        (
+            "an operator demotes an admin",
+            merge_patch(
+                "ichoruser",
+                "boss",
+                &json!({"spec": {"roles": ["operator"]}}),
+                false,
+            ),
+            "you may not take a role from user \"boss\"",
+        ),
+        (
+            "an operator disables an admin",
+            merge_patch("ichoruser", "boss", &json!({"spec": {"disabled": true}}), false),
+            "you may not disable user \"boss\"",
+        ),
+        (
+            "an operator deletes an admin",
+            ["delete", "ichoruser", "boss", "-n", NAMESPACE]
+                .map(str::to_owned)
+                .to_vec(),
+            "you may not delete user \"boss\"",
+        ),
+    ];
+    for (what, args, why) in steps {
+        refused(what, plane.kubectl_as(Some(OLGA), &args, None)?, why)?;
+    }
+    // An admin may (and boss must go: the last-admin steps below need alice alone).
+    accepted(
+        "alice deletes boss",
+        plane.kubectl_as(
+            Some(ALICE),
+            &["delete", "ichoruser", "boss", "-n", NAMESPACE],
+            None,
+        )?,
+    )?;
+
+    // An admin disabled by another still holds a kubectl token with `ichor:admin` until it
+    // expires: with it, it may neither re-enable itself nor make another admin.
+    plane.apply(&user("mallory", &["admin"], false))?;
+    accepted(
+        "alice disables mallory",
+        plane.kubectl_as(
+            Some(ALICE),
+            &merge_patch(
+                "ichoruser",
+                "mallory",
+                &json!({"spec": {"disabled": true}}),
+                false,
+            ),
+            None,
+        )?,
+    )?;
+    let mallory = ("ichor:mallory", &["ichor:admin"][..]);
+    match plane.kubectl_as(
+        Some(mallory),
+        &merge_patch("ichoruser", "mallory", &enable, false),
+        None,
+    )? {
+        Ok(out) => anyhow::bail!("mallory re-enables itself: accepted ({out})"),
+        Err(e) => anyhow::ensure!(
+            e.contains("\"mallory\" is disabled") || e.contains("\"mallory\" may not re-enable itself"),
+            "mallory re-enables itself: refused, but not as a disabled requester: {e}"
+        ),
+    }
+    let dry = ["create", "--dry-run=server", "-o", "name", "-f", "-"];
+    wait::until(
+        "mallory's remaining token refused",
+        Duration::from_secs(10),
+        || match plane.kubectl_as(Some(mallory), &dry, Some(&user("eve", &["admin"], false)))? {
+            // The webhook's cache may be a moment behind the disable.
+            Ok(_) => Ok(None),
+            Err(e) if e.contains("\"mallory\" is disabled") => Ok(Some(())),
+            Err(e) => Err(anyhow::anyhow!("refused, but not as a disabled requester: {e}")),
+        },
     )?;
 
     // The finalizer sequence: bob, a second admin, held by a finalizer and deleted.

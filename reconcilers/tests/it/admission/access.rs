@@ -12,7 +12,7 @@ use axum::http::{Method, Request, Response};
 use http_body_util::{BodyExt as _, Full};
 use ichor_reconcilers::admission::access::{ichor_attributes, subject_access_review};
 use ichor_reconcilers::admission::fixtures::{
-    self, FakeLister, FakeReviewer, NAMESPACE, ROOT, operation, user, user_object,
+    self, FakeLister, FakeReviewer, NAMESPACE, ROOT, Who, operation, user, user_object,
 };
 use ichor_reconcilers::admission::{
     AccessReviewer, AdmissionError, AdmissionState, KubeAccessReviewer, KubeUserLister, UserCache,
@@ -272,7 +272,12 @@ async fn delete_ann(lister: KubeUserLister) -> Result<(), String> {
         controller_identity(NAMESPACE),
     );
     let old = user("ann", &["admin"], false);
-    let request = fixtures::request(users::KIND, "DELETE", &ROOT, Value::Null, old).unwrap();
+    // A requester held to the last-admin rule whose own user is not looked up (not `ichor:`).
+    let deployer = Who {
+        user: "system:serviceaccount:ichor-system:deployer",
+        groups: &["system:serviceaccounts", "system:authenticated"],
+    };
+    let request = fixtures::request(users::KIND, "DELETE", &deployer, Value::Null, old).unwrap();
     outcome(users::review(&state, &request).await)
 }
 

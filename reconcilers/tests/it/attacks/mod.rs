@@ -2,9 +2,11 @@
 //! them against the controller's own code paths, and what must stop them. One file per attack.
 
 mod control_characters_in_user_texts;
+mod disabled_admin_restores_itself_with_kubectl;
 mod finalizer_keeps_a_deleted_admin_counted;
 mod new_users_password_taken_for_an_orphan;
 mod operator_changes_the_session_policy;
+mod operator_demotes_an_admin_to_take_its_name;
 mod operator_re_enables_a_disabled_admin;
 mod secret_material_in_journal_metadata;
 mod stolen_sessions_brought_back_by_kubectl;

@@ -26,12 +26,22 @@ async fn an_operator_may_not_re_enable_a_disabled_admin_and_the_message_is_the_a
 }
 
 #[tokio::test]
-async fn re_enabling_and_demoting_at_once_is_judged_on_the_roles_it_ends_with() {
+async fn re_enabling_and_demoting_at_once_is_judged_on_the_roles_before_and_after() {
     let f = Fakes::listing(&[("root", &["admin"], false)]);
-    // The admin role removed in the same write: a viewer comes back, which an operator may do.
+    // The admin role removed in the same write: taking it away is itself an act on an admin.
     let (new, old) = (
         user("sleeper", &["viewer"], false),
         user("sleeper", &["admin"], true),
+    );
+    let apis = check_act_on(&["operator"], UserAct::Demote, "sleeper", &["admin"]).unwrap_err();
+    assert_eq!(
+        f.decide(USER, "UPDATE", &OPERATOR, new, old).await,
+        Err(format!("spec.roles: {apis}"))
+    );
+    // A viewer brought back with a role of its own removed is an operator's to do.
+    let (new, old) = (
+        user("napper", &["viewer"], false),
+        user("napper", &["viewer", "operator"], true),
     );
     assert_eq!(f.decide(USER, "UPDATE", &OPERATOR, new, old).await, Ok(()));
     // A custom role the operator does not hold stays out of its reach.
