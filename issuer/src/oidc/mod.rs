@@ -161,6 +161,7 @@ pub struct Issuer {
     login_buckets: Arc<Mutex<limits::TokenBuckets<limits::SourceKey>>>,
     token_buckets: Mutex<limits::TokenBuckets<limits::SourceKey>>,
     family_buckets: Mutex<limits::TokenBuckets<String>>,
+    gone_families: Mutex<limits::GoneFamilies>,
     codes: Mutex<limits::CodeLedger>,
 }
 
@@ -243,6 +244,7 @@ impl Issuer {
             ))),
             token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN_FAILURES)),
             family_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::FAMILY_GRANTS)),
+            gone_families: Mutex::new(limits::GoneFamilies::new()),
             codes: Mutex::new(limits::CodeLedger::new()),
         })
     }

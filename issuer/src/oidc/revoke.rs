@@ -21,7 +21,9 @@
 //! family's bucket instead ([`super::limits::BucketPolicy::FAMILY_GRANTS`], shared with the
 //! family's refresh grants) before the store is read: a refresh token keeps its MAC until its
 //! family's end, also after the family is revoked, so one old token looped here would otherwise
-//! read its user's credentials as fast as it is sent.
+//! read its user's credentials as fast as it is sent. A family found gone (revoked here, or
+//! absent when looked up) is remembered ([`super::limits::GoneFamilies`]): its tokens are then
+//! answered 200 without a store read.
 
 use std::sync::Arc;
 
@@ -143,9 +145,13 @@ async fn run(issuer: &Issuer, headers: &HeaderMap, body: &[u8]) -> Result<Revoke
     if claims.client_id != client.id() {
         return Err(OAuthError::invalid_grant("token: issued to another client"));
     }
-    // Held to the family's bucket before the store is read, as its refreshes are: a token keeps
-    // its MAC until its family's end, also after a sign-out, so without this one old token could
-    // keep its user's line of store changes full.
+    // A token keeps its MAC until its family's end, also after a sign-out: a family this replica
+    // found gone is not looked up again, and the others are held to the family's bucket before
+    // the store is read, as its refreshes are, so one old token cannot keep its user's line of
+    // store changes full.
+    if lock(&issuer.gone_families).contains(&claims.fam) {
+        return Ok(Revoked::NotARefreshToken);
+    }
     if let Err(wait) = lock(&issuer.family_buckets).reserve(claims.fam.clone(), issuer.now()) {
         issuer.metrics.backoff_hit("family_rate");
         return Err(family_busy(wait));
@@ -164,6 +170,7 @@ async fn run(issuer: &Issuer, headers: &HeaderMap, body: &[u8]) -> Result<Revoke
             _ => OAuthError::server_error("the user store is unavailable; the token was not revoked"),
         }
     })?;
+    lock(&issuer.gone_families).insert(&claims.fam);
     if revoked == Revoked::Family {
         issuer.store.invalidate(&claims.sub);
     }

@@ -11,7 +11,9 @@
 //! token verifies (one HMAC check, before the bucket) is never refused by the bucket — garbage
 //! from the same address cannot deny it — and is charged all the same if it fails (a replayed
 //! code, a revoked family). Valid-looking refresh tokens are also held to their family's bucket
-//! before the store is read ([`super::limits::BucketPolicy::FAMILY_GRANTS`]).
+//! before the store is read ([`super::limits::BucketPolicy::FAMILY_GRANTS`]), and those of a
+//! family this replica found gone are refused without a store read
+//! ([`super::limits::GoneFamilies`]).
 
 use std::sync::Arc;
 
@@ -433,7 +435,10 @@ pub(crate) async fn revoke_family(issuer: &Issuer, user: &str, fam: &str) -> boo
     })
     .await;
     match result {
-        Ok(()) => true,
+        Ok(()) => {
+            lock(&issuer.gone_families).insert(fam);
+            true
+        }
         Err(e) => {
             tracing::warn!(user = %user, error = %e, "could not revoke a refresh family");
             false
@@ -459,6 +464,13 @@ async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse
     if claims.client_id != client.id() {
         return Err(OAuthError::invalid_grant(
             "refresh_token: issued to another client",
+        ));
+    }
+    // A family this replica found gone never comes back: its tokens, which keep their MAC until
+    // the family's end, are refused without a store read.
+    if lock(&issuer.gone_families).contains(&claims.fam) {
+        return Err(OAuthError::invalid_grant(
+            "refresh_token: the session was revoked or has ended",
         ));
     }
     if let Err(wait) = lock(&issuer.family_buckets).reserve(claims.fam.clone(), now) {
@@ -496,6 +508,10 @@ async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse
     // No `invalidate` here: a rotation writes only the credentials entry, which is never cached,
     // and leaves the user (cached at most `USER_CACHE_TTL`) as it was; dropping the cached user
     // would cost a user re-read (a users-directory scan, or an API call) on every refresh.
+    if matches!(outcome, Refreshed::NoEntry | Refreshed::Refused(_)) {
+        // Every refusal removed the family, or found it absent.
+        lock(&issuer.gone_families).insert(&claims.fam);
+    }
     let family = match outcome {
         Refreshed::Issued { family } => family,
         Refreshed::NoEntry => {

@@ -10,7 +10,9 @@
 //! something no attacker can forge — a refresh token or code whose MAC verifies, a device cookie
 //! of the user signing in — is never refused by its source's bucket
 //! ([`reservation::SourceToken::exempt`]), so garbage from a shared address cannot deny the
-//! people behind it; its failures are still charged.
+//! people behind it; its failures are still charged. Such a token is held to its family's bucket
+//! instead, and a family found gone from the store is remembered ([`gone`]), so an old token
+//! presented again is answered without reading the store.
 //!
 //! Everything here is a plain data structure driven by `now` (no clock, no I/O); the handlers
 //! keep each one behind a `std::sync::Mutex` that is never held across an `.await`.
@@ -22,6 +24,7 @@
 
 pub mod backoff;
 pub mod buckets;
+pub mod gone;
 pub mod ledger;
 pub mod recency;
 pub mod reservation;
@@ -31,6 +34,7 @@ pub use backoff::{
     backoff_after, backoff_key,
 };
 pub use buckets::{BucketPolicy, SourceKey, TokenBuckets};
+pub use gone::GoneFamilies;
 pub use ledger::{CodeClaim, CodeLedger};
 pub use reservation::SourceToken;
 

@@ -290,6 +290,20 @@ fn a_replay_names_its_family_once_and_again_after_a_failed_revocation() {
 }
 
 #[test]
+fn gone_families_are_bounded_and_a_presented_one_is_kept() {
+    let mut gone = GoneFamilies::with_capacity(3);
+    assert!(!gone.contains("f0"));
+    for f in ["f0", "f1", "f2"] {
+        gone.insert(f);
+    }
+    assert!(gone.contains("f0"), "presented: now the most recent");
+    gone.insert("f3");
+    assert_eq!(gone.len(), 3);
+    assert!(!gone.contains("f1"), "the least recently seen is forgotten first");
+    assert!(gone.contains("f0") && gone.contains("f2") && gone.contains("f3"));
+}
+
+#[test]
 fn a_replay_during_redemption_is_reported_to_the_first_use() {
     let mut ledger = CodeLedger::new();
     assert_eq!(ledger.claim("j1", 100, at(0)), CodeClaim::First);
