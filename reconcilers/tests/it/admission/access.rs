@@ -237,6 +237,37 @@ async fn the_kube_lister_reads_one_user_fresh_from_the_apiserver() {
 }
 
 #[tokio::test]
+async fn the_kube_lister_finds_a_requester_in_its_cache_and_reads_one_the_cache_lacks() {
+    let (client, seen) = scripted_client(Arc::new(|_, _, _| {
+        Some((
+            200,
+            serde_json::to_value(user_object("newcomer", &["operator"], false)).unwrap(),
+        ))
+    }));
+    let lister = KubeUserLister::new(client, synced_cache(&[("ann", &["admin"], true)]));
+    let ann = lister.requester(NAMESPACE, "ann").await.unwrap().unwrap();
+    assert!(ann.spec.disabled, "the cache's copy");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "a cached requester needs no read"
+    );
+    let newcomer = lister.requester(NAMESPACE, "newcomer").await.unwrap().unwrap();
+    assert_eq!(newcomer.spec.roles, ["operator"]);
+    assert_eq!(
+        seen.lock().unwrap()[0].1,
+        "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/newcomer"
+    );
+    // A cache that never synced refuses, with no read.
+    let (unsynced, _feed) = UserCache::new(NAMESPACE);
+    assert!(matches!(
+        KubeUserLister::new(hung(), unsynced)
+            .requester(NAMESPACE, "ann")
+            .await,
+        Err(AdmissionError::UsersNotSynced)
+    ));
+}
+
+#[tokio::test]
 async fn the_kube_lister_reads_a_missing_user_as_none_and_fails_closed_on_errors() {
     let lister = KubeUserLister::new(answering(404, not_found()), synced_cache(&[]));
     assert!(lister.read_user(NAMESPACE, "dee").await.unwrap().is_none());
