@@ -16,12 +16,16 @@
 //! # Per call
 //! 1. The bearer token (`authorization: Bearer …`, audience `ichor-ui`) is verified; its user is
 //!    re-read through the store cache (≤ 10 s), so a disable or a role change takes effect within
-//!    10 s; roles come from the `IchorUser`, never from the token. A missing, disabled or revoked
+//!    10 s, and read afresh for a call that changes a user (create, update, delete, set password,
+//!    revoke sessions), where it takes effect at once; roles come from the `IchorUser`, never from
+//!    the token. A missing, disabled or revoked
 //!    (`iat < notBefore`) user is `Unauthenticated`.
 //! 2. A user whose credentials say `mustChange` may call only `WhoAmI` and `ChangeOwnPassword`
 //!    (`PermissionDenied` "change your password first").
 //! 3. The request is validated whole (`InvalidArgument` naming the field).
-//! 4. RBAC is asked ([`access`]); then the grant rule and the last-enabled-admin rule
+//! 4. RBAC is asked ([`access`]); then, for Ichor's own users, the grant rule and the act-on rule
+//!    (setting a password, ending sessions, re-enabling, demoting, disabling or deleting a user
+//!    needs the right to grant each of its roles), and for everyone the last-enabled-admin rule
 //!    (`ichor_renderers::auth::roles`, the messages the admission webhook prints too).
 //! 5. Writes: the user object, then the credentials entry; a create whose credentials write
 //!    fails removes the user object again, so it leaves neither behind.

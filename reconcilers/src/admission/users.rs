@@ -3,7 +3,8 @@
 //!
 //! - Grant: an Ichor identity (`ichor:*`) may add to `spec.roles` only what
 //!   [`Requester::check_grant`] allows (admin anything; built-in roles up to its highest; custom
-//!   roles it holds). Other identities are not limited by this rule (RBAC is their gate).
+//!   roles it holds). Other identities are limited neither by this rule nor by the act-on rule
+//!   below: RBAC is their only gate, so any of them with `ichorusers` rights can make admins.
 //! - Last enabled admin: an update that turns an enabled admin into something else, or a delete
 //!   of one, is refused when no other `IchorUser` of the namespace is an enabled admin. The others
 //!   come from the watch cache (`user_cache`), looked at only when the change removes an enabled

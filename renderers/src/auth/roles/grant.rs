@@ -72,7 +72,8 @@ pub fn may_grant<S: AsRef<str>>(requester_roles: &[S], role: &str) -> Result<(),
 
 /// The grant rule over a whole change: the first role in `new` that is not in `old` and that the
 /// requester may not grant, as a refusal. Roles kept from `old` are never checked, so a requester
-/// can always re-submit a user's roles unchanged (or remove some).
+/// can always re-submit a user's roles unchanged; removing one is an act on the user
+/// ([`UserAct::Demote`], [`check_act_on`]).
 pub fn check_grant<R, O, N>(requester_roles: &[R], old: &[O], new: &[N]) -> Result<(), GrantRefusal>
 where
     R: AsRef<str>,
