@@ -1,6 +1,6 @@
 //! The Kubernetes identity of a verified external ID token, as the kube-apiserver's
 //! `jwt[].claimMappings` of the same provider make it: the username claim and the groups claim,
-//! each with its prefix; an `email` claim counts only when `email_verified` is not `false`; a
+//! each with its prefix; an `email` claim counts only when `email_verified` is absent or the boolean `true`; a
 //! mapped name or group under `system:` or `ichor:` is refused (the apiserver's
 //! `userValidationRules` refuse them too, and the prefix rules make them impossible). Pure: the
 //! claims are the verified token's payload.
@@ -66,7 +66,13 @@ pub fn identity(provider: &ExternalProvider, claims: &Value) -> Result<ExternalI
         .and_then(Value::as_str)
         .and_then(bounded)
         .ok_or_else(|| IdentityError::NoUsername(user_claim.clone()))?;
-    if user_claim == "email" && claims.get("email_verified") == Some(&Value::Bool(false)) {
+    // As the kube-apiserver: a present `email_verified` must be the boolean `true`; `false`, a
+    // string such as "true", a number or null is refused.
+    if user_claim == "email"
+        && claims
+            .get("email_verified")
+            .is_some_and(|v| v != &Value::Bool(true))
+    {
         return Err(IdentityError::EmailNotVerified);
     }
     let bad_groups = || IdentityError::BadGroups(provider.groups_claim.clone());
@@ -163,6 +169,13 @@ mod tests {
             identity(&p, &json!({"email": "a@x", "email_verified": false})),
             Err(IdentityError::EmailNotVerified)
         );
+        for not_true in [json!("true"), json!("false"), json!(1), json!(null), json!([true])] {
+            assert_eq!(
+                identity(&p, &json!({"email": "a@x", "email_verified": not_true})),
+                Err(IdentityError::EmailNotVerified),
+                "email_verified {not_true} is not the boolean true, as the kube-apiserver reads it"
+            );
+        }
         assert_eq!(
             identity(&p, &json!({"email": "a@x", "groups": [1]})),
             Err(IdentityError::BadGroups("groups".into()))
