@@ -4,18 +4,24 @@
 //! so a hand-written CR obeys the same right as `OperationService.CreateOperation`.
 //!
 //! - CREATE of a destructive operation needs the right.
-//! - UPDATE needs it too when the new operation is destructive and what it does changed: its
-//!   kind, its action, its cluster or its machines (a paused reboot patched into a reset, a
-//!   reset retargeted at another machine). Pausing and resuming need nothing.
+//! - UPDATE needs it too when the new operation is destructive and what it does changed:
+//!   anything in its spec but `spec.paused` (a paused reboot patched into a reset, a reset
+//!   retargeted at another machine, another snapshot for a held restore), or when it resumes
+//!   (`spec.paused` true to false): an operation held paused by someone with the right is not
+//!   started by someone without it. Pausing needs nothing.
 //! - A kind or an action this build does not know, or one spelled otherwise than the known
 //!   ones (`Shutdown`, `etcd_restore`, a trailing space), is refused on CREATE and on an UPDATE
 //!   that changes it: it cannot be told apart from a destructive kind that a more lenient
-//!   reader would run.
+//!   reader would run. So are `node` without an action and an action on any other kind: each
+//!   leaves what runs to the reader's guess.
 //!
 //! The controller's own identity is exempt.
 
+use std::collections::BTreeMap;
+
 use ichor_renderers::crd::OperationKind;
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::AdmissionState;
 use super::access::{ichor_attributes, require_right};
@@ -46,6 +52,28 @@ struct OperationSpecView {
     cluster: Option<String>,
     #[serde(default)]
     machines: Option<Vec<String>>,
+    /// Absent and `null` read as not paused, as the CRD's default.
+    #[serde(default)]
+    paused: Option<bool>,
+    /// Every other field of the spec (core's, which this build does not model): a change of
+    /// one is a change of what the operation does.
+    #[serde(flatten)]
+    rest: BTreeMap<String, Value>,
+}
+
+impl OperationSpecView {
+    fn paused(&self) -> bool {
+        self.paused.unwrap_or(false)
+    }
+
+    /// Whether `self` does something else than `old`: any field but `paused` differs.
+    fn differs_from(&self, old: &Self) -> bool {
+        self.kind != old.kind
+            || self.action != old.action
+            || self.cluster != old.cluster
+            || self.machines != old.machines
+            || self.rest != old.rest
+    }
 }
 
 /// The subresource whose `start` an operation of `kind` (with `action`, for `node`) needs, or
@@ -80,6 +108,14 @@ pub fn unknown_kind_or_action(kind: &OperationKind, action: Option<&str>) -> Opt
             "spec.action: {a:?} is not a node action; use one of {}",
             NODE_ACTIONS.join(", ")
         )),
+        (OperationKind::Node, None) => Some(format!(
+            "spec.action: an operation of kind \"node\" needs an action; set one of {}",
+            NODE_ACTIONS.join(", ")
+        )),
+        (OperationKind::Node, Some(_)) => None,
+        (_, Some(_)) => Some(format!(
+            "spec.action: only an operation of kind \"node\" takes an action; remove it from this {written:?} operation"
+        )),
         _ => None,
     }
 }
@@ -101,14 +137,10 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         Err(denial) => return denial,
     };
     let old = old.map(|o| o.spec);
-    let what_changed = old.as_ref().is_none_or(|o| {
-        o.kind != new.spec.kind
-            || o.action != new.spec.action
-            || o.cluster != new.spec.cluster
-            || o.machines != new.spec.machines
-    });
-    if !what_changed {
-        // Pause, resume, labels: the operation does what it did.
+    let what_changed = old.as_ref().is_none_or(|o| new.spec.differs_from(o));
+    let resumed = old.as_ref().is_some_and(|o| o.paused() && !new.spec.paused());
+    if !what_changed && !resumed {
+        // Pause, labels: the operation does what it did, and no later than it would have.
         return Verdict::Allow;
     }
     let kind_changed = old
@@ -124,7 +156,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     if review::username(req) == state.controller_identity {
         return Verdict::Allow;
     }
-    let (field, what) = match new.spec.kind {
+    let (kind_field, what) = match new.spec.kind {
         OperationKind::Node => (
             "spec.action",
             format!(
@@ -134,10 +166,15 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         ),
         ref kind => ("spec.kind", format!("a {:?} operation", kind.as_str())),
     };
-    let doing = if old.is_some() {
-        format!("changing {what} (its kind, action, cluster or machines)")
+    let (field, doing) = if old.is_none() {
+        (kind_field, format!("starting {what}"))
+    } else if what_changed {
+        (
+            kind_field,
+            format!("changing {what} (its spec, other than spec.paused)"),
+        )
     } else {
-        format!("starting {what}")
+        ("spec.paused", format!("resuming {what}"))
     };
     let name = new.metadata.name.as_deref().unwrap_or(req.name.as_str());
     let attrs = ichor_attributes(START_VERB, RESOURCE, subresource, review::namespace(req), name);

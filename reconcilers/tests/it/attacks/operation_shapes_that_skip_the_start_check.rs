@@ -1,0 +1,67 @@
+//! Shapes of `TalosOperation` the start check did not read: `kind: node` with no action (which
+//! a lenient reader may default), and an `action` on a kind other than `node` (`kind: reboot,
+//! action: reset`, which a reader keyed on the action may run as a reset). Both are refused,
+//! naming `spec.action`, on create and on an update that writes them, whoever asks.
+
+use ichor_reconcilers::admission::fixtures::{OPERATOR, ROOT, operation};
+use serde_json::{Value, json};
+
+use ichor_reconcilers::admission::operations::KIND as OPERATION;
+
+use crate::admission::Fakes;
+
+/// Every right there is: the refusal is about the shape, not the caller.
+fn all_rights() -> Fakes {
+    Fakes::granting(&[
+        ("start", "talosoperations/node-reset"),
+        ("start", "talosoperations/node-shutdown"),
+        ("start", "talosoperations/shutdown"),
+    ])
+}
+
+#[tokio::test]
+async fn a_node_operation_without_an_action_is_refused() {
+    for who in [&OPERATOR, &ROOT] {
+        let f = all_rights();
+        let bare = operation("node", None);
+        assert_eq!(
+            f.decide(OPERATION, "CREATE", who, bare.clone(), Value::Null).await,
+            Err("spec.action: an operation of kind \"node\" needs an action; set one of reset, shutdown, reboot"
+                .to_owned())
+        );
+        let refusal = f
+            .decide(OPERATION, "UPDATE", who, bare, operation("node", Some("reboot")))
+            .await;
+        assert!(refusal.is_err_and(|e| e.starts_with("spec.action: ")));
+    }
+}
+
+#[tokio::test]
+async fn an_action_on_a_kind_other_than_node_is_refused() {
+    for (kind, action) in [
+        ("reboot", "reset"),
+        ("upgrade", "shutdown"),
+        ("config", "reboot"),
+        ("shutdown", "reset"),
+        ("reboot", ""),
+    ] {
+        let f = all_rights();
+        let mut op = operation(kind, None);
+        op["spec"]["action"] = json!(action);
+        assert_eq!(
+            f.decide(OPERATION, "CREATE", &OPERATOR, op.clone(), Value::Null)
+                .await,
+            Err(format!(
+                "spec.action: only an operation of kind \"node\" takes an action; remove it from this \
+                 {kind:?} operation"
+            )),
+            "{kind} {action}"
+        );
+        assert!(
+            f.decide(OPERATION, "UPDATE", &ROOT, op, operation(kind, None))
+                .await
+                .is_err_and(|e| e.starts_with("spec.action: ")),
+            "{kind} {action}"
+        );
+    }
+}
