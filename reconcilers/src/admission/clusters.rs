@@ -1,4 +1,4 @@
-//! `/validate/talosclusters`: `spec.authentication` and the Cilium values.
+//! `/validate/talosclusters`: `spec.authentication`, the Cilium values and `spec.endpoint`.
 //!
 //! - `spec.authentication`, when set and on create or when it or `spec.versionContract` changes:
 //!   contract v1.14 or later, at most three external providers, the prefix rules
@@ -9,6 +9,10 @@
 //!   [`cni::needs_validation`] says so (ratcheting: on create, or when the values, `kubeProxy` or
 //!   `tunnel` change), skipped for preset `unmanaged`; any change of the values
 //!   ([`cni::values_changed`]) needs `update` on `talosclusters/cilium-values` (ADR 0131).
+//! - `spec.endpoint`: an UPDATE that changes it (sets, edits, removes) needs `update` on
+//!   `talosclusters/endpoint`: without `kubeAPIServerURL` the issuer writes it as the server of
+//!   every kubeconfig it serves. A CREATE needs no more than the create: whoever may create a
+//!   cluster (no built-in role may) names its endpoint with it.
 
 use ichor_renderers::authn::prefix;
 use ichor_renderers::authn::render::{MAX_EXTERNAL_ISSUERS, RenderError};
@@ -27,6 +31,8 @@ pub const RESOURCE: &str = "talosclusters";
 pub const AUTHENTICATION_SUBRESOURCE: &str = "authentication";
 /// The subresource whose `update` a change of `spec.cni.cilium.values` needs.
 pub const CILIUM_VALUES_SUBRESOURCE: &str = "cilium-values";
+/// The subresource whose `update` a change of `spec.endpoint` needs.
+pub const ENDPOINT_SUBRESOURCE: &str = "endpoint";
 
 /// The static checks of a set `spec.authentication` (the renderer's own refusals).
 fn authentication_errors(spec: &TalosClusterSpec, auth: &AuthenticationSpec) -> Option<RenderError> {
@@ -84,8 +90,9 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         }
     }
     let values_changed = cni::values_changed(old_cni, new_cni);
+    let endpoint_changed = old_spec.is_some_and(|s| s.endpoint != new.spec.endpoint);
 
-    // The two rights are asked concurrently: each review is bounded, and together they must fit
+    // The rights are asked concurrently: each review is bounded, and together they must fit
     // in the webhook's 5 s.
     let name = new.metadata.name.as_deref().unwrap_or(req.name.as_str());
     let ask = |needed: bool, subresource: &'static str, field: &'static str, needs: &'static str| {
@@ -98,7 +105,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
             }
         }
     };
-    let (authentication, values) = tokio::join!(
+    let (authentication, values, endpoint) = tokio::join!(
         ask(
             auth_changed,
             AUTHENTICATION_SUBRESOURCE,
@@ -111,10 +118,15 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
             "spec.cni.cilium.values",
             "changing the Cilium values"
         ),
+        ask(
+            endpoint_changed,
+            ENDPOINT_SUBRESOURCE,
+            "spec.endpoint",
+            "changing the control-plane endpoint (the server of Ichor's kubeconfigs)"
+        ),
     );
-    if authentication.is_allowed() {
-        values
-    } else {
-        authentication
-    }
+    [authentication, values, endpoint]
+        .into_iter()
+        .find(|verdict| !verdict.is_allowed())
+        .unwrap_or(Verdict::Allow)
 }

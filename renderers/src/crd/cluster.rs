@@ -25,7 +25,9 @@ pub struct TalosClusterSpec {
     pub version_contract: Option<VersionContract>,
 
     /// The control-plane endpoint URL (`https://host:6443`). It is also the cluster's
-    /// service-account issuer, which no JWT issuer may equal.
+    /// service-account issuer, which no JWT issuer may equal, and the server of the kubeconfigs
+    /// the issuer serves when no `kubeAPIServerURL` is set. Changing it needs `update` on
+    /// `talosclusters/endpoint`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 2048))]
     pub endpoint: String,

@@ -28,12 +28,13 @@ const ICHOR_RESOURCES: [&str; 8] = [
     "ichorusers",
 ];
 
-const ICHOR_SUBRESOURCES: [&str; 17] = [
+const ICHOR_SUBRESOURCES: [&str; 18] = [
     "ichorusers/password",
     "ichorinstallations/users",
     "ichorusers/status",
     "talosclusters/authentication",
     "talosclusters/cilium-values",
+    "talosclusters/endpoint",
     "talosclusters/credentials",
     "talosclusters/status",
     "talosoperations/shutdown",
@@ -78,7 +79,7 @@ const VERBS: [&str; 14] = [
 
 const NAMESPACES: [&str; 3] = [SYS, "default", ""];
 
-/// ADR 0094 decision 4's table (with the events, cilium-values and installation-users
+/// ADR 0094 decision 4's table (with the events, cilium-values, installation-users and endpoint
 /// amendments), written out independently of the YAML: what `role` may do.
 fn table_allows(role: BuiltinRole, a: &Attributes) -> bool {
     use BuiltinRole::{Admin, Operator};
@@ -124,7 +125,8 @@ fn table_allows(role: BuiltinRole, a: &Attributes) -> bool {
             "ichorusers/password"
             | "ichorinstallations/users"
             | "talosclusters/authentication"
-            | "talosclusters/cilium-values",
+            | "talosclusters/cilium-values"
+            | "talosclusters/endpoint",
         ) if role == Admin && verb == "update" => true,
         (
             ICHOR,

@@ -168,7 +168,7 @@ async fn an_update_that_leaves_authentication_alone_is_neither_checked_nor_revie
     let auth = json!({"external": [{"issuerURL": "https://idp.example.com", "audiences": ["k8s"], "groupsPrefix": ""}]});
     let old = cluster(auth_spec(Some("v1.14"), auth));
     let mut new = old.clone();
-    new["spec"]["endpoint"] = json!("https://10.0.0.2:6443");
+    new["spec"]["talosVersion"] = json!("v1.11.2");
     assert_eq!(
         f.decide(CLUSTER, "UPDATE", &OPERATOR, new, old.clone()).await,
         Ok(())
@@ -256,7 +256,7 @@ async fn stored_invalid_values_do_not_block_unrelated_updates() {
     let f = Fakes::none();
     let old = cluster(cni_spec(json!({"totallyUnknownKey": 1}), "cilium"));
     let mut new = old.clone();
-    new["spec"]["endpoint"] = json!("https://10.0.0.2:6443");
+    new["spec"]["talosVersion"] = json!("v1.11.2");
     assert_eq!(
         f.decide(CLUSTER, "UPDATE", &OPERATOR, new, old.clone()).await,
         Ok(())
