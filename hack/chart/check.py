@@ -413,8 +413,12 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
                 for r in rule["resources"]:
                     got[r] = (rule["operations"], svc.get("path"))
             # Exemptions name identities; a prefix such as system: would exempt every ServiceAccount.
+            # A named identity is exempt only with system: groups alone (an impersonated one carries
+            # ichor: groups), the rule of renderers' is_exempt_from_last_admin_rule.
             conditions = str(w.get("matchConditions", ""))
-            f.check("startsWith" not in conditions, f"{label}: a match condition exempts a name prefix: {conditions}")
+            f.check("username.startsWith" not in conditions, f"{label}: a match condition exempts a name prefix: {conditions}")
+            if w["name"] == "vichoruser.ichor.maesh.dev":
+                f.check("groups.all(g, g.startsWith('system:'))" in conditions, f"{label}: an exempt name is exempt with any group: {conditions}")
         f.check(got == want, f"[{config}] webhooks {got}, want {want}")
         ws = by_key.get(("Service", "ichor-controller-webhook"))
         f.check(ws is not None and ws["spec"]["ports"][0]["port"] == 443 and ws["spec"]["ports"][0]["targetPort"] == "webhook", f"[{config}] Service ichor-controller-webhook is not 443 -> webhook (9443)")

@@ -11,6 +11,7 @@ use ichor_testkit::wait;
 
 use crate::replicas::{Replica, get};
 
+mod compromised_issuer_deletes_admins_as_the_controller_manager;
 mod control_characters_in_user_texts;
 mod controller_secret_creates;
 mod issuer_service_impostor;

@@ -3,6 +3,7 @@
 //! objects.
 
 use super::{ADMIN_ROLE, holds};
+use crate::authn::prefix::SYSTEM_PREFIX;
 
 /// The group of the override certificate (the secrets bundle's `admin` client certificate).
 pub const OVERRIDE_GROUP: &str = "system:masters";
@@ -19,10 +20,16 @@ pub const EXEMPT_USERS: [&str; 3] = [
 ];
 
 /// Whether an admission requester is exempt from the last-enabled-admin rule: a member of
-/// [`OVERRIDE_GROUP`] (the override certificate, which keeps it the recovery path) or one of
-/// [`EXEMPT_USERS`]. Nothing else is: not other `system:` users, not other ServiceAccounts.
+/// [`OVERRIDE_GROUP`] (the override certificate, which keeps it the recovery path), or one of
+/// [`EXEMPT_USERS`] whose every group is a `system:` one, as the real controllers' are. A name
+/// carrying another group is someone impersonating it: the issuer may impersonate any user name
+/// that is not a ServiceAccount, with `ichor:` groups, and `system:kube-controller-manager` with
+/// `ichor:admin` would hold the admin's rights through the group and the exemption through the
+/// name. Nothing else is exempt: not other `system:` users, not other ServiceAccounts. The
+/// chart's match condition on the webhook says the same.
 pub fn is_exempt_from_last_admin_rule<S: AsRef<str>>(username: &str, groups: &[S]) -> bool {
-    EXEMPT_USERS.contains(&username) || groups.iter().any(|g| g.as_ref() == OVERRIDE_GROUP)
+    groups.iter().any(|g| g.as_ref() == OVERRIDE_GROUP)
+        || (EXEMPT_USERS.contains(&username) && groups.iter().all(|g| g.as_ref().starts_with(SYSTEM_PREFIX)))
 }
 
 /// The state of one user that the last-enabled-admin rule looks at.

@@ -314,6 +314,23 @@ fn only_system_masters_and_the_namespace_and_gc_controllers_are_exempt_from_the_
         "oidc:bob",
         &["system:authenticated"]
     ));
+    // An exempt name carrying a group Kubernetes does not give is someone impersonating it (the
+    // issuer may impersonate any user name with ichor: groups): held to the rule.
+    for impersonated in last_admin::EXEMPT_USERS {
+        assert!(!is_exempt_from_last_admin_rule(
+            impersonated,
+            &["ichor:admin", "system:authenticated"]
+        ));
+        assert!(!is_exempt_from_last_admin_rule(impersonated, &["oidc:admins"]));
+        assert!(is_exempt_from_last_admin_rule(
+            impersonated,
+            &["system:authenticated"]
+        ));
+    }
+    assert!(is_exempt_from_last_admin_rule(
+        "kubernetes-admin",
+        &["system:masters", "ichor:admin"]
+    ));
 }
 
 fn state(roles: &[String], disabled: bool) -> UserState<'_> {
