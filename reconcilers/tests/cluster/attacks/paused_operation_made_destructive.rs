@@ -1,8 +1,9 @@
 //! An operator may create routine `TalosOperation`s but not destructive ones. The attack: create
 //! a paused, harmless operation (a node reboot), then turn it into a destructive one by an
 //! update — `spec.action: reset`, `spec.kind: shutdown`, an oddly spelled kind — or retarget a
-//! destructive one an admin created. Each change of what an operation does needs the same
-//! `start` right as creating it; pausing and resuming need none.
+//! destructive one an admin created, or resume one an admin holds paused, or write a shape whose
+//! effect is a guess (`kind: reboot, action: reset`). Each change of what an operation does, and
+//! resuming a destructive one, needs the same `start` right as creating it; pausing needs none.
 
 use ichor_testkit::install::NAMESPACE;
 use serde_json::json;
@@ -117,7 +118,16 @@ fn an_operator_cannot_patch_a_paused_reboot_into_a_reset_or_a_shutdown() -> anyh
         .ok_or_else(|| anyhow::anyhow!("maint is gone"))?;
     assert_eq!(stored["spec"]["kind"], "node", "{stored}");
     assert_eq!(stored["spec"]["action"], "reboot", "{stored}");
-    // Pausing and resuming are no start.
+    refused(
+        "an operator creates a reboot with a reset action",
+        plane.kubectl_as(
+            Some(OLGA),
+            &create_args(),
+            Some(&operation("sneak", "reboot", Some("reset"), &["cp-1"])),
+        )?,
+        "spec.action: only an operation of kind \"node\" takes an action",
+    )?;
+    // Pausing and resuming a routine operation are no start.
     accepted(
         "an operator resumes the reboot",
         plane.kubectl_as(
@@ -182,6 +192,33 @@ fn an_operator_cannot_patch_a_paused_reboot_into_a_reset_or_a_shutdown() -> anyh
             None,
         )?,
         "verb \"start\" on talosoperations/node-reset",
+    )?;
+    refused(
+        "an operator resumes the reset the admin holds paused",
+        plane.kubectl_as(
+            Some(OLGA),
+            &merge_patch(
+                "talosoperation",
+                "wipe",
+                &json!({"spec": {"paused": false}}),
+                false,
+            ),
+            None,
+        )?,
+        "spec.paused: resuming a node \"reset\" operation needs verb \"start\" on talosoperations/node-reset",
+    )?;
+    accepted(
+        "an admin resumes it (dry run)",
+        plane.kubectl_as(
+            Some(ALICE),
+            &merge_patch(
+                "talosoperation",
+                "wipe",
+                &json!({"spec": {"paused": false}}),
+                true,
+            ),
+            None,
+        )?,
     )?;
     accepted(
         "an operator pauses the admin's reset",
