@@ -69,6 +69,27 @@ pub trait UserLister: Send + Sync {
         self.read_user(namespace, name).await
     }
 
+    /// The requester's own `IchorUser` `name` of `namespace` read from the kube-apiserver, never
+    /// the cache's copy: for a write whose verdict rests on the requester's roles, a demotion or
+    /// disable of the requester that the cache has not seen yet must already count. `None` when
+    /// it does not exist.
+    ///
+    /// # Errors
+    /// [`AdmissionError::ReadRequester`] when the read fails or does not answer in time; the
+    /// caller refuses.
+    async fn fresh_requester(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<IchorUser>, AdmissionError> {
+        self.read_user(namespace, name)
+            .await
+            .map_err(|error| match error {
+                AdmissionError::ReadUser { name, reason } => AdmissionError::ReadRequester { name, reason },
+                other => other,
+            })
+    }
+
     /// The credentials entry of user `name` (its key of the Secret `ichor-user-credentials` of
     /// `namespace`) read from the kube-apiserver; `None` when there is none, or no Secret.
     ///

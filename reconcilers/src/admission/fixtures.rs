@@ -215,7 +215,10 @@ impl AccessReviewer for FakeReviewer {
 /// Its [`UserLister::requester`] answers from the cached set, and otherwise knows the fixture
 /// requesters as enabled users holding their groups' roles ([`ROOT`] admin, [`OPERATOR`]
 /// operator, [`VIEWER`] viewer), so a test about another rule need not list them; it fails only
-/// when the cache never synced, and is not recorded among the cache reads.
+/// when the cache never synced, and is not recorded among the cache reads. Its
+/// [`UserLister::fresh_requester`] answers the same way from the fresh set, fails only when
+/// made so ([`FakeLister::with_unreadable_requester`]), and is recorded apart from the other
+/// fresh reads ([`FakeLister::requester_reads`]).
 #[derive(Debug, Default)]
 pub struct FakeLister {
     cached: Vec<Arc<IchorUser>>,
@@ -224,6 +227,8 @@ pub struct FakeLister {
     unreadable: bool,
     calls: Mutex<Vec<String>>,
     reads: Mutex<Vec<String>>,
+    requester_unreadable: bool,
+    requester_reads: Mutex<Vec<String>>,
     credentials: Vec<(String, CredentialsEntry)>,
     credentials_unreadable: bool,
 }
@@ -290,6 +295,19 @@ impl FakeLister {
         self
     }
 
+    /// The same lister with every fresh read of a requester failing
+    /// ([`AdmissionError::ReadRequester`], "the server is unavailable").
+    #[must_use]
+    pub fn with_unreadable_requester(mut self) -> Self {
+        self.requester_unreadable = true;
+        self
+    }
+
+    /// The name of each fresh read of a requester ([`UserLister::fresh_requester`]), in order.
+    pub fn requester_reads(&self) -> Vec<String> {
+        locked(&self.requester_reads).clone()
+    }
+
     /// How many times the cache was read.
     pub fn calls(&self) -> usize {
         locked(&self.calls).len()
@@ -342,16 +360,29 @@ impl UserLister for FakeLister {
         {
             return Ok(Some(IchorUser::clone(user)));
         }
-        Ok([ROOT, OPERATOR, VIEWER].into_iter().find_map(|who| {
-            (who.user.strip_prefix("ichor:") == Some(name)).then(|| {
-                let roles: Vec<&str> = who
-                    .groups
-                    .iter()
-                    .filter_map(|g| g.strip_prefix("ichor:"))
-                    .collect();
-                user_object(name, &roles, false)
-            })
-        }))
+        Ok(fixture_requester(name))
+    }
+
+    async fn fresh_requester(
+        &self,
+        _namespace: &str,
+        name: &str,
+    ) -> Result<Option<IchorUser>, AdmissionError> {
+        locked(&self.requester_reads).push(name.to_owned());
+        if self.requester_unreadable {
+            return Err(AdmissionError::ReadRequester {
+                name: name.to_owned(),
+                reason: "the server is unavailable".to_owned(),
+            });
+        }
+        if let Some(user) = self
+            .fresh
+            .iter()
+            .find(|u| u.metadata.name.as_deref() == Some(name))
+        {
+            return Ok(Some(user.clone()));
+        }
+        Ok(fixture_requester(name))
     }
 
     async fn read_credentials(
@@ -371,6 +402,21 @@ impl UserLister for FakeLister {
             .find(|(user, _)| user == name)
             .map(|(_, entry)| entry.clone()))
     }
+}
+
+/// [`ROOT`], [`OPERATOR`] or [`VIEWER`] as an enabled user holding its groups' roles, when
+/// `name` is one of theirs.
+fn fixture_requester(name: &str) -> Option<IchorUser> {
+    [ROOT, OPERATOR, VIEWER].into_iter().find_map(|who| {
+        (who.user.strip_prefix("ichor:") == Some(name)).then(|| {
+            let roles: Vec<&str> = who
+                .groups
+                .iter()
+                .filter_map(|g| g.strip_prefix("ichor:"))
+                .collect();
+            user_object(name, &roles, false)
+        })
+    })
 }
 
 /// A serving pair in PEM, as the Secret `ichor-webhook-tls` holds it.

@@ -99,6 +99,18 @@ pub enum AdmissionError {
         /// Why (the apiserver's error, or no answer in time).
         reason: String,
     },
+    /// The requester's own `IchorUser` could not be read from the kube-apiserver, so the roles
+    /// it holds now (a demotion the cache has not seen yet) could not be checked.
+    #[error(
+        "the requester's Ichor user \"{name}\" could not be read to check the roles it holds now ({reason}), \
+         so the change could not be checked"
+    )]
+    ReadRequester {
+        /// The requester's user name (without `ichor:`).
+        name: String,
+        /// Why (the apiserver's error, or no answer in time).
+        reason: String,
+    },
     /// A user's credentials entry could not be read (or does not parse), so whether sessions or
     /// a password of an earlier user remain could not be checked.
     #[error(

@@ -14,12 +14,17 @@
 //!   Users being deleted (a `deletionTimestamp`, kept by a finalizer) are not relied on as
 //!   another enabled admin, and updates of them are checked like any other. Exempt: members of
 //!   `system:masters` (the override certificate) and the namespace controller and garbage
-//!   collector ([`is_exempt_from_last_admin_rule`]); no other ServiceAccount.
+//!   collector, by name with `system:` groups alone ([`is_exempt_from_last_admin_rule`]: the
+//!   issuer may impersonate such a name with `ichor:` groups); no other ServiceAccount.
 //! - The requester as it is now: an Ichor identity's token says what it held when it was issued
-//!   (it stays valid at the kube-apiserver until it expires), so its `IchorUser` is looked up
-//!   ([`UserLister::requester`]): one that is disabled, being deleted or gone is refused, and its
-//!   roles are the token's `ichor:<role>` groups that `spec.roles` still holds. A cache that
-//!   cannot be trusted refuses. A user may not re-enable itself.
+//!   (it stays valid at the kube-apiserver until it expires), so its `IchorUser` is looked up:
+//!   one that is disabled, being deleted or gone is refused, and its roles are the token's
+//!   `ichor:<role>` groups that `spec.roles` still holds. A write judged on those roles (one that
+//!   adds or takes away a role, disables, re-enables or deletes:
+//!   [`rests_on_the_requesters_roles`]) or of the requester itself reads it from the
+//!   kube-apiserver ([`UserLister::fresh_requester`]), so a demotion the watch cache has not seen
+//!   yet already counts; any other write looks in the cache ([`UserLister::requester`]). A cache
+//!   that cannot be trusted, or a read that fails, refuses. A user may not re-enable itself.
 //! - Acting on a user: an Ichor identity may re-enable (`spec.disabled` from `true` to `false`)
 //!   only a user whose every role it may grant, and may take a role away from, disable or delete
 //!   only a user whose every role (before the write) it may grant ([`Requester::check_act_on`],
@@ -84,12 +89,19 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         namespace => namespace,
     };
 
-    // An Ichor requester counts as what its `IchorUser` holds now, not what its token says.
+    // An Ichor requester counts as what its `IchorUser` holds now, not what its token says. When
+    // the verdict rests on its roles, or it writes itself, it is read fresh: the watch cache may
+    // not have seen its demotion yet (a demoted admin re-promoting itself in that moment).
     let requester = match Requester::from_identity(username, groups) {
-        Some(token) => match live_requester(state, namespace, username, &token).await {
-            Ok(live) => Some(live),
-            Err(denial) => return denial,
-        },
+        Some(token) => {
+            let fresh =
+                rests_on_the_requesters_roles(old.as_ref().map(|o| &o.spec), new.as_ref().map(|n| &n.spec))
+                    || username.strip_prefix(ICHOR_PREFIX) == Some(name);
+            match live_requester(state, namespace, username, &token, fresh).await {
+                Ok(live) => Some(live),
+                Err(denial) => return denial,
+            }
+        }
         None => None,
     };
 
@@ -221,17 +233,41 @@ fn refused_until_checked(field: &str, error: &AdmissionError) -> Verdict {
     ))
 }
 
+/// Whether a write from `old` to `new` (`None`: a create, or a delete) is judged on the
+/// requester's roles: it adds a role (the grant rule), takes one away, disables, re-enables or
+/// deletes (the act-on rule). Other writes (display name, e-mail, metadata) are not.
+pub fn rests_on_the_requesters_roles(old: Option<&IchorUserSpec>, new: Option<&IchorUserSpec>) -> bool {
+    let Some(new) = new else {
+        return true;
+    };
+    let old_roles: &[String] = old.map_or(&[], |o| o.roles.as_slice());
+    let adds = new.roles.iter().any(|role| !old_roles.contains(role));
+    let changes_the_user = old.is_some_and(|o| {
+        o.disabled != new.disabled
+            || !acts_taking_away(&o.roles, o.disabled, Some((new.roles.as_slice(), new.disabled))).is_empty()
+    });
+    adds || changes_the_user
+}
+
 /// The Ichor requester `username` (`ichor:<name>`) as its `IchorUser` of `namespace` stands
-/// now: `token`'s roles limited to the `spec.roles` it still holds. A denial when the user is
-/// disabled, being deleted or gone (its token outlived it), or when it cannot be looked up.
+/// now: `token`'s roles limited to the `spec.roles` it still holds. Looked up in the watch
+/// cache, or, when `fresh`, read from the kube-apiserver ([`UserLister::fresh_requester`]). A
+/// denial when the user is disabled, being deleted or gone (its token outlived it), or when it
+/// cannot be looked up.
 async fn live_requester(
     state: &AdmissionState,
     namespace: &str,
     username: &str,
     token: &Requester,
+    fresh: bool,
 ) -> Result<Requester, Verdict> {
     let name = username.strip_prefix(ICHOR_PREFIX).unwrap_or(username);
-    let user = match state.lister.requester(namespace, name).await {
+    let looked_up = if fresh {
+        state.lister.fresh_requester(namespace, name).await
+    } else {
+        state.lister.requester(namespace, name).await
+    };
+    let user = match looked_up {
         Ok(user) => user,
         Err(error) => {
             tracing::warn!(%error, requester = name, "admission: the requester's IchorUser cannot be looked up; refusing");

@@ -82,10 +82,12 @@ async fn an_enabled_admin_still_acts_and_an_untrusted_cache_refuses_ichor_reques
         f.decide(USER, "CREATE", &MALLORY, eve(), Value::Null).await,
         Ok(())
     );
+    // A write judged on no role (a display name) looks the requester up in the cache, which
+    // refuses while it cannot be trusted; one judged on roles reads it fresh instead
+    // (`demoted_admin_re_promotes_itself_within_the_cache_lag`).
     let f = Fakes::new(FakeReviewer::default(), FakeLister::failing());
-    let refused = f
-        .decide(USER, "CREATE", &ROOT, eve(), Value::Null)
-        .await
-        .unwrap_err();
+    let mut renamed = eve();
+    renamed["spec"]["displayName"] = "Eve".into();
+    let refused = f.decide(USER, "UPDATE", &ROOT, renamed, eve()).await.unwrap_err();
     assert!(refused.contains("refused until it can be checked"), "{refused}");
 }
