@@ -7,11 +7,12 @@
 //!   rule of `renderers::auth::roles`, the same functions and messages as the `UserService` API
 //!   ([`users`]), and the display name and e-mail by `renderers::auth::text` ([`user_texts`]);
 //! - `/validate/talosclusters` (CREATE, UPDATE): `spec.authentication` (contract v1.14 or later,
-//!   prefix rules, `update` on `talosclusters/authentication`) and the static Cilium values checks
-//!   with `update` on `talosclusters/cilium-values` ([`clusters`]);
+//!   prefix rules, `update` on `talosclusters/authentication`), the static Cilium values checks
+//!   with `update` on `talosclusters/cilium-values`, and `update` on `talosclusters/endpoint` for
+//!   a change of `spec.endpoint` ([`clusters`]);
 //! - `/validate/talosoperations` (CREATE, UPDATE): `start` on the subresource of a destructive kind,
-//!   on create and on an update that changes what the operation does; unknown kinds refused
-//!   ([`operations`]);
+//!   on create, on an update that changes what the operation does and on a resume; unknown kinds,
+//!   `node` without an action and an action on another kind refused ([`operations`]);
 //! - `/validate/ichorinstallations` (CREATE, UPDATE): a change of `spec.users` (session policy,
 //!   kubeconfig server) needs `update` on `ichorinstallations/users` ([`installations`]).
 //!
