@@ -268,6 +268,36 @@ async fn the_kube_lister_finds_a_requester_in_its_cache_and_reads_one_the_cache_
 }
 
 #[tokio::test]
+async fn the_kube_lister_reads_a_requester_fresh_even_when_its_cache_holds_it() {
+    let (client, seen) = scripted_client(Arc::new(|_, _, _| {
+        Some((
+            200,
+            serde_json::to_value(user_object("bea", &["operator"], false)).unwrap(),
+        ))
+    }));
+    let lister = KubeUserLister::new(client, synced_cache(&[("bea", &["admin"], false)]));
+    let bea = lister.fresh_requester(NAMESPACE, "bea").await.unwrap().unwrap();
+    assert_eq!(
+        bea.spec.roles,
+        ["operator"],
+        "the apiserver's copy, not the cache's"
+    );
+    assert_eq!(
+        seen.lock().unwrap()[0].1,
+        "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers/bea"
+    );
+    let error = KubeUserLister::new(hung(), synced_cache(&[("bea", &["admin"], false)]))
+        .with_timeout(Duration::from_millis(100))
+        .fresh_requester(NAMESPACE, "bea")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, AdmissionError::ReadRequester { name, reason } if name == "bea" && reason.contains("no answer within 100ms")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
 async fn the_kube_lister_reads_a_missing_user_as_none_and_fails_closed_on_errors() {
     let lister = KubeUserLister::new(answering(404, not_found()), synced_cache(&[]));
     assert!(lister.read_user(NAMESPACE, "dee").await.unwrap().is_none());
