@@ -1,6 +1,10 @@
 //! From the `IchorUser` object to the [`StoredUser`] the issuer works with, refusing objects no
-//! valid user can come from (a name that is not a DNS label, a bad role list), so both stores
-//! apply the same rules whether or not the CRD's own validation ran.
+//! valid user can come from (a name that is not a DNS label, a bad role list) and objects being
+//! deleted, so both stores apply the same rules whether or not the CRD's own validation ran.
+//!
+//! A user being deleted (`metadata.deletionTimestamp` set, held by a finalizer) is no user: its
+//! deletion was asked for, so it signs in, refreshes and calls the API exactly as a name nobody
+//! has — not as a disabled user, which would tell a caller that the name exists.
 
 use ichor_renderers::{
     auth::{UserName, roles::validate_roles},
@@ -11,6 +15,9 @@ use super::{StoreError, StoredUser};
 
 /// The user described by `object`, or why the object cannot be a user (names the field).
 pub(crate) fn stored_user(object: &IchorUser) -> Result<StoredUser, String> {
+    if object.metadata.deletion_timestamp.is_some() {
+        return Err(BEING_DELETED.to_owned());
+    }
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let name = UserName::parse(name).map_err(|e| e.to_string())?;
     validate_roles(&object.spec.roles).map_err(|e| e.to_string())?;
@@ -22,6 +29,11 @@ pub(crate) fn stored_user(object: &IchorUser) -> Result<StoredUser, String> {
         email: object.spec.email.clone(),
     })
 }
+
+/// Why an object being deleted is no user (a finalizer can hold it for as long as its holder
+/// wants; its deletion was asked for, so its access ends now).
+pub(crate) const BEING_DELETED: &str =
+    "it is being deleted (metadata.deletionTimestamp is set), so it is no longer a user";
 
 /// Refuses a name no user can have before it becomes a key of a credentials store (the
 /// contract has no dedicated variant; [`StoreError::Corrupt`] says no entry can exist there).

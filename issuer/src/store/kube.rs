@@ -201,7 +201,7 @@ impl UserStore for KubeStore {
         let user = object.and_then(|object| match stored_user(&object) {
             Ok(user) => Some(user),
             Err(reason) => {
-                tracing::warn!(user = %name, %reason, "invalid IchorUser; it is treated as absent");
+                tracing::warn!(user = %name, %reason, "IchorUser not usable; it is treated as absent");
                 None
             }
         });
@@ -229,7 +229,7 @@ impl UserStore for KubeStore {
                     Ok(user) => users.push(user),
                     Err(reason) => {
                         let name = object.metadata.name.as_deref().unwrap_or_default();
-                        tracing::warn!(user = %name, %reason, "invalid IchorUser; it is left out");
+                        tracing::warn!(user = %name, %reason, "IchorUser not usable; it is left out");
                     }
                 }
             }

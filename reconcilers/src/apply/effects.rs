@@ -1,7 +1,7 @@
 //! Effects: the performer runs on a blocking thread (key generation, certificate issuance)
 //! and the Secrets it produced are written whole, each conditioned on the resourceVersion the
 //! performer read; the removal of one credentials key is a JSON merge patch, made only after
-//! the key's `IchorUser` was read from the store and found absent. A conditional write the API
+//! the key's `IchorUser` was read from the store and found absent or being deleted. A conditional write the API
 //! server refuses (409) is stale: the objects it depended on are read again and handed back, and
 //! the graph decides again from them (never the applier).
 
@@ -11,7 +11,7 @@ use ichor_graph::{Action, EffectRequest, Event, Object, ObjectKey, World};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
+use ichor_reconcile::identity::{effects::RemoveCredentialsKeyRequest, still_a_user};
 use ichor_reconcile::perform::{self, Outcome, SecretData};
 use ichor_reconcile::problem::{Problem, ProblemKind};
 
@@ -185,7 +185,8 @@ impl KubeApplier {
     }
 
     /// Reads the `IchorUser` a credentials key belongs to from the store, before the key is
-    /// removed: the object, or `None` when there is none.
+    /// removed: the object, or `None` when there is none or it is being deleted (a finalizer
+    /// can hold a deleted user indefinitely; the graph decides the same, [`still_a_user`]).
     ///
     /// The users and the credentials Secret reach the controller on separate watches, and the
     /// issuer writes a new user before its key, so the key can be folded first and look like
@@ -205,7 +206,10 @@ impl KubeApplier {
             .get_opt(&request.key)
             .await
         {
-            Ok(Some(o)) => Ok(Some(observed(&user.kind, &fallback, to_value(&what, o)?))),
+            Ok(Some(o)) => {
+                let object = observed(&user.kind, &fallback, to_value(&what, o)?);
+                Ok(still_a_user(&object).then_some(object))
+            }
             Ok(None) => Ok(None),
             Err(e) => Err(classify(&what, e).into_error(&what)),
         }

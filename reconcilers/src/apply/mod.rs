@@ -11,7 +11,7 @@
 //! | delete of an owned object | DELETE with a resourceVersion precondition; 404 is success |
 //! | apply of `data` keys of an owned Secret (`keys.json` when keys are dated or dropped) | update (PUT) of the Secret as observed with those keys replaced, conditioned on its resourceVersion |
 //! | effects | [`ichor_reconcile::perform::perform`] on a blocking thread; each Secret created (absent) or replaced with the resourceVersion the performer read |
-//! | `remove-credentials-key` | GET of the key's `IchorUser` (quorum read; the key is kept, stale, when the user exists), then JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials` |
+//! | `remove-credentials-key` | GET of the key's `IchorUser` (quorum read; the key is kept, stale, when the user exists and is not being deleted), then JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials` |
 //! | `rollout-apply`, `rollout-rollback`, `rollout-probe` | the Talos machine API and `/readyz` of one control plane, recorded in the operation's status ([`rollout`]) |
 //!
 //! **A 409 is never decided here.** A conditional write the API server refuses because its

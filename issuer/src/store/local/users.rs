@@ -251,7 +251,7 @@ fn parse_one(path: &Path, key: FileKey) -> ParsedFile {
         match stored_user(object) {
             Ok(user) => users.push(user),
             Err(reason) => {
-                tracing::warn!(%file, user = %name, %reason, "invalid IchorUser; it is ignored");
+                tracing::warn!(%file, user = %name, %reason, "IchorUser not usable; it is ignored");
             }
         }
     }

@@ -10,7 +10,7 @@
 //! | `issue-ca new` / `issue-ca replacing <sha256[..16]>` | [`IssueCaRequest`] | issues a self-signed CA into `ichor-oidc-ca` (`tls.crt`, `tls.key`) |
 //! | `issue-leaf <ip> new` / `issue-leaf <ip> replacing <sha256[..16]>` | [`IssueLeafRequest`] | issues the leaf with the CA then in `ichor-oidc-ca` (performing an `issue-ca` of the same evaluation first) into `ichor-oidc-tls` (`tls.crt`, `tls.key`, `ca.crt`); the leaf carries the authorityKeyIdentifier |
 //! | `issue-webhook-leaf new` / `issue-webhook-leaf replacing <sha256[..16]>` | [`IssueLeafRequest`] | issues the admission webhooks' serving certificate (the DNS names of the Services their configuration calls) with the CA in `ichor-oidc-ca` into `ichor-webhook-tls` (see [`super::webhook`]) |
-//! | `remove-credentials-key <user>` | [`RemoveCredentialsKeyRequest`] | removes that one key of `ichor-user-credentials` by JSON merge patch (`{"data":{"<user>":null}}`) with the Secret's resourceVersion, once a read of its `IchorUser` from the store found none (the user's event can arrive after the key's) |
+//! | `remove-credentials-key <user>` | [`RemoveCredentialsKeyRequest`] | removes that one key of `ichor-user-credentials` by JSON merge patch (`{"data":{"<user>":null}}`) with the Secret's resourceVersion, once a read of its `IchorUser` from the store found none, or one being deleted (the user's event can arrive after the key's) |
 //!
 //! Key ids come from the timeline (`k-YYYYMMDD-HHMM`, from the planning minute), so a request
 //! not performed within its minute is asked again under a new kid; the optimistic lock on

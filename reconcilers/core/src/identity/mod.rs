@@ -72,7 +72,7 @@ use ichor_graph::{BuildError, Desired, Family, Graph, GraphBuilder, Node, Object
 use ichor_renderers::trust::{CA_SECRET, NAMESPACE, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
 
 pub use conditions::StatusWrite;
-pub use nodes::{Certificates, ClusterAuth, IssuerServiceOut, Settings, TrustOut};
+pub use nodes::{Certificates, ClusterAuth, IssuerServiceOut, Settings, TrustOut, still_a_user};
 pub use project::{CREDENTIALS_KEY_KIND, derived_events, fold};
 pub use replay::{
     Controller, IdentityReplayError, RenderChange, ReplayLine, ReplayReport, replay, replay_with,
@@ -119,7 +119,7 @@ pub mod names {
     pub const MACHINE_STATUS: &str = "machine-status";
     /// Per user conditions and their status write.
     pub const USER_STATUS: &str = "user-status";
-    /// A constant per existing user.
+    /// Per observed user: whether it still counts as a user (`false` once it is being deleted).
     pub const USER_EXISTS: &str = "user-exists";
     /// Whether any IchorUser is observed (guards garbage collection; reads only their count).
     pub const USERS_OBSERVED: &str = "users-observed";
@@ -262,10 +262,13 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     );
     b.emit(&user_status);
 
-    // GC joins a constant per user, so it recomputes when a user comes or goes, never when
-    // one changes (and the constant itself is not recomputed either); its guard reads only how
-    // many users there are (O(1), and unchanged by edits).
-    let user_exists = b.exists(names::USER_EXISTS, &users);
+    // GC joins one bool per user (it is still a user: not being deleted), so it recomputes when
+    // a user comes, goes or starts being deleted, never when one is edited (the bool is
+    // recomputed, cheaply, and unchanged); its guard reads only how many users there are (O(1),
+    // and unchanged by edits).
+    let user_exists = b.family(names::USER_EXISTS, &users, (), |_, user: &Object, _| {
+        nodes::still_a_user(user)
+    });
     let users_observed = b.node(names::USERS_OBSERVED, users.count(), |n: &usize| *n > 0);
     let gc = b.family(
         names::CREDENTIALS_GC,

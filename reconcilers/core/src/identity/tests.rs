@@ -48,7 +48,8 @@ fn a_one_user_change_recomputes_only_that_users_nodes() {
     let (eval, renders) = sim.controller_mut().evaluate();
     let recomputed = |n: &str| eval.stats.node(n).map_or(0, |s| s.recomputed);
     assert_eq!(recomputed(names::USER_STATUS), 1);
-    assert_eq!(recomputed(names::USER_EXISTS), 0);
+    // Whether it is being deleted is read again (one bool), unchanged: nothing downstream runs.
+    assert_eq!(recomputed(names::USER_EXISTS), 1);
     let others: usize = eval
         .stats
         .nodes
@@ -256,6 +257,36 @@ fn credentials_are_not_collected_while_no_user_is_observed() {
     assert!(
         ids.iter()
             .any(|a| a.starts_with("effect remove-credentials-key bob")),
+        "{ids:?}"
+    );
+    assert!(
+        !ids.iter().any(|a| a.contains("remove-credentials-key alice")),
+        "{ids:?}"
+    );
+}
+
+#[test]
+fn a_user_held_by_a_finalizer_after_its_delete_loses_its_credentials_key() {
+    let mut c = Controller::new().expect("builds");
+    c.fold(Event::Applied(fixtures::credentials(&["alice", "mallory"])));
+    c.fold(Event::Applied(fixtures::user("alice", &["admin"], false, 1)));
+    let mut mallory = fixtures::user("mallory", &["admin"], false, 1);
+    c.fold(Event::Applied(mallory.clone()));
+    let (eval, _) = c.evaluate();
+    let ids: Vec<String> = eval.actions.iter().map(ToString::to_string).collect();
+    assert!(
+        !ids.iter().any(|a| a.contains("remove-credentials-key")),
+        "{ids:?}"
+    );
+    // `kubectl delete` with her own finalizer `x/hold` on the object: it stays, terminating.
+    mallory.value["metadata"]["finalizers"] = json!(["x/hold"]);
+    mallory.value["metadata"]["deletionTimestamp"] = json!("2026-11-05T10:00:00Z");
+    c.fold(Event::Applied(mallory));
+    let (eval, _) = c.evaluate();
+    let ids: Vec<String> = eval.actions.iter().map(ToString::to_string).collect();
+    assert!(
+        ids.iter()
+            .any(|a| a.starts_with("effect remove-credentials-key mallory")),
         "{ids:?}"
     );
     assert!(

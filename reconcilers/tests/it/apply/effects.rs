@@ -168,6 +168,49 @@ async fn a_key_whose_user_is_not_in_the_store_is_removed_by_a_conditional_merge_
 }
 
 #[tokio::test]
+async fn a_key_whose_user_is_being_deleted_is_removed_like_a_gone_users() {
+    // `kubectl delete` of a user whose finalizer holds the object: the store still has it,
+    // terminating; it is no user any more, so its key goes.
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        let (read, send) = next(&mut handle).await;
+        assert_eq!((read.method.as_str(), read.path.as_str()), ("GET", GHOST_PATH));
+        reply(
+            send,
+            200,
+            &json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+                "metadata": {"name": "ghost", "namespace": "ichor-system", "resourceVersion": "30",
+                    "finalizers": ["x/hold"], "deletionTimestamp": "2026-11-05T10:00:00Z"},
+                "spec": {"roles": ["admin"]}}),
+        );
+        let (patch, send) = next(&mut handle).await;
+        assert_eq!(
+            (patch.method.as_str(), patch.path.as_str()),
+            ("PATCH", CREDENTIALS_PATH),
+            "the terminating user's key is removed"
+        );
+        assert_eq!(
+            patch.body,
+            json!({"metadata": {"resourceVersion": "20"}, "data": {"ghost": null}})
+        );
+        reply(send, 200, &credentials("21", &["admin"]));
+        handle
+    });
+    let w = world(vec![observed(
+        "Secret",
+        "ichor-user-credentials",
+        "20",
+        credentials("20", &["admin", "ghost"]),
+    )]);
+    let report = apply_scripted(client, server, &w, &[gc_effect()]).await;
+    assert!(
+        report.problems.is_empty() && report.stale.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.applied.len(), 1, "{report:?}");
+}
+
+#[tokio::test]
 async fn a_key_is_kept_when_its_user_cannot_be_read() {
     let (client, mut handle) = client();
     let server = tokio::spawn(async move {

@@ -40,6 +40,7 @@ pub use certs::{CertState, CertSummary, Certificates};
 pub(crate) use certs::{certificate_effects, certificates};
 pub(crate) use settings::settings;
 pub use settings::{USERS_FALLBACK_KIND, USERS_FALLBACK_NAME, users_fallback_object};
+pub use status::still_a_user;
 pub(crate) use status::{credentials_gc, machine_cluster, machine_condition, status_object, user_status};
 pub use trust::{ClusterAuth, TrustOut, TrustSource};
 pub(crate) use trust::{cluster_auth, trust, trust_configmap, ui_ca_configmap};

@@ -165,10 +165,22 @@ pub(crate) fn user_status(key: &ObjectKey, user: &Object, credentials: &Option<O
     }
 }
 
-/// A credentials key, its `IchorUser` and whether any user is observed → the removal of the key
-/// when its user is gone (never while no user at all is observed: the users' list is not in yet).
+/// An `IchorUser` → whether it still counts as a user: `false` once it is being deleted
+/// (`metadata.deletionTimestamp` set). A finalizer can hold a deleted object for as long as its
+/// holder wants; the issuer already treats it as absent, and its credentials go as a gone
+/// user's do, so nothing of it is left for a later object of the same name either.
+pub fn still_a_user(user: &Object) -> bool {
+    user.value
+        .get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_none_or(Value::is_null)
+}
+
+/// A credentials key, its `IchorUser` (whether it is still a user, see [`still_a_user`]) and
+/// whether any user is observed → the removal of the key when its user is gone or being deleted
+/// (never while no user at all is observed: the users' list is not in yet).
 pub(crate) fn credentials_gc(key: &ObjectKey, user_exists: &Option<bool>, users_observed: bool) -> Desired {
-    if user_exists.is_some() || !users_observed {
+    if *user_exists == Some(true) || !users_observed {
         return Desired::default();
     }
     let request = RemoveCredentialsKeyRequest {
