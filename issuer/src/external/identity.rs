@@ -169,7 +169,13 @@ mod tests {
             identity(&p, &json!({"email": "a@x", "email_verified": false})),
             Err(IdentityError::EmailNotVerified)
         );
-        for not_true in [json!("true"), json!("false"), json!(1), json!(null), json!([true])] {
+        for not_true in [
+            json!("true"),
+            json!("false"),
+            json!(1),
+            json!(null),
+            json!([true]),
+        ] {
             assert_eq!(
                 identity(&p, &json!({"email": "a@x", "email_verified": not_true})),
                 Err(IdentityError::EmailNotVerified),
