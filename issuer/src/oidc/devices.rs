@@ -11,7 +11,11 @@
 //! [`super::passwords::HashGate`]; while it is pending the shared queue starts no new check
 //! ([`super::priority`]). The password is verified the same way, and a cookie that is forged,
 //! expired, signed by a retired key or for another user is ignored without a word (the sign-in
-//! goes through the shared queue like any other).
+//! goes through the shared queue like any other). So is one set before the user's credentials
+//! entry's `notBefore` (a password set or reset, a revocation of the sessions, a new user of the
+//! name), found once the sign-in has read the entry: the cookie is only provisional until then
+//! ([`Presented::confirmed_by`]), and a voided one makes the sign-in take the limits again as one
+//! without a cookie.
 //!
 //! The limits treat a known device apart too: its sign-ins have a back-off budget of their own
 //! ([`super::limits::backoff_key`]), so someone who only knows the user name cannot lock the
@@ -27,7 +31,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, HeaderValue, header};
-use ichor_renderers::auth::UserName;
+use ichor_renderers::auth::{UserName, credentials::CredentialsEntry};
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -217,13 +221,40 @@ pub(crate) struct Known<'a> {
     pub place: Option<LanePlace<'a>>,
 }
 
-/// The device id of a valid device cookie of `name` in `headers` (`None` also for a missing
-/// name or keys). One HMAC check: the sign-in does it before its limits, since a known device
-/// has a back-off budget of its own and is not refused by its address's emptied bucket.
-pub(crate) fn device_of(issuer: &Issuer, headers: &HeaderMap, name: Option<&UserName>) -> Option<String> {
+/// A device cookie of the user a sign-in names, valid by its MAC, expiry and user: a known
+/// device only once [`Presented::confirmed_by`] the user's credentials entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Presented {
+    /// The device id to keep when the cookie is renewed.
+    pub dev: String,
+    /// When the sign-in that set it happened.
+    pub iat: Timestamp,
+}
+
+impl Presented {
+    /// Whether `entry` (the user's credentials entry, `None` when there is none) still honours
+    /// the cookie: it was set at or after the entry's `notBefore`, as a token must be. A password
+    /// set or reset, a revocation of the user's sessions and a delete and re-create of the user
+    /// (a new entry, its `notBefore` its creation) all move `notBefore` past every cookie set
+    /// before, so a stolen cookie ends with them.
+    pub fn confirmed_by(&self, entry: Option<&CredentialsEntry>) -> bool {
+        entry.is_some_and(|e| e.accepts_issued_at(self.iat))
+    }
+}
+
+/// The device cookie of `name` in `headers`, when its MAC, expiry and user are right (`None`
+/// also for a missing name or keys). One HMAC check: the sign-in does it before its limits,
+/// since a known device has a back-off budget of its own and is not refused by its address's
+/// emptied bucket — provisionally: the sign-in confirms it against the credentials entry it
+/// reads ([`Presented::confirmed_by`]) and, when it is not, goes on as one without a cookie.
+pub(crate) fn device_of(issuer: &Issuer, headers: &HeaderMap, name: Option<&UserName>) -> Option<Presented> {
     let (value, name) = (from_headers(headers)?, name?);
     let keys = issuer.keys().load()?;
-    recognise(&keys, value, issuer.issuer(), name.as_str(), issuer.now()).map(|claims| claims.dev)
+    let claims = recognise(&keys, value, issuer.issuer(), name.as_str(), issuer.now())?;
+    Some(Presented {
+        dev: claims.dev,
+        iat: Timestamp::from_second(claims.iat).ok()?,
+    })
 }
 
 /// The known device `dev` of `name`, with a place in the issuer's lane when one is free.

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ichor_renderers::auth::UserName;
+use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::lock;
@@ -120,6 +121,20 @@ fn place_key(user: &str) -> String {
         .map_or_else(|| "\u{0}invalid".to_owned(), |n| n.as_str().to_owned())
 }
 
+/// The key of an authenticated API caller in the places table: its name when it is a user
+/// name (the same share as that user's sign-ins), else (an external caller, `oidc:…`) a digest
+/// of its full name, so each external caller has a share of its own, apart from every other
+/// and from the sign-in fields that are not names. No sign-in field maps to such a key
+/// ([`place_key`] gives a name or `"\0invalid"`), and the fixed size keeps each entry small;
+/// entries exist only while they hold places, so the table stays bounded by the gate's places.
+fn caller_key(caller: &str) -> String {
+    if let Ok(name) = UserName::parse(caller) {
+        return name.as_str().to_owned();
+    }
+    let digest = Sha256::digest(caller.as_bytes());
+    format!("\u{0}caller:{}", hex::encode(digest))
+}
+
 impl HashGate {
     /// A gate of `permits` concurrent computations, at most `max_waiting` waiting checks and
     /// [`DEFAULT_PER_USER`] places per user name.
@@ -207,9 +222,21 @@ impl HashGate {
                 .is_none_or(|p| p.lane_pending() == 0)
     }
 
+    /// How many places (waiting or running) the authenticated API caller `caller` holds now.
+    pub fn places_of_caller(&self, caller: &str) -> usize {
+        lock(&self.inner.users)
+            .get(&caller_key(caller))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// A place for `user`, or [`GateError::Busy`] when the name holds its share already.
     fn user_place(&self, user: &str) -> Result<UserPlace, GateError> {
-        let key = place_key(user);
+        self.place(place_key(user))
+    }
+
+    /// A place under `key`, or [`GateError::Busy`] when the key holds its share already.
+    fn place(&self, key: String) -> Result<UserPlace, GateError> {
         let mut users = lock(&self.inner.users);
         let held = users.entry(key.clone()).or_insert(0);
         if *held >= self.inner.per_user {
@@ -229,7 +256,18 @@ impl HashGate {
     /// can borrow every shared permit ([`enter_or_borrow`](Self::enter_or_borrow)) and use every
     /// core.
     pub async fn enter(&self, user: &str) -> Result<Admitted, GateError> {
-        let place = self.user_place(user)?;
+        self.enter_with(self.user_place(user)?).await
+    }
+
+    /// As [`enter`](Self::enter), for a computation an authenticated API caller asked for (a new
+    /// hash): its place is the caller's own ([`caller_key`]) — an external caller's is neither
+    /// another external caller's nor that of the sign-in fields that are not names.
+    pub async fn enter_caller(&self, caller: &str) -> Result<Admitted, GateError> {
+        self.enter_with(self.place(caller_key(caller))?).await
+    }
+
+    /// A permit for a check whose place is `place` (see [`enter`](Self::enter)).
+    async fn enter_with(&self, place: UserPlace) -> Result<Admitted, GateError> {
         let mut waiting = None;
         loop {
             let permit = match Arc::clone(&self.inner.permits).try_acquire_owned() {

@@ -7,7 +7,9 @@
 //! an empty one), the per-user back-off (the attempt is reserved before anything is verified;
 //! a known device has a budget of its own, [`super::limits::backoff_key`]), the user and the
 //! credentials entry (read together, also for unknown users so the store's timing says
-//! nothing), one argon2id verification (the dummy hash when there is no user or no password; in
+//! nothing), which confirm the device cookie or void it (set before the entry's `notBefore`,
+//! or no entry: the limits are taken again as for a sign-in without one, and the presentation
+//! is a failure of that device), one argon2id verification (the dummy hash when there is no user or no password; in
 //! the known devices' lane when the request carries a device cookie of that user, see
 //! [`super::devices`]), then the user's state (disabled, must change) — only after a correct
 //! password, so those answers reveal nothing to someone without it. A successful sign-in sets
@@ -211,8 +213,10 @@ async fn sign_in(
         .flatten();
     // A device that signed in as this very user before (one HMAC check) is not refused by its
     // address's emptied bucket and has a back-off budget of its own; its failures still count.
-    let device = devices::device_of(issuer, headers, name.as_ref());
-    let source_token = match SourceToken::reserve(&issuer.login_buckets, source, now) {
+    // Provisionally: the credentials entry read below confirms the cookie or voids it.
+    let presented = devices::device_of(issuer, headers, name.as_ref());
+    let device = presented.as_ref().map(|p| p.dev.clone());
+    let mut source_token = match SourceToken::reserve(&issuer.login_buckets, source, now) {
         Ok(token) => token,
         Err(_) if device.is_some() => SourceToken::exempt(&issuer.login_buckets, source, now),
         Err(wait) => {
@@ -242,15 +246,12 @@ async fn sign_in(
         at: now,
     };
 
-    let known = match (device, &name) {
+    let mut known = match (device, &name) {
         (Some(dev), Some(name)) => Some(devices::known(issuer, name, dev)),
         _ => None,
     };
-    let (gate, borrow) = match known.as_ref().and_then(|k| k.place.as_ref()) {
-        Some(place) => (place.gate(), Some(&issuer.hash_gate)),
-        None => (&issuer.hash_gate, None),
-    };
-    if let Some(retry_after) = gate.busy() {
+    let lane_gate = known.as_ref().and_then(|k| k.place.as_ref()).map(|p| p.gate());
+    if let Some(retry_after) = lane_gate.unwrap_or(&issuer.hash_gate).busy() {
         // Not an attempt: the reservation is dropped unused and counts nothing.
         issuer.metrics.backoff_hit("hash_queue_full");
         return Err(Failure::Busy { retry_after });
@@ -273,6 +274,56 @@ async fn sign_in(
             (user, entry)
         }
         None => (None, None),
+    };
+    if let Some(presented) = &presented
+        && !presented.confirmed_by(entry.as_ref())
+    {
+        // A cookie set before the entry's notBefore (a password reset, a revocation, a new
+        // user of the name since) or of a user with no entry: no known device. Its presentation
+        // is a failure of that device (so a stale cookie cannot make the store be read more
+        // often than a device's back-off allows), and the attempt starts again, here, as one
+        // without a cookie: the source's bucket, the name's back-off, the shared queue.
+        known = None;
+        reservation.outcome = AttemptOutcome::Failure;
+        // The provisional token is given back (a reserved one) before the bucket is asked again.
+        let provisional = std::mem::replace(
+            &mut source_token,
+            SourceToken::exempt(&issuer.login_buckets, source, now),
+        );
+        drop(provisional);
+        source_token = match SourceToken::reserve(&issuer.login_buckets, source, now) {
+            Ok(token) => token,
+            Err(wait) => {
+                issuer.metrics.backoff_hit("source_rate");
+                return Err(Failure::Limited {
+                    retry_after: wait.as_secs(),
+                });
+            }
+        };
+        let key = name
+            .as_ref()
+            .map_or_else(|| "\u{0}invalid".to_owned(), |n| backoff_key(n.as_str(), None));
+        if let Admission::Blocked { retry_after } = lock(&issuer.backoff).admit(&key, now) {
+            source_token.charge();
+            issuer.metrics.backoff_hit("user_backoff");
+            return Err(Failure::Limited {
+                retry_after: retry_after.as_secs().max(1),
+            });
+        }
+        reservation = Reservation {
+            backoff: Arc::clone(&issuer.backoff),
+            key,
+            outcome: AttemptOutcome::Abandoned,
+            at: now,
+        };
+        if let Some(retry_after) = issuer.hash_gate.busy() {
+            issuer.metrics.backoff_hit("hash_queue_full");
+            return Err(Failure::Busy { retry_after });
+        }
+    }
+    let (gate, borrow) = match known.as_ref().and_then(|k| k.place.as_ref()) {
+        Some(place) => (place.gate(), Some(&issuer.hash_gate)),
+        None => (&issuer.hash_gate, None),
     };
     let password = if password.len_bytes() > MAX_PASSWORD_FIELD {
         Password::new("")

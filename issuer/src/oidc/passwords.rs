@@ -101,10 +101,15 @@ async fn admit(gate: &HashGate, borrow: Option<&HashGate>, user: &str) -> Result
         Some(shared) => gate.enter_or_borrow(shared, user).await,
         None => gate.enter(user).await,
     };
-    admitted.map_err(|e| match e {
+    admitted.map_err(gate_error)
+}
+
+/// A gate's refusal as a check's.
+fn gate_error(e: GateError) -> CheckError {
+    match e {
         GateError::Busy { retry_after } => CheckError::Busy { retry_after },
         GateError::Closed => CheckError::Internal(e.to_string()),
-    })
+    }
 }
 
 /// Runs `work` on `pool`'s threads in a blocking task that owns `admitted`, so the gate place is
@@ -171,14 +176,15 @@ pub(crate) async fn check(
     .await
 }
 
-/// Hashes `password` for `user`'s request (a new user's or a set password) through `gate`, on
-/// [`Pool::Shared`], the admission owned by the computation as in [`check`].
+/// Hashes `password` for the request of API caller `user` (a new user's or a set password)
+/// through `gate` in the caller's own place ([`HashGate::enter_caller`]), on [`Pool::Shared`],
+/// the admission owned by the computation as in [`check`].
 ///
 /// # Errors
 /// [`CheckError::Busy`] when the gate refuses, [`CheckError::Internal`] when no salt could be
 /// read, argon2id failed or the task did.
 pub(crate) async fn hash_new(gate: &HashGate, user: &str, password: Password) -> Result<String, CheckError> {
-    let admitted = admit(gate, None, user).await?;
+    let admitted = gate.enter_caller(user).await.map_err(gate_error)?;
     compute(admitted, Pool::Shared, move || hash_password_random(&password))
         .await?
         .map_err(|e| CheckError::Internal(e.to_string()))
@@ -197,7 +203,7 @@ pub(crate) async fn verify_then_hash(
     phc: String,
     new: Password,
 ) -> Result<Option<String>, CheckError> {
-    let admitted = admit(gate, None, user).await?;
+    let admitted = gate.enter_caller(user).await.map_err(gate_error)?;
     let user = user.to_owned();
     compute(admitted, Pool::Shared, move || match verify_password_or_dummy(&old, Some(&phc)) {
         Ok(Verification::Valid { .. }) => hash_password_random(&new).map(Some),
