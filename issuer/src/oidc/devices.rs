@@ -344,6 +344,26 @@ mod tests {
     }
 
     #[test]
+    fn a_cookie_is_confirmed_only_by_an_entry_whose_not_before_it_does_not_precede() {
+        let set = ts("2026-01-10T00:00:00Z");
+        let cookie = Presented {
+            dev: "dev-1".into(),
+            iat: set,
+        };
+        let entry = |not_before: &str| CredentialsEntry::new("$argon2id$x".into(), ts(not_before), false);
+        assert!(cookie.confirmed_by(Some(&entry("2026-01-09T00:00:00Z"))));
+        assert!(
+            cookie.confirmed_by(Some(&entry("2026-01-10T00:00:00Z"))),
+            "the same second"
+        );
+        assert!(
+            !cookie.confirmed_by(Some(&entry("2026-01-10T00:00:01Z"))),
+            "reset after"
+        );
+        assert!(!cookie.confirmed_by(None), "no entry");
+    }
+
+    #[test]
     fn a_cookie_of_another_user_or_issuer_is_ignored() {
         let keys = keys();
         let now = ts("2026-01-10T00:00:00Z");

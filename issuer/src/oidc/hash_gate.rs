@@ -349,6 +349,16 @@ impl HashGate {
 mod tests {
     use super::*;
 
+    #[test]
+    fn each_external_caller_has_a_place_key_of_its_own_apart_from_garbage_fields() {
+        assert_eq!(caller_key("alice"), place_key("alice"), "a user's own share");
+        let (a, b) = (caller_key("oidc:a@example.com"), caller_key("oidc:b@example.com"));
+        assert_ne!(a, b);
+        assert_ne!(a, place_key("oidc:a@example.com"));
+        assert_ne!(place_key(&a), a, "no sign-in field maps to a caller's key");
+        assert!(caller_key(&"x".repeat(100_000)).len() < 80, "a bounded key");
+    }
+
     #[tokio::test]
     async fn the_gate_queues_up_to_its_bound_then_refuses_at_once_and_frees_places_of_cancelled_waiters() {
         let gate = HashGate::new(1, 2);
