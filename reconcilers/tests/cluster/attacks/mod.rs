@@ -14,6 +14,7 @@ use crate::replicas::{Replica, get};
 mod compromised_issuer_deletes_admins_as_the_controller_manager;
 mod control_characters_in_user_texts;
 mod controller_secret_creates;
+mod deleted_admin_held_by_her_own_finalizer;
 mod issuer_service_impostor;
 mod kubectl_brings_old_sessions_back;
 mod new_users_password_taken_for_an_orphan;
