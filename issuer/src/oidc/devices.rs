@@ -14,8 +14,8 @@
 //! goes through the shared queue like any other). So is one set before the user's credentials
 //! entry's `notBefore` (a password set or reset, a revocation of the sessions, a new user of the
 //! name), found once the sign-in has read the entry: the cookie is only provisional until then
-//! ([`Presented::confirmed_by`]), and a voided one makes the sign-in take the limits again as one
-//! without a cookie.
+//! ([`Presented::confirmed_by`]), its lane place is taken only once it is confirmed, and a voided
+//! one makes the sign-in take the limits again as one without a cookie.
 //!
 //! The limits treat a known device apart too: its sign-ins have a back-off budget of their own
 //! ([`super::limits::backoff_key`]), so someone who only knows the user name cannot lock the
@@ -180,6 +180,11 @@ impl FastLane {
     /// How many places are taken now.
     pub fn pending(&self) -> usize {
         lock(&self.users).len()
+    }
+
+    /// Whether every place is taken (a known device's sign-in would wait in the shared queue).
+    pub fn full(&self) -> bool {
+        lock(&self.users).len() >= self.places
     }
 
     /// A place for `user`, unless that user already holds one or every place is taken (the

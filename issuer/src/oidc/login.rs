@@ -246,12 +246,11 @@ async fn sign_in(
         at: now,
     };
 
-    let mut known = match (device, &name) {
-        (Some(dev), Some(name)) => Some(devices::known(issuer, name, dev)),
-        _ => None,
-    };
-    let lane_gate = known.as_ref().and_then(|k| k.place.as_ref()).map(|p| p.gate());
-    if let Some(retry_after) = lane_gate.unwrap_or(&issuer.hash_gate).busy() {
+    // A cookie's lane place is taken only once the entry confirms the cookie (below). Until then
+    // a request is shed before the store read when it can only wait in the shared queue and that
+    // is full: without a cookie, or with one while every lane place is taken.
+    let lane_possible = device.is_some() && name.is_some() && !issuer.devices.full();
+    if !lane_possible && let Some(retry_after) = issuer.hash_gate.busy() {
         // Not an attempt: the reservation is dropped unused and counts nothing.
         issuer.metrics.backoff_hit("hash_queue_full");
         return Err(Failure::Busy { retry_after });
@@ -283,7 +282,6 @@ async fn sign_in(
         // is a failure of that device (so a stale cookie cannot make the store be read more
         // often than a device's back-off allows), and the attempt starts again, here, as one
         // without a cookie: the source's bucket, the name's back-off, the shared queue.
-        known = None;
         reservation.outcome = AttemptOutcome::Failure;
         // The provisional token is given back (a reserved one) before the bucket is asked again.
         let provisional = std::mem::replace(
@@ -316,15 +314,25 @@ async fn sign_in(
             outcome: AttemptOutcome::Abandoned,
             at: now,
         };
-        if let Some(retry_after) = issuer.hash_gate.busy() {
-            issuer.metrics.backoff_hit("hash_queue_full");
-            return Err(Failure::Busy { retry_after });
-        }
     }
+    let confirmed = presented.filter(|p| p.confirmed_by(entry.as_ref()));
+    let known = match (confirmed, &name) {
+        (Some(presented), Some(name)) => Some(devices::known(issuer, name, presented.dev)),
+        _ => None,
+    };
     let (gate, borrow) = match known.as_ref().and_then(|k| k.place.as_ref()) {
         Some(place) => (place.gate(), Some(&issuer.hash_gate)),
         None => (&issuer.hash_gate, None),
     };
+    if lane_possible
+        && borrow.is_none()
+        && let Some(retry_after) = issuer.hash_gate.busy()
+    {
+        // No lane place after all (a voided cookie, the lane filled meanwhile, the user's
+        // other sign-in in it): the shared queue, shed when full as before the store read.
+        issuer.metrics.backoff_hit("hash_queue_full");
+        return Err(Failure::Busy { retry_after });
+    }
     let password = if password.len_bytes() > MAX_PASSWORD_FIELD {
         Password::new("")
     } else {
