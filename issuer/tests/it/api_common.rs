@@ -100,6 +100,27 @@ pub fn authorizer(extra: Option<&str>) -> Authorizer {
     Authorizer::new(policy)
 }
 
+/// A site that lets operators manage users and set their passwords (`ichorusers` and
+/// `ichorusers/password`): the delegation under which an operator must still not act on an admin.
+pub const OPERATORS_MANAGE_USERS_AND_PASSWORDS: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: user-manager}
+rules:
+  - apiGroups: ["ichor.maesh.dev"]
+    resources: ["ichorusers"]
+    verbs: ["get", "list", "create", "update", "delete"]
+  - apiGroups: ["ichor.maesh.dev"]
+    resources: ["ichorusers/password"]
+    verbs: ["update"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: operators-manage-users}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: user-manager}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "ichor:operator"}]
+"#;
+
 pub fn env() -> Env {
     env_with(None)
 }

@@ -14,25 +14,6 @@ use ichor_issuer::api::proto::{
 use ichor_renderers::auth::hash::DUMMY_PHC;
 use tonic::Code;
 
-const OPERATORS_MANAGE_USERS: &str = r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: user-manager}
-rules:
-  - apiGroups: ["ichor.maesh.dev"]
-    resources: ["ichorusers"]
-    verbs: ["get", "list", "create", "update", "delete"]
-  - apiGroups: ["ichor.maesh.dev"]
-    resources: ["ichorusers/password"]
-    verbs: ["update"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: operators-manage-users}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: user-manager}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "ichor:operator"}]
-"#;
-
 /// The refusal of an operator acting on an admin, as the API and the webhook word it.
 fn refusal(act: &str, user: &str) -> String {
     format!(
@@ -44,7 +25,7 @@ fn refusal(act: &str, user: &str) -> String {
 /// A site where operators manage users, with the usual cast plus `boss` (a second admin, so
 /// no last-admin rule is in play) and `sleeper` (a disabled admin).
 async fn site() -> Env {
-    let e = env_with(Some(OPERATORS_MANAGE_USERS));
+    let e = env_with(Some(OPERATORS_MANAGE_USERS_AND_PASSWORDS));
     e.cast().await;
     e.seed("boss", &["admin"], false, Some(DUMMY_PHC), false).await;
     e.seed("sleeper", &["admin"], true, Some(DUMMY_PHC), false).await;
