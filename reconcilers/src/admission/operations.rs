@@ -143,11 +143,9 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         // Pause, labels: the operation does what it did, and no later than it would have.
         return Verdict::Allow;
     }
-    let kind_changed = old
-        .as_ref()
-        .is_none_or(|o| o.kind != new.spec.kind || o.action != new.spec.action);
-    if kind_changed && let Some(problem) = unknown_kind_or_action(&new.spec.kind, new.spec.action.as_deref())
-    {
+    // Every write that changes what the operation does or resumes it is held to the shapes
+    // allowed now, so one stored in a shape since refused cannot be edited or resumed unchecked.
+    if let Some(problem) = unknown_kind_or_action(&new.spec.kind, new.spec.action.as_deref()) {
         return Verdict::deny(problem);
     }
     let Some(subresource) = start_subresource(&new.spec.kind, new.spec.action.as_deref()) else {

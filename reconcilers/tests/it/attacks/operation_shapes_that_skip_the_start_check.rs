@@ -65,3 +65,34 @@ async fn an_action_on_a_kind_other_than_node_is_refused() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_operation_stored_in_a_refused_shape_is_checked_when_edited_or_resumed() {
+    let f = all_rights();
+    // A `node` operation with no action, stored before that shape was refused, paused.
+    let mut stored = operation("node", None);
+    stored["spec"]["paused"] = json!(true);
+    // Resumed as it stands.
+    let mut resumed = stored.clone();
+    resumed["spec"]["paused"] = json!(false);
+    assert!(
+        f.decide(OPERATION, "UPDATE", &ROOT, resumed, stored.clone())
+            .await
+            .is_err_and(|e| e.starts_with("spec.action: ")),
+    );
+    // Edited (its machines) with the kind and action left as they are.
+    let mut edited = stored.clone();
+    edited["spec"]["machines"] = json!(["cp-1"]);
+    assert!(
+        f.decide(OPERATION, "UPDATE", &OPERATOR, edited, stored.clone())
+            .await
+            .is_err_and(|e| e.starts_with("spec.action: ")),
+    );
+    // Labels and finalizers stay free, so such an operation can still be cleaned up.
+    let mut relabelled = stored.clone();
+    relabelled["metadata"]["labels"] = json!({"team": "infra"});
+    assert_eq!(
+        f.decide(OPERATION, "UPDATE", &OPERATOR, relabelled, stored).await,
+        Ok(())
+    );
+}
