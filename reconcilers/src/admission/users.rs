@@ -30,6 +30,10 @@
 //!   only a user whose every role (before the write) it may grant ([`Requester::check_act_on`],
 //!   the API's message): a demoted, disabled or re-created admin would otherwise be a user its
 //!   demoter may set the password of, and a disable ends the admin's sessions.
+//! - Owner references: a create or update that adds or changes `metadata.ownerReferences`
+//!   ([`gives_owners`]) is judged as a delete of the user (the act-on rule for a delete, the
+//!   requester read fresh, and the last-enabled-admin rule): the garbage collector, exempt by
+//!   name, deletes the user once its owners are gone. Removing every reference is free.
 //! - Sessions: a re-enable is refused while the user still has a refresh family from before it
 //!   was disabled (the API ends them before it re-enables), and a create is refused while a
 //!   credentials entry of an earlier user of the name is still stored (the controller removes it
@@ -37,6 +41,8 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use ichor_renderers::auth::roles::{
     LastAdminRefusal, Requester, UserAct, UserChange, UserState, acts_taking_away, check_last_admin,
@@ -92,11 +98,17 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     // An Ichor requester counts as what its `IchorUser` holds now, not what its token says. When
     // the verdict rests on its roles, or it writes itself, it is read fresh: the watch cache may
     // not have seen its demotion yet (a demoted admin re-promoting itself in that moment).
+    // Owner references handed to the user let the garbage collector (exempt, by name) delete it
+    // once the owners are gone: such a write is judged as a delete of the user.
+    let owned = gives_owners(old.as_ref().map(|o| o.metadata), new.as_ref().map(|n| n.metadata));
     let requester = match Requester::from_identity(username, groups) {
         Some(token) => {
-            let fresh =
-                rests_on_the_requesters_roles(old.as_ref().map(|o| &o.spec), new.as_ref().map(|n| &n.spec))
-                    || username.strip_prefix(ICHOR_PREFIX) == Some(name);
+            let fresh = owned
+                || rests_on_the_requesters_roles(
+                    old.as_ref().map(|o| &o.spec),
+                    new.as_ref().map(|n| &n.spec),
+                )
+                || username.strip_prefix(ICHOR_PREFIX) == Some(name);
             match live_requester(state, namespace, username, &token, fresh).await {
                 Ok(live) => Some(live),
                 Err(denial) => return denial,
@@ -125,6 +137,17 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
                 };
                 return Verdict::deny(format!("{field}{refusal}"));
             }
+        }
+    }
+
+    // New owner references: the act-on rule for a delete, on every role the user holds.
+    if owned && let Some(requester) = &requester {
+        let held = old
+            .as_ref()
+            .or(new.as_ref())
+            .map_or(&[][..], |o| o.spec.roles.as_slice());
+        if let Err(refusal) = requester.check_act_on(UserAct::Delete, name, held) {
+            return Verdict::deny(format!("{OWNERS_FIELD}{refusal}{OWNERS_WHY}"));
         }
     }
 
@@ -161,6 +184,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         disabled: old.spec.disabled,
     };
     let (change, field) = match &new {
+        Some(_) if owned => (UserChange::Delete { old: old_state }, OWNERS_FIELD),
         Some(new) => {
             let new_state = UserState {
                 roles: &new.spec.roles,
@@ -219,6 +243,25 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         }
         Err(_) => refused_until_checked(field, &AdmissionError::ConfirmTimeout(CONFIRM_BUDGET)),
     }
+}
+
+/// The field a write giving a user owner references is refused on.
+const OWNERS_FIELD: &str = "metadata.ownerReferences: ";
+/// Why owner references are judged as a delete, appended to an act-on refusal.
+const OWNERS_WHY: &str = " (owner references let the garbage collector delete the user once its owners are gone, \
+     so adding or changing them is judged as deleting it; removing all of them is allowed)";
+
+/// Whether a write from `old` to `new` (`None`: a create, or a delete) adds or changes
+/// `metadata.ownerReferences`: the garbage collector deletes an object whose owners are all gone,
+/// so such a write can delete the user. Removing every reference cannot, and a delete is judged
+/// as one anyway.
+pub fn gives_owners(old: Option<&ObjectMeta>, new: Option<&ObjectMeta>) -> bool {
+    fn refs(meta: Option<&ObjectMeta>) -> &[OwnerReference] {
+        meta.and_then(|m| m.owner_references.as_deref())
+            .unwrap_or_default()
+    }
+    let new_refs = refs(new);
+    new.is_some() && !new_refs.is_empty() && new_refs != refs(old)
 }
 
 /// How many of the enabled admins the cache names are read again, at most, before the change

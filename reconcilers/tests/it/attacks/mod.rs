@@ -10,6 +10,7 @@ mod new_users_password_taken_for_an_orphan;
 mod operation_shapes_that_skip_the_start_check;
 mod operator_changes_the_session_policy;
 mod operator_demotes_an_admin_to_take_its_name;
+mod operator_has_the_garbage_collector_delete_an_admin;
 mod operator_re_enables_a_disabled_admin;
 mod operator_repoints_everyones_kubeconfig;
 mod operator_resumes_a_held_destructive_operation;
