@@ -13,7 +13,8 @@
 //! expired, signed by a retired key or for another user is ignored without a word (the sign-in
 //! goes through the shared queue like any other). So is one set before the user's credentials
 //! entry's `notBefore` (a password set or reset, a revocation of the sessions, a new user of the
-//! name), found once the sign-in has read the entry: the cookie is only provisional until then
+//! name), and one of a user that is gone, being deleted or disabled, found once the sign-in has
+//! read the user and the entry: the cookie is only provisional until then
 //! ([`Presented::confirmed_by`]), its lane place is taken only once it is confirmed, and a voided
 //! one makes the sign-in take the limits again as one without a cookie.
 //!
@@ -38,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::{Issuer, lock, passwords::HashGate, priority::LanePriority};
 use crate::{
     keys::LoadedKeys,
+    store::StoredUser,
     tokens::{self, Artifact, TokenError},
 };
 
@@ -227,7 +229,7 @@ pub(crate) struct Known<'a> {
 }
 
 /// A device cookie of the user a sign-in names, valid by its MAC, expiry and user: a known
-/// device only once [`Presented::confirmed_by`] the user's credentials entry.
+/// device only once [`Presented::confirmed_by`] the user and its credentials entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Presented {
     /// The device id to keep when the cookie is renewed.
@@ -237,13 +239,15 @@ pub(crate) struct Presented {
 }
 
 impl Presented {
-    /// Whether `entry` (the user's credentials entry, `None` when there is none) still honours
-    /// the cookie: it was set at or after the entry's `notBefore`, as a token must be. A password
-    /// set or reset, a revocation of the user's sessions and a delete and re-create of the user
-    /// (a new entry, its `notBefore` its creation) all move `notBefore` past every cookie set
-    /// before, so a stolen cookie ends with them.
-    pub fn confirmed_by(&self, entry: Option<&CredentialsEntry>) -> bool {
-        entry.is_some_and(|e| e.accepts_issued_at(self.iat))
+    /// Whether `user` (the usable user, `None` when it is gone or being deleted) and `entry`
+    /// (its credentials entry, `None` when there is none) still honour the cookie: the user
+    /// exists and is not disabled, and the cookie was set at or after the entry's `notBefore`,
+    /// as a token must be. A password set or reset, a revocation of the user's sessions and a
+    /// delete and re-create of the user (a new entry, its `notBefore` its creation) all move
+    /// `notBefore` past every cookie set before, so a stolen cookie ends with them; and it ends
+    /// as soon as the user is deleted, even while the entry waits for the controller's clean-up.
+    pub fn confirmed_by(&self, user: Option<&StoredUser>, entry: Option<&CredentialsEntry>) -> bool {
+        user.is_some_and(|u| !u.disabled) && entry.is_some_and(|e| e.accepts_issued_at(self.iat))
     }
 }
 
@@ -355,17 +359,45 @@ mod tests {
             dev: "dev-1".into(),
             iat: set,
         };
+        let alice = StoredUser {
+            name: "alice".into(),
+            roles: Vec::new(),
+            disabled: false,
+            display_name: None,
+            email: None,
+        };
         let entry = |not_before: &str| CredentialsEntry::new("$argon2id$x".into(), ts(not_before), false);
-        assert!(cookie.confirmed_by(Some(&entry("2026-01-09T00:00:00Z"))));
+        assert!(cookie.confirmed_by(Some(&alice), Some(&entry("2026-01-09T00:00:00Z"))));
         assert!(
-            cookie.confirmed_by(Some(&entry("2026-01-10T00:00:00Z"))),
+            cookie.confirmed_by(Some(&alice), Some(&entry("2026-01-10T00:00:00Z"))),
             "the same second"
         );
         assert!(
-            !cookie.confirmed_by(Some(&entry("2026-01-10T00:00:01Z"))),
+            !cookie.confirmed_by(Some(&alice), Some(&entry("2026-01-10T00:00:01Z"))),
             "reset after"
         );
-        assert!(!cookie.confirmed_by(None), "no entry");
+        assert!(!cookie.confirmed_by(Some(&alice), None), "no entry");
+    }
+
+    #[test]
+    fn a_cookie_of_a_user_gone_being_deleted_or_disabled_is_not_confirmed_by_its_entry() {
+        let cookie = Presented {
+            dev: "dev-1".into(),
+            iat: ts("2026-01-10T00:00:00Z"),
+        };
+        let entry = CredentialsEntry::new("$argon2id$x".into(), ts("2026-01-09T00:00:00Z"), false);
+        assert!(
+            !cookie.confirmed_by(None, Some(&entry)),
+            "the user is gone or being deleted"
+        );
+        let disabled = StoredUser {
+            name: "alice".into(),
+            roles: Vec::new(),
+            disabled: true,
+            display_name: None,
+            email: None,
+        };
+        assert!(!cookie.confirmed_by(Some(&disabled), Some(&entry)), "disabled");
     }
 
     #[test]

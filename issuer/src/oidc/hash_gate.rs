@@ -121,18 +121,36 @@ fn place_key(user: &str) -> String {
         .map_or_else(|| "\u{0}invalid".to_owned(), |n| n.as_str().to_owned())
 }
 
-/// The key of an authenticated API caller in the places table: its name when it is a user
-/// name (the same share as that user's sign-ins), else (an external caller, `oidc:…`) a digest
-/// of its full name, so each external caller has a share of its own, apart from every other
-/// and from the sign-in fields that are not names. No sign-in field maps to such a key
-/// ([`place_key`] gives a name or `"\0invalid"`), and the fixed size keeps each entry small;
-/// entries exist only while they hold places, so the table stays bounded by the gate's places.
-fn caller_key(caller: &str) -> String {
-    if let Ok(name) = UserName::parse(caller) {
-        return name.as_str().to_owned();
-    }
-    let digest = Sha256::digest(caller.as_bytes());
-    format!("\u{0}caller:{}", hex::encode(digest))
+/// An authenticated API caller asking the gate for a computation, as the API authenticated it:
+/// an Ichor user by its name, or a person signed in at the external provider by its Kubernetes
+/// user name. Which one decides the caller's place key ([`caller_key`]), never the name's
+/// shape: an external prefix need not contain a colon (`corp-`), so an external name can also
+/// be a valid Ichor user name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiCaller<'a> {
+    /// An Ichor user: the same share as that user's sign-ins.
+    User(&'a str),
+    /// An external caller: a share of its own.
+    External(&'a str),
+}
+
+/// The key of an authenticated API caller in the places table: an Ichor user's name (the same
+/// share as that user's sign-ins), else a digest of the caller's full name, so each external
+/// caller has a share of its own, apart from every other, from every Ichor user (whatever its
+/// name looks like) and from the sign-in fields that are not names. No sign-in field maps to
+/// such a key ([`place_key`] gives a name or `"\0invalid"`), and the fixed size keeps each
+/// entry small; entries exist only while they hold places, so the table stays bounded by the
+/// gate's places.
+fn caller_key(caller: ApiCaller<'_>) -> String {
+    let (kind, name) = match caller {
+        ApiCaller::User(name) => match UserName::parse(name) {
+            Ok(name) => return name.as_str().to_owned(),
+            Err(_) => ("user", name),
+        },
+        ApiCaller::External(name) => ("external", name),
+    };
+    let digest = Sha256::digest(name.as_bytes());
+    format!("\u{0}{kind}:{}", hex::encode(digest))
 }
 
 impl HashGate {
@@ -223,7 +241,7 @@ impl HashGate {
     }
 
     /// How many places (waiting or running) the authenticated API caller `caller` holds now.
-    pub fn places_of_caller(&self, caller: &str) -> usize {
+    pub fn places_of_caller(&self, caller: ApiCaller<'_>) -> usize {
         lock(&self.inner.users)
             .get(&caller_key(caller))
             .copied()
@@ -261,8 +279,9 @@ impl HashGate {
 
     /// As [`enter`](Self::enter), for a computation an authenticated API caller asked for (a new
     /// hash): its place is the caller's own ([`caller_key`]) — an external caller's is neither
-    /// another external caller's nor that of the sign-in fields that are not names.
-    pub async fn enter_caller(&self, caller: &str) -> Result<Admitted, GateError> {
+    /// another external caller's, nor an Ichor user's of the same name, nor that of the sign-in
+    /// fields that are not names.
+    pub async fn enter_caller(&self, caller: ApiCaller<'_>) -> Result<Admitted, GateError> {
         self.enter_with(self.place(caller_key(caller))?).await
     }
 
@@ -351,12 +370,39 @@ mod tests {
 
     #[test]
     fn each_external_caller_has_a_place_key_of_its_own_apart_from_garbage_fields() {
-        assert_eq!(caller_key("alice"), place_key("alice"), "a user's own share");
-        let (a, b) = (caller_key("oidc:a@example.com"), caller_key("oidc:b@example.com"));
+        use ApiCaller::{External, User};
+        assert_eq!(
+            caller_key(User("alice")),
+            place_key("alice"),
+            "a user's own share"
+        );
+        let (a, b) = (
+            caller_key(External("oidc:a@example.com")),
+            caller_key(External("oidc:b@example.com")),
+        );
         assert_ne!(a, b);
         assert_ne!(a, place_key("oidc:a@example.com"));
         assert_ne!(place_key(&a), a, "no sign-in field maps to a caller's key");
-        assert!(caller_key(&"x".repeat(100_000)).len() < 80, "a bounded key");
+        assert!(
+            caller_key(External(&"x".repeat(100_000))).len() < 80,
+            "a bounded key"
+        );
+        assert!(caller_key(User(&"x".repeat(100_000))).len() < 80, "a bounded key");
+    }
+
+    #[test]
+    fn an_external_caller_named_like_a_user_does_not_share_that_users_places() {
+        let external = caller_key(ApiCaller::External("corp-bob"));
+        assert_ne!(
+            external,
+            place_key("corp-bob"),
+            "not the sign-ins' share of corp-bob"
+        );
+        assert_ne!(
+            external,
+            caller_key(ApiCaller::User("corp-bob")),
+            "not the user's API share"
+        );
     }
 
     #[tokio::test]

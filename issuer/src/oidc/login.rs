@@ -275,10 +275,12 @@ async fn sign_in(
         None => (None, None),
     };
     if let Some(presented) = &presented
-        && !presented.confirmed_by(entry.as_ref())
+        && !presented.confirmed_by(user.as_ref(), entry.as_ref())
     {
         // A cookie set before the entry's notBefore (a password reset, a revocation, a new
-        // user of the name since) or of a user with no entry: no known device. Its presentation
+        // user of the name since), of a user with no entry, or of a user that is gone, being
+        // deleted or disabled (its entry may outlive it until the controller's clean-up): no
+        // known device. Its presentation
         // is a failure of that device (so a stale cookie cannot make the store be read more
         // often than a device's back-off allows), and the attempt starts again, here, as one
         // without a cookie: the source's bucket, the name's back-off, the shared queue.
@@ -315,7 +317,7 @@ async fn sign_in(
             at: now,
         };
     }
-    let confirmed = presented.filter(|p| p.confirmed_by(entry.as_ref()));
+    let confirmed = presented.filter(|p| p.confirmed_by(user.as_ref(), entry.as_ref()));
     let known = match (confirmed, &name) {
         (Some(presented), Some(name)) => Some(devices::known(issuer, name, presented.dev)),
         _ => None,

@@ -17,7 +17,7 @@ use super::{
     HASH_PERMITS,
     limits::{Admission, AttemptOutcome, BucketPolicy, SourceKey, SourceToken, TokenBuckets, UserBackoff},
     lock,
-    passwords::{self, CheckError, DEFAULT_MAX_WAITING, HashGate},
+    passwords::{self, ApiCaller, CheckError, DEFAULT_MAX_WAITING, HashGate},
 };
 
 /// The gate, the back-off and the source buckets the password work of a process shares. Cheap to
@@ -129,7 +129,11 @@ impl PasswordLimits {
     /// # Errors
     /// [`PasswordLimitError::Busy`] when the gate is full or `caller` holds its share,
     /// [`PasswordLimitError::Internal`] when the computation failed.
-    pub async fn hash(&self, caller: &str, password: Password) -> Result<String, PasswordLimitError> {
+    pub async fn hash(
+        &self,
+        caller: ApiCaller<'_>,
+        password: Password,
+    ) -> Result<String, PasswordLimitError> {
         Ok(passwords::hash_new(&self.gate, caller, password).await?)
     }
 

@@ -13,7 +13,7 @@ use ichor_renderers::auth::{
     policy::{GENERATOR_RANDOM_BYTES, GenerateError, generate_password_from},
 };
 
-pub use super::hash_gate::{Admitted, DEFAULT_MAX_WAITING, DEFAULT_PER_USER, GateError, HashGate};
+pub use super::hash_gate::{Admitted, ApiCaller, DEFAULT_MAX_WAITING, DEFAULT_PER_USER, GateError, HashGate};
 use super::hash_pools::{self, Pool};
 
 /// Hashing a new password failed.
@@ -176,15 +176,19 @@ pub(crate) async fn check(
     .await
 }
 
-/// Hashes `password` for the request of API caller `user` (a new user's or a set password)
+/// Hashes `password` for the request of API caller `caller` (a new user's or a set password)
 /// through `gate` in the caller's own place ([`HashGate::enter_caller`]), on [`Pool::Shared`],
 /// the admission owned by the computation as in [`check`].
 ///
 /// # Errors
 /// [`CheckError::Busy`] when the gate refuses, [`CheckError::Internal`] when no salt could be
 /// read, argon2id failed or the task did.
-pub(crate) async fn hash_new(gate: &HashGate, user: &str, password: Password) -> Result<String, CheckError> {
-    let admitted = gate.enter_caller(user).await.map_err(gate_error)?;
+pub(crate) async fn hash_new(
+    gate: &HashGate,
+    caller: ApiCaller<'_>,
+    password: Password,
+) -> Result<String, CheckError> {
+    let admitted = gate.enter_caller(caller).await.map_err(gate_error)?;
     compute(admitted, Pool::Shared, move || hash_password_random(&password))
         .await?
         .map_err(|e| CheckError::Internal(e.to_string()))
@@ -203,7 +207,10 @@ pub(crate) async fn verify_then_hash(
     phc: String,
     new: Password,
 ) -> Result<Option<String>, CheckError> {
-    let admitted = gate.enter_caller(user).await.map_err(gate_error)?;
+    let admitted = gate
+        .enter_caller(ApiCaller::User(user))
+        .await
+        .map_err(gate_error)?;
     let user = user.to_owned();
     compute(admitted, Pool::Shared, move || match verify_password_or_dummy(&old, Some(&phc)) {
         Ok(Verification::Valid { .. }) => hash_password_random(&new).map(Some),
@@ -244,7 +251,7 @@ mod tests {
             "the permit left with the request"
         );
         assert_eq!(gate.places_of("alice"), 1);
-        let next = hash_new(&gate, "carol", Password::new(NEW))
+        let next = hash_new(&gate, ApiCaller::User("carol"), Password::new(NEW))
             .await
             .expect("a hash once the computation has ended");
         assert!(next.starts_with("$argon2id$"));

@@ -76,7 +76,7 @@ where
         } else {
             String::new()
         };
-        let hash = self.hash(&caller.name, password).await?;
+        let hash = self.hash(&caller, password).await?;
         let now = self.inner.clock.now();
         modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
             let entry = match current {

@@ -18,7 +18,7 @@ use crate::{
         proto,
     },
     external::{ExternalVerifier, verifier::unverified_issuer},
-    oidc::password_limits::PasswordLimitError,
+    oidc::{password_limits::PasswordLimitError, passwords::ApiCaller},
     store::StoredUser,
 };
 
@@ -194,7 +194,11 @@ where
 
     /// Hashes a new password for a request of `caller` through the process's argon2id gate
     /// (refused at once, `unavailable`, when it is full or `caller` holds its share of it).
-    pub(super) async fn hash(&self, caller: &str, password: Password) -> Result<String, ApiError> {
+    pub(super) async fn hash(&self, caller: &Caller, password: Password) -> Result<String, ApiError> {
+        let caller = match caller.external {
+            Some(_) => ApiCaller::External(&caller.name),
+            None => ApiCaller::User(&caller.name),
+        };
         self.inner
             .config
             .passwords

@@ -115,11 +115,7 @@ where
         };
         let now = self.inner.clock.now();
         let entry = match password {
-            Some(p) => Some(CredentialsEntry::new(
-                self.hash(&caller.name, p).await?,
-                now,
-                true,
-            )),
+            Some(p) => Some(CredentialsEntry::new(self.hash(&caller, p).await?, now, true)),
             None => None,
         };
         let spec = IchorUserSpec {

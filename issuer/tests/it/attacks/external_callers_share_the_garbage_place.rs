@@ -9,7 +9,7 @@ use std::time::Duration;
 use ichor_issuer::oidc::{
     HASH_PERMITS,
     password_limits::{PasswordLimitError, PasswordLimits},
-    passwords::DEFAULT_PER_USER,
+    passwords::{ApiCaller, DEFAULT_PER_USER},
 };
 use ichor_renderers::auth::Password;
 
@@ -20,13 +20,18 @@ fn password() -> Password {
 /// `frank`'s new hash, asked for while every permit is held elsewhere: it must wait for a
 /// permit (not be refused at once for a share someone else filled).
 async fn waits_for_a_permit(limits: &PasswordLimits, caller: &str) {
+    waits_for_a_permit_as(limits, ApiCaller::External(caller)).await;
+}
+
+/// As [`waits_for_a_permit`], for any kind of caller.
+async fn waits_for_a_permit_as(limits: &PasswordLimits, caller: ApiCaller<'_>) {
     let asked = limits.hash(caller, password());
     match tokio::time::timeout(Duration::from_millis(300), asked).await {
         Err(_) => {}
         Ok(Err(PasswordLimitError::Busy { .. })) => {
-            panic!("{caller}'s new hash was refused: its share is someone else's")
+            panic!("{caller:?}'s new hash was refused: its share is someone else's")
         }
-        Ok(other) => panic!("{caller}'s new hash ran without a permit: {other:?}"),
+        Ok(other) => panic!("{caller:?}'s new hash ran without a permit: {other:?}"),
     }
 }
 
@@ -76,7 +81,10 @@ async fn one_external_admins_new_hashes_do_not_take_another_external_admins_plac
     for _ in 0..DEFAULT_PER_USER {
         let limits = limits.clone();
         eve.push(tokio::spawn(async move {
-            limits.hash("oidc:eve@example.com", password()).await.map(drop)
+            limits
+                .hash(ApiCaller::External("oidc:eve@example.com"), password())
+                .await
+                .map(drop)
         }));
     }
     until(|| limits.gate().waiting() == DEFAULT_PER_USER).await;
@@ -84,7 +92,7 @@ async fn one_external_admins_new_hashes_do_not_take_another_external_admins_plac
     // Eve's own share is still five: a sixth of hers is refused at once.
     match tokio::time::timeout(
         Duration::from_millis(300),
-        limits.hash("oidc:eve@example.com", password()),
+        limits.hash(ApiCaller::External("oidc:eve@example.com"), password()),
     )
     .await
     {
@@ -93,6 +101,49 @@ async fn one_external_admins_new_hashes_do_not_take_another_external_admins_plac
     }
     drop(held);
     for e in eve {
+        e.await.expect("joined").expect("hashed once permits are back");
+    }
+}
+
+/// An external prefix need not contain a colon: external `corp-bob` is a valid Ichor user name.
+/// Its new hashes must not fill local `corp-bob`'s places (its sign-ins and its own API
+/// requests), nor the other way round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_caller_named_like_a_local_user_does_not_take_that_users_places() {
+    let limits = PasswordLimits::standalone();
+    let held = every_permit(&limits).await;
+    let mut external = Vec::new();
+    for _ in 0..DEFAULT_PER_USER {
+        let limits = limits.clone();
+        external.push(tokio::spawn(async move {
+            limits
+                .hash(ApiCaller::External("corp-bob"), password())
+                .await
+                .map(drop)
+        }));
+    }
+    until(|| limits.gate().places_of_caller(ApiCaller::External("corp-bob")) == DEFAULT_PER_USER).await;
+    assert_eq!(
+        limits.gate().places_of("corp-bob"),
+        0,
+        "the external caller's places are the local user's sign-in places"
+    );
+    assert_eq!(limits.gate().places_of_caller(ApiCaller::User("corp-bob")), 0);
+    // Local corp-bob's sign-in and its own new hash wait for a permit, not refused as busy.
+    let gate = limits.gate().clone();
+    let sign_in = tokio::spawn(async move { gate.enter("corp-bob").await.map(drop) });
+    until(|| limits.gate().places_of("corp-bob") == 1).await;
+    assert!(
+        !sign_in.is_finished(),
+        "local corp-bob's sign-in was not kept waiting"
+    );
+    waits_for_a_permit_as(&limits, ApiCaller::User("corp-bob")).await;
+    drop(held);
+    sign_in
+        .await
+        .expect("joined")
+        .expect("local corp-bob's sign-in admitted");
+    for e in external {
         e.await.expect("joined").expect("hashed once permits are back");
     }
 }

@@ -4,7 +4,8 @@
 //! back-off budget of guesses beside the name's, its address's emptied bucket not refusing it,
 //! and the known devices' lane. Now a cookie set before the credentials entry's `notBefore` (a
 //! new entry's is its creation) is no known device: the sign-in goes on exactly as one without
-//! a cookie.
+//! a cookie. So is a cookie of a user that is gone or being deleted while its credentials entry
+//! waits for the controller's clean-up (forever, when the controller is down).
 
 use std::net::SocketAddr;
 
@@ -158,4 +159,45 @@ async fn a_cookie_set_after_the_reset_is_still_a_known_device() {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     let renewed = reply.device_cookie().expect("renewed");
     assert_eq!(claims(&renewed)["dev"].as_str(), Some(dev.as_str()));
+}
+
+#[tokio::test]
+async fn a_cookie_of_a_deleted_user_whose_entry_remains_has_no_guesses_of_its_own_nor_its_address_exemption()
+{
+    let h = Harness::new();
+    let stolen = alices_device(&h).await;
+    h.clock.advance(SignedDuration::from_secs(60));
+    // alice is deleted; her credentials entry stays until the controller cleans it up.
+    h.store.delete_user("alice");
+    assert!(h.store.entry("alice").is_some(), "the entry outlives the user");
+    h.clock.advance(SignedDuration::from_secs(1));
+
+    // The thief spends the name's budget and its own address's bucket without the cookie.
+    let thief = addr("203.0.113.66:40000");
+    let ticket = h.ticket("ichor-ui", UI_REDIRECT, "openid", "").await;
+    let mut refused = false;
+    for _ in 0..20 {
+        let reply = h.login_from(thief, &ticket, "alice", "a guess", None).await;
+        refused |= reply.status == StatusCode::TOO_MANY_REQUESTS;
+    }
+    assert!(refused, "the name backs off without the cookie");
+
+    // With the stolen cookie, from another address: the name's back-off holds it too.
+    let elsewhere = addr("203.0.113.67:40000");
+    let reply = h
+        .login_from(elsewhere, &ticket, "alice", "another guess", Some(&stolen))
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the deleted user's cookie had a back-off budget of its own: {}",
+        reply.text()
+    );
+    // And from the thief's own address, past the bucket it emptied: refused as without one.
+    let without = h.login_from(thief, &ticket, "alice", "another guess", None).await;
+    let with = h
+        .login_from(thief, &ticket, "alice", "another guess", Some(&stolen))
+        .await;
+    assert_eq!(with.status, without.status, "{}", with.text());
+    assert_eq!(with.status, StatusCode::TOO_MANY_REQUESTS);
 }
