@@ -34,6 +34,9 @@
 //!   ([`gives_owners`]) is judged as a delete of the user (the act-on rule for a delete, the
 //!   requester read fresh, and the last-enabled-admin rule): the garbage collector, exempt by
 //!   name, deletes the user once its owners are gone. Removing every reference is free.
+//! - Time: all the kube-apiserver reads of one review share one deadline ([`REVIEW_BUDGET`],
+//!   under the webhook's 5 s), each read also bounded by its own timeout; a read cut short
+//!   refuses, saying which.
 //! - Sessions: a re-enable is refused while the user still has a refresh family from before it
 //!   was disabled (the API ends them before it re-enables), and a create is refused while a
 //!   credentials entry of an earlier user of the name is still stored (the controller removes it
@@ -60,6 +63,8 @@ pub const KIND: &str = "IchorUser";
 
 /// Decides one `IchorUser` admission request.
 pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
+    // Every read of one review shares one deadline, so the verdict comes before the webhook's.
+    let deadline = tokio::time::Instant::now() + REVIEW_BUDGET;
     let spec = |which, object| decode::<IchorUserSpec>(which, KIND, object);
     let decoded = match req.operation {
         Operation::Create => spec("object", req.object.as_ref()).map(|n| (None, Some(n))),
@@ -109,7 +114,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
                     new.as_ref().map(|n| &n.spec),
                 )
                 || username.strip_prefix(ICHOR_PREFIX) == Some(name);
-            match live_requester(state, namespace, username, &token, fresh).await {
+            match live_requester(state, namespace, username, &token, fresh, deadline).await {
                 Ok(live) => Some(live),
                 Err(denial) => return denial,
             }
@@ -162,12 +167,12 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         {
             return Verdict::deny(format!("spec.disabled: {refusal}"));
         }
-        if let Some(denial) = sessions_from_before(state, namespace, name).await {
+        if let Some(denial) = sessions_from_before(state, namespace, name, deadline).await {
             return denial;
         }
     }
     if old.is_none()
-        && let Some(denial) = earlier_credentials(state, namespace, name).await
+        && let Some(denial) = earlier_credentials(state, namespace, name, deadline).await
     {
         return denial;
     }
@@ -229,8 +234,9 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     // The cache names another enabled admin; it may be a moment behind a demotion of that
     // admin, so one is read again before the change is allowed.
     let candidates = enabled_admins_besides(name, &users);
+    let budget = CONFIRM_BUDGET.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
     match tokio::time::timeout(
-        CONFIRM_BUDGET,
+        budget,
         confirm_another_admin(state.lister.as_ref(), namespace, name, &change, &candidates),
     )
     .await
@@ -241,7 +247,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
             tracing::warn!(%error, user = name, "admission: an IchorUser read failed; refusing");
             refused_until_checked(field, &error)
         }
-        Err(_) => refused_until_checked(field, &AdmissionError::ConfirmTimeout(CONFIRM_BUDGET)),
+        Err(_) => refused_until_checked(field, &AdmissionError::ConfirmTimeout(budget)),
     }
 }
 
@@ -269,6 +275,24 @@ pub fn gives_owners(old: Option<&ObjectMeta>, new: Option<&ObjectMeta>) -> bool 
 pub const MAX_CONFIRMATIONS: usize = 5;
 /// How long the reads confirming another enabled admin may take together (the webhook has 5 s).
 pub const CONFIRM_BUDGET: Duration = DEFAULT_CALL_TIMEOUT;
+/// How long all the reads of one review may take together: under the webhook's 5 s timeout, so
+/// a slow kube-apiserver gets this webhook's refusal (with its reason), not a timeout.
+pub const REVIEW_BUDGET: Duration = Duration::from_millis(4500);
+
+/// `read` bounded by `deadline` (each read is bounded by its own timeout too); the reason an
+/// error gives when the deadline passes first.
+async fn by_deadline<T>(
+    deadline: tokio::time::Instant,
+    read: impl Future<Output = Result<T, AdmissionError>>,
+    late: impl FnOnce(String) -> AdmissionError,
+) -> Result<T, AdmissionError> {
+    match tokio::time::timeout_at(deadline, read).await {
+        Ok(result) => result,
+        Err(_) => Err(late(format!(
+            "no answer within the {REVIEW_BUDGET:?} all reads of one admission review share"
+        ))),
+    }
+}
 
 fn refused_until_checked(field: &str, error: &AdmissionError) -> Verdict {
     Verdict::deny(format!(
@@ -303,12 +327,17 @@ async fn live_requester(
     username: &str,
     token: &Requester,
     fresh: bool,
+    deadline: tokio::time::Instant,
 ) -> Result<Requester, Verdict> {
     let name = username.strip_prefix(ICHOR_PREFIX).unwrap_or(username);
+    let late = |reason| AdmissionError::ReadRequester {
+        name: name.to_owned(),
+        reason,
+    };
     let looked_up = if fresh {
-        state.lister.fresh_requester(namespace, name).await
+        by_deadline(deadline, state.lister.fresh_requester(namespace, name), late).await
     } else {
-        state.lister.requester(namespace, name).await
+        by_deadline(deadline, state.lister.requester(namespace, name), late).await
     };
     let user = match looked_up {
         Ok(user) => user,
@@ -400,8 +429,14 @@ pub async fn confirm_another_admin(
 /// A re-enable of `user` while its credentials entry still holds a refresh family that has not
 /// ended: the family was started before the disable (a disabled user starts none), so the
 /// re-enable would bring a possibly stolen refresh token back. `None` when there is none.
-async fn sessions_from_before(state: &AdmissionState, namespace: &str, user: &str) -> Option<Verdict> {
-    let entry = match state.lister.read_credentials(namespace, user).await {
+async fn sessions_from_before(
+    state: &AdmissionState,
+    namespace: &str,
+    user: &str,
+    deadline: tokio::time::Instant,
+) -> Option<Verdict> {
+    let read = state.lister.read_credentials(namespace, user);
+    let entry = match by_deadline(deadline, read, |reason| credentials_late(user, reason)).await {
         Ok(entry) => entry?,
         Err(error) => {
             tracing::warn!(%error, user, "admission: a credentials entry read failed; refusing");
@@ -421,8 +456,14 @@ async fn sessions_from_before(state: &AdmissionState, namespace: &str, user: &st
 /// A create of `user` while a credentials entry of that name is still stored: it belongs to an
 /// earlier user of the name (deleted moments ago, its entry not yet collected), and its password
 /// and sessions must not pass to the new one. `None` when there is none.
-async fn earlier_credentials(state: &AdmissionState, namespace: &str, user: &str) -> Option<Verdict> {
-    match state.lister.read_credentials(namespace, user).await {
+async fn earlier_credentials(
+    state: &AdmissionState,
+    namespace: &str,
+    user: &str,
+    deadline: tokio::time::Instant,
+) -> Option<Verdict> {
+    let read = state.lister.read_credentials(namespace, user);
+    match by_deadline(deadline, read, |reason| credentials_late(user, reason)).await {
         Ok(None) => None,
         Ok(Some(_)) => Some(Verdict::deny(format!(
             "metadata.name: the credentials of an earlier user \"{user}\" are still stored (the controller \
@@ -433,5 +474,12 @@ async fn earlier_credentials(state: &AdmissionState, namespace: &str, user: &str
             tracing::warn!(%error, user, "admission: a credentials entry read failed; refusing");
             Some(refused_until_checked("metadata.name: ", &error))
         }
+    }
+}
+
+fn credentials_late(user: &str, reason: String) -> AdmissionError {
+    AdmissionError::ReadCredentials {
+        name: user.to_owned(),
+        reason,
     }
 }

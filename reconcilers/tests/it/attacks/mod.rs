@@ -15,4 +15,5 @@ mod operator_re_enables_a_disabled_admin;
 mod operator_repoints_everyones_kubeconfig;
 mod operator_resumes_a_held_destructive_operation;
 mod secret_material_in_journal_metadata;
+mod slow_apiserver_outlasts_the_user_webhook;
 mod stolen_sessions_brought_back_by_kubectl;
