@@ -6,7 +6,9 @@
 //! admin, which the chart's match condition used to exempt with every other `system:` name.
 //! The operator also tries to clear the way to an admin's password by demoting, disabling or
 //! deleting it first; and an admin disabled by another keeps a kubectl token carrying
-//! `ichor:admin` and tries to re-enable itself, or to make another admin, with it.
+//! `ichor:admin` and tries to re-enable itself, or to make another admin, with it; and the
+//! operator gives an admin an owner reference that does not exist, for the garbage collector
+//! (exempt) to delete it.
 //! Every step goes through the real apiserver, the chart's webhook configuration and its roles.
 
 use std::time::Duration;
@@ -106,7 +108,7 @@ fn an_operator_cannot_re_enable_an_admin_nor_remove_the_last_one_behind_a_finali
     // Taking a role away, disabling and deleting are acts on the user too: an operator may not
     // make an admin something whose password it may then set.
     plane.apply(&user("boss", &["admin"], false))?;
-    let steps: [(&str, Vec<String>, &str); 3] = [
+    let steps: [(&str, Vec<String>, &str); 4] = [
         (
             "an operator demotes an admin",
             merge_patch(
@@ -128,6 +130,19 @@ fn an_operator_cannot_re_enable_an_admin_nor_remove_the_last_one_behind_a_finali
                 .map(str::to_owned)
                 .to_vec(),
             "you may not delete user \"boss\"",
+        ),
+        (
+            // An owner that does not exist: the exempt garbage collector would delete boss.
+            "an operator gives an admin an owner reference",
+            merge_patch(
+                "ichoruser",
+                "boss",
+                &json!({"metadata": {"ownerReferences": [{
+                    "apiVersion": "v1", "kind": "ConfigMap", "name": "x",
+                    "uid": "0d5c7e2a-3f41-4b8e-9a57-6c1d2e3f4a5b"}]}}),
+                false,
+            ),
+            "metadata.ownerReferences: you may not delete user \"boss\"",
         ),
     ];
     for (what, args, why) in steps {
