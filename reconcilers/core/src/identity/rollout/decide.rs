@@ -10,8 +10,8 @@ use serde_json::Value;
 use ichor_graph::{Desired, EffectRequest, Object, ObjectKey, Timed};
 use ichor_renderers::cluster::AUTHENTICATION_DOCUMENT;
 use ichor_renderers::crd::{
-    OperationKind, OperationNodeResult, OperationPhase, TalosMachine, TalosMachineSpec, TalosMachineStatus,
-    TalosOperation, TalosOperationSpec, TalosOperationStatus,
+    MachineRole, OperationKind, OperationNodeResult, OperationPhase, TalosMachine, TalosMachineSpec,
+    TalosMachineStatus, TalosOperation, TalosOperationSpec, TalosOperationStatus,
 };
 use ichor_renderers::rollout::plan;
 
@@ -262,6 +262,18 @@ impl Context<'_> {
             );
         };
         let machines = self.cluster_machines(op);
+        // Every Talos cluster has a control plane: none known means its TalosMachines have not
+        // been observed yet (their watch and the operations' are separate streams), not that
+        // there is nothing to do. Succeeding here would end the operation with nothing applied.
+        if !machines.iter().any(|m| m.spec.role == MachineRole::ControlPlane) {
+            return Self::write(
+                op,
+                pending(format!(
+                    "waiting for a control plane of cluster {cluster}: no TalosMachine of role \
+                     controlplane names it yet"
+                )),
+            );
+        }
         let plan = match plan(cluster, &machines, &render.documents) {
             Ok(p) => p,
             Err(e) => return Self::write(op, failed(format!("{e}; nothing was applied"))),

@@ -215,6 +215,25 @@ fn an_operation_with_nothing_to_do_succeeds_at_once() {
 }
 
 #[test]
+fn an_operation_whose_cluster_has_no_known_control_plane_waits_instead_of_succeeding() {
+    let mut w = World::new();
+    w.machines = BTreeMap::from([machine("worker-1", "worker", "10.0.0.9", None)]);
+    let status = w.decide(&operation("roll", false, None)).status();
+    assert_eq!(status.phase, Some(OperationPhase::Pending));
+    assert!(
+        status
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("waiting for a control plane of cluster prod"),
+        "{status:?}"
+    );
+    w.machines = BTreeMap::new();
+    let status = w.decide(&operation("roll", false, None)).status();
+    assert_eq!(status.phase, Some(OperationPhase::Pending));
+}
+
+#[test]
 fn a_cluster_that_renders_nothing_fails_the_operation_before_any_node() {
     let mut w = World::new();
     w.cluster = Some(ClusterAuth {
