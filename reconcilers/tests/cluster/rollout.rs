@@ -188,6 +188,20 @@ fn the_controller_restarts_each_control_plane_in_turn_and_rolls_back_a_document_
         })
         .map_err(|e| e.context(replica.log_tail()))?;
         crate::webhooks::serve_from(&p, &replica)?;
+        // The webhook answers once the replica has loaded the pair and the Service reaches it.
+        wait::until(
+            "the webhook reached through its Service",
+            Duration::from_secs(60),
+            || {
+                let probe = manifest(cluster("probe", 3, Auth::Ichor).value);
+                match p.kubectl_run(&["apply", "--dry-run=server", "-f", "-"], Some(&probe)) {
+                    Ok(_) => Ok(Some(())),
+                    Err(e) if e.to_string().contains("failed calling webhook") => Ok(None),
+                    Err(e) => Err(e),
+                }
+            },
+        )
+        .map_err(|e| e.context(replica.log_tail()))?;
     }
 
     // 0. A cluster whose credentials the chart does not grant: its operation fails at once,

@@ -195,6 +195,12 @@ async fn concurrent_async_writers_are_committed_in_batches_and_all_land() {
     let doc: Document = serde_json::from_slice(&std::fs::read(file.path()).unwrap()).unwrap();
     assert_eq!(doc.entries.len(), 48);
     assert!(doc.generation <= 48, "generation {}", doc.generation);
+    // The writers are told as their batch lands; the turn ends when its holder next finds the
+    // queue empty, a moment later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while file.queue().committing && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     assert!(!file.queue().committing, "the turn ended with the queue");
 }
 
