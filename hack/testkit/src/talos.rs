@@ -91,6 +91,9 @@ pub struct Options {
     pub nodes: Vec<NodeOptions>,
     /// The role (client certificate Organization) of [`FakeTalos::talosconfig`].
     pub role: String,
+    /// The address the endpoint listens on (a free port of it), also in apid's certificate:
+    /// 127.0.0.1, or a node's address that pods reach (the test kit's real node).
+    pub listen: std::net::IpAddr,
 }
 
 impl Default for Options {
@@ -98,6 +101,7 @@ impl Default for Options {
         Self {
             nodes: Vec::new(),
             role: "os:admin".to_owned(),
+            listen: std::net::Ipv4Addr::LOCALHOST.into(),
         }
     }
 }
@@ -235,7 +239,7 @@ pub struct FakeTalos {
 }
 
 impl FakeTalos {
-    /// Starts the endpoint on a free port of 127.0.0.1 with `options.nodes` behind it and
+    /// Starts the endpoint on a free port of `options.listen` (127.0.0.1 by default) with `options.nodes` behind it and
     /// writes the talosconfig (role `options.role`, the first node as its default node).
     ///
     /// # Errors
@@ -247,7 +251,7 @@ impl FakeTalos {
             .enable_all()
             .build()
             .context("starting the fake Talos runtime")?;
-        let pki = pki::TalosPki::new()?;
+        let pki = pki::TalosPki::new(options.listen)?;
         let nodes = options
             .nodes
             .iter()
@@ -269,7 +273,8 @@ impl FakeTalos {
             hook_runs: Arc::default(),
         });
 
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding the fake apid")?;
+        let listener = std::net::TcpListener::bind((options.listen, 0))
+            .with_context(|| format!("binding the fake apid on {}", options.listen))?;
         listener.set_nonblocking(true)?;
         let endpoint = listener.local_addr()?;
         let tls = tonic::transport::ServerTlsConfig::new()
@@ -337,7 +342,7 @@ impl FakeTalos {
         })
     }
 
-    /// The endpoint (`127.0.0.1:port`), as the talosconfig names it.
+    /// The endpoint (`<listen>:port`), as the talosconfig names it.
     pub fn endpoint(&self) -> SocketAddr {
         self.endpoint
     }

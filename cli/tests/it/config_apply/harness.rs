@@ -112,6 +112,7 @@ impl Harness {
                 .map(|(_, a)| ichor_testkit::talos::NodeOptions::new(a).with_config(initial.clone()))
                 .collect(),
             role: role.to_owned(),
+            ..ichor_testkit::talos::Options::default()
         })
         .unwrap();
         for ((_, address), apiserver) in NODES.iter().zip(&apiservers) {

@@ -27,7 +27,8 @@ fn ed25519() -> anyhow::Result<KeyPair> {
 
 impl TalosPki {
     /// A fresh CA and apid certificate.
-    pub(super) fn new() -> anyhow::Result<Self> {
+    /// A new CA, and apid's certificate for 127.0.0.1, `localhost` and `listen`.
+    pub(super) fn new(listen: std::net::IpAddr) -> anyhow::Result<Self> {
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params
@@ -40,7 +41,11 @@ impl TalosPki {
         ];
         let ca = CertifiedIssuer::self_signed(ca_params, ed25519()?).context("self-signing the Talos CA")?;
         let apid_key = ed25519()?;
-        let mut apid_params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
+        let mut names = vec!["127.0.0.1".to_owned(), "localhost".to_owned()];
+        if !listen.is_loopback() {
+            names.push(listen.to_string());
+        }
+        let mut apid_params = CertificateParams::new(names)?;
         apid_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let apid_cert = apid_params
             .signed_by(&apid_key, &ca)
