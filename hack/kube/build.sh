@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real control plane the tests run against: kube-apiserver and kubectl from
-# k8s.io/kubernetes, the differential validator (apiserver/validate), etcd from
-# go.etcd.io/etcd/server/v3, and the helm client that installs the chart on it from
+# k8s.io/kubernetes (and, for the test kit's single-node cluster, kubelet, kube-proxy,
+# kube-controller-manager and kube-scheduler from the same module with the same version stamp),
+# the differential validator (apiserver/validate), etcd from go.etcd.io/etcd/server/v3, and the helm client that installs the chart on it from
 # helm.sh/helm/v3/cmd/helm, each from the modules pinned in hack/kube/{apiserver,etcd,helm}/go.mod.
 # Binaries go to $ICHOR_BUILD_DIR/kube/<version>/ (default .build/kube/...), linked as
 # $ICHOR_BUILD_DIR/kube/current for the tests (ichor-testkit::consumers); a binary already
@@ -63,6 +64,9 @@ done
 build etcd etcd go.etcd.io/etcd/server/v3 ""
 build apiserver kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$stamp"
 build apiserver kubectl k8s.io/kubernetes/cmd/kubectl "$stamp"
+for node_binary in kube-controller-manager kube-scheduler kube-proxy kubelet; do
+  build apiserver "$node_binary" "k8s.io/kubernetes/cmd/$node_binary" "$stamp"
+done
 if [[ -d "$here/apiserver/validate" ]]; then
   build apiserver authn-validate ./validate ""
 fi

@@ -16,6 +16,8 @@ args=()
 for mod in $mods; do args+=("-replace=$mod=$mod@$staging"); done
 go mod edit "${args[@]}"
 go get "k8s.io/kubernetes@$version"
-go get -tool k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+go get -tool k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl \
+  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
+  k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
 go mod tidy
 echo "pinned $(wc -w <<<"$mods") staging modules to $staging"

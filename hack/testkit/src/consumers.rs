@@ -34,6 +34,12 @@ pub fn kube_bin_dir() -> PathBuf {
     build_dir().join("kube").join("current")
 }
 
+/// The OCI image archives `hack/node/build.sh` builds (`$ICHOR_BUILD_DIR/images`): the pause
+/// image of the node's pods and the node test's HTTP server.
+pub fn images_dir() -> PathBuf {
+    build_dir().join("images")
+}
+
 /// The real binaries built from their modules by `hack/kube/build.sh`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KubeBinary {
@@ -48,6 +54,15 @@ pub enum KubeBinary {
     /// `helm.sh/helm/v3/cmd/helm` (`hack/kube/helm`): the Helm client that installs and upgrades
     /// the chart.
     Helm,
+    /// `k8s.io/kubernetes/cmd/kubelet`: the node agent of the test kit's node ([`crate::node`]).
+    Kubelet,
+    /// `k8s.io/kubernetes/cmd/kube-proxy`: the node's Service routing (iptables mode).
+    KubeProxy,
+    /// `k8s.io/kubernetes/cmd/kube-controller-manager`: the node's controllers (Deployments,
+    /// ServiceAccounts, EndpointSlices, garbage collection).
+    ControllerManager,
+    /// `k8s.io/kubernetes/cmd/kube-scheduler`: binds the node's pods.
+    Scheduler,
 }
 
 impl KubeBinary {
@@ -59,6 +74,10 @@ impl KubeBinary {
             Self::Etcd => "etcd",
             Self::AuthnValidate => "authn-validate",
             Self::Helm => "helm",
+            Self::Kubelet => "kubelet",
+            Self::KubeProxy => "kube-proxy",
+            Self::ControllerManager => "kube-controller-manager",
+            Self::Scheduler => "kube-scheduler",
         }
     }
 
