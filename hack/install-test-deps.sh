@@ -64,4 +64,18 @@ if [[ "${1:-}" == "--bench" ]]; then
   echo "bench tools: $(command -v wrk) $(command -v nginx || echo /usr/sbin/nginx)"
 fi
 
+# The container runtime of the test kit's single-node cluster (hack/testkit/src/node): Debian's
+# containerd and runc, the CNI plugins (bridge, host-local, portmap, loopback), and iptables and
+# conntrack for kube-proxy's iptables mode.
+node_missing=()
+for tool in containerd runc iptables conntrack; do  # each is its own Debian package
+  command -v "$tool" >/dev/null || [[ -x "/usr/sbin/$tool" ]] || node_missing+=("$tool")
+done
+[[ -x /usr/lib/cni/bridge ]] || node_missing+=(containernetworking-plugins)
+if ((${#node_missing[@]})); then
+  echo "installing the node's runtime: ${node_missing[*]}"
+  apt_install "${node_missing[@]}"
+fi
+echo "node runtime: $(containerd --version | cut -d' ' -f3) runc $(runc --version | sed -n '1s/runc version //p')"
+
 hack/conformance/oidc-provider/install.sh  # the external OpenID provider (npm, pinned by its lock)
