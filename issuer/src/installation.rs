@@ -35,6 +35,8 @@ pub struct InstallationSettings {
     failures: AtomicU64,
     #[cfg_attr(not(feature = "watch"), allow(dead_code))]
     problem: std::sync::Mutex<Option<String>>,
+    /// Set while the cluster does not serve `IchorInstallation` (the sentence `/readyz` shows).
+    unserved: std::sync::Mutex<Option<String>>,
 }
 
 impl InstallationSettings {
@@ -46,6 +48,7 @@ impl InstallationSettings {
             loaded: AtomicBool::new(false),
             failures: AtomicU64::new(0),
             problem: std::sync::Mutex::new(None),
+            unserved: std::sync::Mutex::new(None),
         }
     }
 
@@ -91,6 +94,13 @@ impl ReloadStatus for InstallationSettings {
     fn reload_failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
     }
+    fn not_ready_reason(&self) -> Option<String> {
+        self.unserved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(|m| format!("not ready: {m}"))
+    }
 }
 
 #[cfg(feature = "watch")]
@@ -112,6 +122,7 @@ impl InstallationSettings {
                 }
             },
             &self.failures,
+            &self.unserved,
         )
         .await;
     }

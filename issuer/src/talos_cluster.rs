@@ -117,6 +117,8 @@ pub struct ClusterEndpoint {
     current: ArcSwap<KnownEndpoint>,
     preferred: String,
     failures: AtomicU64,
+    /// Set while the cluster does not serve `TalosCluster` (logged once; not part of readiness).
+    unserved: std::sync::Mutex<Option<String>>,
 }
 
 impl ClusterEndpoint {
@@ -126,6 +128,7 @@ impl ClusterEndpoint {
             current: ArcSwap::from_pointee(Err("the TalosClusters are not listed yet".to_owned())),
             preferred: preferred.into(),
             failures: AtomicU64::new(0),
+            unserved: std::sync::Mutex::new(None),
         }
     }
 
@@ -170,6 +173,7 @@ impl ClusterEndpoint {
             |c: TalosCluster| c.spec.endpoint,
             |known, _| self.apply(known),
             &self.failures,
+            &self.unserved,
         )
         .await;
     }

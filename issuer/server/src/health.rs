@@ -1,6 +1,8 @@
 //! `/healthz` (200 while the process serves), `/readyz` (503 with the list of what is still
 //! missing until every readiness check holds: the issuer's signing keys and TLS loaded, the
-//! controller's watchers synced) and `/metrics` (OpenMetrics text).
+//! controller's watchers synced — and, when a check knows why it does not hold, the reasons an
+//! operator can act on, such as a kind the cluster does not serve) and `/metrics` (OpenMetrics
+//! text).
 
 use super::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE, ReloadStatus};
 use axum::Router;
@@ -18,7 +20,8 @@ pub const READYZ: &str = "/readyz";
 /// Path of the Prometheus scrape.
 pub const METRICS: &str = "/metrics";
 
-type Check = dyn Fn() -> bool + Send + Sync;
+/// A check: `Ok` when it holds, else the reason when one is known.
+type Check = dyn Fn() -> Result<(), Option<String>> + Send + Sync;
 
 /// The conditions under which the process is ready: named predicates, all of which must hold.
 #[derive(Clone, Default)]
@@ -41,28 +44,52 @@ impl Readiness {
     }
 
     /// Adds a named predicate.
-    pub fn require(
+    pub fn require(self, name: impl Into<String>, check: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        self.require_explained(name, move || if check() { Ok(()) } else { Err(None) })
+    }
+
+    /// Adds a named check that may say why it does not hold: `Err(Some(reason))` puts the
+    /// reason in `/readyz`'s `reasons` (a sentence an operator can act on), `Err(None)` only the
+    /// name in `waitingFor`.
+    pub fn require_explained(
         mut self,
         name: impl Into<String>,
-        check: impl Fn() -> bool + Send + Sync + 'static,
+        check: impl Fn() -> Result<(), Option<String>> + Send + Sync + 'static,
     ) -> Self {
         self.checks.push((name.into(), Arc::new(check)));
         self
     }
 
-    /// Adds "this watched file set is loaded", named after it.
+    /// Adds "this watched file set is loaded", named after it, with its
+    /// [`ReloadStatus::not_ready_reason`] while it is not.
     pub fn require_loaded(self, watched: Arc<dyn ReloadStatus>) -> Self {
         let name = watched.name().to_owned();
-        self.require(name, move || watched.is_loaded())
+        self.require_explained(name, move || {
+            if watched.is_loaded() {
+                Ok(())
+            } else {
+                Err(watched.not_ready_reason())
+            }
+        })
     }
 
     /// The names of the predicates that do not hold now (empty when ready).
     pub fn waiting_for(&self) -> Vec<&str> {
-        self.checks
-            .iter()
-            .filter(|(_, check)| !check())
-            .map(|(name, _)| name.as_str())
-            .collect()
+        self.status().0
+    }
+
+    /// The names of the checks that do not hold now and the reasons known for them (both
+    /// empty when ready), from one evaluation of each check.
+    pub fn status(&self) -> (Vec<&str>, Vec<String>) {
+        let mut names = Vec::new();
+        let mut reasons = Vec::new();
+        for (name, check) in &self.checks {
+            if let Err(reason) = check() {
+                names.push(name.as_str());
+                reasons.extend(reason);
+            }
+        }
+        (names, reasons)
     }
 }
 
@@ -123,15 +150,15 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(readiness): State<Arc<Readiness>>) -> Response {
-    let waiting = readiness.waiting_for();
+    let (waiting, reasons) = readiness.status();
     let response = if waiting.is_empty() {
         (StatusCode::OK, axum::Json(serde_json::json!({"ready": true}))).into_response()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(serde_json::json!({"ready": false, "waitingFor": waiting})),
-        )
-            .into_response()
+        let mut body = serde_json::json!({"ready": false, "waitingFor": waiting});
+        if !reasons.is_empty() {
+            body["reasons"] = serde_json::json!(reasons);
+        }
+        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
     };
     no_store(response)
 }

@@ -27,6 +27,11 @@ pub trait ReloadStatus: Send + Sync {
     fn is_loaded(&self) -> bool;
     /// Failed loads since start.
     fn reload_failures(&self) -> u64;
+    /// Why nothing is loaded yet, when that is known and the operator can act on it (shown in
+    /// `/readyz`); `None` by default.
+    fn not_ready_reason(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<T: Send + Sync> ReloadStatus for Watched<T> {

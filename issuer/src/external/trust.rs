@@ -144,6 +144,7 @@ impl ExternalTrust {
             |c: TalosCluster| c.spec.authentication.map(|a| a.external).unwrap_or_default(),
             |known, _| self.apply(known),
             &failures,
+            &std::sync::Mutex::new(None),
         )
         .await;
     }

@@ -12,6 +12,8 @@ use axum::Router;
 use ichor_graph::{Action, Cause, Event};
 use ichor_renderers::trust::tls::CertFacts;
 use ichor_server::health::{Exposition, Readiness};
+
+use super::watch::SyncState;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -231,13 +233,29 @@ pub fn certificate_expiry(secret: &serde_json::Value) -> Option<i64> {
         .map(|f| f.not_after.as_second())
 }
 
-/// Readiness: set once every watcher's initial list is folded.
+/// Readiness: set once every watcher's initial list is folded; until then, the inputs the
+/// cluster does not serve (from the watchers' [`SyncState`]) are the reasons `/readyz` gives.
 #[derive(Debug, Default)]
 pub struct Health {
     ready: AtomicBool,
+    sync: Option<Arc<SyncState>>,
 }
 
 impl Health {
+    /// Readiness that, while not ready, names the inputs `sync`'s watchers found not served.
+    pub fn watching(sync: Arc<SyncState>) -> Self {
+        Health {
+            ready: AtomicBool::new(false),
+            sync: Some(sync),
+        }
+    }
+
+    /// Why the controller is not ready, as far as known: one sentence per input the cluster
+    /// does not serve.
+    pub fn reasons(&self) -> Vec<String> {
+        self.sync.as_ref().map(|s| s.not_served()).unwrap_or_default()
+    }
+
     /// Marks the controller ready (watchers synced).
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::Release);
@@ -250,9 +268,20 @@ impl Health {
 }
 
 /// The router of `/metrics`, `/healthz` and `/readyz`: the shared one, ready once every
-/// watcher's initial list is folded (`waitingFor: ["watchers"]` until then).
+/// watcher's initial list is folded (`waitingFor: ["watchers"]` until then, with `reasons`
+/// naming each required Ichor kind the cluster does not serve).
 pub fn router(registry: Arc<Registry>, health: Arc<Health>) -> Router {
-    let readiness = Readiness::new().require("watchers", move || health.is_ready());
+    let readiness = Readiness::new().require_explained("watchers", move || {
+        if health.is_ready() {
+            return Ok(());
+        }
+        let reasons = health.reasons();
+        if reasons.is_empty() {
+            Err(None)
+        } else {
+            Err(Some(format!("not ready: {}", reasons.join("; "))))
+        }
+    });
     ichor_server::health::router(Arc::new(readiness), registry)
 }
 

@@ -442,7 +442,13 @@ where
     tokio::spawn(shutdown_signal(shutdown_tx));
 
     let (metrics, registry) = Metrics::new();
-    let health = Arc::new(Health::default());
+    let sources = watch::sources_named(
+        &args.issuer_service_selector,
+        &args.issuer_service_name,
+        &args.webhook_configuration,
+    );
+    let sync = Arc::new(SyncState::new(sources.len()));
+    let health = Arc::new(Health::watching(sync.clone()));
     let listener = tokio::net::TcpListener::bind(args.metrics_listen)
         .await
         .map_err(|error| RunError::Listen {
@@ -503,12 +509,6 @@ where
         (LeaderFlag::always(), None)
     };
 
-    let sources = watch::sources_named(
-        &args.issuer_service_selector,
-        &args.issuer_service_name,
-        &args.webhook_configuration,
-    );
-    let sync = Arc::new(SyncState::new(sources.len()));
     let (tx, rx) = mpsc::channel(1024);
     let watchers = watch::spawn(
         &client,

@@ -7,8 +7,9 @@
 //! (by label selector) are watched in the controller's namespace; IchorInstallation is
 //! cluster-scoped.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt as _;
 use ichor_graph::Event;
@@ -141,11 +142,13 @@ pub struct Batch {
     pub events: Vec<Event>,
 }
 
-/// Which watchers completed their first list.
+/// Which watchers completed their first list, and which inputs the cluster does not serve.
 #[derive(Debug)]
 pub struct SyncState {
     synced: Vec<AtomicBool>,
     notify: tokio::sync::Notify,
+    /// Source label → the sentence saying its kind is not served (a list answered 404).
+    unserved: Mutex<BTreeMap<String, String>>,
 }
 
 impl SyncState {
@@ -154,7 +157,30 @@ impl SyncState {
         SyncState {
             synced: (0..n).map(|_| AtomicBool::new(false)).collect(),
             notify: tokio::sync::Notify::new(),
+            unserved: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The sentences naming each required Ichor kind the cluster does not serve now (its last
+    /// list or watch answered 404), in source order; empty once every one is served.
+    pub fn not_served(&self) -> Vec<String> {
+        self.unserved_map().values().cloned().collect()
+    }
+
+    fn unserved_map(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.unserved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records that `source`'s kind is not served; true when that is news.
+    fn set_unserved(&self, source: &str, message: String) -> bool {
+        self.unserved_map().insert(source.to_owned(), message).is_none()
+    }
+
+    /// Records that `source`'s kind is served; true when it was not before.
+    fn set_served(&self, source: &str) -> bool {
+        self.unserved_map().remove(source).is_some()
     }
 
     /// Marks watcher `i` synced.
@@ -224,9 +250,18 @@ pub fn spawn(
                 let mut stream = watcher::watcher(api, source.config.clone())
                     .default_backoff()
                     .boxed();
+                let ichor_kind = source.resource.group == ICHOR_GROUP;
                 while let Some(item) = stream.next().await {
                     match item {
                         Ok(event) => {
+                            // `Init` opens a (re)list before it is made; any other event
+                            // means the apiserver answered the list or watch.
+                            if ichor_kind
+                                && !matches!(event, watcher::Event::Init)
+                                && sync.set_served(&source.label)
+                            {
+                                tracing::info!(source = %source.label, "the kind is served now");
+                            }
                             if let Some(feed) = feed.as_mut() {
                                 feed.apply_dynamic(&event);
                             }
@@ -255,6 +290,13 @@ pub fn spawn(
                                         "optional input refused; treated as empty (retried quietly)");
                                 }
                                 sync.mark(i);
+                            } else if ichor_kind && code == Some(404) {
+                                // A required Ichor kind whose CRD is not installed: said once,
+                                // in the log and in /readyz, and retried until it appears.
+                                let message = ichor_renderers::crd::not_served_message(&source.resource.kind);
+                                if sync.set_unserved(&source.label, message.clone()) {
+                                    tracing::warn!(source = %source.label, "{message} (retried until it is)");
+                                }
                             } else {
                                 tracing::warn!(source = %source.label, error = %e, "watch failed; retrying");
                             }

@@ -11,6 +11,7 @@
 mod attacks;
 mod controller;
 mod crds;
+mod prerequisites;
 mod replicas;
 mod rollout;
 mod webhooks;

@@ -97,13 +97,28 @@ impl Replica {
 
     /// The HTTP status of its `/readyz`, if it answers.
     pub fn readyz(&self) -> Option<u16> {
+        self.readyz_answer().map(|(status, _)| status)
+    }
+
+    /// The HTTP status and body of its `/readyz`, if it answers.
+    pub fn readyz_answer(&self) -> Option<(u16, String)> {
         use std::io::{Read as _, Write as _};
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
         s.write_all(b"GET /readyz HTTP/1.0\r\n\r\n").ok()?;
         let mut answer = String::new();
         s.read_to_string(&mut answer).ok()?;
-        answer.split_whitespace().nth(1)?.parse().ok()
+        let status = answer.split_whitespace().nth(1)?.parse().ok()?;
+        let body = answer
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        Some((status, body))
+    }
+
+    /// Its whole log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
 

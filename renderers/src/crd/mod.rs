@@ -54,3 +54,44 @@ pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 pub const ROLE_PATTERN: &str = "^[a-z][a-z0-9-]{0,30}$";
 /// The most roles one user may hold.
 pub const MAX_ROLES: usize = 16;
+
+/// The kinds of Ichor core the identity chart depends on and does not install: their CRDs come
+/// with Ichor core (`hack/crds/` holds the parts identity reads).
+pub const CORE_KINDS: [&str; 4] = [
+    "TalosCluster",
+    "TalosMachine",
+    "TalosOperation",
+    "IchorInstallation",
+];
+
+/// What a readiness probe and a log say when the cluster does not serve the Ichor kind `kind`
+/// (a list answered 404): the kind, its group and version, and what to install.
+pub fn not_served_message(kind: &str) -> String {
+    if CORE_KINDS.contains(&kind) {
+        format!(
+            "the Ichor core kind {kind} ({GROUP}/{VERSION}) is not served by this cluster: install Ichor core first"
+        )
+    } else {
+        format!(
+            "the kind {kind} ({GROUP}/{VERSION}) is not served by this cluster: install the chart's CRDs \
+             (helm/ichor/crds; `helm install` without --skip-crds)"
+        )
+    }
+}
+
+#[cfg(test)]
+mod not_served_tests {
+    #[test]
+    fn a_core_kind_says_install_ichor_core_and_the_chart_s_own_kind_says_its_crds() {
+        assert_eq!(
+            super::not_served_message("TalosCluster"),
+            "the Ichor core kind TalosCluster (ichor.maesh.dev/v1alpha1) is not served by this cluster: \
+             install Ichor core first"
+        );
+        let own = super::not_served_message("IchorUser");
+        assert!(
+            own.contains("IchorUser (ichor.maesh.dev/v1alpha1)") && own.contains("helm/ichor/crds"),
+            "{own}"
+        );
+    }
+}

@@ -22,6 +22,7 @@ mod attacks;
 mod busy_user;
 mod external;
 mod full_secret;
+mod prerequisites;
 mod processes;
 mod rotation;
 mod store;
