@@ -73,6 +73,12 @@ hack/chart/test.sh
 step "web UI: build, unit tests, Chromium end-to-end against ichor dev (hack/ui/test.sh)"
 hack/ui/test.sh
 
+# The test step's own build, done first so the images can be made from its binaries: the step
+# then finds everything fresh, so the images cost no compile of their own.
+step "the test binaries (cargo nextest --no-run), then the Ichor images from them (hack/images/build.sh)"
+cargo nextest run --workspace --locked --profile ci --no-run
+hack/images/build.sh
+
 step "tests (insta in check mode)"
 export INSTA_UPDATE=no INSTA_FORCE_PASS=0 CI="${CI:-true}"
 cargo nextest run --workspace --locked --no-fail-fast --profile ci
