@@ -7,6 +7,8 @@
 //!   127.0.0.1, .2, .3, … at one port).
 //! - [`external_idp`]: a real external OpenID provider (npm `oidc-provider`) with static accounts.
 //! - [`helm`]: the real helm client against a control plane, with a home of the test's own.
+//! - [`images`]: the OCI image archives `hack/images/build.sh` writes, opened for assertions,
+//!   and the `Dockerfile`'s stages they must equal.
 //! - [`install`]: Ichor's CRDs and chart applied to a control plane, and kubeconfigs of its
 //!   ServiceAccounts for components run as local processes; an `IchorUser` manifest, and the
 //!   wait for the webhooks' `caBundle`s the controller writes.
@@ -28,6 +30,7 @@ pub mod consumers;
 pub mod control_plane;
 pub mod external_idp;
 pub mod helm;
+pub mod images;
 pub mod install;
 #[cfg(feature = "issuer")]
 pub mod issuer;
