@@ -4,8 +4,10 @@
 # every process whose command line names the node's directory: containerd's shims), the
 # processes left in `kubepods` cgroups, unmounts everything under the node's directory (deepest
 # first, lazily when busy), removes the `kubepods` cgroup directories of every hierarchy
-# (deepest first), deletes its network namespace and the CNI cache entries of its network, and
-# writes back the kernel settings the kubelet changed. Idempotent; a no-op when there is nothing.
+# (deepest first), deletes its network namespace and the CNI cache entries of its network and
+# containers, writes back the kernel settings the kubelet changed, and removes the machine
+# directories its components created (/var/lib/kubelet, /var/lib/cni, /run/containerd) when they
+# did not exist before it. Idempotent; a no-op when there is nothing.
 # Usage: hack/node/clean.sh          every state file whose test process is gone (what
 #                                    hack/test.sh's exit trap and Node::start run)
 #        hack/node/clean.sh FILE     that state file, whoever owns it (what Node's drop runs;
@@ -29,7 +31,7 @@ kill_cgroup_tasks() {
 }
 
 clean_one() { # FILE REAP(1: remove the directory too)
-  local file=$1 reap=$2 key a b namespace="" dir="" keep=0 pids=() sysctls=()
+  local file=$1 reap=$2 key a b namespace="" dir="" keep=0 pids=() sysctls=() created=() containers=()
   while read -r key a b; do
     case "$key" in
       namespace) namespace=$a ;;
@@ -37,6 +39,8 @@ clean_one() { # FILE REAP(1: remove the directory too)
       keep) keep=1 ;;
       pid) pids+=("$a:$b") ;;
       sysctl) sysctls+=("$a=$b") ;;
+      created) created+=("$a") ;;
+      container) containers+=("$a") ;;
     esac
   done <"$file"
   local entry pid
@@ -81,6 +85,12 @@ clean_one() { # FILE REAP(1: remove the directory too)
     [[ -e "/run/netns/$namespace" ]] && ip netns delete "$namespace" 2>/dev/null || true
     rm -f /var/lib/cni/results/"$namespace"-* 2>/dev/null || true
   fi
+  for entry in "${containers[@]}"; do
+    rm -f /var/lib/cni/results/*-"$entry"-* 2>/dev/null || true
+  done
+  for entry in "${created[@]}"; do
+    [[ "$entry" == /*/* ]] && rm -rf --one-file-system "$entry"
+  done
   for entry in "${sysctls[@]}"; do
     key=${entry%%=*}
     printf '%s\n' "${entry#*=}" >"/proc/sys/${key//.//}" ||

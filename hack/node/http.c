@@ -2,8 +2,9 @@
  * The node test's workload: a tiny static HTTP/1.0 server (no libc beyond the static glibc, no
  * shell in its image). It listens on 0.0.0.0:8080 and answers every request with one line that
  * lets the test check what the pod got: its host name (the pod's name), its uid, the contents
- * of the file named by $SECRET_FILE (a Secret volume) and whether it could write $SCRATCH_DIR
- * (an emptyDir under a read-only root). SIGTERM ends it at once (as PID 1 it has no default
+ * of the file named by $SECRET_FILE (a Secret volume), whether it could write $SCRATCH_DIR
+ * (an emptyDir under a read-only root) and whether the file named by $TOKEN_FILE (the
+ * ServiceAccount token) is there. SIGTERM ends it at once (as PID 1 it has no default
  * handler).
  */
 #include <signal.h>
@@ -32,9 +33,11 @@ int main(void) {
   signal(SIGTERM, stop);
   signal(SIGINT, stop);
   signal(SIGPIPE, SIG_IGN);
-  char host[256] = "", secret[256], scratch[16] = "no";
+  char host[256] = "", secret[256], scratch[16] = "no", token[4096];
   gethostname(host, sizeof host - 1);
   read_file(getenv("SECRET_FILE"), secret, sizeof secret);
+  read_file(getenv("TOKEN_FILE"), token, sizeof token);
+  const char *has_token = token[0] != '\0' && token[0] != '(' ? "yes" : "no";
   const char *dir = getenv("SCRATCH_DIR");
   if (dir != NULL) {
     char path[512];
@@ -58,8 +61,8 @@ int main(void) {
     char req[1024];
     (void)read(c, req, sizeof req);
     char body[1024], resp[1200];
-    int blen = snprintf(body, sizeof body, "hostname=%s uid=%d secret=%s scratch=%s\n", host,
-                        (int)getuid(), secret, scratch);
+    int blen = snprintf(body, sizeof body, "hostname=%s uid=%d secret=%s scratch=%s token=%s\n",
+                        host, (int)getuid(), secret, scratch, has_token);
     int rlen = snprintf(resp, sizeof resp,
                         "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
                         "Connection: close\r\n\r\n%s", blen, body);

@@ -14,6 +14,8 @@
 //!   wait for the webhooks' `caBundle`s the controller writes.
 //! - [`jwt`]: a JWT's header and claims, read without verification for assertions.
 //! - [`load`] (feature `load`): open-loop load for the benchmarks, and its percentiles.
+//! - [`node`]: a real single-node cluster (control plane, containerd, kubelet, kube-proxy) in a
+//!   network namespace the test creates, running pods from image archives built here.
 //! - [`pki`]: the one test CA, its serving and client certificates, a rustls server over one.
 //! - [`rbac`]: the rules a manifest grants a ServiceAccount against what its audit log shows it
 //!   used (least privilege, measured).
@@ -37,6 +39,7 @@ pub mod issuer;
 pub mod jwt;
 #[cfg(feature = "load")]
 pub mod load;
+pub mod node;
 pub mod pki;
 pub mod ports;
 pub mod rbac;

@@ -85,6 +85,15 @@ impl TestCa {
         self.serving_with(common_name, DEFAULT_UNTIL_YEAR, KeyPair::generate()?, &[ip])
     }
 
+    /// As [`TestCa::serving`], valid for every one of `ips` too (a node's address and its
+    /// `kubernetes` Service's ClusterIP, say).
+    ///
+    /// # Errors
+    /// When rcgen cannot make or sign the certificate.
+    pub fn serving_for_ips(&self, common_name: &str, ips: &[IpAddr]) -> anyhow::Result<Pair> {
+        self.serving_with(common_name, DEFAULT_UNTIL_YEAR, KeyPair::generate()?, ips)
+    }
+
     fn serving_with(
         &self,
         common_name: &str,

@@ -22,6 +22,7 @@
 mod audit;
 mod clients;
 mod https;
+mod node_mode;
 mod pki;
 mod process;
 
@@ -36,6 +37,7 @@ use anyhow::{Context as _, bail};
 pub use crate::ports::{free_port, free_port_on};
 pub use audit::{AUDIT_POLICY, AuditEvent, ObjectRef, UserInfo, read_audit_log};
 pub use https::Response;
+pub use node_mode::NodeNetwork;
 pub use pki::{ADMIN_GROUP, ADMIN_USER, Pair, Pki};
 pub use process::{Process, log_tail};
 
@@ -68,6 +70,12 @@ pub struct Options {
     /// of 127.0.0.1, and all bind the same secure port: `https://<address>:<one port>/readyz`
     /// per control plane, as a rollout probes machines. At most 254 apiservers.
     pub distinct_loopback_addresses: bool,
+    /// A node's control plane ([`crate::node`]): one apiserver on the node's address with
+    /// ServiceAccount admission, the lease endpoint reconciler and the node's Service CIDR.
+    pub node: Option<NodeNetwork>,
+    /// Where the control plane's directory is made (the system's temporary directory when
+    /// `None`); a node keeps everything of its own under its directory.
+    pub parent_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -79,6 +87,8 @@ impl Default for Options {
             extra_args: Vec::new(),
             audit: false,
             distinct_loopback_addresses: false,
+            node: None,
+            parent_dir: None,
         }
     }
 }
@@ -145,14 +155,25 @@ impl ControlPlane {
         );
         let started = Instant::now();
         let deadline = started + options.start_timeout;
-        let dir = tempfile::Builder::new()
-            .prefix("ichor-control-plane-")
-            .tempdir()?;
+        anyhow::ensure!(
+            options.node.is_none() || (options.apiservers == 1 && !options.distinct_loopback_addresses),
+            "a node's control plane has exactly one kube-apiserver, on the node's address"
+        );
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("ichor-control-plane-");
+        let dir = match &options.parent_dir {
+            Some(parent) => builder.tempdir_in(parent)?,
+            None => builder.tempdir()?,
+        };
         let root = dir.path().to_path_buf();
         let pki = Pki::new()?;
         write_private(&root.join("ca.crt"), &pki.ca_pem)?;
         write_private(&root.join("sa.key"), &pki.service_account_key_pem)?;
         write_private(&root.join("sa.pub"), &pki.service_account_public_pem)?;
+        if options.node.is_some() {
+            write_private(&root.join("admin.crt"), &pki.admin.cert_pem)?;
+            write_private(&root.join("admin.key"), &pki.admin.key_pem)?;
+        }
 
         let (client_port, peer_port) = (free_port()?, free_port()?);
         let etcd_url = format!("http://127.0.0.1:{client_port}");
@@ -206,7 +227,9 @@ impl ControlPlane {
         if options.audit {
             write_private(&audit_policy, AUDIT_POLICY)?;
         }
-        let addresses: Vec<Ipv4Addr> = if options.distinct_loopback_addresses {
+        let addresses: Vec<Ipv4Addr> = if let Some(node) = &options.node {
+            vec![node.address]
+        } else if options.distinct_loopback_addresses {
             (0..options.apiservers)
                 .map(distinct_address)
                 .collect::<anyhow::Result<_>>()?
@@ -222,7 +245,9 @@ impl ControlPlane {
             let dir = self.root.join(format!("apiserver-{i}"));
             std::fs::create_dir_all(&dir)?;
             let name = format!("kube-apiserver-{i}");
-            let serving = if address == Ipv4Addr::LOCALHOST {
+            let serving = if let Some(node) = &options.node {
+                self.pki.serving_for_ips(&name, &node.serving_ips())?
+            } else if address == Ipv4Addr::LOCALHOST {
                 self.pki.serving(&name)?
             } else {
                 self.pki.serving_for_ip(&name, address.into())?
@@ -261,6 +286,9 @@ impl ControlPlane {
                 format!("--authentication-config={}", auth_file.display()),
                 "--v=1".to_owned(),
             ];
+            if let Some(node) = &options.node {
+                node.adapt_args(&mut args, &self.root);
+            }
             if options.audit {
                 args.push(format!("--audit-policy-file={}", audit_policy.display()));
                 args.push(format!("--audit-log-path={}", dir.join("audit.log").display()));
@@ -499,6 +527,11 @@ impl ControlPlane {
     /// Apiserver `i`'s process id, when it runs (a restart changes it).
     pub fn pid(&self, i: usize) -> Option<u32> {
         self.apiservers[i].process.as_ref().map(Process::id)
+    }
+
+    /// etcd's process id.
+    pub fn etcd_pid(&self) -> Option<u32> {
+        self.etcd.as_ref().map(Process::id)
     }
 
     /// Apiserver `i`'s log so far.

@@ -49,4 +49,9 @@ impl Pki {
     pub fn serving_for_ip(&self, name: &str, ip: std::net::IpAddr) -> anyhow::Result<Pair> {
         self.ca.serving_for_ip(name, ip)
     }
+
+    /// A serving certificate for every one of `ips` as well as `127.0.0.1` and `localhost`.
+    pub fn serving_for_ips(&self, name: &str, ips: &[std::net::IpAddr]) -> anyhow::Result<Pair> {
+        self.ca.serving_for_ips(name, ips)
+    }
 }
