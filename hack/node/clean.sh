@@ -6,8 +6,9 @@
 # first, lazily when busy), removes the `kubepods` cgroup directories of every hierarchy
 # (deepest first), deletes its network namespace and the CNI cache entries of its network and
 # containers, writes back the kernel settings the kubelet changed, and removes the machine
-# directories its components created (/var/lib/kubelet, /var/lib/cni, /run/containerd) when they
-# did not exist before it. Idempotent; a no-op when there is nothing.
+# directories its components created (/var/lib/kubelet, /var/log/containers, /var/lib/cni,
+# /run/containerd) when they did not exist before it, else its links in /var/log/containers.
+# Idempotent; a no-op when there is nothing.
 # Usage: hack/node/clean.sh          every state file whose test process is gone (what
 #                                    hack/test.sh's exit trap and Node::start run)
 #        hack/node/clean.sh FILE     that state file, whoever owns it (what Node's drop runs;
@@ -84,6 +85,9 @@ clean_one() { # FILE REAP(1: remove the directory too)
   if [[ -n "$namespace" ]]; then
     [[ -e "/run/netns/$namespace" ]] && ip netns delete "$namespace" 2>/dev/null || true
     rm -f /var/lib/cni/results/"$namespace"-* 2>/dev/null || true
+  fi
+  if [[ -n "$dir" && "$dir" == /*/* && -d /var/log/containers ]]; then
+    find /var/log/containers -maxdepth 1 -type l -lname "$dir/*" -delete 2>/dev/null || true
   fi
   for entry in "${containers[@]}"; do
     rm -f /var/lib/cni/results/*-"$entry"-* 2>/dev/null || true

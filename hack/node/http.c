@@ -4,8 +4,10 @@
  * lets the test check what the pod got: its host name (the pod's name), its uid, the contents
  * of the file named by $SECRET_FILE (a Secret volume), whether it could write $SCRATCH_DIR
  * (an emptyDir under a read-only root) and whether the file named by $TOKEN_FILE (the
- * ServiceAccount token) is there. SIGTERM ends it at once (as PID 1 it has no default
- * handler).
+ * ServiceAccount token) is there. `GET /connect/A.B.C.D:PORT` instead answers whether a TCP
+ * connection from the pod to that address opened, and `GET /fetch/A.B.C.D:PORT` relays the body
+ * of a `GET /` there (pod to Service to pod). SIGTERM ends it at once (as PID 1 it has no
+ * default handler).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +16,9 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 
 static void stop(int sig) { (void)sig; _exit(0); }
@@ -29,10 +34,47 @@ static void read_file(const char *path, char *out, size_t size) {
   for (char *c = out; *c; c++) if (*c == '\n' || *c == ' ') *c = '_';
 }
 
+/* Connects to "A.B.C.D:PORT" (up to a space), with 3-second timeouts; -1 when it cannot. */
+static int dial(const char *target) {
+  char ip[64] = "";
+  int port = 0;
+  if (sscanf(target, "%63[0-9.]:%d", ip, &port) != 2) return -1;
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+  if (inet_pton(AF_INET, ip, &to.sin_addr) != 1) return -1;
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  struct timeval t = {.tv_sec = 3};
+  setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
+  setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
+  if (connect(c, (struct sockaddr *)&to, sizeof to) < 0) {
+    int e = errno;
+    close(c);
+    errno = e;
+    return -1;
+  }
+  return c;
+}
+
+/* The body of `GET /` at target, or why not, into out. */
+static void fetch(const char *target, char *out, size_t size) {
+  int c = dial(target);
+  if (c < 0) { snprintf(out, size, "fetch-failed=%d\n", errno); return; }
+  const char *req = "GET / HTTP/1.0\r\n\r\n";
+  (void)write(c, req, strlen(req));
+  char buf[2048];
+  size_t n = 0;
+  ssize_t r;
+  while (n < sizeof buf - 1 && (r = read(c, buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+  buf[n] = '\0';
+  close(c);
+  const char *body = strstr(buf, "\r\n\r\n");
+  snprintf(out, size, "fetched %s", body ? body + 4 : "(no body)\n");
+}
+
 int main(void) {
   signal(SIGTERM, stop);
   signal(SIGINT, stop);
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGCHLD, SIG_IGN); /* one child per request, reaped by the kernel */
   char host[256] = "", secret[256], scratch[16] = "no", token[4096];
   gethostname(host, sizeof host - 1);
   read_file(getenv("SECRET_FILE"), secret, sizeof secret);
@@ -58,15 +100,34 @@ int main(void) {
   for (;;) {
     int c = accept(s, NULL, NULL);
     if (c < 0) continue;
+    pid_t child = fork();
+    if (child != 0) { /* the parent (or a failed fork: answer nothing) */
+      close(c);
+      continue;
+    }
+    signal(SIGTERM, SIG_DFL);
+    close(s);
     char req[1024];
-    (void)read(c, req, sizeof req);
-    char body[1024], resp[1200];
-    int blen = snprintf(body, sizeof body, "hostname=%s uid=%d secret=%s scratch=%s token=%s\n",
-                        host, (int)getuid(), secret, scratch, has_token);
+    ssize_t got = read(c, req, sizeof req - 1);
+    req[got > 0 ? got : 0] = '\0';
+    char body[2048], resp[2300];
+    int blen;
+    if (strncmp(req, "GET /connect/", 13) == 0) {
+      int d = dial(req + 13);
+      blen = snprintf(body, sizeof body, d < 0 ? "connect-failed=%d\n" : "connected\n", errno);
+      if (d >= 0) close(d);
+    } else if (strncmp(req, "GET /fetch/", 11) == 0) {
+      fetch(req + 11, body, sizeof body);
+      blen = (int)strlen(body);
+    } else {
+      blen = snprintf(body, sizeof body, "hostname=%s uid=%d secret=%s scratch=%s token=%s\n",
+                      host, (int)getuid(), secret, scratch, has_token);
+    }
     int rlen = snprintf(resp, sizeof resp,
                         "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
                         "Connection: close\r\n\r\n%s", blen, body);
     (void)write(c, resp, rlen);
     close(c);
+    _exit(0);
   }
 }

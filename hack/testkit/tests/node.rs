@@ -10,6 +10,22 @@ use std::time::{Duration, Instant};
 
 use ichor_testkit::consumers::{images_dir, require_path};
 use ichor_testkit::node::host::{MACHINE_DIRS, STATE_DIR, read_sysctls};
+
+/// Where containerd, the CNI plugins and the kubelet write by default: the node points each
+/// elsewhere or removes what it created ([`MACHINE_DIRS`]).
+const DEFAULT_PATHS: &[&str] = &[
+    "/var/lib/containerd",
+    "/run/containerd",
+    "/opt/containerd",
+    "/etc/cni",
+    "/var/lib/cni",
+    "/var/lib/kubelet",
+    "/var/log/pods",
+    "/var/log/containers",
+    "/usr/libexec/kubernetes",
+    "/var/run/kubernetes",
+    "/etc/kubernetes",
+];
 use ichor_testkit::node::{Node, NodeOptions};
 
 const WORKLOAD: &str = r#"apiVersion: v1
@@ -63,18 +79,34 @@ spec:
   ports: [{port: 80, targetPort: 8080}]
 "#;
 
-/// One plain HTTP/1.0 GET to `address:80` from this thread; the body.
+/// One plain HTTP/1.0 GET of `/` at `address:80` from this thread; the body.
 fn get(address: &str) -> anyhow::Result<String> {
+    get_path(address, "/")
+}
+
+/// One plain HTTP/1.0 GET of `path` at `address:80` from this thread (the server's connection
+/// tests run 3-second timeouts: the read waits longer); the body.
+fn get_path(address: &str, path: &str) -> anyhow::Result<String> {
     let mut s =
         std::net::TcpStream::connect_timeout(&format!("{address}:80").parse()?, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
-    s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+    s.set_read_timeout(Some(Duration::from_secs(8)))?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())?;
     let mut answer = String::new();
     s.read_to_string(&mut answer)?;
     Ok(answer
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.trim().to_owned())
         .unwrap_or_default())
+}
+
+/// Which of [`MACHINE_DIRS`] and [`DEFAULT_PATHS`] exist.
+fn machine_dirs() -> Vec<&'static str> {
+    MACHINE_DIRS
+        .iter()
+        .chain(DEFAULT_PATHS)
+        .copied()
+        .filter(|d| Path::new(d).exists())
+        .collect()
 }
 
 fn mounts_under(dir: &Path) -> Vec<String> {
@@ -106,12 +138,6 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
         return;
     };
     let sysctls_before = read_sysctls();
-    let machine_dirs = || {
-        MACHINE_DIRS
-            .iter()
-            .filter(|d| Path::new(d).exists())
-            .collect::<Vec<_>>()
-    };
     let machine_dirs_before = machine_dirs();
     let Some(node) = Node::start(NodeOptions {
         images: vec![image],
@@ -230,6 +256,23 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
         seen, pods,
         "the Service {cluster_ip} reached only these pods; last answer: {last}"
     );
+    // Pods reach the apiserver through the `kubernetes` Service (what the chart's controller
+    // does), and each other through a Service, a pod itself included (hairpin).
+    let connect = get_path(&cluster_ip, "/connect/10.202.0.1:443").unwrap();
+    assert_eq!(
+        connect, "connected",
+        "a pod could not reach the kubernetes Service"
+    );
+    let mut fetched = BTreeSet::new();
+    for _ in 0..12 {
+        let body = get_path(&cluster_ip, &format!("/fetch/{cluster_ip}:80")).unwrap();
+        let host = body
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("hostname="))
+            .unwrap_or_else(|| panic!("a pod could not reach the Service: {body}"));
+        fetched.insert(host.to_owned());
+    }
+    assert_eq!(fetched, pods, "pod to Service to pod reached only these pods");
     // The apiserver reaches the kubelet on the node's InternalIP (no name resolution).
     let logs = node
         .kubectl(&["logs", "deployment/web", "-n", "default"])
@@ -294,6 +337,7 @@ fn processes_naming(dir: &Path) -> Vec<String> {
 #[test]
 fn a_start_that_fails_half_way_names_the_component_keeps_the_logs_and_puts_the_machine_back() {
     let sysctls_before = read_sysctls();
+    let machine_dirs_before = machine_dirs();
     let error = match Node::start(NodeOptions {
         apiserver_args: vec!["--no-such-flag=1".to_owned()],
         ..NodeOptions::default()
@@ -322,6 +366,7 @@ fn a_start_that_fails_half_way_names_the_component_keeps_the_logs_and_puts_the_m
     assert_eq!(mounts_under(&kept), Vec::<String>::new());
     assert_eq!(processes_naming(&kept), Vec::<String>::new());
     assert_eq!(read_sysctls(), sysctls_before);
+    assert_eq!(machine_dirs(), machine_dirs_before);
     assert!(!Path::new(STATE_DIR).join(format!("{namespace}.state")).exists());
     std::fs::remove_dir_all(&kept).unwrap();
 }
@@ -333,6 +378,7 @@ fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
         return;
     };
     let sysctls_before = read_sysctls();
+    let machine_dirs_before = machine_dirs();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ichor-node-hold"))
         .arg(&image)
         .stdout(std::process::Stdio::piped())
@@ -368,6 +414,7 @@ fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
     assert_eq!(kubepods_cgroups(), Vec::<String>::new());
     assert!(!Path::new("/run/netns").join(namespace).exists());
     assert_eq!(read_sysctls(), sysctls_before);
+    assert_eq!(machine_dirs(), machine_dirs_before);
     assert!(!dir.exists(), "{} left", dir.display());
     assert!(!Path::new(STATE_DIR).join(format!("{namespace}.state")).exists());
     // Idempotent: nothing left to do.

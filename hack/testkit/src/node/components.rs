@@ -168,6 +168,11 @@ impl Node {
                 format!("--cluster-cidr={CLUSTER_CIDR}"),
                 format!("--service-cluster-ip-range={SERVICE_CIDR}"),
                 "--allocate-node-cidrs=false".to_owned(),
+                // Not /usr/libexec/kubernetes/kubelet-plugins/volume/exec, which it creates.
+                format!(
+                    "--flex-volume-plugin-dir={}",
+                    root.join("kube-controller-manager/volume-plugins").display()
+                ),
                 "--v=1".to_owned(),
             ]),
         )?;

@@ -95,7 +95,7 @@ pub fn cni(dir: &Path, name: &str) -> String {
 
 /// The kubelet's `KubeletConfiguration`: cgroup v1 allowed, cgroupfs, swap tolerated, the
 /// node's containerd, serving on the node's address, healthz on loopback, no read-only port,
-/// no node-allocatable enforcement, pod logs under `dir`, clients authenticated by the control
+/// no node-allocatable enforcement, pod logs and the FlexVolume plugin directory under `dir`, clients authenticated by the control
 /// plane's CA and authorized by the apiserver, no DNS (`resolvConf: ""`), eviction and image
 /// garbage collection out of the way of a test machine's disk.
 pub fn kubelet(dir: &Path, socket: &Path, ca: &Path, healthz_port: u16) -> String {
@@ -113,6 +113,7 @@ healthzPort: {healthz_port}
 readOnlyPort: 0
 enforceNodeAllocatable: []
 podLogsDir: {d}/pod-logs
+volumePluginDir: {d}/kubelet-volume-plugins
 resolvConf: ""
 authentication:
   anonymous:

@@ -31,9 +31,14 @@ pub const SYSCTLS: &[&str] = &[
 ];
 
 /// Machine directories the node's components write into whatever they are told (the
-/// kubelet's device-plugin socket, the CNI result cache, containerd's shim sockets): removed
-/// with the node when they did not exist before it.
-pub const MACHINE_DIRS: &[&str] = &["/var/lib/kubelet", "/var/lib/cni", "/run/containerd"];
+/// kubelet's device-plugin socket and its `/var/log/containers` links, the CNI result cache,
+/// containerd's shim sockets): removed with the node when they did not exist before it.
+pub const MACHINE_DIRS: &[&str] = &[
+    "/var/lib/kubelet",
+    "/var/log/containers",
+    "/var/lib/cni",
+    "/run/containerd",
+];
 
 /// Reads `key` (`a.b.c`) from `/proc/sys`.
 pub fn read_sysctl(key: &str) -> Option<String> {
