@@ -90,12 +90,18 @@ refused: changing it invalidates every token); helm runs. Then, in order: create
 ichor-user-credentials Secret if absent, creates the first administrator with a generated
 password (printed once to stderr, before any later step can fail; it must be changed at the
 first sign-in), runs `helm upgrade <release> <its own chart> --reuse-values` with
-ichorUI.users.enabled=true and ichorUI.users.externalURL=<url>, then sets
-spec.authentication.ichor on the TalosCluster. A second run changes nothing. It prints the
-`ichor config apply` command that rolls the change out.
+ichorUI.users.enabled=true and ichorUI.users.externalURL=<url> (and the cluster added to
+controller.rollout.clusters when that list lacks it, so the controller rolls it out), then sets
+spec.authentication.ichor on the TalosCluster, and creates the Secret <cluster>-talosconfig the
+rollout reads from --talosconfig and --kube-ca when it is missing (an existing one is kept). A
+second run changes nothing. It prints the next commands on stdout: the `kubectl create secret`
+one while <cluster>-talosconfig is missing, then the `ichor config apply` one that rolls the
+change out.
 
 Examples:
   ichor init --ui-url https://ichor.example.com --cluster prod
+  ichor init --ui-url https://ichor.example.com --cluster prod \\
+      --talosconfig ./talosconfig --kube-ca ./kube-ca.crt
   ichor init --ui-url https://ichor.example.com --cluster prod --admin-user root
   ichor init --ui-url https://ichor.example.com --cluster prod --release ichor --helm /opt/helm")]
     Init(commands::init::InitArgs),

@@ -118,6 +118,7 @@ pub struct ClusterEndpoint {
     preferred: String,
     failures: AtomicU64,
     /// Set while the cluster does not serve `TalosCluster` (logged once; not part of readiness).
+    #[cfg_attr(not(feature = "watch"), allow(dead_code))]
     unserved: std::sync::Mutex<Option<String>>,
 }
 

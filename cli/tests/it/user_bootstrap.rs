@@ -13,7 +13,7 @@ use std::{
 use base64::Engine as _;
 use http::{Method, StatusCode};
 use ichor_cli::commands::{
-    init::{InitError, InitPlan, helm::Helm, init_cluster},
+    init::{InitError, InitPlan, TalosSecret, helm::Helm, init_cluster},
     user::bootstrap::{BootstrapError, NewUser, bootstrap_user},
 };
 use ichor_renderers::auth::{Password, credentials::CredentialsEntry, hash::verify_password};
@@ -24,6 +24,8 @@ use crate::user_support::{fake_helm, helm_argv, release_secret, users_on};
 
 const SECRETS: &str = "/api/v1/namespaces/ichor-system/secrets";
 const SECRET: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
+/// The cluster's Talos credentials, which no test here has (init then prints the command).
+const TALOS_SECRET: &str = "/api/v1/namespaces/ichor-system/secrets/prod-talosconfig";
 const USERS: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers";
 const CLUSTER: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/talosclusters/prod";
 const PASSWORD: &str = "a first password of enough length";
@@ -113,6 +115,11 @@ impl Kube {
                 StatusCode::OK,
                 json!({"apiVersion": "v1", "kind": "SecretList", "metadata": {"resourceVersion": "1"},
                        "items": self.releases}),
+            ),
+            (Method::GET, TALOS_SECRET) => status(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                "secrets \"prod-talosconfig\" not found",
             ),
             (Method::GET, SECRET) => match self.secret {
                 Some(_) => (StatusCode::OK, self.secret_json()),
@@ -314,6 +321,7 @@ fn plan() -> InitPlan {
         namespace: "ichor-system".into(),
         admin_user: "admin".into(),
         release: None,
+        talos_credentials: None,
     }
 }
 
@@ -349,6 +357,8 @@ async fn init_creates_the_secret_then_the_admin_then_upgrades_the_release_then_s
     .unwrap();
     assert!(report.created_secret && report.created_admin && report.upgraded && report.switched);
     assert_eq!(report.release, "ichor");
+    assert_eq!(report.rollout_clusters, Some(vec!["prod".to_owned()]));
+    assert_eq!(report.talos_secret, TalosSecret::Missing);
     let k = state.lock().unwrap();
     assert_eq!(
         k.writes,
@@ -381,7 +391,9 @@ async fn init_creates_the_secret_then_the_admin_then_upgrades_the_release_then_s
             "ichorUI.users.externalURL=https://ichor.example.com",
             "--set",
             "ichorUI.users.enabled=true",
-            "--wait=false"
+            "--wait=false",
+            "--set-json",
+            "controller.rollout.clusters=[\"prod\"]"
         ]
     );
     assert!(

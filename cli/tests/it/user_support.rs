@@ -94,8 +94,10 @@ pub fn release_secret(name: &str, chart: &str, config: Value) -> Value {
            "data": {"release": b64(&encode_release(&record))}})
 }
 
+/// A release's values after `ichor init`: users on at `url`, cluster `prod` rolled out.
 pub fn users_on(url: &str) -> Value {
-    json!({"ichorUI": {"users": {"enabled": true, "externalURL": url}}})
+    json!({"ichorUI": {"users": {"enabled": true, "externalURL": url}},
+        "controller": {"rollout": {"clusters": ["prod"]}}})
 }
 
 /// A fake helm in `dir` that appends its argv (one line per call) to `dir/argv`, copies the

@@ -52,6 +52,7 @@ use rollout::execute;
 mod args;
 mod in_cluster;
 mod inputs;
+mod preflight;
 mod rollout;
 #[cfg(test)]
 mod tests;

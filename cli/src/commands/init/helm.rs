@@ -1,5 +1,6 @@
 //! The `helm` binary that switches the issuer on: `helm upgrade` of the installed release with
-//! its own chart, its values kept (`--reuse-values`) and only `ichorUI.users.*` set.
+//! its own chart, its values kept (`--reuse-values`) and only `ichorUI.users.*` set, plus
+//! `controller.rollout.clusters` when the cluster must be added to it.
 
 use std::{ffi::OsString, path::Path};
 
@@ -29,10 +30,16 @@ impl Helm {
         Self { program }
     }
 
-    /// The arguments of the upgrade that switches users on at `url`. The URL is one
-    /// `--set-string` value, escaped by helm's rules ([`set_value`]), so no character of it
-    /// can start another value.
-    pub fn upgrade_args(release: &str, chart_dir: &Path, url: &str) -> Vec<OsString> {
+    /// The arguments of the upgrade that switches users on at `url` and, with
+    /// `rollout_clusters`, sets `controller.rollout.clusters` to that whole list (one
+    /// `--set-json` value: a JSON array of strings). The URL is one `--set-string` value,
+    /// escaped by helm's rules ([`set_value`]), so no character of it can start another value.
+    pub fn upgrade_args(
+        release: &str,
+        chart_dir: &Path,
+        url: &str,
+        rollout_clusters: Option<&[String]>,
+    ) -> Vec<OsString> {
         let mut args: Vec<OsString> = ["upgrade", release].iter().map(OsString::from).collect();
         args.push(chart_dir.as_os_str().to_owned());
         for a in [
@@ -46,6 +53,11 @@ impl Helm {
             "--wait=false",
         ] {
             args.push(a.into());
+        }
+        if let Some(clusters) = rollout_clusters {
+            let list = serde_json::Value::from(clusters.to_vec());
+            args.push("--set-json".into());
+            args.push(format!("controller.rollout.clusters={list}").into());
         }
         args
     }
@@ -81,17 +93,23 @@ impl Helm {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
-    /// Runs the upgrade of `release` with the chart in `chart_dir`.
+    /// Runs the upgrade of `release` with the chart in `chart_dir` ([`Helm::upgrade_args`]).
     ///
     /// # Errors
     /// [`InitError::Helm`] with the tail of helm's stderr.
-    pub async fn upgrade(&self, release: &str, chart_dir: &Path, url: &str) -> Result<(), InitError> {
+    pub async fn upgrade(
+        &self,
+        release: &str,
+        chart_dir: &Path,
+        url: &str,
+        rollout_clusters: Option<&[String]>,
+    ) -> Result<(), InitError> {
         let helm_error = |stderr: String| InitError::Helm {
             release: release.to_owned(),
             stderr,
         };
         let out = self
-            .output(&Self::upgrade_args(release, chart_dir, url))
+            .output(&Self::upgrade_args(release, chart_dir, url, rollout_clusters))
             .await
             .map_err(|e| helm_error(e.to_string()))?;
         if out.status.success() {
@@ -157,6 +175,17 @@ mod tests {
         let t = tail(long.as_bytes());
         assert!(t.ends_with("UPGRADE FAILED: boom"));
         assert_eq!(t.len(), STDERR_TAIL);
+    }
+
+    #[test]
+    fn the_rollout_clusters_are_one_json_list_set_only_when_given() {
+        let dir = Path::new("/tmp/chart");
+        let without = Helm::upgrade_args("ichor", dir, "https://x", None);
+        assert!(!without.iter().any(|a| a == "--set-json"), "{without:?}");
+        let clusters = ["staging".to_owned(), "prod".to_owned()];
+        let with = Helm::upgrade_args("ichor", dir, "https://x", Some(&clusters));
+        let at = with.iter().position(|a| a == "--set-json").unwrap();
+        assert_eq!(with[at + 1], r#"controller.rollout.clusters=["staging","prod"]"#);
     }
 
     #[tokio::test]

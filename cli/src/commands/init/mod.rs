@@ -9,6 +9,8 @@
 //!   (refused: that would invalidate every token and kubeconfig).
 //! - For an upgrade: `helm` runs (`--helm`, `$ICHOR_HELM`, else `helm` on PATH) and the
 //!   release's own chart is written to a temporary directory.
+//! - `--talosconfig` and `--kube-ca`, when given, are a usable talosconfig and a PEM certificate
+//!   ([`talos_secret`]).
 //!
 //! # Writes, in order
 //! 1. The `ichor-user-credentials` Secret: created empty when absent.
@@ -16,18 +18,29 @@
 //!    [`bootstrap_user`]. The password is handed to the caller at once — before the next step,
 //!    so it is printed also when that step fails. An existing user of that name is kept as it is.
 //! 3. `helm upgrade <release> <its chart> --reuse-values` with `ichorUI.users.enabled=true` and
-//!    `ichorUI.users.externalURL=<url>` (the issuer Deployment appears), without waiting.
+//!    `ichorUI.users.externalURL=<url>` (the issuer Deployment appears) and, when the release's
+//!    `controller.rollout.clusters` does not list the cluster, that list with the cluster added
+//!    (the controller then rolls it out), without waiting.
 //! 4. The switch: `spec.authentication.ichor = {enabled: true, url}` on the `TalosCluster` by
 //!    JSON merge patch (other `spec.authentication` keys, such as `external`, are untouched).
+//! 5. The Secret `<cluster>-talosconfig` the rollout reads, from `--talosconfig` and
+//!    `--kube-ca`, when it is missing (an existing one is kept).
 //!
 //! A second run creates nothing, upgrades nothing and switches nothing. Then the control planes
 //! need `ichor config apply --cluster NAME` (an apiserver restart, one control plane at a time);
-//! the command prints it.
+//! the command prints it, preceded by the `kubectl create secret` command when the Talos
+//! credentials Secret is still missing.
 
+mod error;
 pub mod helm;
 pub mod release;
+mod report;
+pub mod talos_secret;
 
-use std::{ffi::OsString, process::ExitCode};
+pub use error::InitError;
+use error::kube_message;
+
+use std::{ffi::OsString, path::PathBuf, process::ExitCode};
 
 use anyhow::Context as _;
 use clap::Args;
@@ -43,6 +56,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use self::{
     helm::{HELM_ENV, Helm},
     release::{DEPLOYED_SELECTOR, Decision, RELEASE_SECRET_TYPE, Release, ReleaseError},
+    talos_secret::TalosCredentials,
 };
 
 use crate::commands::{
@@ -71,6 +85,16 @@ pub struct InitArgs {
     /// The helm binary. Default: $ICHOR_HELM, else `helm` on PATH.
     #[arg(long, value_name = "PATH")]
     pub helm: Option<OsString>,
+    /// With --kube-ca: create the Secret <cluster>-talosconfig the rollout reads, when it is
+    /// missing, from this talosconfig (an os:admin one of the cluster; its own context is used).
+    /// Example: --talosconfig ./talosconfig --kube-ca ./kube-ca.crt
+    #[arg(long, value_name = "FILE", requires = "kube_ca")]
+    pub talosconfig: Option<PathBuf>,
+    /// With --talosconfig: the cluster's Kubernetes CA (PEM), which verifies each control
+    /// plane's /readyz during the rollout. Example: `kubectl config view --raw --minify -o
+    /// jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > kube-ca.crt`
+    #[arg(long, value_name = "FILE", requires = "talosconfig")]
+    pub kube_ca: Option<PathBuf>,
 }
 
 /// What `ichor init` is asked to do.
@@ -86,6 +110,22 @@ pub struct InitPlan {
     pub admin_user: String,
     /// The Helm release (`None`: the only deployed release of the chart).
     pub release: Option<String>,
+    /// The checked `--talosconfig` and `--kube-ca`, for a missing `<cluster>-talosconfig`.
+    pub talos_credentials: Option<TalosCredentials>,
+}
+
+/// The Secret `<cluster>-talosconfig` after `ichor init`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TalosSecret {
+    /// It existed and was kept.
+    Kept,
+    /// It was created from `--talosconfig` and `--kube-ca`.
+    Created,
+    /// It does not exist (no files were given): the rollout cannot run until it does.
+    Missing,
+    /// Not looked at: the TalosCluster is outside `ichor-system`, which the controller does not
+    /// roll out.
+    NotApplicable,
 }
 
 /// What `ichor init` did.
@@ -97,105 +137,14 @@ pub struct InitReport {
     pub created_admin: bool,
     /// The Helm release of the chart.
     pub release: String,
-    /// `helm upgrade` switched the issuer on (false: it was on at this URL already).
+    /// `helm upgrade` ran (false: users were on at this URL and the cluster listed already).
     pub upgraded: bool,
+    /// The `controller.rollout.clusters` the upgrade set, when the cluster had to be added.
+    pub rollout_clusters: Option<Vec<String>>,
+    /// The Talos credentials Secret.
+    pub talos_secret: TalosSecret,
     /// `spec.authentication.ichor` changed (false: it was already so).
     pub switched: bool,
-}
-
-/// Why `ichor init` stopped. Never carries the password.
-#[derive(Debug, thiserror::Error)]
-pub enum InitError {
-    /// `--ui-url` is not usable.
-    #[error("--ui-url {0:?}: {1}")]
-    UiUrl(String, String),
-    /// The TalosCluster does not exist.
-    #[error("TalosCluster {namespace}/{name} does not exist; check --cluster and --namespace")]
-    NoCluster {
-        /// The namespace.
-        namespace: String,
-        /// The name.
-        name: String,
-    },
-    /// A Kubernetes call failed.
-    #[error("{0}")]
-    Kube(String),
-    /// Creating the first admin failed.
-    #[error("the first administrator was not created: {0}")]
-    Admin(#[from] BootstrapError),
-    /// `--release` is not a release name.
-    #[error("--release {0:?} is not a Helm release name (lowercase letters, digits, '-' and '.')")]
-    ReleaseName(String),
-    /// No deployed release of the chart.
-    #[error(
-        "no deployed Helm release {which}of chart ichor in {NAMESPACE}; install the chart first: \
-         helm install ichor helm/ichor -n {NAMESPACE}"
-    )]
-    NoRelease {
-        /// `"<name> "` when `--release` was given, else empty.
-        which: String,
-    },
-    /// Several deployed releases of the chart.
-    #[error(
-        "{NAMESPACE} has several deployed Helm releases of chart ichor ({}); choose one with --release",
-        .0.join(", ")
-    )]
-    SeveralReleases(Vec<String>),
-    /// A release record cannot be used.
-    #[error(
-        "Helm release {release} in {NAMESPACE}: {error}; choose another with --release, or upgrade it with helm"
-    )]
-    Release {
-        /// The release name.
-        release: String,
-        /// What is wrong.
-        error: ReleaseError,
-    },
-    /// Users are on with another issuer URL.
-    #[error(
-        "Helm release {release} already runs the issuer at {current}, not {wanted}. Changing the issuer \
-         URL invalidates every token and downloaded kubeconfig; to do it deliberately, run \
-         `helm upgrade {release} helm/ichor -n {NAMESPACE} --reuse-values --set-string \
-         ichorUI.users.externalURL={}`, then `ichor init` again",
-        helm::set_value(.wanted)
-    )]
-    OtherIssuerUrl {
-        /// The release name.
-        release: String,
-        /// Its issuer URL.
-        current: String,
-        /// `--ui-url`.
-        wanted: String,
-    },
-    /// The helm binary does not run.
-    #[error(
-        "cannot run helm ({program}): {reason}; install helm v3, or name it with --helm PATH or {}",
-        helm::HELM_ENV
-    )]
-    NoHelm {
-        /// The program tried.
-        program: String,
-        /// Why it did not run.
-        reason: String,
-    },
-    /// `helm upgrade` failed.
-    #[error(
-        "helm upgrade of release {release} failed (the Secret and the first admin are kept; run \
-         `ichor init` again once it is fixed): {stderr}"
-    )]
-    Helm {
-        /// The release name.
-        release: String,
-        /// The tail of helm's stderr.
-        stderr: String,
-    },
-}
-
-fn kube_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// Checks `--ui-url`: an absolute https URL with a host, without query, fragment or user info,
@@ -338,9 +287,16 @@ pub async fn init_cluster(
         current: other.current,
         wanted: plan.ui_url.clone(),
     })?;
-    let chart_dir = match decision {
-        Decision::AlreadyOn => None,
-        Decision::Upgrade => {
+    // The controller rolls out TalosClusters of its own namespace only.
+    let in_namespace = plan.namespace == NAMESPACE;
+    let rollout_clusters = if in_namespace {
+        release::add_rollout_cluster(&release, &plan.cluster)
+    } else {
+        None
+    };
+    let chart_dir = match (decision, &rollout_clusters) {
+        (Decision::AlreadyOn, None) => None,
+        _ => {
             helm.check().await?;
             let bad = |error| InitError::Release {
                 release: release.name.clone(),
@@ -360,8 +316,26 @@ pub async fn init_cluster(
         }
     };
 
-    // 1. The credentials Secret.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let talos_secret_name = talos_secret::secret_name(&plan.cluster);
+    let talos_secret_exists = if in_namespace {
+        Some(
+            secrets
+                .get_opt(&talos_secret_name)
+                .await
+                .map_err(|e| {
+                    InitError::Kube(format!(
+                        "cannot read Secret {NAMESPACE}/{talos_secret_name}: {}",
+                        kube_message(&e)
+                    ))
+                })?
+                .is_some(),
+        )
+    } else {
+        None
+    };
+
+    // 1. The credentials Secret.
     let post = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
@@ -426,7 +400,13 @@ pub async fn init_cluster(
     // 3. The issuer.
     let upgraded = match &chart_dir {
         Some(dir) => {
-            helm.upgrade(&release.name, dir.path(), &plan.ui_url).await?;
+            helm.upgrade(
+                &release.name,
+                dir.path(),
+                &plan.ui_url,
+                rollout_clusters.as_deref(),
+            )
+            .await?;
             true
         }
         None => false,
@@ -462,11 +442,32 @@ pub async fn init_cluster(
                 ))
             })?;
     }
+
+    // 5. The Talos credentials the rollout reads.
+    let talos_secret = match (talos_secret_exists, &plan.talos_credentials) {
+        (None, _) => TalosSecret::NotApplicable,
+        (Some(true), _) => TalosSecret::Kept,
+        (Some(false), None) => TalosSecret::Missing,
+        (Some(false), Some(credentials)) => {
+            match secrets.create(&post, &credentials.secret(&plan.cluster)).await {
+                Ok(_) => TalosSecret::Created,
+                Err(kube::Error::Api(status)) if status.code == 409 => TalosSecret::Kept,
+                Err(e) => {
+                    return Err(InitError::Kube(format!(
+                        "cannot create Secret {NAMESPACE}/{talos_secret_name}: {}",
+                        kube_message(&e)
+                    )));
+                }
+            }
+        }
+    };
     Ok(InitReport {
         created_secret,
         created_admin,
         release: release.name,
         upgraded,
+        rollout_clusters,
+        talos_secret,
         switched,
     })
 }
@@ -491,6 +492,10 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
         namespace: args.namespace,
         admin_user: args.admin_user,
         release: args.release,
+        talos_credentials: match (&args.talosconfig, &args.kube_ca) {
+            (Some(config), Some(ca)) => Some(TalosCredentials::load(config, ca)?),
+            _ => None,
+        },
     };
     let helm = Helm::choose(args.helm, std::env::var_os(HELM_ENV));
     let report = crate::commands::auth::flow::runtime()?.block_on(async {
@@ -509,18 +514,7 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
             plan.admin_user
         );
     }
-    if report.upgraded {
-        eprintln!(
-            "Helm release {NAMESPACE}/{}: upgraded with ichorUI.users.enabled=true, externalURL={} (the \
-             issuer Deployment starts now).",
-            report.release, plan.ui_url
-        );
-    } else {
-        eprintln!(
-            "Helm release {NAMESPACE}/{} runs the issuer at {} already.",
-            report.release, plan.ui_url
-        );
-    }
+    report::print_release(&report, &plan);
     if report.switched {
         eprintln!(
             "TalosCluster {}/{}: spec.authentication.ichor = {{enabled: true, url: {}}}.",
@@ -532,11 +526,7 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
             plan.namespace, plan.cluster, plan.ui_url
         );
     }
-    eprintln!(
-        "\nNext, roll the change out to the control planes (restarts each kube-apiserver, one at a time; no \
-         reboot):\n"
-    );
-    println!("ichor config apply --cluster {}", plan.cluster);
+    report::print_next(&report, &plan);
     Ok(ExitCode::SUCCESS)
 }
 

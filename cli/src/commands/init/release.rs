@@ -283,6 +283,27 @@ pub fn decide(release: &Release, url: &str) -> Result<Decision, OtherUrl> {
     }
 }
 
+/// The release's effective `controller.rollout.clusters` (the user's values over the chart's
+/// defaults): the TalosClusters the controller rolls out. Non-string entries are skipped. Pure.
+pub fn rollout_clusters(release: &Release) -> Vec<String> {
+    effective(release, &["controller", "rollout", "clusters"])
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// The `controller.rollout.clusters` the release must get so that the controller rolls out
+/// `cluster` as well: `None` when it does already, else the release's list with `cluster`
+/// appended (the others kept, in their order). Pure.
+pub fn add_rollout_cluster(release: &Release, cluster: &str) -> Option<Vec<String>> {
+    let mut clusters = rollout_clusters(release);
+    if clusters.iter().any(|c| c == cluster) {
+        return None;
+    }
+    clusters.push(cluster.to_owned());
+    Some(clusters)
+}
+
 /// A relative path of a chart file that stays inside the chart directory.
 ///
 /// # Errors

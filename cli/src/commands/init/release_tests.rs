@@ -247,3 +247,23 @@ fn a_record_is_checked_against_the_name_labels_and_namespace_helm_writes() {
         assert!(e.to_string().contains(what), "{secret} {namespace}: {e}");
     }
 }
+
+#[test]
+fn the_rollout_clusters_are_the_user_s_over_the_chart_s_and_a_new_one_is_appended_once() {
+    let mut r = release(json!({}));
+    r.chart.values = json!({"controller": {"rollout": {"clusters": []}}});
+    assert!(rollout_clusters(&r).is_empty());
+    assert_eq!(add_rollout_cluster(&r, "prod"), Some(vec!["prod".to_owned()]));
+    r.config = json!({"controller": {"replicas": 1, "rollout": {"clusters": ["staging"]}}});
+    assert_eq!(rollout_clusters(&r), vec!["staging".to_owned()]);
+    assert_eq!(
+        add_rollout_cluster(&r, "prod"),
+        Some(vec!["staging".to_owned(), "prod".to_owned()])
+    );
+    r.config = json!({"controller": {"rollout": {"clusters": ["staging", "prod"]}}});
+    assert_eq!(
+        add_rollout_cluster(&r, "prod"),
+        None,
+        "listed already: nothing to set"
+    );
+}

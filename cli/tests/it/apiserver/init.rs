@@ -4,9 +4,16 @@
 //! then the real `ichor` binary with the control plane's admin kubeconfig and helm found on its
 //! PATH. What it did is read back from the apiserver and from helm: the credentials Secret, the
 //! first admin and its entry, the release's values and revision, the switch on the
-//! TalosCluster. A second run changes nothing; a run with another URL is refused, naming the URL
-//! in use, and changes nothing either.
+//! TalosCluster. On this default install (`controller.rollout.clusters` empty) init adds the
+//! cluster to that list, and, the Secret `<cluster>-talosconfig` missing, prints the exact
+//! `kubectl create secret` command before `ichor config apply`; `ichor config apply` of a cluster
+//! the controller does not roll out, or without that Secret, fails at once saying what to do
+//! and creates no operation. A run with `--talosconfig` and `--kube-ca` creates the Secret (bad
+//! files are refused first, their content never shown) and changes nothing else. A second run
+//! changes nothing; a run with another URL is refused, naming the URL in use, and changes nothing
+//! either.
 
+mod rollout;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -31,8 +38,23 @@ const CREDENTIALS: &str = "ichor-user-credentials";
 const ADMIN: &str = "admin";
 /// The operator's own value at install (kept by the upgrade).
 const OPERATOR_VALUES: [&str; 2] = ["--set", "controller.replicas=1"];
-/// What `ichor init` prints on stdout: the one next command.
+/// What `ichor init` prints on stdout once the Talos credentials Secret exists: the one next
+/// command.
 const NEXT: &str = "ichor config apply --cluster prod\n";
+/// What it prints before [`NEXT`] while that Secret is missing.
+const CREATE_SECRET: &str = "kubectl -n ichor-system create secret generic prod-talosconfig \
+                             --from-file=talosconfig=./talosconfig --from-file=ca.crt=./kube-ca.crt\n";
+/// A second TalosCluster, which init is never run for.
+const STAGING: &str = "\
+apiVersion: ichor.maesh.dev/v1alpha1
+kind: TalosCluster
+metadata:
+  name: staging
+  namespace: ichor-system
+spec:
+  versionContract: v1.14
+  endpoint: https://staging.example.test:6443
+";
 
 /// The TalosCluster, as Ichor core creates it: no `spec.authentication` yet.
 const TALOS_CLUSTER: &str = "\
@@ -50,7 +72,14 @@ spec:
 /// directories under `home`, helm found on `PATH` (no `--helm`, no `ICHOR_HELM`), and `tmp` as
 /// its `TMPDIR`.
 fn init(helm: &Helm, home: &Path, tmp: &Path, url: &str) -> Output {
-    let mut cmd = ichor_command(home, &["init", "--ui-url", url, "--cluster", CLUSTER]);
+    init_with(helm, home, tmp, url, &[])
+}
+
+/// [`init`] with more arguments.
+fn init_with(helm: &Helm, home: &Path, tmp: &Path, url: &str, more: &[&str]) -> Output {
+    let mut args = vec!["init", "--ui-url", url, "--cluster", CLUSTER];
+    args.extend(more);
+    let mut cmd = ichor_command(home, &args);
     cmd.envs(helm.env()).env("TMPDIR", tmp).env_remove("ICHOR_HELM");
     for name in Helm::UNSET {
         cmd.env_remove(name);
@@ -134,16 +163,25 @@ fn unchanged_state(plane: &ControlPlane, helm: &Helm) -> (Vec<String>, (u64, Str
 }
 
 /// The release after init's upgrade: revision 2, deployed; the operator's value kept and only
-/// the two values of users on added; and its manifest exactly what the chart renders with those
-/// values, so the chart init wrote from the release record is the chart (nothing else changed).
+/// the two values of users on and the cluster in the controller's rollout added; and its
+/// manifest exactly what the chart renders with those values, so the chart init wrote from the
+/// release record is the chart (nothing else changed).
 fn check_upgraded_once(helm: &Helm) {
     assert_eq!(helm.revision(RELEASE).unwrap(), (2, "deployed".to_owned()));
     assert_eq!(
         helm.user_values(RELEASE).unwrap(),
-        json!({"controller": {"replicas": 1}, "ichorUI": {"users": {"enabled": true, "externalURL": URL}}})
+        json!({"controller": {"replicas": 1, "rollout": {"clusters": [CLUSTER]}},
+            "ichorUI": {"users": {"enabled": true, "externalURL": URL}}})
     );
     let users_on = format!("ichorUI.users.externalURL={URL}");
-    let mut values = vec!["--set", "ichorUI.users.enabled=true", "--set-string", &users_on];
+    let mut values = vec![
+        "--set",
+        "ichorUI.users.enabled=true",
+        "--set-string",
+        &users_on,
+        "--set",
+        "controller.rollout.clusters={prod}",
+    ];
     values.extend(OPERATOR_VALUES);
     let expected = helm.template_chart(RELEASE, &values).unwrap();
     assert_eq!(helm.manifest(RELEASE).unwrap().trim(), expected.trim());
@@ -181,6 +219,7 @@ fn init_turns_users_on_through_the_helm_release_once_and_refuses_another_url() {
     // chart as an operator installs it: users off, one value of the operator's own.
     install::install_crds(&plane).unwrap();
     plane.apply(TALOS_CLUSTER).unwrap();
+    plane.apply(STAGING).unwrap();
     helm.install_chart(RELEASE, &OPERATOR_VALUES).unwrap();
     assert_eq!(helm.revision(RELEASE).unwrap(), (1, "deployed".to_owned()));
     assert_eq!(
@@ -203,7 +242,8 @@ fn init_turns_users_on_through_the_helm_release_once_and_refuses_another_url() {
     eprintln!("ichor init took {:?}", started.elapsed());
     let (stdout, stderr) = (text(&first.stdout), text(&first.stderr));
     assert!(first.status.success(), "{stderr}");
-    assert_eq!(stdout, NEXT, "{stderr}");
+    assert_eq!(stdout, format!("{CREATE_SECRET}{NEXT}"), "{stderr}");
+    assert!(stderr.contains("controller.rollout.clusters=[prod]"), "{stderr}");
     let password = printed_password(&stderr);
     assert_eq!(
         format!("{stdout}{stderr}").matches(password.as_str()).count(),
@@ -268,16 +308,29 @@ fn init_turns_users_on_through_the_helm_release_once_and_refuses_another_url() {
         "the search finds what etcd holds (the TalosCluster's URL)"
     );
 
-    // The second run: nothing to do, no password, the same next command.
+    // What the first run left: the rollout needs the Talos credentials; another cluster is not
+    // rolled out. `ichor config apply` says so at once and creates nothing.
     let state = unchanged_state(&plane, &helm);
-    let second = init(&helm, home.path(), tmp.path(), URL);
+    rollout::apply_fails_fast_naming_what_to_set(&plane, home.path());
+    let credentials = rollout::created_from_the_flags(&plane, &helm, home.path(), tmp.path());
+    assert_eq!(
+        unchanged_state(&plane, &helm),
+        state,
+        "only the Secret was created"
+    );
+
+    // The second run: nothing to do, no password, the same next command.
+    let second = init_with(&helm, home.path(), tmp.path(), URL, &credentials.args());
     let stderr = text(&second.stderr);
     assert!(second.status.success(), "{stderr}");
     assert_eq!(text(&second.stdout), NEXT, "{stderr}");
+    assert!(stderr.contains("exists already; it was kept"), "{stderr}");
     assert!(!stderr.contains("shown only this once"), "{stderr}");
     assert!(stderr.contains("exists already"), "{stderr}");
     assert!(
-        stderr.contains(&format!("runs the issuer at {URL} already")),
+        stderr.contains(&format!(
+            "runs the issuer at {URL} and rolls out cluster {CLUSTER} already"
+        )),
         "{stderr}"
     );
     assert!(stderr.contains(&format!("already trusts {URL}")), "{stderr}");

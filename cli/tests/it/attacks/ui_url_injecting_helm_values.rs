@@ -17,7 +17,7 @@ const EVIL: &str = "https://ichor.example.com/,controller.foo=bar,ichorUI.users.
 
 /// The `--set-string` and `--set` pairs of the upgrade `ichor init` runs for `url`.
 fn value_args(url: &str) -> Vec<String> {
-    let args = Helm::upgrade_args("ichor", Path::new("/chart"), url);
+    let args = Helm::upgrade_args("ichor", Path::new("/chart"), url, None);
     let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     args.windows(2)
         .filter(|w| w[0] == "--set-string" || w[0] == "--set")

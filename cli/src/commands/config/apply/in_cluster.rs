@@ -5,13 +5,19 @@
 //! it ends, printing each node's progress like `kubectl rollout status`. The controller does the
 //! work (`ichor_reconcile::identity::rollout`); stopping this command does not stop it.
 //!
+//! Before creating an operation (or following one nobody took up), the command checks that the
+//! controller rolls the cluster out at all ([`super::preflight`]: the release's
+//! `controller.rollout.clusters`, the controller's Deployment, the Secret `<cluster>-talosconfig`)
+//! and, when it does not, fails at once saying what to set; `--dry-run` only warns.
+//!
 //! Following reads the operation every second and waits out an API that does not answer (its
 //! server restarting is what a rollout does). A kubeconfig that may not read `ichor-oidc-trust`
 //! (none of the built-in roles may read ConfigMaps) cannot render the plan of a cluster trusting
 //! Ichor's issuer: the command says so, shows no plan (a `--dry-run` then fails), and still
 //! creates and follows the operation, whose plan the controller makes. The hidden variable
 //! `ICHOR_TEST_UNCLAIMED_AFTER_SECS` (tests only) shortens the 30 s after which an operation
-//! without any status is said not to be taken up.
+//! without any status is said not to be taken up: the check is made again then, and the command
+//! fails when it now says the controller does not roll the cluster out, else warns and follows.
 
 use std::{collections::BTreeMap, io::IsTerminal, process::ExitCode, time::Duration};
 
@@ -32,7 +38,11 @@ use kube::{
     api::{ListParams, PostParams},
 };
 
-use super::{args::ApplyArgs, inputs::confirm};
+use super::{
+    args::ApplyArgs,
+    inputs::confirm,
+    preflight::{self, Rollout},
+};
 use crate::OutputFormat;
 
 /// How often the operation's status is read while following it.
@@ -141,6 +151,19 @@ async fn in_cluster(
             .items,
         name,
     );
+    // An operation the controller has taken up shows that it rolls the cluster out.
+    let taken_up = running
+        .as_ref()
+        .is_some_and(|op| op.status.as_ref().and_then(|s| s.phase).is_some());
+    if !taken_up && let Rollout::Off(why) = preflight::check(&client, namespace, name).await {
+        if args.dry_run {
+            eprintln!("warning: {why}");
+        } else {
+            eprintln!("error: {why}");
+            eprintln!("No operation was created.");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
 
     let plan = match (&render.authentication, &render.rollout) {
         (Err(RenderError::WaitingForIchorTrust), _) if trust_forbidden => {
@@ -232,7 +255,7 @@ async fn in_cluster(
             op_name
         }
     };
-    follow(&operations, namespace, &op_name, name).await
+    follow(&client, &operations, namespace, &op_name, name).await
 }
 
 /// The `config` operation of `cluster` that has not ended, if any: one the controller runs (or
@@ -272,6 +295,7 @@ fn node_line(i: usize, total: usize, node: &OperationNodeResult) -> String {
 
 /// Follows the operation until it ends; the API being away (its server restarting) is waited out.
 async fn follow(
+    client: &Client,
     operations: &Api<TalosOperation>,
     namespace: &str,
     op_name: &str,
@@ -318,6 +342,16 @@ async fn follow(
         let status = op.status.clone().unwrap_or_default();
         if status.phase.is_none() && !warned_unclaimed && started.elapsed() >= unclaimed_after {
             warned_unclaimed = true;
+            if let Rollout::Off(why) = preflight::check(client, namespace, cluster).await {
+                eprintln!(
+                    "error: the controller has not taken operation {namespace}/{op_name} up after {}s: {why}.\n\
+                     The operation stays pending and starts once the controller rolls the cluster out; \
+                     run this command again to follow it, or delete it: kubectl -n {namespace} delete \
+                     talosoperation {op_name}",
+                    unclaimed_after.as_secs()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
             eprintln!(
                 "warning: the controller has not taken the operation up after {}s. Is the rollout on (chart \
                  value controller.rollout.clusters={{{cluster}}}) and does Secret {namespace}/{cluster}-talosconfig exist?",
