@@ -176,13 +176,21 @@ impl RunningIssuer {
     }
 
     async fn start_users(options: Options, users: &[&str], key_age: SignedDuration) -> RunningIssuer {
+        let mut running = Self::start_unready(options, users, key_age);
+        running.wait_ready().await;
+        running
+    }
+
+    /// As [`RunningIssuer::start_for`] without waiting for `/readyz` (a test of what it says
+    /// while not ready).
+    pub fn start_unready(options: Options, users: &[&str], key_age: SignedDuration) -> RunningIssuer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
         let (ca_pem, keys, keys_made) = lay_out(dir.path(), users, key_age);
         let external = free_port();
         let issuer = format!("https://127.0.0.1:{external}");
         let dir = std::sync::Arc::new(dir);
-        Self::spawn(&dir, external, issuer, ca_pem, keys, keys_made, &options).await
+        Self::spawn_unwaited(&dir, external, issuer, ca_pem, keys, keys_made, &options)
     }
 
     /// Another process on the same files and external URL (the `iss`), with its own ports:
@@ -201,6 +209,20 @@ impl RunningIssuer {
     }
 
     async fn spawn(
+        dir: &std::sync::Arc<tempfile::TempDir>,
+        external: u16,
+        issuer: String,
+        ca_pem: String,
+        keys: KeysDocument,
+        keys_made: usize,
+        options: &Options,
+    ) -> RunningIssuer {
+        let mut running = Self::spawn_unwaited(dir, external, issuer, ca_pem, keys, keys_made, options);
+        running.wait_ready().await;
+        running
+    }
+
+    fn spawn_unwaited(
         dir: &std::sync::Arc<tempfile::TempDir>,
         external: u16,
         issuer: String,
@@ -244,7 +266,7 @@ impl RunningIssuer {
         }
         let child = cmd.spawn().unwrap();
         let client = https_client(&ca_pem);
-        let mut running = RunningIssuer {
+        RunningIssuer {
             child,
             dir: std::sync::Arc::clone(dir),
             external: ([127, 0, 0, 1], external).into(),
@@ -257,12 +279,11 @@ impl RunningIssuer {
             keys,
             keys_made,
             client,
-        };
-        running.wait_ready().await;
-        running
+        }
     }
 
-    async fn wait_ready(&mut self) {
+    /// Waits up to 30 s for `/readyz` to answer 200.
+    pub async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         let url = format!("{}/readyz", self.url);
         loop {
