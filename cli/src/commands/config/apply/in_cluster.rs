@@ -342,21 +342,32 @@ async fn follow(
         let status = op.status.clone().unwrap_or_default();
         if status.phase.is_none() && !warned_unclaimed && started.elapsed() >= unclaimed_after {
             warned_unclaimed = true;
-            if let Rollout::Off(why) = preflight::check(client, namespace, cluster).await {
-                eprintln!(
-                    "error: the controller has not taken operation {namespace}/{op_name} up after {}s: {why}.\n\
-                     The operation stays pending and starts once the controller rolls the cluster out; \
-                     run this command again to follow it, or delete it: kubectl -n {namespace} delete \
-                     talosoperation {op_name}",
+            match preflight::check(client, namespace, cluster).await {
+                Rollout::Off(why) => {
+                    eprintln!(
+                        "error: the controller has not taken operation {namespace}/{op_name} up after {}s: {why}.\n\
+                         The operation stays pending and starts once the controller rolls the cluster out; \
+                         run this command again to follow it, or delete it: kubectl -n {namespace} delete \
+                         talosoperation {op_name}",
+                        unclaimed_after.as_secs()
+                    );
+                    return Ok(ExitCode::FAILURE);
+                }
+                // The release lists the cluster and its Secret exists: the controller's pods may
+                // still be restarting after the upgrade that turned the rollout on.
+                Rollout::On => eprintln!(
+                    "warning: the controller has not taken the operation up after {}s, though it is set to roll \
+                     out cluster {cluster} and Secret {namespace}/{cluster}-talosconfig exists. Its pods may \
+                     still be restarting after an upgrade (kubectl -n {namespace} rollout status \
+                     deploy/ichor-controller) or not be ready (their /readyz says why). Still following.",
                     unclaimed_after.as_secs()
-                );
-                return Ok(ExitCode::FAILURE);
+                ),
+                Rollout::Unknown => eprintln!(
+                    "warning: the controller has not taken the operation up after {}s. Is the rollout on (chart \
+                     value controller.rollout.clusters={{{cluster}}}) and does Secret {namespace}/{cluster}-talosconfig exist?",
+                    unclaimed_after.as_secs()
+                ),
             }
-            eprintln!(
-                "warning: the controller has not taken the operation up after {}s. Is the rollout on (chart \
-                 value controller.rollout.clusters={{{cluster}}}) and does Secret {namespace}/{cluster}-talosconfig exist?",
-                unclaimed_after.as_secs()
-            );
         }
         let total = status.nodes.len();
         for (i, node) in status.nodes.iter().enumerate() {
