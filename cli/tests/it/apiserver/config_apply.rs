@@ -35,6 +35,8 @@ use tokio::sync::mpsc;
 
 use crate::support::ichor_command;
 
+mod rollout_off;
+
 const CLUSTER: &str = "prod";
 /// The control planes of [`CLUSTER`], created in this (unsorted) order.
 const MACHINES: [(&str, &str); 3] = [
