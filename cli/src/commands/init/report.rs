@@ -15,13 +15,19 @@ pub(super) fn print_release(report: &InitReport, plan: &InitPlan) {
             .unwrap_or_default();
         eprintln!(
             "Helm release {NAMESPACE}/{}: upgraded with ichorUI.users.enabled=true, externalURL={}{rollout} \
-             (the issuer Deployment starts now; the controller restarts when its rollout changed).",
+             (not waited for: the issuer's pods become ready once the controller issued their keys and \
+             leaf; the controller's pods restart when its rollout changed).",
             report.release, plan.ui_url
         );
-    } else {
+    } else if plan.namespace == NAMESPACE {
         eprintln!(
             "Helm release {NAMESPACE}/{} runs the issuer at {} and rolls out cluster {} already.",
             report.release, plan.ui_url, plan.cluster
+        );
+    } else {
+        eprintln!(
+            "Helm release {NAMESPACE}/{} runs the issuer at {} already.",
+            report.release, plan.ui_url
         );
     }
     if plan.namespace != NAMESPACE {
