@@ -83,7 +83,7 @@ Examples:
     User(commands::user::UserCommand),
     /// Turn Ichor users on for a cluster: credentials Secret, first admin, issuer, issuer trust.
     #[command(after_help = "\
-Uses your own kubeconfig and helm v3, on an installed Ichor chart. First it checks, writing
+Uses your own kubeconfig and helm v3.10+, on an installed Ichor chart. First it checks, writing
 nothing: the TalosCluster exists; the chart's deployed Helm release in ichor-system (--release,
 or the only one) either runs the issuer at --ui-url already or not at all (another URL is
 refused: changing it invalidates every token); helm runs. Then, in order: creates the

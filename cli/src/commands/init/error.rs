@@ -72,7 +72,7 @@ pub enum InitError {
     },
     /// The helm binary does not run.
     #[error(
-        "cannot run helm ({program}): {reason}; install helm v3, or name it with --helm PATH or {}",
+        "cannot run helm ({program}): {reason}; install helm v3.10 or later, or name it with --helm PATH or {}",
         helm::HELM_ENV
     )]
     NoHelm {
