@@ -1,7 +1,8 @@
 //! The chart installed before Ichor core: a real apiserver that serves every Ichor kind but
 //! `TalosCluster`. The controller is not ready, and its `/readyz` and its log (once) name the
 //! missing kind and what to install; once the CRD is installed it becomes ready without a
-//! restart.
+//! restart. A replica started without the chart's own `IchorUser` CRD names that one, with the
+//! chart's CRDs as the remedy.
 
 use std::time::{Duration, Instant};
 
@@ -104,6 +105,36 @@ fn a_missing_core_kind_is_named_by_readiness_until_its_crd_is_installed() -> any
     eprintln!(
         "ready {:.1}s after the TalosCluster CRD was applied",
         installed.elapsed().as_secs_f64()
+    );
+
+    // The chart's own CRD missing (installed with --skip-crds, or deleted): a replica that
+    // starts now names it, with what to install instead of Ichor core.
+    plane.kubectl_run(
+        &["delete", "crd", "ichorusers.ichor.maesh.dev", "--wait=true"],
+        None,
+    )?;
+    let late = Replica::start(dir.path(), "ichor-controller-b", &kubeconfig)?;
+    let own = wait::until("/readyz naming IchorUser", Duration::from_secs(60), || {
+        Ok(late
+            .readyz_answer()
+            .filter(|(_, body)| body.contains("IchorUser")))
+    })
+    .map_err(|e| e.context(late.log_tail()))?;
+    assert_eq!(own.0, 503, "{}", own.1);
+    let body: serde_json::Value = serde_json::from_str(&own.1)?;
+    assert_eq!(
+        body["reasons"],
+        serde_json::json!([format!(
+            "not ready: {}",
+            ichor_renderers::crd::not_served_message("IchorUser")
+        )]),
+        "{body}"
+    );
+    assert!(
+        body["reasons"][0]
+            .as_str()
+            .is_some_and(|r| r.contains("install the chart's CRDs")),
+        "{body}"
     );
     Ok(())
 }
