@@ -318,6 +318,7 @@ fn init_turns_users_on_through_the_helm_release_once_and_refuses_another_url() {
         state,
         "only the Secret was created"
     );
+    rollout::apply_waits_for_the_trust(&plane, home.path());
 
     // The second run: nothing to do, no password, the same next command.
     let second = init_with(&helm, home.path(), tmp.path(), URL, &credentials.args());

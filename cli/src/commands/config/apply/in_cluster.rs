@@ -10,11 +10,17 @@
 //! `controller.rollout.clusters`, the controller's Deployment, the Secret `<cluster>-talosconfig`)
 //! and, when it does not, fails at once saying what to set; `--dry-run` only warns.
 //!
+//! Then, for a cluster trusting Ichor's issuer whose `ichor-oidc-trust` is not published yet
+//! (right after `ichor init`: the controller publishes it once the issuer Service exists and a
+//! replica is ready, and init's upgrade restarts the controller's pods), it waits up to 120 s
+//! for it, then fails saying what to check.
+//!
 //! Following reads the operation every second and waits out an API that does not answer (its
 //! server restarting is what a rollout does). A kubeconfig that may not read `ichor-oidc-trust`
 //! (none of the built-in roles may read ConfigMaps) cannot render the plan of a cluster trusting
 //! Ichor's issuer: the command says so, shows no plan (a `--dry-run` then fails), and still
-//! creates and follows the operation, whose plan the controller makes. The hidden variable
+//! creates and follows the operation, whose plan the controller makes. The hidden variables
+//! `ICHOR_TEST_TRUST_WAIT_SECS` (tests only) shortens the 120 s wait for the trust;
 //! `ICHOR_TEST_UNCLAIMED_AFTER_SECS` (tests only) shortens the 30 s after which an operation
 //! without any status is said not to be taken up: the check is made again then, and the command
 //! fails when it now says the controller does not roll the cluster out, else warns and follows.
@@ -56,12 +62,64 @@ const UNCLAIMED_AFTER: Duration = Duration::from_secs(30);
 /// warning is seen without waiting 30 s (`cli/tests/it/apiserver/config_apply.rs`).
 const UNCLAIMED_AFTER_ENV: &str = "ICHOR_TEST_UNCLAIMED_AFTER_SECS";
 
+/// How long the command waits for `ichor-oidc-trust` of a cluster trusting Ichor's issuer
+/// (right after `ichor init`, the controller's pods restart and then publish it).
+const TRUST_WAIT: Duration = Duration::from_secs(120);
+/// For tests only (not in `--help`): whole seconds that replace [`TRUST_WAIT`].
+const TRUST_WAIT_ENV: &str = "ICHOR_TEST_TRUST_WAIT_SECS";
+
 /// [`UNCLAIMED_AFTER`], or the seconds of [`UNCLAIMED_AFTER_ENV`].
 fn unclaimed_after() -> Duration {
     std::env::var(UNCLAIMED_AFTER_ENV)
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .map_or(UNCLAIMED_AFTER, Duration::from_secs)
+}
+
+/// [`TRUST_WAIT`], or the seconds of [`TRUST_WAIT_ENV`].
+fn trust_wait() -> Duration {
+    std::env::var(TRUST_WAIT_ENV)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .map_or(TRUST_WAIT, Duration::from_secs)
+}
+
+/// Reads `ichor-oidc-trust`: the trust and whether the caller may not read it. The built-in
+/// roles (ichor:viewer, operator, admin) may not read ConfigMaps: without the trust, a cluster
+/// trusting Ichor's issuer cannot be rendered here, but the controller makes the same plan from
+/// the same objects, so the operation can still be created and followed. When the cluster
+/// trusts Ichor's issuer and the ConfigMap does not exist yet (right after `ichor init`: the
+/// controller publishes it once the issuer Service exists and a replica is ready), it is waited
+/// for, up to [`TRUST_WAIT`].
+async fn read_trust(client: &Client, trusts_ichor: bool) -> anyhow::Result<(Option<IssuerTrust>, bool)> {
+    let api = Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE);
+    let started = tokio::time::Instant::now();
+    let bound = trust_wait();
+    let mut said = false;
+    loop {
+        let trust = match api.get_opt(TRUST_CONFIGMAP).await {
+            Ok(cm) => cm.and_then(|cm| IssuerTrust::from_configmap(&cm).ok()),
+            Err(kube::Error::Api(e)) if e.code == 403 => return Ok((None, true)),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot read ConfigMap {NAMESPACE}/{TRUST_CONFIGMAP}"));
+            }
+        };
+        if trust.is_some() || !trusts_ichor || started.elapsed() >= bound {
+            if said && trust.is_some() {
+                eprintln!("ConfigMap {NAMESPACE}/{TRUST_CONFIGMAP} is published.");
+            }
+            return Ok((trust, false));
+        }
+        if !std::mem::replace(&mut said, true) {
+            eprintln!(
+                "Waiting up to {}s for the controller to publish ConfigMap {NAMESPACE}/{TRUST_CONFIGMAP} (the \
+                 issuer's discoveryURL and CA, published once the issuer Service exists)...",
+                bound.as_secs()
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 /// `namespace/name` or `name` (in `ichor-system`).
@@ -128,20 +186,6 @@ async fn in_cluster(
         .await
         .with_context(|| format!("cannot list TalosMachines in {namespace}"))?
         .items;
-    // The built-in roles (ichor:viewer, operator, admin) may not read ConfigMaps: without the
-    // trust, a cluster trusting Ichor's issuer cannot be rendered here, but the controller makes
-    // the same plan from the same objects, so the operation can still be created and followed.
-    let (trust, trust_forbidden) = match Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
-        .get_opt(TRUST_CONFIGMAP)
-        .await
-    {
-        Ok(cm) => (cm.and_then(|cm| IssuerTrust::from_configmap(&cm).ok()), false),
-        Err(kube::Error::Api(e)) if e.code == 403 => (None, true),
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot read ConfigMap {NAMESPACE}/{TRUST_CONFIGMAP}"));
-        }
-    };
-    let render = render_cluster(&cluster, &machines, trust.as_ref());
     let operations: Api<TalosOperation> = Api::namespaced(client.clone(), namespace);
     let running = running_operation(
         operations
@@ -164,6 +208,14 @@ async fn in_cluster(
             return Ok(ExitCode::FAILURE);
         }
     }
+    let trusts_ichor = cluster
+        .spec
+        .authentication
+        .as_ref()
+        .and_then(|a| a.ichor.as_ref())
+        .is_some_and(|i| i.enabled);
+    let (trust, trust_forbidden) = read_trust(&client, trusts_ichor).await?;
+    let render = render_cluster(&cluster, &machines, trust.as_ref());
 
     let plan = match (&render.authentication, &render.rollout) {
         (Err(RenderError::WaitingForIchorTrust), _) if trust_forbidden => {
@@ -176,6 +228,13 @@ async fn in_cluster(
         }
         (Err(e), _) => {
             eprintln!("error: cluster {namespace}/{name} renders no authentication document: {e}");
+            if matches!(e, RenderError::WaitingForIchorTrust) {
+                eprintln!(
+                    "The controller publishes it once the issuer Service exists (users on) and a controller \
+                     replica is ready: kubectl -n {NAMESPACE} rollout status deploy/ichor-controller (its \
+                     /readyz says what it waits for), then run this command again."
+                );
+            }
             return Ok(ExitCode::FAILURE);
         }
         (Ok(_), Some(Err(e))) => {

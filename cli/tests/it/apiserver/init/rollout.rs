@@ -165,3 +165,85 @@ pub fn created_from_the_flags(plane: &ControlPlane, helm: &Helm, home: &Path, tm
     assert_eq!(secret["data"]["ca.crt"], b64(&credentials.kube_ca));
     credentials
 }
+
+/// Right after init the controller has not published `ichor-oidc-trust` yet (no controller
+/// runs here): `ichor config apply` waits for it, bounded, and fails with what to check when it
+/// does not come; once it is published while the command waits, the command goes on (here:
+/// nothing to do, the cluster has no control planes), creating no operation.
+pub fn apply_waits_for_the_trust(plane: &ControlPlane, home: &Path) {
+    use std::io::BufRead as _;
+    use std::process::Stdio;
+
+    let (code, stderr, took) = {
+        let started = Instant::now();
+        let out = ichor_command(home, &["config", "apply", "--cluster", CLUSTER, "--yes"])
+            .env("KUBECONFIG", plane.admin_kubeconfig())
+            .env("ICHOR_TEST_TRUST_WAIT_SECS", "2")
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr), started.elapsed())
+    };
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(took < FAIL_FAST, "{took:?}: {stderr}");
+    for expected in [
+        "Waiting up to 2s for the controller to publish ConfigMap ichor-system/ichor-oidc-trust",
+        "renders no authentication document: spec.authentication.ichor: waiting for ichor-oidc-trust",
+        "kubectl -n ichor-system rollout status deploy/ichor-controller",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?} not in:\n{stderr}");
+    }
+
+    // Published while the command waits: it goes on at once.
+    let mut child = ichor_command(home, &["config", "apply", "--cluster", CLUSTER, "--yes"])
+        .env("KUBECONFIG", plane.admin_kubeconfig())
+        .env("ICHOR_TEST_TRUST_WAIT_SECS", "60")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no wait for the trust announced:\n{}", seen.join("\n")));
+        let waiting = line.starts_with("Waiting up to 60s");
+        seen.push(line);
+        if waiting {
+            break;
+        }
+    }
+    let trust = ichor_renderers::trust::IssuerTrust {
+        discovery_url: "https://10.96.0.10:8444".to_owned(),
+        ca_pem: plane.ca_pem().to_owned(),
+    };
+    let configmap = ichor_renderers::trust::render_trust_configmap(&trust);
+    plane.apply(&serde_json::to_string(&configmap).unwrap()).unwrap();
+    let published = Instant::now();
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    seen.extend(rx.try_iter());
+    let all = seen.join("\n");
+    eprintln!(
+        "config apply went on {:?} after the trust was published",
+        published.elapsed()
+    );
+    assert!(status.success(), "{all}");
+    assert!(published.elapsed() < FAIL_FAST, "{all}");
+    assert!(
+        all.contains("ConfigMap ichor-system/ichor-oidc-trust is published."),
+        "{all}"
+    );
+    assert!(all.contains("nothing to do"), "{all}");
+    assert!(
+        operations(plane).trim().is_empty(),
+        "no operation: {}",
+        operations(plane)
+    );
+}
