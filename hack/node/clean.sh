@@ -9,9 +9,15 @@
 # directories its components created (/var/lib/kubelet, /var/log/containers, /var/lib/cni,
 # /run/containerd) when they did not exist before it, else its links in /var/log/containers.
 # Idempotent; a no-op when there is nothing.
-# Usage: hack/node/clean.sh          every state file whose test process is gone (what
-#                                    hack/test.sh's exit trap and Node::start run)
-#        hack/node/clean.sh FILE     that state file, whoever owns it (what Node's drop runs;
+# A node holds /run/ichor-node/lock from before it changes anything until it has put everything
+# back, so while the lock is free (or held by the caller) every state file is a leftover; the
+# `kubepods` cgroups are shared by whichever node runs, so nothing is cleaned while another node
+# holds the lock.
+# Usage: hack/node/clean.sh          takes the lock (waiting up to $ICHOR_NODE_CLEAN_WAIT
+#                                    seconds, default 600, for a running node to stop), then
+#                                    cleans every state file (hack/test.sh's exit trap)
+#        hack/node/clean.sh --locked every state file; the caller holds the lock (Node::start)
+#        hack/node/clean.sh FILE     that state file; the caller holds the lock (Node's drop;
 #                                    the node's directory is left to its owner)
 set -euo pipefail
 state_dir=/run/ichor-node
@@ -106,18 +112,22 @@ clean_one() { # FILE REAP(1: remove the directory too)
   rm -f "$file"
 }
 
-if [[ $# -ge 1 ]]; then
+if [[ $# -ge 1 && "$1" != --locked ]]; then
   [[ -f "$1" ]] && clean_one "$1" 0
   exit 0
 fi
 [[ -d "$state_dir" ]] || exit 0
 shopt -s nullglob
-for file in "$state_dir"/*.state; do
-  owner=$(awk '$1 == "owner" { print $2, $3 }' "$file")
-  # shellcheck disable=SC2086
-  if alive $owner; then
-    continue
+leftovers=("$state_dir"/*.state)
+((${#leftovers[@]})) || exit 0
+if [[ "${1:-}" != --locked ]]; then
+  exec 9>>"$state_dir/lock"
+  if ! flock -w "${ICHOR_NODE_CLEAN_WAIT:-600}" 9; then
+    echo "hack/node/clean.sh: a node still runs (test process $(cat "$state_dir/holder" 2>/dev/null)); left ${leftovers[*]} for the next node's start" >&2
+    exit 0
   fi
-  echo "hack/node/clean.sh: cleaning up after a node whose test is gone ($file)" >&2
+fi
+for file in "$state_dir"/*.state; do
+  echo "hack/node/clean.sh: cleaning up after a node whose test did not ($file)" >&2
   clean_one "$file" 1
 done

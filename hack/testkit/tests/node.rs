@@ -279,6 +279,46 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
         .unwrap();
     assert!(logs.contains("listening on 0.0.0.0:8080 as uid 65532"), "{logs}");
 
+    // What Talos does when it applies a KubeAuthenticationConfig: the node's apiserver
+    // restarts (from this thread: in the namespace, on the node's address) and the node's
+    // components and pods carry on.
+    let mut node = node;
+    let old_pid = node.control_plane().pid(0);
+    let stopping = Instant::now();
+    node.control_plane_mut().stop_apiserver(0).unwrap();
+    let stopped_in = stopping.elapsed();
+    let started_in = node
+        .control_plane_mut()
+        .start_apiserver(0, Duration::from_secs(60))
+        .unwrap();
+    assert_ne!(node.control_plane().pid(0), old_pid);
+    let ready = node
+        .kubectl(&[
+            "wait",
+            "--for=condition=Ready",
+            "node/ichor-node",
+            "--timeout=60s",
+        ])
+        .unwrap();
+    assert!(ready.contains("condition met"), "{ready}");
+    // The stopping apiserver took its address out of the `kubernetes` Service's endpoints;
+    // kube-proxy refuses connections to it until the new one has put it back.
+    let back = Instant::now();
+    let mut connect = String::new();
+    while back.elapsed() < Duration::from_secs(30) {
+        connect = get_path(&cluster_ip, "/connect/10.202.0.1:443").unwrap();
+        if connect == "connected" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(connect, "connected", "pods cannot reach the restarted apiserver");
+    eprintln!(
+        "pods reached the kubernetes Service again {:?} after the restart",
+        back.elapsed()
+    );
+    eprintln!("the node's apiserver stopped in {stopped_in:?} and was ready again in {started_in:?}");
+
     let rss = node.rss_kib();
     eprintln!(
         "node started in {:?}; Deployment ready in {ready_in:?}; RSS (KiB): {rss:?}; total {} MiB",

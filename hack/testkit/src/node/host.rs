@@ -148,8 +148,9 @@ impl Host {
             Path::new(STATE_DIR).join("holder"),
             std::process::id().to_string(),
         )?;
-        // Leftovers of nodes whose test process died without its drop.
-        run_clean(&[])?;
+        // Leftovers of nodes whose test process died without its drop: with the lock held, every
+        // state file is one.
+        run_clean(&[Path::new("--locked")])?;
         let me = std::process::id();
         let namespace = format!("ichor-node-{me}");
         let state_file = Path::new(STATE_DIR).join(format!("{namespace}.state"));
