@@ -65,13 +65,16 @@ if [[ "${1:-}" == "--bench" ]]; then
 fi
 
 # The container runtime of the test kit's single-node cluster (hack/testkit/src/node): Debian's
-# containerd and runc, the CNI plugins (bridge, host-local, portmap, loopback), and iptables and
-# conntrack for kube-proxy's iptables mode.
+# containerd and runc, the CNI plugins (bridge, host-local, portmap, loopback), iptables and
+# conntrack for kube-proxy's iptables mode, iproute2 for the node's namespace and bridge.
 node_missing=()
 for tool in containerd runc iptables conntrack; do  # each is its own Debian package
   command -v "$tool" >/dev/null || [[ -x "/usr/sbin/$tool" ]] || node_missing+=("$tool")
 done
 [[ -x /usr/lib/cni/bridge ]] || node_missing+=(containernetworking-plugins)
+command -v ip >/dev/null || [[ -x /usr/sbin/ip ]] || node_missing+=(iproute2)
+# hack/node/build.sh compiles the pause image and the node test's server with gcc -static.
+command -v gcc >/dev/null || node_missing+=(gcc libc6-dev)
 if ((${#node_missing[@]})); then
   echo "installing the node's runtime: ${node_missing[*]}"
   apt_install "${node_missing[@]}"
