@@ -23,7 +23,8 @@
 //! `ICHOR_TEST_TRUST_WAIT_SECS` (tests only) shortens the 120 s wait for the trust;
 //! `ICHOR_TEST_UNCLAIMED_AFTER_SECS` (tests only) shortens the 30 s after which an operation
 //! without any status is said not to be taken up: the check is made again then, and the command
-//! fails when it now says the controller does not roll the cluster out, else warns and follows.
+//! fails when it now says the controller does not roll the cluster out, else warns and follows;
+//! after ten times that without any status it stops following and exits 1 (the operation stays).
 
 use std::{collections::BTreeMap, io::IsTerminal, process::ExitCode, time::Duration};
 
@@ -58,6 +59,9 @@ const POLL: Duration = Duration::from_secs(1);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// After this long without any status, the controller is said not to roll out.
 const UNCLAIMED_AFTER: Duration = Duration::from_secs(30);
+/// An operation without any status after this many times [`UNCLAIMED_AFTER`] (5 min) is given
+/// up on: the command stops following it and exits 1.
+const GIVE_UP_FACTOR: u32 = 10;
 /// For tests only (not in `--help`): whole seconds that replace [`UNCLAIMED_AFTER`], so the
 /// warning is seen without waiting 30 s (`cli/tests/it/apiserver/config_apply.rs`).
 const UNCLAIMED_AFTER_ENV: &str = "ICHOR_TEST_UNCLAIMED_AFTER_SECS";
@@ -427,6 +431,19 @@ async fn follow(
                     unclaimed_after.as_secs()
                 ),
             }
+        }
+        // Nobody took it up in ten times that: the command stops following rather than wait
+        // forever (the operation stays and starts whenever a controller takes it up).
+        if status.phase.is_none() && started.elapsed() >= unclaimed_after * GIVE_UP_FACTOR {
+            eprintln!(
+                "error: no controller has taken operation {namespace}/{op_name} up in {}s, so this command \
+                 stops following it. It stays pending and starts once a controller rolls out cluster \
+                 {cluster} (chart value controller.rollout.clusters, Secret {namespace}/{cluster}-talosconfig, \
+                 a ready ichor-controller replica); run this command again to follow it, or delete it: \
+                 kubectl -n {namespace} delete talosoperation {op_name}",
+                (unclaimed_after * GIVE_UP_FACTOR).as_secs()
+            );
+            return Ok(ExitCode::FAILURE);
         }
         let total = status.nodes.len();
         for (i, node) in status.nodes.iter().enumerate() {

@@ -2,7 +2,9 @@
 //! with kubectl, as `helm template | kubectl apply` or a GitOps tool does): the Deployment's
 //! `ICHOR_CONTROLLER_ROLLOUT` and the Secret `<cluster>-talosconfig`. Without either the command
 //! stops at once saying what to do and creates nothing; with both it creates the operation, and
-//! when nobody takes it up it says the controller's pods may still be restarting.
+//! when nobody takes it up it says the controller's pods may still be restarting. Where nothing
+//! says (no release, no Deployment), an operation nobody takes up is given up on, not followed
+//! forever.
 
 use std::time::{Duration, Instant};
 
@@ -101,4 +103,40 @@ async fn without_the_rollout_or_its_secret_it_stops_at_once_and_with_both_it_cre
         "{warning}"
     );
     assert!(warning.ends_with("Still following."), "{warning}");
+}
+
+/// Where the caller can see neither a release nor the controller's Deployment (here: neither
+/// exists), an operation nobody takes up is warned about, then given up on after ten times the
+/// warning's delay: the command exits 1 naming the operation, which stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_nobody_takes_up_is_given_up_on_not_followed_forever() {
+    let Some(site) = Site::start().await else {
+        return;
+    };
+    let mut cmd = site.command(&["--cluster", CLUSTER, "--yes"]);
+    cmd.env(UNCLAIMED_ENV, "1");
+    let started = Instant::now();
+    let (status, _, stderr) = Site::output(cmd).await;
+    let took = started.elapsed();
+    eprintln!("given up after {took:?}");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(took >= Duration::from_secs(10), "{took:?}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(
+        stderr.contains("warning: the controller has not taken the operation up after 1s."),
+        "{stderr}"
+    );
+    let ops = site.operations().await;
+    assert_eq!(ops.len(), 1, "the operation stays");
+    let name = ops[0].metadata.name.clone().unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "error: no controller has taken operation ichor-system/{name} up in 10s"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("kubectl -n ichor-system delete talosoperation {name}")),
+        "{stderr}"
+    );
 }
