@@ -23,7 +23,7 @@ pub mod tls;
 pub use configmap::{IssuerTrust, render_trust_configmap, render_ui_ca_configmap};
 pub use keys::{HmacKey, KeysDocument, KeysError, RsaKey};
 pub use timeline::{KeyEffect, KeysPlan, TimelineSettings, plan};
-pub use tls::{CertFacts, IssuerService, TlsDecision, TlsEffect, decide};
+pub use tls::{CertFacts, IssuerService, TlsDecision, TlsEffect, decide, decide_ca};
 
 /// Namespace of every object of this module.
 pub const NAMESPACE: &str = "ichor-system";

@@ -345,6 +345,47 @@ fn list(sans: &[San]) -> String {
     format!("[{}]", items.join(", "))
 }
 
+/// Why the CA must be issued at `now` (`None`: the current one stays).
+fn ca_reason(now: Timestamp, ca: Option<&CertFacts>) -> Option<String> {
+    match ca {
+        None => Some("no CA certificate in ichor-oidc-ca".to_owned()),
+        Some(ca) if !ca.is_ca => Some(format!(
+            "the certificate in ichor-oidc-ca ({}) is not a CA",
+            ca.subject
+        )),
+        Some(ca) if now >= ca.not_after => Some(format!("the CA expired at {}", ca.not_after)),
+        Some(_) => None,
+    }
+}
+
+/// A new CA from `now`, and its notAfter.
+fn issue_ca(now: Timestamp, reason: &str) -> (TlsEffect, Timestamp) {
+    let not_after = plus_years(now, CA_LIFETIME_YEARS);
+    let effect = TlsEffect::IssueCa {
+        common_name: CA_COMMON_NAME.to_owned(),
+        not_before: now,
+        not_after,
+        reason: reason.to_owned(),
+    };
+    (effect, not_after)
+}
+
+/// The CA alone, while there is no issuer Service (users off): the admission webhooks' serving
+/// certificate is signed by it, and the webhooks fail closed, so the CA cannot wait for users.
+/// Issues a CA when it is missing, not a CA or expired; otherwise the next deadline is its expiry.
+pub fn decide_ca(now: Timestamp, ca: Option<&CertFacts>) -> TlsDecision {
+    match ca_reason(now, ca) {
+        Some(reason) => TlsDecision {
+            effects: vec![issue_ca(now, &reason).0],
+            next_deadline: None,
+        },
+        None => TlsDecision {
+            effects: Vec::new(),
+            next_deadline: ca.map(|c| c.not_after),
+        },
+    }
+}
+
 /// Decides which certificates to issue at `now` given the current CA and leaf (`None`: absent
 /// or unreadable) and the issuer Service.
 pub fn decide(
@@ -354,24 +395,11 @@ pub fn decide(
     service: &IssuerService,
 ) -> TlsDecision {
     let mut effects = Vec::new();
-    let ca_reason = match ca {
-        None => Some("no CA certificate in ichor-oidc-ca".to_owned()),
-        Some(ca) if !ca.is_ca => Some(format!(
-            "the certificate in ichor-oidc-ca ({}) is not a CA",
-            ca.subject
-        )),
-        Some(ca) if now >= ca.not_after => Some(format!("the CA expired at {}", ca.not_after)),
-        Some(_) => None,
-    };
+    let ca_reason = ca_reason(now, ca);
     let ca_not_after = match &ca_reason {
         Some(reason) => {
-            let not_after = plus_years(now, CA_LIFETIME_YEARS);
-            effects.push(TlsEffect::IssueCa {
-                common_name: CA_COMMON_NAME.to_owned(),
-                not_before: now,
-                not_after,
-                reason: reason.clone(),
-            });
+            let (effect, not_after) = issue_ca(now, reason);
+            effects.push(effect);
             not_after
         }
         None => ca.map_or(now, |c| c.not_after),

@@ -372,3 +372,23 @@ fn reads_the_issuer_service_and_refuses_a_headless_one() {
         })
     ));
 }
+
+#[test]
+fn without_a_service_only_the_ca_is_decided_issued_when_missing_kept_until_its_expiry() {
+    let now = ts("2027-03-04T05:06:07Z");
+    let d = decide_ca(now, None);
+    assert_eq!(d.next_deadline, None);
+    assert!(
+        matches!(&d.effects[..], [TlsEffect::IssueCa { not_before, .. }] if *not_before == now),
+        "{:?}",
+        d.effects
+    );
+    let (ca, _) = good();
+    let kept = decide_ca(now, Some(&ca));
+    assert!(kept.effects.is_empty(), "{:?}", kept.effects);
+    assert_eq!(kept.next_deadline, Some(ca.not_after));
+    let expired = decide_ca(ca.not_after, Some(&ca));
+    assert!(
+        matches!(&expired.effects[..], [TlsEffect::IssueCa { reason, .. }] if reason.contains("expired"))
+    );
+}

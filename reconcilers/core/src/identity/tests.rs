@@ -197,7 +197,7 @@ fn the_first_keys_get_stable_effect_ids_from_the_planning_minute() {
         .actions
         .iter()
         .filter_map(|a| match a {
-            Action::Effect { request, .. } => Some(request.id.clone()),
+            Action::Effect { request, .. } if request.id.starts_with("generate-") => Some(request.id.clone()),
             _ => None,
         })
         .collect();
@@ -208,6 +208,26 @@ fn the_first_keys_get_stable_effect_ids_from_the_planning_minute() {
             "generate-hmac-key h-20270101-0000"
         ]
     );
+}
+
+#[test]
+fn with_users_off_the_ca_is_issued_all_the_same_for_the_webhooks_certificate() {
+    // No issuer Service: no leaf, but the fail-closed webhooks need a certificate signed by
+    // the CA, so the CA cannot wait for users.
+    let mut c = Controller::new().expect("builds");
+    c.fold(Event::Applied(fixtures::installation("5m", "12h")));
+    c.fold(Event::Tick(start()));
+    let (eval, _) = c.evaluate();
+    let ids: Vec<String> = eval
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Effect { request, .. } if request.id.starts_with("issue-") => Some(request.id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert!(ids[0].starts_with("issue-ca "), "{ids:?}");
 }
 
 #[test]
@@ -242,7 +262,12 @@ fn an_unparsable_keys_document_is_never_replaced() {
     )));
     c.fold(Event::Tick(start()));
     let (eval, _) = c.evaluate();
-    assert!(eval.actions.is_empty(), "{:?}", eval.actions);
+    let touching_keys: Vec<_> = eval
+        .actions
+        .iter()
+        .filter(|a| !matches!(a, Action::Effect { request, .. } if request.id.starts_with("issue-ca ")))
+        .collect();
+    assert!(touching_keys.is_empty(), "{touching_keys:?}");
 }
 
 #[test]

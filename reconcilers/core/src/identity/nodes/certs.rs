@@ -146,24 +146,26 @@ pub(crate) fn certificates(ca: &Option<Object>, leaf: &Option<Object>) -> Certif
 }
 
 /// The CA and leaf decisions: `now`, the certificates and the issuer Service → issuance effects.
-/// Waits (no decision) without a Service, or while a certificate is redacted.
+/// Without a Service (users off) only the CA: the webhooks' certificate needs it. Waits (no
+/// decision) while a certificate is redacted.
 pub(crate) fn certificate_effects(
     now: Timestamp,
     certs: &Certificates,
     service: &IssuerServiceOut,
 ) -> Timed<Desired> {
-    let Some(svc) = &service.service else {
-        return Timed::forever(Desired::default());
-    };
-    if matches!(certs.ca, CertState::Redacted) || matches!(certs.leaf, CertState::Redacted) {
+    if matches!(certs.ca, CertState::Redacted) {
         return Timed::forever(Desired::default());
     }
-    let decision = decide(
-        now,
-        certs.ca.facts().as_ref(),
-        certs.leaf.facts().as_ref(),
-        &svc.into(),
-    );
+    let decision = match &service.service {
+        None => decide_ca(now, certs.ca.facts().as_ref()),
+        Some(_) if matches!(certs.leaf, CertState::Redacted) => return Timed::forever(Desired::default()),
+        Some(svc) => decide(
+            now,
+            certs.ca.facts().as_ref(),
+            certs.leaf.facts().as_ref(),
+            &svc.into(),
+        ),
+    };
     let mut desired = Desired::default();
     for e in &decision.effects {
         let replaces = match e {

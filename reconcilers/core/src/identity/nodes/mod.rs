@@ -17,7 +17,7 @@ use ichor_renderers::crd::{
 use ichor_renderers::rollout::restart_required;
 use ichor_renderers::trust::keys::KeysDocument;
 use ichor_renderers::trust::timeline::{TimelineSettings, plan};
-use ichor_renderers::trust::tls::{CertFacts, IssuerService, San, decide};
+use ichor_renderers::trust::tls::{CertFacts, IssuerService, San, decide, decide_ca};
 use ichor_renderers::trust::{
     IssuerTrust, KEYS_JSON, NAMESPACE, render_trust_configmap, render_ui_ca_configmap,
 };
