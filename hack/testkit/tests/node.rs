@@ -9,7 +9,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ichor_testkit::consumers::{images_dir, require_path};
-use ichor_testkit::node::host::{MACHINE_DIRS, STATE_DIR, read_sysctls};
+use ichor_testkit::node::host::{MACHINE_DIRS, MachineLock, STATE_DIR, lock_machine, read_sysctls};
+
+/// How long a test waits for another test's node to stop (the walkthrough's runs for minutes).
+const LOCK_WAIT: Duration = Duration::from_secs(540);
+
+/// The machine's node lock: what the test reads while it holds it is the machine at rest, with
+/// no other test's node running.
+fn at_rest() -> MachineLock {
+    lock_machine(Instant::now() + LOCK_WAIT).unwrap_or_else(|e| panic!("{e:#}"))
+}
 
 /// Where containerd, the CNI plugins and the kubelet write by default: the node points each
 /// elsewhere or removes what it created ([`MACHINE_DIRS`]).
@@ -137,8 +146,10 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
     let Some(image) = require_path(images_dir().join("node-test-http.tar"), "hack/node/build.sh") else {
         return;
     };
+    let rest = at_rest();
     let sysctls_before = read_sysctls();
     let machine_dirs_before = machine_dirs();
+    drop(rest);
     let Some(node) = Node::start(NodeOptions {
         images: vec![image],
         ..NodeOptions::default()
@@ -330,6 +341,7 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
     let stopping = Instant::now();
     drop(node);
     eprintln!("node stopped and cleaned up in {:?}", stopping.elapsed());
+    let _rest = at_rest();
     assert_eq!(read_sysctls(), sysctls_before, "kernel settings not restored");
     assert_eq!(
         mounts_under(&dir),
@@ -376,8 +388,10 @@ fn processes_naming(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_start_that_fails_half_way_names_the_component_keeps_the_logs_and_puts_the_machine_back() {
+    let rest = at_rest();
     let sysctls_before = read_sysctls();
     let machine_dirs_before = machine_dirs();
+    drop(rest);
     let error = match Node::start(NodeOptions {
         apiserver_args: vec!["--no-such-flag=1".to_owned()],
         ..NodeOptions::default()
@@ -398,6 +412,7 @@ fn a_start_that_fails_half_way_names_the_component_keeps_the_logs_and_puts_the_m
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| panic!("no kept directory in: {error}"));
     assert!(kept.join("containerd.log").is_file(), "{}", kept.display());
+    let _rest = at_rest();
     let namespace = format!("ichor-node-{}", std::process::id());
     assert!(
         !Path::new("/run/netns").join(&namespace).exists(),
@@ -417,8 +432,10 @@ fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
     let Some(image) = require_path(images_dir().join("node-test-http.tar"), "hack/node/build.sh") else {
         return;
     };
+    let rest = at_rest();
     let sysctls_before = read_sysctls();
     let machine_dirs_before = machine_dirs();
+    drop(rest);
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ichor-node-hold"))
         .arg(&image)
         .stdout(std::process::Stdio::piped())
@@ -440,6 +457,8 @@ fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
     // What a node left by a killed test looks like: everything still there.
     child.kill().unwrap();
     child.wait().unwrap();
+    // Taken as soon as the killed node released it, so no other node's start reaps it first.
+    let rest = at_rest();
     assert!(Path::new("/run/netns").join(namespace).exists());
     assert!(!mounts_under(&dir).is_empty());
     assert!(!kubepods_cgroups().is_empty());
@@ -447,7 +466,10 @@ fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
     assert_ne!(read_sysctls(), sysctls_before);
 
     let clean = ichor_testkit::node::host::clean_script();
-    let out = std::process::Command::new(&clean).output().unwrap();
+    let out = std::process::Command::new(&clean)
+        .arg("--locked")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(processes_naming(&dir), Vec::<String>::new());
     assert_eq!(mounts_under(&dir), Vec::<String>::new());
@@ -457,6 +479,7 @@ fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
     assert_eq!(machine_dirs(), machine_dirs_before);
     assert!(!dir.exists(), "{} left", dir.display());
     assert!(!Path::new(STATE_DIR).join(format!("{namespace}.state")).exists());
-    // Idempotent: nothing left to do.
+    drop(rest);
+    // Idempotent: nothing left to do (it takes the lock itself).
     assert!(std::process::Command::new(&clean).status().unwrap().success());
 }

@@ -86,10 +86,53 @@ pub fn run_clean(args: &[&Path]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The machine's node lock, held: no node runs, and none starts, until it is dropped. A node
+/// holds it from before it changes anything until it has put everything back; a test holds it
+/// to read the machine at rest (before a node starts, after one stopped) without another test's
+/// node in between.
+pub struct MachineLock {
+    _file: File,
+}
+
+/// Takes the machine's node lock, waiting until `deadline` for the node that holds it to stop;
+/// an error names the test process that holds it.
+pub fn lock_machine(deadline: Instant) -> anyhow::Result<MachineLock> {
+    std::fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
+    let lock_path = Path::new(STATE_DIR).join("lock");
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("opening {}", lock_path.display()))?;
+    let holder_path = Path::new(STATE_DIR).join("holder");
+    loop {
+        match lock.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&holder_path).unwrap_or_default();
+                bail!(
+                    "another test kit node holds {} (test process {}): only one node runs on a machine at a time",
+                    lock_path.display(),
+                    holder.trim()
+                );
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", lock_path.display()));
+            }
+        }
+    }
+    std::fs::write(&holder_path, std::process::id().to_string())?;
+    Ok(MachineLock { _file: lock })
+}
+
 /// The machine-side state of one node: held from before anything changes until everything is
 /// put back.
 pub struct Host {
-    _lock: File,
+    _lock: MachineLock,
     state_file: PathBuf,
     namespace: String,
     original: Option<File>,
@@ -116,38 +159,7 @@ impl Host {
     /// what nodes of dead test processes left, and writes this node's state file: its
     /// namespace, directory and the kernel settings as they are now.
     pub fn acquire(dir: &Path, deadline: Instant) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
-        let lock_path = Path::new(STATE_DIR).join("lock");
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .with_context(|| format!("opening {}", lock_path.display()))?;
-        loop {
-            match lock.try_lock() {
-                Ok(()) => break,
-                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    let holder =
-                        std::fs::read_to_string(Path::new(STATE_DIR).join("holder")).unwrap_or_default();
-                    bail!(
-                        "another test kit node holds {} (test process {}): only one node runs on a machine at a time",
-                        lock_path.display(),
-                        holder.trim()
-                    );
-                }
-                Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(e).with_context(|| format!("locking {}", lock_path.display()));
-                }
-            }
-        }
-        std::fs::write(
-            Path::new(STATE_DIR).join("holder"),
-            std::process::id().to_string(),
-        )?;
+        let lock = lock_machine(deadline)?;
         // Leftovers of nodes whose test process died without its drop: with the lock held, every
         // state file is one.
         run_clean(&[Path::new("--locked")])?;
