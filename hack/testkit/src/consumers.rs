@@ -1,6 +1,8 @@
 //! Where the real consumers are. `hack/test.sh` builds or installs them under `$ICHOR_BUILD_DIR`
 //! (default `.build` at the repository root): `hack/kube/build.sh` puts kube-apiserver, kubectl,
-//! etcd, the apiserver's validator and helm in `kube/current/`. A test that needs one calls
+//! etcd, the apiserver's validator, helm and the node's kubelet, kube-proxy,
+//! kube-controller-manager and kube-scheduler in `kube/current/`; `hack/node/build.sh` puts the
+//! node's image archives in `images/` ([`images_dir`]). A test that needs one calls
 //! [`require`]: with `ICHOR_REQUIRE_CONSUMERS=1` (as the test command sets it) a missing binary
 //! fails the test; otherwise the test is skipped with a message saying what to run.
 
