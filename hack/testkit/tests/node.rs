@@ -175,7 +175,7 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
     // error.
     let second = std::thread::spawn(|| {
         Node::start(NodeOptions {
-            start_timeout: Duration::from_secs(1),
+            lock_timeout: Duration::from_secs(1),
             ..NodeOptions::default()
         })
         .map(|n| n.is_some())

@@ -19,7 +19,8 @@
 //! directory, the `kubepods` cgroups, its containers and processes, the namespace. A state file
 //! under `/run/ichor-node/` lets `hack/node/clean.sh` do the same after a test that was killed
 //! (`hack/test.sh` runs it on exit; the next [`Node::start`] runs it first). One node runs on a
-//! machine at a time: a second start waits for the first to stop (until its start timeout).
+//! machine at a time: a second start waits for the first to stop (up to
+//! [`NodeOptions::lock_timeout`]).
 
 mod components;
 pub mod config;
@@ -40,14 +41,20 @@ use host::Host;
 /// The default bound of a start: containerd, the control plane, the node `Ready`.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(240);
 
+/// The default wait for another node: within nextest's bound of a node test (10 minutes).
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(540);
+
 /// How to start a node.
 #[derive(Clone, Debug)]
 pub struct NodeOptions {
     /// OCI image archives to import into the node's containerd before the kubelet starts (the
     /// pause image is always imported).
     pub images: Vec<PathBuf>,
-    /// The bound of the whole start, waiting for another node included.
+    /// The bound of the start itself, from when the node has the machine's lock.
     pub start_timeout: Duration,
+    /// How long a start waits for another test's node to stop (one node runs on a machine at a
+    /// time) before it fails.
+    pub lock_timeout: Duration,
     /// The `--authentication-config` the apiserver starts with.
     pub authentication_config: String,
     /// More kube-apiserver flags.
@@ -59,6 +66,7 @@ impl Default for NodeOptions {
         Self {
             images: Vec::new(),
             start_timeout: DEFAULT_START_TIMEOUT,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
             authentication_config: control_plane::EMPTY_AUTHENTICATION_CONFIG.to_owned(),
             apiserver_args: Vec::new(),
         }
@@ -94,11 +102,11 @@ impl Node {
         ) else {
             return Ok(None);
         };
-        let started = Instant::now();
-        let deadline = started + options.start_timeout;
         let dir = tempfile::Builder::new().prefix("ichor-node-").tempdir()?;
         let root = dir.path().to_path_buf();
-        let host = Host::acquire(&root, deadline)?;
+        let host = Host::acquire(&root, Instant::now() + options.lock_timeout)?;
+        let started = Instant::now();
+        let deadline = started + options.start_timeout;
         let mut node = Self {
             host,
             binaries,
