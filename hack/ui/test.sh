@@ -3,8 +3,10 @@
 # the UI (type check + vite) and fails when the committed build (ui/dist, embedded in the issuer
 # at compile time) differs from it, runs its unit tests (vitest), builds `ichor` and `ichor-full`, then drives the
 # UI embedded in it in headless Chromium (playwright-core) against a real `ichor dev` on a free
-# port with a temporary state directory (ui/e2e/run.mjs). Screenshots (1280x800 and 390x844) go to
-# target/ui-screenshots/. Exits non-zero on any failure; the last line is `ui: N passed, M failed`.
+# port with a temporary state directory (ui/e2e/run.mjs), after the walkthrough's browser step
+# (ui/e2e/walkthrough.mjs, the script the node walkthrough test runs) against its own `ichor dev`
+# (ui/e2e/walkthrough-dev.mjs). Screenshots (1280x800 and 390x844) go to target/ui-screenshots/.
+# Exits non-zero on any failure; the last line is `ui: N passed, M failed`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -57,11 +59,17 @@ target_dir=${CARGO_TARGET_DIR:-$repo/target}
 shots="$target_dir/ui-screenshots"
 rm -rf "$shots"
 echo "hack/ui/test.sh: screenshots go to $shots"
+walk_rc=0
+ICHOR_BIN="$target_dir/debug/ichor" node ui/e2e/walkthrough-dev.mjs || walk_rc=$?
 e2e_rc=0
 # No UI_DIST: the e2e tests the UI embedded in the binary.
 ICHOR_BIN="$target_dir/debug/ichor" SCREENSHOT_DIR="$shots" node ui/e2e/run.mjs || e2e_rc=$?
 if ((unit_rc != 0)); then
   echo "ui: unit tests (vitest) failed"
+  exit 1
+fi
+if ((walk_rc != 0)); then
+  echo "ui: the walkthrough script's checks (ui/e2e/walkthrough-dev.mjs) failed"
   exit 1
 fi
 exit "$e2e_rc"

@@ -92,7 +92,7 @@ export async function startDev(extra = [], chosenPort = null) {
 }
 
 /** A HOME with an NSS database trusting the CA(s); null when certutil is unavailable. */
-function trustCa(ca) {
+export function trustCa(ca) {
   const home = mkdtempSync(join(tmpdir(), "ichor-ui-home-"));
   const db = `sql:${join(home, ".pki", "nssdb")}`;
   try {
