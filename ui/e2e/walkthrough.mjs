@@ -181,7 +181,10 @@ try {
     home = trustCa(splitPem(o.ca, scratch));
     if (!home) throw new Error(`certutil could not build an NSS database trusting ${o.ca} (is libnss3-tools installed?)`);
     const args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-      "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage", "--lang=en-US"];
+      "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage", "--lang=en-US",
+      // Straight to the address: no proxy from the environment (the host-resolver rule would not
+      // apply through one).
+      "--no-proxy-server"];
     if (o.address && !isIP(o.host)) args.push(`--host-resolver-rules=MAP ${o.host} ${o.address}`);
     browser = await chromium.launchPersistentContext(join(scratch, "profile"), {
       executablePath: o.chromiumPath,
