@@ -13,15 +13,15 @@
 //                     rule `MAP <host> <address>`: no DNS is asked); not needed (and not used)
 //                     when the URL's host is an IP address
 //   --ca              a PEM file of the CA certificate(s) that issued the public listener's
-//                     certificate; trusted through a fresh NSS database (certutil), and nothing
-//                     else is: a certificate error fails the run
+//                     certificate; trusted through a fresh NSS database (certutil), beside
+//                     Chromium's own roots; certificate errors are never ignored
 //   --user, --first-password, --new-password
 //                     the first admin, the password printed for it, the password it chooses
 //   --out             where the downloaded kubeconfig is written
 //   --chromium        the browser (default /usr/bin/chromium)
 //   --timeout-ms      how long one step may wait for the UI (default 60000)
 //
-// Exits 0 with the kubeconfig written. On a failure, exits 1 with `walkthrough: step "<step>"
+// Exits 0 with the kubeconfig written; 2 on a usage error. On a failure, exits 1 with `walkthrough: step "<step>"
 // failed: …` on stderr (with the alerts the page shows) and a screenshot at <out>.failure.png.
 // Either way, the last line on stdout is one JSON object:
 //   {"ok":true,"kubeconfig":"…","steps":{"launch":812,"open":640,…},"slowDowns":0,"totalMs":5123}
