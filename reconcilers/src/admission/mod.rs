@@ -56,7 +56,7 @@ pub use http::{
     HEALTHZ_PATH, ICHORINSTALLATIONS_PATH, ICHORUSERS_PATH, TALOSCLUSTERS_PATH, TALOSOPERATIONS_PATH, router,
 };
 pub use review::{MAX_BODY_BYTES, Verdict};
-pub use server::{ServerOptions, serve, serve_on};
+pub use server::{ServerOptions, serve, serve_on, serve_with, watch_certificate};
 pub use user_cache::{UserCache, UserCacheFeed};
 
 /// The user name of the controller's own ServiceAccount in `namespace`

@@ -7,11 +7,11 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ichor_server::reload::WatchOptions;
-use ichor_server::tls::{PairFiles, server_config, watch_pair};
+use ichor_server::reload::{WatchOptions, Watched};
+use ichor_server::tls::{PairFiles, TlsPair, server_config, watch_pair};
 use ichor_server::{ServeOptions, serve as serve_https};
 use tokio::net::TcpListener;
 
@@ -69,10 +69,21 @@ pub async fn serve_on(
     shutdown: impl Future<Output = ()> + Send + 'static,
     options: ServerOptions,
 ) -> Result<(), AdmissionError> {
-    let files = PairFiles::in_secret_dir(&cert_dir);
-    let pair = watch_pair("the webhook serving certificate", &files, options.watch).map_err(|e| {
+    let pair = watch_certificate(&cert_dir, options.watch)?;
+    serve_with(listener, pair, state, shutdown, options.serve).await
+}
+
+/// Follows the serving pair `tls.crt`/`tls.key` in `cert_dir` (a pair that is missing or
+/// invalid is waited for, with a warning). The handle says whether a pair is loaded: a replica
+/// is ready to take webhook calls only then, since a handshake without a certificate fails.
+///
+/// # Errors
+/// [`AdmissionError::WatchCertificate`] when the directory cannot be followed.
+pub fn watch_certificate(cert_dir: &Path, watch: WatchOptions) -> Result<Watched<TlsPair>, AdmissionError> {
+    let files = PairFiles::in_secret_dir(cert_dir);
+    let pair = watch_pair("the webhook serving certificate", &files, watch).map_err(|e| {
         AdmissionError::WatchCertificate {
-            dir: cert_dir.clone(),
+            dir: cert_dir.to_path_buf(),
             reason: e.to_string(),
         }
     })?;
@@ -82,8 +93,22 @@ pub async fn serve_on(
             "admission: no webhook serving certificate yet; handshakes fail until tls.crt and tls.key appear"
         );
     }
+    Ok(pair)
+}
+
+/// [`serve_on`] with a pair already followed ([`watch_certificate`]).
+///
+/// # Errors
+/// [`AdmissionError::Tls`] when the TLS setup fails.
+pub async fn serve_with(
+    listener: TcpListener,
+    pair: Watched<TlsPair>,
+    state: Arc<AdmissionState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    serve: ServeOptions,
+) -> Result<(), AdmissionError> {
     let tls = server_config(pair).map_err(|e| AdmissionError::Tls(e.to_string()))?;
-    let mut serve_options = options.serve;
+    let mut serve_options = serve;
     serve_options.max_body_bytes = serve_options.max_body_bytes.max(MAX_BODY_BYTES);
     tracing::info!(listen = ?listener.local_addr().ok(), "admission: serving the webhooks over HTTPS");
     serve_https(listener, tls, router(state), shutdown, serve_options).await;

@@ -12,6 +12,7 @@ use axum::Router;
 use ichor_graph::{Action, Cause, Event};
 use ichor_renderers::trust::tls::CertFacts;
 use ichor_server::health::{Exposition, Readiness};
+use ichor_server::metrics::ReloadStatus;
 
 use super::watch::SyncState;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -269,9 +270,15 @@ impl Health {
 
 /// The router of `/metrics`, `/healthz` and `/readyz`: the shared one, ready once every
 /// watcher's initial list is folded (`waitingFor: ["watchers"]` until then, with `reasons`
-/// naming each required Ichor kind the cluster does not serve).
-pub fn router(registry: Arc<Registry>, health: Arc<Health>) -> Router {
-    let readiness = Readiness::new().require_explained("watchers", move || {
+/// naming each required Ichor kind the cluster does not serve) and, when given, once the
+/// webhooks' serving certificate is loaded (the Service sends webhook calls to ready replicas
+/// only; one without a certificate fails every handshake).
+pub fn router(
+    registry: Arc<Registry>,
+    health: Arc<Health>,
+    webhook_certificate: Option<Arc<dyn ReloadStatus>>,
+) -> Router {
+    let mut readiness = Readiness::new().require_explained("watchers", move || {
         if health.is_ready() {
             return Ok(());
         }
@@ -282,6 +289,9 @@ pub fn router(registry: Arc<Registry>, health: Arc<Health>) -> Router {
             Err(Some(format!("not ready: {}", reasons.join("; "))))
         }
     });
+    if let Some(certificate) = webhook_certificate {
+        readiness = readiness.require_loaded(certificate);
+    }
     ichor_server::health::router(Arc::new(readiness), registry)
 }
 

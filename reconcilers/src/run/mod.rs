@@ -60,6 +60,7 @@ use ichor_reconcile::perform::OsKeyMaterial;
 use ichor_renderers::rollout::APISERVER_PORT;
 
 use ichor_server::logging::LogFormat;
+use ichor_server::reload::WatchOptions;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -308,6 +309,9 @@ pub enum RunError {
     /// The async runtime could not start.
     #[error("the async runtime did not start: {0}")]
     Runtime(std::io::Error),
+    /// The webhooks' certificate directory cannot be followed.
+    #[error(transparent)]
+    Admission(#[from] admission::AdmissionError),
 }
 
 /// The channels and shared state [`drive`] runs on.
@@ -455,7 +459,13 @@ where
             addr: args.metrics_listen,
             error,
         })?;
-    let ops = metrics::router(Arc::new(registry), health.clone());
+    // The webhooks' serving pair, followed from the start: readiness waits for it.
+    let webhook_pair = admission::watch_certificate(&args.webhook_cert_dir, WatchOptions::default())?;
+    let ops = metrics::router(
+        Arc::new(registry),
+        health.clone(),
+        Some(Arc::new(webhook_pair.clone())),
+    );
     let mut ops_shutdown = shutdown_rx.clone();
     tokio::spawn(async move {
         let serve = axum::serve(listener, ops).with_graceful_shutdown(async move {
@@ -484,14 +494,14 @@ where
             error,
         })?;
     let mut webhook_shutdown = shutdown_rx.clone();
-    let webhooks = tokio::spawn(admission::serve_on(
+    let webhooks = tokio::spawn(admission::serve_with(
         webhook_listener,
-        args.webhook_cert_dir.clone(),
+        webhook_pair,
         Arc::new(state),
         async move {
             let _ = webhook_shutdown.wait_for(|v| *v).await;
         },
-        admission::ServerOptions::default(),
+        admission::ServerOptions::default().serve,
     ));
     tracing::info!(
         listen = %webhook_addr,

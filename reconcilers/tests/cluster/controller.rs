@@ -325,6 +325,9 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
         wait_status(&plane, "alice", "PasswordSet", "True")?;
         wait_status(&plane, "alice", "Ready", "True")?;
         wait_keys(&plane, &["alice"])?;
+        for replica in &replicas {
+            crate::webhooks::mount_certificate(&plane, replica)?;
+        }
         wait::until("both replicas ready", SETTLE, || {
             Ok(replicas.iter().all(|r| r.readyz() == Some(200)).then_some(()))
         })

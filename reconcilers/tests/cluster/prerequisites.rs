@@ -70,7 +70,10 @@ fn a_missing_core_kind_is_named_by_readiness_until_its_crd_is_installed() -> any
     assert_eq!(named.0, 503, "not ready without TalosCluster: {}", named.1);
     let body: serde_json::Value = serde_json::from_str(&named.1)?;
     assert_eq!(body["ready"], false);
-    assert_eq!(body["waitingFor"], serde_json::json!(["watchers"]));
+    assert_eq!(
+        body["waitingFor"],
+        serde_json::json!(["watchers", "the webhook serving certificate"])
+    );
     assert_eq!(
         body["reasons"],
         serde_json::json!([format!("not ready: {SENTENCE}")]),
@@ -96,6 +99,12 @@ fn a_missing_core_kind_is_named_by_readiness_until_its_crd_is_installed() -> any
     let installed = Instant::now();
     plane.apply(&crd("hack/crds", MISSING)?)?;
     wait_established(&plane)?;
+    // Its webhooks' certificate (issued with users off too), as the kubelet mounts it.
+    wait::until("the webhooks' certificate", Duration::from_secs(60), || {
+        plane.get_json(0, "secret", NAMESPACE, "ichor-webhook-tls")
+    })
+    .map_err(|e| e.context(replica.log_tail()))?;
+    crate::webhooks::mount_certificate(&plane, &replica)?;
     wait::until(
         "/readyz 200 once TalosCluster is served",
         Duration::from_secs(60),

@@ -24,12 +24,9 @@ const PORT_NAME: &str = "webhook";
 /// The chart's `timeoutSeconds`.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What a kubectl run answered: its stdout, or its stderr when it failed.
-type Answer = Result<String, String>;
-
-/// The kubelet's part: the Secret `ichor-webhook-tls` written into the replica's certificate
-/// directory (the pod's Secret volume), then the Service pointed at the replica.
-pub fn serve_from(plane: &ControlPlane, replica: &Replica) -> anyhow::Result<()> {
+/// The kubelet's Secret volume: `ichor-webhook-tls` as the controller issued it, written into
+/// the replica's certificate directory (a replica is ready only once it holds a pair).
+pub fn mount_certificate(plane: &ControlPlane, replica: &Replica) -> anyhow::Result<()> {
     let secret = get(plane, 0, "secret", WEBHOOK_TLS_SECRET)?
         .ok_or_else(|| anyhow::anyhow!("no Secret {WEBHOOK_TLS_SECRET}"))?;
     for key in ["tls.crt", "tls.key"] {
@@ -39,6 +36,16 @@ pub fn serve_from(plane: &ControlPlane, replica: &Replica) -> anyhow::Result<()>
         let bytes = base64::engine::general_purpose::STANDARD.decode(b64)?;
         std::fs::write(replica.cert_dir.join(key), bytes)?;
     }
+    Ok(())
+}
+
+/// What a kubectl run answered: its stdout, or its stderr when it failed.
+type Answer = Result<String, String>;
+
+/// The kubelet's part: the Secret `ichor-webhook-tls` written into the replica's certificate
+/// directory (the pod's Secret volume), then the Service pointed at the replica.
+pub fn serve_from(plane: &ControlPlane, replica: &Replica) -> anyhow::Result<()> {
+    mount_certificate(plane, replica)?;
     install::point_service_at(
         plane,
         SERVICE,

@@ -144,7 +144,7 @@ async fn readyz_waits_for_the_watchers_while_healthz_and_metrics_answer() {
     use tower::ServiceExt as _;
     let (_, registry) = Metrics::new();
     let health = Arc::new(Health::default());
-    let app = metrics::router(Arc::new(registry), health.clone());
+    let app = metrics::router(Arc::new(registry), health.clone(), None);
     let get = |path: &str| http::Request::get(path).body(axum::body::Body::empty()).unwrap();
     let status = |app: axum::Router, path: &'static str| async move {
         app.oneshot(get(path)).await.unwrap().status().as_u16()
