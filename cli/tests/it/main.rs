@@ -22,6 +22,7 @@ mod dev_e2e;
 mod key_retention;
 mod kubectl;
 mod launcher;
+mod node;
 mod offline;
 mod user_api;
 mod user_bootstrap;

@@ -94,6 +94,22 @@ impl TestCa {
         self.serving_with(common_name, DEFAULT_UNTIL_YEAR, KeyPair::generate()?, ips)
     }
 
+    /// As [`TestCa::serving`], valid for the DNS name `name` too (a site's public host name, as
+    /// cert-manager would issue it).
+    ///
+    /// # Errors
+    /// When rcgen cannot make or sign the certificate.
+    pub fn serving_for_name(&self, common_name: &str, name: &str) -> anyhow::Result<Pair> {
+        let mut params = CertificateParams::new(vec!["localhost".to_owned(), name.to_owned()])?;
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.use_authority_key_identifier_extension = true;
+        params.not_before = date_time_ymd(NOT_BEFORE_YEAR, 1, 1);
+        params.not_after = date_time_ymd(DEFAULT_UNTIL_YEAR, 1, 1);
+        self.sign(&params, &KeyPair::generate()?)
+    }
+
     fn serving_with(
         &self,
         common_name: &str,
