@@ -64,6 +64,19 @@ pub const CORE_KINDS: [&str; 4] = [
     "IchorInstallation",
 ];
 
+/// Whether `name` is a Kubernetes object name (a DNS-1123 subdomain: at most 253 lowercase
+/// letters, digits, `-` and `.`, starting and ending with a letter or digit), as a TalosCluster's
+/// is. A name that is not cannot name one, and is never put into a command a person is told
+/// to run.
+pub fn is_object_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 253
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name.chars().all(|c| alnum(c) || c == '-' || c == '.')
+}
+
 /// What a readiness probe and a log say when the cluster does not serve the Ichor kind `kind`
 /// (a list answered 404): the kind, its group and version, and what to install.
 pub fn not_served_message(kind: &str) -> String {
@@ -93,5 +106,31 @@ mod not_served_tests {
             own.contains("IchorUser (ichor.maesh.dev/v1alpha1)") && own.contains("helm/ichor/crds"),
             "{own}"
         );
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::is_object_name;
+
+    #[test]
+    fn object_names_are_dns_subdomains_and_nothing_a_shell_reads_otherwise() {
+        for good in ["prod", "prod-1", "a", "eu.prod-2"] {
+            assert!(is_object_name(good), "{good}");
+        }
+        for bad in [
+            "",
+            "Prod",
+            "-prod",
+            "prod-",
+            "prod?x=1",
+            "x'$(id)'",
+            "a b",
+            "a/b",
+            "ä",
+            &"a".repeat(254),
+        ] {
+            assert!(!is_object_name(bad), "{bad:?}");
+        }
     }
 }

@@ -12,6 +12,12 @@ pub enum InitError {
     /// `--ui-url` is not usable.
     #[error("--ui-url {0:?}: {1}")]
     UiUrl(String, String),
+    /// `--cluster` cannot name a TalosCluster.
+    #[error(
+        "--cluster {0:?} is not a TalosCluster name (lowercase letters, digits, '-' and '.', \
+         starting and ending with a letter or digit, at most 253 characters)"
+    )]
+    ClusterName(String),
     /// The TalosCluster does not exist.
     #[error("TalosCluster {namespace}/{name} does not exist; check --cluster and --namespace")]
     NoCluster {

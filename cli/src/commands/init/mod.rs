@@ -486,6 +486,9 @@ pub fn password_message(name: &str, password: &Password) -> String {
 /// # Errors
 /// The step that failed, as one sentence; the password is printed before a later step can fail.
 pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
+    if !ichor_renderers::crd::is_object_name(&args.cluster) {
+        return Err(InitError::ClusterName(args.cluster).into());
+    }
     let plan = InitPlan {
         ui_url: check_ui_url(&args.ui_url)?,
         cluster: args.cluster,

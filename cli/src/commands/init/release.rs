@@ -286,9 +286,17 @@ pub fn decide(release: &Release, url: &str) -> Result<Decision, OtherUrl> {
 /// The release's effective `controller.rollout.clusters` (the user's values over the chart's
 /// defaults): the TalosClusters the controller rolls out. Non-string entries are skipped. Pure.
 pub fn rollout_clusters(release: &Release) -> Vec<String> {
+    // Only object names: the list goes into a command line a person is told to run, and the
+    // record is only as trustworthy as whoever may write Secrets in the namespace.
     effective(release, &["controller", "rollout", "clusters"])
         .and_then(Value::as_array)
-        .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|list| {
+            list.iter()
+                .filter_map(Value::as_str)
+                .filter(|c| ichor_renderers::crd::is_object_name(c))
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 

@@ -75,6 +75,57 @@ fn read_bounded(flag: &'static str, path: &Path) -> Result<Vec<u8>, InitError> {
     Ok(bytes)
 }
 
+/// The talosconfig `text` with `context` as its only context (and the selected one): what the
+/// Secret holds. Every field of that context is kept as written.
+fn only_context(text: &str, context: &str) -> Result<Vec<u8>, String> {
+    let config: serde_yaml::Value = serde_yaml::from_str(text)
+        .map_err(|_| "not a talosconfig (YAML with `context` and `contexts`)".to_owned())?;
+    let entry = config
+        .get("contexts")
+        .and_then(|c| c.get(context))
+        .cloned()
+        .ok_or_else(|| format!("no context {context:?} under `contexts`"))?;
+    let mut contexts = serde_yaml::Mapping::new();
+    contexts.insert(context.into(), entry);
+    let mut only = serde_yaml::Mapping::new();
+    only.insert("context".into(), context.into());
+    only.insert("contexts".into(), contexts.into());
+    serde_yaml::to_string(&only)
+        .map(String::into_bytes)
+        .map_err(|_| "its context cannot be written back as YAML".to_owned())
+}
+
+/// The `CERTIFICATE` blocks of `pem`, and nothing else: a CA file that also holds a key is
+/// refused rather than stored (the key must not reach the cluster).
+fn only_certificates(pem: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = pem;
+    let mut found = 0;
+    while let Some(begin) = rest.find("-----BEGIN ") {
+        let label_end = rest[begin + 11..]
+            .find("-----")
+            .ok_or_else(|| "a PEM header is not closed".to_owned())?;
+        let label = &rest[begin + 11..begin + 11 + label_end];
+        let end_marker = format!("-----END {label}-----");
+        let end = rest[begin..]
+            .find(&end_marker)
+            .ok_or_else(|| format!("the {label} block has no end line"))?;
+        if label != "CERTIFICATE" {
+            return Err(format!(
+                "it holds a {label} block: give the CA certificate(s) only"
+            ));
+        }
+        out.push_str(&rest[begin..begin + end + end_marker.len()]);
+        out.push('\n');
+        found += 1;
+        rest = &rest[begin + end + end_marker.len()..];
+    }
+    if found == 0 {
+        return Err("no CERTIFICATE block".to_owned());
+    }
+    Ok(out)
+}
+
 impl TalosCredentials {
     /// Reads and checks both files: the talosconfig must select a context with a CA, a client
     /// certificate and key (as the controller reads it); the CA must be a PEM X.509
@@ -91,7 +142,7 @@ impl TalosCredentials {
         };
         let text = std::str::from_utf8(&talosconfig).map_err(|_| bad_config("not UTF-8 text".to_owned()))?;
         let shown = talosconfig_path.display().to_string();
-        talosconfig::parse(text, &shown, None).map_err(|e| {
+        let context = talosconfig::parse(text, &shown, None).map_err(|e| {
             bad_config(match e {
                 // The YAML parser may quote a scalar of the file: say only what is expected.
                 TalosConfigError::Yaml { .. } => {
@@ -109,6 +160,9 @@ impl TalosCredentials {
                 }
             })
         })?;
+        // Only the context the controller uses goes into the cluster: a talosctl config file
+        // commonly holds the os:admin keys of every cluster its owner manages.
+        let talosconfig = only_context(text, &context.name).map_err(bad_config)?;
         let kube_ca = read_bounded("--kube-ca", kube_ca_path)?;
         let bad_ca = |reason: String| InitError::CredentialsFile {
             flag: "--kube-ca",
@@ -116,7 +170,9 @@ impl TalosCredentials {
             reason,
         };
         let pem = std::str::from_utf8(&kube_ca).map_err(|_| bad_ca("not PEM text".to_owned()))?;
-        CertFacts::from_pem(pem, "the file").map_err(|e| bad_ca(e.to_string()))?;
+        let kube_ca = only_certificates(pem).map_err(bad_ca)?;
+        CertFacts::from_pem(&kube_ca, "the file").map_err(|e| bad_ca(e.to_string()))?;
+        let kube_ca = kube_ca.into_bytes();
         Ok(Self {
             talosconfig_path: talosconfig_path.to_path_buf(),
             kube_ca_path: kube_ca_path.to_path_buf(),
@@ -178,5 +234,65 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(missing.contains("cannot read it"), "{missing}");
+    }
+
+    fn b64(pem: &str) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(pem)
+    }
+
+    #[test]
+    fn only_the_selected_context_and_the_ca_certificates_reach_the_secret() {
+        let cert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let key = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n";
+        let context = |name: &str| {
+            format!(
+                "  {name}:\n    endpoints: [10.0.0.1]\n    ca: {}\n    crt: {}\n    key: {}\n",
+                b64(cert),
+                b64(cert),
+                b64(key)
+            )
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("talosconfig");
+        std::fs::write(
+            &config,
+            format!(
+                "context: prod\ncontexts:\n{}{}",
+                context("prod"),
+                context("staging")
+            ),
+        )
+        .unwrap();
+        let ca = rcgen::generate_simple_self_signed(vec!["kubernetes".to_owned()]).unwrap();
+        let ca_file = dir.path().join("ca.crt");
+        std::fs::write(&ca_file, ca.cert.pem()).unwrap();
+        let loaded = TalosCredentials::load(&config, &ca_file).unwrap();
+        let stored: serde_yaml::Value = serde_yaml::from_slice(&loaded.talosconfig).unwrap();
+        assert_eq!(stored["context"], "prod");
+        let names: Vec<_> = stored["contexts"]
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["prod"],
+            "the other cluster's keys stay on the workstation"
+        );
+        assert_eq!(stored["contexts"]["prod"]["key"], b64(key).as_str());
+        assert_eq!(String::from_utf8(loaded.kube_ca.clone()).unwrap(), ca.cert.pem());
+
+        // A CA file that also holds the CA's key is refused, naming the block, not showing it.
+        std::fs::write(
+            &ca_file,
+            format!("{}{}", ca.cert.pem(), ca.signing_key.serialize_pem()),
+        )
+        .unwrap();
+        let e = TalosCredentials::load(&config, &ca_file).unwrap_err().to_string();
+        assert!(e.starts_with("--kube-ca "), "{e}");
+        assert!(e.contains("PRIVATE KEY block"), "{e}");
+        assert!(!e.contains(&ca.signing_key.serialize_pem()[30..60]), "{e}");
     }
 }

@@ -345,6 +345,15 @@ fn walk(node: &Arc<Mutex<Node>>, admin: &Admin, record: &mut Record) -> anyhow::
             .is_some_and(|g| g.iter().any(|g| g == "ichor:admin")),
         "{whoami}"
     );
+    // The issuer's shared password-check threads run at nice 10 under the chart's restricted
+    // security context (seccomp RuntimeDefault, no capabilities): no pod said it could not.
+    for pod in admin.pods("issuer")? {
+        let log = admin.run(&["logs", "-n", NAMESPACE, &pod], None)?;
+        ensure!(
+            !log.contains("could not lower the priority"),
+            "{pod} could not nice its password checks:\n{log}"
+        );
+    }
     let admin_ui = runtime.block_on(sign_in_as(
         &http,
         &ui_url(),

@@ -158,6 +158,16 @@ pub fn run(args: &ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
         }
     }
     let (namespace, name) = split_cluster(cluster_arg);
+    if let Some(bad) = [namespace, name]
+        .into_iter()
+        .find(|n| !ichor_renderers::crd::is_object_name(n))
+    {
+        eprintln!(
+            "error: --cluster {cluster_arg:?}: {bad:?} is not a Kubernetes object name (lowercase \
+             letters, digits, '-' and '.', starting and ending with a letter or digit)"
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -140,7 +140,8 @@ pub fn created_from_the_flags(plane: &ControlPlane, helm: &Helm, home: &Path, tm
     assert!(text(&refused.stdout).is_empty());
     assert!(!secret_exists(), "nothing was written");
 
-    // Both files: the Secret, with their bytes; their content is printed nowhere.
+    // Both files: the Secret, with their content (the file's one context, the CA certificate);
+    // printed nowhere.
     let created = init_with(helm, home, tmp, URL, &credentials.args());
     let (stdout, stderr) = (text(&created.stdout), text(&created.stderr));
     assert!(created.status.success(), "{stderr}");
@@ -161,7 +162,15 @@ pub fn created_from_the_flags(plane: &ControlPlane, helm: &Helm, home: &Path, tm
     );
     let secret = get(plane, "secret", "prod-talosconfig");
     let b64 = |path: &Path| base64::engine::general_purpose::STANDARD.encode(std::fs::read(path).unwrap());
-    assert_eq!(secret["data"]["talosconfig"], b64(&credentials.talosconfig));
+    let stored = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["talosconfig"].as_str().unwrap())
+        .unwrap();
+    let as_yaml = |bytes: &[u8]| serde_yaml::from_slice::<serde_yaml::Value>(bytes).unwrap();
+    assert_eq!(
+        as_yaml(&stored),
+        as_yaml(&std::fs::read(&credentials.talosconfig).unwrap()),
+        "the file's one context, as written"
+    );
     assert_eq!(secret["data"]["ca.crt"], b64(&credentials.kube_ca));
     credentials
 }
