@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Undoes what a test kit node (hack/testkit/src/node) changed on the machine, from the state
-# file it keeps under /run/ichor-node/: kills its processes (by the PIDs recorded there, and
-# every process whose command line names the node's directory: containerd's shims), the
-# processes left in `kubepods` cgroups, unmounts everything under the node's directory (deepest
-# first, lazily when busy), removes the `kubepods` cgroup directories of every hierarchy
-# (deepest first), deletes its network namespace and the CNI cache entries of its network and
-# containers, writes back the kernel settings the kubelet changed, and removes the machine
-# directories its components created (/var/lib/kubelet, /var/log/containers, /var/lib/cni,
-# /run/containerd) when they did not exist before it, else its links in /var/log/containers.
+# file it keeps under /run/ichor-node/: kills its processes (by the PIDs recorded there, every
+# process whose command line names the node's directory: containerd's shims, and every process
+# in the node's own cgroup root /ichor-node-<pid>), unmounts everything under the node's
+# directory (deepest first, lazily when busy), removes that cgroup root from every hierarchy
+# (deepest first; no other cgroup is touched: a machine that is itself a Kubernetes node keeps
+# its /kubepods), deletes its network namespace, writes back the kernel settings the kubelet
+# changed, and removes its own entries in machine directories: the CNI cache entries of its
+# network and containers, its links in /var/log/containers, its containerd shims' sockets, the
+# kubelet's device-plugin socket when nothing listens on it. A machine directory the node
+# created (/var/lib/kubelet, /var/log/containers, /var/lib/cni, /run/containerd) is then removed
+# only when empty: what another program put there stays.
 # Idempotent; a no-op when there is nothing.
 # A node holds /run/ichor-node/lock from before it changes anything until it has put everything
-# back, so while the lock is free (or held by the caller) every state file is a leftover; the
-# `kubepods` cgroups are shared by whichever node runs, so nothing is cleaned while another node
-# holds the lock.
+# back, so while the lock is free (or held by the caller) every state file is a leftover;
+# nothing is cleaned while another node holds the lock.
 # Usage: hack/node/clean.sh          takes the lock (waiting up to $ICHOR_NODE_CLEAN_WAIT
 #                                    seconds, default 600, for a running node to stop), then
 #                                    cleans every state file (hack/test.sh's exit trap)
@@ -28,21 +30,35 @@ start_time() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
 # alive PID START: true when PID runs and started at START (not a reused PID).
 alive() { [[ -n "$1" && "$(start_time "$1")" == "$2" ]]; }
 
-kill_cgroup_tasks() {
-  local procs pid
-  for procs in /sys/fs/cgroup/*/kubepods/cgroup.procs /sys/fs/cgroup/*/kubepods/*/cgroup.procs \
-    /sys/fs/cgroup/*/kubepods/*/*/cgroup.procs /sys/fs/cgroup/*/kubepods/*/*/*/cgroup.procs; do
-    [[ -f "$procs" ]] || continue
-    while read -r pid; do kill -KILL "$pid" 2>/dev/null || true; done <"$procs"
-  done
+# cgroup_dirs ROOT: the node's cgroup root (/ichor-node-<pid>) in every hierarchy (v1 and
+# hybrid: /sys/fs/cgroup/<hierarchy>; v2 only: /sys/fs/cgroup); nothing for any other name.
+cgroup_dirs() {
+  [[ "$1" =~ ^/ichor-node-[0-9]+$ ]] || return 0
+  local d
+  for d in /sys/fs/cgroup"$1" /sys/fs/cgroup/*"$1"; do [[ -d "$d" ]] && printf '%s\n' "$d"; done
+  return 0
 }
 
+kill_cgroup_tasks() { # ROOT
+  local procs pid d
+  while read -r d; do
+    [[ -n "$d" ]] || continue
+    while read -r procs; do
+      while read -r pid; do kill -KILL "$pid" 2>/dev/null || true; done <"$procs"
+    done < <(find "$d" -name cgroup.procs -type f 2>/dev/null)
+  done < <(cgroup_dirs "$1")
+}
+
+# listening PATH: true when a bound Unix socket at PATH is open (in this network namespace).
+listening() { awk -v p="$1" '$NF == p { found = 1 } END { exit !found }' /proc/net/unix; }
+
 clean_one() { # FILE REAP(1: remove the directory too)
-  local file=$1 reap=$2 key a b namespace="" dir="" keep=0 pids=() sysctls=() created=() containers=()
+  local file=$1 reap=$2 key a b namespace="" dir="" cgroup_root="" keep=0 pids=() sysctls=() created=() containers=()
   while read -r key a b; do
     case "$key" in
       namespace) namespace=$a ;;
       dir) dir=$a ;;
+      cgroup_root) cgroup_root=$a ;;
       keep) keep=1 ;;
       pid) pids+=("$a:$b") ;;
       sysctl) sysctls+=("$a=$b") ;;
@@ -65,9 +81,9 @@ clean_one() { # FILE REAP(1: remove the directory too)
       fi
     done
   fi
-  kill_cgroup_tasks
+  kill_cgroup_tasks "$cgroup_root"
   sleep 0.2
-  kill_cgroup_tasks
+  kill_cgroup_tasks "$cgroup_root"
   if [[ -n "$dir" && "$dir" == /*/* ]]; then
     local target tries
     for tries in 1 2 3; do
@@ -82,12 +98,12 @@ clean_one() { # FILE REAP(1: remove the directory too)
       done <<<"$targets"
     done
   fi
-  local hierarchy
-  for hierarchy in /sys/fs/cgroup/*/kubepods; do
-    [[ -d "$hierarchy" ]] || continue
-    find "$hierarchy" -depth -type d -exec rmdir {} + 2>/dev/null || true
-    [[ -d "$hierarchy" ]] && echo "hack/node/clean.sh: $hierarchy could not be removed (tasks left: $(cat "$hierarchy/cgroup.procs" 2>/dev/null | wc -l))" >&2
-  done
+  local cgroup
+  while read -r cgroup; do
+    [[ -n "$cgroup" ]] || continue
+    find "$cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    [[ -d "$cgroup" ]] && echo "hack/node/clean.sh: $cgroup could not be removed (tasks left: $(find "$cgroup" -name cgroup.procs -exec cat {} + 2>/dev/null | wc -l))" >&2
+  done < <(cgroup_dirs "$cgroup_root")
   if [[ -n "$namespace" ]]; then
     [[ -e "/run/netns/$namespace" ]] && ip netns delete "$namespace" 2>/dev/null || true
     rm -f /var/lib/cni/results/"$namespace"-* 2>/dev/null || true
@@ -98,8 +114,35 @@ clean_one() { # FILE REAP(1: remove the directory too)
   for entry in "${containers[@]}"; do
     rm -f /var/lib/cni/results/*-"$entry"-* 2>/dev/null || true
   done
+  # Its shims' sockets and its containers' CNI cache entries: each task's bundle under the
+  # node's directory is named by its container and names its shim's socket.
+  local address socket sub id
+  if [[ -n "$dir" && "$dir" == /*/* ]]; then
+    for address in "$dir"/containerd/state/io.containerd.runtime.v2.task/*/*/address; do
+      [[ -f "$address" ]] || continue
+      id=${address%/address}; id=${id##*/}
+      [[ "$id" =~ ^[0-9a-f]{64}$ ]] && rm -f /var/lib/cni/results/*-"$id"-* 2>/dev/null || true
+      socket=$(cat "$address" 2>/dev/null) || continue
+      socket=${socket#unix://}
+      [[ "$socket" =~ ^/run/containerd/s/[0-9a-f]{64}$ && -S "$socket" ]] || continue
+      listening "$socket" || rm -f "$socket"
+    done
+  fi
   for entry in "${created[@]}"; do
-    [[ "$entry" == /*/* ]] && rm -rf --one-file-system "$entry"
+    case "$entry" in
+      /var/lib/kubelet)
+        socket=/var/lib/kubelet/device-plugins/kubelet.sock
+        [[ -S "$socket" ]] && ! listening "$socket" && rm -f "$socket"
+        sub=device-plugins ;;
+      /var/lib/cni) sub=results ;;
+      /run/containerd) sub=s ;;
+      /var/log/containers) sub="" ;;
+      *) continue ;;
+    esac
+    [[ -n "$sub" && -d "$entry/$sub" ]] && { rmdir "$entry/$sub" 2>/dev/null || true; }
+    if [[ -d "$entry" ]] && ! rmdir "$entry" 2>/dev/null; then
+      echo "hack/node/clean.sh: left $entry, which the node created: it holds entries that are not the node's ($(ls -A "$entry" | head -5 | tr '\n' ' '))" >&2
+    fi
   done
   for entry in "${sysctls[@]}"; do
     key=${entry%%=*}

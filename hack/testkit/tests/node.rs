@@ -1,7 +1,9 @@
 //! The test kit's single-node cluster: it starts and registers Ready, runs a Deployment under
 //! the chart's restricted security context from an image built here, a Secret volume and a
 //! ServiceAccount token reach the pods, its ClusterIP Service answers from the test's own thread
-//! from both pods, and after the drop nothing it changed on the machine remains.
+//! from both pods, and after the drop nothing it changed on the machine remains, while a
+//! `kubepods` cgroup that is not the node's (a machine that is itself a Kubernetes node) and its
+//! process are left alone.
 
 use std::collections::BTreeSet;
 use std::io::{Read as _, Write as _};
@@ -128,16 +130,86 @@ fn mounts_under(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-fn kubepods_cgroups() -> Vec<String> {
+/// The node's own cgroup root (`/ichor-node-<pid>`, named like its namespace) in each hierarchy
+/// that has it.
+fn node_cgroups(namespace: &str) -> Vec<String> {
     std::fs::read_dir("/sys/fs/cgroup")
         .map(|d| {
             d.filter_map(Result::ok)
-                .map(|e| e.path().join("kubepods"))
+                .map(|e| e.path().join(namespace))
                 .filter(|p| p.exists())
                 .map(|p| p.display().to_string())
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A `kubepods` cgroup that is not the node's, with a process in it: what a machine that is
+/// itself a Kubernetes node (cgroupfs driver, cgroup v1) has. Neither a node's drop nor
+/// `hack/node/clean.sh` may touch it. Made in the `pids` hierarchy (`kubepods` itself when the
+/// machine has none, else a cgroup of this test under the machine's); dropping it kills its
+/// process and removes what it made.
+struct ForeignKubepods {
+    made: Vec<std::path::PathBuf>,
+    child: std::process::Child,
+}
+
+impl ForeignKubepods {
+    fn make() -> Self {
+        let fail =
+            |what: &str, e: std::io::Error| -> ! { panic!("making a foreign kubepods cgroup: {what}: {e}") };
+        let base = Path::new("/sys/fs/cgroup/pids/kubepods");
+        let mut made = Vec::new();
+        if !base.exists() {
+            std::fs::create_dir(base).unwrap_or_else(|e| fail("creating it", e));
+            made.push(base.to_path_buf());
+        }
+        let leaf = base.join(format!("ichor-canary-{}", std::process::id()));
+        std::fs::create_dir(&leaf).unwrap_or_else(|e| fail("creating its child", e));
+        made.push(leaf.clone());
+        let child = std::process::Command::new("sleep")
+            .arg("900")
+            .spawn()
+            .unwrap_or_else(|e| fail("running sleep", e));
+        let canary = Self { made, child };
+        std::fs::write(leaf.join("cgroup.procs"), canary.child.id().to_string())
+            .unwrap_or_else(|e| fail("moving sleep into it", e));
+        canary
+    }
+
+    /// Panics unless its cgroups exist and its process still runs in them.
+    fn assert_untouched(&mut self, after: &str) {
+        for dir in &self.made {
+            assert!(dir.is_dir(), "{after} removed {}", dir.display());
+        }
+        let leaf = self.made.last().cloned().unwrap_or_default();
+        assert!(
+            matches!(self.child.try_wait(), Ok(None)),
+            "{after} killed the process in {}",
+            leaf.display()
+        );
+        let procs = std::fs::read_to_string(leaf.join("cgroup.procs")).unwrap_or_default();
+        assert!(
+            procs.lines().any(|p| p == self.child.id().to_string()),
+            "{after} moved the process out of {}: {procs}",
+            leaf.display()
+        );
+    }
+}
+
+impl Drop for ForeignKubepods {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for dir in self.made.iter().rev() {
+            for _ in 0..50 {
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
 }
 
 #[test]
@@ -149,6 +221,7 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
     let rest = at_rest();
     let sysctls_before = read_sysctls();
     let machine_dirs_before = machine_dirs();
+    let mut foreign = ForeignKubepods::make();
     drop(rest);
     let Some(node) = Node::start(NodeOptions {
         images: vec![image],
@@ -160,6 +233,14 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
     let dir = node.dir().to_path_buf();
     let namespace = node.namespace().to_owned();
     assert!(Path::new("/run/netns").join(&namespace).exists());
+    // The kubelet's cgroup root is the node's own, in every hierarchy (v1 and unified).
+    let cgroups = node_cgroups(&namespace);
+    for hierarchy in ["cpu", "cpuset", "memory", "pids", "unified"] {
+        assert!(
+            cgroups.contains(&format!("/sys/fs/cgroup/{hierarchy}/{namespace}")),
+            "{cgroups:?}"
+        );
+    }
     let nodes = node.kubectl(&["get", "nodes", "-o", "wide"]).unwrap();
     assert!(
         nodes.contains(" Ready ") && nodes.contains("10.200.0.1"),
@@ -208,6 +289,11 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
         panic!("the Deployment did not become ready: {e:#}\n{pods}");
     }
     let ready_in = workload_started.elapsed();
+    let kubepods = Path::new("/sys/fs/cgroup/pids").join(&namespace).join("kubepods");
+    assert!(
+        kubepods.is_dir(),
+        "the pods' cgroups are not under the node's root"
+    );
     let pods: BTreeSet<String> = node
         .kubectl(&[
             "get",
@@ -349,7 +435,12 @@ fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_be
         "mounts left under {}",
         dir.display()
     );
-    assert_eq!(kubepods_cgroups(), Vec::<String>::new(), "kubepods cgroups left");
+    assert_eq!(
+        node_cgroups(&namespace),
+        Vec::<String>::new(),
+        "the node's cgroups left"
+    );
+    foreign.assert_untouched("the node's drop");
     assert!(
         !Path::new("/run/netns").join(&namespace).exists(),
         "namespace {namespace} left"
@@ -391,6 +482,7 @@ fn a_start_that_fails_half_way_names_the_component_keeps_the_logs_and_puts_the_m
     let rest = at_rest();
     let sysctls_before = read_sysctls();
     let machine_dirs_before = machine_dirs();
+    let mut foreign = ForeignKubepods::make();
     drop(rest);
     let error = match Node::start(NodeOptions {
         apiserver_args: vec!["--no-such-flag=1".to_owned()],
@@ -420,6 +512,8 @@ fn a_start_that_fails_half_way_names_the_component_keeps_the_logs_and_puts_the_m
     );
     assert_eq!(mounts_under(&kept), Vec::<String>::new());
     assert_eq!(processes_naming(&kept), Vec::<String>::new());
+    assert_eq!(node_cgroups(&namespace), Vec::<String>::new());
+    foreign.assert_untouched("the drop of a node that failed to start");
     assert_eq!(read_sysctls(), sysctls_before);
     assert_eq!(machine_dirs(), machine_dirs_before);
     assert!(!Path::new(STATE_DIR).join(format!("{namespace}.state")).exists());
@@ -435,6 +529,7 @@ fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
     let rest = at_rest();
     let sysctls_before = read_sysctls();
     let machine_dirs_before = machine_dirs();
+    let mut foreign = ForeignKubepods::make();
     drop(rest);
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ichor-node-hold"))
         .arg(&image)
@@ -461,9 +556,17 @@ fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
     let rest = at_rest();
     assert!(Path::new("/run/netns").join(namespace).exists());
     assert!(!mounts_under(&dir).is_empty());
-    assert!(!kubepods_cgroups().is_empty());
+    assert!(!node_cgroups(namespace).is_empty());
     assert!(!processes_naming(&dir).is_empty());
     assert_ne!(read_sysctls(), sysctls_before);
+
+    // A program that started meanwhile and wrote into a machine directory the node created (a
+    // system containerd into /run/containerd): its entry, and so the directory, stay.
+    let foreign_entry = (!machine_dirs_before.contains(&"/run/containerd")).then(|| {
+        let entry = Path::new("/run/containerd").join(format!("ichor-foreign-{}", std::process::id()));
+        std::fs::write(&entry, "not the node's").unwrap();
+        entry
+    });
 
     let clean = ichor_testkit::node::host::clean_script();
     let out = std::process::Command::new(&clean)
@@ -473,7 +576,15 @@ fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(processes_naming(&dir), Vec::<String>::new());
     assert_eq!(mounts_under(&dir), Vec::<String>::new());
-    assert_eq!(kubepods_cgroups(), Vec::<String>::new());
+    assert_eq!(node_cgroups(namespace), Vec::<String>::new());
+    foreign.assert_untouched("hack/node/clean.sh");
+    if let Some(entry) = &foreign_entry {
+        assert!(entry.is_file(), "hack/node/clean.sh removed {}", entry.display());
+        std::fs::remove_file(entry).unwrap();
+        // Empty once the foreign entry is gone: the node's own entries (its shims' sockets) were
+        // removed.
+        std::fs::remove_dir("/run/containerd").unwrap();
+    }
     assert!(!Path::new("/run/netns").join(namespace).exists());
     assert_eq!(read_sysctls(), sysctls_before);
     assert_eq!(machine_dirs(), machine_dirs_before);

@@ -194,7 +194,13 @@ impl Node {
         let kubelet_conf = root.join("kubelet.yaml");
         std::fs::write(
             &kubelet_conf,
-            config::kubelet(&root, &self.socket, &plane_dir.join("ca.crt"), free_port()?),
+            config::kubelet(
+                &root,
+                &self.socket,
+                &plane_dir.join("ca.crt"),
+                self.host.cgroup_root(),
+                free_port()?,
+            ),
         )?;
         let bin = self.binaries.kubelet.clone();
         self.spawn(

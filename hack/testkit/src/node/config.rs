@@ -93,17 +93,19 @@ pub fn cni(dir: &Path, name: &str) -> String {
     .to_string()
 }
 
-/// The kubelet's `KubeletConfiguration`: cgroup v1 allowed, cgroupfs, swap tolerated, the
+/// The kubelet's `KubeletConfiguration`: cgroup v1 allowed, cgroupfs under the node's own
+/// `cgroup_root` (which must exist in every hierarchy), swap tolerated, the
 /// node's containerd, serving on the node's address, healthz on loopback, no read-only port,
 /// no node-allocatable enforcement, pod logs and the FlexVolume plugin directory under `dir`, clients authenticated by the control
 /// plane's CA and authorized by the apiserver, no DNS (`resolvConf: ""`), eviction and image
 /// garbage collection out of the way of a test machine's disk.
-pub fn kubelet(dir: &Path, socket: &Path, ca: &Path, healthz_port: u16) -> String {
+pub fn kubelet(dir: &Path, socket: &Path, ca: &Path, cgroup_root: &str, healthz_port: u16) -> String {
     format!(
         r#"apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
+cgroupRoot: {cgroup_root}
 failSwapOn: false
 containerRuntimeEndpoint: unix://{socket}
 address: {NODE_ADDRESS}

@@ -32,7 +32,9 @@ pub const SYSCTLS: &[&str] = &[
 
 /// Machine directories the node's components write into whatever they are told (the
 /// kubelet's device-plugin socket and its `/var/log/containers` links, the CNI result cache,
-/// containerd's shim sockets): removed with the node when they did not exist before it.
+/// containerd's shim sockets). The node removes only its own entries there; a directory that
+/// did not exist before it is then removed only when it is empty (what another program put
+/// there in the meantime stays, and so does the directory).
 pub const MACHINE_DIRS: &[&str] = &[
     "/var/lib/kubelet",
     "/var/log/containers",
@@ -129,12 +131,16 @@ pub fn lock_machine(deadline: Instant) -> anyhow::Result<MachineLock> {
     Ok(MachineLock { _file: lock })
 }
 
+/// Where the machine's cgroup hierarchies are mounted.
+const CGROUP_MOUNTS: &str = "/sys/fs/cgroup";
+
 /// The machine-side state of one node: held from before anything changes until everything is
 /// put back.
 pub struct Host {
     _lock: MachineLock,
     state_file: PathBuf,
     namespace: String,
+    cgroup_root: String,
     original: Option<File>,
 }
 
@@ -157,7 +163,7 @@ fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
 impl Host {
     /// Takes the machine's node lock (waiting until `deadline` for another node to stop), reaps
     /// what nodes of dead test processes left, and writes this node's state file: its
-    /// namespace, directory and the kernel settings as they are now.
+    /// namespace, directory, cgroup root and the kernel settings as they are now.
     pub fn acquire(dir: &Path, deadline: Instant) -> anyhow::Result<Self> {
         let lock = lock_machine(deadline)?;
         // Leftovers of nodes whose test process died without its drop: with the lock held, every
@@ -165,9 +171,10 @@ impl Host {
         run_clean(&[Path::new("--locked")])?;
         let me = std::process::id();
         let namespace = format!("ichor-node-{me}");
+        let cgroup_root = format!("/{namespace}");
         let state_file = Path::new(STATE_DIR).join(format!("{namespace}.state"));
         let mut state = format!(
-            "owner {me} {}\nnamespace {namespace}\ndir {}\n",
+            "owner {me} {}\nnamespace {namespace}\ndir {}\ncgroup_root {cgroup_root}\n",
             start_time(me).unwrap_or_default(),
             dir.display()
         );
@@ -182,8 +189,54 @@ impl Host {
             _lock: lock,
             state_file,
             namespace,
+            cgroup_root,
             original: None,
         })
+    }
+
+    /// The kubelet's `cgroupRoot` (`/ichor-node-<pid>`): the pods' cgroups are under it in every
+    /// hierarchy, and the clean-up touches nothing else (a machine that is itself a
+    /// Kubernetes node keeps its own `/kubepods`).
+    pub fn cgroup_root(&self) -> &str {
+        &self.cgroup_root
+    }
+
+    /// Creates [`Host::cgroup_root`] in every cgroup hierarchy mounted at or under
+    /// `/sys/fs/cgroup` (the v1 ones and the unified one): the kubelet refuses a cgroup root that does not exist
+    /// ("cgroup ... has some missing paths"). In `cpuset` the new cgroup gets its parent's CPUs
+    /// and memory nodes, without which no task can join it. Already recorded in the state
+    /// file, so a failure half way is cleaned up too.
+    pub fn create_cgroup_root(&self) -> anyhow::Result<()> {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").context("reading /proc/self/mounts")?;
+        let name = self.cgroup_root.trim_start_matches('/');
+        for line in mounts.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let (Some(target), Some(fstype)) = (fields.get(1), fields.get(2)) else {
+                continue;
+            };
+            let parent = Path::new(target);
+            // A hierarchy at `/sys/fs/cgroup/<name>` (v1, hybrid), or the unified one at
+            // `/sys/fs/cgroup` itself (v2 only).
+            let under =
+                parent == Path::new(CGROUP_MOUNTS) || parent.parent() == Some(Path::new(CGROUP_MOUNTS));
+            if !matches!(*fstype, "cgroup" | "cgroup2") || !under {
+                continue;
+            }
+            let cgroup = parent.join(name);
+            match std::fs::create_dir(&cgroup) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e).with_context(|| format!("creating the cgroup {}", cgroup.display())),
+            }
+            for file in ["cpuset.cpus", "cpuset.mems"] {
+                let Ok(value) = std::fs::read_to_string(parent.join(file)) else {
+                    continue;
+                };
+                std::fs::write(cgroup.join(file), value.trim())
+                    .with_context(|| format!("writing {}", cgroup.join(file).display()))?;
+            }
+        }
+        Ok(())
     }
 
     /// The network namespace's name (`/run/netns/<name>`).

@@ -16,7 +16,9 @@
 //!
 //! What the node changes outside its namespace is put back when it is dropped, also after a
 //! start that failed half way: the kernel settings the kubelet rewrites, mounts under its
-//! directory, the `kubepods` cgroups, its containers and processes, the namespace. A state file
+//! directory, its cgroups (the kubelet's cgroup root is `/ichor-node-<pid>`, the node's own: a
+//! machine's `/kubepods` is never touched), its containers and processes, the namespace, its
+//! entries in machine directories. A state file
 //! under `/run/ichor-node/` lets `hack/node/clean.sh` do the same after a test that was killed
 //! (`hack/test.sh` runs it on exit; the next [`Node::start`] runs it first). One node runs on a
 //! machine at a time: a second start waits for the first to stop (up to
@@ -130,6 +132,7 @@ impl Node {
     }
 
     fn finish_start(&mut self, options: &NodeOptions, deadline: Instant) -> anyhow::Result<()> {
+        self.host.create_cgroup_root()?;
         self.host.enter_namespace()?;
         self.host.configure_network(NODE_ADDRESS)?;
         self.start_containerd(deadline)?;
