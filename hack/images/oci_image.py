@@ -12,6 +12,8 @@ binaries always give the same digests.
 
 Usage: oci_image.py --name REPO --tag TAG --bin-dir DIR --binaries a,b --entrypoint PATH
                     [--ports 8443,8444] --out FILE.tar
+       oci_image.py --name REPO --tag TAG --static FILE --entrypoint /NAME [--user UID:GID]
+                    --out FILE.tar      (one static binary alone: the node's pause image)
 """
 
 import argparse
@@ -239,8 +241,14 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--name", required=True, help="the repository, e.g. ghcr.io/maesh/ichor-issuer")
     p.add_argument("--tag", required=True)
-    p.add_argument("--bin-dir", required=True, help="the directory of the (stripped) binaries")
-    p.add_argument("--binaries", required=True, help="comma-separated, copied to /usr/local/bin")
+    p.add_argument("--bin-dir", help="the directory of the (stripped) binaries")
+    p.add_argument("--binaries", help="comma-separated, copied to /usr/local/bin")
+    p.add_argument(
+        "--static",
+        help="instead of --bin-dir/--binaries: one static binary, the image's only file "
+        "(/<its name>), e.g. the node's pause image (hack/node/build.sh)",
+    )
+    p.add_argument("--user", default=f"{NONROOT}:{NONROOT}", help="the image's user (uid:gid)")
     p.add_argument("--entrypoint", required=True)
     p.add_argument("--ports", default="", help="comma-separated TCP ports the image exposes")
     p.add_argument("--out", required=True)
@@ -249,7 +257,26 @@ def main():
     arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
     created = datetime.datetime.fromtimestamp(EPOCH, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    layer = rootfs(args.bin_dir, args.binaries.split(",")).layer()
+    if args.static:
+        static = RootFs()
+        static.host_file("/" + os.path.basename(args.static), args.static)
+        layer = static.layer()
+        image_config = {"User": args.user, "Entrypoint": [args.entrypoint]}
+    else:
+        if not (args.bin_dir and args.binaries):
+            fail("--bin-dir and --binaries are needed (or --static FILE)")
+        layer = rootfs(args.bin_dir, args.binaries.split(",")).layer()
+        image_config = {
+            "User": args.user,
+            "Env": ENV,
+            "Entrypoint": [args.entrypoint],
+            "WorkingDir": WORKDIR,
+            **(
+                {"ExposedPorts": {f"{port}/tcp": {} for port in args.ports.split(",")}}
+                if args.ports
+                else {}
+            ),
+        }
     gz = io.BytesIO()
     # Level 1: three times faster than 6 on these binaries, the archive about 12% larger.
     with gzip.GzipFile(fileobj=gz, mode="wb", compresslevel=1, mtime=0, filename="") as g:
@@ -260,17 +287,7 @@ def main():
         "created": created,
         "architecture": arch,
         "os": "linux",
-        "config": {
-            "User": f"{NONROOT}:{NONROOT}",
-            "Env": ENV,
-            "Entrypoint": [args.entrypoint],
-            "WorkingDir": WORKDIR,
-            **(
-                {"ExposedPorts": {f"{port}/tcp": {} for port in args.ports.split(",")}}
-                if args.ports
-                else {}
-            ),
-        },
+        "config": image_config,
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer).hexdigest()]},
         "history": [{"created": created, "created_by": "hack/images/build.sh"}],
     }
