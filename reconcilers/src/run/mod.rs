@@ -54,7 +54,7 @@ use crate::admission::{self, AdmissionState, KubeAccessReviewer, KubeUserLister,
 use crate::apply::KubeApplier;
 use ichor_graph::{Action, Event, World};
 use ichor_reconcile::identity::Controller;
-use ichor_reconcile::identity::nodes::users_fallback_object;
+use ichor_reconcile::identity::nodes::{users_fallback_object, with_publish_lead};
 use ichor_reconcile::identity::rollout::{self, RolloutSettings};
 use ichor_reconcile::perform::OsKeyMaterial;
 use ichor_renderers::rollout::APISERVER_PORT;
@@ -162,6 +162,16 @@ pub struct RunArgs {
         value_name = "DURATION"
     )]
     pub refresh_lifetime: GoDuration,
+    /// How long a new signing key is published (in `ichor-oidc-signing`, so in every issuer
+    /// replica's JWKS and every kube-apiserver's cache) before it signs: longer than the
+    /// kubelet's Secret-volume sync plus the apiservers' JWKS refresh (1m to 60m).
+    #[arg(
+        long,
+        env = "ICHOR_CONTROLLER_KEY_PUBLISH_LEAD",
+        default_value = "10m",
+        value_name = "DURATION"
+    )]
+    pub key_publish_lead: GoDuration,
     /// Roll `TalosOperation`s of kind `config` (the apiserver restart, one control plane at a
     /// time) with each cluster's Talos credentials, the Secret `<cluster>-talosconfig`. Off, the
     /// controller leaves operations alone (the chart turns it on with `controller.rollout.clusters`).
@@ -224,6 +234,21 @@ impl RunArgs {
         })
     }
 
+    /// The key publish lead, checked against its range.
+    ///
+    /// # Errors
+    /// [`RunError::KeysFlag`], naming the flag.
+    pub fn key_publish_lead(&self) -> Result<jiff::SignedDuration, RunError> {
+        let lead = self.key_publish_lead.as_secs();
+        if !(60..=3600).contains(&lead) {
+            return Err(RunError::KeysFlag {
+                flag: "--key-publish-lead (ICHOR_CONTROLLER_KEY_PUBLISH_LEAD)",
+                range: "1m to 60m",
+            });
+        }
+        Ok(self.key_publish_lead.as_signed())
+    }
+
     /// The rollout's settings the flags give, checked against their ranges.
     ///
     /// # Errors
@@ -273,6 +298,14 @@ pub enum RunError {
         "--leader-elect needs --pod-name (ICHOR_CONTROLLER_POD_NAME, the pod's metadata.name); use --leader-elect=false for a single replica"
     )]
     NoPodName,
+    /// A signing-key flag is out of its range.
+    #[error("{flag} must be {range}")]
+    KeysFlag {
+        /// The flag and its variable.
+        flag: &'static str,
+        /// Its range.
+        range: &'static str,
+    },
     /// A rollout flag is out of its range.
     #[error("{flag} must be {range}")]
     RolloutFlag {
@@ -441,6 +474,7 @@ where
     };
     let users_fallback = args.users_fallback()?;
     let rollout_settings = args.rollout_settings()?;
+    let publish_lead = args.key_publish_lead()?;
     let client = Client::try_default().await.map_err(RunError::Client)?;
     let (shutdown_tx, shutdown_rx) = signal::channel(false);
     tokio::spawn(shutdown_signal(shutdown_tx));
@@ -531,7 +565,10 @@ where
 
     let journal = args.journal.as_deref().map(journal::open).transpose()?;
     let mut lp = Loop::new(Controller::new()?, journal, ClusterObserver::new(metrics));
-    lp.ingest([Event::Applied(users_fallback_object(&users_fallback))]);
+    lp.ingest([Event::Applied(with_publish_lead(
+        users_fallback_object(&users_fallback),
+        publish_lead,
+    ))]);
     if args.rollout {
         lp.ingest([Event::Applied(rollout::settings_object(&rollout_settings))]);
     }

@@ -39,7 +39,7 @@ mod trust;
 pub use certs::{CertState, CertSummary, Certificates};
 pub(crate) use certs::{certificate_effects, certificates};
 pub(crate) use settings::settings;
-pub use settings::{USERS_FALLBACK_KIND, USERS_FALLBACK_NAME, users_fallback_object};
+pub use settings::{USERS_FALLBACK_KIND, USERS_FALLBACK_NAME, users_fallback_object, with_publish_lead};
 pub use status::still_a_user;
 pub(crate) use status::{credentials_gc, machine_cluster, machine_condition, status_object, user_status};
 pub use trust::{ClusterAuth, TrustOut, TrustSource};
@@ -56,16 +56,26 @@ pub struct Settings {
     /// Why the defaults are used instead of the installation's values, if they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// The controller's `--key-publish-lead`, in seconds (the timeline's default without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_lead_secs: Option<i64>,
 }
 
 impl Settings {
     /// The timeline settings (the defaults, which take the upper bounds, if out of range).
     pub fn timeline(&self) -> TimelineSettings {
-        TimelineSettings::new(
+        let timeline = TimelineSettings::new(
             SignedDuration::from_secs(self.max_id_token_ttl_secs),
             SignedDuration::from_secs(self.max_refresh_lifetime_secs),
         )
-        .unwrap_or_default()
+        .unwrap_or_default();
+        match self.publish_lead_secs {
+            // Out of range (a journal edited by hand): the default lead.
+            Some(secs) => timeline
+                .with_publish_lead(SignedDuration::from_secs(secs))
+                .unwrap_or(timeline),
+            None => timeline,
+        }
     }
 }
 

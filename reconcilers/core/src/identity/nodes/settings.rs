@@ -30,6 +30,22 @@ pub fn users_fallback_object(fallback: &UsersSettings) -> Object {
     )
 }
 
+/// The flags' object carrying the controller's `--key-publish-lead` too (`keys.publishLeadSeconds`).
+pub fn with_publish_lead(mut object: Object, lead: SignedDuration) -> Object {
+    object.value["keys"] = json!({ "publishLeadSeconds": lead.as_secs() });
+    object
+}
+
+/// The publish lead the flags' object carries, if any.
+fn publish_lead(flags: &Option<Object>) -> Option<i64> {
+    flags
+        .as_ref()?
+        .value
+        .get("keys")?
+        .get("publishLeadSeconds")?
+        .as_i64()
+}
+
 /// The flags from their object; the built-in defaults without one (or with one that does not
 /// decode, which is reported).
 fn fallback(object: &Option<Object>) -> (UsersSettings, Option<String>) {
@@ -81,6 +97,7 @@ pub(crate) fn settings(installations: &BTreeMap<ObjectKey, Object>, flags: &Opti
                 return Settings {
                     max_id_token_ttl_secs: bounds.token_ttl.as_secs(),
                     max_refresh_lifetime_secs: bounds.refresh_lifetime.as_secs(),
+                    publish_lead_secs: publish_lead(flags),
                     problem: Some(format!(
                         "IchorInstallation {}: spec does not decode: {e}; the upper bounds are used",
                         key.name
@@ -97,6 +114,7 @@ pub(crate) fn settings(installations: &BTreeMap<ObjectKey, Object>, flags: &Opti
         max_id_token_ttl_secs: e.settings.token_ttl.as_secs(),
         max_refresh_lifetime_secs: e.settings.refresh_lifetime.as_secs(),
         problem,
+        publish_lead_secs: publish_lead(flags),
     }
 }
 
@@ -128,6 +146,21 @@ mod tests {
             (600, 720 * 3600)
         );
         assert_eq!(s.problem, None);
+    }
+
+    #[test]
+    fn the_flags_publish_lead_reaches_the_timeline_and_an_absent_one_keeps_the_default() {
+        let lead = SignedDuration::from_mins(2);
+        let with = with_publish_lead(flags("5m", "12h").unwrap(), lead);
+        let s = settings(&BTreeMap::new(), &Some(with));
+        assert_eq!(s.publish_lead_secs, Some(120));
+        assert_eq!(s.timeline().publish_lead(), lead);
+        let without = settings(&BTreeMap::new(), &flags("5m", "12h"));
+        assert_eq!(without.publish_lead_secs, None);
+        assert_eq!(
+            without.timeline().publish_lead(),
+            TimelineSettings::default().publish_lead()
+        );
     }
 
     #[test]
