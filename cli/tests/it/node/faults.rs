@@ -2,7 +2,7 @@
 //! deleted, an issuer pod deleted while clients refresh, and the issuer Service recreated with a
 //! new ClusterIP. Each is measured for the record.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -57,6 +57,11 @@ pub fn leader_pod_deleted(admin: &Admin, record: &mut Record) -> anyhow::Result<
 /// One refresh grant at the issuer `base` with a connection of its own (as each exec-plugin
 /// run makes); the next refresh token.
 async fn refresh(http: &reqwest::Client, base: &str, token: &str) -> anyhow::Result<String> {
+    Ok(refresh_tokens(http, base, token).await?.0)
+}
+
+/// One refresh grant: the next refresh token and the new ID token.
+async fn refresh_tokens(http: &reqwest::Client, base: &str, token: &str) -> anyhow::Result<(String, String)> {
     let answer = http
         .post(format!("{base}/oidc/token"))
         .form(&[
@@ -69,10 +74,15 @@ async fn refresh(http: &reqwest::Client, base: &str, token: &str) -> anyhow::Res
     let status = answer.status();
     let body: Value = answer.json().await?;
     ensure!(status.is_success(), "refresh answered {status}: {body}");
-    body["refresh_token"]
+    let next = body["refresh_token"]
         .as_str()
         .map(str::to_owned)
-        .context("no refresh_token in the answer")
+        .context("no refresh_token in the answer")?;
+    let id = body["id_token"]
+        .as_str()
+        .map(str::to_owned)
+        .context("no id_token in the answer")?;
+    Ok((next, id))
 }
 
 /// An issuer pod is deleted while a client keeps refreshing: no refresh fails.
@@ -167,4 +177,201 @@ pub fn issuer_service_recreated(admin: &Admin, record: &mut Record) -> anyhow::R
         format!("{:.1} s ({old} -> {new})", started.elapsed().as_secs_f64()),
     );
     Ok(new)
+}
+
+/// The signing keys document of `ichor-oidc-signing`, with the Secret's resourceVersion.
+fn signing_keys(admin: &Admin) -> anyhow::Result<(Value, String)> {
+    use base64::Engine as _;
+    let secret = admin
+        .get("secret", "ichor-oidc-signing")?
+        .context("no Secret ichor-oidc-signing")?;
+    let b64 = secret["data"]["keys.json"]
+        .as_str()
+        .context("ichor-oidc-signing has no keys.json")?;
+    let doc = serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(b64)?)?;
+    let version = secret["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    Ok((doc, version))
+}
+
+/// The RSA kids of a keys document, and the newest one's index.
+fn rsa_kids(doc: &Value) -> (Vec<String>, Option<usize>) {
+    let keys = doc["keys"].as_array().cloned().unwrap_or_default();
+    let kids = keys
+        .iter()
+        .filter_map(|k| k["kid"].as_str().map(str::to_owned))
+        .collect();
+    let newest = keys
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, k)| k["createdAt"].as_str().unwrap_or_default().to_owned())
+        .map(|(i, _)| i);
+    (kids, newest)
+}
+
+/// The `kid` of a JWT's header.
+fn kid_of(jwt: &str) -> anyhow::Result<String> {
+    use base64::Engine as _;
+    let header = jwt.split('.').next().context("not a JWT")?;
+    let header: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(header)?)?;
+    header["kid"]
+        .as_str()
+        .map(str::to_owned)
+        .context("no kid in the JWT header")
+}
+
+/// A signing-key rotation on a shortened timeline: the newest RSA key's `createdAt` is moved 31
+/// days back (its 30-day period over, as if a month had passed), the controller generates the
+/// next key, published the install's lead (1 minute) before it signs; the new key reaches every
+/// issuer pod through the kubelet's Secret-volume sync (the lag measured per pod), and ID tokens
+/// refreshed every second across the switch all verify at the kube-apiserver (`verify`), the
+/// new key's included.
+pub fn signing_key_rotation(
+    admin: &Admin,
+    runtime: &tokio::runtime::Runtime,
+    client_to: impl Fn(SocketAddr) -> anyhow::Result<reqwest::Client>,
+    base: &str,
+    mut refresh_token: String,
+    verify: impl Fn(&str) -> anyhow::Result<()>,
+    record: &mut Record,
+) -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let port: u16 = base
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .context("the issuer URL names no port")?;
+    let (mut doc, _) = signing_keys(admin)?;
+    let (before, newest) = rsa_kids(&doc);
+    let newest = newest.context("no RSA key in ichor-oidc-signing")?;
+    let month_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(31 * 24);
+    doc["keys"][newest]["createdAt"] = Value::from(month_ago.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+    let encoded = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&doc)?);
+    let patch = serde_json::json!({"data": {"keys.json": encoded}}).to_string();
+    admin.run(
+        &[
+            "patch",
+            "secret",
+            "ichor-oidc-signing",
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        None,
+    )?;
+    let started = Instant::now();
+    let (new_kid, active_from) = wait::until("the controller to generate the next key", HEAL, || {
+        let (doc, _) = signing_keys(admin)?;
+        Ok(doc["keys"].as_array().and_then(|keys| {
+            keys.iter()
+                .find(|k| {
+                    k["kid"]
+                        .as_str()
+                        .is_some_and(|kid| !before.iter().any(|b| b == kid))
+                })
+                .map(|k| {
+                    (
+                        k["kid"].as_str().unwrap_or_default().to_owned(),
+                        k["activeFrom"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+        }))
+    })?;
+    let written = Instant::now();
+    record.figure(
+        "next signing key generated after the old one's period ran out",
+        format!(
+            "{:.1} s ({new_kid}, signs from {active_from})",
+            started.elapsed().as_secs_f64()
+        ),
+    );
+    let active_at: jiff::Timestamp = active_from.parse()?;
+    let pods = admin.run(
+        &[
+            "get",
+            "pods",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "app.kubernetes.io/component=issuer",
+            "-o",
+            "jsonpath={.items[*].status.podIP}",
+        ],
+        None,
+    )?;
+    let pods: Vec<IpAddr> = pods
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    ensure!(!pods.is_empty(), "no issuer pod IP");
+    // Tokens across the switch, and each pod's JWKS, until the new key has signed a while.
+    let mut lags = vec![None; pods.len()];
+    let (mut verified, mut failed, mut kids) = (0_u32, Vec::new(), std::collections::BTreeSet::new());
+    while jiff::Timestamp::now() < active_at + jiff::SignedDuration::from_secs(20)
+        || lags.iter().any(Option::is_none)
+    {
+        ensure!(
+            started.elapsed() < HEAL,
+            "the rotation did not complete within {HEAL:?}: pods' JWKS {lags:?}"
+        );
+        for (i, pod) in pods.iter().enumerate() {
+            if lags[i].is_none() {
+                let jwks = runtime.block_on(async {
+                    let answer = client_to(SocketAddr::new(*pod, port))?
+                        .get(format!("{base}/oidc/jwks"))
+                        .send()
+                        .await?;
+                    anyhow::Ok(answer.text().await?)
+                });
+                if jwks.is_ok_and(|j| j.contains(&new_kid)) {
+                    lags[i] = Some(written.elapsed());
+                }
+            }
+        }
+        let fresh = runtime.block_on(async {
+            refresh_tokens(&client_to(SocketAddr::new(pods[0], port))?, base, &refresh_token).await
+        });
+        match fresh {
+            Ok((next, id_token)) => {
+                refresh_token = next;
+                let kid = kid_of(&id_token)?;
+                match verify(&id_token) {
+                    Ok(()) => {
+                        verified += 1;
+                        kids.insert(kid);
+                    }
+                    Err(e) => failed.push(format!("{kid}: {e:#}")),
+                }
+            }
+            Err(e) => failed.push(format!("refresh: {e:#}")),
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let lags: Vec<String> = lags
+        .iter()
+        .flatten()
+        .map(|d| format!("{:.1} s", d.as_secs_f64()))
+        .collect();
+    record.figure(
+        "new key in each issuer pod's JWKS after its write (Secret-volume sync)",
+        lags.join(", "),
+    );
+    record.figure(
+        "ID tokens verified across the switch",
+        format!("{verified}, {} failed, kids {kids:?}", failed.len()),
+    );
+    ensure!(
+        failed.is_empty(),
+        "tokens failed across the key switch: {failed:?}"
+    );
+    ensure!(
+        kids.contains(&new_kid),
+        "no token signed by the new key {new_kid} was verified: {kids:?}"
+    );
+    Ok(())
 }

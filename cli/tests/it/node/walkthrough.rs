@@ -21,7 +21,9 @@
 //! 7. faults an operator meets ([`super::faults`]): the controller leader's pod deleted (the
 //!    other replica leads), an issuer pod deleted while a client refreshes (no refresh fails),
 //!    and the issuer Service recreated with a new ClusterIP (new leaf, new discoveryURL, the
-//!    rollout run again, kubectl works again).
+//!    rollout run again, kubectl works again), and a signing-key rotation on a shortened
+//!    timeline (the key's 30 days moved back, a 1-minute publish lead): the new key reaches each
+//!    issuer pod through the kubelet's Secret-volume sync, and no ID token fails across the switch.
 //!
 //! The site's public name for the issuer resolves to the issuer Service's ClusterIP for the
 //! test's own clients (the site's DNS; nothing leaves the node's namespace), and the public
@@ -66,6 +68,9 @@ const UI_TLS_SECRET: &str = "ichor-walkthrough-tls";
 /// The ID token lifetime of the install (the chart's shortest), so a disabled user's kubectl
 /// ends within a minute.
 const TOKEN_TTL: &str = "1m";
+/// How long a new signing key is published before it signs (the chart's shortest), so the
+/// rotation of step 7 ends within minutes.
+const PUBLISH_LEAD: &str = "1m";
 /// A pod start, an image import or a rollout step on two cores.
 const POD_TIMEOUT: Duration = Duration::from_secs(240);
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -203,6 +208,10 @@ fn walk(node: &Arc<Mutex<Node>>, admin: &Admin, record: &mut Record) -> anyhow::
         .args(["--set", &format!("controller.rollout.apiserverPort={port}")])
         .args(["--set-string", &format!("ichorUI.tls.secretName={UI_TLS_SECRET}")])
         .args(["--set-string", &format!("ichorUI.users.tokenTTL={TOKEN_TTL}")])
+        .args([
+            "--set-string",
+            &format!("controller.keys.publishLead={PUBLISH_LEAD}"),
+        ])
         .output()?;
     ensure!(
         out.status.success(),
@@ -543,5 +552,36 @@ fn walk(node: &Arc<Mutex<Node>>, admin: &Admin, record: &mut Record) -> anyhow::
         "kubectl works again after the rollout for the new ClusterIP",
         format!("{:.1} s", again.elapsed().as_secs_f64()),
     );
+
+    // A signing-key rotation on a shortened timeline (the key's period run out, the install's
+    // 1-minute publish lead): no ID token fails at the apiserver across the switch.
+    record.step("7d. a signing-key rotation on a shortened timeline");
+    let tokens = runtime.block_on(async {
+        let request = Authorize::cli(VERIFIER);
+        sign_in::sign_in(
+            &http,
+            &ui_url(),
+            &request,
+            "admin",
+            admin_password,
+            SlowDown::Wait,
+        )
+        .await
+        .map_err(|refusal| anyhow::anyhow!("the admin's CLI sign-in: {refusal}"))
+    })?;
+    let refresh_token = tokens["refresh_token"]
+        .as_str()
+        .context("no refresh token for the CLI's sign-in")?
+        .to_owned();
+    let ca = site_ca.pem.clone();
+    faults::signing_key_rotation(
+        admin,
+        &runtime,
+        |to| http_client(&ca, UI_HOST, to),
+        &ui_url(),
+        refresh_token,
+        |token| lock(node).control_plane().whoami_with_token(0, token).map(|_| ()),
+        record,
+    )?;
     Ok(())
 }
