@@ -44,6 +44,24 @@ pub async fn sign_in_as(
         .context("no id_token in the token response")
 }
 
+/// Signs `user` in at `base` as the CLI does (`ichor-cli`, `openid offline_access`): its
+/// refresh token.
+pub async fn cli_refresh_token(
+    http: &reqwest::Client,
+    base: &str,
+    user: &str,
+    password: &str,
+) -> anyhow::Result<String> {
+    let request = Authorize::cli(VERIFIER);
+    let tokens = sign_in::sign_in(http, base, &request, user, password, SlowDown::Wait)
+        .await
+        .map_err(|refusal| anyhow::anyhow!("{user}'s CLI sign-in: {refusal}"))?;
+    tokens["refresh_token"]
+        .as_str()
+        .map(str::to_owned)
+        .context("no refresh token for the CLI's sign-in")
+}
+
 pub fn authed<T>(message: T, token: &str) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
     if let Ok(value) = format!("Bearer {token}").parse() {

@@ -42,7 +42,6 @@ use ichor_issuer::api::proto::{
 };
 use ichor_testkit::control_plane::EMPTY_AUTHENTICATION_CONFIG;
 use ichor_testkit::helm::Helm;
-use ichor_testkit::issuer::sign_in::{self, Authorize, SlowDown};
 use ichor_testkit::node::{Node, NodeOptions};
 use ichor_testkit::pki::TestCa;
 use ichor_testkit::talos::{
@@ -50,7 +49,7 @@ use ichor_testkit::talos::{
 };
 use ichor_testkit::wait;
 
-use super::clients::{VERIFIER, authed, printed_password, run_printed, sign_in_as};
+use super::clients::{authed, cli_refresh_token, printed_password, run_printed, sign_in_as};
 use super::cluster::{
     Admin, NAMESPACE, Record, channel, chart, core_objects, http_client, image, talos_objects, write,
 };
@@ -494,23 +493,7 @@ fn walk(node: &Arc<Mutex<Node>>, admin: &Admin, record: &mut Record) -> anyhow::
     faults::leader_pod_deleted(admin, record)?;
 
     record.step("7b. an issuer pod deleted while a client refreshes");
-    let tokens = runtime.block_on(async {
-        let request = Authorize::cli(VERIFIER);
-        sign_in::sign_in(
-            &http,
-            &ui_url(),
-            &request,
-            "admin",
-            admin_password,
-            SlowDown::Wait,
-        )
-        .await
-        .map_err(|refusal| anyhow::anyhow!("the admin's CLI sign-in: {refusal}"))
-    })?;
-    let refresh_token = tokens["refresh_token"]
-        .as_str()
-        .context("no refresh token for the CLI's sign-in")?
-        .to_owned();
+    let refresh_token = runtime.block_on(cli_refresh_token(&http, &ui_url(), "admin", admin_password))?;
     let ca = site_ca.pem.clone();
     faults::issuer_pod_deleted_mid_refresh(
         admin,
@@ -556,23 +539,7 @@ fn walk(node: &Arc<Mutex<Node>>, admin: &Admin, record: &mut Record) -> anyhow::
     // A signing-key rotation on a shortened timeline (the key's period run out, the install's
     // 1-minute publish lead): no ID token fails at the apiserver across the switch.
     record.step("7d. a signing-key rotation on a shortened timeline");
-    let tokens = runtime.block_on(async {
-        let request = Authorize::cli(VERIFIER);
-        sign_in::sign_in(
-            &http,
-            &ui_url(),
-            &request,
-            "admin",
-            admin_password,
-            SlowDown::Wait,
-        )
-        .await
-        .map_err(|refusal| anyhow::anyhow!("the admin's CLI sign-in: {refusal}"))
-    })?;
-    let refresh_token = tokens["refresh_token"]
-        .as_str()
-        .context("no refresh token for the CLI's sign-in")?
-        .to_owned();
+    let refresh_token = runtime.block_on(cli_refresh_token(&http, &ui_url(), "admin", admin_password))?;
     let ca = site_ca.pem.clone();
     faults::signing_key_rotation(
         admin,
