@@ -2,9 +2,15 @@
 //! (default `.build` at the repository root): `hack/kube/build.sh` puts kube-apiserver, kubectl,
 //! etcd, the apiserver's validator, helm and the node's kubelet, kube-proxy,
 //! kube-controller-manager and kube-scheduler in `kube/current/`; `hack/node/build.sh` puts the
-//! node's image archives in `images/` ([`images_dir`]). A test that needs one calls
-//! [`require`]: with `ICHOR_REQUIRE_CONSUMERS=1` (as the test command sets it) a missing binary
-//! fails the test; otherwise the test is skipped with a message saying what to run.
+//! node's image archives in `images/` ([`images_dir`]).
+//!
+//! A test that needs one is marked `#[ignore = "needs <consumer>: <the command that provides
+//! it>"]`, so that a plain `cargo test` reports it as ignored rather than passed, and
+//! `hack/test.sh` runs it with `cargo nextest run --run-ignored all`. The test calls [`require`]
+//! (or [`require_path`]): when it runs and the consumer is missing it fails with a message naming
+//! the command that builds it. `ICHOR_REQUIRE_CONSUMERS=0` turns that failure back into an early
+//! return (the test then reports as passed without having run, so the test command never sets
+//! it; `hack/test.sh` sets `ICHOR_REQUIRE_CONSUMERS=1`).
 
 use std::path::{Path, PathBuf};
 
@@ -89,14 +95,14 @@ impl KubeBinary {
     }
 }
 
-/// Whether the test command demands every consumer (`ICHOR_REQUIRE_CONSUMERS=1`).
+/// Whether a missing consumer fails the test: always, unless `ICHOR_REQUIRE_CONSUMERS=0`.
 pub fn consumers_required() -> bool {
-    std::env::var("ICHOR_REQUIRE_CONSUMERS").as_deref() == Ok("1")
+    std::env::var("ICHOR_REQUIRE_CONSUMERS").as_deref() != Ok("0")
 }
 
-/// The path of `binary` if it is there. When it is not: panics under
-/// `ICHOR_REQUIRE_CONSUMERS=1`, otherwise prints why the calling test is skipped and returns
-/// `None`.
+/// The path of `binary` if it is there. When it is not: panics with the command that builds it
+/// (`hack/kube/build.sh`), or, under `ICHOR_REQUIRE_CONSUMERS=0` only, prints why the calling
+/// test returns early and returns `None`.
 pub fn require(binary: KubeBinary) -> Option<PathBuf> {
     require_path(binary.path(), "hack/kube/build.sh")
 }
@@ -108,11 +114,14 @@ pub fn require_path(path: PathBuf, provided_by: &str) -> Option<PathBuf> {
     }
     assert!(
         !consumers_required(),
-        "{} is missing and ICHOR_REQUIRE_CONSUMERS=1 (run {provided_by})",
+        "{} is missing: run {provided_by} (or hack/test.sh) to provide it. The tests that need it \
+         are #[ignore]d, so a plain `cargo test` does not run them; `cargo nextest run \
+         --run-ignored all` does, and fails them until it is there",
         path.display()
     );
     eprintln!(
-        "SKIPPED: {} is missing (run {provided_by}, or hack/test.sh, to provide it)",
+        "SKIPPED (ICHOR_REQUIRE_CONSUMERS=0): {} is missing (run {provided_by}, or hack/test.sh, \
+         to provide it)",
         path.display()
     );
     None

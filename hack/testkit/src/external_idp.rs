@@ -9,8 +9,9 @@
 //! refresh token works once.
 //!
 //! `hack/conformance/oidc-provider/install.sh` (run by `hack/install-test-deps.sh`) installs it.
-//! A test first asks [`available`], which follows [`consumers::require_path`]: with
-//! `ICHOR_REQUIRE_CONSUMERS=1` a missing install fails the test, otherwise the test is skipped.
+//! A test that uses it is `#[ignore = "needs oidc-provider: hack/install-test-deps.sh"]` and
+//! first asks [`available`], which follows [`consumers::require_path`]: a missing install fails
+//! the test (unless `ICHOR_REQUIRE_CONSUMERS=0`).
 //!
 //! ```no_run
 //! use ichor_testkit::external_idp::{self, Account, Client, ExternalIdp, ExternalIdpOptions};
@@ -68,9 +69,9 @@ fn find_node() -> Option<PathBuf> {
 }
 
 /// Whether node and the installed provider are there, by the rule of
-/// [`consumers::require_path`]: panics when either is missing under
-/// `ICHOR_REQUIRE_CONSUMERS=1`, otherwise prints why the calling test is skipped and returns
-/// `false`.
+/// [`consumers::require_path`]: panics when either is missing, saying what installs it (under
+/// `ICHOR_REQUIRE_CONSUMERS=0` only, prints why the calling test returns early and returns
+/// `false`).
 pub fn available() -> bool {
     let node = find_node().unwrap_or_else(|| PathBuf::from("node (on PATH)"));
     consumers::require_path(node, "the machine's Node.js 20 or newer").is_some()

@@ -23,8 +23,9 @@ pub struct Helm {
 }
 
 impl Helm {
-    /// The client for `plane` as its admin, with `home` for Helm's directories. `None` when
-    /// the binary is missing and the test may be skipped ([`consumers::require`]).
+    /// The client for `plane` as its admin, with `home` for Helm's directories. A missing
+    /// binary fails the test; `None` only under `ICHOR_REQUIRE_CONSUMERS=0`
+    /// ([`consumers::require`]).
     pub fn new(plane: &ControlPlane, home: &Path) -> Option<Self> {
         Some(Self {
             bin: consumers::require(KubeBinary::Helm)?,

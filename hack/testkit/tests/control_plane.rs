@@ -13,6 +13,7 @@ fn pid_alive(pid: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 fn two_apiservers_share_etcd_restart_one_at_a_time_and_stop_on_drop() {
     let Some(mut plane) = ControlPlane::start(Options {
         apiservers: 2,
@@ -143,6 +144,7 @@ fn two_apiservers_share_etcd_restart_one_at_a_time_and_stop_on_drop() {
 }
 
 #[test]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 fn with_distinct_loopback_addresses_three_apiservers_answer_readyz_on_127_0_0_1_2_3_at_one_port() {
     let Some(mut plane) = ControlPlane::start(Options {
         apiservers: 3,

@@ -213,6 +213,7 @@ impl Drop for ForeignKubepods {
 }
 
 #[test]
+#[ignore = "needs the node: hack/install-test-deps.sh, hack/kube/build.sh, hack/node/build.sh"]
 fn a_node_runs_a_restricted_deployment_behind_a_cluster_ip_and_leaves_nothing_behind() {
     let test_started = Instant::now();
     let Some(image) = require_path(images_dir().join("node-test-http.tar"), "hack/node/build.sh") else {
@@ -478,6 +479,7 @@ fn processes_naming(dir: &Path) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs the node: hack/install-test-deps.sh, hack/kube/build.sh, hack/node/build.sh"]
 fn a_start_that_fails_half_way_names_the_component_keeps_the_logs_and_puts_the_machine_back() {
     let rest = at_rest();
     let sysctls_before = read_sysctls();
@@ -521,6 +523,7 @@ fn a_start_that_fails_half_way_names_the_component_keeps_the_logs_and_puts_the_m
 }
 
 #[test]
+#[ignore = "needs the node: hack/install-test-deps.sh, hack/kube/build.sh, hack/node/build.sh"]
 fn clean_sh_undoes_the_node_of_a_test_killed_before_its_drop() {
     use std::io::BufRead as _;
     let Some(image) = require_path(images_dir().join("node-test-http.tar"), "hack/node/build.sh") else {

@@ -139,8 +139,8 @@ fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
 
 impl ControlPlane {
     /// Starts etcd and `options.apiservers` kube-apiservers and waits until each is ready.
-    /// `Ok(None)` when the binaries are missing and the test may be skipped
-    /// ([`consumers::require`]).
+    /// A missing binary fails the calling test with the command that builds it; `Ok(None)` only
+    /// under `ICHOR_REQUIRE_CONSUMERS=0` ([`consumers::require`]).
     pub fn start(options: Options) -> anyhow::Result<Option<Self>> {
         let (Some(etcd_bin), Some(apiserver_bin), Some(kubectl_bin)) = (
             consumers::require(KubeBinary::Etcd),

@@ -19,7 +19,7 @@ fn path_env() -> String {
     format!("/usr/local/sbin:/usr/sbin:/sbin:/usr/local/bin:/usr/bin:/bin:{inherited}")
 }
 
-/// The node's binaries, `None` when one is missing and the test may be skipped.
+/// The node's binaries ([`Binaries::find`] fails the test when one is missing).
 pub struct Binaries {
     pub kubelet: PathBuf,
     pub kube_proxy: PathBuf,

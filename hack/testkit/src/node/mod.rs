@@ -92,9 +92,9 @@ pub struct Node {
 impl Node {
     /// Takes the machine's node lock, creates the network namespace and MOVES THE CALLING
     /// THREAD into it, then starts every component and waits until the node is `Ready`. Call it
-    /// on the test's thread before building a tokio runtime. `Ok(None)` when a binary is
-    /// missing and consumers are not required ([`consumers::require`]). A failed start names
-    /// the component, quotes the end of its log and keeps the directory.
+    /// on the test's thread before building a tokio runtime. A missing binary fails the test;
+    /// `Ok(None)` only under `ICHOR_REQUIRE_CONSUMERS=0` ([`consumers::require`]). A failed start
+    /// names the component, quotes the end of its log and keeps the directory.
     pub fn start(options: NodeOptions) -> anyhow::Result<Option<Self>> {
         let (Some(_), Some(_), Some(_), Some(binaries)) = (
             consumers::require(KubeBinary::Etcd),
