@@ -34,6 +34,7 @@ fn refused<S: AsRef<std::ffi::OsStr>>(
 }
 
 #[test]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 fn the_apiserver_enforces_the_ichoruser_rules_with_the_messages_kubectl_shows() -> anyhow::Result<()> {
     let Some(plane) = ControlPlane::start(Options::default())? else {
         return Ok(());

@@ -4,8 +4,10 @@
 //! a local process that authenticates as the chart's ServiceAccount, so the apiserver decides
 //! with the chart's own RBAC. Covers the CRDs' rules as the apiserver enforces them, leader
 //! election on a real Lease, failover after `kill -9`, watches resumed across an apiserver
-//! restart, and the chart's RBAC measured against the audit log. Skipped with a message when the
-//! binaries are missing, unless `ICHOR_REQUIRE_CONSUMERS=1` (as `hack/test.sh` sets it).
+//! restart, and the chart's RBAC measured against the audit log. Every test is
+//! `#[ignore = "needs the control plane: hack/kube/build.sh"]`: `cargo nextest run
+//! --run-ignored all` (as `hack/test.sh` runs it) runs them, and fails one whose binaries are
+//! missing with the command that builds them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, missing_docs)]
 
 mod attacks;

@@ -23,6 +23,7 @@ fn patch(body: &serde_json::Value) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 fn an_operator_cannot_change_spec_users_and_an_admin_can() -> anyhow::Result<()> {
     let Some(running) = Running::start(&[])? else {
         return Ok(());

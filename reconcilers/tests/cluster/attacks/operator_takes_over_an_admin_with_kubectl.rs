@@ -75,6 +75,7 @@ fn accepted(what: &str, answer: Answer) -> anyhow::Result<()> {
 }
 
 #[test]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 fn an_operator_cannot_re_enable_an_admin_nor_remove_the_last_one_behind_a_finalizer_or_a_service_account()
 -> anyhow::Result<()> {
     let Some(running) = Running::start(&[])? else {

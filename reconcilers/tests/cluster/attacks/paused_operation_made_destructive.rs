@@ -30,6 +30,7 @@ fn create_args() -> Vec<&'static str> {
 }
 
 #[test]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 fn an_operator_cannot_patch_a_paused_reboot_into_a_reset_or_a_shutdown() -> anyhow::Result<()> {
     let Some(running) = Running::start(&[])? else {
         return Ok(());
