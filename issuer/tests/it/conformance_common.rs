@@ -6,8 +6,9 @@
 //! driven through the real endpoints (authorize as JSON → ticket → login → code → token); and
 //! the `UserService` over gRPC with TLS.
 //!
-//! Third-party consumers (the go-oidc verifier) are found under `$ICHOR_BUILD_DIR`; when one is
-//! missing the test skips with a message, unless `ICHOR_REQUIRE_CONSUMERS=1`, then it fails.
+//! Third-party consumers (the go-oidc verifier) are found under `$ICHOR_BUILD_DIR`; a test that
+//! needs one is `#[ignore]`d and, when run, fails if it is missing, naming the command that
+//! provides it (unless `ICHOR_REQUIRE_CONSUMERS=0`).
 #![allow(
     dead_code,
     missing_docs,
@@ -36,8 +37,8 @@ pub fn free_port() -> u16 {
     ichor_testkit::control_plane::free_port().unwrap()
 }
 
-/// The go-oidc v2 verifier harness, or `None` (after printing why) when the test should skip.
-/// Panics when it is missing and `ICHOR_REQUIRE_CONSUMERS=1`.
+/// The go-oidc v2 verifier harness. Panics when it is missing, saying what builds it; `None`
+/// (after printing why) only under `ICHOR_REQUIRE_CONSUMERS=0`.
 pub fn go_oidc_verifier() -> Option<PathBuf> {
     ichor_testkit::consumers::require_path(
         ichor_testkit::consumers::build_dir().join("go-oidc-verify"),

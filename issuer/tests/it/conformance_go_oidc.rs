@@ -13,6 +13,7 @@ use jiff::{SignedDuration, Timestamp};
 use std::time::Duration;
 
 #[tokio::test]
+#[ignore = "needs go-oidc: hack/install-test-deps.sh"]
 async fn go_oidc_accepts_a_signed_in_token_through_both_listeners_and_refuses_another_audience() {
     let Some(verifier) = go_oidc_verifier() else {
         return;
@@ -51,6 +52,7 @@ async fn go_oidc_accepts_a_signed_in_token_through_both_listeners_and_refuses_an
 }
 
 #[tokio::test]
+#[ignore = "needs go-oidc: hack/install-test-deps.sh"]
 async fn go_oidc_refuses_a_token_of_our_key_that_has_expired() {
     let Some(verifier) = go_oidc_verifier() else {
         return;
@@ -78,6 +80,7 @@ async fn go_oidc_refuses_a_token_of_our_key_that_has_expired() {
 }
 
 #[tokio::test]
+#[ignore = "needs go-oidc: hack/install-test-deps.sh"]
 async fn a_key_rotation_written_over_keys_json_is_served_without_a_restart() {
     let Some(verifier) = go_oidc_verifier() else {
         return;

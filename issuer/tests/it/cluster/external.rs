@@ -55,6 +55,7 @@ fn admin_binding(name: &str, kind: &str, subject: &str) -> String {
 /// the provider's token for another audience, and a token of a provider that is not configured,
 /// are refused (the latter with the one message); Ichor's own users keep working beside it.
 #[test]
+#[ignore = "needs the control plane and oidc-provider: hack/kube/build.sh, hack/install-test-deps.sh"]
 fn an_external_admin_is_managed_by_rbac_alone_beside_ichor_users_and_other_issuers_are_refused()
 -> anyhow::Result<()> {
     use conformance_common::{Options as IssuerOptions, RunningIssuer, Store};
