@@ -437,6 +437,7 @@ fn assert_plan(stdout: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn a_dry_run_prints_the_plan_and_creates_no_operation() {
     let Some(site) = Site::start().await else {
         return;
@@ -465,6 +466,7 @@ async fn a_dry_run_prints_the_plan_and_creates_no_operation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn with_yes_it_creates_one_operation_and_follows_it_node_by_node_through_an_apiserver_restart() {
     let Some(mut site) = Site::start().await else {
         return;
@@ -547,6 +549,7 @@ async fn with_yes_it_creates_one_operation_and_follows_it_node_by_node_through_a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn a_rolled_back_node_fails_the_operation_and_the_command_after_warning_once_that_nobody_took_it_up() {
     let Some(site) = Site::start().await else {
         return;
@@ -625,6 +628,7 @@ async fn a_rolled_back_node_fails_the_operation_and_the_command_after_warning_on
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn an_operation_already_rolling_the_cluster_is_followed_not_duplicated() {
     let Some(site) = Site::start().await else {
         return;
@@ -704,6 +708,7 @@ async fn an_operation_already_rolling_the_cluster_is_followed_not_duplicated() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn without_yes_or_a_terminal_or_with_a_wrong_invocation_it_refuses_naming_why_and_creates_nothing() {
     let Some(site) = Site::start().await else {
         return;
@@ -759,6 +764,7 @@ async fn without_yes_or_a_terminal_or_with_a_wrong_invocation_it_refuses_naming_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn nothing_to_do_when_every_control_plane_runs_the_render_creates_no_operation() {
     let Some(site) = Site::start().await else {
         return;
@@ -778,6 +784,7 @@ async fn nothing_to_do_when_every_control_plane_runs_the_render_creates_no_opera
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn an_ichor_admin_who_may_not_read_the_trust_configmap_rolls_with_the_plan_of_the_controller() {
     let Some(site) = Site::start().await else {
         return;

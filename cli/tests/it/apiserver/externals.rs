@@ -43,6 +43,7 @@ fn external(idp: &ExternalIdp, prefixes: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane and oidc-provider: hack/kube/build.sh, hack/install-test-deps.sh"]
 async fn ichor_and_an_external_provider_are_trusted_side_by_side_and_system_identities_are_refused() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let Some(corp) = idp(&[
@@ -131,6 +132,7 @@ async fn ichor_and_an_external_provider_are_trusted_side_by_side_and_system_iden
 /// apply` does). After: the token taken before the switch still works, a new login at the
 /// provider works, Ichor's own users work too, and Ichor's API takes the provider's people.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane and oidc-provider: hack/kube/build.sh, hack/install-test-deps.sh"]
 async fn turning_users_on_beside_a_trusted_provider_keeps_every_external_login_working() {
     use crate::apiserver::site::cluster;
     use ichor_issuer::api::proto::{WhoAmIRequest, user_service_client::UserServiceClient};

@@ -43,6 +43,7 @@ spec:
 ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn kubectl_signs_in_through_ichor_and_each_role_is_authorized_by_the_chart_roles() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let Some(site) = Site::start("", &[]).await else {

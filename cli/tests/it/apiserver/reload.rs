@@ -47,6 +47,7 @@ async fn api_status(site: &Site) -> u16 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn a_running_apiserver_applies_a_valid_file_and_keeps_the_last_good_one_over_an_invalid_file() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let Some(site) = Site::start("", &[]).await else {

@@ -94,6 +94,7 @@ fn kid(token: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn a_key_rotation_and_an_issuer_outage_on_a_real_apiserver() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let Some(mut site) = Site::start_seeded("", &[], age_the_keys).await else {

@@ -52,6 +52,7 @@ fn idp(accounts: &[(&str, &str, &[&str])]) -> ExternalIdp {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane and oidc-provider: hack/kube/build.sh, hack/install-test-deps.sh"]
 async fn an_external_prefix_that_spells_ichor_is_refused_and_its_ichor_names_never_authenticate() {
     if !external_idp::available() {
         return;

@@ -31,6 +31,7 @@ fn apply_chart(site: &Site, manifest: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn without_the_rollout_or_its_secret_it_stops_at_once_and_with_both_it_creates_and_follows() {
     let Some(site) = Site::start().await else {
         return;
@@ -109,6 +110,7 @@ async fn without_the_rollout_or_its_secret_it_stops_at_once_and_with_both_it_cre
 /// exists), an operation nobody takes up is warned about, then given up on after ten times the
 /// warning's delay: the command exits 1 naming the operation, which stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
 async fn an_operation_nobody_takes_up_is_given_up_on_not_followed_forever() {
     let Some(site) = Site::start().await else {
         return;
