@@ -25,13 +25,17 @@ fn value_args(url: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_comma_in_the_ui_url_reaches_helm_as_part_of_one_value() {
+/// The values `ichor init` passes for [`EVIL`], after [`check_ui_url`] took it as written.
+fn evil_values() -> Vec<String> {
     let url = check_ui_url(EVIL).unwrap();
     assert_eq!(url, EVIL, "a URL in its normal form is taken as written");
-    let values = value_args(&url);
+    value_args(&url)
+}
+
+#[test]
+fn a_comma_in_the_ui_url_is_escaped_in_the_set_string_value() {
     assert_eq!(
-        values,
+        evil_values(),
         [
             "--set-string",
             r"ichorUI.users.externalURL=https://ichor.example.com/\,controller.foo=bar\,ichorUI.users.enabled=false",
@@ -39,8 +43,12 @@ fn a_comma_in_the_ui_url_reaches_helm_as_part_of_one_value() {
             "ichorUI.users.enabled=true",
         ]
     );
+}
 
-    // The real helm reads exactly one value: the whole URL.
+#[test]
+#[ignore = "needs helm: hack/kube/build.sh"]
+fn a_comma_in_the_ui_url_reaches_helm_as_part_of_one_value() {
+    let values = evil_values();
     let Some(helm) = require(KubeBinary::Helm) else {
         return;
     };
