@@ -28,4 +28,4 @@ fi
 # images from it.
 cargo nextest run --workspace --locked --profile ci --no-run
 hack/images/build.sh
-cargo nextest run -p ichor-cli --locked --profile ci --no-capture -E 'test(/^node::walkthrough::/)'
+cargo nextest run -p ichor-cli --locked --profile ci --no-capture --run-ignored all -E 'test(/^node::walkthrough::/)'
