@@ -386,7 +386,8 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
         f.check(pdb is not None and pdb["spec"]["selector"]["matchLabels"] == issuer["spec"]["selector"]["matchLabels"], f"[{config}] issuer PDB missing or selecting other pods")
         svc = by_key.get(("Service", "ichor-issuer"))
         if f.check(svc is not None, f"[{config}] no Service ichor-issuer"):
-            f.check(svc["spec"]["type"] == "ClusterIP", f"[{config}] Service ichor-issuer is {svc['spec']['type']}")
+            want_type = (values["ichorUI"].get("service") or {}).get("type") or "ClusterIP"
+            f.check(svc["spec"]["type"] == want_type, f"[{config}] Service ichor-issuer is {svc['spec']['type']}, want {want_type} (ichorUI.service.type)")
             f.check(svc["metadata"]["labels"].get("app.kubernetes.io/component") == "issuer", f"[{config}] Service ichor-issuer lacks component=issuer")
             f.check(sorted(p["port"] for p in svc["spec"]["ports"]) == [8443, 8444], f"[{config}] Service ichor-issuer ports")
         issuer_services = [o for o in objects if o["kind"] == "Service" and o["metadata"]["labels"].get("app.kubernetes.io/component") == "issuer"]
@@ -471,6 +472,12 @@ def oidc(**kw: Any) -> dict[str, Any]:
     return values
 
 
+def service(**kw: Any) -> dict[str, Any]:
+    values = users()
+    values["ichorUI"]["service"] = kw
+    return values
+
+
 REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     # (what, values, namespace, a piece of the expected error)
     ("users on without externalURL", users(externalURL=""), NAMESPACE, "externalURL"),
@@ -496,6 +503,7 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ("an external prefix a name completes to ichor:", oidc(groupsPrefix="ichor"), NAMESPACE, "groupsPrefix"),
     ("an external prefix a name completes to system:", oidc(usernamePrefix="sys"), NAMESPACE, "usernamePrefix"),
     ("a private key as the provider's CA", oidc(certificateAuthority="-----BEGIN CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\n"), NAMESPACE, "certificateAuthority"),
+    ("a Service type the chart does not allow", service(type="ExternalName"), NAMESPACE, "value must be one of"),
     ("one replica count of zero", {"issuer": {"replicas": 0}}, NAMESPACE, "replicas"),
     ("another namespace", {}, "default", "Ichor installs into the namespace ichor-system only"),
 ]
@@ -512,6 +520,7 @@ TEMPLATE_REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ("an external prefix a name completes to system:", oidc(usernamePrefix="syst"), "prefix \"syst\" is not allowed"),
     ("an external provider without a kube client", oidc(kubeClientID=""), "ichorUI.oidc.kubeClientID is required"),
     ("an external provider that is Ichor's issuer", oidc(issuerURL="https://ichor.example.com/"), "is Ichor's own issuer"),
+    ("a Service type the chart does not allow", service(type="ExternalName"), "ichorUI.service.type \"ExternalName\" is not allowed"),
 ]
 
 

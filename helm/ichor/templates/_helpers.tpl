@@ -55,6 +55,16 @@ template that renders a namespaced object, so `helm template` fails as `helm ins
 {{- end -}}
 {{- end -}}
 
+{{/* The issuer Service's type: ichorUI.service.type, ClusterIP when unset (a release upgraded
+with --reuse-values keeps the values of a chart that had no such key). */}}
+{{- define "ichor.serviceType" -}}
+{{- $t := default "ClusterIP" (.Values.ichorUI.service).type -}}
+{{- if not (has $t (list "ClusterIP" "NodePort" "LoadBalancer")) -}}
+{{- fail (printf "ichorUI.service.type %q is not allowed: ClusterIP, NodePort or LoadBalancer (every one keeps the ClusterIP the kube-apiserver fetches discovery from)" $t) -}}
+{{- end -}}
+{{- $t -}}
+{{- end -}}
+
 {{/* A duration of one unit (90s, 5m, 12h) in seconds; anything else is 0 (out of range). */}}
 {{- define "ichor.seconds" -}}
 {{- $d := toString . -}}
