@@ -36,6 +36,8 @@ import helm_python as helm
 import kubernetes_validate.utils as kv
 import yaml
 
+import seed_names
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "ichor"
 ROLES_FILE = CHART / "files" / "ichor-roles.yaml"
@@ -312,7 +314,7 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
     for o in objects:
         f.check(o["metadata"].get("namespace") in (None, NAMESPACE), f"[{config}] {key(o)} is outside {NAMESPACE}")
 
-    issuer_kinds = [k for k, o in by_key.items() if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "issuer"]
+    issuer_kinds = [k for k, o in by_key.items() if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") in ("ui", "issuer")]
     if not users_on:
         f.check(not issuer_kinds, f"[{config}] users are off but issuer objects are rendered: {issuer_kinds}")
         f.check(("Service", "ichor-issuer-external") not in by_key, f"[{config}] users off renders the external Service")
@@ -388,10 +390,10 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
         if f.check(svc is not None, f"[{config}] no Service ichor-issuer"):
             want_type = (values["ichorUI"].get("service") or {}).get("type") or "ClusterIP"
             f.check(svc["spec"]["type"] == want_type, f"[{config}] Service ichor-issuer is {svc['spec']['type']}, want {want_type} (ichorUI.service.type)")
-            f.check(svc["metadata"]["labels"].get("app.kubernetes.io/component") == "issuer", f"[{config}] Service ichor-issuer lacks component=issuer")
             f.check(sorted(p["port"] for p in svc["spec"]["ports"]) == [8443, 8444], f"[{config}] Service ichor-issuer ports")
-        issuer_services = [o for o in objects if o["kind"] == "Service" and o["metadata"]["labels"].get("app.kubernetes.io/component") == "issuer"]
-        f.check(len(issuer_services) == 1, f"[{config}] {len(issuer_services)} Services carry component=issuer; the controller needs exactly one")
+        issuer_services = [o for o in objects if o["kind"] == "Service" and o["metadata"]["labels"].get("app.kubernetes.io/component") == "ui"]
+        f.check(len(issuer_services) == 1, f"[{config}] {len(issuer_services)} Services carry component=ui; the controller needs exactly one")
+        seed_names.check_ui_labels(f, config, by_key)
 
     # The admission webhooks.
     vwc = by_key.get(("ValidatingWebhookConfiguration", "ichor-identity"))

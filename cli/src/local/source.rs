@@ -1,7 +1,7 @@
 //! The World's local source of `ichor dev`, besides the Secret files: the objects of the
 //! GitOps tree, the user names of the issuer local store's credentials file (as the keys of a
 //! synthesised `ichor-user-credentials`), and a synthesised issuer Service `localhost`
-//! (label `app.kubernetes.io/component=issuer`, ClusterIP 127.0.0.1), so the leaf carries the IP
+//! (label `app.kubernetes.io/component=ui`, ClusterIP 127.0.0.1), so the leaf carries the IP
 //! SAN 127.0.0.1 and the DNS SAN `localhost`.
 
 use std::fs;

@@ -113,11 +113,13 @@ pub struct RunArgs {
     /// Where /metrics, /healthz and /readyz are served (plain HTTP).
     #[arg(long, env = "ICHOR_CONTROLLER_METRICS_LISTEN", default_value = "0.0.0.0:8080")]
     pub metrics_listen: SocketAddr,
-    /// The label selector of the issuer Service (its ClusterIP goes into the Ichor leaf).
+    /// The label selector of the issuer Service (its ClusterIP goes into the Ichor leaf): the
+    /// seed's label of the UI Service. The earlier chart's `app.kubernetes.io/component=issuer`
+    /// still works when given here.
     #[arg(
         long,
         env = "ICHOR_CONTROLLER_ISSUER_SERVICE_SELECTOR",
-        default_value = "app.kubernetes.io/component=issuer"
+        default_value = "app.kubernetes.io/component=ui"
     )]
     pub issuer_service_selector: String,
     /// The name of the issuer Service (the chart's): only the Service of this name that also

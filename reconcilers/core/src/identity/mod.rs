@@ -18,7 +18,8 @@
 //! certificates, Secret ichor-webhook-tls, ValidatingWebhookConfiguration, now ─► webhook-certificate (emit: issue-webhook-leaf)
 //! certificates, ValidatingWebhookConfiguration ─► webhook-ca-bundle (emit: the configuration's caBundles)
 //! TalosOperation ─► rollout[operation] ◄─ now, IchorRolloutSettings, cluster-auth[its cluster], TalosMachines,
-//!                   TalosOperations, ReadyzObservation[operation]  (emit: status writes, rollout-* effects)
+//!                   TalosOperations, ReadyzObservation[operation]  (emit: status writes, rollout-* effects;
+//!                   only for operations labelled app.kubernetes.io/managed-by=ichor-identity)
 //! ```
 //!
 //! # Design notes
@@ -82,8 +83,13 @@ pub use replay::{
 pub const OWNER_LABEL: &str = "identity.ichor.maesh.dev/owner";
 /// Value of [`OWNER_LABEL`].
 pub const OWNER_VALUE: &str = "ichor-controller";
-/// Label value (`app.kubernetes.io/component`) selecting the issuer Service in `ichor-system`.
-pub const ISSUER_COMPONENT: &str = "issuer";
+/// Label value (`app.kubernetes.io/component`) selecting the issuer Service in `ichor-system`:
+/// the seed's `app.kubernetes.io/component=ui` (the issuer is the seed's ichor-ui).
+pub const ISSUER_COMPONENT: &str = "ui";
+/// The label value the chart gave the issuer Service before [`ISSUER_COMPONENT`], still accepted:
+/// journals recorded then replay as they were decided, and a controller upgraded ahead of the
+/// chart keeps its issuer Service.
+pub const LEGACY_ISSUER_COMPONENT: &str = "issuer";
 /// Key of the certificate in `ichor-oidc-ca` and `ichor-oidc-tls`.
 pub const TLS_CERT_KEY: &str = "tls.crt";
 /// Key of the private key in `ichor-oidc-ca` and `ichor-oidc-tls`.
@@ -129,7 +135,7 @@ pub mod names {
     pub const WEBHOOK_CERTIFICATE: &str = "webhook-certificate";
     /// The `caBundle`s of the webhook configuration.
     pub const WEBHOOK_CA_BUNDLE: &str = "webhook-ca-bundle";
-    /// Per `TalosOperation`: the apiserver-restart rollout's next step.
+    /// Per `TalosOperation`: the apiserver-restart rollout's next step (owned operations only).
     pub const ROLLOUT: &str = "rollout";
 }
 
@@ -281,7 +287,8 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     );
     b.emit(&gc);
 
-    // The rollout of each `config` operation: its status writes and Talos effects.
+    // The rollout of each `config` operation this subsystem owns (labelled managed-by
+    // ichor-identity; the others are Ichor core's): its status writes and Talos effects.
     let operations = b.objects("operations", "TalosOperation");
     let observations = b.objects("readyz-observations", rollout::OBSERVATION_KIND);
     let rollout_settings = b.object(

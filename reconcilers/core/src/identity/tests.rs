@@ -447,6 +447,33 @@ fn a_bad_journal_line_stops_the_replay_with_its_line_number() {
 }
 
 #[test]
+fn the_issuer_service_is_found_by_the_seeds_label_and_by_the_earlier_one() {
+    use std::collections::BTreeMap;
+    let with_component = |component: &str| {
+        let mut svc = fixtures::issuer_service("10.96.0.10");
+        svc.value["metadata"]["labels"]["app.kubernetes.io/component"] = json!(component);
+        let one: BTreeMap<_, _> = [(svc.key(), svc)].into();
+        super::nodes::issuer_service(&one)
+    };
+    assert_eq!(super::ISSUER_COMPONENT, "ui");
+    for accepted in ["ui", "issuer"] {
+        let chosen = with_component(accepted);
+        assert_eq!(chosen.problem, None, "{accepted}");
+        assert_eq!(
+            chosen.service.map(|s| s.cluster_ip.to_string()).as_deref(),
+            Some("10.96.0.10"),
+            "{accepted}"
+        );
+    }
+    for refused in ["controller", "issuer-external", "UI"] {
+        let chosen = with_component(refused);
+        assert!(chosen.service.is_none(), "{refused}: {chosen:?}");
+        let problem = chosen.problem.unwrap_or_default();
+        assert!(problem.contains("app.kubernetes.io/component=ui"), "{problem}");
+    }
+}
+
+#[test]
 fn two_services_labelled_as_the_issuer_are_ambiguous_and_neither_is_used() {
     use std::collections::BTreeMap;
     let real = fixtures::issuer_service("10.96.0.10");

@@ -30,7 +30,8 @@ pub fn issuer_service(cluster_ip: &str) -> Object {
         "ichor-issuer",
         json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "ichor-issuer", "namespace": NAMESPACE,
-                "labels": {"app.kubernetes.io/component": "issuer", "app.kubernetes.io/part-of": "ichor"}},
+                "labels": {"app.kubernetes.io/component": crate::identity::ISSUER_COMPONENT,
+                    "app.kubernetes.io/part-of": "ichor"}},
             "spec": {"clusterIP": cluster_ip, "ports": [{"name": "internal", "port": 8444}]}}),
     )
 }

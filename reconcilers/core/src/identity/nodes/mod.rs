@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use super::conditions::{StatusWrite, Wanted, merge};
 use super::effects::{CertificateRequest, GenerateKeyRequest, RemoveCredentialsKeyRequest, SanName};
 use super::read::{self, SecretValue, secret_value};
-use super::{ISSUER_COMPONENT, OWNER_LABEL, OWNER_VALUE, TLS_CERT_KEY};
+use super::{ISSUER_COMPONENT, LEGACY_ISSUER_COMPONENT, OWNER_LABEL, OWNER_VALUE, TLS_CERT_KEY};
 
 mod certs;
 mod settings;
@@ -118,7 +118,8 @@ pub struct IssuerServiceOut {
 }
 
 /// Services → the issuer Service: in `ichor-system`, labelled
-/// `app.kubernetes.io/component=issuer`, and the only one. The controller watches the chart's
+/// `app.kubernetes.io/component=ui` (or the earlier `issuer`, [`LEGACY_ISSUER_COMPONENT`]), and
+/// the only one. The controller watches the chart's
 /// Service by its name (`ichor-issuer`) as well as the label, so in a cluster no other Service
 /// reaches here; should several all the same (another source, a replayed journal), the choice
 /// is ambiguous and none is used: the Service chosen steers the leaf's SANs and every
@@ -128,7 +129,10 @@ pub(crate) fn issuer_service(services: &BTreeMap<ObjectKey, Object>) -> IssuerSe
         .values()
         .filter(|s| {
             s.namespace == NAMESPACE
-                && read::label(s, "app.kubernetes.io/component") == Some(ISSUER_COMPONENT)
+                && matches!(
+                    read::label(s, "app.kubernetes.io/component"),
+                    Some(ISSUER_COMPONENT | LEGACY_ISSUER_COMPONENT)
+                )
         })
         .collect();
     let first = match candidates.as_slice() {
