@@ -420,7 +420,7 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
             # ichor: groups), the rule of renderers' is_exempt_from_last_admin_rule.
             conditions = str(w.get("matchConditions", ""))
             f.check("username.startsWith" not in conditions, f"{label}: a match condition exempts a name prefix: {conditions}")
-            if w["name"] == "vichoruser.ichor.maesh.dev":
+            if w["name"] == "vichoruser-v1alpha1.kb.io":
                 f.check("groups.all(g, g.startsWith('system:'))" in conditions, f"{label}: an exempt name is exempt with any group: {conditions}")
         f.check(got == want, f"[{config}] webhooks {got}, want {want}")
         ws = by_key.get(("Service", "ichor-controller-webhook"))

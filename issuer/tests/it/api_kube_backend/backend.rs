@@ -143,7 +143,7 @@ async fn a_webhook_denial_is_permission_denied_carrying_the_webhooks_sentence() 
     let sentence = check_grant(&["operator".to_owned()], &[] as &[&str], &["admin".to_owned()])
         .unwrap_err()
         .to_string();
-    let message = format!("admission webhook \"vichoruser.ichor.maesh.dev\" denied the request: {sentence}");
+    let message = format!("admission webhook \"vichoruser-v1alpha1.kb.io\" denied the request: {sentence}");
     let mut s = State::default();
     s.scripted.push_back(status(403, "Forbidden", &message));
     let state = shared(s);
