@@ -3,9 +3,10 @@
 //!
 //! Four webhooks, the paths of the chart's `ValidatingWebhookConfiguration` `ichor-identity`:
 //!
-//! - `/validate/ichorusers` (CREATE, UPDATE, DELETE): the grant rule and the last-enabled-admin
-//!   rule of `renderers::auth::roles`, the same functions and messages as the `UserService` API
-//!   ([`users`]), and the display name and e-mail by `renderers::auth::text` ([`user_texts`]);
+//! - `/validate/ichorusers` (CREATE, UPDATE, DELETE): IchorUsers in the install namespace only,
+//!   the grant rule and the last-enabled-admin rule of `renderers::auth::roles`, the same
+//!   functions and messages as the `UserService` API ([`users`]), and the display name and e-mail
+//!   by `renderers::auth::text` ([`user_texts`]);
 //! - `/validate/talosclusters` (CREATE, UPDATE): `spec.authentication` (contract v1.14 or later,
 //!   prefix rules, `update` on `talosclusters/authentication`), the static Cilium values checks
 //!   with `update` on `talosclusters/cilium-values`, and `update` on `talosclusters/endpoint` for
@@ -165,6 +166,7 @@ pub struct AdmissionState {
     reviewer: Arc<dyn AccessReviewer>,
     lister: Arc<dyn UserLister>,
     controller_identity: String,
+    users_namespace: String,
     observer: Option<Arc<dyn AdmissionObserver>>,
 }
 
@@ -172,6 +174,7 @@ impl std::fmt::Debug for AdmissionState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdmissionState")
             .field("controller_identity", &self.controller_identity)
+            .field("users_namespace", &self.users_namespace)
             .field("observer", &self.observer.is_some())
             .finish_non_exhaustive()
     }
@@ -179,7 +182,8 @@ impl std::fmt::Debug for AdmissionState {
 
 impl AdmissionState {
     /// The state of the webhooks: `controller_identity` is the controller's own user name (see
-    /// [`controller_identity`]).
+    /// [`controller_identity`]). IchorUsers are admitted in `ichor-system` only until
+    /// [`AdmissionState::with_users_namespace`] says otherwise.
     pub fn new(
         reviewer: Arc<dyn AccessReviewer>,
         lister: Arc<dyn UserLister>,
@@ -189,8 +193,22 @@ impl AdmissionState {
             reviewer,
             lister,
             controller_identity: controller_identity.into(),
+            users_namespace: ichor_renderers::crd::NAMESPACE.to_owned(),
             observer: None,
         }
+    }
+
+    /// The namespace IchorUsers live in (the controller's own, where it is installed): a create
+    /// or an update of one elsewhere is refused.
+    #[must_use]
+    pub fn with_users_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.users_namespace = namespace.into();
+        self
+    }
+
+    /// The namespace IchorUsers live in.
+    pub fn users_namespace(&self) -> &str {
+        &self.users_namespace
     }
 
     /// A hook told about every decision (metrics).

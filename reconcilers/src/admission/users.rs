@@ -1,6 +1,11 @@
 //! `/validate/ichorusers`: the grant rule and the last-enabled-admin rule (ADR 0129 decision 2),
 //! by the functions of `renderers::auth::roles` the `UserService` API calls, with their messages.
 //!
+//! - Namespace: IchorUsers live in the install namespace only (ADR 0094: `ichor-system`,
+//!   [`AdmissionState::users_namespace`]); the controller and the issuer read no other. A create
+//!   or an update elsewhere is refused, by anyone who reaches the webhook, saying where they live
+//!   ([`outside_the_users_namespace`]), instead of leaving a user nobody reads. An update of one
+//!   already being deleted passes (its finalizers must be removable), and so does a delete.
 //! - Grant: an Ichor identity (`ichor:*`) may add to `spec.roles` only what
 //!   [`Requester::check_grant`] allows (admin anything; built-in roles up to its highest; custom
 //!   roles it holds). Other identities are limited neither by this rule nor by the act-on rule
@@ -80,6 +85,21 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         Ok(pair) => pair,
         Err(denial) => return denial,
     };
+    let namespace = match review::namespace(req) {
+        "" => [&new, &old]
+            .into_iter()
+            .find_map(|o| o.as_ref().and_then(|o| o.metadata.namespace.as_deref()))
+            .unwrap_or_default(),
+        namespace => namespace,
+    };
+    if let Some(denial) = outside_the_users_namespace(
+        state.users_namespace(),
+        &req.operation,
+        namespace,
+        old.as_ref().map(|o| o.metadata),
+    ) {
+        return denial;
+    }
     if let Some(new) = &new
         && let Some(denial) = super::user_texts::refused_texts(old.as_ref().map(|o| &o.spec), &new.spec)
     {
@@ -92,13 +112,6 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         .into_iter()
         .find_map(|o| o.as_ref().and_then(|o| o.metadata.name.as_deref()))
         .unwrap_or(req.name.as_str());
-    let namespace = match review::namespace(req) {
-        "" => [&new, &old]
-            .into_iter()
-            .find_map(|o| o.as_ref().and_then(|o| o.metadata.namespace.as_deref()))
-            .unwrap_or_default(),
-        namespace => namespace,
-    };
 
     // An Ichor requester counts as what its `IchorUser` holds now, not what its token says. When
     // the verdict rests on its roles, or it writes itself, it is read fresh: the watch cache may
@@ -249,6 +262,28 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         }
         Err(_) => refused_until_checked(field, &AdmissionError::ConfirmTimeout(budget)),
     }
+}
+
+/// A create or an update of an `IchorUser` in `namespace`, which is not `users_namespace` (where
+/// IchorUsers live: the controller and the issuer read no other namespace, so such a user would
+/// be silently ignored): the refusal, saying where they live. `None` for a delete, for an update
+/// of a user already being deleted (`old` has a `deletionTimestamp`: its finalizers must be
+/// removable), and in `users_namespace`.
+pub fn outside_the_users_namespace(
+    users_namespace: &str,
+    operation: &Operation,
+    namespace: &str,
+    old: Option<&ObjectMeta>,
+) -> Option<Verdict> {
+    let writes = matches!(operation, Operation::Create | Operation::Update);
+    let terminating = old.is_some_and(|m| m.deletion_timestamp.is_some());
+    (writes && !terminating && namespace != users_namespace).then(|| {
+        Verdict::deny(format!(
+            "metadata.namespace: IchorUsers live in the namespace {users_namespace:?} only, where Ichor is \
+             installed; one in {namespace:?} would be read by nothing (no sign-in, no role): create it in \
+             {users_namespace:?}"
+        ))
+    })
 }
 
 /// The field a write giving a user owner references is refused on.

@@ -521,6 +521,7 @@ where
         Arc::new(KubeUserLister::new(client.clone(), user_cache)),
         admission::controller_identity(&args.namespace),
     )
+    .with_users_namespace(&args.namespace)
     .with_observer(Arc::new(metrics.clone()));
     let webhook_addr = SocketAddr::from(([0, 0, 0, 0], args.webhook_port));
     let webhook_listener = tokio::net::TcpListener::bind(webhook_addr)

@@ -136,6 +136,20 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
         "a grant above the granter's own roles",
         plane.kubectl_as(Some(EVE), &APPLY, Some(&ichor_user("gina", &["admin"])))?,
     )?;
+    // IchorUsers live in ichor-system only: one written elsewhere is refused, whoever writes it
+    // (the admin's system:masters certificate too: outside ichor-system the match condition sends
+    // every create and update to the webhook).
+    let stray = json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+        "metadata": {"name": "stray", "namespace": "default"}, "spec": {"roles": ["viewer"]}})
+    .to_string();
+    refused(
+        "an IchorUser created outside ichor-system",
+        plane.kubectl_as(Some(ALICE), &APPLY, Some(&stray))?,
+    )?;
+    refused(
+        "an IchorUser created outside ichor-system by the override certificate",
+        plane.kubectl_as(None, &APPLY, Some(&stray))?,
+    )?;
     // The last enabled admin.
     let disable = json!({"spec": {"disabled": true}});
     let patch = merge_patch("ichoruser", "alice", &disable, false);

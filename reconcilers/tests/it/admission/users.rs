@@ -1,15 +1,17 @@
-//! `IchorUser`: the grant rule and the last-enabled-admin rule.
+//! `IchorUser`: the grant rule, the last-enabled-admin rule and the namespace users live in.
 
 use std::sync::Arc;
 
 use ichor_reconcilers::admission::fixtures::{
-    FakeLister, FakeReviewer, NAMESPACE, OPERATOR, ROOT, VIEWER, Who, user, user_object,
+    self, FakeLister, FakeReviewer, NAMESPACE, OPERATOR, ROOT, VIEWER, Who, user, user_object,
 };
+use ichor_reconcilers::admission::review::{self, AdmissionRequest};
 use ichor_reconcilers::admission::users::{MAX_CONFIRMATIONS, enabled_admins_besides};
+use ichor_reconcilers::admission::{self as webhooks, AdmissionState, controller_identity};
 use ichor_renderers::crd::IchorUser;
 use serde_json::{Value, json};
 
-use super::{Denied, Fakes, USER, assert_denied};
+use super::{Denied, Fakes, USER, assert_denied, outcome};
 
 // === The grant rule ===
 
@@ -343,4 +345,100 @@ async fn a_missing_or_undecodable_object_is_refused() {
             "request.object: not a valid IchorUser: spec.roles",
         )],
     );
+}
+
+// === The namespace IchorUsers live in ===
+
+/// A deployment tool's ServiceAccount: no Ichor identity, so neither the grant nor the act-on
+/// rule limits it.
+const DEPLOYER: Who<'static> = Who {
+    user: "system:serviceaccount:ops:deployer",
+    groups: &["system:serviceaccounts", "system:authenticated"],
+};
+
+/// The refusal of a user written in `namespace` while users live in `home`.
+fn elsewhere(namespace: &str, home: &str) -> String {
+    format!(
+        "metadata.namespace: IchorUsers live in the namespace {home:?} only, where Ichor is installed; one in \
+         {namespace:?} would be read by nothing (no sign-in, no role): create it in {home:?}"
+    )
+}
+
+/// The review of `operation` by `who` with the objects and the request in `namespace`.
+fn in_namespace(namespace: &str, operation: &str, who: &Who<'_>, new: Value, old: Value) -> AdmissionRequest {
+    let mut review = fixtures::review(USER, operation, who, new, old);
+    review["request"]["namespace"] = json!(namespace);
+    for which in ["object", "oldObject"] {
+        if review["request"][which].is_object() {
+            review["request"][which]["metadata"]["namespace"] = json!(namespace);
+        }
+    }
+    review::parse(review.to_string().as_bytes()).expect("a valid review")
+}
+
+async fn decide_in(state: &AdmissionState, request: &AdmissionRequest) -> Result<(), String> {
+    outcome(webhooks::users::review(state, request).await)
+}
+
+#[tokio::test]
+async fn a_user_created_or_updated_outside_ichor_system_is_refused_saying_where_users_live() {
+    let f = Fakes::none();
+    for who in [&ROOT, &DEPLOYER] {
+        let create = in_namespace("default", "CREATE", who, user("ann", &["viewer"], false), Value::Null);
+        assert_eq!(
+            decide_in(&f.state, &create).await,
+            Err(elsewhere("default", NAMESPACE)),
+            "create by {}",
+            who.user
+        );
+        let update = in_namespace(
+            "team-a",
+            "UPDATE",
+            who,
+            user("ann", &["viewer"], true),
+            user("ann", &["viewer"], false),
+        );
+        assert_eq!(
+            decide_in(&f.state, &update).await,
+            Err(elsewhere("team-a", NAMESPACE)),
+            "update by {}",
+            who.user
+        );
+    }
+    // Refused before anything is read: no requester, cache or credentials read.
+    assert_eq!(f.lister.calls(), 0);
+    assert!(f.lister.requester_reads().is_empty());
+    // The same writes in ichor-system pass (the deployer is limited by RBAC only).
+    let create = in_namespace(NAMESPACE, "CREATE", &DEPLOYER, user("ann", &["viewer"], false), Value::Null);
+    assert_eq!(decide_in(&f.state, &create).await, Ok(()));
+}
+
+#[tokio::test]
+async fn a_stray_user_elsewhere_can_still_be_deleted_and_its_finalizers_removed() {
+    let f = Fakes::none();
+    let delete = in_namespace("default", "DELETE", &DEPLOYER, Value::Null, user("ann", &["viewer"], false));
+    assert_eq!(decide_in(&f.state, &delete).await, Ok(()));
+    let mut held = user("ann", &["viewer"], false);
+    held["metadata"]["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    let mut released = held.clone();
+    released["metadata"]["finalizers"] = json!([]);
+    let update = in_namespace("default", "UPDATE", &DEPLOYER, released, held);
+    assert_eq!(decide_in(&f.state, &update).await, Ok(()));
+}
+
+#[tokio::test]
+async fn users_live_in_the_controllers_own_namespace_when_it_runs_in_another() {
+    let state = AdmissionState::new(
+        Arc::new(FakeReviewer::default()),
+        Arc::new(FakeLister::default()),
+        controller_identity("ichor-lab"),
+    )
+    .with_users_namespace("ichor-lab");
+    assert_eq!(state.users_namespace(), "ichor-lab");
+    let new = || user("ann", &["viewer"], false);
+    let home = in_namespace("ichor-lab", "CREATE", &DEPLOYER, new(), Value::Null);
+    assert_eq!(decide_in(&state, &home).await, Ok(()));
+    let system = in_namespace(NAMESPACE, "CREATE", &DEPLOYER, new(), Value::Null);
+    assert_eq!(decide_in(&state, &system).await, Err(elsewhere(NAMESPACE, "ichor-lab")));
 }
