@@ -588,6 +588,7 @@ def main() -> int:
     f.check(defaults["ichorUI"]["users"]["clusterAdminRoles"] == [], "clusterAdminRoles is not empty by default")
     check_refusals(f)
     print(f"chart: {len(REFUSALS) + len(TEMPLATE_REFUSALS) + 2} refused configurations checked")
+    print(f"chart: {seed_names.check_table(f, ROOT, lambda v: objects_of(render(CHART, v)))} seed names checked (README table)")
 
     for item in f.items:
         print(f"FAIL {item}", file=sys.stderr)
