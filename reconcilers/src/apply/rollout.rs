@@ -14,10 +14,16 @@
 //!   `rolledBackAt`; the machine's hash goes back with it.
 //! - `rollout-probe`: one `GET /readyz`, returned as the synthetic `ReadyzObservation` event.
 //!
-//! A refusal (by the node, the merge, or missing credentials) is recorded on the node as
-//! `Failed` with its message, and the graph fails the operation. A transport failure (the node
-//! or the API server unreachable for a moment) is a problem: the loop retries after its
-//! back-off, and the graph's step timeout bounds how long.
+//! An apply or rollback is sent only to a node that does not already run its document: when an
+//! earlier attempt's call went through and only the status write after it was lost (on a
+//! self-hosted control plane the apply restarts the very API server that write goes to), the
+//! retry records the step without restarting the API server a second time.
+//!
+//! A refusal (by the node, the merge, missing credentials, or a talosconfig that holds other
+//! clusters' contexts too) is recorded on the node as `Failed` with its message, and the graph
+//! fails the operation. A transport failure (the node or the API server unreachable for a
+//! moment) is a problem: the loop retries after its back-off, and the graph's step timeout bounds
+//! how long.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -119,6 +125,19 @@ fn talos_error(e: TalosError) -> StepError {
 pub(super) struct Credentials {
     talos: TalosContext,
     probe: ReadyzProbe,
+}
+
+/// How many contexts a talosconfig's `contexts` map holds (0 when it is not one: the parser
+/// then says why).
+fn context_count(text: &str) -> usize {
+    serde_yaml::from_str::<serde_yaml::Value>(text)
+        .ok()
+        .and_then(|v| {
+            v.get("contexts")
+                .and_then(serde_yaml::Value::as_mapping)
+                .map(serde_yaml::Mapping::len)
+        })
+        .unwrap_or(0)
 }
 
 /// sha256 of a document as `appliedDocumentHashes` records it: the canonical form of a
@@ -255,6 +274,16 @@ impl KubeApplier {
             ))
         })?;
         let label = format!("Secret {namespace}/{name} key {TALOSCONFIG_KEY}");
+        let contexts = context_count(&text);
+        if contexts > 1 {
+            // A talosctl file commonly holds every cluster's os:admin keys: none but this
+            // cluster's belongs in it, so such a Secret is refused, not used.
+            return Err(StepError::Refused(format!(
+                "{label} holds {contexts} talosconfig contexts; it must hold only cluster {cluster}'s \
+                 (other clusters' os:admin keys do not belong here): store it again with `ichor init \
+                 --cluster {cluster} --talosconfig FILE --kube-ca FILE`, which keeps one context"
+            )));
+        }
         let talos = talosconfig::parse(&text, &label, None).map_err(|e| StepError::Refused(e.to_string()))?;
         let ca = field(KUBE_CA_KEY)?;
         let probe = ReadyzProbe::from_pem(
@@ -419,10 +448,12 @@ impl KubeApplier {
         let (merged, _) =
             machine_config::replace_document(&label, &current, TALOS_KIND, &r.document, r.adopting)
                 .map_err(|e| StepError::Refused(e.to_string()))?;
+        let running = machine_config::extract_document(&current, TALOS_KIND)
+            .map_err(|e| StepError::Refused(e.to_string()))?;
+        let already_running = running.as_deref().map(document_sha256).as_deref() == Some(r.sha256.as_str());
         let mut rv = op.resource_version.clone();
         if r.previous.is_none() {
-            let previous = machine_config::extract_document(&current, TALOS_KIND)
-                .map_err(|e| StepError::Refused(e.to_string()))?;
+            let previous = running;
             let now = (self.clock)();
             if let Some(node) = status.nodes.get_mut(r.step) {
                 node.state = APPLYING.to_owned();
@@ -438,18 +469,27 @@ impl KubeApplier {
                 other => return Ok(other.into()),
             }
         }
-        let outcome = client
-            .apply_no_reboot(&r.address, merged.into_bytes())
-            .await
-            .map_err(talos_error)?;
-        tracing::info!(machine = %r.machine, details = %outcome.details, "configuration applied (NO_REBOOT)");
+        let message = if already_running {
+            // An earlier attempt's apply went through and only its status write was lost (on a
+            // self-hosted control plane the apply restarts the very API server that write goes
+            // to): sending it again would restart the API server a second time.
+            tracing::info!(machine = %r.machine, "the node already runs the rendered document; not applied again");
+            "the node already runs the rendered document (not applied again); waiting for /readyz".to_owned()
+        } else {
+            let outcome = client
+                .apply_no_reboot(&r.address, merged.into_bytes())
+                .await
+                .map_err(talos_error)?;
+            tracing::info!(machine = %r.machine, details = %outcome.details, "configuration applied (NO_REBOOT)");
+            format!("applied ({}); waiting for /readyz", outcome.details)
+        };
         let machine = self
             .write_applied_hash(&r.namespace, &r.machine, Some(&r.sha256))
             .await?;
         if let Some(node) = status.nodes.get_mut(r.step) {
             node.state = WAITING_READY.to_owned();
             node.applied_at = Some((self.clock)().to_string());
-            node.message = Some(format!("applied ({}); waiting for /readyz", outcome.details));
+            node.message = Some(message);
         }
         let written = self.write_operation_status(op, rv.as_deref(), status).await?;
         Ok(Outcome::from(written).and(machine))
@@ -472,12 +512,20 @@ impl KubeApplier {
                 None => machine_config::remove_document(&label, &current, TALOS_KIND),
             }
             .map_err(|e| StepError::Refused(e.to_string()))?;
-            let outcome = client
-                .apply_no_reboot(&r.address, restored.into_bytes())
-                .await
-                .map_err(talos_error)?;
-            tracing::warn!(machine = %r.machine, reason = %r.reason, details = %outcome.details,
-                "rolled back to the previous document");
+            let running = machine_config::extract_document(&current, TALOS_KIND)
+                .map_err(|e| StepError::Refused(e.to_string()))?;
+            if running.as_deref().map(document_sha256) == r.previous.sha256 {
+                // Already back (an earlier attempt's status write was lost): not sent again.
+                tracing::warn!(machine = %r.machine, reason = %r.reason,
+                    "the node already runs the previous document; not applied again");
+            } else {
+                let outcome = client
+                    .apply_no_reboot(&r.address, restored.into_bytes())
+                    .await
+                    .map_err(talos_error)?;
+                tracing::warn!(machine = %r.machine, reason = %r.reason, details = %outcome.details,
+                    "rolled back to the previous document");
+            }
             let machine = self
                 .write_applied_hash(&r.namespace, &r.machine, r.previous.sha256.as_deref())
                 .await?;

@@ -29,6 +29,7 @@ use tower_test::mock::{self, Handle, SendResponse};
 
 mod effects;
 mod objects;
+pub(crate) mod rollout;
 mod webhook;
 
 pub(crate) type Mock = Handle<Request<Body>, Response<Body>>;
@@ -58,7 +59,7 @@ impl KeyMaterial for Fixed {
     }
 }
 
-fn applier(client: kube::Client) -> KubeApplier {
+pub(crate) fn applier(client: kube::Client) -> KubeApplier {
     KubeApplier::new(client, NS, Box::new(Fixed))
         .with_retry(RetryPolicy {
             attempts: 5,
@@ -74,7 +75,7 @@ pub(crate) struct Seen {
     pub(crate) path: String,
     query: BTreeMap<String, String>,
     content_type: Option<String>,
-    body: Value,
+    pub(crate) body: Value,
 }
 
 pub(crate) async fn next(handle: &mut Mock) -> (Seen, Reply) {
@@ -154,7 +155,7 @@ pub(crate) async fn apply_scripted(
 }
 
 /// Asserts the client sends nothing more: the applier (and every client clone) must be dropped.
-async fn assert_no_more_requests(mut handle: Mock) {
+pub(crate) async fn assert_no_more_requests(mut handle: Mock) {
     let more = tokio::time::timeout(Duration::from_secs(10), handle.next_request())
         .await
         .expect("the client ends within 10 s");
@@ -179,7 +180,7 @@ fn ssa_query(seen: &Seen) {
     assert_eq!(seen.content_type.as_deref(), Some("application/apply-patch+yaml"));
 }
 
-fn reason() -> Reason {
+pub(crate) fn reason() -> Reason {
     Reason {
         node: Some("test".into()),
         instance: None,
@@ -187,13 +188,13 @@ fn reason() -> Reason {
     }
 }
 
-fn observed(kind: &str, name: &str, rv: &str, value: Value) -> Object {
+pub(crate) fn observed(kind: &str, name: &str, rv: &str, value: Value) -> Object {
     let mut o = Object::new(kind, NS, name, value);
     o.resource_version = Some(rv.into());
     o
 }
 
-fn world(objects: Vec<Object>) -> World {
+pub(crate) fn world(objects: Vec<Object>) -> World {
     let mut w = World::new();
     for o in objects {
         w.apply(Event::Applied(o));
@@ -208,7 +209,7 @@ fn user(rv: &str, conditions: Value) -> Value {
         "status": {"conditions": conditions}})
 }
 
-fn ca() -> IssuedPair {
+pub(crate) fn ca() -> IssuedPair {
     ichor_reconcile::sim::fixtures::ca().unwrap()
 }
 

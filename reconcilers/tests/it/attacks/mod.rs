@@ -17,3 +17,4 @@ mod operator_resumes_a_held_destructive_operation;
 mod secret_material_in_journal_metadata;
 mod slow_apiserver_outlasts_the_user_webhook;
 mod stolen_sessions_brought_back_by_kubectl;
+mod talosconfig_with_other_clusters_keys;
