@@ -16,10 +16,17 @@
 //!   leaves what runs to the reader's guess.
 //!
 //! The controller's own identity is exempt.
+//!
+//! Who drives an operation is also fixed here ([`ownership_problem`]): the label
+//! `app.kubernetes.io/managed-by=ichor-identity` (which `ichor config apply` sets, and which alone
+//! makes this subsystem's controller drive an operation; without it the operation is Ichor
+//! core's) is only for kind `config`, and is never added to or removed from an existing
+//! operation, by anyone: added, it would hand a rollout Ichor core may be driving to a second
+//! controller; removed, it would stop one half-way with nobody to finish it.
 
 use std::collections::BTreeMap;
 
-use ichor_renderers::crd::OperationKind;
+use ichor_renderers::crd::{IDENTITY_MANAGER, MANAGED_BY_LABEL, OperationKind, is_identity_operation};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -120,6 +127,39 @@ pub fn unknown_kind_or_action(kind: &OperationKind, action: Option<&str>) -> Opt
     }
 }
 
+/// Why the owner an operation names is refused, if it is. `old` is the stored operation's
+/// (whether it is labelled as this subsystem's, and its kind; `None` on CREATE), `new` the
+/// written one's.
+pub fn ownership_problem(old: Option<(bool, &OperationKind)>, new: (bool, &OperationKind)) -> Option<String> {
+    let field = format!("metadata.labels[{MANAGED_BY_LABEL:?}]");
+    let (owned, kind) = new;
+    if let Some((was_owned, _)) = old
+        && was_owned != owned
+    {
+        return Some(if owned {
+            format!(
+                "{field}: {IDENTITY_MANAGER:?} cannot be added to an existing operation: Ichor core may be \
+                 driving it, and a second controller would drive it again; start the rollout with \
+                 `ichor config apply` instead"
+            )
+        } else {
+            format!(
+                "{field}: {IDENTITY_MANAGER:?} cannot be removed from an operation or changed: its rollout \
+                 would stop half-way with nobody to finish it; pause it (spec.paused) or delete it instead"
+            )
+        });
+    }
+    let kind_written = old.is_none_or(|(_, was)| was != kind);
+    if owned && kind_written && *kind != OperationKind::Config {
+        return Some(format!(
+            "{field}: {IDENTITY_MANAGER:?} is only for operations of kind \"config\" (the API server \
+             restart rollout); this subsystem drives no {:?} operation: remove the label",
+            kind.as_str()
+        ));
+    }
+    None
+}
+
 /// Decides one `TalosOperation` admission request.
 pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     let spec = |which, object| decode::<OperationSpecView>(which, KIND, object);
@@ -136,6 +176,16 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         Ok(pair) => pair,
         Err(denial) => return denial,
     };
+    if let Some(problem) = ownership_problem(
+        old.as_ref()
+            .map(|o| (is_identity_operation(o.metadata.labels.as_ref()), &o.spec.kind)),
+        (
+            is_identity_operation(new.metadata.labels.as_ref()),
+            &new.spec.kind,
+        ),
+    ) {
+        return Verdict::deny(problem);
+    }
     let old = old.map(|o| o.spec);
     let what_changed = old.as_ref().is_none_or(|o| new.spec.differs_from(o));
     let resumed = old.as_ref().is_some_and(|o| o.paused() && !new.spec.paused());

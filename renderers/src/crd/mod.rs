@@ -29,8 +29,8 @@ pub use installation::{
 };
 pub use machine::{MachineRole, TalosMachine, TalosMachineSpec, TalosMachineStatus};
 pub use operation::{
-    NodeAction, OperationKind, OperationNodeResult, OperationPhase, PreviousDocument, TalosOperation,
-    TalosOperationSpec, TalosOperationStatus,
+    IDENTITY_MANAGER, MANAGED_BY_LABEL, NodeAction, OperationKind, OperationNodeResult, OperationPhase,
+    PreviousDocument, TalosOperation, TalosOperationSpec, TalosOperationStatus, is_identity_operation,
 };
 pub use user::{IchorUser, IchorUserSpec, IchorUserStatus, ichor_user_crd};
 

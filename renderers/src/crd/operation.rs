@@ -3,6 +3,22 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+/// The label naming the controller that drives a `TalosOperation`. Ichor core's controller and
+/// this subsystem's both read operations of kind `config`; the label keeps them apart, so no
+/// rollout is ever driven twice.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// The value of [`MANAGED_BY_LABEL`] on the operations this subsystem drives: the `config`
+/// operations `ichor config apply` creates (the apiserver-restart rollout). An operation
+/// without it is Ichor core's and is never written by this subsystem's controller.
+pub const IDENTITY_MANAGER: &str = "ichor-identity";
+
+/// Whether an operation with these `metadata.labels` is this subsystem's to drive.
+pub fn is_identity_operation(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    labels
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .is_some_and(|v| v == IDENTITY_MANAGER)
+}
+
 /// A long-running operation on a cluster (identity's view).
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(

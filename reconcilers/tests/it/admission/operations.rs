@@ -262,3 +262,104 @@ async fn a_talos_operation_delete_is_refused_as_not_admitted() {
         &[Denied::StartsWith("request.operation: \"DELETE\"")],
     );
 }
+
+/// `op` labelled as this subsystem's (as `ichor config apply` creates it).
+fn labelled(mut op: Value) -> Value {
+    op["metadata"]["labels"] = serde_json::json!({"app.kubernetes.io/managed-by": "ichor-identity"});
+    op
+}
+
+#[tokio::test]
+async fn the_identity_label_is_for_config_operations_created_with_it_and_never_moves() {
+    let f = Fakes::none();
+    assert_eq!(
+        f.decide(
+            OPERATION,
+            "CREATE",
+            &OPERATOR,
+            labelled(operation("config", None)),
+            Value::Null
+        )
+        .await,
+        Ok(()),
+        "what ichor config apply creates"
+    );
+    assert_eq!(
+        f.decide(
+            OPERATION,
+            "CREATE",
+            &OPERATOR,
+            labelled(operation("reboot", None)),
+            Value::Null
+        )
+        .await,
+        Err("metadata.labels[\"app.kubernetes.io/managed-by\"]: \"ichor-identity\" is only for operations of \
+             kind \"config\" (the API server restart rollout); this subsystem drives no \"reboot\" operation: \
+             remove the label"
+            .to_owned())
+    );
+    // Added to Ichor core's operation (which core may be driving), by anyone, the controller too.
+    for who in [&OPERATOR, &ROOT] {
+        assert_denied(
+            f.decide(
+                OPERATION,
+                "UPDATE",
+                who,
+                labelled(operation("config", None)),
+                operation("config", None),
+            )
+            .await,
+            &[Denied::Contains("cannot be added to an existing operation")],
+        );
+    }
+    let me = controller_identity(NAMESPACE);
+    let controller = Who {
+        user: &me,
+        groups: &["system:serviceaccounts", "system:serviceaccounts:ichor-system"],
+    };
+    assert_denied(
+        f.decide(
+            OPERATION,
+            "UPDATE",
+            &controller,
+            labelled(operation("config", None)),
+            operation("config", None),
+        )
+        .await,
+        &[Denied::StartsWith(
+            "metadata.labels[\"app.kubernetes.io/managed-by\"]",
+        )],
+    );
+    // Removed, or changed to another manager: the rollout would stop half-way.
+    let mut other_manager = operation("config", None);
+    other_manager["metadata"]["labels"] = serde_json::json!({"app.kubernetes.io/managed-by": "ichor"});
+    for new in [operation("config", None), other_manager] {
+        assert_denied(
+            f.decide(
+                OPERATION,
+                "UPDATE",
+                &ROOT,
+                new,
+                labelled(operation("config", None)),
+            )
+            .await,
+            &[Denied::Contains("cannot be removed from an operation or changed")],
+        );
+    }
+    // Other labels, and pausing, are edits like any.
+    let mut paused = labelled(operation("config", None));
+    paused["spec"]["paused"] = serde_json::json!(true);
+    paused["metadata"]["labels"]["team"] = serde_json::json!("platform");
+    assert_eq!(
+        f.decide(
+            OPERATION,
+            "UPDATE",
+            &OPERATOR,
+            paused,
+            labelled(operation("config", None))
+        )
+        .await,
+        Ok(())
+    );
+    assert!(f.reviewer.calls().is_empty(), "no right is asked for any of it");
+}
