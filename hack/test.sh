@@ -40,6 +40,8 @@ step "test dependencies"
 hack/install-test-deps.sh
 step "the real control plane: kube-apiserver, kubectl, etcd and helm from their Go modules (hack/kube/build.sh)"
 hack/kube/build.sh
+step "the real Talos client: ichor-talos-probe on talosctl's machinery module (hack/talos/build.sh)"
+hack/talos/build.sh
 step "the node's images: pause and the node test's server as OCI archives (hack/node/build.sh)"
 hack/node/build.sh
 # A test killed before its node's drop ran leaves processes, mounts, cgroups, a network

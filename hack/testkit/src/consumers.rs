@@ -2,7 +2,8 @@
 //! (default `.build` at the repository root): `hack/kube/build.sh` puts kube-apiserver, kubectl,
 //! etcd, the apiserver's validator, helm and the node's kubelet, kube-proxy,
 //! kube-controller-manager and kube-scheduler in `kube/current/`; `hack/node/build.sh` puts the
-//! node's image archives in `images/` ([`images_dir`]).
+//! node's image archives in `images/` ([`images_dir`]); `hack/talos/build.sh` puts the real Talos
+//! client, `ichor-talos-probe`, in `talos/current/` ([`require_talos_probe`]).
 //!
 //! A test that needs one is marked `#[ignore = "needs <consumer>: <the command that provides
 //! it>"]`, so that a plain `cargo test` reports it as ignored rather than passed, and
@@ -46,6 +47,19 @@ pub fn kube_bin_dir() -> PathBuf {
 /// image of the node's pods and the node test's HTTP server.
 pub fn images_dir() -> PathBuf {
     build_dir().join("images")
+}
+
+/// The directory `hack/talos/build.sh` builds into (`$ICHOR_BUILD_DIR/talos/current`).
+pub fn talos_bin_dir() -> PathBuf {
+    build_dir().join("talos").join("current")
+}
+
+/// The real Talos client: `hack/talos/probe` (`ichor-talos-probe`), built by
+/// `hack/talos/build.sh` on `github.com/siderolabs/talos/pkg/machinery` — the client library,
+/// configuration loader, validator and generator `talosctl` is built on. As [`require`]: when it
+/// is missing, a failure naming `hack/talos/build.sh` (`None` under `ICHOR_REQUIRE_CONSUMERS=0`).
+pub fn require_talos_probe() -> Option<PathBuf> {
+    require_path(talos_bin_dir().join("ichor-talos-probe"), "hack/talos/build.sh")
 }
 
 /// The real binaries built from their modules by `hack/kube/build.sh`.
