@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vite";
 import preact from "@preact/preset-vite";
 
@@ -6,6 +7,8 @@ import preact from "@preact/preset-vite";
 // index.html uncached. No inline script, so the issuer's CSP `script-src 'self'` holds. The build
 // is deterministic (content hashes only, no timestamps or absolute paths), so rebuilding unchanged
 // sources leaves ui/dist unchanged; hack/ui/test.sh fails when the committed build is stale.
+// Two pages: the SPA (index.html) and the issuer's sign-in page for the redirect flow
+// (login.html, served at /oidc/login with the ticket in a JSON block; issuer/src/oidc/page.rs).
 export default defineConfig({
   plugins: [preact()],
   build: {
@@ -13,6 +16,12 @@ export default defineConfig({
     assetsDir: "assets",
     modulePreload: { polyfill: false },
     assetsInlineLimit: 0,
+    rolldownOptions: {
+      input: {
+        index: fileURLToPath(new URL("./index.html", import.meta.url)),
+        login: fileURLToPath(new URL("./login.html", import.meta.url)),
+      },
+    },
   },
   test: {
     include: ["src/**/*.test.ts"],

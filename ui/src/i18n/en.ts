@@ -32,6 +32,8 @@ export const en = {
   externalNoPending: "This sign-in answer does not belong to a sign-in started in this tab. Sign in again.",
   externalPassword: "You signed in with your identity provider: change your password there.",
   externalMismatch: "The cluster's API server does not trust this identity provider as Ichor does: kubectl may refuse your sign-in or name you differently. Ask an administrator.",
+  signInForCli: "Signing in the ichor CLI (kubectl, client {client}) on this computer, port {port}. Go on only if you just ran ichor auth login or kubectl and it printed this port.",
+  signInForWeb: "Signing in to Ichor's web app at {origin} (client {client}).",
 
   mustChangeTitle: "Choose a new password",
   mustChangeText: "Your password was set by an administrator. Choose your own before you continue.",

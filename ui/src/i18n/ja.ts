@@ -33,6 +33,8 @@ export const ja: Strings = {
   externalNoPending: "このサインインの応答は、このタブで始めたサインインのものではありません。もう一度サインインしてください。",
   externalPassword: "ID プロバイダーでサインインしています。パスワードはそちらで変更してください。",
   externalMismatch: "クラスターの API サーバーは、この ID プロバイダーを Ichor と同じようには信頼していません。kubectl がサインインを拒否するか、別の名前で扱う可能性があります。管理者に相談してください。",
+  signInForCli: "このコンピューターのポート {port} で待っている ichor CLI（kubectl、クライアント {client}）をサインインします。ichor auth login または kubectl を実行して、このポート番号が表示された場合にのみ続けてください。",
+  signInForWeb: "{origin} の Ichor ウェブアプリ（クライアント {client}）にサインインします。",
 
   mustChangeTitle: "新しいパスワードの設定",
   mustChangeText: "現在のパスワードは管理者が設定したものです。続行する前に、ご自身のパスワードを設定してください。",

@@ -1,0 +1,78 @@
+// The issuer's sign-in page for the redirect flow (`/oidc/login?ticket=`, the page `ichor auth
+// login` opens): the issuer serves login.html with a JSON data block that says which ticket the
+// form posts, whom the sign-in is for (from the checked authorization request), the user name
+// typed before and the refusal of the last attempt as a key of the catalogs. The page renders the
+// SPA's sign-in card from it; the form is posted to /oidc/login as the issuer has always taken it.
+
+import { msg, type Key, type Msg } from "../strings";
+
+/** The id of the `<script type="application/json">` block the issuer writes into the page. */
+export const SIGN_IN_DATA_ID = "ichor-sign-in";
+
+/** The CLI's client id: its sign-in names the loopback port it answers on. */
+export const CLI_CLIENT = "ichor-cli";
+
+/** What the issuer tells the sign-in page. */
+export interface SignInPage {
+  /** The signed login ticket the form posts back. */
+  ticket: string;
+  /** The client id of the authorization request. */
+  client: string;
+  /** The port of the CLI's loopback redirect URI; null for other clients. */
+  port: number | null;
+  /** The origin of the redirect URI. */
+  origin: string;
+  /** The user name typed before (after a refused attempt), else empty. */
+  username: string;
+  /** The refusal of the last attempt, else null. */
+  error: Msg | null;
+}
+
+/** The refusals the issuer may send back to the page, as keys of the catalogs. */
+const ERROR_KEYS: readonly Key[] = ["wrongCredentials", "tooManyAttempts", "signInBusy", "signInUnavailable"];
+
+const isString = (v: unknown): v is string => typeof v === "string";
+
+/**
+ * The page data from the JSON block's text, or null when it is missing or not of this shape (the
+ * page then says the request is invalid). An unknown error key or value is dropped, not shown.
+ */
+export function parseSignInPage(text: string | null | undefined): SignInPage | null {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text ?? "");
+  } catch {
+    return null;
+  }
+  if (typeof raw !== "object" || raw === null) return null;
+  const r = raw as Record<string, unknown>;
+  if (!isString(r.ticket) || r.ticket === "" || !isString(r.client) || !isString(r.origin)) return null;
+  const port = Number.isInteger(r.port) && (r.port as number) > 0 && (r.port as number) < 65536 ? (r.port as number) : null;
+  return {
+    ticket: r.ticket,
+    client: r.client,
+    port,
+    origin: r.origin,
+    username: isString(r.username) ? r.username : "",
+    error: parseError(r.error),
+  };
+}
+
+function parseError(raw: unknown): Msg | null {
+  if (typeof raw !== "object" || raw === null) return null;
+  const e = raw as { key?: unknown; values?: unknown };
+  if (!isString(e.key) || !(ERROR_KEYS as readonly string[]).includes(e.key)) return null;
+  const seconds = (e.values as { seconds?: unknown } | undefined)?.seconds;
+  return Number.isInteger(seconds) && (seconds as number) >= 0
+    ? msg(e.key as Key, { seconds: seconds as number })
+    : msg(e.key as Key);
+}
+
+/** The sentence saying whom the sign-in is for: the CLI and its port, or the web app's origin. */
+export function purposeOf(page: SignInPage): Msg {
+  if (page.client === CLI_CLIENT) {
+    // A string, not a number: a port is not written with grouping separators.
+    return msg("signInForCli", { client: page.client, port: page.port === null ? "?" : String(page.port) });
+  }
+  return msg("signInForWeb", { client: page.client, origin: page.origin });
+}
