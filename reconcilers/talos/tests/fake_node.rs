@@ -1,9 +1,11 @@
 //! The client against the test kit's fake Talos API over real gRPC and mutual TLS: `Version`,
 //! reading a node's machine configuration through COSI `State.Get`, an apply that replaces it and
-//! runs the node's hook, the role check, an injected failure, and the record of every call.
+//! runs the node's hook, the role check, an injected failure, and the record of every call; and
+//! ([`real_client`]) the fake and our client against talosctl's own client library.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod attacks;
+mod real_client;
 
 use std::time::Duration;
 
@@ -144,6 +146,14 @@ async fn refusals_the_role_a_patch_an_unknown_node_and_injected_failures() {
     assert!(
         err.to_string().contains("PermissionDenied: not authorized"),
         "{err}"
+    );
+    let err = reader.machine_config("127.0.0.1").await.unwrap_err();
+    assert!(
+        err.to_string().contains("PermissionDenied: not authorized")
+            && err
+                .to_string()
+                .contains("needs a talosconfig whose certificate has the role os:admin"),
+        "the machine configuration is a sensitive resource: {err}"
     );
     let last = talos.applies().pop().unwrap();
     assert_eq!(last.organizations, ["os:reader"]);

@@ -8,15 +8,21 @@
 //! successful apply of mode `NO_REBOOT` or `AUTO` (not a dry run) replaces the node's
 //! configuration, answers `NO_REBOOT`, and then runs the node's on-apply hook in the background
 //! (Talos answers before the kube-apiserver restarts). `STAGED` and `TRY` are recorded and
-//! answered but change nothing. `Version` and `State.Get` check no role.
+//! answered but change nothing.
+//!
+//! `Version` checks no role and answers as a Talos node on bare metal does: the tag, a build,
+//! the platform (`metal`, mode `metal`) and the features (RBAC on). `State.Get` needs the role
+//! `os:admin`, as Talos's COSI access filter demands for a resource whose definition is
+//! sensitive (the machine configuration is), and answers `NotFound` in the words of COSI's
+//! in-memory state. `hack/talos/probe` (talosctl's client library) reads all three as Talos.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use ichor_talos::client::{MACHINE_CONFIG_ID, MACHINE_CONFIG_NAMESPACE, MACHINE_CONFIG_TYPE};
 use ichor_talos::proto::{
-    ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, Version, VersionInfo,
-    VersionResponse,
+    ApplyConfiguration, ApplyConfigurationRequest, ApplyConfigurationResponse, FeaturesInfo, PlatformInfo,
+    Version, VersionInfo, VersionResponse,
     apply_configuration_request::Mode,
     config::MachineConfigSpec,
     cosi::{GetRequest, GetResponse, Metadata, Resource, Spec, state_server::State},
@@ -169,7 +175,16 @@ impl MachineService for Apid {
                 version: Some(VersionInfo {
                     tag: self.0.version(&node),
                     sha: "0000000".to_owned(),
+                    built: String::new(),
+                    go_version: "go1.26.5".to_owned(),
+                    os: "linux".to_owned(),
+                    arch: "amd64".to_owned(),
                 }),
+                platform: Some(PlatformInfo {
+                    name: "metal".to_owned(),
+                    mode: "metal".to_owned(),
+                }),
+                features: Some(FeaturesInfo { rbac: true }),
             }],
         }))
     }
@@ -179,9 +194,14 @@ impl MachineService for Apid {
 impl State for Apid {
     async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
         let node = self.begin(&request, Rpc::GetMachineConfig, None, Vec::new())?;
+        if !organizations(&request).iter().any(|o| o == "os:admin") {
+            return Err(Status::permission_denied("not authorized"));
+        }
         let asked = request.into_inner();
-        let pointer = format!("{}/{}/{}", asked.namespace, asked.r#type, asked.id);
-        let wanted = format!("{MACHINE_CONFIG_NAMESPACE}/{MACHINE_CONFIG_TYPE}/{MACHINE_CONFIG_ID}");
+        // COSI's pointer: `type(namespace/id@version)`, the version undefined in a Get.
+        let pointer = format!("{}({}/{}@undefined)", asked.r#type, asked.namespace, asked.id);
+        let wanted =
+            format!("{MACHINE_CONFIG_TYPE}({MACHINE_CONFIG_NAMESPACE}/{MACHINE_CONFIG_ID}@undefined)");
         let not_found = || Status::not_found(format!("resource {pointer} doesn't exist"));
         if pointer != wanted {
             return Err(not_found());
