@@ -99,6 +99,8 @@ pub struct Options {
     /// Extra environment (e.g. `RUST_LOG`).
     pub env: Vec<(&'static str, String)>,
     pub store: Store,
+    /// The process's working directory (the test's own when `None`).
+    pub cwd: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -107,6 +109,7 @@ impl Default for Options {
             token_ttl: "5m",
             env: Vec::new(),
             store: Store::Local,
+            cwd: None,
         }
     }
 }
@@ -264,6 +267,9 @@ impl RunningIssuer {
         }
         for (k, v) in &options.env {
             cmd.env(k, v);
+        }
+        if let Some(cwd) = &options.cwd {
+            cmd.current_dir(cwd);
         }
         let child = cmd.spawn().unwrap();
         let client = https_client(&ca_pem);

@@ -13,7 +13,9 @@
 //!   in the user's line for the real Secret: no 503, each rotation committed once;
 //! - [`processes`]: two `ichor-issuer --store kube` processes as the chart runs them, with sign-ins,
 //!   the runtime settings of `IchorInstallation`, `RevokeSessions`, a password change and the
-//!   `UserService` — and the chart's issuer RBAC exactly what they use.
+//!   `UserService` — and the chart's issuer RBAC exactly what they use;
+//! - [`nothing_stored`]: one such process walked from the authorization request to a failed
+//!   sign-in writes nothing: reads only in the audit log, no file, no cookie.
 //!
 //! Every test is `#[ignore = "needs the control plane: hack/kube/build.sh"]`: `cargo nextest run
 //! --run-ignored all` (as `hack/test.sh` runs it) runs them, and fails one whose binaries are
@@ -24,6 +26,7 @@ mod attacks;
 mod busy_user;
 mod external;
 mod full_secret;
+mod nothing_stored;
 mod prerequisites;
 mod processes;
 mod rotation;
