@@ -99,11 +99,14 @@ pub(crate) async fn page(State(issuer): State<Arc<Issuer>>, uri: Uri) -> Respons
     };
     match tokens::verify_artifact::<TicketClaims>(&keys, &ticket, issuer.issuer(), issuer.now()) {
         Ok(claims) => {
-            let purpose = page::purpose(&claims.client_id, &claims.redirect_uri);
-            page::html(
-                StatusCode::OK,
-                page::login_form_for(&ticket, None, "", Some(&purpose)),
-            )
+            let form = page::Form {
+                ticket: &ticket,
+                client_id: &claims.client_id,
+                redirect_uri: &claims.redirect_uri,
+                username: "",
+                error: None,
+            };
+            page::sign_in(issuer.ui_files(), StatusCode::OK, &form).await
         }
         Err(_) => page::html(StatusCode::BAD_REQUEST, page::message(BAD_TICKET)),
     }
@@ -148,18 +151,18 @@ pub(crate) async fn submit(
         Ok(body) => body,
         Err(rejection) => {
             let message = OAuthError::unreadable_body(&rejection).description;
-            return respond_failure(&issuer, json, None, "", "", Failure::BadRequest(message));
+            return respond_failure(&issuer, json, None, "", "", Failure::BadRequest(message)).await;
         }
     };
     let (ticket, username, password) = match fields(&headers, &body) {
         Ok(f) => f,
-        Err(m) => return respond_failure(&issuer, json, None, "", "", Failure::BadRequest(m)),
+        Err(m) => return respond_failure(&issuer, json, None, "", "", Failure::BadRequest(m)).await,
     };
     let claims = issuer.keys().load().and_then(|keys| {
         tokens::verify_artifact::<TicketClaims>(&keys, &ticket, issuer.issuer(), issuer.now()).ok()
     });
     let Some(claims) = claims else {
-        return respond_failure(&issuer, json, None, "", "", Failure::BadTicket);
+        return respond_failure(&issuer, json, None, "", "", Failure::BadTicket).await;
     };
     match sign_in(&issuer, source, &headers, &claims, &username, password).await {
         Ok((redirect, device_cookie)) => {
@@ -181,7 +184,7 @@ pub(crate) async fn submit(
             }
             response
         }
-        Err(failure) => respond_failure(&issuer, json, Some(&claims), &ticket, &username, failure),
+        Err(failure) => respond_failure(&issuer, json, Some(&claims), &ticket, &username, failure).await,
     }
 }
 
@@ -429,7 +432,7 @@ fn unavailable(e: &StoreError) -> Failure {
     Failure::Unavailable
 }
 
-fn respond_failure(
+async fn respond_failure(
     issuer: &Issuer,
     json: bool,
     ticket: Option<&TicketClaims>,
@@ -454,53 +457,70 @@ fn respond_failure(
         };
         return e.into_response();
     }
-    match (failure, ticket) {
-        (Failure::Disabled, Some(t)) => deny_to_client(issuer, t, DISABLED),
-        (Failure::MustChange, Some(t)) => deny_to_client(issuer, t, MUST_CHANGE),
-        (Failure::WrongCredentials, Some(_)) => page::html(
+    // The sign-in page again with the refusal: its key in the UI's catalogs (the card says it in
+    // the user's language) and the English sentence of the no-script form.
+    let says = |key: &'static str, seconds: Option<u64>, text: String| page::Refusal { key, seconds, text };
+    let (claims, status, refusal, retry_after) = match (failure, ticket) {
+        (Failure::Disabled, Some(t)) => return deny_to_client(issuer, t, DISABLED),
+        (Failure::MustChange, Some(t)) => return deny_to_client(issuer, t, MUST_CHANGE),
+        (Failure::WrongCredentials, Some(t)) => (
+            t,
             StatusCode::UNAUTHORIZED,
-            page::login_form(raw_ticket, Some(WRONG_CREDENTIALS), username),
+            says("wrongCredentials", None, WRONG_CREDENTIALS.to_owned()),
+            None,
         ),
-        (Failure::Limited { retry_after }, Some(_)) => form_with_retry(
-            StatusCode::TOO_MANY_REQUESTS,
-            raw_ticket,
-            username,
-            &format!("Too many sign-in attempts. Wait {retry_after} seconds and try again."),
-            u64::try_from(retry_after).unwrap_or(1),
-        ),
-        (Failure::Busy { retry_after }, Some(_)) => form_with_retry(
+        (Failure::Limited { retry_after }, Some(t)) => {
+            let seconds = u64::try_from(retry_after).unwrap_or(1).max(1);
+            (
+                t,
+                StatusCode::TOO_MANY_REQUESTS,
+                says(
+                    "tooManyAttempts",
+                    Some(seconds),
+                    format!("Too many sign-in attempts. Wait {seconds} seconds and try again."),
+                ),
+                Some(seconds),
+            )
+        }
+        (Failure::Busy { retry_after }, Some(t)) => {
+            let seconds = retry_after.max(1);
+            (
+                t,
+                StatusCode::SERVICE_UNAVAILABLE,
+                says(
+                    "signInBusy",
+                    Some(seconds),
+                    format!("Sign-in is busy right now. Wait {seconds} seconds and try again."),
+                ),
+                Some(seconds),
+            )
+        }
+        (Failure::Unavailable, Some(t)) => (
+            t,
             StatusCode::SERVICE_UNAVAILABLE,
-            raw_ticket,
-            username,
-            &format!("Sign-in is busy right now. Wait {retry_after} seconds and try again."),
-            retry_after,
-        ),
-        (Failure::Unavailable, Some(_)) => page::html(
-            StatusCode::SERVICE_UNAVAILABLE,
-            page::login_form(
-                raw_ticket,
-                Some("Sign-in is temporarily unavailable. Try again in a moment."),
-                username,
+            says(
+                "signInUnavailable",
+                None,
+                "Sign-in is temporarily unavailable. Try again in a moment.".to_owned(),
             ),
+            None,
         ),
-        (Failure::BadRequest(m), _) => page::html(StatusCode::BAD_REQUEST, page::message(&m)),
-        _ => page::html(StatusCode::BAD_REQUEST, page::message(BAD_TICKET)),
+        (Failure::BadRequest(m), _) => return page::html(StatusCode::BAD_REQUEST, page::message(&m)),
+        _ => return page::html(StatusCode::BAD_REQUEST, page::message(BAD_TICKET)),
+    };
+    let form = page::Form {
+        ticket: raw_ticket,
+        client_id: &claims.client_id,
+        redirect_uri: &claims.redirect_uri,
+        username,
+        error: Some(&refusal),
+    };
+    let mut response = page::sign_in(issuer.ui_files(), status, &form).await;
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
-}
-
-/// The sign-in form again with `message`, answered with `status` and `Retry-After` (at least 1 s).
-fn form_with_retry(
-    status: StatusCode,
-    raw_ticket: &str,
-    username: &str,
-    message: &str,
-    retry_after: u64,
-) -> Response {
-    let mut response = page::html(status, page::login_form(raw_ticket, Some(message), username));
-    response.headers_mut().insert(
-        header::RETRY_AFTER,
-        axum::http::HeaderValue::from(retry_after.max(1)),
-    );
     response
 }
 

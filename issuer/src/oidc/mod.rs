@@ -25,9 +25,10 @@
 //! # Guarantees
 //! - Sign-in is CSRF-safe by construction: the form carries the signed ticket and no ambient
 //!   authority exists. The only cookie, the device cookie of [`devices`] (`SameSite=Strict`),
-//!   buys a place in the known devices' argon2id lane and nothing else. The page runs no script
-//!   at all and is served with
-//!   `Content-Security-Policy: default-src 'self'; script-src 'self'; frame-ancestors 'none'`.
+//!   buys a place in the known devices' argon2id lane and nothing else. The page runs no inline
+//!   script (the UI's sign-in card from `/assets/`, its data in a JSON block) and is served with
+//!   `script-src 'self'`, `frame-ancestors 'none'` and a `form-action` of this origin and the
+//!   client's redirect origin.
 //! - An unknown user costs one argon2id verification of a dummy hash, like a wrong password,
 //!   and gets the same answer. At most two hashes run at once per process, and one more in the
 //!   known devices' lane ([`devices::LANE_PERMITS`]), which goes first: while it has a check
@@ -163,6 +164,7 @@ pub struct Issuer {
     family_buckets: Mutex<limits::TokenBuckets<String>>,
     gone_families: Mutex<limits::GoneFamilies>,
     codes: Mutex<limits::CodeLedger>,
+    ui_files: crate::ui::UiFiles,
 }
 
 impl std::fmt::Debug for Issuer {
@@ -246,7 +248,15 @@ impl Issuer {
             family_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::FAMILY_GRANTS)),
             gone_families: Mutex::new(limits::GoneFamilies::new()),
             codes: Mutex::new(limits::CodeLedger::new()),
+            ui_files: crate::ui::UiFiles::from_env(),
         })
+    }
+
+    /// The same issuer taking the sign-in page (the UI's `login.html`) from
+    /// `files` instead of where the UI routes take it ([`crate::ui::UiFiles::from_env`]).
+    pub fn with_ui_files(mut self, files: crate::ui::UiFiles) -> Issuer {
+        self.ui_files = files;
+        self
     }
 
     /// The same issuer reading time from `clock` (tests).
@@ -333,6 +343,11 @@ impl Issuer {
 
     pub(crate) fn now(&self) -> Timestamp {
         self.clock.now()
+    }
+
+    /// Where the sign-in page comes from.
+    pub(crate) fn ui_files(&self) -> &crate::ui::UiFiles {
+        &self.ui_files
     }
 }
 

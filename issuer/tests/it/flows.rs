@@ -182,11 +182,35 @@ async fn the_redirect_flow_sends_the_browser_to_the_sign_in_page_with_a_ticket()
     let page = h.get(&location).await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.text().contains("Sign in to Ichor"));
+    // The form may post here and be redirected to the CLI's loopback port only; no inline script.
     assert_eq!(
         page.headers["content-security-policy"],
-        "default-src 'self'; script-src 'self'; frame-ancestors 'none'"
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+         connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; \
+         form-action 'self' http://127.0.0.1:38123"
     );
-    assert!(!page.text().contains("<script"));
+    // The UI's sign-in card: its script from /assets/, its data (whom the sign-in is for) in a
+    // JSON block.
+    let text = page.text();
+    let scripts: Vec<&str> = text
+        .split("<script")
+        .skip(1)
+        .map(|s| &s[..s.find('>').expect("tag end")])
+        .collect();
+    assert_eq!(scripts.len(), 2, "{text}");
+    assert!(
+        scripts
+            .iter()
+            .any(|s| s.contains("type=\"module\"") && s.contains("src=\"/assets/")),
+        "{text}"
+    );
+    assert!(
+        scripts
+            .iter()
+            .any(|s| s.contains("type=\"application/json\" id=\"ichor-sign-in\"")),
+        "{text}"
+    );
+    assert!(text.contains("\"client\":\"ichor-cli\",\"port\":38123"), "{text}");
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@ mod external_browser_token_as_kubectl_credential;
 mod external_callers_share_the_garbage_place;
 mod external_slow_jwks_with_garbage_kid;
 mod forged_forwarded_for;
+mod markup_through_the_sign_in_page;
 mod named_account_lockout;
 mod one_account_fills_the_password_gate;
 mod operator_demotes_an_admin_to_take_its_name;
