@@ -1,7 +1,8 @@
 // End-to-end tests of the web UI in headless Chromium (playwright-core, Debian's chromium)
 // against a real `ichor dev` on a free port with a temporary state directory: the English flow
-// here, then the Japanese one (ja.mjs), the keyboard-only one (keyboard.mjs) and the session rules
-// against a second issuer with 1-minute tokens (session.mjs). Every page is checked with axe-core
+// here, then the Japanese one (ja.mjs), the keyboard-only one (keyboard.mjs), `ichor auth login`'s
+// sign-in page (cli-login.mjs) and the session rules against a second issuer with 1-minute tokens
+// (session.mjs). Every page is checked with axe-core
 // and for layout at 1280×800 and 390×844 (checks.mjs), which writes axe-summary.md beside the
 // screenshots.
 //
@@ -15,6 +16,7 @@ import {
   KUBE_API_SERVER, changePassword, cspViolations, execBlock, launch, signIn, startDev, tally, test, testClusterCa, watchCsp,
 } from "./harness.mjs";
 import { audit, writeSummary } from "./checks.mjs";
+import { cliLogin } from "./cli-login.mjs";
 import { externalProvider } from "./external.mjs";
 import { japanese } from "./ja.mjs";
 import { keyboard } from "./keyboard.mjs";
@@ -269,6 +271,7 @@ try {
 
   await japanese({ dev, adminPassword: ADMIN_NEW });
   await keyboard({ dev, adminPassword: ADMIN_NEW, page });
+  await cliLogin({ dev, adminPassword: ADMIN_NEW });
 } finally {
   await browser.close();
   rmSync(clusterCa.dir, { recursive: true, force: true });
