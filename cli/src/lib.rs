@@ -93,15 +93,21 @@ first sign-in), runs `helm upgrade <release> <its own chart> --reuse-values` wit
 ichorUI.users.enabled=true and ichorUI.users.externalURL=<url> (and the cluster added to
 controller.rollout.clusters when that list lacks it, so the controller rolls it out), then sets
 spec.authentication.ichor on the TalosCluster, and creates the Secret <cluster>-talosconfig the
-rollout reads from --talosconfig and --kube-ca when it is missing (an existing one is kept). A
-second run changes nothing. It prints the next commands on stdout: the `kubectl create secret`
-one while <cluster>-talosconfig is missing, then the `ichor config apply` one that rolls the
-change out.
+rollout reads from --talosconfig and --kube-ca when it is missing (an existing one is kept). Of
+the talosconfig it stores only the cluster's context (named like --cluster, or --talos-context),
+of the CA file only its certificates. --no-rollout leaves controller.rollout.clusters as it is
+and creates no such Secret, for a site that rolls the control planes out another way. A second
+run changes nothing. It prints the next commands on stdout: itself with --talosconfig and
+--kube-ca while <cluster>-talosconfig is missing, then the `ichor config apply` one that rolls
+the change out.
 
 Examples:
   ichor init --ui-url https://ichor.example.com --cluster prod
   ichor init --ui-url https://ichor.example.com --cluster prod \\
       --talosconfig ./talosconfig --kube-ca ./kube-ca.crt
+  ichor init --ui-url https://ichor.example.com --cluster prod \\
+      --talosconfig ~/.talos/config --talos-context prod-admin --kube-ca ./kube-ca.crt
+  ichor init --ui-url https://ichor.example.com --cluster prod --no-rollout
   ichor init --ui-url https://ichor.example.com --cluster prod --admin-user root
   ichor init --ui-url https://ichor.example.com --cluster prod --release ichor --helm /opt/helm")]
     Init(commands::init::InitArgs),

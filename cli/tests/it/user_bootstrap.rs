@@ -13,7 +13,7 @@ use std::{
 use base64::Engine as _;
 use http::{Method, StatusCode};
 use ichor_cli::commands::{
-    init::{InitError, InitPlan, TalosSecret, helm::Helm, init_cluster},
+    init::{InitError, InitPlan, TalosSecret, helm::Helm, init_cluster, talos_secret::TalosCredentials},
     user::bootstrap::{BootstrapError, NewUser, bootstrap_user},
 };
 use ichor_renderers::auth::{Password, credentials::CredentialsEntry, hash::verify_password};
@@ -47,6 +47,8 @@ struct Kube {
     /// The fake helm's log: an upgrade it ran shows in `writes` as `HELM upgrade`.
     helm_log: Option<PathBuf>,
     helm_upgrades: usize,
+    /// How often the Talos credentials Secret was read.
+    talos_secret_reads: usize,
 }
 
 fn status(code: StatusCode, reason: &str, message: &str) -> (StatusCode, Value) {
@@ -116,11 +118,14 @@ impl Kube {
                 json!({"apiVersion": "v1", "kind": "SecretList", "metadata": {"resourceVersion": "1"},
                        "items": self.releases}),
             ),
-            (Method::GET, TALOS_SECRET) => status(
-                StatusCode::NOT_FOUND,
-                "NotFound",
-                "secrets \"prod-talosconfig\" not found",
-            ),
+            (Method::GET, TALOS_SECRET) => {
+                self.talos_secret_reads += 1;
+                status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "secrets \"prod-talosconfig\" not found",
+                )
+            }
             (Method::GET, SECRET) => match self.secret {
                 Some(_) => (StatusCode::OK, self.secret_json()),
                 None => status(
@@ -322,6 +327,7 @@ fn plan() -> InitPlan {
         admin_user: "admin".into(),
         release: None,
         talos_credentials: None,
+        rollout: true,
     }
 }
 
@@ -423,6 +429,84 @@ async fn init_creates_the_secret_then_the_admin_then_upgrades_the_release_then_s
         cluster["spec"]["authentication"]["external"][0]["issuerURL"], "https://idp.example.com",
         "the merge patch keeps the external providers"
     );
+}
+
+/// A talosconfig of one context `prod` and a Kubernetes CA in `dir`, loaded as init loads them.
+fn talos_credentials(dir: &Path) -> TalosCredentials {
+    let ca = rcgen::generate_simple_self_signed(vec!["kubernetes".to_owned()]).unwrap();
+    let pem = base64::engine::general_purpose::STANDARD.encode(ca.cert.pem());
+    let key = base64::engine::general_purpose::STANDARD.encode(ca.signing_key.serialize_pem());
+    let config = dir.join("talosconfig");
+    std::fs::write(
+        &config,
+        format!("context: prod\ncontexts:\n  prod:\n    endpoints: [10.0.0.1]\n    ca: {pem}\n    crt: {pem}\n    key: {key}\n"),
+    )
+    .unwrap();
+    let kube_ca = dir.join("kube-ca.crt");
+    std::fs::write(&kube_ca, ca.cert.pem()).unwrap();
+    TalosCredentials::load(&config, &kube_ca, "prod", None).unwrap()
+}
+
+/// `--no-rollout`: users on and the switch as always, but the upgrade leaves
+/// `controller.rollout.clusters` as the release has it and the Talos credentials Secret is
+/// neither read nor created; without the flag the same release gets the cluster added.
+#[tokio::test]
+async fn init_with_no_rollout_leaves_the_rollout_list_and_the_talos_secret_alone() {
+    let staging = json!({"controller": {"rollout": {"clusters": ["staging"]}}});
+    let (state, dir, helm) = installed(Kube::default());
+    set_release(&state, staging.clone());
+    let no_rollout = InitPlan {
+        rollout: false,
+        talos_credentials: Some(talos_credentials(dir.path())),
+        ..plan()
+    };
+    let report = init_cluster(client(&state), &helm, &no_rollout, now(), &mut |_, _| {})
+        .await
+        .unwrap();
+    assert!(report.upgraded && report.switched);
+    assert_eq!(report.rollout_clusters, None);
+    assert!(!report.rolled_out);
+    assert_eq!(report.talos_secret, TalosSecret::NotRolledOut);
+    let argv = helm_argv(dir.path());
+    assert!(argv[1].starts_with("upgrade ichor "), "{argv:?}");
+    assert!(!argv[1].contains("controller.rollout"), "{argv:?}");
+    assert!(
+        argv[1].contains("--reuse-values"),
+        "the release's list is kept: {argv:?}"
+    );
+    {
+        let k = state.lock().unwrap();
+        assert_eq!(k.talos_secret_reads, 0);
+        let created = k
+            .writes
+            .iter()
+            .filter(|w| w.0 == Method::POST && w.1 == SECRETS)
+            .count();
+        assert_eq!(created, 1, "the credentials Secret only: {:?}", k.writes);
+    }
+
+    // The release already lists the cluster: nothing to upgrade, and the report says so.
+    set_release(&state, users_on(URL));
+    let report = init_cluster(client(&state), &helm, &no_rollout, now(), &mut |_, _| {})
+        .await
+        .unwrap();
+    assert!(!report.upgraded && report.rolled_out);
+    assert_eq!(report.talos_secret, TalosSecret::NotRolledOut);
+
+    // Without the flag: the cluster is added, the Secret looked at.
+    let (state, dir, helm) = installed(Kube::default());
+    set_release(&state, staging);
+    let report = init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        report.rollout_clusters,
+        Some(vec!["staging".to_owned(), "prod".to_owned()])
+    );
+    assert!(report.rolled_out);
+    assert_eq!(report.talos_secret, TalosSecret::Missing);
+    assert!(helm_argv(dir.path())[1].contains("controller.rollout.clusters=[\"staging\",\"prod\"]"));
+    assert_eq!(state.lock().unwrap().talos_secret_reads, 1);
 }
 
 #[tokio::test]

@@ -15,9 +15,16 @@ pub enum InitError {
     /// `--cluster` cannot name a TalosCluster.
     #[error(
         "--cluster {0:?} is not a TalosCluster name (lowercase letters, digits, '-' and '.', \
-         starting and ending with a letter or digit, at most 253 characters)"
+         starting and ending with a letter or digit, at most 240 characters)"
     )]
     ClusterName(String),
+    /// `--cluster` is longer than the chart takes.
+    #[error(
+        "--cluster is {0} characters long; at most 240 are allowed (the chart's \
+         controller.rollout.clusters takes names of up to 240, so that the Secret \
+         <cluster>-talosconfig is a name too); nothing was written"
+    )]
+    ClusterNameTooLong(usize),
     /// The TalosCluster does not exist.
     #[error("TalosCluster {namespace}/{name} does not exist; check --cluster and --namespace")]
     NoCluster {

@@ -9,8 +9,10 @@
 //!   (refused: that would invalidate every token and kubeconfig).
 //! - For an upgrade: `helm` runs (`--helm`, `$ICHOR_HELM`, else `helm` on PATH) and the
 //!   release's own chart is written to a temporary directory.
-//! - `--talosconfig` and `--kube-ca`, when given, are a usable talosconfig and a PEM certificate
-//!   ([`talos_secret`]).
+//! - `--cluster` is at most 240 characters (the chart's limit, so that `<cluster>-talosconfig`
+//!   is a name too).
+//! - `--talosconfig` and `--kube-ca`, when given, are a usable talosconfig holding the cluster's
+//!   context (named like it, or `--talos-context`) and a PEM certificate ([`talos_secret`]).
 //!
 //! # Writes, in order
 //! 1. The `ichor-user-credentials` Secret: created empty when absent.
@@ -20,23 +22,27 @@
 //! 3. `helm upgrade <release> <its chart> --reuse-values` with `ichorUI.users.enabled=true` and
 //!    `ichorUI.users.externalURL=<url>` (the issuer Deployment appears) and, when the release's
 //!    `controller.rollout.clusters` does not list the cluster, that list with the cluster added
-//!    (the controller then rolls it out), without waiting.
+//!    (the controller then rolls it out), without waiting. With `--no-rollout` that list is left
+//!    as the release has it.
 //! 4. The switch: `spec.authentication.ichor = {enabled: true, url}` on the `TalosCluster` by
 //!    JSON merge patch (other `spec.authentication` keys, such as `external`, are untouched).
 //! 5. The Secret `<cluster>-talosconfig` the rollout reads, from `--talosconfig` and
-//!    `--kube-ca`, when it is missing (an existing one is kept).
+//!    `--kube-ca`, when it is missing (an existing one is kept); never with `--no-rollout`.
 //!
 //! A second run creates nothing, upgrades nothing and switches nothing. Then the control planes
 //! need `ichor config apply --cluster NAME` (an apiserver restart, one control plane at a time);
-//! the command prints it, preceded by the `kubectl create secret` command when the Talos
-//! credentials Secret is still missing.
+//! the command prints it, preceded by the `ichor init ... --talosconfig FILE --kube-ca FILE`
+//! command when the Talos credentials Secret is still missing. With `--no-rollout` it prints
+//! that the operator rolls the control planes out another way.
 
+mod checks;
 mod error;
 pub mod helm;
 pub mod release;
 mod report;
 pub mod talos_secret;
 
+pub use checks::{MAX_CLUSTER_NAME, check_cluster_name, check_ui_url};
 pub use error::InitError;
 use error::kube_message;
 
@@ -59,10 +65,7 @@ use self::{
     talos_secret::TalosCredentials,
 };
 
-use crate::commands::{
-    auth::issuer_url::check_url,
-    user::bootstrap::{self, BootstrapError, FIELD_MANAGER, NewUser},
-};
+use crate::commands::user::bootstrap::{self, BootstrapError, FIELD_MANAGER, NewUser};
 
 /// Arguments of `ichor init`.
 #[derive(Debug, Args)]
@@ -86,15 +89,26 @@ pub struct InitArgs {
     #[arg(long, value_name = "PATH")]
     pub helm: Option<OsString>,
     /// With --kube-ca: create the Secret <cluster>-talosconfig the rollout reads, when it is
-    /// missing, from this talosconfig (an os:admin one of the cluster; its own context is used).
+    /// missing, from this talosconfig (os:admin). Only the cluster's context is stored:
+    /// --talos-context, else the one named like --cluster (none such: refused).
     /// Example: --talosconfig ./talosconfig --kube-ca ./kube-ca.crt
     #[arg(long, value_name = "FILE", requires = "kube_ca")]
     pub talosconfig: Option<PathBuf>,
+    /// The context of --talosconfig that holds this cluster's credentials, when it is not named
+    /// like --cluster; the file's other contexts are not stored.
+    /// Example: --talos-context prod-admin
+    #[arg(long, value_name = "NAME", requires = "talosconfig")]
+    pub talos_context: Option<String>,
     /// With --talosconfig: the cluster's Kubernetes CA (PEM), which verifies each control
     /// plane's /readyz during the rollout. Example: `kubectl config view --raw --minify -o
     /// jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > kube-ca.crt`
     #[arg(long, value_name = "FILE", requires = "talosconfig")]
     pub kube_ca: Option<PathBuf>,
+    /// Leave the chart's controller.rollout.clusters as the release has it and create no Secret
+    /// <cluster>-talosconfig: the controller then holds no Talos credentials of this cluster,
+    /// and you roll its control planes out another way (e.g. `ichor config apply --dir`).
+    #[arg(long, conflicts_with_all = ["talosconfig", "kube_ca", "talos_context"])]
+    pub no_rollout: bool,
 }
 
 /// What `ichor init` is asked to do.
@@ -112,6 +126,9 @@ pub struct InitPlan {
     pub release: Option<String>,
     /// The checked `--talosconfig` and `--kube-ca`, for a missing `<cluster>-talosconfig`.
     pub talos_credentials: Option<TalosCredentials>,
+    /// Add the cluster to the release's `controller.rollout.clusters` and look at its Talos
+    /// credentials Secret (false: `--no-rollout`, neither is touched).
+    pub rollout: bool,
 }
 
 /// The Secret `<cluster>-talosconfig` after `ichor init`.
@@ -126,6 +143,8 @@ pub enum TalosSecret {
     /// Not looked at: the TalosCluster is outside `ichor-system`, which the controller does not
     /// roll out.
     NotApplicable,
+    /// Not looked at, not created: `--no-rollout` (the operator rolls out another way).
+    NotRolledOut,
 }
 
 /// What `ichor init` did.
@@ -141,36 +160,13 @@ pub struct InitReport {
     pub upgraded: bool,
     /// The `controller.rollout.clusters` the upgrade set, when the cluster had to be added.
     pub rollout_clusters: Option<Vec<String>>,
+    /// The release's `controller.rollout.clusters` lists the cluster after the run (it did
+    /// already, or the upgrade added it).
+    pub rolled_out: bool,
     /// The Talos credentials Secret.
     pub talos_secret: TalosSecret,
     /// `spec.authentication.ichor` changed (false: it was already so).
     pub switched: bool,
-}
-
-/// Checks `--ui-url`: an absolute https URL with a host, without query, fragment or user info,
-/// written in its normal form (as the URL standard serialises it, without a trailing `/`), so
-/// that the string handed to helm and the chart is exactly the URL every token will name. Pure.
-///
-/// # Errors
-/// [`InitError::UiUrl`].
-pub fn check_ui_url(raw: &str) -> Result<String, InitError> {
-    let trimmed = raw.trim_end_matches('/');
-    let bad = |reason: &str| InitError::UiUrl(raw.to_owned(), reason.to_owned());
-    let url = check_url("--ui-url", trimmed).map_err(|e| bad(&e.to_string()))?;
-    if url.scheme() != "https" {
-        return Err(bad("the kube-apiserver accepts only an https issuer"));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(bad("an issuer URL has no query or fragment"));
-    }
-    let normal = url.as_str().trim_end_matches('/');
-    if normal != trimmed {
-        return Err(bad(&format!(
-            "write it in its normal form, {normal:?} (lower-case host, no default port, no spaces, \
-             backslashes or characters that need percent-encoding)"
-        )));
-    }
-    Ok(trimmed.to_owned())
 }
 
 /// Finds the chart's deployed Helm release in `ichor-system`: `wanted`, or the only deployed
@@ -289,11 +285,13 @@ pub async fn init_cluster(
     })?;
     // The controller rolls out TalosClusters of its own namespace only.
     let in_namespace = plan.namespace == NAMESPACE;
-    let rollout_clusters = if in_namespace {
+    let listed = in_namespace && release::rollout_clusters(&release).contains(&plan.cluster);
+    let rollout_clusters = if in_namespace && plan.rollout {
         release::add_rollout_cluster(&release, &plan.cluster)
     } else {
         None
     };
+    let rolled_out = listed || rollout_clusters.is_some();
     let chart_dir = match (decision, &rollout_clusters) {
         (Decision::AlreadyOn, None) => None,
         _ => {
@@ -318,7 +316,7 @@ pub async fn init_cluster(
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
     let talos_secret_name = talos_secret::secret_name(&plan.cluster);
-    let talos_secret_exists = if in_namespace {
+    let talos_secret_exists = if in_namespace && plan.rollout {
         Some(
             secrets
                 .get_opt(&talos_secret_name)
@@ -445,6 +443,7 @@ pub async fn init_cluster(
 
     // 5. The Talos credentials the rollout reads.
     let talos_secret = match (talos_secret_exists, &plan.talos_credentials) {
+        (None, _) if !plan.rollout => TalosSecret::NotRolledOut,
         (None, _) => TalosSecret::NotApplicable,
         (Some(true), _) => TalosSecret::Kept,
         (Some(false), None) => TalosSecret::Missing,
@@ -467,6 +466,7 @@ pub async fn init_cluster(
         release: release.name,
         upgraded,
         rollout_clusters,
+        rolled_out,
         talos_secret,
         switched,
     })
@@ -486,19 +486,23 @@ pub fn password_message(name: &str, password: &Password) -> String {
 /// # Errors
 /// The step that failed, as one sentence; the password is printed before a later step can fail.
 pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
-    if !ichor_renderers::crd::is_object_name(&args.cluster) {
-        return Err(InitError::ClusterName(args.cluster).into());
-    }
+    check_cluster_name(&args.cluster)?;
     let plan = InitPlan {
         ui_url: check_ui_url(&args.ui_url)?,
+        talos_credentials: match (&args.talosconfig, &args.kube_ca) {
+            (Some(config), Some(ca)) => Some(TalosCredentials::load(
+                config,
+                ca,
+                &args.cluster,
+                args.talos_context.as_deref(),
+            )?),
+            _ => None,
+        },
         cluster: args.cluster,
         namespace: args.namespace,
         admin_user: args.admin_user,
         release: args.release,
-        talos_credentials: match (&args.talosconfig, &args.kube_ca) {
-            (Some(config), Some(ca)) => Some(TalosCredentials::load(config, ca)?),
-            _ => None,
-        },
+        rollout: !args.no_rollout,
     };
     let helm = Helm::choose(args.helm, std::env::var_os(HELM_ENV));
     let report = crate::commands::auth::flow::runtime()?.block_on(async {
@@ -539,24 +543,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_ui_url_must_be_https_even_on_the_loopback() {
-        assert!(check_ui_url("http://127.0.0.1:8443").is_err());
-        assert!(check_ui_url("http://ichor.example.com").is_err());
-        assert_eq!(
-            check_ui_url("https://ichor.example.com/").unwrap(),
-            "https://ichor.example.com"
-        );
-        assert!(check_ui_url("https://ichor.example.com/?x=1").is_err());
-        for odd in [
-            "https://ICHOR.example.com",
-            "https://ichor.example.com:443",
-            "https://ichor.example.com\\x",
-            "https://ichor.example.com/a b",
-            " https://ichor.example.com",
-            "https://user@ichor.example.com",
-            "https://ichor.example.com#x",
-        ] {
-            assert!(check_ui_url(odd).is_err(), "{odd:?}");
+    fn no_rollout_conflicts_with_the_credentials_flags() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            init: InitArgs,
         }
+        let base = [
+            "ichor",
+            "--ui-url",
+            "https://ichor.example.com",
+            "--cluster",
+            "prod",
+        ];
+        let parsed = Cli::try_parse_from(base.iter().chain(&["--no-rollout"])).unwrap();
+        assert!(parsed.init.no_rollout);
+        let e =
+            Cli::try_parse_from(
+                base.iter()
+                    .chain(&["--no-rollout", "--talosconfig", "t", "--kube-ca", "c"]),
+            )
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let e = Cli::try_parse_from(base.iter().chain(&["--talos-context", "prod"]))
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
     }
 }

@@ -258,13 +258,8 @@ fn effective<'a>(release: &'a Release, path: &[&str]) -> Option<&'a Value> {
     lookup(&release.config, path).or_else(|| lookup(&release.chart.values, path))
 }
 
-/// Decides from the release's values whether `helm upgrade` must switch the issuer on for
-/// `url` (https, no trailing `/`). Pure.
-///
-/// # Errors
-/// [`OtherUrl`] when users are on with another `externalURL`: changing the issuer URL
-/// invalidates every token and kubeconfig, so it is never done implicitly.
-pub fn decide(release: &Release, url: &str) -> Result<Decision, OtherUrl> {
+/// Whether users are on in the release, and its `externalURL` (without a trailing `/`).
+fn users(release: &Release) -> (bool, &str) {
     let enabled = match effective(release, &["ichorUI", "users", "enabled"]) {
         Some(Value::Bool(b)) => *b,
         Some(Value::String(s)) => s == "true",
@@ -274,6 +269,27 @@ pub fn decide(release: &Release, url: &str) -> Result<Decision, OtherUrl> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .trim_end_matches('/');
+    (enabled, current)
+}
+
+/// The issuer URL the release runs, when users are on and it is a URL `ichor init --ui-url`
+/// takes as it is; else `None`. For the commands printed to a person (the record is only as
+/// trustworthy as whoever may write Secrets in the namespace). Pure.
+pub fn users_url(release: &Release) -> Option<String> {
+    match users(release) {
+        (true, url) => super::check_ui_url(url).ok(),
+        _ => None,
+    }
+}
+
+/// Decides from the release's values whether `helm upgrade` must switch the issuer on for
+/// `url` (https, no trailing `/`). Pure.
+///
+/// # Errors
+/// [`OtherUrl`] when users are on with another `externalURL`: changing the issuer URL
+/// invalidates every token and kubeconfig, so it is never done implicitly.
+pub fn decide(release: &Release, url: &str) -> Result<Decision, OtherUrl> {
+    let (enabled, current) = users(release);
     match (enabled, current) {
         (true, c) if c == url => Ok(Decision::AlreadyOn),
         (true, c) if !c.is_empty() => Err(OtherUrl {

@@ -135,6 +135,24 @@ fn decide_reads_the_chart_defaults_under_the_user_config() {
 }
 
 #[test]
+fn the_users_url_printed_in_a_command_is_the_release_s_when_on_and_well_formed() {
+    let on = |url: &str| release(json!({"ichorUI": {"users": {"enabled": true, "externalURL": url}}}));
+    assert_eq!(users_url(&on("https://ichor.example.com/")), Some(URL.to_owned()));
+    assert_eq!(
+        users_url(&release(json!({"ichorUI": {"users": {"externalURL": URL}}}))),
+        None
+    );
+    for odd in [
+        "http://ichor.example.com",
+        "https://ichor.example.com/a b",
+        "https://x.example/?q=1",
+        "",
+    ] {
+        assert_eq!(users_url(&on(odd)), None, "{odd:?}");
+    }
+}
+
+#[test]
 fn chart_paths_must_stay_inside_the_chart_directory() {
     assert_eq!(
         safe_path("templates/issuer/deployment.yaml").unwrap(),

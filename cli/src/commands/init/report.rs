@@ -1,5 +1,8 @@
 //! What `ichor init` prints once its writes are done: the upgrade on stderr, then the next
 //! commands on stdout (the Talos credentials Secret's, when it is missing, and the rollout's).
+//! The Secret's is `ichor init` again with the credentials files, never `kubectl create secret
+//! --from-file`, which would store the whole talosconfig (commonly every cluster's `os:admin`
+//! keys).
 
 use ichor_renderers::crd::NAMESPACE;
 
@@ -19,7 +22,7 @@ pub(super) fn print_release(report: &InitReport, plan: &InitPlan) {
              leaf; the controller's pods restart when its rollout changed).",
             report.release, plan.ui_url
         );
-    } else if plan.namespace == NAMESPACE {
+    } else if plan.namespace == NAMESPACE && report.rolled_out {
         eprintln!(
             "Helm release {NAMESPACE}/{} runs the issuer at {} and rolls out cluster {} already.",
             report.release, plan.ui_url, plan.cluster
@@ -28,6 +31,18 @@ pub(super) fn print_release(report: &InitReport, plan: &InitPlan) {
         eprintln!(
             "Helm release {NAMESPACE}/{} runs the issuer at {} already.",
             report.release, plan.ui_url
+        );
+    }
+    if !plan.rollout && plan.namespace == NAMESPACE {
+        eprintln!(
+            "--no-rollout: controller.rollout.clusters is left as the release has it{}, and no Secret \
+             {NAMESPACE}/{} was created or read.",
+            if report.rolled_out {
+                " (it lists the cluster already)"
+            } else {
+                " (without the cluster: the controller does not roll it out)"
+            },
+            talos_secret::secret_name(&plan.cluster)
         );
     }
     if plan.namespace != NAMESPACE {
@@ -51,14 +66,28 @@ pub(super) fn print_next(report: &InitReport, plan: &InitPlan) {
             "Secret {NAMESPACE}/{name} exists already; it was kept (--talosconfig and --kube-ca were not used)."
         ),
         TalosSecret::Kept | TalosSecret::NotApplicable => {}
+        TalosSecret::NotRolledOut if !report.rolled_out => {
+            eprintln!(
+                "\nRoll the change out to cluster {}'s control planes your own way (each kube-apiserver \
+                 must restart), e.g. from your machine with your talosconfig: `ichor config apply --dir \
+                 DIR` (see `ichor config apply --help`).",
+                plan.cluster
+            );
+            return;
+        }
+        TalosSecret::NotRolledOut => {}
         TalosSecret::Missing => {
             eprintln!(
                 "\nThe rollout reads cluster {}'s Talos credentials from Secret {NAMESPACE}/{name}, which does \
-                 not exist. Create it (talosconfig: an os:admin talosconfig of the cluster; ca.crt: its \
-                 Kubernetes CA, PEM), or run this command again with --talosconfig FILE --kube-ca FILE:\n",
-                plan.cluster
+                 not exist. Create it by running this command again with an os:admin talosconfig of the \
+                 cluster and its Kubernetes CA (PEM); it stores only the file's context named {} (else pass \
+                 --talos-context NAME) and the CA's CERTIFICATE blocks, not your other clusters' keys:\n",
+                plan.cluster, plan.cluster
             );
-            println!("{}", talos_secret::create_command(&plan.cluster));
+            println!(
+                "{}",
+                talos_secret::create_command(&plan.cluster, Some(&plan.ui_url))
+            );
         }
     }
     eprintln!(

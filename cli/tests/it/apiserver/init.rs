@@ -6,13 +6,16 @@
 //! first admin and its entry, the release's values and revision, the switch on the
 //! TalosCluster. On this default install (`controller.rollout.clusters` empty) init adds the
 //! cluster to that list, and, the Secret `<cluster>-talosconfig` missing, prints the exact
-//! `kubectl create secret` command before `ichor config apply`; `ichor config apply` of a cluster
-//! the controller does not roll out, or without that Secret, fails at once saying what to do
-//! and creates no operation. A run with `--talosconfig` and `--kube-ca` creates the Secret (bad
-//! files are refused first, their content never shown) and changes nothing else. A second run
-//! changes nothing; a run with another URL is refused, naming the URL in use, and changes nothing
-//! either.
+//! `ichor init ... --talosconfig FILE --kube-ca FILE` command before `ichor config apply`;
+//! `ichor config apply` of a cluster the controller does not roll out, or without that Secret,
+//! fails at once saying what to do and creates no operation. A run with `--talosconfig` and
+//! `--kube-ca` creates the Secret (bad files, and a talosconfig whose context is another
+//! cluster's, are refused first, their content never shown) and changes nothing else. A second
+//! run changes nothing; a run with another URL is refused, naming the URL in use, and changes
+//! nothing either. With `--no-rollout` ([`no_rollout`]) the release's rollout list is left as it
+//! was and no Secret is created.
 
+mod no_rollout;
 mod rollout;
 mod webhooks;
 
@@ -41,9 +44,10 @@ const OPERATOR_VALUES: [&str; 2] = ["--set", "controller.replicas=1"];
 /// What `ichor init` prints on stdout once the Talos credentials Secret exists: the one next
 /// command.
 const NEXT: &str = "ichor config apply --cluster prod\n";
-/// What it prints before [`NEXT`] while that Secret is missing.
-const CREATE_SECRET: &str = "kubectl -n ichor-system create secret generic prod-talosconfig \
-                             --from-file=talosconfig=./talosconfig --from-file=ca.crt=./kube-ca.crt\n";
+/// What it prints before [`NEXT`] while that Secret is missing: itself again with the files (it
+/// stores one context of the talosconfig), never a `kubectl create secret` of the whole file.
+const CREATE_SECRET: &str = "ichor init --ui-url https://ichor.example.test --cluster prod \
+                             --talosconfig ./talosconfig --kube-ca ./kube-ca.crt\n";
 /// A second TalosCluster, which init is never run for.
 const STAGING: &str = "\
 apiVersion: ichor.maesh.dev/v1alpha1

@@ -41,9 +41,10 @@ fn helm_command(release: &str, clusters: &[String]) -> String {
     )
 }
 
-/// The sentence about the Secret `<cluster>-talosconfig` when it is missing, with the command
-/// that creates it; `None` when it exists or cannot be read.
-async fn missing_credentials(client: &Client, cluster: &str) -> Option<String> {
+/// The sentence about the Secret `<cluster>-talosconfig` when it is missing, with the `ichor
+/// init` command that creates it (for the issuer at `ui_url`, the release's, when known);
+/// `None` when it exists or cannot be read.
+async fn missing_credentials(client: &Client, cluster: &str, ui_url: Option<&str>) -> Option<String> {
     let name = talos_secret::secret_name(cluster);
     match Api::<Secret>::namespaced(client.clone(), NAMESPACE)
         .get_opt(&name)
@@ -51,10 +52,12 @@ async fn missing_credentials(client: &Client, cluster: &str) -> Option<String> {
     {
         Ok(None) => Some(format!(
             "Secret {NAMESPACE}/{name} does not exist: the controller reads cluster {cluster}'s Talos \
-             credentials from it (keys talosconfig, an os:admin talosconfig, and ca.crt, the cluster's \
-             Kubernetes CA). Create it, then run this command again:\n\n    {}\n\n(or `ichor init ... \
-             --cluster {cluster} --talosconfig FILE --kube-ca FILE` creates it)",
-            talos_secret::create_command(cluster)
+             credentials from it (keys talosconfig, an os:admin talosconfig of this cluster's context \
+             only, and ca.crt, the cluster's Kubernetes CA). Create it, then run this command \
+             again:\n\n    {}\n\n(it stores only the talosconfig's context named {cluster}, else the one \
+             --talos-context NAME names, and the CA's certificates; a whole talosctl file, as `kubectl \
+             create secret --from-file` would store it, commonly holds every cluster's os:admin keys)",
+            talos_secret::create_command(cluster, ui_url)
         )),
         _ => None,
     }
@@ -67,7 +70,7 @@ pub async fn check(client: &Client, namespace: &str, cluster: &str) -> Rollout {
             "the controller rolls out TalosClusters of {NAMESPACE} only, not {namespace}/{cluster}"
         ));
     }
-    let listed = match find_release(client.clone(), None).await {
+    let (listed, ui_url) = match find_release(client.clone(), None).await {
         Ok(found) => {
             let mut clusters = release::rollout_clusters(&found);
             if !clusters.iter().any(|c| c == cluster) {
@@ -85,14 +88,15 @@ pub async fn check(client: &Client, namespace: &str, cluster: &str) -> Rollout {
                     found.name,
                     helm_command(&found.name, &clusters)
                 );
-                if let Some(secret) = missing_credentials(client, cluster).await {
+                let ui_url = release::users_url(&found);
+                if let Some(secret) = missing_credentials(client, cluster, ui_url.as_deref()).await {
                     message.push_str(&format!(". Then: {secret}"));
                 }
                 return Rollout::Off(message);
             }
-            true
+            (true, release::users_url(&found))
         }
-        Err(_) => false,
+        Err(_) => (false, None),
     };
     if !listed {
         let deployment = Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
@@ -112,7 +116,7 @@ pub async fn check(client: &Client, namespace: &str, cluster: &str) -> Rollout {
             _ => return Rollout::Unknown,
         }
     }
-    match missing_credentials(client, cluster).await {
+    match missing_credentials(client, cluster, ui_url.as_deref()).await {
         Some(secret) => Rollout::Off(secret),
         None => Rollout::On,
     }

@@ -69,13 +69,14 @@ async fn without_the_rollout_or_its_secret_it_stops_at_once_and_with_both_it_cre
         ),
         "{stderr}"
     );
+    // No release to read the issuer URL from: its placeholder. Never a whole-file upload.
     assert!(
         stderr.contains(
-            "kubectl -n ichor-system create secret generic prod-talosconfig \
-             --from-file=talosconfig=./talosconfig --from-file=ca.crt=./kube-ca.crt"
+            "ichor init --ui-url URL --cluster prod --talosconfig ./talosconfig --kube-ca ./kube-ca.crt"
         ),
         "{stderr}"
     );
+    assert!(!stderr.contains("--from-file=talosconfig"), "{stderr}");
     assert!(site.operations().await.is_empty());
 
     // Both: the operation is created and followed; nobody takes it up here, and the warning

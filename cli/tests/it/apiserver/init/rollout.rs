@@ -75,20 +75,24 @@ pub struct Credentials {
 }
 
 impl Credentials {
-    /// `--talosconfig FILE --kube-ca FILE`.
+    /// `--talosconfig FILE --kube-ca FILE --talos-context test` (the test kit's talosconfig
+    /// names its one context `test`, not like the cluster).
     pub fn args(&self) -> Vec<&str> {
         vec![
             "--talosconfig",
             self.talosconfig.to_str().unwrap(),
             "--kube-ca",
             self.kube_ca.to_str().unwrap(),
+            "--talos-context",
+            "test",
         ]
     }
 }
 
 /// Flags alone or with a bad file are refused before any write, never showing a file's content;
-/// both good files create `prod-talosconfig` with their bytes, and the next command is the
-/// rollout's alone.
+/// so is a talosconfig whose current context is not named like the cluster, unless
+/// `--talos-context` names it; both good files create `prod-talosconfig` with their bytes, and
+/// the next command is the rollout's alone.
 pub fn created_from_the_flags(plane: &ControlPlane, helm: &Helm, home: &Path, tmp: &Path) -> Credentials {
     let talos = FakeTalos::with_nodes(&["127.0.0.1"], None).unwrap();
     let dir = home.join("credentials");
@@ -137,6 +141,21 @@ pub fn created_from_the_flags(plane: &ControlPlane, helm: &Helm, home: &Path, tm
         "{stderr}"
     );
     assert!(!stderr.contains("do-not-print-me"), "{stderr}");
+    assert!(text(&refused.stdout).is_empty());
+    assert!(!secret_exists(), "nothing was written");
+
+    // The file's current context is `test`, not `prod`: refused, naming the file's contexts and
+    // the flag, before any write.
+    let refused = init_with(helm, home, tmp, URL, &credentials.args()[..4]);
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    for expected in [
+        "no context named \"prod\" and its current context is \"test\"",
+        "its contexts: \"test\"",
+        "pass --talos-context NAME",
+    ] {
+        assert!(stderr.contains(expected), "{expected:?} not in: {stderr}");
+    }
     assert!(text(&refused.stdout).is_empty());
     assert!(!secret_exists(), "nothing was written");
 
