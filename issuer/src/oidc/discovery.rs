@@ -51,7 +51,8 @@ pub struct ExternalDiscovery {
     pub authorization_response_iss_parameter_supported: bool,
 }
 
-/// The internal discovery document (8444): the same issuer, the JWKS on the caller's host.
+/// The internal discovery document (8444): the same issuer, the JWKS on the caller's host (or at
+/// `--internal-jwks-uri` when the operator set one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InternalDiscovery {
     /// The issuer (external URL).
@@ -60,7 +61,7 @@ pub struct InternalDiscovery {
     pub authorization_endpoint: String,
     /// The external `/oidc/token` (not served here).
     pub token_endpoint: String,
-    /// `https://<Host>/oidc/jwks` on this listener.
+    /// `https://<Host>/oidc/jwks` on this listener, or the `--internal-jwks-uri` override.
     pub jwks_uri: String,
     /// `["code"]`.
     pub response_types_supported: [&'static str; 1],
@@ -104,11 +105,16 @@ pub fn host_ok(host: &str) -> bool {
 
 /// The internal document, with the JWKS on `host` (the Host header the caller sent).
 pub fn internal_document(issuer: &str, host: &str) -> InternalDiscovery {
+    internal_document_at(issuer, &format!("https://{host}/oidc/jwks"))
+}
+
+/// The internal document advertising `jwks_uri` (the operator's `--internal-jwks-uri`).
+pub fn internal_document_at(issuer: &str, jwks_uri: &str) -> InternalDiscovery {
     InternalDiscovery {
         issuer: issuer.to_owned(),
         authorization_endpoint: format!("{issuer}/oidc/authorize"),
         token_endpoint: format!("{issuer}/oidc/token"),
-        jwks_uri: format!("https://{host}/oidc/jwks"),
+        jwks_uri: jwks_uri.to_owned(),
         response_types_supported: ["code"],
         subject_types_supported: ["public"],
         id_token_signing_alg_values_supported: ["RS256"],
@@ -127,6 +133,10 @@ pub(crate) async fn external(State(issuer): State<Arc<Issuer>>) -> Response {
 }
 
 pub(crate) async fn internal(State(issuer): State<Arc<Issuer>>, uri: Uri, headers: HeaderMap) -> Response {
+    // An explicit override names the JWKS whatever host the caller used.
+    if let Some(jwks_uri) = issuer.internal_jwks_uri() {
+        return no_cache(Json(internal_document_at(issuer.issuer(), jwks_uri)).into_response());
+    }
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())

@@ -3,7 +3,8 @@
 //! - [`external_router`] (8443): discovery, JWKS, `/oidc/authorize`, `/oidc/login` (the
 //!   sign-in page and its form), `/oidc/token`, `/oidc/revoke`, the page's stylesheet.
 //! - [`internal_router`] (8444): only discovery and JWKS, for the kube-apiserver; the discovery
-//!   document's `issuer` is the external URL and its `jwks_uri` is on the host the caller used.
+//!   document's `issuer` is the external URL and its `jwks_uri` is on the host the caller used,
+//!   or the operator's explicit override ([`Issuer::with_internal_jwks_uri`]).
 //!
 //! # Flow
 //! `GET /oidc/authorize` checks the request (client, exact redirect URI, `response_type=code`,
@@ -164,6 +165,7 @@ pub struct Issuer {
     family_buckets: Mutex<limits::TokenBuckets<String>>,
     gone_families: Mutex<limits::GoneFamilies>,
     codes: Mutex<limits::CodeLedger>,
+    internal_jwks_uri: Option<String>,
     ui_files: crate::ui::UiFiles,
 }
 
@@ -248,6 +250,7 @@ impl Issuer {
             family_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::FAMILY_GRANTS)),
             gone_families: Mutex::new(limits::GoneFamilies::new()),
             codes: Mutex::new(limits::CodeLedger::new()),
+            internal_jwks_uri: None,
             ui_files: crate::ui::UiFiles::from_env(),
         })
     }
@@ -257,6 +260,19 @@ impl Issuer {
     pub fn with_ui_files(mut self, files: crate::ui::UiFiles) -> Issuer {
         self.ui_files = files;
         self
+    }
+
+    /// The same issuer advertising `jwks_uri` (checked by the caller: `--internal-jwks-uri`) as
+    /// the internal discovery document's `jwks_uri` instead of the host the caller connected to
+    /// (`None`: that host, the default, which follows a recreated Service's new ClusterIP).
+    pub fn with_internal_jwks_uri(mut self, jwks_uri: Option<String>) -> Issuer {
+        self.internal_jwks_uri = jwks_uri;
+        self
+    }
+
+    /// The internal discovery document's `jwks_uri` override, if any.
+    pub fn internal_jwks_uri(&self) -> Option<&str> {
+        self.internal_jwks_uri.as_deref()
     }
 
     /// The same issuer reading time from `clock` (tests).

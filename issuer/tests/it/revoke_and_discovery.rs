@@ -186,6 +186,29 @@ async fn the_internal_discovery_document_puts_the_jwks_on_the_host_the_caller_us
 }
 
 #[tokio::test]
+async fn an_internal_jwks_uri_override_is_advertised_whatever_host_the_caller_used() {
+    let uri = "https://ichor-issuer.ichor-system.svc:8444/oidc/jwks";
+    let h = Harness::with_internal_jwks_uri(uri);
+    for host in [Some("10.96.0.12:8444"), Some("evil.example/x?"), None] {
+        let mut req = Request::get("/.well-known/openid-configuration");
+        if let Some(host) = host {
+            req = req.header(header::HOST, host);
+        }
+        let reply = h
+            .send_to(&h.internal, req.body(Body::empty()).expect("req"))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{host:?}");
+        assert_eq!(reply.headers[header::CACHE_CONTROL], "no-cache");
+        let doc = reply.json();
+        assert_eq!(doc["jwks_uri"], uri, "{host:?}");
+        assert_eq!(doc["issuer"], ISSUER);
+    }
+    // The external document is not touched by it.
+    let external = h.get("/.well-known/openid-configuration").await.json();
+    assert_eq!(external["jwks_uri"], format!("{ISSUER}/oidc/jwks"));
+}
+
+#[tokio::test]
 async fn the_internal_listener_serves_only_discovery_and_the_jwks() {
     let h = Harness::new();
     let jwks = h

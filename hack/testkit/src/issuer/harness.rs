@@ -200,6 +200,15 @@ impl Harness {
         Self::configured(TrustedProxies::none(), |issuer| issuer.with_lane_hold(hold))
     }
 
+    /// As [`Harness::new`], the internal discovery document advertising `jwks_uri`
+    /// ([`Issuer::with_internal_jwks_uri`], the issuer's `--internal-jwks-uri`).
+    pub fn with_internal_jwks_uri(jwks_uri: &str) -> Harness {
+        let jwks_uri = jwks_uri.to_owned();
+        Self::configured(TrustedProxies::none(), |issuer| {
+            issuer.with_internal_jwks_uri(Some(jwks_uri))
+        })
+    }
+
     fn configured(trusted_proxies: TrustedProxies, configure: impl FnOnce(Issuer) -> Issuer) -> Harness {
         let store = Arc::new(MemoryStore::default());
         store.add_user("alice", &["admin"], Some(entry(false)));
