@@ -492,6 +492,7 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ("a tokenTTL of 0s", users(tokenTTL="0s"), NAMESPACE, "tokenTTL"),
     ("a refreshLifetime over 720h", users(refreshLifetime="721h"), NAMESPACE, "ichorUI.users.refreshLifetime \"721h\" is out of range"),
     ("a refreshLifetime without a unit", users(refreshLifetime="12"), NAMESPACE, "refreshLifetime"),
+    ("a kubeconfigCluster that is no object name", users(kubeconfigCluster="Prod_1"), NAMESPACE, "kubeconfigCluster"),
     ("a custom role named like a built-in one", users(customRoles=["admin"]), NAMESPACE, "customRoles"),
     ("a clusterAdminRoles entry twice", users(clusterAdminRoles=["cluster-admin", "cluster-admin"]), NAMESPACE, "clusterAdminRoles"),
     ("an external provider without users", {"ichorUI": {"oidc": {"enabled": True, "issuerURL": "https://idp.example.com", "clientID": "ichor", "kubeClientID": "kubernetes"}}}, NAMESPACE, "ichorUI.oidc.enabled needs ichorUI.users.enabled"),

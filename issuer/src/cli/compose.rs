@@ -112,9 +112,14 @@ pub fn kube_routers(
     // With an external provider, `/auth/config` says whether the cluster trusts it as the API
     // maps it, from the followed TalosClusters.
     let trust = served.config.external.clone().map(|provider| {
+        // The cluster chosen for kubeconfigs is the one whose trust matters, when chosen.
+        let kubeconfig = &served.config.kubeconfig;
         let trust = Arc::new(crate::external::trust::ExternalTrust::new(
             provider,
-            served.config.kubeconfig.cluster_name.clone(),
+            kubeconfig
+                .talos_cluster
+                .clone()
+                .unwrap_or_else(|| kubeconfig.cluster_name.clone()),
         ));
         #[cfg(feature = "watch")]
         tokio::spawn(Arc::clone(&trust).follow(store.client().clone(), Arc::default()));

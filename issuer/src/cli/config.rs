@@ -21,6 +21,9 @@ pub struct KubeconfigSettings {
     pub ca_file: Option<CaFile>,
     /// `--kube-cluster-name`.
     pub cluster_name: String,
+    /// `--kubeconfig-cluster`: the `TalosCluster` whose endpoint kubeconfigs name (`None`: the
+    /// one named like `cluster_name`, else the only one).
+    pub talos_cluster: Option<String>,
 }
 
 /// Where the cluster CA comes from.
@@ -178,6 +181,12 @@ pub enum ConfigError {
     /// `--kube-cluster-name` is not usable as a kubeconfig entry name.
     #[error("--kube-cluster-name {0:?} must be 1 to 253 characters without spaces or slashes")]
     KubeClusterName(String),
+    /// `--kubeconfig-cluster` is not a Kubernetes object name.
+    #[error(
+        "--kubeconfig-cluster {0:?} is not a TalosCluster name: lower-case letters, digits, '-' and '.', \
+         at most 253 characters, starting and ending with a letter or digit"
+    )]
+    KubeconfigCluster(String),
     /// An `--external-*` flag is refused (the error names it).
     #[error(transparent)]
     External(#[from] crate::external::ProviderError),
@@ -233,6 +242,7 @@ impl KubeconfigFlags {
             ca_file: matches!(store, StoreConfig::Kube)
                 .then(|| CaFile::Default(PathBuf::from(IN_CLUSTER_CA_FILE))),
             cluster_name: DEFAULT_KUBE_CLUSTER_NAME.to_owned(),
+            talos_cluster: None,
         }
     }
 
@@ -260,6 +270,9 @@ impl KubeconfigFlags {
             } else {
                 parse_cluster_name(&self.kube_cluster_name)?
             },
+            talos_cluster: non_empty(self.kubeconfig_cluster)
+                .map(|n| parse_object_name(n.trim()))
+                .transpose()?,
         })
     }
 }
@@ -308,6 +321,24 @@ fn parse_cluster_name(given: &str) -> Result<String, ConfigError> {
         return Err(ConfigError::KubeClusterName(given.chars().take(256).collect()));
     }
     Ok(given.to_owned())
+}
+
+/// Checks `--kubeconfig-cluster`: a Kubernetes object name (RFC 1123 subdomain), as every
+/// `TalosCluster` name is.
+fn parse_object_name(given: &str) -> Result<String, ConfigError> {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let ok = !given.is_empty()
+        && given.len() <= 253
+        && edge(given.chars().next())
+        && edge(given.chars().last())
+        && given
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    if ok {
+        Ok(given.to_owned())
+    } else {
+        Err(ConfigError::KubeconfigCluster(given.chars().take(256).collect()))
+    }
 }
 
 impl Flags {

@@ -198,6 +198,13 @@ pub struct KubeconfigFlags {
         value_name = "NAME"
     )]
     pub kube_cluster_name: String,
+
+    /// The `TalosCluster` (in ichor-system) whose spec.endpoint those kubeconfigs name, when
+    /// there are several (the chart's ichorUI.users.kubeconfigCluster). Empty: the one named like
+    /// --kube-cluster-name, else the only one; with several and none of them, kubeconfigs are
+    /// refused (a clear error) unless --kube-api-server-url is set.
+    #[arg(long, env = "ICHOR_ISSUER_KUBECONFIG_CLUSTER", value_name = "NAME")]
+    pub kubeconfig_cluster: Option<String>,
 }
 
 /// The site's own OpenID Connect provider, accepted beside Ichor's issuer (all optional; none

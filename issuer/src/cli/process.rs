@@ -50,7 +50,10 @@ pub fn main() -> ExitCode {
             None => None,
         };
         let cluster = kube_cluster(&config.kubeconfig, &endpoint, ca);
-        let talos_endpoint = Arc::new(ClusterEndpoint::new(config.kubeconfig.cluster_name.clone()));
+        let talos_endpoint = Arc::new(ClusterEndpoint::with_choice(
+            config.kubeconfig.cluster_name.clone(),
+            config.kubeconfig.talos_cluster.clone(),
+        ));
         tokio::spawn(Arc::clone(&talos_endpoint).follow(store.client().clone()));
         if config.kubeconfig.api_server_url.is_none() {
             tracing::info!(

@@ -132,7 +132,22 @@ pub fn env_with(extra_rbac: Option<&str>) -> Env {
 }
 
 pub fn env_over<B: UserBackend>(dir: tempfile::TempDir, store: Arc<B>, extra_rbac: Option<&str>) -> Env<B> {
-    let talos_endpoint = Arc::new(ichor_issuer::talos_cluster::ClusterEndpoint::new("prod"));
+    env_following(
+        dir,
+        store,
+        extra_rbac,
+        ichor_issuer::talos_cluster::ClusterEndpoint::new("prod"),
+    )
+}
+
+/// [`env_over`] following the `TalosCluster`s through `endpoint` (a cluster choice, say).
+pub fn env_following<B: UserBackend>(
+    dir: tempfile::TempDir,
+    store: Arc<B>,
+    extra_rbac: Option<&str>,
+    endpoint: ichor_issuer::talos_cluster::ClusterEndpoint,
+) -> Env<B> {
+    let talos_endpoint = Arc::new(endpoint);
     let (api, clock, config_settings) =
         build_api_with(Arc::clone(&store), extra_rbac, Some(Arc::clone(&talos_endpoint)));
     Env {

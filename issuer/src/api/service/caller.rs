@@ -38,11 +38,14 @@ where
             Some(followed) => followed.get(),
             None => Arc::new(Ok(cluster.endpoint.clone())),
         };
+        // Several TalosClusters and none chosen: the fallback would be the issuer's in-cluster
+        // address, which no user's machine reaches, so the caller is told what to set instead.
         let server = choose_server(
             settings.kube_api_server_url.as_deref(),
             &endpoint,
             &cluster.endpoint,
-        );
+        )
+        .map_err(|why| ApiError::FailedPrecondition(format!("no kubeconfig can be made: {why}")))?;
         if let ServerSource::Fallback(why) = &server.source {
             tracing::warn!(
                 server = %server.server,

@@ -254,6 +254,36 @@ fn refuses_a_kube_api_server_url_that_is_not_https_and_a_bad_tls_server_name() {
     );
 }
 
+#[test]
+fn the_kubeconfig_cluster_is_a_talos_cluster_name_and_empty_means_none() {
+    assert_eq!(args(&[]).validate().unwrap().kubeconfig.talos_cluster, None);
+    assert_eq!(
+        args(&["--kubeconfig-cluster", ""])
+            .validate()
+            .unwrap()
+            .kubeconfig
+            .talos_cluster,
+        None
+    );
+    assert_eq!(
+        args(&["--kubeconfig-cluster", "prod-eu.1"])
+            .validate()
+            .unwrap()
+            .kubeconfig
+            .talos_cluster
+            .as_deref(),
+        Some("prod-eu.1")
+    );
+    for bad in ["Prod", "prod_1", "-prod", "prod/x", "a b"] {
+        let flag = format!("--kubeconfig-cluster={bad}");
+        let err = args(&[flag.as_str()]).validate().unwrap_err();
+        assert!(
+            err.to_string().starts_with("--kubeconfig-cluster"),
+            "{bad}: {err}"
+        );
+    }
+}
+
 fn certificate_pem() -> String {
     ichor_testkit::pki::TestCa::new("kubernetes").unwrap().pem
 }

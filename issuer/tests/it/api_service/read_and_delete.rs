@@ -91,6 +91,92 @@ async fn get_my_kubeconfig_names_the_talos_cluster_endpoint_unless_kube_api_serv
     );
 }
 
+fn two_clusters() -> std::collections::BTreeMap<String, String> {
+    std::collections::BTreeMap::from([
+        ("east".to_owned(), "https://east.example.com:6443".to_owned()),
+        ("west".to_owned(), "https://west.example.com:6443/".to_owned()),
+    ])
+}
+
+#[tokio::test]
+async fn with_several_clusters_and_none_chosen_get_my_kubeconfig_names_the_chart_value_to_set() {
+    let e = env();
+    e.cast().await;
+    let t = token("view", e.clock.now_ts());
+    e.talos_endpoint.apply(&two_clusters());
+    let refused = e
+        .api
+        .get_my_kubeconfig(req(&t, GetMyKubeconfigRequest::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert_eq!(
+        refused.message(),
+        "no kubeconfig can be made: 2 TalosClusters in ichor-system (east, west) and none is chosen for \
+         kubeconfigs: set the chart value ichorUI.users.kubeconfigCluster (ichor-issuer \
+         --kubeconfig-cluster) to the cluster whose spec.endpoint users reach, or \
+         ichorUI.users.kubeAPIServerURL"
+    );
+    // kubeAPIServerURL still wins: the choice is then not needed.
+    let mut settings = (*e.config_settings.get()).clone();
+    settings.kube_api_server_url = Some("https://kube.example.com:6443".into());
+    e.config_settings.store(settings);
+    assert_eq!(kubeconfig_server(&e, &t).await, "https://kube.example.com:6443");
+}
+
+#[tokio::test]
+async fn the_chosen_cluster_names_the_kubeconfig_server_among_several_and_the_override_still_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(local_store(&dir));
+    let e = env_following(
+        dir,
+        store,
+        None,
+        ichor_issuer::talos_cluster::ClusterEndpoint::with_choice("prod", Some("west".to_owned())),
+    );
+    e.cast().await;
+    let t = token("view", e.clock.now_ts());
+    e.talos_endpoint.apply(&two_clusters());
+    assert_eq!(kubeconfig_server(&e, &t).await, "https://west.example.com:6443");
+    // The chosen cluster goes away: refused, naming the value, never the fallback.
+    e.talos_endpoint.apply(&std::collections::BTreeMap::from([(
+        "east".to_owned(),
+        "https://east.example.com:6443".to_owned(),
+    )]));
+    let refused = e
+        .api
+        .get_my_kubeconfig(req(&t, GetMyKubeconfigRequest::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(
+        refused
+            .message()
+            .contains("TalosCluster \"west\" (ichorUI.users.kubeconfigCluster) does not exist"),
+        "{refused:?}"
+    );
+    let mut settings = (*e.config_settings.get()).clone();
+    settings.kube_api_server_url = Some("https://kube.example.com:6443".into());
+    e.config_settings.store(settings);
+    assert_eq!(
+        kubeconfig_server(&e, &t).await,
+        "https://kube.example.com:6443",
+        "the override wins"
+    );
+}
+
+#[tokio::test]
+async fn with_one_cluster_and_no_choice_get_my_kubeconfig_names_that_one() {
+    let e = env();
+    e.cast().await;
+    let t = token("view", e.clock.now_ts());
+    e.talos_endpoint.apply(&std::collections::BTreeMap::from([(
+        "west".to_owned(),
+        "https://west.example.com:6443".to_owned(),
+    )]));
+    assert_eq!(kubeconfig_server(&e, &t).await, "https://west.example.com:6443");
+}
+
 #[tokio::test]
 async fn get_my_kubeconfig_uses_the_settings_and_the_ca_file() {
     let e = env();
