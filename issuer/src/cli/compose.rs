@@ -286,7 +286,8 @@ pub fn external_verifier(
 
 /// The web UI's routes ([`crate::ui`]): the built SPA embedded in the binary (or the directory
 /// of `ICHOR_UI_DIR`, [`crate::ui::UiFiles::from_env`]) and `/auth/config` with Ichor's issuer
-/// and the external provider when configured; the API always requires a token.
+/// and the external provider when configured; the API always requires a token. Also
+/// `/downloads` ([`crate::downloads`]), the CLI install page kubeconfigs point at.
 fn ui_router(served: &Served, trust: Option<Arc<crate::external::trust::ExternalTrust>>) -> Router {
     let external = served
         .config
@@ -298,6 +299,7 @@ fn ui_router(served: &Served, trust: Option<Arc<crate::external::trust::External
         crate::ui::AuthConfig::new(&served.config.issuer, external, true),
         trust,
     )
+    .merge(crate::downloads::router(&served.config.issuer))
 }
 
 /// The OIDC issuer of [`oidc_routers`] (shared by the routers and the `UserService`).

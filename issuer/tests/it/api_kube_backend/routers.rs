@@ -192,6 +192,29 @@ async fn the_kube_routers_serve_the_user_service_over_grpc_web_with_the_kubeconf
         cluster["cluster"].get("certificate-authority-data").is_none(),
         "{kubeconfig}"
     );
+    // The page the kubeconfig's installHint names is served on the public listener, not on the
+    // internal one (which the kube-apiservers reach).
+    let hint = doc["users"][0]["user"]["exec"]["installHint"].as_str().unwrap();
+    assert!(hint.contains(&format!("{ISSUER}/downloads ")), "{hint}");
+    let get = |router: &axum::Router| {
+        router.clone().oneshot(
+            http::Request::get("/downloads")
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+    };
+    let page = get(&routers.external).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(
+        page.headers()["content-security-policy"],
+        ichor_issuer::downloads::DOWNLOADS_CSP
+    );
+    let body = page.into_body().collect().await.unwrap().to_bytes();
+    assert!(
+        String::from_utf8_lossy(&body).contains(&format!("--issuer {ISSUER} --out")),
+        "the page's example names this issuer"
+    );
+    assert_eq!(get(&routers.internal).await.unwrap().status(), 404);
     // The authorization question went to the apiserver as a SubjectAccessReview for alice.
     let review = state
         .lock()
