@@ -4,7 +4,9 @@
 //! Each call is recorded first (node, what, client organizations, time), then answered in the
 //! order Talos ≥ 1.14 checks: an injected failure, an unknown node (`Unavailable`), and for
 //! `ApplyConfiguration` the role `os:admin` (`PermissionDenied` "not authorized"), mode `REBOOT`
-//! (`Unimplemented`), a configuration without a v1alpha1 document (`InvalidArgument`). A
+//! (`Unimplemented`), a `KubeAuthenticationConfig` document Talos's configuration loader
+//! refuses (a key it does not know, a `configuration` that is not a mapping: `InvalidArgument`),
+//! a configuration without a v1alpha1 document (`InvalidArgument`). A
 //! successful apply of mode `NO_REBOOT` or `AUTO` (not a dry run) replaces the node's
 //! configuration, answers `NO_REBOOT`, and then runs the node's on-apply hook in the background
 //! (Talos answers before the kube-apiserver restarts). `STAGED` and `TRY` are recorded and
@@ -87,6 +89,40 @@ fn has_v1alpha1(data: &[u8]) -> bool {
     })
 }
 
+/// Talos's configuration loader refusing a `KubeAuthenticationConfig` document of the
+/// multi-document YAML `data`, in its words (without the line number): its strict decoder knows
+/// `apiVersion`, `kind` and `configuration` only, and `configuration` is a mapping.
+fn refused_by_loader(data: &[u8]) -> Option<String> {
+    const KNOWN: [&str; 3] = ["apiVersion", "kind", "configuration"];
+    let text = std::str::from_utf8(data).ok()?;
+    serde_yaml::Deserializer::from_str(text).find_map(|doc| {
+        let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc).ok()?;
+        if value.get("kind").and_then(serde_yaml::Value::as_str) != Some("KubeAuthenticationConfig") {
+            return None;
+        }
+        let prefix = "error decoding document v1alpha1/KubeAuthenticationConfig/";
+        let unknown: Vec<&str> = value
+            .as_mapping()?
+            .keys()
+            .filter_map(serde_yaml::Value::as_str)
+            .filter(|k| !KNOWN.contains(k))
+            .collect();
+        if !unknown.is_empty() {
+            return Some(format!(
+                "{prefix}: unknown keys found during decoding: {}",
+                unknown.join(", ")
+            ));
+        }
+        match value.get("configuration") {
+            Some(c) if !c.is_mapping() && !c.is_null() => Some(format!(
+                "{prefix}: configuration: cannot unmarshal {} into an object",
+                if c.is_sequence() { "a sequence" } else { "a scalar" }
+            )),
+            _ => None,
+        }
+    })
+}
+
 impl Apid {
     /// Records the call and applies the common checks: the node, an injected failure, a known
     /// node. The target node's address.
@@ -135,6 +171,9 @@ impl MachineService for Apid {
             return Err(Status::unimplemented(
                 "apply configuration with reboot is not supported",
             ));
+        }
+        if let Some(message) = refused_by_loader(&body.data) {
+            return Err(Status::invalid_argument(message));
         }
         if !has_v1alpha1(&body.data) {
             return Err(Status::invalid_argument(

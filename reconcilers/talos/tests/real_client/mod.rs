@@ -215,6 +215,23 @@ async fn both_clients_meet_the_same_refusals_code_and_message() {
     std::fs::write(&config, &generated).unwrap();
     let patch = dir.path().join("patch.yaml");
     std::fs::write(&patch, DOCUMENT).unwrap();
+    // `config:` for `configuration:`: a document Talos's loader refuses, in a whole configuration.
+    let misspelled = DOCUMENT.replace("\nconfiguration:", "\nconfig:");
+    let (malformed, _) =
+        machine_config::replace_document("generated", &generated, KIND, &misspelled, false).unwrap();
+    let malformed_file = dir.path().join("malformed.yaml");
+    std::fs::write(&malformed_file, &malformed).unwrap();
+    let validated = Command::new(&probe.0)
+        .arg("validate")
+        .arg(&malformed_file)
+        .output()
+        .unwrap();
+    assert!(
+        !validated.status.success()
+            && String::from_utf8_lossy(&validated.stderr).contains("unknown keys found during decoding"),
+        "Talos's loader refuses it: {}",
+        String::from_utf8_lossy(&validated.stderr)
+    );
     let path = |p: &Path| p.to_str().unwrap().to_owned();
     let mut ours_admin = client(talos.talosconfig()).await;
     let mut ours_reader = client(&reader_text).await;
@@ -252,6 +269,19 @@ async fn both_clients_meet_the_same_refusals_code_and_message() {
             probe.call(admin, NODE, &["apply", "--mode", "no-reboot", &path(&patch)]),
             ours_admin
                 .apply_no_reboot(NODE, DOCUMENT.into())
+                .await
+                .map(|_| ()),
+            "InvalidArgument",
+        ),
+        (
+            "a KubeAuthenticationConfig Talos's loader refuses",
+            probe.call(
+                admin,
+                NODE,
+                &["apply", "--mode", "no-reboot", &path(&malformed_file)],
+            ),
+            ours_admin
+                .apply_no_reboot(NODE, malformed.clone().into())
                 .await
                 .map(|_| ()),
             "InvalidArgument",
