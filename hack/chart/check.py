@@ -508,6 +508,9 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ("a private key as the provider's CA", oidc(certificateAuthority="-----BEGIN CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\n"), NAMESPACE, "certificateAuthority"),
     ("a Service type the chart does not allow", service(type="ExternalName"), NAMESPACE, "value must be one of"),
     ("one replica count of zero", {"issuer": {"replicas": 0}}, NAMESPACE, "replicas"),
+    # The controller takes a publish lead of 1m to 60m only and crash-loops on any other.
+    *[(f"a publishLead of {lead}", {"controller": {"keys": {"publishLead": lead}}}, NAMESPACE, "publishLead")
+      for lead in ("30s", "0m", "61m", "90m", "1h", "10")],
     ("another namespace", {}, "default", "Ichor installs into the namespace ichor-system only"),
 ]
 
@@ -534,6 +537,28 @@ def expect_refusal(f: Failures, what: str, run: Callable[[], str], needle: str) 
         f.check(needle in str(e), f"refusal of {what}: the error does not mention {needle!r}: {e}")
         return
     f.check(False, f"{what} was accepted; it must be refused")
+
+
+# publishLead values at the edges of what the schema takes: each renders, and reaches the
+# controller as ICHOR_CONTROLLER_KEY_PUBLISH_LEAD unchanged.
+ACCEPTED_PUBLISH_LEADS = ("1m", "10m", "60m")
+
+
+def check_accepted(f: Failures) -> None:
+    for lead in ACCEPTED_PUBLISH_LEADS:
+        try:
+            objects = objects_of(render(CHART, {"controller": {"keys": {"publishLead": lead}}}))
+        except helm.HelmError as e:
+            f.check(False, f"a publishLead of {lead} is refused; it must render: {e}")
+            continue
+        env = {
+            e["name"]: e.get("value")
+            for o in objects
+            if o["kind"] == "Deployment" and o["metadata"]["name"] == "ichor-controller"
+            for c in containers(o)
+            for e in c.get("env", [])
+        }
+        f.check(env.get("ICHOR_CONTROLLER_KEY_PUBLISH_LEAD") == lead, f"a publishLead of {lead} renders as {env.get('ICHOR_CONTROLLER_KEY_PUBLISH_LEAD')!r}")
 
 
 def check_refusals(f: Failures) -> None:
@@ -589,6 +614,8 @@ def main() -> int:
     f.check(defaults["ichorUI"]["users"]["clusterAdminRoles"] == [], "clusterAdminRoles is not empty by default")
     check_refusals(f)
     print(f"chart: {len(REFUSALS) + len(TEMPLATE_REFUSALS) + 2} refused configurations checked")
+    check_accepted(f)
+    print(f"chart: {len(ACCEPTED_PUBLISH_LEADS)} accepted edge values rendered")
     print(f"chart: {seed_names.check_table(f, ROOT, lambda v: objects_of(render(CHART, v)))} seed names checked (README table)")
 
     for item in f.items:
