@@ -232,7 +232,18 @@ fn walk(node: &Arc<Mutex<Node>>, admin: &Admin, record: &mut Record) -> anyhow::
     // 2. ichor init, as the README says, with the admin's kubeconfig and helm on PATH.
     record.step("2. ichor init");
     // The rollout's Talos credentials: an os:admin talosconfig and the Kubernetes CA, as files.
-    let talosconfig = write(work.path(), "talosconfig", talos.talosconfig())?;
+    // Its context is named after the cluster, as `talosctl gen config <cluster>` names it.
+    let test_context = "context: test\ncontexts:\n  test:";
+    ensure!(
+        talos.talosconfig().contains(test_context),
+        "the test kit's talosconfig has its context `test`"
+    );
+    let own = talos.talosconfig().replacen(
+        test_context,
+        &format!("context: {CLUSTER}\ncontexts:\n  {CLUSTER}:"),
+        1,
+    );
+    let talosconfig = write(work.path(), "talosconfig", &own)?;
     let kube_ca = write(work.path(), "kube-ca.crt", lock(node).control_plane().ca_pem())?;
     let (talosconfig, kube_ca) = (talosconfig.display().to_string(), kube_ca.display().to_string());
     let mut init = ichor_command(
