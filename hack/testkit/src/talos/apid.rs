@@ -115,8 +115,9 @@ fn refused_by_loader(data: &[u8]) -> Option<String> {
         }
         match value.get("configuration") {
             Some(c) if !c.is_mapping() && !c.is_null() => Some(format!(
-                "{prefix}: configuration: cannot unmarshal {} into an object",
-                if c.is_sequence() { "a sequence" } else { "a scalar" }
+                "{prefix}: error decoding KubeAuthenticationConfig to *k8s.KubeAuthenticationConfigV1Alpha1: \
+                 yaml: construct errors: cannot construct {} into meta.Unstructured",
+                if c.is_sequence() { "!!seq" } else { "a scalar" }
             )),
             _ => None,
         }
