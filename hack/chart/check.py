@@ -507,6 +507,7 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ("an external prefix a name completes to system:", oidc(usernamePrefix="sys"), NAMESPACE, "usernamePrefix"),
     ("a private key as the provider's CA", oidc(certificateAuthority="-----BEGIN CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\n"), NAMESPACE, "certificateAuthority"),
     ("a Service type the chart does not allow", service(type="ExternalName"), NAMESPACE, "value must be one of"),
+    ("an http internalJWKSURI", users(internalJWKSURI="http://10.96.0.12:8444/oidc/jwks"), NAMESPACE, "internalJWKSURI"),
     ("one replica count of zero", {"issuer": {"replicas": 0}}, NAMESPACE, "replicas"),
     # The controller takes a publish lead of 1m to 60m only and crash-loops on any other.
     *[(f"a publishLead of {lead}", {"controller": {"keys": {"publishLead": lead}}}, NAMESPACE, "publishLead")

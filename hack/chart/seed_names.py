@@ -170,6 +170,31 @@ def row_controller_flags(s: Seed) -> list[str]:
     ] if not ok]
 
 
+def issuer_env(s: Seed, values: dict[str, Any]) -> dict[str, str | None]:
+    d = s.objects(values).get(("Deployment", "ichor-issuer")) or {}
+    containers = (((d.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or [{}]
+    return {e["name"]: e.get("value") for e in containers[0].get("env", [])}
+
+
+def row_oidc_flags(s: Seed) -> list[str]:
+    oidc = {"enabled": True, "issuerURL": "https://idp.example.com", "clientID": "ichor", "kubeClientID": "kubernetes"}
+    env = issuer_env(s, {"ichorUI": {**USERS_ON["ichorUI"], "oidc": oidc}})
+    return [m for ok, m in [
+        (env.get("ICHOR_ISSUER_EXTERNAL_ISSUER_URL") == oidc["issuerURL"]
+         and env.get("ICHOR_ISSUER_EXTERNAL_CLIENT_ID") == oidc["clientID"], "ichorUI.oidc does not set the issuer's --external-* flags"),
+        (not any("OIDC" in name for name in env), f"the issuer is given an --oidc-* flag: {sorted(env)}"),
+    ] if not ok] + constants(s, "issuer/src/cli/flags.rs", ['env = "ICHOR_ISSUER_EXTERNAL_ISSUER_URL"'])
+
+
+def row_internal_jwks_uri(s: Seed) -> list[str]:
+    uri = "https://ichor-issuer.ichor-system.svc:8444/oidc/jwks"
+    pinned = issuer_env(s, {"ichorUI": {"users": {**USERS_ON["ichorUI"]["users"], "internalJWKSURI": uri}}})
+    return [m for ok, m in [
+        ("ICHOR_ISSUER_INTERNAL_JWKS_URI" not in issuer_env(s, USERS_ON), "the default passes --internal-jwks-uri (it must follow the caller's host)"),
+        (pinned.get("ICHOR_ISSUER_INTERNAL_JWKS_URI") == uri, "ichorUI.users.internalJWKSURI does not set --internal-jwks-uri"),
+    ] if not ok] + constants(s, "issuer/src/cli/flags.rs", ['env = "ICHOR_ISSUER_INTERNAL_JWKS_URI"'])
+
+
 def constants(s: Seed, path: str, needles: list[str]) -> list[str]:
     text = s.source(path)
     return [f"{path} no longer holds {n!r}: update the table" for n in needles if n not in text]
@@ -183,6 +208,8 @@ ROW_CHECKS = {
     "webhook `vichoruser-v1alpha1.kb.io`": row_webhook_names,
     "IchorUser namespace `ichor-system`": row_users_namespace,
     "flag `--ui-service-name`": row_ui_service_name,
+    "flag `--internal-jwks-uri`": row_internal_jwks_uri,
+    "flags `--oidc-*` of ichor-ui": row_oidc_flags,
     "controller flags `--user-issuer`, `--oidc-refresh-lifetime`": row_controller_flags,
     "sign-in back-off per user": lambda s: constants(s, "issuer/src/oidc/limits/backoff.rs", [
         "BACKOFF_THRESHOLD: u32 = 5", "BACKOFF_BASE: SignedDuration = SignedDuration::from_secs(1)",

@@ -348,7 +348,9 @@ fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate:
         ));
     });
     match built {
-        Some(Ok(issuer)) => Ok(Arc::new(issuer)),
+        Some(Ok(issuer)) => Ok(Arc::new(
+            issuer.with_internal_jwks_uri(config.internal_jwks_uri.clone()),
+        )),
         Some(Err(e)) => Err(RunError::Issuer(e.to_string())),
         None => Err(RunError::Issuer("the metrics registry was not available".into())),
     }

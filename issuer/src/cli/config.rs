@@ -89,6 +89,9 @@ pub struct Config {
     pub kubeconfig: KubeconfigSettings,
     /// The external OpenID provider accepted beside Ichor's issuer.
     pub external: Option<crate::external::ExternalProvider>,
+    /// `--internal-jwks-uri`: the internal discovery document's `jwks_uri` (`None`: the host the
+    /// caller connected to).
+    pub internal_jwks_uri: Option<String>,
     /// Log format.
     pub log_format: LogFormat,
 }
@@ -187,6 +190,14 @@ pub enum ConfigError {
          at most 253 characters, starting and ending with a letter or digit"
     )]
     KubeconfigCluster(String),
+    /// `--internal-jwks-uri` is not an https URL.
+    #[error("--internal-jwks-uri {given:?} {problem}")]
+    InternalJwksUri {
+        /// What was given (at most 256 characters).
+        given: String,
+        /// What is wrong.
+        problem: &'static str,
+    },
     /// An `--external-*` flag is refused (the error names it).
     #[error(transparent)]
     External(#[from] crate::external::ProviderError),
@@ -341,6 +352,28 @@ fn parse_object_name(given: &str) -> Result<String, ConfigError> {
     }
 }
 
+impl InternalFlags {
+    /// Checks `--internal-jwks-uri`: empty or unset is no override; otherwise an absolute https
+    /// URL with a host and no user name, password, query or fragment.
+    ///
+    /// # Errors
+    /// [`ConfigError::InternalJwksUri`].
+    pub fn validate(self) -> Result<Option<String>, ConfigError> {
+        let Some(given) = self.internal_jwks_uri.filter(|s| !s.trim().is_empty()) else {
+            return Ok(None);
+        };
+        let given = given.trim();
+        let url = plain_https_url(given).map_err(|e| ConfigError::InternalJwksUri {
+            given: given.chars().take(256).collect(),
+            problem: e.problem(
+                "is not an absolute URL like https://ichor-issuer.ichor-system.svc:8444/oidc/jwks",
+                "must use https (the kube-apiserver fetches the JWKS over TLS, trusting the Ichor CA)",
+            ),
+        })?;
+        Ok(Some(url.to_string()))
+    }
+}
+
 impl Flags {
     /// Checks the flags together and builds the [`Config`].
     pub fn validate(self) -> Result<Config, ConfigError> {
@@ -413,6 +446,7 @@ impl Flags {
             trusted_proxies,
             kubeconfig,
             external: None,
+            internal_jwks_uri: None,
             log_format: self.log_format,
         })
     }

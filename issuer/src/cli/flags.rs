@@ -285,7 +285,21 @@ impl ExternalFlags {
     }
 }
 
-/// Everything `ichor-issuer` parses: [`Flags`], [`KubeconfigFlags`] and [`ExternalFlags`].
+/// The internal listener's discovery document (apart from [`Flags`], which `ichor dev` builds
+/// itself; the binary parses both, see [`IssuerArgs`]).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct InternalFlags {
+    /// The jwks_uri the internal listener's discovery document advertises (https), instead of
+    /// the host the caller connected to. Unset (the default) follows the issuer Service's
+    /// ClusterIP when the Service is recreated; set it only to pin another address the
+    /// kube-apiserver reaches with the Ichor leaf's SANs, e.g.
+    /// https://ichor-issuer.ichor-system.svc:8444/oidc/jwks.
+    #[arg(long, env = "ICHOR_ISSUER_INTERNAL_JWKS_URI", value_name = "URL")]
+    pub internal_jwks_uri: Option<String>,
+}
+
+/// Everything `ichor-issuer` parses: [`Flags`], [`KubeconfigFlags`], [`InternalFlags`] and
+/// [`ExternalFlags`].
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "ichor-issuer",
@@ -300,6 +314,9 @@ pub struct IssuerArgs {
     /// The kubeconfig flags.
     #[command(flatten)]
     pub kubeconfig: KubeconfigFlags,
+    /// The internal discovery document's flags.
+    #[command(flatten)]
+    pub internal: InternalFlags,
     /// The external provider's flags.
     #[command(flatten)]
     pub external: ExternalFlags,
@@ -313,6 +330,7 @@ impl IssuerArgs {
     pub fn validate(self) -> Result<Config, ConfigError> {
         let mut config = self.flags.validate()?;
         config.kubeconfig = self.kubeconfig.validate(&config.store)?;
+        config.internal_jwks_uri = self.internal.validate()?;
         config.external = self.external.validate(&config.issuer)?;
         Ok(config)
     }

@@ -321,3 +321,42 @@ fn the_external_provider_flags_build_its_configuration_and_each_refusal_names_it
         assert!(refused.contains(needle), "{extra:?}: {refused}");
     }
 }
+
+#[test]
+fn the_internal_jwks_uri_overrides_the_advertised_jwks_and_must_be_an_https_url() {
+    use clap::CommandFactory as _;
+    assert_eq!(
+        issuer_args(&[]).unwrap().internal_jwks_uri,
+        None,
+        "by default the JWKS is on the host the caller used"
+    );
+    let uri = "https://10.96.0.12:8444/oidc/jwks";
+    let c = issuer_args(&["--internal-jwks-uri", uri]).unwrap();
+    assert_eq!(c.internal_jwks_uri.as_deref(), Some(uri));
+    // Empty (the chart's default) is no override.
+    assert_eq!(
+        issuer_args(&["--internal-jwks-uri", ""])
+            .unwrap()
+            .internal_jwks_uri,
+        None
+    );
+    for (bad, needle) in [
+        ("http://10.96.0.12:8444/oidc/jwks", "must use https"),
+        ("10.96.0.12:8444/oidc/jwks", "is not an absolute URL"),
+        ("https://10.96.0.12:8444/oidc/jwks?x=1", "must not carry"),
+        ("https://user@10.96.0.12:8444/oidc/jwks", "must not carry"),
+    ] {
+        let refused = issuer_args(&["--internal-jwks-uri", bad]).unwrap_err();
+        assert!(
+            refused.starts_with("--internal-jwks-uri ") && refused.contains(needle),
+            "{bad}: {refused}"
+        );
+    }
+    let cmd = ichor_issuer::cli::IssuerArgs::command();
+    let env = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "internal_jwks_uri")
+        .and_then(|a| a.get_env())
+        .map(|e| e.to_string_lossy().into_owned());
+    assert_eq!(env.as_deref(), Some("ICHOR_ISSUER_INTERNAL_JWKS_URI"));
+}
