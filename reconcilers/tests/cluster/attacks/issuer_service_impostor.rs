@@ -1,4 +1,4 @@
-//! Whoever may create a Service in `ichor-system` labels one `app.kubernetes.io/component=issuer`
+//! Whoever may create a Service in `ichor-system` labels one `app.kubernetes.io/component=ui`
 //! with a name that sorts before `ichor-issuer`, to steer the Ichor leaf's SANs, the trust
 //! ConfigMap's `discoveryURL` and so every cluster's rendered document at an address they
 //! control. The issuer Service is the chart's own, by its exact name: the impostor changes
@@ -20,7 +20,7 @@ const WATCH_FOR: Duration = Duration::from_secs(20);
 fn impostor(name: &str, cluster_ip: &str) -> String {
     json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": NAMESPACE,
-            "labels": {"app.kubernetes.io/component": "issuer", "app.kubernetes.io/part-of": "ichor",
+            "labels": {"app.kubernetes.io/component": "ui", "app.kubernetes.io/part-of": "ichor",
                 "app.kubernetes.io/name": "ichor", "app.kubernetes.io/managed-by": "Helm"}},
         "spec": {"type": "ClusterIP", "clusterIP": cluster_ip,
             "selector": {"app": "attacker"},
