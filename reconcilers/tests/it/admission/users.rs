@@ -384,7 +384,13 @@ async fn decide_in(state: &AdmissionState, request: &AdmissionRequest) -> Result
 async fn a_user_created_or_updated_outside_ichor_system_is_refused_saying_where_users_live() {
     let f = Fakes::none();
     for who in [&ROOT, &DEPLOYER] {
-        let create = in_namespace("default", "CREATE", who, user("ann", &["viewer"], false), Value::Null);
+        let create = in_namespace(
+            "default",
+            "CREATE",
+            who,
+            user("ann", &["viewer"], false),
+            Value::Null,
+        );
         assert_eq!(
             decide_in(&f.state, &create).await,
             Err(elsewhere("default", NAMESPACE)),
@@ -409,14 +415,26 @@ async fn a_user_created_or_updated_outside_ichor_system_is_refused_saying_where_
     assert_eq!(f.lister.calls(), 0);
     assert!(f.lister.requester_reads().is_empty());
     // The same writes in ichor-system pass (the deployer is limited by RBAC only).
-    let create = in_namespace(NAMESPACE, "CREATE", &DEPLOYER, user("ann", &["viewer"], false), Value::Null);
+    let create = in_namespace(
+        NAMESPACE,
+        "CREATE",
+        &DEPLOYER,
+        user("ann", &["viewer"], false),
+        Value::Null,
+    );
     assert_eq!(decide_in(&f.state, &create).await, Ok(()));
 }
 
 #[tokio::test]
 async fn a_stray_user_elsewhere_can_still_be_deleted_and_its_finalizers_removed() {
     let f = Fakes::none();
-    let delete = in_namespace("default", "DELETE", &DEPLOYER, Value::Null, user("ann", &["viewer"], false));
+    let delete = in_namespace(
+        "default",
+        "DELETE",
+        &DEPLOYER,
+        Value::Null,
+        user("ann", &["viewer"], false),
+    );
     assert_eq!(decide_in(&f.state, &delete).await, Ok(()));
     let mut held = user("ann", &["viewer"], false);
     held["metadata"]["deletionTimestamp"] = json!("2026-12-01T00:00:00Z");
@@ -440,5 +458,8 @@ async fn users_live_in_the_controllers_own_namespace_when_it_runs_in_another() {
     let home = in_namespace("ichor-lab", "CREATE", &DEPLOYER, new(), Value::Null);
     assert_eq!(decide_in(&state, &home).await, Ok(()));
     let system = in_namespace(NAMESPACE, "CREATE", &DEPLOYER, new(), Value::Null);
-    assert_eq!(decide_in(&state, &system).await, Err(elsewhere(NAMESPACE, "ichor-lab")));
+    assert_eq!(
+        decide_in(&state, &system).await,
+        Err(elsewhere(NAMESPACE, "ichor-lab"))
+    );
 }

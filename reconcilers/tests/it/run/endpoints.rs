@@ -172,10 +172,7 @@ fn the_chart_arguments_parse_and_leader_election_can_be_turned_off() {
     assert_eq!(cli.run.lease_name, "ichor-controller");
     assert_eq!(cli.run.namespace, NAMESPACE);
     assert_eq!(cli.run.metrics_listen.to_string(), "0.0.0.0:8080");
-    assert_eq!(
-        cli.run.issuer_service_selector,
-        "app.kubernetes.io/component=ui"
-    );
+    assert_eq!(cli.run.issuer_service_selector, "app.kubernetes.io/component=ui");
     assert_eq!(cli.run.issuer_service_name, "ichor-issuer");
     assert_eq!(cli.run.log_format, LogFormat::Json);
     let cli = Cli::try_parse_from(["run", "--leader-elect=false", "--log-format", "text"]).unwrap();
