@@ -86,6 +86,7 @@ fn ui_url() -> String {
 }
 
 #[test]
+#[ignore = "needs the node and the Ichor images: hack/install-test-deps.sh, hack/kube/build.sh, hack/node/build.sh, hack/images/build.sh"]
 fn the_readme_walkthrough_runs_in_order_on_a_real_node() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (Some(controller_image), Some(issuer_image)) = (image("ichor-controller"), image("ichor-issuer"))
