@@ -93,10 +93,15 @@ impl Reader {
     }
 }
 
+/// The labels of an operation this subsystem drives (as `ichor config apply` creates it).
+fn identity_labels() -> Value {
+    json!({"app.kubernetes.io/managed-by": "ichor-identity"})
+}
+
 fn create_operation(plane: &Mutex<ControlPlane>, name: &str) -> anyhow::Result<()> {
     lock(plane).apply(&manifest(json!({
         "apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosOperation",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": identity_labels()},
         "spec": {"cluster": "prod", "kind": "config"}})))?;
     Ok(())
 }
@@ -215,8 +220,14 @@ fn the_controller_restarts_each_control_plane_in_turn_and_rolls_back_a_document_
         ))?;
         p.apply(&manifest(json!({
             "apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosOperation",
-            "metadata": {"name": "config-other-1", "namespace": NAMESPACE},
+            "metadata": {"name": "config-other-1", "namespace": NAMESPACE, "labels": identity_labels()},
             "spec": {"cluster": "other", "kind": "config"}})))?;
+        // A `config` operation of Ichor core (no identity label) on the cluster rolled below:
+        // never written, never driven.
+        p.apply(&manifest(json!({
+            "apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosOperation",
+            "metadata": {"name": "config-core-1", "namespace": NAMESPACE},
+            "spec": {"cluster": "prod", "kind": "config"}})))?;
     }
     let refused = wait_end(&reader, "config-other-1", &replica)?;
     assert_eq!(refused["status"]["phase"], "Failed", "{:#}", refused["status"]);
@@ -414,6 +425,11 @@ fn the_controller_restarts_each_control_plane_in_turn_and_rolls_back_a_document_
             usage.unused
         );
     }
+    // Ichor core's operation, there through both rollouts, was left alone.
+    let core = reader
+        .get("talosoperation", "config-core-1")?
+        .ok_or_else(|| anyhow::anyhow!("config-core-1 is gone"))?;
+    assert!(core.get("status").is_none_or(Value::is_null), "{core:#}");
     let mut replica = replica;
     replica.check_running()?;
     Ok(())

@@ -22,8 +22,8 @@ use ichor_reconcile::sim::fixtures::{self, Auth};
 use ichor_reconcilers::apply::{FIELD_MANAGER, rollout::APPLIED_HASHES_MANAGER};
 use ichor_renderers::cluster::{AUTHENTICATION_DOCUMENT, render_cluster};
 use ichor_renderers::crd::{
-    OperationKind, OperationNodeResult, OperationPhase, PreviousDocument, TalosCluster, TalosMachine,
-    TalosOperation, TalosOperationSpec, TalosOperationStatus,
+    IDENTITY_MANAGER, MANAGED_BY_LABEL, OperationKind, OperationNodeResult, OperationPhase, PreviousDocument,
+    TalosCluster, TalosMachine, TalosOperation, TalosOperationSpec, TalosOperationStatus,
 };
 use ichor_renderers::trust::{IssuerTrust, render_trust_configmap};
 use ichor_testkit::control_plane::{ControlPlane, Options};
@@ -488,6 +488,15 @@ async fn with_yes_it_creates_one_operation_and_follows_it_node_by_node_through_a
         }
     );
     assert!(op.status.is_none(), "{op:?}");
+    assert_eq!(
+        op.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_BY_LABEL))
+            .map(String::as_str),
+        Some(IDENTITY_MANAGER),
+        "labelled as this subsystem's, the only operations its controller drives: {op:?}"
+    );
     following
         .expect(&format!("Created operation {NAMESPACE}/{name}."))
         .await;
@@ -646,6 +655,11 @@ async fn an_operation_already_rolling_the_cluster_is_followed_not_duplicated() {
     );
     op.metadata.name = None;
     op.metadata.generate_name = Some("config-prod-".to_owned());
+    op.metadata.labels = Some(
+        [(MANAGED_BY_LABEL.to_owned(), IDENTITY_MANAGER.to_owned())]
+            .into_iter()
+            .collect(),
+    );
     let name = site
         .operations_api()
         .create(&PostParams::default(), &op)

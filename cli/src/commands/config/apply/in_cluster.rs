@@ -3,7 +3,10 @@
 //! `TalosMachine`s and `ichor-oidc-trust`, as the controller does), creates a `TalosOperation`
 //! of kind `config` (or finds the one already rolling that cluster) and follows its status until
 //! it ends, printing each node's progress like `kubectl rollout status`. The controller does the
-//! work (`ichor_reconcile::identity::rollout`); stopping this command does not stop it.
+//! work (`ichor_reconcile::identity::rollout`); stopping this command does not stop it. The
+//! operation it creates is labelled `app.kubernetes.io/managed-by=ichor-identity`
+//! ([`identity_operation`]), which is what makes the controller drive it; a `config` operation
+//! without the label is Ichor core's, and this command neither follows nor adopts one.
 //!
 //! Before creating an operation (or following one nobody took up), the command checks that the
 //! controller rolls the cluster out at all ([`super::preflight`]: the release's
@@ -33,8 +36,8 @@ use ichor_renderers::{
     authn::RenderError,
     cluster::render_cluster,
     crd::{
-        OperationKind, OperationNodeResult, OperationPhase, TalosCluster, TalosMachine, TalosOperation,
-        TalosOperationSpec,
+        IDENTITY_MANAGER, MANAGED_BY_LABEL, OperationKind, OperationNodeResult, OperationPhase, TalosCluster,
+        TalosMachine, TalosOperation, TalosOperationSpec, is_identity_operation,
     },
     rollout::RolloutPlan,
     trust::{IssuerTrust, NAMESPACE, TRUST_CONFIGMAP},
@@ -306,19 +309,7 @@ async fn in_cluster(
                     }
                 }
             }
-            let mut op = TalosOperation::new(
-                "",
-                TalosOperationSpec {
-                    cluster: name.to_owned(),
-                    kind: OperationKind::Config,
-                    action: None,
-                    machines: Vec::new(),
-                    paused: false,
-                },
-            );
-            op.metadata.name = None;
-            op.metadata.generate_name = Some(format!("config-{name}-"));
-            op.metadata.namespace = Some(namespace.to_owned());
+            let op = identity_operation(namespace, name);
             let created = operations
                 .create(&PostParams::default(), &op)
                 .await
@@ -331,12 +322,39 @@ async fn in_cluster(
     follow(&client, &operations, namespace, &op_name, name).await
 }
 
-/// The `config` operation of `cluster` that has not ended, if any: one the controller runs (or
-/// paused) first, else one still pending (waiting for its turn, or not yet taken up).
+/// A new `config` operation of `namespace/cluster` for the controller of this subsystem: a
+/// generated name `config-<cluster>-…` and the label [`MANAGED_BY_LABEL`]`=`[`IDENTITY_MANAGER`]
+/// that tells it apart from Ichor core's rollouts (only a labelled operation is driven).
+fn identity_operation(namespace: &str, cluster: &str) -> TalosOperation {
+    let mut op = TalosOperation::new(
+        "",
+        TalosOperationSpec {
+            cluster: cluster.to_owned(),
+            kind: OperationKind::Config,
+            action: None,
+            machines: Vec::new(),
+            paused: false,
+        },
+    );
+    op.metadata.name = None;
+    op.metadata.generate_name = Some(format!("config-{cluster}-"));
+    op.metadata.namespace = Some(namespace.to_owned());
+    op.metadata.labels = Some(BTreeMap::from([(
+        MANAGED_BY_LABEL.to_owned(),
+        IDENTITY_MANAGER.to_owned(),
+    )]));
+    op
+}
+
+/// The `config` operation of `cluster` this subsystem drives that has not ended, if any: one
+/// the controller runs (or paused) first, else one still pending (waiting for its turn, or not
+/// yet taken up). Ichor core's operations (without the identity label) are never followed: the
+/// controller would never move them, and a new one of ours waits for them to end.
 fn running_operation(operations: Vec<TalosOperation>, cluster: &str) -> Option<TalosOperation> {
     let mut open: Vec<TalosOperation> = operations
         .into_iter()
         .filter(|op| op.spec.kind == OperationKind::Config && op.spec.cluster == cluster)
+        .filter(|op| is_identity_operation(op.metadata.labels.as_ref()))
         .filter(|op| {
             !matches!(
                 op.status.as_ref().and_then(|s| s.phase),
@@ -524,7 +542,57 @@ mod tests {
             phase: Some(phase),
             ..Default::default()
         });
+        op.metadata.labels = Some(BTreeMap::from([(
+            MANAGED_BY_LABEL.to_owned(),
+            IDENTITY_MANAGER.to_owned(),
+        )]));
         op
+    }
+
+    #[test]
+    fn the_operation_created_is_labelled_as_this_subsystems_with_a_generated_name() {
+        let op = identity_operation("ichor-system", "prod");
+        assert_eq!(op.metadata.name, None);
+        assert_eq!(op.metadata.generate_name.as_deref(), Some("config-prod-"));
+        assert_eq!(op.metadata.namespace.as_deref(), Some("ichor-system"));
+        assert_eq!(
+            op.metadata.labels,
+            Some(BTreeMap::from([(
+                "app.kubernetes.io/managed-by".to_owned(),
+                "ichor-identity".to_owned()
+            )]))
+        );
+        assert!(is_identity_operation(op.metadata.labels.as_ref()));
+        assert_eq!(op.spec.kind, OperationKind::Config);
+        assert_eq!(op.spec.cluster, "prod");
+    }
+
+    #[test]
+    fn a_rollout_of_ichor_core_is_never_followed() {
+        let mut core = operation(
+            "a-core",
+            "prod",
+            OperationKind::Config,
+            Some(OperationPhase::Running),
+        );
+        core.metadata.labels = None;
+        let mut other_manager = core.clone();
+        other_manager.metadata.name = Some("b-core".into());
+        other_manager.metadata.labels = Some(BTreeMap::from([(
+            MANAGED_BY_LABEL.to_owned(),
+            "ichor".to_owned(),
+        )]));
+        assert_eq!(
+            running_operation(vec![core.clone(), other_manager.clone()], "prod"),
+            None
+        );
+        let ours = operation("z-ours", "prod", OperationKind::Config, None);
+        assert_eq!(
+            running_operation(vec![core, other_manager, ours], "prod")
+                .and_then(|o| o.metadata.name)
+                .as_deref(),
+            Some("z-ours")
+        );
     }
 
     #[test]

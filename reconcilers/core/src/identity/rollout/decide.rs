@@ -73,6 +73,10 @@ pub fn readyz_url(address: &str, port: u16) -> String {
 
 /// The family function: one operation → its next status write or effect.
 pub(crate) fn rollout(key: &ObjectKey, operation: &Object, inputs: &Inputs) -> Timed<Desired> {
+    // Ichor core's operations (no identity label) are never written or acted on.
+    if !super::is_owned(operation) {
+        return Timed::forever(Desired::default());
+    }
     let (now, settings, cluster, machines, operations, observation) = inputs;
     let Some(settings) = settings
         .as_ref()
@@ -188,7 +192,8 @@ impl Context<'_> {
             .collect()
     }
 
-    /// Another operation of the same cluster that has started and not ended.
+    /// Another operation of the same cluster that has started and not ended, owned or not: a
+    /// rollout of Ichor core holds this one back too (one rollout of a cluster at a time).
     fn running_sibling(&self, op: &TalosOperation) -> Option<String> {
         let namespace = op.metadata.namespace.as_deref().unwrap_or_default();
         let name = op.metadata.name.as_deref().unwrap_or_default();

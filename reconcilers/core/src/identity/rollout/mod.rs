@@ -23,6 +23,15 @@
 //! Nothing is decided unless the controller pushed [`SETTINGS_KIND`] (the cluster controller
 //! does; `ichor dev` and the simulation do not roll anything).
 //!
+//! Only the operations this subsystem owns are driven ([`is_owned`]): those labelled
+//! [`MANAGED_BY_LABEL`]`=`[`IDENTITY_MANAGER`], which `ichor config apply` sets when it creates
+//! one. Any other `config` operation is Ichor core's rollout of reboot-required changes: no
+//! status write and no effect is ever decided for it, so it is never driven twice. It is still
+//! read as a sibling, so an owned operation waits while core rolls the same cluster. The graph
+//! attaches reasons to actions only, so an operation left alone leaves no line of its own in the
+//! journal; the journal holds the operation as observed, labels included, and a replay decides
+//! the same nothing from it.
+//!
 //! The cluster's Talos credentials are the Secret `<cluster>`[`TALOS_CREDENTIALS_SUFFIX`] in
 //! the operation's namespace: key [`TALOSCONFIG_KEY`] (the talosconfig, `os:admin`) and
 //! [`KUBE_CA_KEY`] (the Kubernetes CA that verifies each `/readyz`).
@@ -36,6 +45,7 @@ use serde_json::json;
 
 use ichor_graph::{Object, ObjectKey};
 use ichor_renderers::crd::PreviousDocument;
+pub use ichor_renderers::crd::{IDENTITY_MANAGER, MANAGED_BY_LABEL};
 use ichor_renderers::rollout::APISERVER_PORT;
 use ichor_renderers::trust::NAMESPACE;
 
@@ -272,6 +282,19 @@ pub(crate) fn observation_key(operation: &Object) -> Option<ObjectKey> {
         operation.namespace.clone(),
         operation.name.clone(),
     ))
+}
+
+/// Whether this controller drives `operation`: its `metadata.labels` hold
+/// [`MANAGED_BY_LABEL`]`=`[`IDENTITY_MANAGER`]. Without it (or with another manager) the
+/// operation is Ichor core's and is left alone.
+pub fn is_owned(operation: &Object) -> bool {
+    operation
+        .value
+        .get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .and_then(serde_json::Value::as_str)
+        == Some(IDENTITY_MANAGER)
 }
 
 /// The `TalosCluster` an operation acts on.

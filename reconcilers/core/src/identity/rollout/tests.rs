@@ -53,7 +53,15 @@ fn machines() -> BTreeMap<ObjectKey, Object> {
     ])
 }
 
+/// An operation `ichor config apply` created (labelled as this subsystem's).
 fn operation(name: &str, paused: bool, status: Option<&TalosOperationStatus>) -> Object {
+    let mut o = core_operation(name, paused, status);
+    o.value["metadata"] = json!({"labels": {MANAGED_BY_LABEL: IDENTITY_MANAGER}});
+    o
+}
+
+/// An operation of Ichor core (no identity label).
+fn core_operation(name: &str, paused: bool, status: Option<&TalosOperationStatus>) -> Object {
     let mut value = json!({"spec": {"cluster": "prod", "kind": "config", "paused": paused}});
     if let Some(s) = status {
         value["status"] = serde_json::to_value(s).unwrap();
@@ -203,6 +211,50 @@ fn an_operation_of_another_kind_is_left_alone() {
     let mut op = operation("roll", false, None);
     op.value["spec"]["kind"] = json!("upgrade");
     w.decide(&op).nothing();
+}
+
+#[test]
+fn an_operation_without_the_identity_label_is_ichor_cores_and_never_driven() {
+    let w = World::new();
+    let other_manager = |name: &str, status: Option<&TalosOperationStatus>| {
+        let mut o = core_operation(name, false, status);
+        o.value["metadata"] = json!({"labels": {MANAGED_BY_LABEL: "ichor"}});
+        o
+    };
+    let applying = at_state(running(), 0, APPLYING);
+    for status in [None, Some(running()), Some(applying)] {
+        for op in [
+            core_operation("core", false, status.as_ref()),
+            other_manager("core", status.as_ref()),
+        ] {
+            assert!(!is_owned(&op), "{op:?}");
+            let out = w.decide(&op);
+            out.nothing();
+            assert_eq!(out.deadline, None, "not even woken up later: {op:?}");
+        }
+    }
+    // The same operation with the label is driven: the label alone decided.
+    assert!(is_owned(&operation("core", false, None)));
+    assert_eq!(
+        w.decide(&operation("core", false, None)).status().phase,
+        Some(OperationPhase::Running)
+    );
+}
+
+#[test]
+fn a_rollout_of_ichor_core_on_the_same_cluster_holds_an_owned_operation_back() {
+    let mut w = World::new();
+    w.others
+        .push(core_operation("core-reboots", false, Some(&running())));
+    let status = w.decide(&operation("ours", false, None)).status();
+    assert_eq!(status.phase, Some(OperationPhase::Pending));
+    assert!(
+        status
+            .message
+            .unwrap()
+            .contains("waiting for operation core-reboots"),
+        "one rollout of a cluster at a time, whoever drives it"
+    );
 }
 
 #[test]
