@@ -285,16 +285,35 @@ pub(crate) fn observation_key(operation: &Object) -> Option<ObjectKey> {
 }
 
 /// Whether this controller drives `operation`: its `metadata.labels` hold
-/// [`MANAGED_BY_LABEL`]`=`[`IDENTITY_MANAGER`]. Without it (or with another manager) the
-/// operation is Ichor core's and is left alone.
+/// [`MANAGED_BY_LABEL`]`=`[`IDENTITY_MANAGER`]. With another manager the operation is left
+/// alone; without the label it is Ichor core's too, unless [`started_before_the_label`].
 pub fn is_owned(operation: &Object) -> bool {
-    operation
+    let manager = operation
         .value
         .get("metadata")
         .and_then(|m| m.get("labels"))
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .and_then(serde_json::Value::as_str)
-        == Some(IDENTITY_MANAGER)
+        .and_then(|l| l.get(MANAGED_BY_LABEL));
+    match manager {
+        Some(m) => m.as_str() == Some(IDENTITY_MANAGER),
+        None => started_before_the_label(operation),
+    }
+}
+
+/// An unlabelled operation whose status records a node's previous authentication document
+/// (`previousDocument`, which only this controller writes): one this controller started before
+/// its operations were labelled. It is driven to its end, so an upgrade does not leave it
+/// half-rolled out and holding every later rollout of its cluster back.
+fn started_before_the_label(operation: &Object) -> bool {
+    operation
+        .value
+        .get("status")
+        .and_then(|s| s.get("nodes"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|nodes| {
+            nodes
+                .iter()
+                .any(|n| n.get("previousDocument").is_some_and(|d| !d.is_null()))
+        })
 }
 
 /// The `TalosCluster` an operation acts on.

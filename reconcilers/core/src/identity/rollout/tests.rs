@@ -221,7 +221,9 @@ fn an_operation_without_the_identity_label_is_ichor_cores_and_never_driven() {
         o.value["metadata"] = json!({"labels": {MANAGED_BY_LABEL: "ichor"}});
         o
     };
-    let applying = at_state(running(), 0, APPLYING);
+    // Core's own progress (its node states, never an identity previousDocument).
+    let mut applying = at_state(running(), 0, APPLYING);
+    applying.nodes[0].previous_document = None;
     for status in [None, Some(running()), Some(applying)] {
         for op in [
             core_operation("core", false, status.as_ref()),
@@ -239,6 +241,28 @@ fn an_operation_without_the_identity_label_is_ichor_cores_and_never_driven() {
         w.decide(&operation("core", false, None)).status().phase,
         Some(OperationPhase::Running)
     );
+}
+
+#[test]
+fn an_unlabelled_operation_this_controller_started_before_the_label_is_driven_to_its_end() {
+    // Started before operations were labelled: a node's previous document is recorded, which only
+    // this controller writes. After an upgrade it is finished, not left half-rolled out.
+    let w = World::new();
+    let started = at_state(running(), 0, APPLYING);
+    let op = core_operation("before-the-label", false, Some(&started));
+    assert!(is_owned(&op), "{op:?}");
+    let out = w.decide(&op);
+    let (id, request) = out.effect();
+    assert_eq!(
+        id, "rollout-apply ichor-system/before-the-label 0 cp-1",
+        "the step goes on"
+    );
+    assert_eq!(request["previous"]["yaml"], json!("old doc"));
+    // Another manager's label wins over a recorded document.
+    let mut other = op.clone();
+    other.value["metadata"] = json!({"labels": {MANAGED_BY_LABEL: "ichor"}});
+    assert!(!is_owned(&other));
+    w.decide(&other).nothing();
 }
 
 #[test]
