@@ -148,8 +148,8 @@ def row_users_namespace(s: Seed) -> list[str]:
     conditions = str(hook.get("matchConditions", ""))
     return [m for ok, m in [
         ("namespaceSelector" not in hook and "objectSelector" not in hook, "the IchorUser webhook is limited to some namespaces or objects"),
-        ("request.namespace != 'ichor-system' && request.operation != 'DELETE'" in conditions,
-         "outside ichor-system a create or update by an exempt identity is not sent to the webhook"),
+        ("request.namespace != 'ichor-system' && request.operation == 'CREATE'" in conditions,
+         "outside ichor-system a create by an exempt identity is not sent to the webhook"),
     ] if not ok]
 
 

@@ -199,7 +199,7 @@ impl AdmissionState {
     }
 
     /// The namespace IchorUsers live in (the controller's own, where it is installed): a create
-    /// or an update of one elsewhere is refused.
+    /// of one elsewhere is refused.
     #[must_use]
     pub fn with_users_namespace(mut self, namespace: impl Into<String>) -> Self {
         self.users_namespace = namespace.into();

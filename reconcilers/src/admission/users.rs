@@ -3,9 +3,10 @@
 //!
 //! - Namespace: IchorUsers live in the install namespace only (ADR 0094: `ichor-system`,
 //!   [`AdmissionState::users_namespace`]); the controller and the issuer read no other. A create
-//!   or an update elsewhere is refused, by anyone who reaches the webhook, saying where they live
-//!   ([`outside_the_users_namespace`]), instead of leaving a user nobody reads. An update of one
-//!   already being deleted passes (its finalizers must be removable), and so does a delete.
+//!   elsewhere is refused, by anyone who reaches the webhook, saying where they live
+//!   ([`outside_the_users_namespace`]), instead of leaving a user nobody reads. An update or a
+//!   delete of one already there (made before this rule) is reviewed as usual, so the garbage
+//!   collector can orphan it and its finalizers stay removable.
 //! - Grant: an Ichor identity (`ichor:*`) may add to `spec.roles` only what
 //!   [`Requester::check_grant`] allows (admin anything; built-in roles up to its highest; custom
 //!   roles it holds). Other identities are limited neither by this rule nor by the act-on rule
@@ -92,12 +93,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
             .unwrap_or_default(),
         namespace => namespace,
     };
-    if let Some(denial) = outside_the_users_namespace(
-        state.users_namespace(),
-        &req.operation,
-        namespace,
-        old.as_ref().map(|o| o.metadata),
-    ) {
+    if let Some(denial) = outside_the_users_namespace(state.users_namespace(), &req.operation, namespace) {
         return denial;
     }
     if let Some(new) = &new
@@ -264,20 +260,17 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
     }
 }
 
-/// A create or an update of an `IchorUser` in `namespace`, which is not `users_namespace` (where
-/// IchorUsers live: the controller and the issuer read no other namespace, so such a user would
-/// be silently ignored): the refusal, saying where they live. `None` for a delete, for an update
-/// of a user already being deleted (`old` has a `deletionTimestamp`: its finalizers must be
-/// removable), and in `users_namespace`.
+/// A create of an `IchorUser` in `namespace`, which is not `users_namespace` (where IchorUsers
+/// live: the controller and the issuer read no other namespace, so such a user would be silently
+/// ignored): the refusal, saying where they live. `None` for anything else: an update or delete
+/// of a stray user made before this rule is harmless (nothing reads it) and must stay possible
+/// (the garbage collector orphaning it, its finalizers removed).
 pub fn outside_the_users_namespace(
     users_namespace: &str,
     operation: &Operation,
     namespace: &str,
-    old: Option<&ObjectMeta>,
 ) -> Option<Verdict> {
-    let writes = matches!(operation, Operation::Create | Operation::Update);
-    let terminating = old.is_some_and(|m| m.deletion_timestamp.is_some());
-    (writes && !terminating && namespace != users_namespace).then(|| {
+    (matches!(operation, Operation::Create) && namespace != users_namespace).then(|| {
         Verdict::deny(format!(
             "metadata.namespace: IchorUsers live in the namespace {users_namespace:?} only, where Ichor is \
              installed; one in {namespace:?} would be read by nothing (no sign-in, no role): create it in \

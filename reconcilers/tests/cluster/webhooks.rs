@@ -136,9 +136,9 @@ pub fn phase(plane: &ControlPlane, replica: &mut Replica, golden: &mut String) -
         "a grant above the granter's own roles",
         plane.kubectl_as(Some(EVE), &APPLY, Some(&ichor_user("gina", &["admin"])))?,
     )?;
-    // IchorUsers live in ichor-system only: one written elsewhere is refused, whoever writes it
+    // IchorUsers live in ichor-system only: one created elsewhere is refused, whoever creates it
     // (the admin's system:masters certificate too: outside ichor-system the match condition sends
-    // every create and update to the webhook).
+    // every create to the webhook).
     let stray = json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
         "metadata": {"name": "stray", "namespace": "default"}, "spec": {"roles": ["viewer"]}})
     .to_string();
