@@ -61,7 +61,7 @@ fn respond(page: String) -> Response {
 
 /// The page's HTML for the issuer at `issuer_url`.
 pub fn page(issuer_url: &str) -> String {
-    let issuer = escape(issuer_url.trim_end_matches('/'));
+    let issuer = crate::oidc::page::escape(issuer_url.trim_end_matches('/'));
     let image = format!("{CLI_IMAGE}:{VERSION}");
     let bin = IMAGE_BIN_DIR;
     format!(
@@ -105,22 +105,6 @@ KUBECONFIG=~/.kube/ichor.yaml kubectl get nodes</code></pre>
 "#,
         RUST = env!("CARGO_PKG_RUST_VERSION"),
     )
-}
-
-/// `text` with the five HTML-special characters escaped.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ pub mod hash_pools;
 pub mod limits;
 mod login;
 mod metrics;
-mod page;
+pub(crate) mod page;
 pub mod password_limits;
 pub mod passwords;
 pub mod priority;
