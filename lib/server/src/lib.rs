@@ -3,12 +3,14 @@
 //! ([`tls`]), the HTTPS accept loop with graceful shutdown ([`serve()`], and [`serve_http`] without TLS), health, readiness and
 //! Prometheus metrics ([`health`], [`metrics`]), trusted-proxy networks ([`cidr`]), log set-up
 //! ([`logging`]), the shutdown signal ([`shutdown`]) and the reading of a manifest tree from the
-//! file system ([`manifest_files`], whose parsing is `ichor_renderers`').
+//! file system ([`manifest_files`], whose parsing is `ichor_renderers`'), and the atomic, durable
+//! write of every file the binaries keep ([`atomic_file`]).
 //!
 //! Nothing here knows about OpenID Connect or talks to Kubernetes: the issuer hands in its OIDC
 //! routers, the controller its admission router.
 #![forbid(unsafe_code)]
 
+pub mod atomic_file;
 pub mod cidr;
 pub mod health;
 pub mod logging;

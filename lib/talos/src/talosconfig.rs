@@ -113,12 +113,28 @@ pub struct Endpoint {
     pub port: u16,
 }
 
+/// Why a talosconfig endpoint is not `host[:port]`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// The part after the last `:` is not a port.
+    #[error("{endpoint:?}: the port {port:?} is not a number from 0 to 65535")]
+    Port {
+        /// The endpoint as written (trimmed).
+        endpoint: String,
+        /// The part taken for the port.
+        port: String,
+    },
+    /// The host is neither an IP address nor a DNS name.
+    #[error("{0:?}: not host[:port] (an IP address or DNS name, optionally with a port)")]
+    Host(String),
+}
+
 impl Endpoint {
     /// Parses `host`, `host:port`, `IP`, `IPv4:port` or `[IPv6]:port`.
     ///
     /// # Errors
-    /// A sentence saying what is wrong with `s`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// What is wrong with `s`: the port, or the host.
+    pub fn parse(s: &str) -> Result<Self, EndpointError> {
         let s = s.trim();
         if let Ok(sa) = s.parse::<SocketAddr>() {
             return Ok(Self {
@@ -135,8 +151,10 @@ impl Endpoint {
         let (host, port) = match s.rsplit_once(':') {
             Some((h, p)) => (
                 h,
-                p.parse::<u16>()
-                    .map_err(|_| format!("{s:?}: the port {p:?} is not a number from 0 to 65535"))?,
+                p.parse::<u16>().map_err(|_| EndpointError::Port {
+                    endpoint: s.to_owned(),
+                    port: p.to_owned(),
+                })?,
             ),
             None => (s, APID_PORT),
         };
@@ -146,9 +164,7 @@ impl Endpoint {
                 !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
             });
         if !valid_host {
-            return Err(format!(
-                "{s:?}: not host[:port] (an IP address or DNS name, optionally with a port)"
-            ));
+            return Err(EndpointError::Host(s.to_owned()));
         }
         Ok(Self {
             host: host.to_ascii_lowercase(),
@@ -309,7 +325,7 @@ pub fn parse(text: &str, path: &str, context: Option<&str>) -> Result<TalosConte
         .endpoints
         .iter()
         .enumerate()
-        .map(|(i, e)| Endpoint::parse(e).map_err(|r| invalid(format!("endpoints[{i}]"), r)))
+        .map(|(i, e)| Endpoint::parse(e).map_err(|r| invalid(format!("endpoints[{i}]"), r.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(TalosContext {
         name: selected.clone(),
