@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::{
     authn::{self, IchorTrust, RenderError, Rendered},
+    contract::USER_PREFIX,
     crd::{MachineRole, TalosCluster, TalosMachine},
     fieldmeta::{self, Classification},
     rollout::{self, ReadyCondition, RolloutError, RolloutPlan},
@@ -242,8 +243,8 @@ pub fn render_manifests(manifests: &crate::manifest::Manifests) -> RenderReport 
         }
         users.push(UserReport {
             user: format!("{ns}/{name}"),
-            kubernetes_user: format!("ichor:{name}"),
-            groups: u.spec.roles.iter().map(|r| format!("ichor:{r}")).collect(),
+            kubernetes_user: format!("{USER_PREFIX}{name}"),
+            groups: u.spec.roles.iter().map(|r| format!("{USER_PREFIX}{r}")).collect(),
             disabled: u.spec.disabled,
         });
     }

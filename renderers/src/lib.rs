@@ -11,6 +11,7 @@ pub mod auth;
 pub mod authn;
 pub mod cluster;
 pub mod cni;
+pub mod contract;
 pub mod crd;
 pub mod fieldmeta;
 pub mod manifest;

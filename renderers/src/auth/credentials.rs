@@ -15,16 +15,24 @@
 //! - `families` (refresh-token families, one per login with `offline_access`) may be absent or
 //!   empty; it is omitted when empty. `rotatedAt` is added by this build for the 10-second grace
 //!   window of refresh rotation (see [`Family::rotated_at`]) and omitted before the first rotation.
+//! - Version 2 (docs/mfa.md) adds `factors` (passkeys, an authenticator-app secret, recovery-code
+//!   digests: [`Factors`]) after `mustChange`, and a family's `amr` (RFC 8176) after its other
+//!   fields. Both are omitted when empty (an `amr` of `["pwd"]` too), and an entry that needs
+//!   neither is written as version 1, so an issuer of the previous release keeps reading it until
+//!   the user enrols a factor. Version 1 reads as version 2 without factors.
 //! - The parser is strict: an unknown version is refused by number, unknown fields and duplicate
-//!   family ids are refused, and the entry is bounded (64 KiB, 32 families).
-//! - [`CredentialsEntry::to_json`] is canonical: fields in the order above, families sorted by id.
+//!   family ids are refused, a version-1 entry with version-2 fields is refused, and the entry is
+//!   bounded (64 KiB, 32 families, 10 passkeys of 2 KiB).
+//! - [`CredentialsEntry::to_json`] is canonical: fields in the order above, families sorted by id,
+//!   `v` the lowest version that holds the entry ([`CredentialsEntry::version`]).
 //!
 //! Every helper is pure: it takes the entry and `now` and returns the entry to write (or says
 //! nothing needs writing); the caller patches the Secret.
 //!
 //! This module holds the format: the entry, its constants and bounds, and reading, validating
 //! and writing it; `families` holds the helpers that start, rotate and end refresh families
-//! and sessions.
+//! and sessions; `factors` holds the second factors' types and bounds. Checking a factor is in
+//! [`super::totp`] and [`super::recovery`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -33,16 +41,33 @@ use jiff::{SignedDuration, Timestamp};
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
+mod factors;
 mod families;
+mod second_factor;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod v2_tests;
 
+pub(crate) use factors::is_valid_totp_secret;
+pub use factors::{
+    AMR_PASSWORD, AMR_VALUES, Factors, MAX_CREDENTIAL_ID_BYTES, MAX_PASSKEY_BYTES, MAX_PASSKEY_NAME_CHARS,
+    MAX_PASSKEYS, RECOVERY_CODE_COUNT, RECOVERY_DIGEST_CHARS, RecoveryCodes, StoredPasskey,
+    TOTP_SECRET_CHARS, TotpFactor,
+};
 pub use families::{FamilyError, RefusalReason, Rotation};
+pub use second_factor::{
+    AMR_MFA, AMR_TYPED_CODE, FACTOR_PASSKEY, FACTOR_RECOVERY, FACTOR_TOTP, FactorAttempt, FactorRefusal,
+};
 
 /// The name of the Secret holding one credentials entry per user, in `ichor-system`.
-pub const CREDENTIALS_SECRET_NAME: &str = "ichor-user-credentials";
-/// The entry format version this build reads and writes.
+pub use crate::contract::CREDENTIALS_SECRET as CREDENTIALS_SECRET_NAME;
+/// The entry format version of a password-only entry: what every release reads, and what this
+/// build writes for an entry without second factors and without a family's `amr`.
 pub const ENTRY_VERSION: u32 = 1;
+/// The entry format version of an entry with second factors or a family's `amr` (docs/mfa.md);
+/// the newest version this build reads.
+pub const FACTORS_ENTRY_VERSION: u32 = 2;
 /// The largest entry accepted, in bytes of JSON.
 pub const MAX_ENTRY_BYTES: usize = 64 * 1024;
 /// The most refresh-token families one user may have. [`CredentialsEntry::start_family`] makes
@@ -59,15 +84,18 @@ pub const HASH_PREFIX: &str = "$argon2id$";
 /// The generation of the first refresh token of a family.
 pub const FIRST_GENERATION: u64 = 1;
 /// How long the generation just replaced may still be presented and get the same successor
-/// (ARCHITECTURE.md, "Two decisions go beyond the seed").
+/// (docs/architecture.md, "Formats").
 pub const REFRESH_GRACE: SignedDuration = SignedDuration::from_secs(10);
 
 /// One user's credentials entry. Build one with [`CredentialsEntry::new`], read one with
-/// [`CredentialsEntry::parse`]. `Debug` leaves the hash out.
+/// [`CredentialsEntry::parse`]. `Debug` leaves the hash, the TOTP secret and the recovery
+/// digests out.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CredentialsEntry {
-    /// Format version, [`ENTRY_VERSION`].
+    /// Format version: [`ENTRY_VERSION`] or [`FACTORS_ENTRY_VERSION`]. [`CredentialsEntry::parse`]
+    /// sets it to [`CredentialsEntry::version`]; [`CredentialsEntry::to_json`] always writes
+    /// that, whatever this field holds.
     pub v: u32,
     /// The argon2id PHC string of the password ([`super::hash`]).
     pub hash: String,
@@ -77,6 +105,9 @@ pub struct CredentialsEntry {
     /// The user must change the password before getting a Kubernetes token or calling any RPC
     /// but `WhoAmI` and `ChangeOwnPassword`.
     pub must_change: bool,
+    /// The second factors (version 2); none in a version-1 entry.
+    #[serde(default, skip_serializing_if = "Factors::is_empty")]
+    pub factors: Factors,
     /// Live refresh-token families, by family id.
     #[serde(
         default,
@@ -93,6 +124,7 @@ impl fmt::Debug for CredentialsEntry {
             .field("hash", &"<redacted>")
             .field("not_before", &self.not_before)
             .field("must_change", &self.must_change)
+            .field("factors", &self.factors)
             .field("families", &self.families)
             .finish()
     }
@@ -120,6 +152,32 @@ pub struct Family {
     /// instant returns the same successor instead of ending the family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotated_at: Option<Timestamp>,
+    /// The `amr` (RFC 8176) of the sign-in that started the family, which every refresh repeats,
+    /// so a refreshed token never claims more than the sign-in proved: values of [`AMR_VALUES`].
+    /// Empty for a password-only sign-in (the JSON omits it, and `["pwd"]` reads as empty); see
+    /// [`Family::amr_claim`].
+    #[serde(
+        default,
+        skip_serializing_if = "amr_is_password_only",
+        deserialize_with = "factors::deserialize_amr"
+    )]
+    pub amr: Vec<String>,
+}
+
+fn amr_is_password_only(amr: &[String]) -> bool {
+    factors::amr_is_password_only(amr)
+}
+
+impl Family {
+    /// The `amr` claim of the ID tokens the family refreshes: `["pwd"]` when [`Family::amr`] is
+    /// empty, else the recorded values.
+    pub fn amr_claim(&self) -> Vec<&str> {
+        if self.amr.is_empty() {
+            vec![AMR_PASSWORD]
+        } else {
+            self.amr.iter().map(String::as_str).collect()
+        }
+    }
 }
 
 /// Reading or writing a credentials entry failed. Every message starts with the user it is about.
@@ -143,7 +201,7 @@ pub enum CredentialsError {
     },
     /// The entry has no version field.
     #[error(
-        "credentials entry for user {user}: field \"v\" is missing; this build reads version {ENTRY_VERSION}"
+        "credentials entry for user {user}: field \"v\" is missing; this build reads versions {ENTRY_VERSION} and {FACTORS_ENTRY_VERSION}"
     )]
     MissingVersion {
         /// The user (the Secret key).
@@ -151,7 +209,7 @@ pub enum CredentialsError {
     },
     /// The entry has a version this build does not read.
     #[error(
-        "credentials entry for user {user}: unsupported version {got}; this build reads version {ENTRY_VERSION}"
+        "credentials entry for user {user}: unsupported version {got}; this build reads versions {ENTRY_VERSION} and {FACTORS_ENTRY_VERSION}"
     )]
     UnsupportedVersion {
         /// The user (the Secret key).
@@ -159,7 +217,8 @@ pub enum CredentialsError {
         /// The version found, as written.
         got: String,
     },
-    /// The entry does not have the shape of version 1 (unknown field, wrong type, missing field).
+    /// The entry does not have the shape of its version (unknown field, wrong type, missing
+    /// field).
     #[error("credentials entry for user {user}: {message}")]
     Shape {
         /// The user (the Secret key).
@@ -211,6 +270,7 @@ impl CredentialsEntry {
             hash,
             not_before: whole_seconds(now),
             must_change,
+            factors: Factors::default(),
             families: BTreeMap::new(),
         }
     }
@@ -237,7 +297,10 @@ impl CredentialsEntry {
                     user: user.to_owned(),
                 });
             }
-            Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(ENTRY_VERSION)) => {}
+            Some(serde_json::Value::Number(n))
+                if n.as_u64().is_some_and(|v| {
+                    v == u64::from(ENTRY_VERSION) || v == u64::from(FACTORS_ENTRY_VERSION)
+                }) => {}
             Some(other) => {
                 let got: String = other.to_string().chars().take(40).collect();
                 return Err(CredentialsError::UnsupportedVersion {
@@ -246,10 +309,21 @@ impl CredentialsEntry {
                 });
             }
         }
-        let entry: CredentialsEntry = serde_json::from_slice(json).map_err(|e| CredentialsError::Shape {
-            user: user.to_owned(),
-            message: e.to_string(),
-        })?;
+        let mut entry: CredentialsEntry =
+            serde_json::from_slice(json).map_err(|e| CredentialsError::Shape {
+                user: user.to_owned(),
+                message: e.to_string(),
+            })?;
+        if entry.v == ENTRY_VERSION && entry.version() != ENTRY_VERSION {
+            return Err(CredentialsError::Invalid {
+                user: user.to_owned(),
+                field: "v".to_owned(),
+                problem: format!(
+                    "is {ENTRY_VERSION}, but \"factors\" and a family's \"amr\" need version {FACTORS_ENTRY_VERSION}"
+                ),
+            });
+        }
+        entry.v = entry.version();
         entry.validate(user)?;
         Ok(entry)
     }
@@ -261,7 +335,7 @@ impl CredentialsEntry {
             field,
             problem,
         };
-        if self.v != ENTRY_VERSION {
+        if self.v != ENTRY_VERSION && self.v != FACTORS_ENTRY_VERSION {
             return Err(CredentialsError::UnsupportedVersion {
                 user: user.to_owned(),
                 got: self.v.to_string(),
@@ -321,15 +395,29 @@ impl CredentialsEntry {
             if family.rotated_at.is_some_and(|r| r < family.iat) {
                 return Err(invalid(field(".rotatedAt"), "is before iat".to_owned()));
             }
+            if let Err(problem) = factors::check_amr(&family.amr) {
+                return Err(invalid(field(".amr"), problem));
+            }
         }
-        Ok(())
+        self.factors
+            .check()
+            .map_err(|(field, problem)| invalid(field, problem))
     }
 
     /// The canonical JSON of the entry (fields in format order, families sorted by id), after
     /// the same validation as [`CredentialsEntry::parse`], so what is written can be read back.
     pub fn to_json(&self, user: &str) -> Result<String, CredentialsError> {
         self.validate(user)?;
-        let json = serde_json::to_string(self).map_err(|e| CredentialsError::Shape {
+        let version = self.version();
+        let json = if self.v == version {
+            serde_json::to_string(self)
+        } else {
+            serde_json::to_string(&Self {
+                v: version,
+                ..self.clone()
+            })
+        };
+        let json = json.map_err(|e| CredentialsError::Shape {
             user: user.to_owned(),
             message: e.to_string(),
         })?;
@@ -340,6 +428,17 @@ impl CredentialsEntry {
             });
         }
         Ok(json)
+    }
+
+    /// The version [`CredentialsEntry::to_json`] writes: [`ENTRY_VERSION`] when the entry has no
+    /// factors and no family records an `amr` beyond the password, else
+    /// [`FACTORS_ENTRY_VERSION`].
+    pub fn version(&self) -> u32 {
+        if self.factors.is_empty() && self.families.values().all(|f| f.amr.is_empty()) {
+            ENTRY_VERSION
+        } else {
+            FACTORS_ENTRY_VERSION
+        }
     }
 
     /// Whether a token (or family) issued at `iat` is still accepted; see [`is_token_valid_for`].

@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+use crate::contract;
+
 mod grant;
 mod last_admin;
 
@@ -60,18 +62,18 @@ impl BuiltinRole {
     /// The Kubernetes group of the role: `ichor:viewer`, `ichor:operator`, `ichor:admin`.
     pub fn group(self) -> &'static str {
         match self {
-            BuiltinRole::Viewer => "ichor:viewer",
-            BuiltinRole::Operator => "ichor:operator",
-            BuiltinRole::Admin => "ichor:admin",
+            BuiltinRole::Viewer => contract::VIEWER_GROUP,
+            BuiltinRole::Operator => contract::OPERATOR_GROUP,
+            BuiltinRole::Admin => contract::ADMIN_GROUP,
         }
     }
 
     /// The ClusterRole bound to the group: `ichor-viewer`, `ichor-operator`, `ichor-admin`.
     pub fn cluster_role(self) -> &'static str {
         match self {
-            BuiltinRole::Viewer => "ichor-viewer",
-            BuiltinRole::Operator => "ichor-operator",
-            BuiltinRole::Admin => "ichor-admin",
+            BuiltinRole::Viewer => contract::VIEWER_CLUSTER_ROLE,
+            BuiltinRole::Operator => contract::OPERATOR_CLUSTER_ROLE,
+            BuiltinRole::Admin => contract::ADMIN_CLUSTER_ROLE,
         }
     }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub const MAX_USER_NAME_LEN: usize = 63;
 
 /// The prefix the kube-apiserver gives Ichor users (and their groups): `ichor:`.
-pub const ICHOR_PREFIX: &str = "ichor:";
+pub use crate::contract::USER_PREFIX as ICHOR_PREFIX;
 
 /// A valid user name. Construct with [`UserName::parse`].
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

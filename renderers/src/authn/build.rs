@@ -13,9 +13,9 @@ use super::{
 use crate::crd::{AuthenticationSpec, ExternalIssuerSpec, IchorIssuerSpec};
 
 /// The audience the kube-apiserver accepts in Ichor-issued tokens.
-pub const ICHOR_KUBE_AUDIENCE: &str = "ichor-kube";
+pub use crate::contract::KUBE_AUDIENCE as ICHOR_KUBE_AUDIENCE;
 /// The prefix of every Ichor user and group name.
-pub const ICHOR_PREFIX: &str = "ichor:";
+pub use crate::contract::USER_PREFIX as ICHOR_PREFIX;
 /// The claim Ichor's issuer names the user with.
 pub const ICHOR_USERNAME_CLAIM: &str = "sub";
 /// The claim Ichor's issuer lists the groups in.

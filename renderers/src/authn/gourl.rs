@@ -27,15 +27,35 @@ pub struct GoUrl {
     pub fragment: String,
 }
 
-/// `url.Parse(raw)`; the error is Go's `*url.Error` text: `parse "<url>": <reason>`.
-pub fn parse(raw: &str) -> Result<GoUrl, String> {
+/// Go's `*url.Error` from `url.Parse`, with Go's exact text: `parse "<url>": <reason>` (the
+/// kube-apiserver's message for an issuer or discovery URL it refuses).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("parse {}: {reason}", quote(.url))]
+pub struct GoUrlError {
+    /// The URL parsed (without its fragment when the fragment was not the problem).
+    pub url: String,
+    /// Go's reason, e.g. `missing protocol scheme`.
+    pub reason: String,
+}
+
+/// `url.Parse(raw)`.
+///
+/// # Errors
+/// Go's `*url.Error`: the URL does not parse.
+pub fn parse(raw: &str) -> Result<GoUrl, GoUrlError> {
     let (u, frag) = match raw.split_once('#') {
         Some((u, f)) => (u, Some(f)),
         None => (raw, None),
     };
-    let mut url = parse_inner(u).map_err(|e| format!("parse {}: {e}", quote(u)))?;
+    let mut url = parse_inner(u).map_err(|reason| GoUrlError {
+        url: u.to_owned(),
+        reason,
+    })?;
     if let Some(frag) = frag.filter(|f| !f.is_empty()) {
-        url.fragment = unescape(frag, Mode::Fragment).map_err(|e| format!("parse {}: {e}", quote(raw)))?;
+        url.fragment = unescape(frag, Mode::Fragment).map_err(|reason| GoUrlError {
+            url: raw.to_owned(),
+            reason,
+        })?;
     }
     Ok(url)
 }
@@ -341,7 +361,7 @@ mod tests {
         for (raw, want) in cases {
             match parse(raw) {
                 Ok(_) => assert_eq!(want, "ok", "{raw}"),
-                Err(e) => assert_eq!(e, want, "{raw}"),
+                Err(e) => assert_eq!(e.to_string(), want, "{raw}"),
             }
         }
     }

@@ -17,12 +17,38 @@ use std::collections::HashMap;
 use granit_parser::{Event, Parser, ScalarStyle};
 use serde_json::{Map, Number, Value};
 
-/// The first YAML document of `text` as the JSON value Go would decode; the error says why
-/// there is none.
-pub fn to_json(text: &str) -> Result<Value, String> {
+/// Why a YAML text has no JSON value, in the words the kube-apiserver's conversion uses where
+/// it has them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GoYamlError {
+    /// The text is not YAML (the parser's message, with its position).
+    #[error("{0}")]
+    Syntax(String),
+    /// The document ends inside a node.
+    #[error("unexpected end of the YAML document")]
+    UnexpectedEnd,
+    /// An alias names no anchor defined before it.
+    #[error("unknown anchor")]
+    UnknownAnchor,
+    /// A mapping repeats a key (an error for the strict conversion).
+    #[error("key {0:?} already set in map")]
+    DuplicateKey(String),
+    /// An event that cannot start a node.
+    #[error("unexpected YAML event {0}")]
+    UnexpectedEvent(String),
+    /// A value JSON cannot carry (`.inf`, `.nan`).
+    #[error("json: unsupported value: {0}")]
+    UnsupportedValue(String),
+}
+
+/// The first YAML document of `text` as the JSON value Go would decode.
+///
+/// # Errors
+/// Why there is none: the text is not YAML, or it holds what the conversion refuses.
+pub fn to_json(text: &str) -> Result<Value, GoYamlError> {
     let mut events = Vec::new();
     for next in Parser::new_from_str(text) {
-        let (event, _) = next.map_err(|e| e.to_string())?;
+        let (event, _) = next.map_err(|e| GoYamlError::Syntax(e.to_string()))?;
         match event {
             Event::Comment(..) | Event::StreamStart | Event::DocumentStart(..) => {}
             Event::DocumentEnd | Event::StreamEnd => break,
@@ -47,12 +73,12 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn node(&mut self) -> Result<Value, String> {
+    fn node(&mut self) -> Result<Value, GoYamlError> {
         let event = self
             .events
             .get(self.pos)
             .cloned()
-            .ok_or_else(|| "unexpected end of the YAML document".to_string())?;
+            .ok_or(GoYamlError::UnexpectedEnd)?;
         self.pos += 1;
         let (value, anchor) = match event {
             Event::Scalar(text, style, anchor, tag) => {
@@ -60,10 +86,7 @@ impl Builder<'_> {
                 (scalar(&text, style, tag.as_deref())?, anchor)
             }
             Event::Alias(id) => (
-                self.anchors
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| "unknown anchor".to_string())?,
+                self.anchors.get(&id).cloned().ok_or(GoYamlError::UnknownAnchor)?,
                 0,
             ),
             Event::SequenceStart(_, anchor, _) => {
@@ -80,14 +103,14 @@ impl Builder<'_> {
                     let key = key_text(&self.node()?);
                     let value = self.node()?;
                     if map.contains_key(&key) {
-                        return Err(format!("key {key:?} already set in map"));
+                        return Err(GoYamlError::DuplicateKey(key));
                     }
                     map.insert(key, value);
                 }
                 self.pos += 1;
                 (Value::Object(map), anchor)
             }
-            other => return Err(format!("unexpected YAML event {other:?}")),
+            other => return Err(GoYamlError::UnexpectedEvent(format!("{other:?}"))),
         };
         if anchor != 0 {
             self.anchors.insert(anchor, value.clone());
@@ -105,7 +128,7 @@ fn key_text(v: &Value) -> String {
     }
 }
 
-fn scalar(text: &str, style: ScalarStyle, tag: Option<&str>) -> Result<Value, String> {
+fn scalar(text: &str, style: ScalarStyle, tag: Option<&str>) -> Result<Value, GoYamlError> {
     const CORE: &str = "tag:yaml.org,2002:";
     let tag = tag.map(|t| t.replace("!!", CORE));
     match tag.as_deref() {
@@ -118,7 +141,7 @@ fn scalar(text: &str, style: ScalarStyle, tag: Option<&str>) -> Result<Value, St
 }
 
 /// go-yaml v2's `resolve` of a plain scalar.
-fn resolve(s: &str) -> Result<Value, String> {
+fn resolve(s: &str) -> Result<Value, GoYamlError> {
     match s {
         "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
             return Ok(Value::Bool(true));
@@ -128,7 +151,7 @@ fn resolve(s: &str) -> Result<Value, String> {
         }
         "" | "~" | "null" | "Null" | "NULL" => return Ok(Value::Null),
         ".nan" | ".NaN" | ".NAN" | ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf"
-        | "-.Inf" | "-.INF" => return Err(format!("json: unsupported value: {s}")),
+        | "-.Inf" | "-.INF" => return Err(GoYamlError::UnsupportedValue(s.to_owned())),
         _ => {}
     }
     let first = s.as_bytes()[0];
@@ -251,7 +274,12 @@ mod tests {
 
     #[test]
     fn refuses_a_repeated_key_and_infinite_floats() {
-        assert!(to_json("a: 1\na: 2\n").unwrap_err().contains("already set"));
+        assert!(
+            to_json("a: 1\na: 2\n")
+                .unwrap_err()
+                .to_string()
+                .contains("already set")
+        );
         assert!(to_json("a: .inf\n").is_err());
     }
 

@@ -15,7 +15,7 @@ use crate::crd::{AuthenticationSpec, TalosCluster, VersionContract};
 /// The most external providers `spec.authentication.external` may list.
 pub const MAX_EXTERNAL_ISSUERS: usize = 3;
 /// The ConfigMap the controller publishes the Ichor issuer's trust in.
-pub const TRUST_CONFIGMAP: &str = "ichor-oidc-trust";
+pub use crate::contract::TRUST_CONFIGMAP;
 
 /// A validated, rendered authentication configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,6 +11,16 @@ pub const TALOS_API_VERSION: &str = "v1alpha1";
 /// The Talos document kind.
 pub const TALOS_KIND: &str = "KubeAuthenticationConfig";
 
+/// sha256 (hex) of a document as a machine's `appliedDocumentHashes` and a rollout's
+/// `previousDocument` record it: the canonical form of a `KubeAuthenticationConfig` (as the
+/// renderer hashes its own), else the document's bytes.
+pub fn document_sha256(yaml: &str) -> String {
+    serde_yaml::from_str::<KubeAuthenticationConfig>(yaml)
+        .ok()
+        .and_then(|d| d.sha256_hex().ok())
+        .unwrap_or_else(|| hex::encode(Sha256::digest(yaml.as_bytes())))
+}
+
 /// `{apiVersion: v1alpha1, kind: KubeAuthenticationConfig, configuration: {...}}`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -162,7 +162,7 @@ fn validate_url(u: &str, disallowed: Option<&BTreeSet<&str>>, path: &str, errs: 
     let parsed = match super::gourl::parse(u) {
         Ok(parsed) => parsed,
         Err(e) => {
-            errs.push(FieldError::invalid(path, u, e));
+            errs.push(FieldError::invalid(path, u, e.to_string()));
             return;
         }
     };

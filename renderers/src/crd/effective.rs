@@ -5,10 +5,16 @@
 //! installation by name is used; each field it sets replaces the flag's value, each it leaves out
 //! keeps the flag's; a value out of range keeps every flag value and is reported (the
 //! installation is the operator's to fix, and neither binary may stop meanwhile).
+//!
+//! The second-factor policy has no flag and fails closed: it is the installation's whenever that
+//! reads, even when another field is out of range, and when it does not read (a role named
+//! badly, too many roles: only possible past the CRD's schema) a second factor is required of
+//! everyone until it is fixed — the web UI stays open to them, so they can enrol.
 
 use std::collections::BTreeMap;
 
-use super::{UsersSettings, UsersSpec};
+use super::{SecondFactorSpec, UsersSettings, UsersSpec};
+use crate::auth::second_factor_policy::SecondFactorPolicy;
 
 /// The settings in force and, when the installation's could not be used as given, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +45,8 @@ pub fn effective(fallback: &UsersSettings, installations: &BTreeMap<String, Opti
             .kube_api_tls_server_name
             .filter(|s| !s.is_empty())
             .or_else(|| fallback.kube_api_tls_server_name.clone()),
+        credentials_layout: spec.credentials_layout,
+        second_factor: spec.second_factor.clone(),
     };
     let more = (installations.len() > 1).then(|| {
         format!(
@@ -51,12 +59,26 @@ pub fn effective(fallback: &UsersSettings, installations: &BTreeMap<String, Opti
             settings,
             problem: more,
         },
-        Err(e) => Effective {
-            settings: fallback.clone(),
-            problem: Some(format!(
-                "IchorInstallation {name}: {e}; the flags are used instead"
-            )),
-        },
+        Err(e) => {
+            let mut settings = fallback.clone();
+            let mut problem = format!("IchorInstallation {name}: {e}; the flags are used instead");
+            match spec
+                .second_factor
+                .as_ref()
+                .map(SecondFactorSpec::policy)
+                .transpose()
+            {
+                Ok(policy) => settings.second_factor = policy.unwrap_or_default(),
+                Err(_) => {
+                    settings.second_factor = SecondFactorPolicy::required_of_everyone();
+                    problem.push_str(", and a second factor is required of every user until it is fixed");
+                }
+            }
+            Effective {
+                settings,
+                problem: Some(problem),
+            }
+        }
     }
 }
 
@@ -71,6 +93,7 @@ mod tests {
             refresh_lifetime: GoDuration::from_secs(24 * 3600),
             kube_api_server_url: Some("https://k8s.example.com".into()),
             kube_api_tls_server_name: None,
+            second_factor: SecondFactorPolicy::default(),
         }
     }
 
@@ -120,6 +143,66 @@ mod tests {
         assert_eq!(
             e.problem.as_deref(),
             Some("2 IchorInstallations exist; the settings of a are used")
+        );
+    }
+
+    fn admin_required() -> crate::crd::SecondFactorSpec {
+        use crate::auth::second_factor_policy::SecondFactorLevel;
+        crate::crd::SecondFactorSpec {
+            default: None,
+            roles: BTreeMap::from([("admin".to_owned(), SecondFactorLevel::Required)]),
+        }
+    }
+
+    #[test]
+    fn the_installation_s_second_factor_policy_is_used_and_there_is_none_without_one() {
+        use crate::auth::second_factor_policy::SecondFactorLevel;
+        assert_eq!(
+            effective(&flags(), &BTreeMap::new()).settings.second_factor,
+            SecondFactorPolicy::default()
+        );
+        let mut spec = users(None, None).unwrap();
+        spec.second_factor = Some(admin_required());
+        let e = effective(&flags(), &BTreeMap::from([("ichor".to_owned(), Some(spec))]));
+        assert_eq!(e.problem, None);
+        assert_eq!(
+            e.settings.second_factor.level_for(&["admin"]),
+            SecondFactorLevel::Required
+        );
+        assert_eq!(e.settings.token_ttl, flags().token_ttl);
+    }
+
+    #[test]
+    fn another_value_out_of_range_does_not_turn_the_second_factor_policy_off() {
+        use crate::auth::second_factor_policy::SecondFactorLevel;
+        let mut spec = users(Some("16m"), None).unwrap();
+        spec.second_factor = Some(admin_required());
+        let e = effective(&flags(), &BTreeMap::from([("ichor".to_owned(), Some(spec))]));
+        assert_eq!(e.settings.token_ttl, flags().token_ttl, "the flags for the rest");
+        assert_eq!(
+            e.settings.second_factor.level_for(&["admin"]),
+            SecondFactorLevel::Required
+        );
+        assert!(e.problem.unwrap().contains("spec.users.tokenTTL: 16m"));
+    }
+
+    #[test]
+    fn an_unreadable_second_factor_policy_requires_a_factor_of_everyone() {
+        use crate::auth::second_factor_policy::SecondFactorLevel;
+        let mut spec = users(None, None).unwrap();
+        let mut bad = admin_required();
+        bad.roles.insert("Not A Role".to_owned(), SecondFactorLevel::Off);
+        spec.second_factor = Some(bad);
+        let e = effective(&flags(), &BTreeMap::from([("ichor".to_owned(), Some(spec))]));
+        assert_eq!(
+            e.settings.second_factor,
+            SecondFactorPolicy::required_of_everyone()
+        );
+        let problem = e.problem.unwrap();
+        assert!(
+            problem.starts_with("IchorInstallation ichor: spec.users.secondFactor.roles: \"Not A Role\"")
+                && problem.ends_with("a second factor is required of every user until it is fixed"),
+            "{problem}"
         );
     }
 

@@ -38,8 +38,65 @@ pub fn crd_files() -> Result<Vec<CrdFile>, serde_yaml::Error> {
             let name = crd.metadata.name.clone().unwrap_or_default();
             Ok(CrdFile {
                 path: format!("{dir}/{name}.yaml"),
-                yaml: format!("{HEADER}{}", serde_yaml::to_string(&crd)?),
+                yaml: format!("{HEADER}{}", quote_yaml11_booleans(&serde_yaml::to_string(&crd)?)),
             })
         })
         .collect()
+}
+
+/// The words YAML 1.1 reads as booleans and YAML 1.2 as strings.
+const YAML11_BOOLEANS: [&str; 16] = [
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF",
+];
+
+/// `yaml` with every plain scalar that YAML 1.1 would read as a boolean quoted, as a list item
+/// (`- off`) or a mapping value (`key: off`). serde_yaml writes YAML 1.2, where `off` is a string,
+/// but `kubectl` and Helm read YAML 1.1, where it is `false`: an enum value `off` written plain
+/// would reach the apiserver as a boolean.
+fn quote_yaml11_booleans(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len());
+    for line in yaml.split_inclusive('\n') {
+        let (body, newline) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+        let value_at = if let Some(item) = body.trim_start().strip_prefix("- ") {
+            Some(body.len() - item.len())
+        } else {
+            body.find(": ").map(|i| i + 2)
+        };
+        match value_at {
+            Some(at) if YAML11_BOOLEANS.contains(&&body[at..]) => {
+                out.push_str(&body[..at]);
+                out.push('\'');
+                out.push_str(&body[at..]);
+                out.push('\'');
+                out.push_str(newline);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_1_1_booleans_are_quoted_and_nothing_else_changes() {
+        let yaml = "enum:\n- off\n- optional\n- 'on'\ndefault: no\nname: off-peak\ndescription: turned off\n";
+        assert_eq!(
+            quote_yaml11_booleans(yaml),
+            "enum:\n- 'off'\n- optional\n- 'on'\ndefault: 'no'\nname: off-peak\ndescription: turned off\n"
+        );
+    }
+
+    #[test]
+    fn the_second_factor_levels_reach_kubectl_as_strings() {
+        let files = crd_files().unwrap();
+        let installation = files
+            .iter()
+            .find(|f| f.path.ends_with("ichorinstallations.ichor.maesh.dev.yaml"))
+            .unwrap();
+        assert!(installation.yaml.contains("- 'off'"), "{}", installation.yaml);
+        assert!(!installation.yaml.contains("- off\n"));
+    }
 }

@@ -1,10 +1,15 @@
 //! The part of `IchorInstallation` identity reads: `spec.users`, the runtime settings of the
-//! issuer (token TTL, refresh lifetime, kubeconfig server).
+//! issuer (token TTL, refresh lifetime, kubeconfig server) and the credentials layout asked
+//! for; and the part it writes: `status.credentials`, where the credentials are and how far a
+//! move between layouts has come (docs/credentials-sharding.md, "Migration").
+
+use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::GoDuration;
+use crate::auth::second_factor_policy::{SecondFactorLevel, SecondFactorPolicy, SecondFactorPolicyError};
 
 /// The Ichor installation (identity's view: `spec.users`).
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -13,6 +18,7 @@ use super::GoDuration;
     version = "v1alpha1",
     kind = "IchorInstallation",
     plural = "ichorinstallations",
+    status = "IchorInstallationStatus",
     derive = "PartialEq",
     doc = "The Ichor installation (identity's view: spec.users, the issuer's runtime settings)."
 )]
@@ -44,6 +50,102 @@ pub struct UsersSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub kube_api_tls_server_name: Option<String>,
+    /// Where users' credentials are to be kept: `perUser` (the default: one Secret per user in
+    /// the credentials namespace) or `legacy` (the one Secret `ichor-user-credentials`; asking
+    /// for it after the move moves every entry back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_layout: Option<CredentialsLayout>,
+    /// Who must have a second factor: a level (`off`, `optional`, `required`) by default and per
+    /// role; a user's level is the strictest of the default and their roles'. Absent: `off` for
+    /// everyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_factor: Option<SecondFactorSpec>,
+}
+
+/// `spec.users.secondFactor`: the second-factor policy as written.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecondFactorSpec {
+    /// The level of every user whose roles ask for nothing stricter: `off` (enrolment not
+    /// offered), `optional` (offered) or `required` (no Kubernetes token until the user has a
+    /// factor). Default `off`. Quote `"off"` in YAML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<SecondFactorLevel>,
+    /// A level per role name (at most 16 roles, each `^[a-z][a-z0-9-]{0,30}$`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    #[x_kube(
+        validation = Rule::new("self.all(r, size(r) <= 31 && r.matches('^[a-z][a-z0-9-]{0,30}$'))")
+            .message("each role must match ^[a-z][a-z0-9-]{0,30}$"),
+    )]
+    pub roles: BTreeMap<String, SecondFactorLevel>,
+}
+
+impl SecondFactorSpec {
+    /// The policy this spec asks for, checked.
+    ///
+    /// # Errors
+    /// [`SecondFactorPolicyError`], naming the field.
+    pub fn policy(&self) -> Result<SecondFactorPolicy, SecondFactorPolicyError> {
+        SecondFactorPolicy::new(self.default.unwrap_or_default(), self.roles.clone())
+    }
+}
+
+/// A credentials layout an installation asks for (`spec.users.credentialsLayout`; `perUser` when
+/// unset).
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum CredentialsLayout {
+    /// Every entry in the one Secret `ichor-user-credentials`.
+    Legacy,
+    /// One Secret per user in the credentials namespace.
+    #[default]
+    PerUser,
+}
+
+impl UsersSpec {
+    /// The credentials layout asked for, `perUser` when unset.
+    pub fn credentials_layout(&self) -> CredentialsLayout {
+        self.credentials_layout.unwrap_or_default()
+    }
+}
+
+/// What identity reports on the installation.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IchorInstallationStatus {
+    /// Where users' credentials are and how far a move between layouts has come.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<CredentialsStatus>,
+}
+
+/// `status.credentials`: the controller's account of the credentials layout.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsStatus {
+    /// Where the credentials are now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<CredentialsPhase>,
+    /// Entries moved to the layout asked for so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<u64>,
+    /// Entries still to move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<u64>,
+}
+
+/// Where the credentials are (`status.credentials.layout`).
+#[derive(schemars::JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum CredentialsPhase {
+    /// In the one Secret `ichor-user-credentials`.
+    Legacy,
+    /// Moving to one Secret per user: the legacy Secret's keys are only removed.
+    Migrating,
+    /// Moving back into the one Secret: no per-user Secret is made.
+    Returning,
+    /// One Secret per user; the legacy Secret is gone.
+    PerUser,
 }
 
 /// The issuer settings after defaulting and range checks.
@@ -57,6 +159,8 @@ pub struct UsersSettings {
     pub kube_api_server_url: Option<String>,
     /// Kubeconfig `tls-server-name`.
     pub kube_api_tls_server_name: Option<String>,
+    /// The second-factor policy (`off` for everyone when unset).
+    pub second_factor: SecondFactorPolicy,
 }
 
 /// Why `spec.users` was refused.
@@ -71,6 +175,9 @@ pub enum UsersSettingsError {
     /// The kube API server URL is not an https URL.
     #[error("spec.users.kubeAPIServerURL: {0:?} must be an https URL")]
     KubeApiServerUrl(String),
+    /// The second-factor policy is not usable.
+    #[error(transparent)]
+    SecondFactor(#[from] SecondFactorPolicyError),
 }
 
 impl UsersSettings {
@@ -108,11 +215,18 @@ impl UsersSettings {
                 }
             }
         }
+        let second_factor = spec
+            .second_factor
+            .as_ref()
+            .map(SecondFactorSpec::policy)
+            .transpose()?
+            .unwrap_or_default();
         Ok(Self {
             token_ttl,
             refresh_lifetime,
             kube_api_server_url,
             kube_api_tls_server_name: spec.kube_api_tls_server_name.filter(|s| !s.is_empty()),
+            second_factor,
         })
     }
 }
@@ -127,6 +241,33 @@ mod tests {
             refresh_lifetime: Some(life.parse().unwrap()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_credentials_layout_defaults_to_per_user_and_reads_its_names() {
+        use serde_json::json;
+        assert_eq!(
+            UsersSpec::default().credentials_layout(),
+            CredentialsLayout::PerUser
+        );
+        let spec: UsersSpec = serde_json::from_value(json!({"credentialsLayout": "legacy"})).unwrap();
+        assert_eq!(spec.credentials_layout(), CredentialsLayout::Legacy);
+        let spec: UsersSpec = serde_json::from_value(json!({"credentialsLayout": "perUser"})).unwrap();
+        assert_eq!(spec.credentials_layout(), CredentialsLayout::PerUser);
+        assert!(serde_json::from_value::<UsersSpec>(json!({"credentialsLayout": "shards"})).is_err());
+        // Unset, it is not written: settings objects of earlier journals serialize as before.
+        assert_eq!(serde_json::to_value(UsersSpec::default()).unwrap(), json!({}));
+        let status = CredentialsStatus {
+            layout: Some(CredentialsPhase::Migrating),
+            moved: Some(10),
+            remaining: Some(990),
+        };
+        assert_eq!(
+            serde_json::to_value(status).unwrap(),
+            json!({"layout": "migrating", "moved": 10, "remaining": 990})
+        );
+        let done = CredentialsPhase::PerUser;
+        assert_eq!(serde_json::to_value(done).unwrap(), json!("perUser"));
     }
 
     #[test]
@@ -157,6 +298,58 @@ mod tests {
         assert!(UsersSettings::resolve(Some(&spec("5m", "59m"))).is_err());
         let e = UsersSettings::resolve(Some(&spec("5m", "721h"))).unwrap_err();
         assert!(e.to_string().starts_with("spec.users.refreshLifetime: 721h"));
+    }
+
+    #[test]
+    fn the_second_factor_policy_reads_its_levels_and_is_off_when_absent() {
+        use serde_json::json;
+        assert_eq!(
+            UsersSettings::resolve(None).unwrap().second_factor,
+            SecondFactorPolicy::default()
+        );
+        let spec: UsersSpec = serde_json::from_value(json!({"secondFactor": {
+            "default": "optional", "roles": {"admin": "required", "viewer": "off"}}}))
+        .unwrap();
+        let policy = UsersSettings::resolve(Some(&spec)).unwrap().second_factor;
+        assert_eq!(policy.default_level(), SecondFactorLevel::Optional);
+        assert_eq!(policy.level_for(&["admin"]), SecondFactorLevel::Required);
+        assert_eq!(policy.level_for(&["viewer"]), SecondFactorLevel::Optional);
+        // Only what is written is written back.
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap(),
+            json!({"secondFactor": {"default": "optional", "roles": {"admin": "required", "viewer": "off"}}})
+        );
+        let empty: UsersSpec = serde_json::from_value(json!({"secondFactor": {}})).unwrap();
+        assert_eq!(
+            UsersSettings::resolve(Some(&empty)).unwrap().second_factor,
+            SecondFactorPolicy::default()
+        );
+        assert!(serde_json::from_value::<UsersSpec>(json!({"secondFactor": {"default": "always"}})).is_err());
+        assert!(serde_json::from_value::<UsersSpec>(json!({"secondFactor": {"default": false}})).is_err());
+    }
+
+    #[test]
+    fn refuses_a_second_factor_policy_naming_a_role_badly_or_too_many_roles() {
+        let bad: UsersSpec =
+            serde_json::from_value(serde_json::json!({"secondFactor": {"roles": {"Admin": "required"}}}))
+                .unwrap();
+        let e = UsersSettings::resolve(Some(&bad)).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("spec.users.secondFactor.roles: \"Admin\" is not a valid role name"),
+            "{e}"
+        );
+        let roles: BTreeMap<String, SecondFactorLevel> = (0..17)
+            .map(|i| (format!("r{i}"), SecondFactorLevel::Required))
+            .collect();
+        let many = UsersSpec {
+            second_factor: Some(SecondFactorSpec { default: None, roles }),
+            ..Default::default()
+        };
+        assert_eq!(
+            UsersSettings::resolve(Some(&many)).unwrap_err().to_string(),
+            "spec.users.secondFactor.roles: 17 roles, at most 16 are allowed"
+        );
     }
 
     #[test]

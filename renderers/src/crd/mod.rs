@@ -25,21 +25,19 @@ pub use duration::{GoDuration, GoDurationError};
 pub use effective::{Effective, effective};
 pub use generate::{CrdFile, crd_files};
 pub use installation::{
-    IchorInstallation, IchorInstallationSpec, UsersSettings, UsersSettingsError, UsersSpec,
+    CredentialsLayout, CredentialsPhase, CredentialsStatus, IchorInstallation, IchorInstallationSpec,
+    IchorInstallationStatus, SecondFactorSpec, UsersSettings, UsersSettingsError, UsersSpec,
 };
 pub use machine::{MachineRole, TalosMachine, TalosMachineSpec, TalosMachineStatus};
 pub use operation::{
-    IDENTITY_MANAGER, MANAGED_BY_LABEL, NodeAction, OperationKind, OperationNodeResult, OperationPhase,
-    PreviousDocument, TalosOperation, TalosOperationSpec, TalosOperationStatus, is_identity_operation,
+    IDENTITY_MANAGER, MANAGED_BY_LABEL, NodeAction, NodeState, OperationKind, OperationNodeResult,
+    OperationPhase, PreviousDocument, TalosOperation, TalosOperationSpec, TalosOperationStatus,
+    is_identity_operation,
 };
 pub use user::{IchorUser, IchorUserSpec, IchorUserStatus, ichor_user_crd};
 
-/// The API group of every Ichor custom resource.
-pub const GROUP: &str = "ichor.maesh.dev";
-/// The served and stored version of the identity resources.
-pub const VERSION: &str = "v1alpha1";
-/// The namespace Ichor runs in and keeps its identity objects in.
-pub const NAMESPACE: &str = "ichor-system";
+/// The API group, version and namespace of the Ichor resources (defined in [`crate::contract`]).
+pub use crate::contract::{GROUP, NAMESPACE, VERSION};
 /// Condition type: the object is reconciled and usable.
 pub const CONDITION_READY: &str = "Ready";
 /// Condition type on `IchorUser`: a password hash exists for the user.

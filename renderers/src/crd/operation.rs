@@ -3,14 +3,12 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-/// The label naming the controller that drives a `TalosOperation`. Ichor core's controller and
-/// this subsystem's both read operations of kind `config`; the label keeps them apart, so no
-/// rollout is ever driven twice.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// The value of [`MANAGED_BY_LABEL`] on the operations this subsystem drives: the `config`
-/// operations `ichor config apply` creates (the apiserver-restart rollout). An operation
-/// without it is Ichor core's and is never written by this subsystem's controller.
-pub const IDENTITY_MANAGER: &str = "ichor-identity";
+/// The label naming the controller that drives a `TalosOperation`, and its value on the
+/// operations this subsystem drives (the `config` operations `ichor config apply` creates).
+/// Ichor core's controller and this subsystem's both read operations of kind `config`; the
+/// label keeps them apart, so no rollout is ever driven twice. An operation without it is Ichor
+/// core's and is never written by this subsystem's controller.
+pub use crate::contract::{IDENTITY_MANAGER, MANAGED_BY_LABEL};
 
 /// Whether an operation with these `metadata.labels` is this subsystem's to drive.
 pub fn is_identity_operation(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
@@ -185,6 +183,86 @@ pub enum OperationPhase {
     Failed,
 }
 
+/// Where one node of a `config` operation stands: the value of `status.nodes[].state`.
+///
+/// Per node the state moves `Pending` → `Applying` → `WaitingReady` → `Done`; a node whose
+/// `/readyz` does not come back in time moves `RollingBack` → `RolledBack`; a refusal or a
+/// failed recovery is `Failed`. The CRD keeps the field a plain string (Ichor core's
+/// operations may hold states of their own), so the names are written and compared through
+/// this enum and [`OperationNodeResult::node_state`], never spelled as literals.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeState {
+    /// Not started.
+    Pending,
+    /// The previous document is recorded; the apply is under way (or was interrupted).
+    Applying,
+    /// Applied; waiting for its `/readyz` to go down and come back.
+    WaitingReady,
+    /// Applied and ready again.
+    Done,
+    /// `/readyz` did not come back in time; the previous document is being restored.
+    RollingBack,
+    /// Restored to its previous document and ready again.
+    RolledBack,
+    /// The step failed (a refusal, or no recovery).
+    Failed,
+}
+
+impl NodeState {
+    /// Every state, in the order a node moves through them.
+    pub const ALL: [NodeState; 7] = [
+        NodeState::Pending,
+        NodeState::Applying,
+        NodeState::WaitingReady,
+        NodeState::Done,
+        NodeState::RollingBack,
+        NodeState::RolledBack,
+        NodeState::Failed,
+    ];
+
+    /// The name as `status.nodes[].state` holds it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Pending => "Pending",
+            NodeState::Applying => "Applying",
+            NodeState::WaitingReady => "WaitingReady",
+            NodeState::Done => "Done",
+            NodeState::RollingBack => "RollingBack",
+            NodeState::RolledBack => "RolledBack",
+            NodeState::Failed => "Failed",
+        }
+    }
+
+    /// The state named `name`; `None` for a name this subsystem does not write.
+    pub fn parse(name: &str) -> Option<NodeState> {
+        NodeState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for NodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<NodeState> for String {
+    fn from(state: NodeState) -> String {
+        state.as_str().to_owned()
+    }
+}
+
+impl PartialEq<NodeState> for String {
+    fn eq(&self, other: &NodeState) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<NodeState> for &str {
+    fn eq(&self, other: &NodeState) -> bool {
+        *self == other.as_str()
+    }
+}
+
 /// The result of one machine's step.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -192,6 +270,7 @@ pub struct OperationNodeResult {
     /// The `TalosMachine` name.
     pub machine: String,
     /// `Pending`, `Applying`, `WaitingReady`, `Done`, `RollingBack`, `RolledBack` or `Failed`.
+    // The names of `NodeState`; a string, so states of Ichor core's operations still decode.
     pub state: String,
     /// The machine's address when the step was planned (Talos API target and `/readyz` host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,4 +300,50 @@ pub struct OperationNodeResult {
     /// When the step ended (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+}
+
+impl OperationNodeResult {
+    /// The node's state, `None` when `state` holds a name this subsystem does not write.
+    pub fn node_state(&self) -> Option<NodeState> {
+        NodeState::parse(&self.state)
+    }
+
+    /// Sets the node's state.
+    pub fn set_state(&mut self, state: NodeState) {
+        self.state = state.into();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_states_serialise_as_the_names_the_status_holds() {
+        let names: Vec<&str> = NodeState::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Pending",
+                "Applying",
+                "WaitingReady",
+                "Done",
+                "RollingBack",
+                "RolledBack",
+                "Failed"
+            ]
+        );
+        for state in NodeState::ALL {
+            assert_eq!(
+                serde_json::to_value(state).ok(),
+                Some(serde_json::Value::String(state.as_str().to_owned()))
+            );
+            assert_eq!(NodeState::parse(state.as_str()), Some(state));
+            let mut node = OperationNodeResult::default();
+            node.set_state(state);
+            assert_eq!(node.state, state);
+            assert_eq!(node.node_state(), Some(state));
+        }
+        assert_eq!(NodeState::parse("Rebooting"), None);
+    }
 }

@@ -5,6 +5,7 @@
 //! other; a leaf renewal changes nothing here. Beside it, `ichor-ui-ca` publishes the CA alone for
 //! what must trust the UI's listener.
 
+use crate::contract::{CONTROLLER_MANAGER, MANAGED_BY_LABEL, PART_OF_LABEL, PART_OF_VALUE};
 use crate::trust::tls::IssuerService;
 use crate::trust::{INTERNAL_PORT, NAMESPACE, TRUST_CONFIGMAP, UI_CA_CONFIGMAP};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -81,15 +82,17 @@ impl IssuerTrust {
     }
 }
 
+/// The labels of the ConfigMaps the controller renders: managed by it, part of Ichor.
+fn controller_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (MANAGED_BY_LABEL.to_owned(), CONTROLLER_MANAGER.to_owned()),
+        (PART_OF_LABEL.to_owned(), PART_OF_VALUE.to_owned()),
+    ])
+}
+
 /// Renders `ichor-oidc-trust` in `ichor-system`, labelled as managed by the controller.
 pub fn render_trust_configmap(trust: &IssuerTrust) -> ConfigMap {
-    let labels = BTreeMap::from([
-        (
-            "app.kubernetes.io/managed-by".to_owned(),
-            "ichor-controller".to_owned(),
-        ),
-        ("app.kubernetes.io/part-of".to_owned(), "ichor".to_owned()),
-    ]);
+    let labels = controller_labels();
     let data = BTreeMap::from([
         (DISCOVERY_URL_KEY.to_owned(), trust.discovery_url.clone()),
         (CA_CRT_KEY.to_owned(), trust.ca_pem.clone()),
@@ -111,13 +114,7 @@ pub fn render_trust_configmap(trust: &IssuerTrust) -> ConfigMap {
 /// policy, a browser's trust store, `ichor` pointed at the UI). It carries the same CA as
 /// `ichor-oidc-trust` without the issuer's in-cluster address.
 pub fn render_ui_ca_configmap(ca_pem: &str) -> ConfigMap {
-    let labels = BTreeMap::from([
-        (
-            "app.kubernetes.io/managed-by".to_owned(),
-            "ichor-controller".to_owned(),
-        ),
-        ("app.kubernetes.io/part-of".to_owned(), "ichor".to_owned()),
-    ]);
+    let labels = controller_labels();
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(UI_CA_CONFIGMAP.to_owned()),

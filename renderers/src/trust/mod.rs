@@ -25,18 +25,11 @@ pub use keys::{HmacKey, KeysDocument, KeysError, RsaKey};
 pub use timeline::{KeyEffect, KeysPlan, TimelineSettings, plan};
 pub use tls::{CertFacts, IssuerService, TlsDecision, TlsEffect, decide, decide_ca};
 
-/// Namespace of every object of this module.
-pub const NAMESPACE: &str = "ichor-system";
-/// Secret holding the signing keys (`keys.json`); written by the controller only.
-pub const SIGNING_SECRET: &str = "ichor-oidc-signing";
-/// Secret holding the issuer's private CA (certificate and key).
-pub const CA_SECRET: &str = "ichor-oidc-ca";
-/// Secret holding the issuer's TLS leaf, served on the internal listener (8444).
-pub const TLS_SECRET: &str = "ichor-oidc-tls";
-/// ConfigMap publishing the public trust facts (`discoveryURL`, `ca.crt`).
-pub const TRUST_CONFIGMAP: &str = "ichor-oidc-trust";
-/// ConfigMap publishing the issuer CA alone (`ca.crt`), for clients of the UI's listener.
-pub const UI_CA_CONFIGMAP: &str = "ichor-ui-ca";
+/// The namespace of every object of this module, and the names of its Secrets and ConfigMaps
+/// (defined in [`crate::contract`]).
+pub use crate::contract::{
+    CA_SECRET, NAMESPACE, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP, UI_CA_CONFIGMAP,
+};
 /// Key of [`SIGNING_SECRET`] holding the keys document.
 pub const KEYS_JSON: &str = "keys.json";
 /// Port of the issuer's internal HTTPS listener (discovery and JWKS for the kube-apiserver).

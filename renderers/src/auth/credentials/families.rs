@@ -6,8 +6,8 @@
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    CredentialsEntry, FIRST_GENERATION, Family, MAX_CLIENT_LEN, MAX_FAMILIES, MAX_FAMILY_ID_LEN,
-    REFRESH_GRACE, is_valid_client_value, is_valid_family_id, whole_seconds,
+    CredentialsEntry, FIRST_GENERATION, Factors, Family, MAX_CLIENT_LEN, MAX_FAMILIES, MAX_FAMILY_ID_LEN,
+    REFRESH_GRACE, factors, is_valid_client_value, is_valid_family_id, whole_seconds,
 };
 
 /// A refused refresh-family operation.
@@ -25,6 +25,9 @@ pub enum FamilyError {
         /// `client` or `aud`.
         field: &'static str,
     },
+    /// An `amr` value outside [`AMR_VALUES`](super::AMR_VALUES), or one listed twice.
+    #[error("amr: {0}")]
+    InvalidAmr(String),
     /// The lifetime is not positive or `now + lifetime` is out of range.
     #[error("refresh lifetime: must be positive and end before the year 9999 (got {0})")]
     InvalidLifetime(SignedDuration),
@@ -131,6 +134,28 @@ impl CredentialsEntry {
         now: Timestamp,
         lifetime: SignedDuration,
     ) -> Result<Self, FamilyError> {
+        self.start_family_with_amr(id, client, aud, &[], now, lifetime)
+    }
+
+    /// As [`CredentialsEntry::start_family`], for a sign-in that proved `amr` (RFC 8176 values
+    /// of [`AMR_VALUES`](super::AMR_VALUES), e.g. `["pwd","otp","mfa"]`), which the family records and every
+    /// refresh repeats. `["pwd"]` and `[]` are the password-only default.
+    pub fn start_family_with_amr(
+        &self,
+        id: &str,
+        client: &str,
+        aud: &str,
+        amr: &[&str],
+        now: Timestamp,
+        lifetime: SignedDuration,
+    ) -> Result<Self, FamilyError> {
+        let amr: Vec<String> = amr.iter().map(|&value| value.to_owned()).collect();
+        factors::check_amr(&amr).map_err(FamilyError::InvalidAmr)?;
+        let amr = if factors::amr_is_password_only(&amr) {
+            Vec::new()
+        } else {
+            amr
+        };
         if !is_valid_family_id(id) {
             return Err(FamilyError::InvalidId);
         }
@@ -159,6 +184,7 @@ impl CredentialsEntry {
             iat,
             exp,
             rotated_at: None,
+            amr,
         };
         entry.families.insert(id.to_owned(), family);
         Ok(entry)
@@ -252,6 +278,17 @@ impl CredentialsEntry {
         let mut entry = self.revoke_all(now);
         entry.hash = hash;
         entry.must_change = must_change;
+        // Someone who held the old password can no longer hold the second step back.
+        entry.factors.failures = 0;
+        entry.factors.failed_at = None;
+        entry
+    }
+
+    /// An admin's factor reset (`SetPassword` with `resetFactors`): every factor removed,
+    /// `notBefore` = now and every family removed, in one write; the password is unchanged.
+    pub fn with_factors_reset(&self, now: Timestamp) -> Self {
+        let mut entry = self.revoke_all(now);
+        entry.factors = Factors::default();
         entry
     }
 

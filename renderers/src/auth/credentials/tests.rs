@@ -58,10 +58,10 @@ fn reads_the_seed_format_without_families() {
 
 #[test]
 fn refuses_an_unknown_version_by_number() {
-    let err = parse(r#"{"v":2,"hash":"x","somethingNew":true}"#).unwrap_err();
+    let err = parse(r#"{"v":3,"hash":"x","somethingNew":true}"#).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "credentials entry for user alice: unsupported version 2; this build reads version 1"
+        "credentials entry for user alice: unsupported version 3; this build reads versions 1 and 2"
     );
     let err = parse(r#"{"v":"1"}"#).unwrap_err();
     assert_eq!(
@@ -258,6 +258,7 @@ fn start_family_records_the_session() {
             iat: at(T0 + 60),
             exp: at(T0 + 60 + 12 * 3600),
             rotated_at: None,
+            amr: Vec::new(),
         }
     );
 }
@@ -508,6 +509,7 @@ fn family_strategy() -> impl Strategy<Value = Family> {
             iat: at(iat),
             exp: at(iat + life),
             rotated_at: rotated.map(|r| at(iat + r)),
+            amr: Vec::new(),
         })
 }
 
@@ -524,6 +526,7 @@ fn entry_strategy() -> impl Strategy<Value = CredentialsEntry> {
                 hash: format!("$argon2id$v=19$m=65536,t=3,p=4${tail}"),
                 not_before: Timestamp::new(second, nanos).unwrap(),
                 must_change,
+                factors: Factors::default(),
                 families,
             },
         )

@@ -106,11 +106,13 @@ pub enum UserAct {
     Disable,
     /// Deleting the user.
     Delete,
+    /// Removing every second factor of the user (`SetPassword` with `reset_factors`).
+    ResetFactors,
 }
 
 impl UserAct {
     /// The act as the refusal words it: "set the password of", "end the sessions of",
-    /// "re-enable", "take a role from", "disable", "delete".
+    /// "re-enable", "take a role from", "disable", "delete", "reset the second factors of".
     pub fn phrase(self) -> &'static str {
         match self {
             UserAct::SetPassword => "set the password of",
@@ -119,6 +121,7 @@ impl UserAct {
             UserAct::Demote => "take a role from",
             UserAct::Disable => "disable",
             UserAct::Delete => "delete",
+            UserAct::ResetFactors => "reset the second factors of",
         }
     }
 }

@@ -117,7 +117,7 @@ pub fn parse(bytes: &[u8], file_name: &str) -> Result<AuthenticationConfiguratio
                     file: file.clone(),
                     format: "YAML",
                     location: None,
-                    message: message.clone(),
+                    message: message.to_string(),
                 },
                 |e| yaml_syntax_error(&file, &e),
             )
