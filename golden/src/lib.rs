@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The fixture directory of one cluster shape.
 pub fn fixture(shape: &str) -> PathBuf {
@@ -56,4 +57,29 @@ pub fn chart_container(name: &str) -> (Vec<String>, Vec<String>) {
         strings(&container["args"], None),
         strings(&container["env"], Some("name")),
     )
+}
+
+/// Holds the binary `binary` to the chart: runs `binary ARGS --help` and asserts that it succeeds
+/// and that clap names every environment variable the chart sets on the container of Deployment
+/// `container` (at least eight of them) as one it reads. `what` names the command in a failure.
+///
+/// # Panics
+/// When the binary cannot run, or a variable is not read (the assertion of the tests).
+#[allow(clippy::expect_used)]
+pub fn assert_chart_variables_read(container: &str, binary: &Path, args: &[&str], what: &str) {
+    let (_args, names) = chart_container(container);
+    let help = Command::new(binary)
+        .args(args)
+        .arg("--help")
+        .output()
+        .expect("running the binary");
+    assert!(help.status.success());
+    let help = String::from_utf8(help.stdout).expect("UTF-8 help");
+    assert!(names.len() >= 8, "{names:?}");
+    for name in names {
+        assert!(
+            help.contains(&format!("env: {name}")),
+            "{name} is not read by {what}:\n{help}"
+        );
+    }
 }

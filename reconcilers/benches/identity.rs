@@ -7,16 +7,18 @@
 //! - `replay 100k events`: replay a generated journal of 100,000 events (throughput in events/s;
 //!   target > 50,000 events/s).
 //!
-//! Peak memory of the replay: `ichor-controller gen-journal /tmp/j.jsonl` then
+//! Peak memory of the replay: `ichor-controller gen-journal /tmp/j.jsonl` (a build with the `sim`
+//! feature) then
 //! `/usr/bin/time -v ichor-controller replay --summary /tmp/j.jsonl` (see hack/bench/identity.sh).
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ichor_controller_core::identity::{Controller, replay};
+use ichor_controller_core::sim::Sim;
+use ichor_controller_core::sim::workload::{Workload, generate};
 use ichor_graph::{Event, JournalReader, ObjectKey};
-use ichor_reconcile::identity::{Controller, replay};
-use ichor_reconcile::sim::Sim;
-use ichor_reconcile::sim::workload::{Workload, generate};
+use ichor_renderers::contract::NAMESPACE;
 use serde_json::json;
 
 /// The controller binary's allocator, so the numbers are the binary's.
@@ -41,7 +43,7 @@ fn changes(c: &mut Criterion) {
         b.iter(|| {
             i += 1;
             let name = format!("user-{:05}", i % 1000);
-            let key = ObjectKey::new("IchorUser", "ichor-system", name);
+            let key = ObjectKey::new("IchorUser", NAMESPACE, name);
             let Some(mut u) = sim.controller().world().get(&key).cloned() else {
                 return;
             };
@@ -57,7 +59,7 @@ fn changes(c: &mut Criterion) {
         b.iter(|| {
             j += 1;
             let name = format!("cluster-{:03}", j % 50);
-            let key = ObjectKey::new("TalosCluster", "ichor-system", name);
+            let key = ObjectKey::new("TalosCluster", NAMESPACE, name);
             let Some(mut o) = sim.controller().world().get(&key).cloned() else {
                 return;
             };

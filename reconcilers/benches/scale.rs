@@ -12,9 +12,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use ichor_controller_core::sim::Sim;
+use ichor_controller_core::sim::workload::{Workload, generate};
 use ichor_graph::{Event, ObjectKey};
-use ichor_reconcile::sim::Sim;
-use ichor_reconcile::sim::workload::{Workload, generate};
+use ichor_renderers::contract::NAMESPACE;
 use serde_json::json;
 
 /// The controller binary's allocator, so the numbers are the binary's.
@@ -60,7 +61,7 @@ fn scale(c: &mut Criterion) {
             b.iter(|| {
                 i += 1;
                 let name = format!("user-{:05}", i % users as u64);
-                let key = ObjectKey::new("IchorUser", "ichor-system", name);
+                let key = ObjectKey::new("IchorUser", NAMESPACE, name);
                 let mut u = sim
                     .controller()
                     .world()
@@ -79,7 +80,7 @@ fn scale(c: &mut Criterion) {
             b.iter(|| {
                 j += 1;
                 let name = format!("cluster-{:03}", j % clusters as u64);
-                let key = ObjectKey::new("TalosCluster", "ichor-system", name);
+                let key = ObjectKey::new("TalosCluster", NAMESPACE, name);
                 let mut o = sim
                     .controller()
                     .world()

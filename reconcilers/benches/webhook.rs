@@ -8,16 +8,16 @@
 //! is measured from the scheduled start (no coordinated omission).
 //!
 //! Environment: `WEBHOOK_BENCH_SECONDS` (default 10), `WEBHOOK_BENCH_RPS` (default 200).
-//! Run with `hack/bench/webhook.sh` or `cargo bench -p ichor-reconcilers --bench webhook`.
+//! Run with `hack/bench/webhook.sh` or `cargo bench -p ichor-controller --bench webhook`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ichor_reconcilers::admission::fixtures::{
+use ichor_controller::admission::fixtures::{
     FakeLister, FakeReviewer, LoopbackServer, ROOT, ServingPair, VIEWER, WEBHOOK_HOST, review, user,
 };
-use ichor_reconcilers::admission::{AdmissionState, ICHORUSERS_PATH, ServerOptions, controller_identity};
+use ichor_controller::admission::{AdmissionState, ICHORUSERS_PATH, ServerOptions, controller_identity};
 use ichor_testkit::load::{env_number, ms, open_loop, percentile};
 use serde_json::{Value, json};
 
@@ -62,7 +62,7 @@ async fn main() {
     let state = AdmissionState::new(
         Arc::new(FakeReviewer::failing()),
         lister.clone(),
-        controller_identity("ichor-system"),
+        controller_identity(ichor_renderers::contract::NAMESPACE),
     );
     let server = LoopbackServer::start(
         dir.path().to_path_buf(),

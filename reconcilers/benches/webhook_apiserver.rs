@@ -29,6 +29,7 @@ mod webhooks;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ichor_renderers::contract::{ADMIN_GROUP, WEBHOOK_CONFIGURATION};
 use ichor_testkit::control_plane::{ControlPlane, Options};
 use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE, ichor_user};
 use ichor_testkit::load::{env_number, ms, open_loop, percentile};
@@ -70,7 +71,7 @@ async fn drive(client: &reqwest::Client, base: &str, request: &Request, rate: u6
                 .patch(url.as_str())
                 .header("content-type", "application/merge-patch+json")
                 .header("impersonate-user", "ichor:alice")
-                .header("impersonate-group", "ichor:admin")
+                .header("impersonate-group", ADMIN_GROUP)
                 .body(body.to_string())
                 .send()
                 .await;
@@ -153,7 +154,7 @@ async fn main() -> anyhow::Result<()> {
     let kubeconfig = install::component_kubeconfig(&plane, 0, CONTROLLER_SERVICE_ACCOUNT)?;
     let replica = replicas::Replica::start(dir.path(), "ichor-controller-bench", &kubeconfig)?;
     let settle = Duration::from_secs(120);
-    install::wait_webhook_ca_bundles(&plane, "ichor-identity", settle)
+    install::wait_webhook_ca_bundles(&plane, WEBHOOK_CONFIGURATION, settle)
         .map_err(|e| e.context(replica.log_tail()))?;
     webhooks::serve_from(&plane, &replica)?;
 
@@ -191,7 +192,7 @@ async fn main() -> anyhow::Result<()> {
     let list = drive(&client, &base, &DISABLE_ADMIN, rate, seconds).await;
     report("webhook-last-admin-list", rate, &list);
     plane.kubectl_run(
-        &["delete", "validatingwebhookconfiguration", "ichor-identity"],
+        &["delete", "validatingwebhookconfiguration", WEBHOOK_CONFIGURATION],
         None,
     )?;
     // The apiserver drops the configuration from its informer shortly after the delete.

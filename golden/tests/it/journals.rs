@@ -3,7 +3,7 @@
 //! document) is snapshotted.
 //!
 //! The journals are committed files, written once by the simulated applier
-//! (`ichor_reconcile::sim`): its certificates have random keys, so generating them at test time
+//! (`ichor_controller_core::sim`): its certificates have random keys, so generating them at test time
 //! would change every fingerprint and hash. Committed, a replay is byte-for-byte deterministic and
 //! the snapshots are stable. They are written unredacted: the Secrets hold test material only
 //! (a public RSA test key, HMAC keys derived from their kid, throw-away certificates). To
@@ -13,15 +13,17 @@
 //! cargo test -p ichor-golden --test it -- --ignored journals::regenerate_journals
 //! INSTA_UPDATE=always cargo test -p ichor-golden --test it journals::
 //! ```
+//!
+//! (`journals::regenerate_per_user_journal` rewrites `per-user-deleted` alone.)
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::PathBuf;
 
+use ichor_controller_core::identity::{Controller, ReplayLine, ReplayReport, replay};
+use ichor_controller_core::sim::fixtures::{self, Auth};
+use ichor_controller_core::sim::{Sim, SimError};
 use ichor_graph::{Event, JournalReader, ObjectKey};
-use ichor_reconcile::identity::{Controller, ReplayLine, ReplayReport, replay};
-use ichor_reconcile::sim::fixtures::{self, Auth};
-use ichor_reconcile::sim::{Sim, SimError};
 use ichor_renderers::trust::tls::CertFacts;
 use jiff::{SignedDuration, Timestamp};
 
@@ -175,6 +177,50 @@ fn a_deleted_user_loses_its_credentials_key_and_users_get_their_conditions() {
     insta::assert_snapshot!("user-deleted", r.to_string());
 }
 
+#[test]
+fn a_deleted_users_own_secret_goes_after_its_legacy_key_and_another_users_stays() {
+    let r = replayed("per-user-deleted");
+    let actions = action_lines(&r);
+    for user in ["bob", "carol"] {
+        assert!(
+            actions
+                .iter()
+                .any(|a| a.starts_with(&format!("effect remove-credentials-key {user}"))),
+            "{actions:#?}"
+        );
+    }
+    assert!(!actions.iter().any(|a| a.contains("remove-credentials-key alice")));
+    assert!(!actions.iter().any(|a| a.contains("remove-credentials-key erin")));
+    // What the simulated applier did, as journaled: bob's legacy key, then his own Secret.
+    let text = std::fs::read_to_string(journal_path("per-user-deleted")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let bob_gone = seq_of_first_line_matching(
+        "per-user-deleted",
+        r#""key":{"kind":"IchorUser","namespace":"ichor-system","name":"bob"}"#,
+    );
+    let own_gone = seq_of_first_line_matching(
+        "per-user-deleted",
+        r#""key":{"kind":"Secret","namespace":"ichor-credentials","name":"ichor-user-bob"}"#,
+    );
+    let legacy_written = lines
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(bob_gone).unwrap_or(usize::MAX))
+        .find(|(_, l)| l.contains(r#""name":"ichor-user-credentials""#))
+        .map(|(i, _)| i as u64 + 1);
+    assert!(
+        legacy_written.is_some_and(|l| bob_gone < l && l < own_gone),
+        "bob's legacy key goes after his user and before his own Secret: {bob_gone} {legacy_written:?} {own_gone}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains(r#""type":"deleted""#) && l.contains(r#""name":"ichor-user-erin""#)),
+        "erin's own Secret stays"
+    );
+    insta::assert_snapshot!("per-user-deleted", r.to_string());
+}
+
 // ---------------------------------------------------------------------------------------------
 // The generator of the journals above (run on purpose; see the module documentation).
 
@@ -326,6 +372,34 @@ fn user_deleted() -> Result<(), SimError> {
     sim.flush()
 }
 
+/// Per-user credentials Secrets (as the metadata watch delivers them) beside the legacy
+/// Secret: bob has both, carol and erin their own Secret only; bob and carol are deleted.
+fn per_user_deleted() -> Result<(), SimError> {
+    let mut setup = Sim::new(std::io::sink())?;
+    base(&mut setup, true)?;
+    setup.step(Event::Tick(t0()))?;
+    let mut sim = fork(&setup, "per-user-deleted")?;
+    for user in ["alice", "bob", "carol", "erin"] {
+        sim.step(Event::Applied(fixtures::user(user, &["viewer"], false, 1)))?;
+    }
+    sim.step(Event::Applied(fixtures::credentials(&["alice", "bob"])))?;
+    for (user, uid) in [("bob", "uid-bob"), ("carol", "uid-carol"), ("erin", "uid-erin")] {
+        sim.step(Event::Applied(fixtures::per_user_credentials(user, uid)))?;
+    }
+    sim.step(Event::Tick(t0() + SignedDuration::from_mins(1)))?;
+    for user in ["bob", "carol"] {
+        sim.step(fixtures::deleted(&fixtures::user(user, &[], false, 1)))?;
+    }
+    sim.step(Event::Tick(t0() + SignedDuration::from_mins(2)))?;
+    sim.flush()
+}
+
+#[test]
+#[ignore = "rewrites the committed per-user golden journal; run on purpose"]
+fn regenerate_per_user_journal() {
+    per_user_deleted().expect("per-user-deleted");
+}
+
 #[test]
 #[ignore = "rewrites the committed golden journals; run on purpose"]
 fn regenerate_journals() {
@@ -333,4 +407,5 @@ fn regenerate_journals() {
     clusterip_change().expect("clusterip-change");
     leaf_renewal().expect("leaf-renewal");
     user_deleted().expect("user-deleted");
+    per_user_deleted().expect("per-user-deleted");
 }

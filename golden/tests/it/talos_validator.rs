@@ -67,28 +67,13 @@ fn documents_in(v: &serde_yaml::Value, out: &mut Vec<serde_yaml::Value>) {
 
 /// Every `KubeAuthenticationConfig` in the golden snapshots, as the renderer writes it.
 fn snapshotted() -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<PathBuf> = ["tests/it/snapshots", "../renderers/src/authn/snapshots"]
-        .iter()
-        .flat_map(|d| std::fs::read_dir(root.join(d)).expect("a snapshot directory"))
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            name.ends_with(".snap") && !name.ends_with(".txt.snap")
-        })
-        .collect();
-    files.sort();
+    let bodies = crate::snapshot_bodies::snapshot_bodies::<serde_yaml::Value>(|name| {
+        name.ends_with(".snap") && !name.ends_with(".txt.snap")
+    });
     let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("a snapshot");
-        // The insta header is a YAML document of its own; the body follows it.
-        let body = text.splitn(3, "---\n").nth(2).unwrap_or("");
-        let Ok(value) = serde_yaml::from_str::<serde_yaml::Value>(body) else {
-            continue;
-        };
+    for (name, value) in bodies {
         let mut found = Vec::new();
         documents_in(&value, &mut found);
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
         for (k, doc) in found.into_iter().enumerate() {
             let typed: KubeAuthenticationConfig = serde_yaml::from_value(doc)
                 .unwrap_or_else(|e| panic!("{name}: document {k} is not the renderer's {KIND}: {e}"));

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
+use ichor_renderers::contract::{CREDENTIALS_NAMESPACE, USER_CREDENTIALS_KEY, user_credentials_secret};
 use ichor_renderers::crd::{GROUP, IchorUser};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
@@ -90,8 +91,9 @@ pub trait UserLister: Send + Sync {
             })
     }
 
-    /// The credentials entry of user `name` (its key of the Secret `ichor-user-credentials` of
-    /// `namespace`) read from the kube-apiserver; `None` when there is none, or no Secret.
+    /// The credentials entry of user `name` read from the kube-apiserver: the entry of its own
+    /// Secret in the credentials namespace when there is one, else its key of the Secret
+    /// `ichor-user-credentials` of `namespace`; `None` when neither holds one.
     ///
     /// # Errors
     /// [`AdmissionError::ReadCredentials`] when the read fails, does not answer in time, or the
@@ -292,25 +294,75 @@ impl UserLister for KubeUserLister {
             name: name.to_owned(),
             reason,
         };
+        // The user's own Secret first: while an entry moves, a legacy copy may lag behind it.
+        // A parse failure is not shown: a parser's message may quote what it read.
+        let unreadable = |place: String| {
+            read_error(format!(
+                "the credentials entry in {place} cannot be read (its content is not shown)"
+            ))
+        };
+        let own = user_credentials_secret(name);
+        let own_entry = |secret: Secret| {
+            let Some(value) = secret.data.as_ref().and_then(|d| d.get(USER_CREDENTIALS_KEY)) else {
+                return Err(read_error(format!(
+                    "Secret {CREDENTIALS_NAMESPACE}/{own} holds no {USER_CREDENTIALS_KEY:?}"
+                )));
+            };
+            CredentialsEntry::parse(name, &value.0)
+                .map(Some)
+                .map_err(|_| unreadable(format!("Secret {CREDENTIALS_NAMESPACE}/{own}")))
+        };
+        if let Some(secret) = self.read_secret(CREDENTIALS_NAMESPACE, &own, name).await? {
+            return own_entry(secret);
+        }
+        let legacy = self.read_secret(namespace, CREDENTIALS_SECRET_NAME, name).await?;
+        if let Some(value) = legacy
+            .as_ref()
+            .and_then(|s| s.data.as_ref())
+            .and_then(|d| d.get(name))
+        {
+            return CredentialsEntry::parse(name, &value.0)
+                .map(Some)
+                .map_err(|_| unreadable(format!("Secret {namespace}/{CREDENTIALS_SECRET_NAME}")));
+        }
+        // Not in the legacy Secret either: a move between the two reads creates the user's own
+        // Secret before it removes the legacy key, so the own Secret is read once more.
+        match self.read_secret(CREDENTIALS_NAMESPACE, &own, name).await? {
+            Some(secret) => own_entry(secret),
+            None => Ok(None),
+        }
+    }
+}
+
+impl KubeUserLister {
+    /// The Secret `namespace/name` read from the kube-apiserver, bounded in time; `None` on 404
+    /// (no such Secret, or no such namespace); errors name `user`, whose entry is sought. Any
+    /// other refusal (a 403 included: the
+    /// controller's Role in that namespace is missing) is an error, which refuses.
+    async fn read_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+        user: &str,
+    ) -> Result<Option<Secret>, AdmissionError> {
+        let read_error = |reason: String| AdmissionError::ReadCredentials {
+            name: user.to_owned(),
+            reason,
+        };
         // Read as text and parsed here: the client's typed calls log a whole body they cannot
-        // parse, and this one holds every password hash.
+        // parse, and this one holds password hashes.
         let request = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/secrets"))
-            .get(CREDENTIALS_SECRET_NAME, &kube::core::params::GetParams::default())
+            .get(name, &kube::core::params::GetParams::default())
             .map_err(|e| read_error(e.to_string()))?;
         let text = match tokio::time::timeout(self.timeout, self.client.request_text(request)).await {
             Err(_) => return Err(read_error(format!("no answer within {:?}", self.timeout))),
             Ok(Err(kube::Error::Api(status))) if status.code == 404 => return Ok(None),
-            Ok(Err(e)) => return Err(read_error(short(&e))),
+            Ok(Err(e)) => return Err(read_error(format!("Secret {namespace}/{name}: {}", short(&e)))),
             Ok(Ok(text)) => text,
         };
-        let secret: Secret = serde_json::from_str(&text)
-            .map_err(|_| read_error(format!("Secret {CREDENTIALS_SECRET_NAME} does not parse")))?;
-        let Some(value) = secret.data.as_ref().and_then(|d| d.get(name)) else {
-            return Ok(None);
-        };
-        CredentialsEntry::parse(name, &value.0)
+        serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| read_error(e.to_string()))
+            .map_err(|_| read_error(format!("Secret {namespace}/{name} does not parse")))
     }
 }
 

@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use ichor_renderers::auth::credentials::CredentialsEntry;
+use ichor_renderers::contract::{
+    ADMIN_GROUP, API_VERSION, GROUP, OPERATOR_GROUP, USER_PREFIX, VERSION, VIEWER_GROUP,
+};
 use ichor_renderers::crd::{IchorUser, IchorUserSpec};
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::ResourceAttributes;
@@ -23,7 +26,7 @@ use super::review::{self, AdmissionRequest, ReviewError};
 use super::{AccessReviewer, AdmissionError, AdmissionState, ServerOptions, UserLister, serve_on};
 
 /// The namespace of every fixture object and review.
-pub const NAMESPACE: &str = "ichor-system";
+pub use ichor_renderers::contract::NAMESPACE;
 /// The `uid` of every fixture review.
 pub const REVIEW_UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
 /// The DNS name the kube-apiserver calls the webhooks by (the chart's Service), the name of
@@ -42,17 +45,17 @@ pub struct Who<'a> {
 /// An Ichor admin (`ichor:root`).
 pub const ROOT: Who<'static> = Who {
     user: "ichor:root",
-    groups: &["ichor:admin", "system:authenticated"],
+    groups: &[ADMIN_GROUP, "system:authenticated"],
 };
 /// An Ichor operator (`ichor:olga`).
 pub const OPERATOR: Who<'static> = Who {
     user: "ichor:olga",
-    groups: &["ichor:operator", "system:authenticated"],
+    groups: &[OPERATOR_GROUP, "system:authenticated"],
 };
 /// An Ichor viewer (`ichor:vera`).
 pub const VIEWER: Who<'static> = Who {
     user: "ichor:vera",
-    groups: &["ichor:viewer", "system:authenticated"],
+    groups: &[VIEWER_GROUP, "system:authenticated"],
 };
 
 /// An `AdmissionReview` v1 request for `operation` (`CREATE`, …) on an `ichor.maesh.dev` object
@@ -70,9 +73,9 @@ pub fn review(kind: &str, operation: &str, who: &Who<'_>, object: Value, old: Va
         "kind": "AdmissionReview",
         "request": {
             "uid": REVIEW_UID,
-            "kind": {"group": "ichor.maesh.dev", "version": "v1alpha1", "kind": kind},
-            "resource": {"group": "ichor.maesh.dev", "version": "v1alpha1", "resource": format!("{}s", kind.to_lowercase())},
-            "requestKind": {"group": "ichor.maesh.dev", "version": "v1alpha1", "kind": kind},
+            "kind": {"group": GROUP, "version": VERSION, "kind": kind},
+            "resource": {"group": GROUP, "version": VERSION, "resource": format!("{}s", kind.to_lowercase())},
+            "requestKind": {"group": GROUP, "version": VERSION, "kind": kind},
             "name": name,
             "namespace": NAMESPACE,
             "operation": operation,
@@ -107,7 +110,7 @@ pub fn request(
 /// An `IchorUser` object as a review carries it (display name = `name`).
 pub fn user(name: &str, roles: &[&str], disabled: bool) -> Value {
     json!({
-        "apiVersion": "ichor.maesh.dev/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "IchorUser",
         "metadata": {"name": name, "namespace": NAMESPACE, "uid": "9f1c"},
         "spec": {"displayName": name, "roles": roles, "disabled": disabled}
@@ -131,7 +134,7 @@ pub fn user_object(name: &str, roles: &[&str], disabled: bool) -> IchorUser {
 /// A `TalosCluster` object `prod` with `spec`.
 pub fn cluster(spec: Value) -> Value {
     json!({
-        "apiVersion": "ichor.maesh.dev/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "TalosCluster",
         "metadata": {"name": "prod", "namespace": NAMESPACE},
         "spec": spec
@@ -145,7 +148,7 @@ pub fn operation(kind: &str, action: Option<&str>) -> Value {
         spec["action"] = json!(action);
     }
     json!({
-        "apiVersion": "ichor.maesh.dev/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "TalosOperation",
         "metadata": {"name": "op-1", "namespace": NAMESPACE},
         "spec": spec
@@ -408,11 +411,11 @@ impl UserLister for FakeLister {
 /// `name` is one of theirs.
 fn fixture_requester(name: &str) -> Option<IchorUser> {
     [ROOT, OPERATOR, VIEWER].into_iter().find_map(|who| {
-        (who.user.strip_prefix("ichor:") == Some(name)).then(|| {
+        (who.user.strip_prefix(USER_PREFIX) == Some(name)).then(|| {
             let roles: Vec<&str> = who
                 .groups
                 .iter()
-                .filter_map(|g| g.strip_prefix("ichor:"))
+                .filter_map(|g| g.strip_prefix(USER_PREFIX))
                 .collect();
             user_object(name, &roles, false)
         })

@@ -1,10 +1,12 @@
 //! `/validate/ichorinstallations`: any change of `spec.users` (setting, editing or removing it,
 //! on create or update) needs `update` on `ichorinstallations/users`, which of the built-in roles
 //! only `ichor-admin` holds. `spec.users` is the session policy of every user (ID-token lifetime,
-//! refresh lifetime up to 30 days) and the server every user's kubeconfig names
+//! refresh lifetime up to 30 days), the second-factor policy (`secondFactor`: who gets no
+//! Kubernetes token without a second factor) and the server every user's kubeconfig names
 //! (`kubeAPIServerURL`, `kubeAPITLSServerName`): whoever changes it decides how long a stolen
-//! session lives and where every `kubectl` sends its tokens, so an operator's `update` on
-//! `ichorinstallations` alone is not enough. The rest of the object needs nothing here.
+//! session lives, whether a password alone reaches the cluster and where every `kubectl` sends
+//! its tokens, so an operator's `update` on `ichorinstallations` alone is not enough. The rest of
+//! the object needs nothing here.
 //!
 //! `spec.users` is compared as written (JSON), so a field this build does not know is a change
 //! too.
@@ -60,7 +62,7 @@ pub async fn review(state: &AdmissionState, req: &AdmissionRequest) -> Verdict {
         &req.user_info,
         &attrs,
         "spec.users",
-        "changing the session policy and the kubeconfig server",
+        "changing the session policy, the second-factor policy and the kubeconfig server",
     )
     .await
 }

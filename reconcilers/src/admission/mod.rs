@@ -15,7 +15,8 @@
 //!   on create, on an update that changes what the operation does and on a resume; unknown kinds,
 //!   `node` without an action and an action on another kind refused ([`operations`]);
 //! - `/validate/ichorinstallations` (CREATE, UPDATE): a change of `spec.users` (session policy,
-//!   kubeconfig server) needs `update` on `ichorinstallations/users` ([`installations`]).
+//!   second-factor policy, kubeconfig server) needs `update` on `ichorinstallations/users`
+//!   ([`installations`]).
 //!
 //! Every answer is an `AdmissionReview` v1 with the request's `uid`; a denial carries status code
 //! 403 and one sentence naming the field. Everything that cannot be decided is refused (fail
@@ -30,7 +31,8 @@
 //! [`router`] is the axum router (the four POST paths and `/healthz`); [`serve`] serves it over
 //! HTTPS with the serving pair `tls.crt`/`tls.key` of a directory, reloaded on change (the
 //! issuer's `server::tls` and `server::serve`, reused). Every replica serves webhooks.
-//! [`fixtures`] holds the documents, fakes and loopback server the tests and the benchmark share.
+//! `fixtures` (feature `fixtures`, off by default) holds the documents, fakes and loopback server
+//! the tests and the benchmark share; the shipped controller builds without it.
 //!
 //! # Caveats
 //! The Cilium values are checked statically (`renderers::cni` with no facts): the guards that
@@ -39,6 +41,7 @@
 
 pub mod access;
 pub mod clusters;
+#[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 mod http;
 pub mod installations;

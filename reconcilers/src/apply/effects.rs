@@ -1,7 +1,9 @@
 //! Effects: the performer runs on a blocking thread (key generation, certificate issuance)
 //! and the Secrets it produced are written whole, each conditioned on the resourceVersion the
-//! performer read; the removal of one credentials key is a JSON merge patch, made only after
-//! the key's `IchorUser` was read from the store and found absent or being deleted. A conditional write the API
+//! performer read; the removal of one user's credentials (a JSON merge patch of its legacy key,
+//! then a DELETE of its own Secret with the observed uid as precondition, see [`super::credentials`])
+//! is made only after the user's `IchorUser` was read from the store and found absent or being
+//! deleted. A conditional write the API
 //! server refuses (409) is stale: the objects it depended on are read again and handed back, and
 //! the graph decides again from them (never the applier).
 
@@ -11,9 +13,10 @@ use ichor_graph::{Action, EffectRequest, Event, Object, ObjectKey, World};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use ichor_reconcile::identity::{effects::RemoveCredentialsKeyRequest, still_a_user};
-use ichor_reconcile::perform::{self, Outcome, SecretData};
-use ichor_reconcile::problem::{Problem, ProblemKind};
+use ichor_controller_core::identity::{effects::RemoveCredentialsKeyRequest, still_a_user};
+use ichor_controller_core::perform::{self, Outcome, SecretData};
+use ichor_controller_core::problem::{Problem, ProblemKind};
+use ichor_renderers::contract::{PART_OF_LABEL, PART_OF_VALUE};
 
 use super::error::{ApplyError, Failure, classify, to_dynamic, to_value};
 use super::resources::observed;
@@ -88,7 +91,7 @@ impl KubeApplier {
                             ));
                             continue;
                         }
-                        Ok(None) => self.remove_credentials_key(world, &r).await,
+                        Ok(None) => self.remove_credentials(world, &r, &mut report.events).await,
                         Err(e) => Err(e),
                     };
                     (what, written)
@@ -161,7 +164,7 @@ impl KubeApplier {
                 meta["name"] = json!(secret.name);
                 meta["namespace"] = json!(self.namespace);
                 meta["resourceVersion"] = json!(rv);
-                meta["labels"]["app.kubernetes.io/part-of"] = json!("ichor");
+                meta["labels"][PART_OF_LABEL] = json!(PART_OF_VALUE);
                 if let Some(m) = meta.as_object_mut() {
                     m.remove("managedFields");
                 }
@@ -212,6 +215,37 @@ impl KubeApplier {
             }
             Ok(None) => Ok(None),
             Err(e) => Err(classify(&what, e).into_error(&what)),
+        }
+    }
+
+    /// Removes a gone user's credentials: its legacy key first (when the legacy Secret holds
+    /// one), then its own Secret (when one is observed). A legacy copy is read only while the
+    /// user's own Secret is absent, so the copy goes first: stopped in between, the own Secret
+    /// is still there and authoritative, and no stale copy can come back. The legacy write's
+    /// answer goes to `done` when a deletion follows it; a stale legacy write stops there.
+    async fn remove_credentials(
+        &self,
+        world: &World,
+        request: &RemoveCredentialsKeyRequest,
+        done: &mut Vec<Event>,
+    ) -> Result<Written, ApplyError> {
+        let legacy = if request.in_legacy {
+            Some(self.remove_credentials_key(world, request).await?)
+        } else {
+            None
+        };
+        match (legacy, &request.per_user) {
+            (Some(Written::Stale(fresh)), _) => Ok(Written::Stale(fresh)),
+            (Some(written), None) => Ok(written),
+            (Some(Written::Done(event)), Some(own)) => {
+                done.push(event);
+                self.delete_per_user_secret(request, own).await
+            }
+            (None, Some(own)) => self.delete_per_user_secret(request, own).await,
+            (None, None) => Err(ApplyError::Malformed {
+                what: format!("removal of the credentials of {:?}", request.key),
+                message: "the request names neither a legacy key nor a per-user Secret".to_owned(),
+            }),
         }
     }
 

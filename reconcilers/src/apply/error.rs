@@ -7,8 +7,8 @@ use kube::api::DynamicObject;
 use kube::core::Status;
 use serde_json::Value;
 
-use ichor_reconcile::perform::PerformError;
-use ichor_reconcile::problem::{Problem, ProblemKind};
+use ichor_controller_core::perform::PerformError;
+use ichor_controller_core::problem::{Problem, ProblemKind};
 
 /// Why one action (or one write of it) failed. Messages name the object and never hold Secret
 /// data.
@@ -73,6 +73,13 @@ pub enum ApplyError {
         /// The object.
         key: ObjectKey,
     },
+    /// The World holds a Secret to delete without its uid, so it cannot be deleted with the uid
+    /// precondition a removal of credentials needs.
+    #[error("{key}: no uid observed, so it is not deleted (never blind); wait for the watch")]
+    NoUid {
+        /// The object.
+        key: ObjectKey,
+    },
     /// An effect could not be performed.
     #[error(transparent)]
     Perform(#[from] PerformError),
@@ -107,6 +114,7 @@ impl ApplyError {
             | ApplyError::SpecOfInput { .. }
             | ApplyError::DeleteOfInput { .. }
             | ApplyError::NoResourceVersion { .. }
+            | ApplyError::NoUid { .. }
             | ApplyError::Malformed { .. } => ProblemKind::Other,
         }
     }

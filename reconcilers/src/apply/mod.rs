@@ -1,5 +1,5 @@
 //! The Kubernetes applier of `ichor-controller`: the cluster sink of the one reconcile loop
-//! (`ichor_reconcile::cycle`). It takes one evaluation's actions and performs
+//! (`ichor_controller_core::cycle`). It takes one evaluation's actions and performs
 //! them against the API server, and returns what the server answered so the caller folds it
 //! back into the World (`Event::Applied` / `Event::Deleted`) without waiting for the watch.
 //!
@@ -10,8 +10,8 @@
 //! | apply of the webhook configuration (`caBundle` only) | strategic merge patch of each differing webhook's `clientConfig.caBundle`, conditioned on the observed resourceVersion ([`webhook`]) |
 //! | delete of an owned object | DELETE with a resourceVersion precondition; 404 is success |
 //! | apply of `data` keys of an owned Secret (`keys.json` when keys are dated or dropped) | update (PUT) of the Secret as observed with those keys replaced, conditioned on its resourceVersion |
-//! | effects | [`ichor_reconcile::perform::perform`] on a blocking thread; each Secret created (absent) or replaced with the resourceVersion the performer read |
-//! | `remove-credentials-key` | GET of the key's `IchorUser` (quorum read; the key is kept, stale, when the user exists and is not being deleted), then JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials` |
+//! | effects | [`ichor_controller_core::perform::perform`] on a blocking thread; each Secret created (absent) or replaced with the resourceVersion the performer read |
+//! | `remove-credentials-key` | GET of the key's `IchorUser` (quorum read; the key is kept, stale, when the user exists and is not being deleted), then JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials` (when it holds the key), then DELETE of the user's own Secret of the credentials namespace (when observed) with `preconditions: {uid}`, its answer asked for as metadata and never read |
 //! | `rollout-apply`, `rollout-rollback`, `rollout-probe` | the Talos machine API and `/readyz` of one control plane, recorded in the operation's status ([`rollout`]) |
 //!
 //! **A 409 is never decided here.** A conditional write the API server refuses because its
@@ -25,6 +25,7 @@
 //! TalosOperation, IchorInstallation, Service) is never written and input objects are never
 //! deleted; no message formats Secret data.
 
+mod credentials;
 mod effects;
 mod error;
 mod objects;
@@ -43,13 +44,13 @@ use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
 use error::{Failure, classify, to_value};
-use ichor_reconcile::cycle::Report;
-use ichor_reconcile::perform::KeyMaterial;
-use ichor_reconcile::problem::{Problem, ProblemKind};
+use ichor_controller_core::cycle::Report;
+use ichor_controller_core::perform::KeyMaterial;
+use ichor_controller_core::problem::{Problem, ProblemKind};
 use resources::{Resource, observed, resource_for};
 
 /// The field manager of every write of the controller.
-pub const FIELD_MANAGER: &str = "ichor-controller";
+pub use ichor_renderers::contract::CONTROLLER_FIELD_MANAGER as FIELD_MANAGER;
 
 /// How conflicts are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

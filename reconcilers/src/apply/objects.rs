@@ -7,7 +7,7 @@ use ichor_graph::{Event, Object, ObjectKey, World};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 
-use ichor_reconcile::identity::conditions::stamp_transition_times;
+use ichor_controller_core::identity::conditions::stamp_transition_times;
 
 use super::error::{ApplyError, Failure, classify, to_dynamic, to_value};
 use super::resources::{Resource, apply_body, is_status_write, observed};

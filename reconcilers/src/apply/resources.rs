@@ -6,9 +6,9 @@ use kube::core::ApiResource;
 use serde_json::{Map, Value, json};
 
 /// The API group of the Ichor custom resources.
-pub const ICHOR_GROUP: &str = "ichor.maesh.dev";
+pub use ichor_renderers::contract::GROUP as ICHOR_GROUP;
 /// The version of the Ichor custom resources.
-pub const ICHOR_VERSION: &str = "v1alpha1";
+pub use ichor_renderers::contract::VERSION as ICHOR_VERSION;
 
 /// Where a kind lives in the API and what the controller may write to it.
 #[derive(Debug, Clone, PartialEq, Eq)]

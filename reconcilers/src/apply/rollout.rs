@@ -1,4 +1,4 @@
-//! The rollout's effects (`ichor_reconcile::identity::rollout`): the Talos machine API calls of
+//! The rollout's effects (`ichor_controller_core::identity::rollout`): the Talos machine API calls of
 //! one control plane's step and the `/readyz` probes, each recorded where the graph reads it.
 //!
 //! - `rollout-apply`: the node's machine configuration is read (COSI `MachineConfig`), the
@@ -30,33 +30,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ichor_graph::{EffectRequest, Event, Object, ObjectKey, World};
-use ichor_renderers::authn::talos::{KubeAuthenticationConfig, TALOS_KIND};
-use ichor_renderers::crd::{PreviousDocument, TalosOperationStatus};
-use ichor_talos::client::{TalosClient, TalosError};
-use ichor_talos::machine_config;
+use ichor_renderers::authn::talos::{TALOS_KIND, document_sha256};
+use ichor_renderers::crd::{NodeState, OperationNodeResult, TalosOperationStatus};
 use ichor_talos::readyz::{Observation as Probe, ReadyzProbe};
-use ichor_talos::talosconfig::{self, APID_PORT, Endpoint, TalosContext};
+use ichor_talos::rollout::{NodeSession, Sent, StepError as TalosStepError};
+use ichor_talos::talosconfig::{self, TalosContext};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use tonic::Code;
 
-use ichor_reconcile::identity::rollout::{
-    APPLYING, ApplyRequest, FAILED, KUBE_CA_KEY, OBSERVATION_KIND, Observation, PENDING, ProbeRequest,
-    ROLLING_BACK, RollbackRequest, TALOS_CREDENTIALS_SUFFIX, TALOSCONFIG_KEY, WAITING_READY,
-    observation_object,
+use ichor_controller_core::identity::rollout::{
+    ApplyRequest, KUBE_CA_KEY, ProbeRequest, RollbackRequest, TALOS_CREDENTIALS_SUFFIX, TALOSCONFIG_KEY,
+    probe_observation, record,
 };
-use ichor_reconcile::problem::{Problem, ProblemKind};
+use ichor_controller_core::problem::{Problem, ProblemKind};
 
 use super::error::{ApplyError, classify, to_value};
 use super::resources::{observed, resource_for};
 use super::{ApplyReport, FIELD_MANAGER, KubeApplier, Written, stale_problem};
 
 /// The field manager of the machines' `appliedDocumentHashes` entries this controller writes.
-pub const APPLIED_HASHES_MANAGER: &str = "ichor-controller-rollout";
-/// How long connecting to a node's Talos API may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub use ichor_renderers::contract::ROLLOUT_FIELD_MANAGER as APPLIED_HASHES_MANAGER;
 /// How long one Talos call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one `/readyz` probe may take.
@@ -109,15 +103,13 @@ impl From<ApplyError> for StepError {
     }
 }
 
-/// A Talos error: the transport and "busy" codes are transient, the rest a refusal.
-fn talos_error(e: TalosError) -> StepError {
-    match &e {
-        TalosError::Connect { .. } => StepError::Transient(ApplyError::Rollout(e.to_string())),
-        TalosError::Rpc {
-            code: Code::Unavailable | Code::DeadlineExceeded | Code::FailedPrecondition,
-            ..
-        } => StepError::Transient(ApplyError::Rollout(e.to_string())),
-        _ => StepError::Refused(e.to_string()),
+impl From<TalosStepError> for StepError {
+    /// The performer's refusal is recorded on the node; its transient failure is a problem.
+    fn from(e: TalosStepError) -> Self {
+        match e {
+            TalosStepError::Refused(m) => StepError::Refused(m),
+            TalosStepError::Transient(m) => StepError::Transient(ApplyError::Rollout(m)),
+        }
     }
 }
 
@@ -138,15 +130,6 @@ fn context_count(text: &str) -> usize {
                 .map(serde_yaml::Mapping::len)
         })
         .unwrap_or(0)
-}
-
-/// sha256 of a document as `appliedDocumentHashes` records it: the canonical form of a
-/// `KubeAuthenticationConfig` (as the renderer hashes its own), else the bytes.
-fn document_sha256(yaml: &str) -> String {
-    serde_yaml::from_str::<KubeAuthenticationConfig>(yaml)
-        .ok()
-        .and_then(|d| d.sha256_hex().ok())
-        .unwrap_or_else(|| hex::encode(Sha256::digest(yaml.as_bytes())))
 }
 
 impl KubeApplier {
@@ -295,32 +278,17 @@ impl KubeApplier {
         Ok(Credentials { talos, probe })
     }
 
-    /// A client for the node at `address` with its cluster's credentials (read afresh), and the
+    /// The node at `address`, connected with its cluster's credentials (read afresh), with the
     /// machine configuration it runs.
-    async fn node_config(
+    async fn node_session(
         &self,
         namespace: &str,
         cluster: &str,
         address: &str,
         machine: &str,
-    ) -> Result<(TalosClient, String), StepError> {
+    ) -> Result<NodeSession, StepError> {
         let creds = self.credentials(namespace, cluster).await?;
-        let mut client = Self::talos_client(&creds.talos, address).await?;
-        let current = client.machine_config(address).await.map_err(talos_error)?;
-        let current = String::from_utf8(current).map_err(|_| {
-            StepError::Refused(format!("node {machine}: its machine configuration is not UTF-8"))
-        })?;
-        Ok((client, current))
-    }
-
-    async fn talos_client(talos: &TalosContext, address: &str) -> Result<TalosClient, StepError> {
-        let endpoint = talos.endpoints.first().cloned().unwrap_or_else(|| Endpoint {
-            host: address.to_owned(),
-            port: APID_PORT,
-        });
-        TalosClient::connect(talos, &endpoint, CONNECT_TIMEOUT, CALL_TIMEOUT)
-            .await
-            .map_err(talos_error)
+        Ok(NodeSession::open(&creds.talos, address, machine, CALL_TIMEOUT).await?)
     }
 
     /// The operation as the graph saw it, and its status.
@@ -411,11 +379,7 @@ impl KubeApplier {
         step: usize,
         message: String,
     ) -> Result<Outcome, StepError> {
-        if let Some(node) = status.nodes.get_mut(step) {
-            node.state = FAILED.to_owned();
-            node.message = Some(message);
-            node.finished_at = Some((self.clock)().to_string());
-        }
+        record::refused(&mut status, step, message, (self.clock)());
         Ok(self
             .write_operation_status(op, op.resource_version.as_deref(), &status)
             .await?
@@ -424,8 +388,8 @@ impl KubeApplier {
 
     async fn rollout_apply(&self, world: &World, r: &ApplyRequest) -> Result<Outcome, StepError> {
         let (op, mut status) = Self::operation(world, &r.namespace, &r.operation)?;
-        let state = status.nodes.get(r.step).map(|n| n.state.clone());
-        if !matches!(state.as_deref(), Some(PENDING | APPLYING)) {
+        let state = status.nodes.get(r.step).and_then(OperationNodeResult::node_state);
+        if !matches!(state, Some(NodeState::Pending | NodeState::Applying)) {
             // Decided from an older status: the graph decides again from the current one.
             return Ok(Outcome::Stale(vec![Event::Applied(op)]));
         }
@@ -441,99 +405,77 @@ impl KubeApplier {
         status: &mut TalosOperationStatus,
         r: &ApplyRequest,
     ) -> Result<Outcome, StepError> {
-        let (mut client, current) = self
-            .node_config(&r.namespace, &r.cluster, &r.address, &r.machine)
+        let mut session = self
+            .node_session(&r.namespace, &r.cluster, &r.address, &r.machine)
             .await?;
-        let label = format!("the machine configuration of {}", r.machine);
-        let (merged, _) =
-            machine_config::replace_document(&label, &current, TALOS_KIND, &r.document, r.adopting)
-                .map_err(|e| StepError::Refused(e.to_string()))?;
-        let running = machine_config::extract_document(&current, TALOS_KIND)
-            .map_err(|e| StepError::Refused(e.to_string()))?;
-        let already_running = running.as_deref().map(document_sha256).as_deref() == Some(r.sha256.as_str());
+        let plan = session.plan_apply(TALOS_KIND, &r.document, &r.sha256, r.adopting, document_sha256)?;
         let mut rv = op.resource_version.clone();
         if r.previous.is_none() {
-            let previous = running;
-            let now = (self.clock)();
-            if let Some(node) = status.nodes.get_mut(r.step) {
-                node.state = APPLYING.to_owned();
-                node.started_at = Some(now.to_string());
-                node.message = None;
-                node.previous_document = Some(PreviousDocument {
-                    sha256: previous.as_deref().map(document_sha256),
-                    yaml: previous,
-                });
-            }
+            record::applying(
+                status,
+                r.step,
+                plan.running.clone(),
+                document_sha256,
+                (self.clock)(),
+            );
             match self.write_operation_status(op, rv.as_deref(), status).await? {
                 Written::Done(Event::Applied(written)) => rv = written.resource_version.clone(),
                 other => return Ok(other.into()),
             }
         }
-        let message = if already_running {
-            // An earlier attempt's apply went through and only its status write was lost (on a
-            // self-hosted control plane the apply restarts the very API server that write goes
-            // to): sending it again would restart the API server a second time.
-            tracing::info!(machine = %r.machine, "the node already runs the rendered document; not applied again");
-            "the node already runs the rendered document (not applied again); waiting for /readyz".to_owned()
-        } else {
-            let outcome = client
-                .apply_no_reboot(&r.address, merged.into_bytes())
-                .await
-                .map_err(talos_error)?;
-            tracing::info!(machine = %r.machine, details = %outcome.details, "configuration applied (NO_REBOOT)");
-            format!("applied ({}); waiting for /readyz", outcome.details)
+        let message = match session.apply(plan).await? {
+            Sent::AlreadyRunning => {
+                // An earlier attempt's apply went through and only its status write was lost (on
+                // a self-hosted control plane the apply restarts the very API server that write
+                // goes to): the performer did not send it again.
+                tracing::info!(machine = %r.machine, "the node already runs the rendered document; not applied again");
+                "the node already runs the rendered document (not applied again); waiting for /readyz"
+                    .to_owned()
+            }
+            Sent::Applied(outcome) => {
+                tracing::info!(machine = %r.machine, details = %outcome.details, "configuration applied (NO_REBOOT)");
+                format!("applied ({}); waiting for /readyz", outcome.details)
+            }
         };
         let machine = self
             .write_applied_hash(&r.namespace, &r.machine, Some(&r.sha256))
             .await?;
-        if let Some(node) = status.nodes.get_mut(r.step) {
-            node.state = WAITING_READY.to_owned();
-            node.applied_at = Some((self.clock)().to_string());
-            node.message = Some(message);
-        }
+        record::waiting_ready(status, r.step, message, (self.clock)());
         let written = self.write_operation_status(op, rv.as_deref(), status).await?;
         Ok(Outcome::from(written).and(machine))
     }
 
     async fn rollout_rollback(&self, world: &World, r: &RollbackRequest) -> Result<Outcome, StepError> {
         let (op, mut status) = Self::operation(world, &r.namespace, &r.operation)?;
-        let state = status.nodes.get(r.step).map(|n| n.state.clone());
-        if !matches!(state.as_deref(), Some(APPLYING | WAITING_READY)) {
+        let state = status.nodes.get(r.step).and_then(OperationNodeResult::node_state);
+        if !matches!(state, Some(NodeState::Applying | NodeState::WaitingReady)) {
             return Ok(Outcome::Stale(vec![Event::Applied(op)]));
         }
         let result: Result<Outcome, StepError> = async {
-            let (mut client, current) = self
-                .node_config(&r.namespace, &r.cluster, &r.address, &r.machine)
+            let mut session = self
+                .node_session(&r.namespace, &r.cluster, &r.address, &r.machine)
                 .await?;
-            let label = format!("the machine configuration of {}", r.machine);
-            let restored = match &r.previous.yaml {
-                Some(yaml) => machine_config::replace_document(&label, &current, TALOS_KIND, yaml, false)
-                    .map(|(c, _)| c),
-                None => machine_config::remove_document(&label, &current, TALOS_KIND),
-            }
-            .map_err(|e| StepError::Refused(e.to_string()))?;
-            let running = machine_config::extract_document(&current, TALOS_KIND)
-                .map_err(|e| StepError::Refused(e.to_string()))?;
-            if running.as_deref().map(document_sha256) == r.previous.sha256 {
-                // Already back (an earlier attempt's status write was lost): not sent again.
-                tracing::warn!(machine = %r.machine, reason = %r.reason,
-                    "the node already runs the previous document; not applied again");
-            } else {
-                let outcome = client
-                    .apply_no_reboot(&r.address, restored.into_bytes())
-                    .await
-                    .map_err(talos_error)?;
-                tracing::warn!(machine = %r.machine, reason = %r.reason, details = %outcome.details,
-                    "rolled back to the previous document");
+            let plan = session.plan_rollback(
+                TALOS_KIND,
+                r.previous.yaml.as_deref(),
+                r.previous.sha256.as_deref(),
+                document_sha256,
+            )?;
+            match session.rollback(plan).await? {
+                Sent::AlreadyRunning => {
+                    // Already back (an earlier attempt's status write was lost): not sent again.
+                    tracing::warn!(machine = %r.machine, reason = %r.reason,
+                        "the node already runs the previous document; not applied again");
+                }
+                Sent::Applied(outcome) => {
+                    tracing::warn!(machine = %r.machine, reason = %r.reason, details = %outcome.details,
+                        "rolled back to the previous document");
+                }
             }
             let machine = self
                 .write_applied_hash(&r.namespace, &r.machine, r.previous.sha256.as_deref())
                 .await?;
-            if let Some(node) = status.nodes.get_mut(r.step) {
-                node.state = ROLLING_BACK.to_owned();
-                node.rolled_back_at = Some((self.clock)().to_string());
-                node.message = Some(r.reason.clone());
-            }
+            record::rolling_back(&mut status, r.step, &r.reason, (self.clock)());
             let written = self
                 .write_operation_status(&op, op.resource_version.as_deref(), &status)
                 .await?;
@@ -555,30 +497,15 @@ impl KubeApplier {
             Err(StepError::Transient(e)) => return Err(e),
             Err(StepError::Refused(m)) => return Err(ApplyError::Rollout(m)),
         };
-        let answer = probe.check(&r.url).await;
-        let ready = answer == Probe::Ready;
-        let key = ObjectKey::new(OBSERVATION_KIND, r.namespace.as_str(), r.operation.as_str());
-        let seen_down_before = world
-            .get(&key)
-            .and_then(|o| serde_json::from_value::<Observation>(o.value.clone()).ok())
-            .is_some_and(|p| p.step == r.step && p.phase == r.phase && p.at >= r.since && p.saw_not_ready);
-        let observation = Observation {
-            step: r.step,
-            phase: r.phase,
-            machine: r.machine.clone(),
-            ready,
-            detail: match answer {
-                Probe::Ready => None,
-                Probe::NotReady(why) => Some(why.chars().take(256).collect()),
-            },
-            at: (self.clock)(),
-            seq: r.seq,
-            saw_not_ready: seen_down_before || !ready,
+        let detail = match probe.check(&r.url).await {
+            Probe::Ready => None,
+            Probe::NotReady(why) => Some(why),
         };
-        Ok(Written::Done(Event::Applied(observation_object(
-            &r.namespace,
-            &r.operation,
-            &observation,
+        Ok(Written::Done(Event::Applied(probe_observation(
+            world,
+            r,
+            detail,
+            (self.clock)(),
         ))))
     }
 }

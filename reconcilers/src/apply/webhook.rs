@@ -1,5 +1,5 @@
 //! The write of the webhook configuration's `caBundle`s. The graph decides them
-//! ([`ichor_reconcile::identity::webhook`]: the configuration as observed, each webhook's
+//! ([`ichor_controller_core::identity::webhook`]: the configuration as observed, each webhook's
 //! `clientConfig.caBundle` the Ichor CA) and the serving certificate (the `issue-webhook-leaf`
 //! effect, written like every effect's Secret); this module only carries the bundles out.
 //!
@@ -12,7 +12,7 @@ use ichor_graph::{Event, Object, World};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-pub use ichor_reconcile::identity::webhook::{
+pub use ichor_controller_core::identity::webhook::{
     CONFIGURATION_KIND, CertDecision, WEBHOOK_CERT_LIFETIME, WEBHOOK_CONFIGURATION, WEBHOOK_TLS_SECRET,
     decide_webhook_cert, webhook_sans,
 };

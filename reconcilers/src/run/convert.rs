@@ -6,9 +6,46 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ichor_graph::{Event, Object, ObjectKey};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use serde_json::Value;
+
+/// An object read by metadata only, as the graph keeps it: name, namespace, uid,
+/// resourceVersion, labels, creation and deletion timestamps, and nothing else. Annotations are
+/// left out on purpose: `kubectl apply` keeps the whole object it applied in one
+/// (`kubectl.kubernetes.io/last-applied-configuration`), a Secret's values included.
+pub fn metadata_only(object: PartialObjectMeta<DynamicObject>) -> DynamicObject {
+    let meta = object.metadata;
+    DynamicObject {
+        types: None,
+        metadata: ObjectMeta {
+            name: meta.name,
+            namespace: meta.namespace,
+            uid: meta.uid,
+            resource_version: meta.resource_version,
+            labels: meta.labels,
+            creation_timestamp: meta.creation_timestamp,
+            deletion_timestamp: meta.deletion_timestamp,
+            ..ObjectMeta::default()
+        },
+        data: Value::Object(serde_json::Map::new()),
+    }
+}
+
+/// A metadata watch's event as the whole-object event [`WatchState`] takes ([`metadata_only`]).
+pub fn metadata_event(
+    event: watcher::Event<PartialObjectMeta<DynamicObject>>,
+) -> watcher::Event<DynamicObject> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(metadata_only(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(metadata_only(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(metadata_only(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
 
 /// A watched object as the graph sees it: kind from the watched resource, namespace (empty for
 /// cluster-scoped objects), name and resourceVersion from its metadata, and its JSON with

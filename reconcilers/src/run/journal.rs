@@ -28,17 +28,30 @@ pub enum OpenError {
     },
 }
 
-/// The last sequence number of the journal at `path`: `Ok(None)` for no file or an empty one,
-/// `Err(reason)` for a journal with a defect.
-pub fn last_seq(path: &Path) -> Result<Option<u64>, String> {
+/// Why the journal at a path cannot be continued (it is then kept aside and a new one started).
+#[derive(Debug, thiserror::Error)]
+pub enum JournalDefect {
+    /// The file exists but could not be opened.
+    #[error("cannot open the journal: {0}")]
+    Open(#[source] std::io::Error),
+    /// A line could not be read or is not a journal entry.
+    #[error(transparent)]
+    Entry(#[from] ichor_graph::JournalError),
+}
+
+/// The last sequence number of the journal at `path`: `Ok(None)` for no file or an empty one.
+///
+/// # Errors
+/// The journal has a defect: it could not be opened, or a line is not an entry in sequence.
+pub fn last_seq(path: &Path) -> Result<Option<u64>, JournalDefect> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(JournalDefect::Open(e)),
     };
     let mut last = None;
     for entry in JournalReader::new(BufReader::new(file)) {
-        last = Some(entry.map_err(|e| e.to_string())?.seq);
+        last = Some(entry?.seq);
     }
     Ok(last)
 }

@@ -1,5 +1,5 @@
 //! `ichor-controller run`: the cluster driver of the one reconcile loop
-//! (`ichor_reconcile::cycle`).
+//! (`ichor_controller_core::cycle`).
 //!
 //! ```text
 //! watchers (one per input) ─► mpsc ─► Loop::ingest (journal, fold)
@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ichor_renderers::contract;
 use ichor_renderers::crd::{GoDuration, UsersSettings, UsersSettingsError, UsersSpec};
 use ichor_renderers::trust::NAMESPACE;
 use jiff::Timestamp;
@@ -36,10 +37,10 @@ use kube::Client;
 use tokio::sync::{mpsc, watch as signal};
 
 use self::observe::ClusterObserver;
-pub use ichor_reconcile::cycle::{Apply, CycleReport, DryRun, MAX_ROUNDS, Report};
+pub use ichor_controller_core::cycle::{Apply, CycleReport, DryRun, MAX_ROUNDS, Report};
 
 /// The cluster driver's loop: the one reconcile loop, observed as logs and metrics.
-pub type Loop = ichor_reconcile::cycle::Loop<ClusterObserver>;
+pub type Loop = ichor_controller_core::cycle::Loop<ClusterObserver>;
 /// The journal the loop writes (`--journal FILE`), Secret data redacted to sha256.
 pub type Journal = ichor_graph::JournalWriter<Box<dyn std::io::Write + Send>>;
 
@@ -52,11 +53,11 @@ use self::metrics::{Health, Metrics};
 use self::watch::{Batch, SyncState};
 use crate::admission::{self, AdmissionState, KubeAccessReviewer, KubeUserLister, UserCache};
 use crate::apply::KubeApplier;
+use ichor_controller_core::identity::Controller;
+use ichor_controller_core::identity::nodes::{users_fallback_object, with_publish_lead};
+use ichor_controller_core::identity::rollout::{self, RolloutSettings};
+use ichor_controller_core::perform::OsKeyMaterial;
 use ichor_graph::{Action, Event, World};
-use ichor_reconcile::identity::Controller;
-use ichor_reconcile::identity::nodes::{users_fallback_object, with_publish_lead};
-use ichor_reconcile::identity::rollout::{self, RolloutSettings};
-use ichor_reconcile::perform::OsKeyMaterial;
 use ichor_renderers::rollout::APISERVER_PORT;
 
 use ichor_server::logging::LogFormat;
@@ -90,7 +91,7 @@ pub struct RunArgs {
     #[arg(long, env = "ICHOR_CONTROLLER_NAMESPACE", default_value = NAMESPACE)]
     pub namespace: String,
     /// The Lease of the leader election.
-    #[arg(long, env = "ICHOR_CONTROLLER_LEASE_NAME", default_value = "ichor-controller")]
+    #[arg(long, env = "ICHOR_CONTROLLER_LEASE_NAME", default_value = contract::CONTROLLER_LEASE)]
     pub lease_name: String,
     /// The HTTPS port of the admission webhooks (served by every replica).
     #[arg(long, env = "ICHOR_CONTROLLER_WEBHOOK_PORT", default_value_t = 9443)]
@@ -107,7 +108,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "ICHOR_CONTROLLER_WEBHOOK_CONFIGURATION",
-        default_value = "ichor-identity"
+        default_value = contract::WEBHOOK_CONFIGURATION
     )]
     pub webhook_configuration: String,
     /// Where /metrics, /healthz and /readyz are served (plain HTTP).
@@ -119,7 +120,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "ICHOR_CONTROLLER_ISSUER_SERVICE_SELECTOR",
-        default_value = "app.kubernetes.io/component=ui"
+        default_value = contract::ISSUER_SELECTOR
     )]
     pub issuer_service_selector: String,
     /// The name of the issuer Service (the chart's): only the Service of this name that also
@@ -127,7 +128,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "ICHOR_CONTROLLER_ISSUER_SERVICE_NAME",
-        default_value = "ichor-issuer"
+        default_value = contract::ISSUER_SERVICE
     )]
     pub issuer_service_name: String,
     /// Log line format.
@@ -283,6 +284,7 @@ impl RunArgs {
             restart_grace_secs: secs(grace),
             poll_interval_millis: secs(poll) * 1000,
             apiserver_port: self.apiserver_port,
+            ..RolloutSettings::default()
         })
     }
 }
@@ -472,7 +474,7 @@ where
     let identity = match (&args.pod_name, args.leader_elect) {
         (Some(p), _) if !p.is_empty() => p.clone(),
         (_, true) => return Err(RunError::NoPodName),
-        _ => "ichor-controller".to_owned(),
+        _ => env!("CARGO_PKG_NAME").to_owned(),
     };
     let users_fallback = args.users_fallback()?;
     let rollout_settings = args.rollout_settings()?;

@@ -2,9 +2,9 @@
 //! and counted, sink problems counted by kind, the journal's failures, leadership and sync as
 //! gauges.
 
+use ichor_controller_core::cycle::{Decision, Observe, Report};
+use ichor_controller_core::identity::replay::describe;
 use ichor_graph::{Action, Event, JournalError};
-use ichor_reconcile::cycle::{Decision, Observe, Report};
-use ichor_reconcile::identity::replay::describe;
 use ichor_renderers::trust::TLS_SECRET;
 
 use super::metrics::{ActionLabels, Metrics, ProblemLabels, certificate_expiry};
@@ -117,7 +117,7 @@ impl Observe for ClusterObserver {
 
     fn unsettled(&mut self) {
         tracing::warn!(
-            rounds = ichor_reconcile::cycle::MAX_ROUNDS,
+            rounds = ichor_controller_core::cycle::MAX_ROUNDS,
             "the graph did not settle; the next cycle goes on"
         );
     }

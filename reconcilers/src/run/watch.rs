@@ -6,6 +6,10 @@
 //! The inputs (IchorUser, TalosCluster, TalosMachine, TalosOperation) and the issuer Service
 //! (by label selector) are watched in the controller's namespace; IchorInstallation is
 //! cluster-scoped.
+//!
+//! The Secrets of the credentials namespace (one per user, docs/credentials-sharding.md) are
+//! watched by metadata only (`PartialObjectMetadata`): the graph needs their names and uids,
+//! never an entry, so no password hash or refresh token reaches the controller through them.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,24 +18,26 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt as _;
 use ichor_graph::Event;
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
+use ichor_renderers::contract::CREDENTIALS_NAMESPACE;
 use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP, UI_CA_CONFIGMAP};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::convert::WatchState;
+use super::convert::{WatchState, metadata_event};
 use crate::admission::UserCacheFeed;
 
-pub use ichor_reconcile::identity::webhook::WEBHOOK_TLS_SECRET;
+pub use ichor_controller_core::identity::webhook::WEBHOOK_TLS_SECRET;
 /// The API group and version of the Ichor kinds.
-pub const ICHOR_GROUP: &str = "ichor.maesh.dev";
+pub use ichor_renderers::contract::GROUP as ICHOR_GROUP;
 /// The version of the Ichor kinds.
-pub const ICHOR_VERSION: &str = "v1alpha1";
+pub use ichor_renderers::contract::VERSION as ICHOR_VERSION;
 
 /// One watched input.
 #[derive(Debug, Clone)]
@@ -42,11 +48,61 @@ pub struct Source {
     pub resource: ApiResource,
     /// Watched in the controller's namespace (else cluster-wide).
     pub namespaced: bool,
+    /// Watched in this namespace instead of the controller's (when `namespaced`).
+    pub namespace: Option<String>,
+    /// Watched by metadata only: the objects carry their name, namespace, uid,
+    /// resourceVersion, labels and timestamps, never their content
+    /// ([`super::convert::metadata_only`]).
+    pub metadata_only: bool,
     /// Selectors.
     pub config: watcher::Config,
     /// A source whose list is refused (403, 404: RBAC or CRD missing) counts as synced and
     /// empty instead of holding readiness back; it is retried with backoff all the same.
     pub optional: bool,
+    /// What a refusal of an optional source means and what to do, for the log.
+    pub refused_hint: Option<String>,
+}
+
+impl Source {
+    /// A source of the controller's namespace (or cluster-wide), read whole, required.
+    fn new(label: String, resource: ApiResource, namespaced: bool, config: watcher::Config) -> Self {
+        Source {
+            label,
+            resource,
+            namespaced,
+            namespace: None,
+            metadata_only: false,
+            config,
+            optional: false,
+            refused_hint: None,
+        }
+    }
+
+    /// The same source, optional.
+    fn optional(mut self) -> Self {
+        self.optional = true;
+        self
+    }
+}
+
+/// The Secrets of [`CREDENTIALS_NAMESPACE`], by metadata only. Optional: the namespace is made
+/// by `ichor init`, not the chart, and while it (or the controller's Role in it) is missing the
+/// list is refused; the controller runs on, says so, and retries.
+pub fn credentials_source() -> Source {
+    Source {
+        label: format!("Secrets of {CREDENTIALS_NAMESPACE} (metadata)"),
+        resource: ApiResource::erase::<Secret>(&()),
+        namespaced: true,
+        namespace: Some(CREDENTIALS_NAMESPACE.to_owned()),
+        metadata_only: true,
+        config: watcher::Config::default(),
+        optional: true,
+        refused_hint: Some(format!(
+            "the namespace {CREDENTIALS_NAMESPACE} is missing, or the controller's Role there: \
+             per-user credentials are not seen (nor collected) until `ichor init` creates it and \
+             the chart is upgraded"
+        )),
+    }
 }
 
 fn ichor(kind: &str) -> ApiResource {
@@ -54,7 +110,7 @@ fn ichor(kind: &str) -> ApiResource {
 }
 
 /// The name of the chart's issuer Service.
-pub const ISSUER_SERVICE_NAME: &str = "ichor-issuer";
+pub use ichor_renderers::contract::ISSUER_SERVICE as ISSUER_SERVICE_NAME;
 
 /// [`sources_named`] for the chart's issuer Service, [`ISSUER_SERVICE_NAME`].
 pub fn sources(issuer_selector: &str, webhook_configuration: &str) -> Vec<Source> {
@@ -71,32 +127,32 @@ pub fn sources(issuer_selector: &str, webhook_configuration: &str) -> Vec<Source
 pub fn sources_named(issuer_selector: &str, issuer_name: &str, webhook_configuration: &str) -> Vec<Source> {
     let mut out = Vec::new();
     for kind in ["IchorUser", "TalosCluster", "TalosMachine", "TalosOperation"] {
-        out.push(Source {
-            label: kind.to_owned(),
-            resource: ichor(kind),
-            namespaced: true,
-            config: watcher::Config::default(),
-            optional: false,
-        });
+        out.push(Source::new(
+            kind.to_owned(),
+            ichor(kind),
+            true,
+            watcher::Config::default(),
+        ));
     }
     // Cluster-scoped; the graph falls back to default settings without one, so a cluster whose
     // RBAC does not grant it still runs.
-    out.push(Source {
-        label: "IchorInstallation".to_owned(),
-        resource: ichor("IchorInstallation"),
-        namespaced: false,
-        config: watcher::Config::default(),
-        optional: true,
-    });
-    out.push(Source {
-        label: format!("Service {issuer_name} ({issuer_selector})"),
-        resource: ApiResource::erase::<Service>(&()),
-        namespaced: true,
-        config: watcher::Config::default()
+    out.push(
+        Source::new(
+            "IchorInstallation".to_owned(),
+            ichor("IchorInstallation"),
+            false,
+            watcher::Config::default(),
+        )
+        .optional(),
+    );
+    out.push(Source::new(
+        format!("Service {issuer_name} ({issuer_selector})"),
+        ApiResource::erase::<Service>(&()),
+        true,
+        watcher::Config::default()
             .labels(issuer_selector)
             .fields(&format!("metadata.name={issuer_name}")),
-        optional: false,
-    });
+    ));
     for name in [
         SIGNING_SECRET,
         CA_SECRET,
@@ -104,31 +160,32 @@ pub fn sources_named(issuer_selector: &str, issuer_name: &str, webhook_configura
         WEBHOOK_TLS_SECRET,
         CREDENTIALS_SECRET_NAME,
     ] {
-        out.push(Source {
-            label: format!("Secret {name}"),
-            resource: ApiResource::erase::<Secret>(&()),
-            namespaced: true,
-            config: watcher::Config::default().fields(&format!("metadata.name={name}")),
-            optional: false,
-        });
+        out.push(Source::new(
+            format!("Secret {name}"),
+            ApiResource::erase::<Secret>(&()),
+            true,
+            watcher::Config::default().fields(&format!("metadata.name={name}")),
+        ));
     }
+    out.push(credentials_source());
     // Cluster-scoped; without it (or without the RBAC to watch it) no serving certificate is
     // issued, since nothing calls the webhooks.
-    out.push(Source {
-        label: format!("ValidatingWebhookConfiguration {webhook_configuration}"),
-        resource: ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
-        namespaced: false,
-        config: watcher::Config::default().fields(&format!("metadata.name={webhook_configuration}")),
-        optional: true,
-    });
+    out.push(
+        Source::new(
+            format!("ValidatingWebhookConfiguration {webhook_configuration}"),
+            ApiResource::erase::<ValidatingWebhookConfiguration>(&()),
+            false,
+            watcher::Config::default().fields(&format!("metadata.name={webhook_configuration}")),
+        )
+        .optional(),
+    );
     for name in [TRUST_CONFIGMAP, UI_CA_CONFIGMAP] {
-        out.push(Source {
-            label: format!("ConfigMap {name}"),
-            resource: ApiResource::erase::<ConfigMap>(&()),
-            namespaced: true,
-            config: watcher::Config::default().fields(&format!("metadata.name={name}")),
-            optional: false,
-        });
+        out.push(Source::new(
+            format!("ConfigMap {name}"),
+            ApiResource::erase::<ConfigMap>(&()),
+            true,
+            watcher::Config::default().fields(&format!("metadata.name={name}")),
+        ));
     }
     out
 }
@@ -237,23 +294,40 @@ pub fn spawn(
             } else {
                 None
             };
-            let api: Api<DynamicObject> = if source.namespaced {
-                Api::namespaced_with(client.clone(), namespace, &source.resource)
+            let namespace = source.namespace.as_deref().unwrap_or(namespace);
+            let mut stream = if source.metadata_only {
+                let api: Api<PartialObjectMeta<DynamicObject>> = if source.namespaced {
+                    Api::namespaced_with(client.clone(), namespace, &source.resource)
+                } else {
+                    Api::all_with(client.clone(), &source.resource)
+                };
+                watcher::watcher(api, source.config.clone())
+                    .default_backoff()
+                    .map(|item| item.map(metadata_event))
+                    .boxed()
             } else {
-                Api::all_with(client.clone(), &source.resource)
+                let api: Api<DynamicObject> = if source.namespaced {
+                    Api::namespaced_with(client.clone(), namespace, &source.resource)
+                } else {
+                    Api::all_with(client.clone(), &source.resource)
+                };
+                watcher::watcher(api, source.config.clone())
+                    .default_backoff()
+                    .boxed()
             };
             let tx = tx.clone();
             let sync = sync.clone();
             tokio::spawn(async move {
                 let mut state = WatchState::new(source.resource.clone());
                 let mut refused_logged = false;
-                let mut stream = watcher::watcher(api, source.config.clone())
-                    .default_backoff()
-                    .boxed();
                 let ichor_kind = source.resource.group == ICHOR_GROUP;
                 while let Some(item) = stream.next().await {
                     match item {
                         Ok(event) => {
+                            // `Init` comes before every retried list, answered or not.
+                            if !matches!(event, watcher::Event::Init) {
+                                refused_logged = false;
+                            }
                             // `Init` opens a (re)list before it is made; any other event
                             // means the apiserver answered the list or watch.
                             if ichor_kind
@@ -286,8 +360,12 @@ pub fn spawn(
                             let code = refusal_code(&e);
                             if source.optional && matches!(code, Some(403 | 404)) {
                                 if !std::mem::replace(&mut refused_logged, true) {
-                                    tracing::warn!(source = %source.label, error = %e,
-                                        "optional input refused; treated as empty (retried quietly)");
+                                    match &source.refused_hint {
+                                        Some(hint) => tracing::warn!(source = %source.label, error = %e,
+                                            "optional input refused: {hint}; treated as empty (retried quietly)"),
+                                        None => tracing::warn!(source = %source.label, error = %e,
+                                            "optional input refused; treated as empty (retried quietly)"),
+                                    }
                                 }
                                 sync.mark(i);
                             } else if ichor_kind && code == Some(404) {

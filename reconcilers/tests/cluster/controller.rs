@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use ichor_reconcile::sim::fixtures::{Auth, cluster, control_plane};
-use ichor_reconcilers::run::leader::LeaseConfig;
-use ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET;
+use ichor_controller::run::leader::LeaseConfig;
+use ichor_controller::run::watch::WEBHOOK_TLS_SECRET;
+use ichor_controller_core::sim::fixtures::{Auth, cluster, control_plane};
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
 use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP, UI_CA_CONFIGMAP};
 use ichor_testkit::control_plane::{ControlPlane, Options};
@@ -390,6 +390,12 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
     wait_status(&plane, "bob", "PasswordSet", "False").map_err(|e| e.context(logs(&replicas)))?;
     add_credentials_key(&plane, 0, "bob")?;
     wait_status(&plane, "bob", "PasswordSet", "True").map_err(|e| e.context(logs(&replicas)))?;
+    // bob also has a Secret of his own (what a move to the per-user layout leaves when it is cut
+    // short): collected with his key when he goes.
+    plane.apply(&crate::credentials::per_user_secret(
+        "bob",
+        &crate::credentials::entry("bob")?,
+    ))?;
     let after = owned(&plane)?;
     for name in OWNED_SECRETS {
         assert!(
@@ -426,7 +432,10 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
     let resumed = (|| -> anyhow::Result<()> {
         wait_status(&plane, "carol", "PasswordSet", "False")?;
         // bob's deletion and ghost2's arrival happened while the watch was cut.
-        wait_keys(&plane, &["alice"])
+        wait_keys(&plane, &["alice"])?;
+        wait::until("bob's own credentials Secret collected", SETTLE, || {
+            Ok(crate::credentials::own(&plane, "bob")?.is_none().then_some(()))
+        })
     })();
     resumed.map_err(|e| e.context(logs(&replicas)))?;
     replicas[standby].check_running()?;

@@ -1,8 +1,9 @@
 //! The chart and the CRDs on a real apiserver: the chart with users off, then with users on over
 //! it, is accepted object by object; every CRD Ichor installs or watches becomes established; the
 //! `IchorUser` rules (a DNS-label name that cannot change, the roles' pattern, count and
-//! uniqueness, the bounded informational fields) are enforced by the apiserver itself, with the
-//! messages a `kubectl apply` user sees (a golden file).
+//! uniqueness, the bounded informational fields) and the shape of
+//! `IchorInstallation.spec.users.secondFactor` (its levels, its roles' names and count) are
+//! enforced by the apiserver itself, with the messages a `kubectl apply` user sees (golden files).
 
 use std::fmt::Write as _;
 
@@ -142,5 +143,82 @@ fn the_apiserver_enforces_the_ichoruser_rules_with_the_messages_kubectl_shows() 
     // Nothing half-written: only alice exists.
     let names = plane.kubectl_run(&["get", "ichorusers", "-n", NAMESPACE, "-o", "name"], None)?;
     assert_eq!(names.trim(), "ichoruser.ichor.maesh.dev/alice");
+    Ok(())
+}
+
+/// An `IchorInstallation` named `ichor` whose `spec.users.secondFactor` is the YAML `policy`
+/// (indented under it), as an operator writes it for `kubectl apply`.
+fn installation_yaml(policy: &str) -> String {
+    let policy: String = policy.lines().map(|l| format!("      {l}\n")).collect();
+    format!(
+        "apiVersion: ichor.maesh.dev/v1alpha1\nkind: IchorInstallation\nmetadata:\n  name: ichor\n\
+         spec:\n  users:\n    secondFactor:\n{policy}"
+    )
+}
+
+#[test]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
+fn the_apiserver_enforces_the_second_factor_policy_s_shape_with_the_messages_kubectl_shows()
+-> anyhow::Result<()> {
+    let Some(plane) = ControlPlane::start(Options::default())? else {
+        return Ok(());
+    };
+    install::install_crds(&plane)?;
+
+    // Every level, by default and per role, is taken as written.
+    plane.apply(&installation_yaml(
+        "default: \"off\"\nroles:\n  admin: required\n  viewer: optional\n  db-ops: \"off\"",
+    ))?;
+    let stored: Value = serde_json::from_str(
+        &plane.kubectl_run(&["get", "ichorinstallation", "ichor", "-o", "json"], None)?,
+    )?;
+    assert_eq!(
+        stored["spec"]["users"]["secondFactor"],
+        json!({"default": "off", "roles": {"admin": "required", "viewer": "optional", "db-ops": "off"}}),
+        "{stored}"
+    );
+    let policy = ichor_renderers::crd::UsersSettings::resolve(
+        serde_json::from_value::<ichor_renderers::crd::IchorInstallationSpec>(stored["spec"].clone())?
+            .users
+            .as_ref(),
+    )?
+    .second_factor;
+    assert_eq!(
+        policy.level_for(&["viewer", "admin"]),
+        ichor_renderers::auth::second_factor_policy::SecondFactorLevel::Required
+    );
+
+    let many: String = (0..17).map(|i| format!("  role-{i}: required\n")).collect();
+    let cases = [
+        ("a level that is not one", "default: always".to_owned()),
+        (
+            "a level of a role that is not one",
+            "roles:\n  admin: mandatory".to_owned(),
+        ),
+        (
+            "a role with a capital letter",
+            "roles:\n  Admin: required".to_owned(),
+        ),
+        (
+            "a role of 32 characters",
+            format!("roles:\n  {}: required", "r".repeat(32)),
+        ),
+        ("17 roles", format!("roles:\n{many}")),
+        (
+            "off not quoted (YAML 1.1 reads a boolean)",
+            "default: off".to_owned(),
+        ),
+        ("a field the schema does not have", "always: true".to_owned()),
+    ];
+    let mut golden = String::new();
+    for (what, policy) in &cases {
+        let stderr = refused(
+            &plane,
+            &["apply", "--server-side", "--field-manager=ichor-test", "-f", "-"],
+            Some(&installation_yaml(policy)),
+        )?;
+        writeln!(golden, "## {what}\n{stderr}\n")?;
+    }
+    insta::assert_snapshot!("second_factor_refusals", golden);
     Ok(())
 }

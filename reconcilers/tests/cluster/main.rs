@@ -13,6 +13,7 @@
 mod attacks;
 mod controller;
 mod crds;
+mod credentials;
 mod prerequisites;
 mod replicas;
 mod rollout;

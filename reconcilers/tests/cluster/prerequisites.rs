@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use ichor_testkit::control_plane::{ControlPlane, Options};
-use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE};
+use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE, crd};
 use ichor_testkit::wait;
 
 use crate::replicas::Replica;
@@ -16,46 +16,13 @@ const MISSING: &str = "talosclusters.ichor.maesh.dev.yaml";
 const SENTENCE: &str = "the Ichor core kind TalosCluster (ichor.maesh.dev/v1alpha1) is not served by this \
                         cluster: install Ichor core first";
 
-fn crd(dir: &str, file: &str) -> anyhow::Result<String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(dir)
-        .join(file);
-    Ok(std::fs::read_to_string(path)?)
-}
-
-fn wait_established(plane: &ControlPlane) -> anyhow::Result<()> {
-    plane.kubectl_run(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ],
-        None,
-    )?;
-    Ok(())
-}
-
 #[test]
 #[ignore = "needs the control plane: hack/kube/build.sh"]
 fn a_missing_core_kind_is_named_by_readiness_until_its_crd_is_installed() -> anyhow::Result<()> {
     let Some(plane) = ControlPlane::start(Options::default())? else {
         return Ok(());
     };
-    plane.apply(&format!(
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n"
-    ))?;
-    plane.apply(&crd("helm/ichor/crds", "ichorusers.ichor.maesh.dev.yaml")?)?;
-    for file in [
-        "ichorinstallations.ichor.maesh.dev.yaml",
-        "talosmachines.ichor.maesh.dev.yaml",
-        "talosoperations.ichor.maesh.dev.yaml",
-    ] {
-        plane.apply(&crd("hack/crds", file)?)?;
-    }
-    wait_established(&plane)?;
+    install::install_crds_without(&plane, MISSING)?;
     // The default install (users off), as `helm install` renders it.
     plane.apply(&install::chart_manifest_users_off()?)?;
 
@@ -99,7 +66,7 @@ fn a_missing_core_kind_is_named_by_readiness_until_its_crd_is_installed() -> any
     // Ichor core's CRD appears: ready, no restart.
     let installed = Instant::now();
     plane.apply(&crd("hack/crds", MISSING)?)?;
-    wait_established(&plane)?;
+    install::wait_crds_established(&plane)?;
     // Its webhooks' certificate (issued with users off too), as the kubelet mounts it.
     wait::until("the webhooks' certificate", Duration::from_secs(60), || {
         plane.get_json(0, "secret", NAMESPACE, "ichor-webhook-tls")

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET;
+use ichor_controller::run::watch::WEBHOOK_TLS_SECRET;
 use ichor_testkit::control_plane::ControlPlane;
 use ichor_testkit::install::{self, NAMESPACE, ichor_user};
 use ichor_testkit::wait;

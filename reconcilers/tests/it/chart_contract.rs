@@ -5,20 +5,12 @@ use std::process::Command;
 
 #[test]
 fn every_variable_the_chart_sets_is_read_by_ichor_controller_run() {
-    let (_args, names) = ichor_golden::chart_container("ichor-controller");
-    let help = Command::new(env!("CARGO_BIN_EXE_ichor-controller"))
-        .args(["run", "--help"])
-        .output()
-        .unwrap();
-    assert!(help.status.success());
-    let help = String::from_utf8(help.stdout).unwrap();
-    assert!(names.len() >= 8, "{names:?}");
-    for name in names {
-        assert!(
-            help.contains(&format!("env: {name}")),
-            "{name} is not read by `run`:\n{help}"
-        );
-    }
+    ichor_golden::assert_chart_variables_read(
+        "ichor-controller",
+        std::path::Path::new(env!("CARGO_BIN_EXE_ichor-controller")),
+        &["run"],
+        "`run`",
+    );
 }
 
 #[test]

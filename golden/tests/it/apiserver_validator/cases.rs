@@ -6,8 +6,6 @@
 //! `ValidateAuthenticationConfiguration`, and writes it as YAML or JSON. A fixed seed makes
 //! every run draw the same cases.
 
-use std::path::Path;
-
 use ichor_golden::{fixture, shapes};
 use ichor_renderers::authn::{self, IchorTrust};
 use ichor_server::manifest_files::load_dir;
@@ -49,27 +47,12 @@ pub fn all() -> Vec<Case> {
 /// Each `configuration` in the golden snapshots, as YAML and as JSON, with and without the
 /// first issuer disallowed.
 fn golden() -> Vec<Case> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<_> = ["tests/it/snapshots", "../renderers/src/authn/snapshots"]
-        .iter()
-        .flat_map(|d| std::fs::read_dir(root.join(d)).expect("a snapshot directory"))
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "snap"))
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            name.starts_with("it__render__") || name.starts_with("ichor_renderers__authn__")
-        })
-        .collect();
-    files.sort();
+    let bodies = crate::snapshot_bodies::snapshot_bodies::<Value>(|name| {
+        name.ends_with(".snap")
+            && (name.starts_with("it__render__") || name.starts_with("ichor_renderers__authn__"))
+    });
     let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("a snapshot");
-        // The insta header is a YAML document of its own; the body follows it.
-        let body = text.splitn(3, "---\n").nth(2).unwrap_or("");
-        let Ok(value) = serde_yaml::from_str::<Value>(body) else {
-            continue;
-        };
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    for (name, value) in bodies {
         for (k, config) in configurations(&value).into_iter().enumerate() {
             out.extend(variants(&format!("golden:{name}:{k}"), &config));
         }

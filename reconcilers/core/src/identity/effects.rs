@@ -10,7 +10,7 @@
 //! | `issue-ca new` / `issue-ca replacing <sha256[..16]>` | [`IssueCaRequest`] | issues a self-signed CA into `ichor-oidc-ca` (`tls.crt`, `tls.key`) |
 //! | `issue-leaf <ip> new` / `issue-leaf <ip> replacing <sha256[..16]>` | [`IssueLeafRequest`] | issues the leaf with the CA then in `ichor-oidc-ca` (performing an `issue-ca` of the same evaluation first) into `ichor-oidc-tls` (`tls.crt`, `tls.key`, `ca.crt`); the leaf carries the authorityKeyIdentifier |
 //! | `issue-webhook-leaf new` / `issue-webhook-leaf replacing <sha256[..16]>` | [`IssueLeafRequest`] | issues the admission webhooks' serving certificate (the DNS names of the Services their configuration calls) with the CA in `ichor-oidc-ca` into `ichor-webhook-tls` (see [`super::webhook`]) |
-//! | `remove-credentials-key <user>` | [`RemoveCredentialsKeyRequest`] | removes that one key of `ichor-user-credentials` by JSON merge patch (`{"data":{"<user>":null}}`) with the Secret's resourceVersion, once a read of its `IchorUser` from the store found none, or one being deleted (the user's event can arrive after the key's) |
+//! | `remove-credentials-key <user>` | [`RemoveCredentialsKeyRequest`] | once a read of its `IchorUser` from the store found none, or one being deleted (the user's event can arrive after the credentials'): removes that one key of `ichor-user-credentials` (when it holds one) by JSON merge patch (`{"data":{"<user>":null}}`) with the Secret's resourceVersion, then DELETEs the user's own Secret of the credentials namespace (when one is observed) with its observed `uid` as precondition |
 //!
 //! Key ids come from the timeline (`k-YYYYMMDD-HHMM`, from the planning minute), so a request
 //! not performed within its minute is asked again under a new kid; the optimistic lock on
@@ -266,16 +266,49 @@ impl CertificateRequest {
     }
 }
 
-/// Remove one user's key from `ichor-user-credentials` (its IchorUser is gone).
+/// Remove one user's credentials (its IchorUser is gone): its key of `ichor-user-credentials`
+/// when that Secret holds one, then its own Secret of the credentials namespace when one is
+/// observed, in that order (a stale legacy copy is read only while the user's own Secret is
+/// absent, so the copy must go first: killed in between, the own Secret is still authoritative).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RemoveCredentialsKeyRequest {
-    /// The Secret's namespace.
+    /// The legacy Secret's namespace.
     pub namespace: String,
-    /// The Secret's name.
+    /// The legacy Secret's name.
     pub secret: String,
     /// The key (the user name).
     pub key: String,
+    /// Whether the legacy Secret holds the key (omitted when it does: the request of a legacy
+    /// key alone reads as it did before per-user Secrets).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub in_legacy: bool,
+    /// The user's own credentials Secret to delete after the legacy key, when one is observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_user: Option<PerUserSecretRef>,
+}
+
+/// A per-user credentials Secret as a removal names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PerUserSecretRef {
+    /// Its namespace (the credentials namespace).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its `metadata.uid` as observed: the DELETE's precondition (`None`: not observed, and the
+    /// applier deletes nothing blind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl RemoveCredentialsKeyRequest {

@@ -1,4 +1,5 @@
-//! The identity graph of ARCHITECTURE.md on the `ichor-graph` engine: pure, no client, no clock.
+//! The identity graph (docs/architecture.md, "The graph") on the `ichor-graph` engine: pure, no
+//! client, no clock.
 //!
 //! ```text
 //! IchorInstallation ──────────────┐
@@ -14,7 +15,7 @@
 //! TalosMachine ─► machine-conditions[machine] (joined to its cluster) ─► machine-status[machine] (emit)
 //! IchorUser ─► user-status[user] (joined to its credentials key; conditions → status write, emit)
 //! IchorUser (count) ─► users-observed ─┐
-//! credentials key ─► credentials-gc[key] (joined to user-exists[its IchorUser]) (emit: remove-credentials-key)
+//! credentials key (legacy key | own Secret) ─► credentials-gc[key] (joined to user-exists[its IchorUser]) (emit: remove-credentials-key)
 //! certificates, Secret ichor-webhook-tls, ValidatingWebhookConfiguration, now ─► webhook-certificate (emit: issue-webhook-leaf)
 //! certificates, ValidatingWebhookConfiguration ─► webhook-ca-bundle (emit: the configuration's caBundles)
 //! TalosOperation ─► rollout[operation] ◄─ now, IchorRolloutSettings, cluster-auth[its cluster], TalosMachines,
@@ -33,18 +34,21 @@
 //!   observed (its `lastTransitionTime` kept, reason and message updated); one whose status
 //!   changed, or that is new, carries NO `lastTransitionTime`, and the applier sets it to the
 //!   time of its write (the contract of [`StatusWrite`]; the simulated applier of
-//!   [`crate::sim`] stamps the time of the latest tick). Once the stamped write is observed the
+//!   `crate::sim` stamps the time of the latest tick). Once the stamped write is observed the
 //!   desired write disappears, so the fixed point holds although lists are compared whole. A
 //!   status write is a desired object whose value holds only `status` (the applier writes it to
 //!   the status subresource); `conditions` is written whole, other condition types kept as
 //!   observed. No per-object node reads `now`: a tick recomputes only the nodes whose output
 //!   depends on time (the key timeline and the certificate decisions).
-//! - **Credentials.** Users join one derived object per credentials key ([`project`]), so a
-//!   sign-in (which rewrites the Secret) recomputes nothing, and a new password recomputes one
-//!   user. Garbage collection of a key whose `IchorUser` is gone is the *effect*
+//! - **Credentials.** Users join one derived object per user with credentials ([`project`]):
+//!   a key of the legacy Secret, the user's own Secret of the credentials namespace (observed by
+//!   metadata only), or both while entries move. So a sign-in (which rewrites a Secret)
+//!   recomputes nothing, and a new password recomputes one user. Garbage collection of the
+//!   credentials of a user whose `IchorUser` is gone is the *effect*
 //!   `remove-credentials-key <user>` (not a desired object: the applier removes that one key by
 //!   JSON merge patch with the Secret's resourceVersion, since users' entries are written by the
-//!   issuer and must never be overwritten whole). Nothing is collected while no `IchorUser` is
+//!   issuer and must never be overwritten whole, then deletes the user's own Secret with its
+//!   observed uid as precondition). Nothing is collected while no `IchorUser` is
 //!   observed at all (the credentials Secret arriving before the users' list must not empty
 //!   it); beyond that, the controller must fold the initial list of every watched kind before
 //!   its first evaluation, or a key would look orphaned. (A replay evaluates after every event,
@@ -79,17 +83,17 @@ pub use replay::{
     Controller, IdentityReplayError, RenderChange, ReplayLine, ReplayReport, replay, replay_with,
 };
 
-/// Label marking the objects this graph owns whole (and so may delete as orphans).
-pub const OWNER_LABEL: &str = "identity.ichor.maesh.dev/owner";
-/// Value of [`OWNER_LABEL`].
-pub const OWNER_VALUE: &str = "ichor-controller";
 /// Label value (`app.kubernetes.io/component`) selecting the issuer Service in `ichor-system`:
 /// the seed's `app.kubernetes.io/component=ui` (the issuer is the seed's ichor-ui).
-pub const ISSUER_COMPONENT: &str = "ui";
+pub use ichor_renderers::contract::ISSUER_COMPONENT;
 /// The label value the chart gave the issuer Service before [`ISSUER_COMPONENT`], still accepted:
 /// journals recorded then replay as they were decided, and a controller upgraded ahead of the
 /// chart keeps its issuer Service.
-pub const LEGACY_ISSUER_COMPONENT: &str = "issuer";
+pub use ichor_renderers::contract::LEGACY_ISSUER_COMPONENT;
+/// Label marking the objects this graph owns whole (and so may delete as orphans).
+pub use ichor_renderers::contract::OWNER_LABEL;
+/// Value of [`OWNER_LABEL`].
+pub use ichor_renderers::contract::OWNER_VALUE;
 /// Key of the certificate in `ichor-oidc-ca` and `ichor-oidc-tls`.
 pub const TLS_CERT_KEY: &str = "tls.crt";
 /// Key of the private key in `ichor-oidc-ca` and `ichor-oidc-tls`.
@@ -283,7 +287,7 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
             user_exists.joined(|k: &Object| Some(ObjectKey::new("IchorUser", NAMESPACE, k.name.clone()))),
             users_observed,
         ),
-        |key, _k: &Object, (user, observed)| nodes::credentials_gc(key, user, *observed),
+        |key, k: &Object, (user, observed)| nodes::credentials_gc(key, k, user, *observed),
     );
     b.emit(&gc);
 

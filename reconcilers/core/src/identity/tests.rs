@@ -320,6 +320,102 @@ fn a_user_held_by_a_finalizer_after_its_delete_loses_its_credentials_key() {
     );
 }
 
+fn removal_requests(actions: &[Action]) -> Vec<serde_json::Value> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Effect { request, .. } if request.id.starts_with("remove-credentials-key ") => {
+                Some(request.request.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_gone_users_own_secret_is_removed_with_its_uid_after_its_legacy_key() {
+    let mut c = Controller::new().expect("builds");
+    c.fold(Event::Applied(fixtures::credentials(&["alice", "bob"])));
+    for (user, uid) in [("alice", "u-alice"), ("bob", "u-bob"), ("carol", "u-carol")] {
+        c.fold(Event::Applied(fixtures::per_user_credentials(user, uid)));
+    }
+    c.fold(Event::Applied(fixtures::user("alice", &["viewer"], false, 1)));
+    let (eval, _) = c.evaluate();
+    let mut requests = removal_requests(&eval.actions);
+    requests.sort_by_key(|r| r["key"].as_str().map(str::to_owned));
+    assert_eq!(
+        requests,
+        vec![
+            json!({"namespace": "ichor-system", "secret": "ichor-user-credentials", "key": "bob",
+                "perUser": {"namespace": "ichor-credentials", "name": "ichor-user-bob", "uid": "u-bob"}}),
+            json!({"namespace": "ichor-system", "secret": "ichor-user-credentials", "key": "carol",
+                "inLegacy": false,
+                "perUser": {"namespace": "ichor-credentials", "name": "ichor-user-carol", "uid": "u-carol"}}),
+        ]
+    );
+    // A legacy key alone is removed with the request it always had.
+    c.fold(Event::Applied(fixtures::credentials(&["alice", "dave"])));
+    let (eval, _) = c.evaluate();
+    assert!(
+        removal_requests(&eval.actions).contains(
+            &json!({"namespace": "ichor-system", "secret": "ichor-user-credentials", "key": "dave"})
+        ),
+        "{:?}",
+        eval.actions
+    );
+}
+
+#[test]
+fn a_user_with_only_its_own_secret_has_a_password() {
+    let mut c = Controller::new().expect("builds");
+    c.fold(Event::Applied(fixtures::user("erin", &["viewer"], false, 1)));
+    c.fold(Event::Applied(fixtures::per_user_credentials("erin", "u-erin")));
+    let (eval, _) = c.evaluate();
+    let status = eval
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Apply { object, .. } if object.kind == "IchorUser" => Some(object.value.clone()),
+            _ => None,
+        })
+        .expect("a status write");
+    let password_set = status["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "PasswordSet"))
+        .map(|c| c["status"].clone());
+    assert_eq!(password_set, Some(json!("True")), "{status}");
+    assert!(removal_requests(&eval.actions).is_empty());
+}
+
+#[test]
+fn the_sim_removes_a_gone_users_legacy_key_and_own_secret_and_no_one_elses() {
+    let mut sim = Sim::new(std::io::sink()).expect("the graph builds");
+    let alice = fixtures::user("alice", &["admin"], false, 1);
+    let bob = fixtures::user("bob", &["viewer"], false, 1);
+    sim.step(Event::Applied(alice)).expect("settles");
+    sim.step(Event::Applied(bob.clone())).expect("settles");
+    sim.step(Event::Applied(fixtures::credentials(&["alice", "bob"])))
+        .expect("settles");
+    for (user, uid) in [("alice", "u-alice"), ("bob", "u-bob")] {
+        sim.step(Event::Applied(fixtures::per_user_credentials(user, uid)))
+            .expect("settles");
+    }
+    sim.step(fixtures::deleted(&bob)).expect("settles");
+    let world = sim.controller().world();
+    let own: Vec<&str> = world
+        .objects("Secret")
+        .filter(|o| o.namespace == "ichor-credentials")
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(own, ["ichor-user-alice"]);
+    let legacy = world
+        .get(&super::project::credentials_secret_key())
+        .expect("the legacy Secret stays");
+    let keys: Vec<&String> = legacy.value["data"].as_object().expect("data").keys().collect();
+    assert_eq!(keys, ["alice"]);
+    assert_eq!(world.count(super::CREDENTIALS_KEY_KIND), 1);
+}
+
 /// One change a proptest applies to a small installation.
 #[derive(Debug, Clone)]
 enum Op {

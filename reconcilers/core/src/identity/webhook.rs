@@ -29,11 +29,11 @@ use super::nodes::{CertState, Certificates};
 use super::read::{SecretValue, secret_value};
 use super::{CA_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 
-/// The Secret holding the webhooks' serving certificate (`kubernetes.io/tls`).
-pub const WEBHOOK_TLS_SECRET: &str = "ichor-webhook-tls";
 /// The default name of the `ValidatingWebhookConfiguration` of the identity webhooks (the
 /// controller watches the one its flag names).
-pub const WEBHOOK_CONFIGURATION: &str = "ichor-identity";
+pub use ichor_renderers::contract::WEBHOOK_CONFIGURATION;
+/// The Secret holding the webhooks' serving certificate (`kubernetes.io/tls`).
+pub use ichor_renderers::contract::WEBHOOK_TLS_SECRET;
 /// The kind whose `caBundle`s the graph keeps.
 pub const CONFIGURATION_KIND: &str = "ValidatingWebhookConfiguration";
 /// Lifetime of a serving certificate (capped at the CA's expiry).

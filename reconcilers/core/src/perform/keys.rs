@@ -1,7 +1,9 @@
 //! The signing keys' performer: the document changes a plan carries and the keys it requests,
 //! applied to `keys.json` as one write.
 
-use super::*;
+use super::{KeyMaterial, PerformError, crypto};
+use crate::identity::effects::{GenerateKeyRequest, KeyDocumentChange, KeyKind};
+use ichor_renderers::trust::keys::{HmacKey, HmacSecret, KeyTimes as _, KeysDocument, PrivateKeyPem, RsaKey};
 
 /// `current` with the document changes applied: `SetRetireAfter` sets a key's `retireAfter`,
 /// `Drop` removes it; a change naming a key that is not there is a no-op (so applying the same

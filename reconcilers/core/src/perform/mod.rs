@@ -24,26 +24,20 @@ mod keys;
 mod tls;
 
 pub use keys::{apply_document_changes, signing_keys};
-pub use tls::{IssuedPair, issue_ca, issue_leaf, subject_alt_names};
+pub use tls::{IssuedPair, SanError, issue_ca, issue_leaf, subject_alt_names};
 
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ichor_graph::{EffectRequest, Object, ObjectKey, World};
-use ichor_renderers::trust::keys::{HmacKey, HmacSecret, KeyTimes, KeysDocument, PrivateKeyPem, RsaKey};
-use ichor_renderers::trust::tls::CA_COMMON_NAME;
+use ichor_renderers::contract::{PART_OF_LABEL, PART_OF_VALUE};
+use ichor_renderers::trust::keys::KeysDocument;
 use ichor_renderers::trust::{CA_SECRET, KEYS_JSON, NAMESPACE, SIGNING_SECRET, TLS_SECRET};
-use jiff::Timestamp;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
 use serde_json::{Map, Value, json};
 
 use crate::identity::effects::{
-    GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyDocumentChange, KeyKind,
-    RemoveCredentialsKeyRequest, SanName,
+    GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, RemoveCredentialsKeyRequest,
 };
 use crate::identity::webhook::{ISSUE_WEBHOOK_LEAF, WEBHOOK_TLS_SECRET};
 use crate::identity::{CA_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
@@ -107,19 +101,34 @@ fn crypto(id: &str, e: impl std::fmt::Display) -> PerformError {
     }
 }
 
+/// Why no new key material could be made (the messages name no material). The effect fails
+/// and the graph asks again on a later tick.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyMaterialError {
+    /// The RSA key generator failed.
+    #[error("{0}")]
+    Rsa(String),
+    /// The generator wrote a PEM that is not UTF-8.
+    #[error("OpenSSL wrote a PEM that is not UTF-8")]
+    PemNotUtf8,
+    /// The random source failed.
+    #[error("{0}")]
+    Random(String),
+}
+
 /// Where new key material comes from (a trait so tests can count or fix it).
 pub trait KeyMaterial {
     /// A new RSA private key of [`RSA_BITS`] bits, PKCS#8 PEM.
     ///
     /// # Errors
-    /// The generator failed (the message names no material).
-    fn rsa_pkcs8_pem(&mut self) -> Result<String, String>;
+    /// The generator failed.
+    fn rsa_pkcs8_pem(&mut self) -> Result<String, KeyMaterialError>;
 
     /// 32 new random bytes for the HMAC key `kid`.
     ///
     /// # Errors
     /// The random source failed.
-    fn hmac_secret(&mut self, kid: &str) -> Result<[u8; 32], String>;
+    fn hmac_secret(&mut self, kid: &str) -> Result<[u8; 32], KeyMaterialError>;
 }
 
 /// Key material from OpenSSL (its CSPRNG is seeded by the operating system).
@@ -127,16 +136,17 @@ pub trait KeyMaterial {
 pub struct OsKeyMaterial;
 
 impl KeyMaterial for OsKeyMaterial {
-    fn rsa_pkcs8_pem(&mut self) -> Result<String, String> {
-        let rsa = openssl::rsa::Rsa::generate(RSA_BITS).map_err(|e| e.to_string())?;
-        let key = openssl::pkey::PKey::from_rsa(rsa).map_err(|e| e.to_string())?;
-        let pem = key.private_key_to_pem_pkcs8().map_err(|e| e.to_string())?;
-        String::from_utf8(pem).map_err(|_| "OpenSSL wrote a PEM that is not UTF-8".to_owned())
+    fn rsa_pkcs8_pem(&mut self) -> Result<String, KeyMaterialError> {
+        let rsa = |e: openssl::error::ErrorStack| KeyMaterialError::Rsa(e.to_string());
+        let key = openssl::rsa::Rsa::generate(RSA_BITS).map_err(rsa)?;
+        let key = openssl::pkey::PKey::from_rsa(key).map_err(rsa)?;
+        let pem = key.private_key_to_pem_pkcs8().map_err(rsa)?;
+        String::from_utf8(pem).map_err(|_| KeyMaterialError::PemNotUtf8)
     }
 
-    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], String> {
+    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], KeyMaterialError> {
         let mut out = [0u8; 32];
-        openssl::rand::rand_bytes(&mut out).map_err(|e| e.to_string())?;
+        openssl::rand::rand_bytes(&mut out).map_err(|e| KeyMaterialError::Random(e.to_string()))?;
         Ok(out)
     }
 }
@@ -176,7 +186,7 @@ impl SecretData {
             self.name.clone(),
             json!({"apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": self.name, "namespace": NAMESPACE,
-                    "labels": {"app.kubernetes.io/part-of": "ichor"}},
+                    "labels": {PART_OF_LABEL: PART_OF_VALUE}},
                 "type": self.type_, "data": data}),
         )
     }

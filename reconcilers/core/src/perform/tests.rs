@@ -2,6 +2,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
+use crate::identity::effects::{KeyDocumentChange, KeyKind, SanName};
+use ichor_renderers::trust::keys::KeyTimes;
+use ichor_renderers::trust::tls::CA_COMMON_NAME;
+use jiff::Timestamp;
 
 /// Fixed material, counting what was asked.
 #[derive(Default)]
@@ -11,11 +15,11 @@ struct Counting {
 }
 
 impl KeyMaterial for Counting {
-    fn rsa_pkcs8_pem(&mut self) -> Result<String, String> {
+    fn rsa_pkcs8_pem(&mut self) -> Result<String, KeyMaterialError> {
         self.rsa += 1;
         Ok(crate::sim::TEST_RSA_PEM.to_owned())
     }
-    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], String> {
+    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], KeyMaterialError> {
         self.hmac += 1;
         Ok([7; 32])
     }

@@ -1,7 +1,14 @@
 //! The certificates' performers: the self-signed Ichor CA (RSA-3072) and the ECDSA P-256
 //! leaves it signs (the issuer's and the webhook's serving certificates).
 
-use super::*;
+use super::{KeyMaterial, PerformError, crypto};
+use crate::identity::effects::{IssueCaRequest, IssueLeafRequest, SanName};
+use ichor_renderers::trust::tls::CA_COMMON_NAME;
+use jiff::Timestamp;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
 
 /// A certificate and its private key, PEM.
 #[derive(Clone, PartialEq, Eq)]
@@ -89,11 +96,21 @@ pub fn issue_leaf(r: &IssueLeafRequest, ca: &IssuedPair) -> Result<IssuedPair, P
     })
 }
 
+/// A name a leaf certificate cannot carry (rcgen refuses it as a DNS name).
+#[derive(Debug, thiserror::Error)]
+#[error("SAN {name:?}: {reason}")]
+pub struct SanError {
+    /// The name.
+    pub name: String,
+    /// Why rcgen refuses it.
+    pub reason: rcgen::Error,
+}
+
 /// The rcgen SANs of a leaf request (shared by the real performer and the simulator).
 ///
 /// # Errors
 /// A DNS name rcgen refuses, named in the message.
-pub fn subject_alt_names(sans: &[SanName]) -> Result<Vec<SanType>, String> {
+pub fn subject_alt_names(sans: &[SanName]) -> Result<Vec<SanType>, SanError> {
     sans.iter()
         .map(|s| match s {
             SanName::Ip(ip) => Ok(SanType::IpAddress(*ip)),
@@ -101,7 +118,10 @@ pub fn subject_alt_names(sans: &[SanName]) -> Result<Vec<SanType>, String> {
                 .clone()
                 .try_into()
                 .map(SanType::DnsName)
-                .map_err(|e: rcgen::Error| format!("SAN {d:?}: {e}")),
+                .map_err(|reason: rcgen::Error| SanError {
+                    name: d.clone(),
+                    reason,
+                }),
         })
         .collect()
 }

@@ -3,6 +3,11 @@
 
 use ichor_graph::{Event, Object, ObjectKey};
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
+use ichor_renderers::contract::{
+    API_VERSION, CLUSTERS_WEBHOOK, COMPONENT_LABEL, GROUP, ISSUER_COMPONENT, ISSUER_SERVICE,
+    MANAGED_BY_LABEL, PART_OF_LABEL, PART_OF_VALUE, USERS_WEBHOOK, VERSION, WEBHOOK_CONFIGURATION,
+};
+use ichor_renderers::contract::{CREDENTIALS_NAMESPACE, USER_LABEL, user_credentials_secret};
 use ichor_renderers::trust::NAMESPACE;
 use serde_json::{Map, Value, json};
 
@@ -16,7 +21,7 @@ pub fn installation(token_ttl: &str, refresh_lifetime: &str) -> Object {
         "IchorInstallation",
         "",
         "ichor",
-        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorInstallation",
+        json!({"apiVersion": API_VERSION, "kind": "IchorInstallation",
             "metadata": {"name": "ichor"},
             "spec": {"users": {"tokenTTL": token_ttl, "refreshLifetime": refresh_lifetime}}}),
     )
@@ -27,11 +32,10 @@ pub fn issuer_service(cluster_ip: &str) -> Object {
     Object::new(
         "Service",
         NAMESPACE,
-        "ichor-issuer",
+        ISSUER_SERVICE,
         json!({"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": "ichor-issuer", "namespace": NAMESPACE,
-                "labels": {"app.kubernetes.io/component": crate::identity::ISSUER_COMPONENT,
-                    "app.kubernetes.io/part-of": "ichor"}},
+            "metadata": {"name": ISSUER_SERVICE, "namespace": NAMESPACE,
+                "labels": {COMPONENT_LABEL: ISSUER_COMPONENT, PART_OF_LABEL: PART_OF_VALUE}},
             "spec": {"clusterIP": cluster_ip, "ports": [{"name": "internal", "port": 8444}]}}),
     )
 }
@@ -43,17 +47,17 @@ pub fn webhook_configuration(service: &str) -> Object {
         json!({"name": name, "admissionReviewVersions": ["v1"], "sideEffects": "None",
             "failurePolicy": "Fail",
             "clientConfig": {"service": {"name": service, "namespace": NAMESPACE, "path": path, "port": 443}},
-            "rules": [{"apiGroups": ["ichor.maesh.dev"], "apiVersions": ["v1alpha1"],
+            "rules": [{"apiGroups": [GROUP], "apiVersions": [VERSION],
                 "operations": ["CREATE", "UPDATE"], "resources": ["ichorusers"]}]})
     };
     Object::new(
         "ValidatingWebhookConfiguration",
         "",
-        "ichor-identity",
+        WEBHOOK_CONFIGURATION,
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": "ichor-identity", "labels": {"app.kubernetes.io/managed-by": "Helm"}},
-            "webhooks": [hook("ichorusers.identity.ichor.maesh.dev", "/validate/ichorusers"),
-                hook("talosclusters.identity.ichor.maesh.dev", "/validate/talosclusters")]}),
+            "metadata": {"name": WEBHOOK_CONFIGURATION, "labels": {MANAGED_BY_LABEL: "Helm"}},
+            "webhooks": [hook(USERS_WEBHOOK, "/validate/ichorusers"),
+                hook(CLUSTERS_WEBHOOK, "/validate/talosclusters")]}),
     )
 }
 
@@ -77,7 +81,7 @@ pub fn cluster(name: &str, n: u32, auth: Auth) -> Object {
         "TalosCluster",
         NAMESPACE,
         name,
-        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosCluster",
+        json!({"apiVersion": API_VERSION, "kind": "TalosCluster",
             "metadata": {"name": name, "namespace": NAMESPACE, "generation": 1},
             "spec": {"versionContract": "v1.14", "endpoint": format!("https://10.{}.{}.5:6443", n / 250, n % 250),
                 "authentication": authentication}}),
@@ -87,7 +91,7 @@ pub fn cluster(name: &str, n: u32, auth: Auth) -> Object {
 /// A control-plane `TalosMachine` of `cluster`, reporting the given applied document hashes.
 pub fn control_plane(name: &str, cluster: &str, address: &str, applied: &[(&str, &str)]) -> Object {
     let applied: Map<String, Value> = applied.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
-    let mut value = json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosMachine",
+    let mut value = json!({"apiVersion": API_VERSION, "kind": "TalosMachine",
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {"cluster": cluster, "role": "controlplane", "address": address}});
     if !applied.is_empty() {
@@ -112,7 +116,7 @@ pub fn user(name: &str, roles: &[&str], disabled: bool, generation: i64) -> Obje
         "IchorUser",
         NAMESPACE,
         name,
-        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+        json!({"apiVersion": API_VERSION, "kind": "IchorUser",
             "metadata": {"name": name, "namespace": NAMESPACE, "generation": generation},
             "spec": {"displayName": name, "roles": roles, "disabled": disabled}}),
     )
@@ -131,6 +135,20 @@ pub fn credentials(users: &[&str]) -> Object {
         .collect();
     let refs: Vec<(&str, &[u8])> = entries.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
     secret(CREDENTIALS_SECRET_NAME, &refs, "Opaque")
+}
+
+/// `user`'s own credentials Secret of the credentials namespace as the controller's metadata
+/// watch delivers it: name, namespace, `uid` and the user label, no type and no data.
+pub fn per_user_credentials(user: &str, uid: &str) -> Object {
+    let name = user_credentials_secret(user);
+    Object::new(
+        "Secret",
+        CREDENTIALS_NAMESPACE,
+        name.clone(),
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": CREDENTIALS_NAMESPACE, "uid": uid,
+                "labels": {USER_LABEL: user}}}),
+    )
 }
 
 /// The deletion event of an object.

@@ -7,7 +7,8 @@
 //! - effects are the real performers ([`crate::perform`]) over [`SimKeyMaterial`]: ONE fixed,
 //!   public RSA test key (`testdata/rsa2048.pkcs8.pem`) for every signing key and the CA, HMAC
 //!   keys derived from their kid — never use them for real; the leaf key is random;
-//! - `remove-credentials-key` removes the key from the stored Secret.
+//! - `remove-credentials-key` removes the key from the stored Secret, then deletes the user's own
+//!   credentials Secret when its observed uid is the one requested.
 //!
 //! Every event the simulation makes (inputs and results) is written to a journal, unredacted
 //! (test material only), so a simulated run can be replayed; resource versions are a counter.
@@ -26,7 +27,7 @@ use sha2::{Digest as _, Sha256};
 use crate::cycle::{Apply, Loop, MAX_ROUNDS, Observe, Report};
 use crate::identity::{Controller, RenderChange};
 use crate::memory::{ResourceVersions, applied};
-use crate::perform::{self, KeyMaterial, Outcome};
+use crate::perform::{self, KeyMaterial, KeyMaterialError, Outcome};
 use crate::problem::{Problem, ProblemKind};
 
 /// The public test key every simulated RSA key (and the simulated CA) uses.
@@ -67,11 +68,11 @@ pub fn secret(name: &str, data: &[(&str, &[u8])], type_: &str) -> ichor_graph::O
 pub struct SimKeyMaterial;
 
 impl KeyMaterial for SimKeyMaterial {
-    fn rsa_pkcs8_pem(&mut self) -> Result<String, String> {
+    fn rsa_pkcs8_pem(&mut self) -> Result<String, KeyMaterialError> {
         Ok(TEST_RSA_PEM.to_owned())
     }
 
-    fn hmac_secret(&mut self, kid: &str) -> Result<[u8; 32], String> {
+    fn hmac_secret(&mut self, kid: &str) -> Result<[u8; 32], KeyMaterialError> {
         Ok(Sha256::digest(format!("sim-hmac {kid}")).into())
     }
 }
@@ -126,11 +127,23 @@ impl MemorySink {
                 }
                 Outcome::RemoveCredentialsKey(r) => {
                     let key = ObjectKey::new("Secret", r.namespace.clone(), r.secret.clone());
-                    if let Some(mut o) = world.get(&key).cloned() {
+                    if r.in_legacy
+                        && let Some(mut o) = world.get(&key).cloned()
+                    {
                         if let Some(data) = o.value.get_mut("data").and_then(Value::as_object_mut) {
                             data.remove(&r.key);
                         }
                         events.push(self.versions.stamp(Event::Applied(o)));
+                    }
+                    // The user's own Secret after the legacy key, and only the one observed.
+                    if let Some(own) = &r.per_user {
+                        let key = ObjectKey::new("Secret", own.namespace.clone(), own.name.clone());
+                        let observed_uid = world
+                            .get(&key)
+                            .and_then(|o| o.value.get("metadata")?.get("uid")?.as_str());
+                        if own.uid.is_some() && observed_uid == own.uid.as_deref() {
+                            events.push(Event::Deleted(key));
+                        }
                     }
                 }
             }

@@ -11,11 +11,10 @@
 //! last-enabled-admin rule. The real namespace controller (its name with its `system:` groups)
 //! is still exempt and deletes alice.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ichor_testkit::control_plane::ControlPlane;
+use ichor_testkit::control_plane::{ControlPlane, Kubectl};
 use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
 use ichor_testkit::wait;
 use serde_json::json;
@@ -34,32 +33,10 @@ fn kubectl_with(
     args: &[&str],
     stdin: Option<&str>,
 ) -> anyhow::Result<Result<String, String>> {
-    use std::io::Write as _;
-    let mut cmd = Command::new(plane.kubectl_bin());
-    cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .env("KUBECACHEDIR", plane.dir().join("kube-cache-issuer"))
-        .env_remove("KUBECONFIG")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .arg(format!("--as={}", who.0));
-    for g in who.1 {
-        cmd.arg(format!("--as-group={g}"));
-    }
-    let mut child = cmd.args(args).spawn().context("running kubectl")?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    Ok(if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    })
+    Kubectl::new(plane.kubectl_bin(), kubeconfig)
+        .with_cache_dir(plane.dir().join("kube-cache-issuer"))
+        .impersonating(who.0, who.1)
+        .output(args, stdin)
 }
 
 #[test]

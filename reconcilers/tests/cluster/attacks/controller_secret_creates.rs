@@ -6,10 +6,9 @@
 //! (a TokenRequest token, so the apiserver decides with the chart's RBAC and its admission
 //! policy), each is refused; the Secrets it does create still are not.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ichor_testkit::control_plane::ControlPlane;
+use ichor_testkit::control_plane::{ControlPlane, Kubectl};
 use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE};
 use ichor_testkit::{control_plane::Options, wait};
 use serde_json::json;
@@ -21,25 +20,9 @@ fn kubectl_with(
     args: &[&str],
     stdin: &str,
 ) -> anyhow::Result<Result<String, String>> {
-    use std::io::Write as _;
-    let mut child = Command::new(plane.kubectl_bin())
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .args(args)
-        .env("KUBECACHEDIR", plane.dir().join("kube-cache-controller"))
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    if let Some(mut pipe) = child.stdin.take() {
-        pipe.write_all(stdin.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    Ok(if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    })
+    Kubectl::new(plane.kubectl_bin(), kubeconfig)
+        .with_cache_dir(plane.dir().join("kube-cache-controller"))
+        .output(args, Some(stdin))
 }
 
 fn secret(name: &str, type_: &str, annotations: serde_json::Value) -> String {

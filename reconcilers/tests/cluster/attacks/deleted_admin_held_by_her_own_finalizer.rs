@@ -8,7 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
 use ichor_renderers::auth::hash::DUMMY_PHC;
-use ichor_testkit::install::NAMESPACE;
+use ichor_testkit::install::{self, NAMESPACE};
 use ichor_testkit::wait;
 use serde_json::json;
 
@@ -38,12 +38,7 @@ fn a_deleted_admin_held_by_her_own_finalizer_loses_her_credentials_key() -> anyh
         return Ok(());
     };
     let plane = &running.plane;
-    plane.apply(
-        &json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
-            "metadata": {"name": "mallory", "namespace": NAMESPACE, "finalizers": ["x/hold"]},
-            "spec": {"roles": ["admin"]}})
-        .to_string(),
-    )?;
+    plane.apply(&install::held_ichor_user("mallory", &["admin"]))?;
     plane.apply(
         &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": CREDENTIALS_SECRET_NAME, "namespace": NAMESPACE},
@@ -72,18 +67,6 @@ fn a_deleted_admin_held_by_her_own_finalizer_loses_her_credentials_key() -> anyh
     wait::until("mallory's credentials key removed", SETTLE, || {
         Ok(Some(keys(plane)?).filter(|k| k == &["alice"]))
     })?;
-    plane.kubectl_run(
-        &[
-            "patch",
-            "ichoruser",
-            "mallory",
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"finalizers":null}}"#,
-        ],
-        None,
-    )?;
+    install::remove_finalizers(plane, "ichoruser", "mallory")?;
     Ok(())
 }

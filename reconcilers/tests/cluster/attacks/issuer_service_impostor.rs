@@ -17,12 +17,14 @@ use crate::replicas::get;
 /// within a second or two.
 const WATCH_FOR: Duration = Duration::from_secs(20);
 
-fn impostor(name: &str, cluster_ip: &str) -> String {
+/// The impostor Service; its ClusterIP is the apiserver's pick (a fixed one can collide with a
+/// Service another test of the shared control plane was given).
+fn impostor(name: &str) -> String {
     json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": NAMESPACE,
             "labels": {"app.kubernetes.io/component": "ui", "app.kubernetes.io/part-of": "ichor",
                 "app.kubernetes.io/name": "ichor", "app.kubernetes.io/managed-by": "Helm"}},
-        "spec": {"type": "ClusterIP", "clusterIP": cluster_ip,
+        "spec": {"type": "ClusterIP",
             "selector": {"app": "attacker"},
             "ports": [{"name": "https-internal", "port": 8444, "targetPort": 8444}]}})
     .to_string()
@@ -67,9 +69,17 @@ fn a_second_service_labelled_as_the_issuer_does_not_move_the_leaf_or_the_discove
     let plane = &running.plane;
     let before = issued(&running)?;
     let discovery = before.1["discoveryURL"].as_str().unwrap_or_default().to_owned();
-    assert!(!discovery.contains("10.0.0.222"), "{discovery}");
 
-    plane.apply(&impostor("aaa-issuer", "10.0.0.222"))?;
+    plane.apply(&impostor("aaa-issuer"))?;
+    let service = get(plane, 0, "service", "aaa-issuer")?.ok_or_else(|| anyhow::anyhow!("no impostor"))?;
+    let address = service["spec"]["clusterIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        !address.is_empty() && !discovery.contains(&address),
+        "the impostor has an address of its own ({address:?}), not the one in use: {discovery}"
+    );
     unchanged_for(&running, &before, "beside the real issuer Service")?;
 
     // The real one gone: the impostor is still not the issuer (the trust stays as it was).

@@ -45,6 +45,15 @@ impl Running {
     /// Starts it, `env` set on the replica (`ICHOR_CONTROLLER_*`); `None` when the real
     /// control plane is not built and the test may be skipped.
     pub fn start(env: &[(&str, &str)]) -> anyhow::Result<Option<Self>> {
+        Self::start_prepared(env, |_| Ok(()))
+    }
+
+    /// [`Running::start`], with `prepare` run on the control plane once Ichor is installed and
+    /// before the replica starts.
+    pub fn start_prepared(
+        env: &[(&str, &str)],
+        prepare: impl FnOnce(&ControlPlane) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Option<Self>> {
         let options = Options {
             extra_args: vec!["--enable-aggregator-routing=true".to_owned()],
             ..Options::default()
@@ -53,6 +62,7 @@ impl Running {
             return Ok(None);
         };
         install::install(&plane)?;
+        prepare(&plane)?;
         plane.apply(&ichor_user("alice", &["admin"]))?;
         plane.apply(&ichor_user("olga", &["operator"]))?;
         let dir = tempfile::tempdir()?;
@@ -62,7 +72,7 @@ impl Running {
             for name in [
                 SIGNING_SECRET,
                 TLS_SECRET,
-                ichor_reconcilers::run::watch::WEBHOOK_TLS_SECRET,
+                ichor_controller::run::watch::WEBHOOK_TLS_SECRET,
             ] {
                 wait::until(&format!("Secret {name} with data"), SETTLE, || {
                     Ok(get(&plane, 0, "secret", name)?

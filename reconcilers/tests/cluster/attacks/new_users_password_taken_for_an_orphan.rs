@@ -6,10 +6,10 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use ichor_controller::apply::KubeApplier;
+use ichor_controller_core::identity::effects::RemoveCredentialsKeyRequest;
+use ichor_controller_core::perform::OsKeyMaterial;
 use ichor_graph::{Action, Cause, EffectRequest, Event, Object, Reason, World};
-use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
-use ichor_reconcile::perform::OsKeyMaterial;
-use ichor_reconcilers::apply::KubeApplier;
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
 use ichor_renderers::auth::hash::DUMMY_PHC;
 use ichor_testkit::install::{self, CONTROLLER_SERVICE_ACCOUNT, NAMESPACE, ichor_user};
@@ -61,6 +61,8 @@ fn a_new_users_key_folded_before_the_user_survives_the_removal_under_the_charts_
         namespace: NAMESPACE.to_owned(),
         secret: CREDENTIALS_SECRET_NAME.to_owned(),
         key: "newbie".to_owned(),
+        in_legacy: true,
+        per_user: None,
     };
     let action = Action::Effect {
         request: EffectRequest::new(request.id(), &request)?,

@@ -1,6 +1,7 @@
 //! Changing every user's session policy and kubeconfig server with `kubectl` as an operator:
 //! the built-in operator role may `patch` `IchorInstallation`s, so it could lengthen the refresh
-//! lifetime to 30 days or point every user's kubeconfig at a server it runs. A change of
+//! lifetime to 30 days, point every user's kubeconfig at a server it runs, or lift the second
+//! factor the installation requires of admins. A change of
 //! `spec.users` needs `update` on `ichorinstallations/users`, which only `ichor-admin` holds; the
 //! chart registers the webhook for IchorInstallation and its roles grant the verb to admin only.
 
@@ -9,7 +10,8 @@ use serde_json::json;
 use super::{ALICE, OLGA, Running};
 
 const INSTALLATION: &str = r#"{"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorInstallation",
-  "metadata": {"name": "ichor"}, "spec": {"users": {"tokenTTL": "5m", "refreshLifetime": "12h"}}}"#;
+  "metadata": {"name": "ichor"}, "spec": {"users": {"tokenTTL": "5m", "refreshLifetime": "12h",
+  "secondFactor": {"roles": {"admin": "required"}}}}}"#;
 
 fn patch(body: &serde_json::Value) -> Vec<String> {
     vec![
@@ -30,7 +32,7 @@ fn an_operator_cannot_change_spec_users_and_an_admin_can() -> anyhow::Result<()>
     };
     let plane = &running.plane;
     plane.apply(INSTALLATION)?;
-    let needs = "spec.users: changing the session policy and the kubeconfig server needs verb \"update\" on \
+    let needs = "spec.users: changing the session policy, the second-factor policy and the kubeconfig server needs verb \"update\" on \
                  ichorinstallations/users, which user \"ichor:olga\" does not hold";
     for (what, body) in [
         (
@@ -40,6 +42,14 @@ fn an_operator_cannot_change_spec_users_and_an_admin_can() -> anyhow::Result<()>
         (
             "every kubeconfig pointed elsewhere",
             json!({"spec": {"users": {"kubeAPIServerURL": "https://evil.example:6443"}}}),
+        ),
+        (
+            "the second factor lifted for admins",
+            json!({"spec": {"users": {"secondFactor": {"roles": {"admin": "off"}}}}}),
+        ),
+        (
+            "the second-factor policy removed",
+            json!({"spec": {"users": {"secondFactor": null}}}),
         ),
         ("spec.users removed", json!({"spec": {"users": null}})),
     ] {
@@ -58,14 +68,17 @@ fn an_operator_cannot_change_spec_users_and_an_admin_can() -> anyhow::Result<()>
     plane
         .kubectl_as(
             Some(ALICE),
-            &patch(&json!({"spec": {"users": {"refreshLifetime": "24h"}}})),
+            &patch(&json!({"spec": {"users": {"refreshLifetime": "24h",
+                "secondFactor": {"default": "optional", "roles": {"admin": "required"}}}}})),
             None,
         )?
         .map_err(|e| anyhow::anyhow!("an admin's change was refused: {e}"))?;
     let stored = plane.kubectl_run(&["get", "ichorinstallation", "ichor", "-o", "json"], None)?;
     let stored: serde_json::Value = serde_json::from_str(&stored)?;
     anyhow::ensure!(
-        stored["spec"]["users"]["refreshLifetime"] == "24h",
+        stored["spec"]["users"]["refreshLifetime"] == "24h"
+            && stored["spec"]["users"]["secondFactor"]
+                == json!({"default": "optional", "roles": {"admin": "required"}}),
         "the admin's change is stored: {stored}"
     );
     Ok(())

@@ -10,11 +10,11 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::{Method, Request, Response};
 use http_body_util::{BodyExt as _, Full};
-use ichor_reconcilers::admission::access::{ichor_attributes, subject_access_review};
-use ichor_reconcilers::admission::fixtures::{
+use ichor_controller::admission::access::{ichor_attributes, subject_access_review};
+use ichor_controller::admission::fixtures::{
     self, FakeLister, FakeReviewer, NAMESPACE, ROOT, Who, operation, user, user_object,
 };
-use ichor_reconcilers::admission::{
+use ichor_controller::admission::{
     AccessReviewer, AdmissionError, AdmissionState, KubeAccessReviewer, KubeUserLister, UserCache,
     UserLister, controller_identity, operations, users,
 };
@@ -393,4 +393,222 @@ async fn the_kube_lister_refuses_until_its_cache_synced_and_for_another_namespac
         lister.cached_users("team-a"),
         Err(AdmissionError::UsersNotWatched(ns)) if ns == "team-a"
     ));
+}
+
+// === The credentials entry: the user's own Secret, then the legacy one ===
+
+const OWN_PATH: &str = "/api/v1/namespaces/ichor-credentials/secrets/ichor-user-dee";
+const LEGACY_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
+
+fn entry_b64(name: &str) -> String {
+    use base64::Engine as _;
+    let entry = ichor_renderers::auth::credentials::CredentialsEntry::new(
+        ichor_renderers::auth::hash::DUMMY_PHC.to_owned(),
+        jiff::Timestamp::now(),
+        false,
+    );
+    base64::engine::general_purpose::STANDARD.encode(entry.to_json(name).unwrap())
+}
+
+fn secret_not_found(name: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": format!("secrets \"{name}\" not found"), "reason": "NotFound", "code": 404})
+}
+
+fn paths(seen: &Seen) -> Vec<String> {
+    seen.lock().unwrap().iter().map(|(_, p, _)| p.clone()).collect()
+}
+
+#[tokio::test]
+async fn the_kube_lister_reads_a_users_own_credentials_secret_before_the_legacy_one() {
+    let (client, seen) = scripted_client(Arc::new(|method, path, _| {
+        assert_eq!(method, Method::GET);
+        assert_eq!(
+            path, OWN_PATH,
+            "the legacy Secret is not read when the own one answers"
+        );
+        Some((
+            200,
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "ichor.maesh.dev/user-credentials",
+                "metadata": {"name": "ichor-user-dee", "namespace": "ichor-credentials"},
+                "data": {"entry": entry_b64("dee")}}),
+        ))
+    }));
+    let lister = KubeUserLister::new(client, synced_cache(&[]));
+    let found = lister.read_credentials(NAMESPACE, "dee").await.unwrap();
+    assert!(
+        found.is_some(),
+        "an entry in the own Secret is stored credentials"
+    );
+    assert_eq!(paths(&seen), [OWN_PATH]);
+}
+
+#[tokio::test]
+async fn without_an_own_secret_the_kube_lister_reads_the_legacy_key() {
+    for (legacy_keys, stored) in [
+        (json!({"dee": entry_b64("dee")}), true),
+        (json!({"eve": entry_b64("eve")}), false),
+    ] {
+        let answer = legacy_keys.clone();
+        let (client, seen) = scripted_client(Arc::new(move |_, path, _| match path.as_str() {
+            OWN_PATH => Some((404, secret_not_found("ichor-user-dee"))),
+            LEGACY_PATH => Some((
+                200,
+                json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": "ichor-user-credentials", "namespace": NAMESPACE},
+                    "data": answer}),
+            )),
+            other => panic!("unexpected read of {other}"),
+        }));
+        let lister = KubeUserLister::new(client, synced_cache(&[]));
+        let found = lister.read_credentials(NAMESPACE, "dee").await.unwrap();
+        assert_eq!(found.is_some(), stored, "{legacy_keys}");
+        // Found in the legacy Secret: two reads; not there either: the own Secret once more (a
+        // move creates it before it removes the legacy key).
+        if stored {
+            assert_eq!(paths(&seen), [OWN_PATH, LEGACY_PATH]);
+        } else {
+            assert_eq!(paths(&seen), [OWN_PATH, LEGACY_PATH, OWN_PATH]);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_key_moved_between_the_reads_is_found_in_the_own_secret_on_the_second_read() {
+    let own_reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let reads = Arc::clone(&own_reads);
+    let (client, seen) = scripted_client(Arc::new(move |_, path, _| match path.as_str() {
+        // The first read finds no own Secret; the move then creates it and removes the key.
+        OWN_PATH if reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 => {
+            Some((404, secret_not_found("ichor-user-dee")))
+        }
+        OWN_PATH => Some((
+            200,
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "ichor.maesh.dev/user-credentials",
+                "metadata": {"name": "ichor-user-dee", "namespace": "ichor-credentials"},
+                "data": {"entry": entry_b64("dee")}}),
+        )),
+        LEGACY_PATH => Some((
+            200,
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": "ichor-user-credentials", "namespace": NAMESPACE},
+                "data": {}}),
+        )),
+        other => panic!("unexpected read of {other}"),
+    }));
+    let lister = KubeUserLister::new(client, synced_cache(&[]));
+    let found = lister.read_credentials(NAMESPACE, "dee").await.unwrap();
+    assert!(found.is_some(), "the moved entry is stored credentials");
+    assert_eq!(paths(&seen), [OWN_PATH, LEGACY_PATH, OWN_PATH]);
+}
+
+#[tokio::test]
+async fn an_unparsable_stored_entry_refuses_without_quoting_it() {
+    use base64::Engine as _;
+    let (client, _seen) = scripted_client(Arc::new(|_, path, _| match path.as_str() {
+        OWN_PATH => Some((
+            200,
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "ichor.maesh.dev/user-credentials",
+                "metadata": {"name": "ichor-user-dee", "namespace": "ichor-credentials"},
+                // {"v":1,"hash":"s3cr3t-looking-value"}: a hash no parser accepts.
+                "data": {"entry": base64::engine::general_purpose::STANDARD
+                    .encode(br#"{"v":1,"hash":"s3cr3t-looking-value","unknown":"s3cr3t"}"#)}}),
+        )),
+        other => panic!("unexpected read of {other}"),
+    }));
+    let lister = KubeUserLister::new(client, synced_cache(&[]));
+    let refused = lister
+        .read_credentials(NAMESPACE, "dee")
+        .await
+        .expect_err("an unreadable entry is not taken for none");
+    let text = refused.to_string();
+    assert!(text.contains("cannot be read"), "{text}");
+    assert!(!text.contains("s3cr3t"), "the denial quotes the entry: {text}");
+}
+
+#[tokio::test]
+async fn a_refused_read_of_the_own_secret_fails_closed() {
+    // No Role in the credentials namespace (or no namespace and so no Role): 403, never "none".
+    let (client, seen) = scripted_client(Arc::new(|_, _, _| {
+        Some((
+            403,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden",
+                "message": "secrets \"ichor-user-dee\" is forbidden", "code": 403}),
+        ))
+    }));
+    let error = KubeUserLister::new(client, synced_cache(&[]))
+        .read_credentials(NAMESPACE, "dee")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, AdmissionError::ReadCredentials { name, reason }
+            if name == "dee" && reason.contains("ichor-credentials/ichor-user-dee") && reason.contains("forbidden")),
+        "{error:?}"
+    );
+    assert_eq!(paths(&seen), [OWN_PATH], "no fallback to the legacy Secret");
+    // An own Secret without its entry is no answer either.
+    let client = answering(
+        200,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ichor-user-dee"}, "data": {}}),
+    );
+    let error = KubeUserLister::new(client, synced_cache(&[]))
+        .read_credentials(NAMESPACE, "dee")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, AdmissionError::ReadCredentials { reason, .. } if reason.contains("holds no \"entry\"")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn creating_a_user_over_its_own_stored_secret_is_refused() {
+    for own_stored in [true, false] {
+        let (client, _seen) = scripted_client(Arc::new(move |_, path, _| {
+            if path.ends_with("/ichorusers/root") {
+                // The requester, read fresh: an enabled admin.
+                Some((
+                    200,
+                    serde_json::to_value(user_object("root", &["admin"], false)).unwrap(),
+                ))
+            } else if path == OWN_PATH && own_stored {
+                Some((
+                    200,
+                    json!({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "ichor-user-dee", "namespace": "ichor-credentials"},
+                        "data": {"entry": entry_b64("dee")}}),
+                ))
+            } else {
+                Some((404, secret_not_found("x")))
+            }
+        }));
+        let state = AdmissionState::new(
+            Arc::new(FakeReviewer::default()),
+            Arc::new(KubeUserLister::new(
+                client,
+                synced_cache(&[("root", &["admin"], false)]),
+            )),
+            controller_identity(NAMESPACE),
+        );
+        let request = fixtures::request(
+            users::KIND,
+            "CREATE",
+            &ROOT,
+            user("dee", &["viewer"], false),
+            Value::Null,
+        )
+        .unwrap();
+        let verdict = outcome(users::review(&state, &request).await);
+        if own_stored {
+            let refusal = verdict.unwrap_err();
+            assert!(
+                refusal.starts_with(
+                    "metadata.name: the credentials of an earlier user \"dee\" are still stored"
+                ),
+                "{refusal}"
+            );
+        } else {
+            assert_eq!(verdict, Ok(()));
+        }
+    }
 }

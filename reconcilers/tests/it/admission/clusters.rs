@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use ichor_reconcilers::admission::access::ichor_attributes;
-use ichor_reconcilers::admission::fixtures::{FakeLister, FakeReviewer, NAMESPACE, OPERATOR, ROOT, cluster};
+use ichor_controller::admission::access::ichor_attributes;
+use ichor_controller::admission::fixtures::{FakeLister, FakeReviewer, NAMESPACE, OPERATOR, ROOT, cluster};
 use serde_json::{Value, json};
 
 use super::{CLUSTER, Denied, Fakes, assert_denied};

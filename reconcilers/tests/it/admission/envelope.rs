@@ -9,11 +9,11 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt as _;
-use ichor_reconcilers::admission::fixtures::{
+use ichor_controller::admission::fixtures::{
     FakeLister, FakeReviewer, LoopbackServer, NAMESPACE, OPERATOR, ROOT, ServingPair, VIEWER, WEBHOOK_HOST,
     Who, cluster, operation, review, user,
 };
-use ichor_reconcilers::admission::{
+use ichor_controller::admission::{
     AdmissionObserver, AdmissionState, ICHORUSERS_PATH, ServerOptions, TALOSCLUSTERS_PATH,
     TALOSOPERATIONS_PATH, controller_identity, router,
 };

@@ -16,12 +16,12 @@ mod users;
 
 use std::sync::Arc;
 
-use ichor_reconcilers::admission::clusters::KIND as CLUSTER;
-use ichor_reconcilers::admission::fixtures::{self, FakeLister, FakeReviewer, NAMESPACE, Who};
-use ichor_reconcilers::admission::operations::KIND as OPERATION;
-use ichor_reconcilers::admission::review::Verdict;
-use ichor_reconcilers::admission::users::KIND as USER;
-use ichor_reconcilers::admission::{self as webhooks, AdmissionState, controller_identity};
+use ichor_controller::admission::clusters::KIND as CLUSTER;
+use ichor_controller::admission::fixtures::{self, FakeLister, FakeReviewer, NAMESPACE, Who};
+use ichor_controller::admission::operations::KIND as OPERATION;
+use ichor_controller::admission::review::Verdict;
+use ichor_controller::admission::users::KIND as USER;
+use ichor_controller::admission::{self as webhooks, AdmissionState, controller_identity};
 use serde_json::Value;
 
 /// The fakes a rule asks, and the state holding them.

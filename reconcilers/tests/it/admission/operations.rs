@@ -1,9 +1,9 @@
 //! `TalosOperation`: a destructive kind needs `start` on its subresource of `talosoperations`;
 //! the controller's own identity is exempt.
 
-use ichor_reconcilers::admission::access::ichor_attributes;
-use ichor_reconcilers::admission::controller_identity;
-use ichor_reconcilers::admission::fixtures::{NAMESPACE, OPERATOR, ROOT, VIEWER, Who, operation};
+use ichor_controller::admission::access::ichor_attributes;
+use ichor_controller::admission::controller_identity;
+use ichor_controller::admission::fixtures::{NAMESPACE, OPERATOR, ROOT, VIEWER, Who, operation};
 use serde_json::Value;
 
 use super::{Denied, Fakes, OPERATION, assert_denied};

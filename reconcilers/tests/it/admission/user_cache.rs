@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use ichor_reconcilers::admission::fixtures::{NAMESPACE, user_object};
-use ichor_reconcilers::admission::user_cache::{STALE_AFTER, freshness};
-use ichor_reconcilers::admission::{AdmissionError, UserCache};
+use ichor_controller::admission::fixtures::{NAMESPACE, user_object};
+use ichor_controller::admission::user_cache::{STALE_AFTER, freshness};
+use ichor_controller::admission::{AdmissionError, UserCache};
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 use serde_json::json;

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use ichor_reconcilers::admission::fixtures::{
+use ichor_controller::admission::fixtures::{
     self, FakeLister, FakeReviewer, NAMESPACE, OPERATOR, ROOT, VIEWER, Who, user, user_object,
 };
-use ichor_reconcilers::admission::review::{self, AdmissionRequest};
-use ichor_reconcilers::admission::users::{MAX_CONFIRMATIONS, enabled_admins_besides};
-use ichor_reconcilers::admission::{self as webhooks, AdmissionState, controller_identity};
+use ichor_controller::admission::review::{self, AdmissionRequest};
+use ichor_controller::admission::users::{MAX_CONFIRMATIONS, enabled_admins_besides};
+use ichor_controller::admission::{self as webhooks, AdmissionState, controller_identity};
 use ichor_renderers::crd::IchorUser;
 use serde_json::{Value, json};
 

@@ -99,11 +99,16 @@ fn credentials(rv: &str, users: &[&str]) -> Value {
 }
 
 fn gc_effect() -> Action {
-    let r = RemoveCredentialsKeyRequest {
+    gc_effect_of(RemoveCredentialsKeyRequest {
         namespace: NS.into(),
         secret: "ichor-user-credentials".into(),
         key: "ghost".into(),
-    };
+        in_legacy: true,
+        per_user: None,
+    })
+}
+
+fn gc_effect_of(r: RemoveCredentialsKeyRequest) -> Action {
     Action::Effect {
         request: EffectRequest::new(r.id(), &r).unwrap(),
         reason: reason(),
@@ -243,7 +248,7 @@ async fn a_key_is_kept_when_its_user_cannot_be_read() {
 
 /// A removal meeting a conflict, the credentials Secret as read again, then `user` for the
 /// key's IchorUser; returns the report.
-async fn gc_conflict(user_reply: (u16, Value)) -> ichor_reconcilers::apply::ApplyReport {
+async fn gc_conflict(user_reply: (u16, Value)) -> ichor_controller::apply::ApplyReport {
     let (client, mut handle) = client();
     let server = tokio::spawn(async move {
         ghost_absent(&mut handle).await;
@@ -368,4 +373,171 @@ async fn a_leaf_is_not_written_when_the_ca_it_is_signed_by_lost_its_write() {
             .chain(&report.stale)
             .all(|p| !p.message.contains("PRIVATE KEY"))
     );
+}
+
+// ─── a gone user's own credentials Secret ────────────────────────────────────────────────────
+
+const GHOST_OWN_PATH: &str = "/api/v1/namespaces/ichor-credentials/secrets/ichor-user-ghost";
+
+fn own_removal(in_legacy: bool, uid: Option<&str>) -> Action {
+    gc_effect_of(RemoveCredentialsKeyRequest {
+        namespace: NS.into(),
+        secret: "ichor-user-credentials".into(),
+        key: "ghost".into(),
+        in_legacy,
+        per_user: Some(PerUserSecretRef {
+            namespace: "ichor-credentials".into(),
+            name: "ichor-user-ghost".into(),
+            uid: uid.map(str::to_owned),
+        }),
+    })
+}
+
+fn legacy_world() -> World {
+    world(vec![observed(
+        "Secret",
+        "ichor-user-credentials",
+        "20",
+        credentials("20", &["admin", "ghost"]),
+    )])
+}
+
+#[tokio::test]
+async fn a_gone_users_legacy_key_goes_first_then_its_own_secret_by_uid() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        ghost_absent(&mut handle).await;
+        let (patch, send) = next(&mut handle).await;
+        assert_eq!(
+            (patch.method.as_str(), patch.path.as_str()),
+            ("PATCH", CREDENTIALS_PATH),
+            "the legacy copy goes first"
+        );
+        assert_eq!(
+            patch.body,
+            json!({"metadata": {"resourceVersion": "20"}, "data": {"ghost": null}})
+        );
+        reply(send, 200, &credentials("21", &["admin"]));
+        let (delete, send) = next(&mut handle).await;
+        assert_eq!(
+            (delete.method.as_str(), delete.path.as_str()),
+            ("DELETE", GHOST_OWN_PATH)
+        );
+        assert_eq!(delete.body["preconditions"], json!({"uid": "u-ghost"}));
+        // The Secret's DELETE may answer with the object: it is never read.
+        reply(
+            send,
+            200,
+            &json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "ichor-user-ghost", "namespace": "ichor-credentials"},
+                "data": {"entry": "c2VjcmV0"}}),
+        );
+        handle
+    });
+    let report = apply_scripted(
+        client,
+        server,
+        &legacy_world(),
+        &[own_removal(true, Some("u-ghost"))],
+    )
+    .await;
+    assert!(
+        report.problems.is_empty() && report.stale.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.applied.len(), 1, "{report:?}");
+    let [Event::Applied(legacy), Event::Deleted(own)] = report.events.as_slice() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(legacy.resource_version.as_deref(), Some("21"));
+    assert_eq!(
+        *own,
+        ObjectKey::new("Secret", "ichor-credentials", "ichor-user-ghost")
+    );
+    assert!(
+        !format!("{report:?}").contains("c2VjcmV0"),
+        "no entry in the report"
+    );
+}
+
+#[tokio::test]
+async fn an_own_secret_alone_is_deleted_and_a_uid_conflict_is_read_again_by_metadata() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        ghost_absent(&mut handle).await;
+        let (delete, send) = next(&mut handle).await;
+        assert_eq!(
+            (delete.method.as_str(), delete.path.as_str()),
+            ("DELETE", GHOST_OWN_PATH),
+            "no legacy write when the legacy Secret does not hold the user"
+        );
+        assert_eq!(delete.body["preconditions"], json!({"uid": "u-old"}));
+        reply(
+            send,
+            409,
+            &status(
+                409,
+                "Conflict",
+                "Precondition failed: UID in precondition: u-old, UID in object meta: u-new",
+            ),
+        );
+        let (read, send) = next(&mut handle).await;
+        assert_eq!(
+            (read.method.as_str(), read.path.as_str()),
+            ("GET", GHOST_OWN_PATH)
+        );
+        // Asked by metadata only: the API server never sends the entry, nor a copy of it.
+        assert!(
+            read.accept
+                .as_deref()
+                .is_some_and(|a| a.starts_with("application/json;as=PartialObjectMetadata")),
+            "{:?}",
+            read.accept
+        );
+        reply(
+            send,
+            200,
+            &json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                "metadata": {"name": "ichor-user-ghost", "namespace": "ichor-credentials", "uid": "u-new",
+                    "resourceVersion": "40", "labels": {"ichor.maesh.dev/user": "ghost"},
+                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"data\":{\"entry\":\"c2VjcmV0\"}}"}}}),
+        );
+        let (user, send) = next(&mut handle).await;
+        assert_eq!((user.method.as_str(), user.path.as_str()), ("GET", GHOST_PATH));
+        reply(send, 404, &ghost_not_found());
+        handle
+    });
+    let report = apply_scripted(
+        client,
+        server,
+        &legacy_world(),
+        &[own_removal(false, Some("u-old"))],
+    )
+    .await;
+    assert!(report.problems.is_empty(), "{report:?}");
+    assert_eq!(report.stale.len(), 1, "{report:?}");
+    let Some(Event::Applied(fresh)) = report.events.first() else {
+        panic!("{report:?}")
+    };
+    assert_eq!(fresh.value["metadata"]["uid"], json!("u-new"));
+    assert!(
+        fresh.value["metadata"].get("annotations").is_none(),
+        "annotations (a last-applied copy of the values) are never kept"
+    );
+}
+
+#[tokio::test]
+async fn an_own_secret_without_an_observed_uid_is_not_deleted() {
+    let (client, mut handle) = client();
+    let server = tokio::spawn(async move {
+        ghost_absent(&mut handle).await;
+        handle
+    });
+    let report = apply_scripted(client, server, &legacy_world(), &[own_removal(false, None)]).await;
+    assert_eq!(report.problems.len(), 1, "{report:?}");
+    assert!(
+        report.problems[0].message.contains("no uid observed"),
+        "{report:?}"
+    );
+    assert!(report.applied.is_empty(), "{report:?}");
 }

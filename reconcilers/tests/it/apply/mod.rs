@@ -12,14 +12,15 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use http::{Request, Response};
-use ichor_graph::{Action, Cause, EffectRequest, Event, Object, ObjectKey, Reason, World};
-use ichor_reconcile::identity::effects::{
-    GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, RemoveCredentialsKeyRequest, SanName,
+use ichor_controller::apply::webhook::webhook_sans;
+use ichor_controller::apply::{KubeApplier, RetryPolicy};
+use ichor_controller_core::identity::effects::{
+    GenerateKeyRequest, IssueCaRequest, IssueLeafRequest, KeyKind, PerUserSecretRef,
+    RemoveCredentialsKeyRequest, SanName,
 };
-use ichor_reconcile::perform::{IssuedPair, KeyMaterial};
-use ichor_reconcile::problem::ProblemKind;
-use ichor_reconcilers::apply::webhook::webhook_sans;
-use ichor_reconcilers::apply::{KubeApplier, RetryPolicy};
+use ichor_controller_core::perform::{IssuedPair, KeyMaterial, KeyMaterialError};
+use ichor_controller_core::problem::ProblemKind;
+use ichor_graph::{Action, Cause, EffectRequest, Event, Object, ObjectKey, Reason, World};
 use ichor_renderers::trust::keys::KeysDocument;
 use ichor_renderers::trust::tls::{CA_COMMON_NAME, CertFacts, San};
 use jiff::Timestamp;
@@ -51,10 +52,10 @@ pub(crate) fn client() -> (kube::Client, Mock) {
 struct Fixed;
 
 impl KeyMaterial for Fixed {
-    fn rsa_pkcs8_pem(&mut self) -> Result<String, String> {
-        Ok(ichor_reconcile::sim::TEST_RSA_PEM.to_owned())
+    fn rsa_pkcs8_pem(&mut self) -> Result<String, KeyMaterialError> {
+        Ok(ichor_controller_core::sim::TEST_RSA_PEM.to_owned())
     }
-    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], String> {
+    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], KeyMaterialError> {
         Ok([42; 32])
     }
 }
@@ -75,6 +76,8 @@ pub(crate) struct Seen {
     pub(crate) path: String,
     query: BTreeMap<String, String>,
     content_type: Option<String>,
+    /// The Accept header (a metadata-only read asks for `PartialObjectMetadata`).
+    pub(crate) accept: Option<String>,
     pub(crate) body: Value,
 }
 
@@ -103,6 +106,10 @@ pub(crate) async fn next(handle: &mut Mock) -> (Seen, Reply) {
         content_type: parts
             .headers
             .get(http::header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_owned()),
+        accept: parts
+            .headers
+            .get(http::header::ACCEPT)
             .map(|v| v.to_str().unwrap().to_owned()),
         body: if bytes.is_empty() {
             Value::Null
@@ -145,7 +152,7 @@ pub(crate) async fn apply_scripted(
     server: tokio::task::JoinHandle<Mock>,
     world: &World,
     actions: &[Action],
-) -> ichor_reconcilers::apply::ApplyReport {
+) -> ichor_controller::apply::ApplyReport {
     let mut a = applier(client);
     let report = a.apply(world, actions).await;
     let handle = server.await.unwrap();
@@ -210,7 +217,7 @@ fn user(rv: &str, conditions: Value) -> Value {
 }
 
 pub(crate) fn ca() -> IssuedPair {
-    ichor_reconcile::sim::fixtures::ca().unwrap()
+    ichor_controller_core::sim::fixtures::ca().unwrap()
 }
 
 fn ca_secret(ca: &IssuedPair) -> Object {

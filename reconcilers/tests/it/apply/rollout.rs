@@ -5,7 +5,7 @@
 //! is scripted, because a write lost at that exact moment is a fault a real one cannot be made
 //! to produce on demand.
 
-use ichor_reconcile::identity::rollout::{ApplyRequest, RollbackRequest};
+use ichor_controller_core::identity::rollout::{ApplyRequest, RollbackRequest};
 use ichor_renderers::authn::talos::KubeAuthenticationConfig;
 use ichor_renderers::crd::PreviousDocument;
 use ichor_testkit::talos::{FakeTalos, NodeOptions, Options as TalosOptions};

@@ -6,8 +6,8 @@
 //! chart's match condition says the same (the real-apiserver attack of the same name in
 //! `tests/cluster/attacks`).
 
-use ichor_reconcilers::admission::fixtures::{Who, user};
-use ichor_reconcilers::admission::users::KIND as USER;
+use ichor_controller::admission::fixtures::{Who, user};
+use ichor_controller::admission::users::KIND as USER;
 use ichor_renderers::auth::roles::LastAdminRefusal;
 use serde_json::Value;
 

@@ -4,8 +4,8 @@
 //! create or change with the API's words, whoever writes it (an admin too); an update that
 //! leaves an older value as it is still passes, as the apiserver ratchets its own rules.
 
-use ichor_reconcilers::admission::fixtures::{OPERATOR, ROOT, user};
-use ichor_reconcilers::admission::users::KIND as USER;
+use ichor_controller::admission::fixtures::{OPERATOR, ROOT, user};
+use ichor_controller::admission::users::KIND as USER;
 use serde_json::{Value, json};
 
 use crate::admission::Fakes;

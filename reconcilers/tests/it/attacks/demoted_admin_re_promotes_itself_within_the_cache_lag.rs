@@ -7,8 +7,8 @@
 //! on the requester's roles, or of the requester itself, reads the requester from the
 //! kube-apiserver, not the cache; a failed read refuses.
 
-use ichor_reconcilers::admission::fixtures::{FakeLister, FakeReviewer, Who, user};
-use ichor_reconcilers::admission::users::KIND as USER;
+use ichor_controller::admission::fixtures::{FakeLister, FakeReviewer, Who, user};
+use ichor_controller::admission::users::KIND as USER;
 use serde_json::Value;
 
 use crate::admission::Fakes;

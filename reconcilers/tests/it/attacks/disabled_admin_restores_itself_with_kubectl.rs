@@ -7,8 +7,8 @@
 //! is disabled, being deleted or gone is refused, and its roles are the token's groups that its
 //! `IchorUser` still holds. A cache that cannot be trusted refuses.
 
-use ichor_reconcilers::admission::fixtures::{FakeLister, FakeReviewer, ROOT, Who, user, user_object};
-use ichor_reconcilers::admission::users::KIND as USER;
+use ichor_controller::admission::fixtures::{FakeLister, FakeReviewer, ROOT, Who, user, user_object};
+use ichor_controller::admission::users::KIND as USER;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 

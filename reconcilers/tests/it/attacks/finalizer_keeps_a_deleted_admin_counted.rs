@@ -8,12 +8,12 @@
 //! last admin; now only the override certificate, the namespace controller and the garbage
 //! collector are exempt.
 
-use ichor_reconcilers::admission::fixtures::{FakeLister, FakeReviewer, ROOT, Who, user, user_object};
-use ichor_reconcilers::admission::users::enabled_admins_besides;
+use ichor_controller::admission::fixtures::{FakeLister, FakeReviewer, ROOT, Who, user, user_object};
+use ichor_controller::admission::users::enabled_admins_besides;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
-use ichor_reconcilers::admission::users::KIND as USER;
+use ichor_controller::admission::users::KIND as USER;
 
 use crate::admission::Fakes;
 

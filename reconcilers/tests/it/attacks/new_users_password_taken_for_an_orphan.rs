@@ -7,10 +7,10 @@
 //! applier reads the key's `IchorUser` from the store (a quorum GET) and keeps the key while the
 //! user exists, handing the user back so the graph decides again.
 
+use ichor_controller_core::identity::Controller;
+use ichor_controller_core::problem::ProblemKind;
+use ichor_controller_core::sim::fixtures;
 use ichor_graph::{Action, Event, ObjectKey};
-use ichor_reconcile::identity::Controller;
-use ichor_reconcile::problem::ProblemKind;
-use ichor_reconcile::sim::fixtures;
 use serde_json::json;
 
 use crate::apply::{NS, apply_scripted, client, next, reply};

@@ -3,10 +3,10 @@
 //! action: reset`, which a reader keyed on the action may run as a reset). Both are refused,
 //! naming `spec.action`, on create and on an update that writes them, whoever asks.
 
-use ichor_reconcilers::admission::fixtures::{OPERATOR, ROOT, operation};
+use ichor_controller::admission::fixtures::{OPERATOR, ROOT, operation};
 use serde_json::{Value, json};
 
-use ichor_reconcilers::admission::operations::KIND as OPERATION;
+use ichor_controller::admission::operations::KIND as OPERATION;
 
 use crate::admission::Fakes;
 

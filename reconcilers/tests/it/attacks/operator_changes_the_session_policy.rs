@@ -4,8 +4,8 @@
 //! A change of `spec.users` needs `update` on `ichorinstallations/users`, which only
 //! `ichor-admin` holds; the rest of the object needs nothing here.
 
-use ichor_reconcilers::admission::fixtures::{self, FakeLister, FakeReviewer, OPERATOR, ROOT, Who};
-use ichor_reconcilers::admission::installations::{self, KIND};
+use ichor_controller::admission::fixtures::{self, FakeLister, FakeReviewer, OPERATOR, ROOT, Who};
+use ichor_controller::admission::installations::{self, KIND};
 use serde_json::{Value, json};
 
 use crate::admission::{Fakes, outcome};
@@ -48,7 +48,7 @@ async fn an_operator_may_not_change_the_session_policy_or_the_kubeconfig_server(
             .unwrap_err();
         assert_eq!(
             refusal,
-            "spec.users: changing the session policy and the kubeconfig server needs verb \"update\" on \
+            "spec.users: changing the session policy, the second-factor policy and the kubeconfig server needs verb \"update\" on \
              ichorinstallations/users, which user \"ichor:olga\" does not hold"
         );
     }

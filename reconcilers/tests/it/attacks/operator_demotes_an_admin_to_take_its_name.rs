@@ -5,8 +5,8 @@
 //! sessions), or deletes it to create it again with a password of its choice. The webhook
 //! refuses each with the API's message; the same acts on viewers and operators pass.
 
-use ichor_reconcilers::admission::fixtures::{OPERATOR, ROOT, user};
-use ichor_reconcilers::admission::users::KIND as USER;
+use ichor_controller::admission::fixtures::{OPERATOR, ROOT, user};
+use ichor_controller::admission::users::KIND as USER;
 use serde_json::Value;
 
 use crate::admission::Fakes;

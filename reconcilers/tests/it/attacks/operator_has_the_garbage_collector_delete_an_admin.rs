@@ -5,11 +5,11 @@
 //! an owner reference is judged as deleting it: the act-on rule for a delete and the
 //! last-enabled-admin rule, naming `metadata.ownerReferences`. Taking references away is free.
 
-use ichor_reconcilers::admission::fixtures::{OPERATOR, ROOT, user};
+use ichor_controller::admission::fixtures::{OPERATOR, ROOT, user};
 use ichor_renderers::auth::roles::{UserAct, UserChange, UserState, check_act_on, check_last_admin};
 use serde_json::{Value, json};
 
-use ichor_reconcilers::admission::users::KIND as USER;
+use ichor_controller::admission::users::KIND as USER;
 
 use crate::admission::Fakes;
 

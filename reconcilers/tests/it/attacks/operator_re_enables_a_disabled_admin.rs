@@ -3,10 +3,10 @@
 //! `spec.disabled: false` on a disabled admin whose password it knows. The webhook refuses it
 //! with the API's message; the same re-enable of a viewer or an operator passes.
 
-use ichor_reconcilers::admission::fixtures::{OPERATOR, ROOT, user};
+use ichor_controller::admission::fixtures::{OPERATOR, ROOT, user};
 use ichor_renderers::auth::roles::{UserAct, check_act_on};
 
-use ichor_reconcilers::admission::users::KIND as USER;
+use ichor_controller::admission::users::KIND as USER;
 
 use crate::admission::Fakes;
 

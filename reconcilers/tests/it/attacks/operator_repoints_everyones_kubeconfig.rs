@@ -4,8 +4,8 @@
 //! `spec.endpoint` needs `update` on `talosclusters/endpoint`, which only `ichor-admin` holds;
 //! creating a cluster with its endpoint needs nothing more than the create itself.
 
-use ichor_reconcilers::admission::clusters::{self, KIND};
-use ichor_reconcilers::admission::fixtures::{self, FakeLister, FakeReviewer, OPERATOR, ROOT, Who, cluster};
+use ichor_controller::admission::clusters::{self, KIND};
+use ichor_controller::admission::fixtures::{self, FakeLister, FakeReviewer, OPERATOR, ROOT, Who, cluster};
 use serde_json::{Value, json};
 
 use crate::admission::{Fakes, outcome};

@@ -3,10 +3,10 @@
 //! Resuming (`spec.paused` true to false) a destructive operation needs the same `start` right;
 //! pausing needs none.
 
-use ichor_reconcilers::admission::fixtures::{OPERATOR, ROOT, operation};
+use ichor_controller::admission::fixtures::{OPERATOR, ROOT, operation};
 use serde_json::{Value, json};
 
-use ichor_reconcilers::admission::operations::KIND as OPERATION;
+use ichor_controller::admission::operations::KIND as OPERATION;
 
 use crate::admission::Fakes;
 

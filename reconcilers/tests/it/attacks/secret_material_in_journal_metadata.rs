@@ -6,13 +6,9 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use ichor_controller::run::convert::WatchState;
+use ichor_controller::run::watch::sources;
 use ichor_graph::{Event, JournalWriter, Object};
-use ichor_reconcilers::run::Loop;
-use ichor_reconcilers::run::convert::WatchState;
-use ichor_reconcilers::run::journal;
-use ichor_reconcilers::run::metrics::Metrics;
-use ichor_reconcilers::run::observe::ClusterObserver;
-use ichor_reconcilers::run::watch::sources;
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_renderers::trust::NAMESPACE;
 use kube::api::DynamicObject;
@@ -76,12 +72,7 @@ fn assert_no_secret_bytes(text: &str) {
 async fn a_secret_applied_with_kubectl_leaves_none_of_its_bytes_in_the_controllers_journal() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.jsonl");
-    let (metrics, _) = Metrics::new();
-    let mut lp = Loop::new(
-        ichor_reconcile::identity::Controller::new().unwrap(),
-        Some(journal::open(&path).unwrap()),
-        ClusterObserver::new(metrics),
-    );
+    let (mut lp, _) = crate::run::identity_loop(Some(&path));
     let label = format!("Secret {CREDENTIALS_SECRET_NAME}");
     let source = sources("app.kubernetes.io/component=issuer", "ichor-identity")
         .into_iter()

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use ichor_reconcilers::admission::access::UserLister;
-use ichor_reconcilers::admission::fixtures::{self, FakeLister, FakeReviewer, NAMESPACE, OPERATOR, user};
-use ichor_reconcilers::admission::users;
-use ichor_reconcilers::admission::{AdmissionError, AdmissionState, controller_identity};
+use ichor_controller::admission::access::UserLister;
+use ichor_controller::admission::fixtures::{self, FakeLister, FakeReviewer, NAMESPACE, OPERATOR, user};
+use ichor_controller::admission::users;
+use ichor_controller::admission::{AdmissionError, AdmissionState, controller_identity};
 use ichor_renderers::crd::IchorUser;
 
 use crate::admission::outcome;

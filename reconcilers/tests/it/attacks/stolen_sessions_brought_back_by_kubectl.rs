@@ -5,13 +5,13 @@
 //! to the enabled user. The webhook refuses the re-enable while a family from before is live and
 //! the create while an entry of the name is stored; the API's re-enable ends the families first.
 
-use ichor_reconcilers::admission::fixtures::{FakeLister, FakeReviewer, ROOT, user};
+use ichor_controller::admission::fixtures::{FakeLister, FakeReviewer, ROOT, user};
 use ichor_renderers::auth::credentials::CredentialsEntry;
 use ichor_renderers::auth::hash::DUMMY_PHC;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
-use ichor_reconcilers::admission::users::KIND as USER;
+use ichor_controller::admission::users::KIND as USER;
 
 use crate::admission::Fakes;
 

@@ -29,7 +29,7 @@ async fn a_talosconfig_holding_other_clusters_keys_is_refused_before_any_talos_c
     let secret = json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "prod-talosconfig", "namespace": NS, "resourceVersion": "7"},
         "data": {"talosconfig": b64(&with_another_clusters_context(talos.talosconfig())),
-            "ca.crt": b64(&ichor_reconcile::sim::fixtures::ca().unwrap().cert_pem)}});
+            "ca.crt": b64(&ichor_controller_core::sim::fixtures::ca().unwrap().cert_pem)}});
     let (client, mut handle) = client();
     let server = tokio::spawn(async move {
         expect_credentials_read(&mut handle, &secret).await;

@@ -8,12 +8,7 @@ use super::*;
 async fn the_journal_holds_no_secret_data_and_continues_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.jsonl");
-    let (metrics, _) = Metrics::new();
-    let mut lp = Loop::new(
-        ichor_reconcile::identity::Controller::new().unwrap(),
-        Some(journal::open(&path).unwrap()),
-        ClusterObserver::new(metrics),
-    );
+    let (mut lp, _) = identity_loop(Some(&path));
     lp.ingest([
         Event::Applied(issuer_service("10.96.0.10")),
         Event::Applied(user("admin", &["admin"], false, 1)),
@@ -126,7 +121,7 @@ async fn the_metrics_text_has_every_family_and_the_issuer_certificate_expiry() {
 
 #[test]
 fn admission_decisions_are_counted_by_webhook_and_answer_with_their_latency() {
-    use ichor_reconcilers::admission::AdmissionObserver as _;
+    use ichor_controller::admission::AdmissionObserver as _;
     let (metrics, registry) = metrics::Metrics::new();
     metrics.decided("ichorusers", false, std::time::Duration::from_millis(2));
     metrics.decided("ichorusers", true, std::time::Duration::from_micros(300));

@@ -10,23 +10,24 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use clap::Parser;
+use ichor_controller::admission::{AdmissionError, UserCache};
+use ichor_controller::run::convert::{WatchState, metadata_event};
+use ichor_controller::run::leader::{Elector, LeaderFlag, LeaseConfig, may_take};
+use ichor_controller::run::metrics::{self, Health, Metrics};
+use ichor_controller::run::observe::ClusterObserver;
+use ichor_controller::run::watch::{Batch, SyncState, sources};
+use ichor_controller::run::{Apply, Driver, Loop, Report as ApplyReport, RunArgs, drive, journal};
+use ichor_controller_core::memory::merge_into;
+use ichor_controller_core::perform::{self, KeyMaterial, KeyMaterialError, Outcome};
+use ichor_controller_core::problem::{Problem, ProblemKind};
+use ichor_controller_core::sim::TEST_RSA_PEM;
+use ichor_controller_core::sim::fixtures::{issuer_service, user};
 use ichor_graph::{Action, Event, Object, ObjectKey, World};
-use ichor_reconcile::memory::merge_into;
-use ichor_reconcile::perform::{self, KeyMaterial, Outcome};
-use ichor_reconcile::problem::{Problem, ProblemKind};
-use ichor_reconcile::sim::TEST_RSA_PEM;
-use ichor_reconcile::sim::fixtures::{issuer_service, user};
-use ichor_reconcilers::admission::{AdmissionError, UserCache};
-use ichor_reconcilers::run::convert::WatchState;
-use ichor_reconcilers::run::leader::{Elector, LeaderFlag, LeaseConfig, may_take};
-use ichor_reconcilers::run::metrics::{self, Health, Metrics};
-use ichor_reconcilers::run::observe::ClusterObserver;
-use ichor_reconcilers::run::watch::{Batch, SyncState, sources};
-use ichor_reconcilers::run::{Apply, Driver, Loop, Report as ApplyReport, RunArgs, drive, journal};
 use ichor_renderers::trust::{NAMESPACE, SIGNING_SECRET, TLS_SECRET};
 use ichor_server::logging::LogFormat;
 use jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -39,10 +40,10 @@ mod watch;
 struct FixedMaterial;
 
 impl KeyMaterial for FixedMaterial {
-    fn rsa_pkcs8_pem(&mut self) -> Result<String, String> {
+    fn rsa_pkcs8_pem(&mut self) -> Result<String, KeyMaterialError> {
         Ok(TEST_RSA_PEM.to_owned())
     }
-    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], String> {
+    fn hmac_secret(&mut self, _kid: &str) -> Result<[u8; 32], KeyMaterialError> {
         Ok([7; 32])
     }
 }
@@ -130,13 +131,22 @@ fn now() -> Timestamp {
     "2027-03-01T12:00:00Z".parse().unwrap()
 }
 
-fn leader_loop() -> (Loop, prometheus_client::registry::Registry) {
+/// A loop of the identity controller, journaling to the file `journal` when given, and the
+/// registry of its metrics.
+pub(crate) fn identity_loop(
+    journal: Option<&std::path::Path>,
+) -> (Loop, prometheus_client::registry::Registry) {
     let (metrics, registry) = Metrics::new();
-    let mut lp = Loop::new(
-        ichor_reconcile::identity::Controller::new().unwrap(),
-        None,
+    let lp = Loop::new(
+        ichor_controller_core::identity::Controller::new().unwrap(),
+        journal.map(|path| journal::open(path).unwrap()),
         ClusterObserver::new(metrics),
     );
+    (lp, registry)
+}
+
+fn leader_loop() -> (Loop, prometheus_client::registry::Registry) {
+    let (mut lp, registry) = identity_loop(None);
     lp.ingest([
         Event::Applied(issuer_service("10.96.0.10")),
         Event::Applied(user("admin", &["admin"], false, 1)),
@@ -226,7 +236,7 @@ async fn a_standby_applies_nothing_and_decides_everything_once_it_leads() {
 async fn nothing_is_decided_before_every_watcher_listed() {
     let (metrics, _) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcile::identity::Controller::new().unwrap(),
+        ichor_controller_core::identity::Controller::new().unwrap(),
         None,
         ClusterObserver::new(metrics),
     );
@@ -321,7 +331,7 @@ async fn an_applier_problem_backs_off_and_the_next_cycle_asks_again() {
 fn retry_delays_double_up_to_five_minutes() {
     let (metrics, _) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcile::identity::Controller::new().unwrap(),
+        ichor_controller_core::identity::Controller::new().unwrap(),
         None,
         ClusterObserver::new(metrics),
     );
@@ -343,7 +353,7 @@ fn retry_delays_double_up_to_five_minutes() {
 async fn the_driver_folds_a_batch_applies_as_leader_and_stops_on_shutdown() {
     let (metrics, _) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcile::identity::Controller::new().unwrap(),
+        ichor_controller_core::identity::Controller::new().unwrap(),
         None,
         ClusterObserver::new(metrics),
     );
@@ -400,7 +410,7 @@ async fn the_driver_of_a_standby_is_ready_but_applies_only_once_it_gains_the_lea
     use std::sync::atomic::Ordering;
     let (metrics, _) = Metrics::new();
     let mut lp = Loop::new(
-        ichor_reconcile::identity::Controller::new().unwrap(),
+        ichor_controller_core::identity::Controller::new().unwrap(),
         None,
         ClusterObserver::new(metrics),
     );

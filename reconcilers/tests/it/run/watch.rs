@@ -122,6 +122,83 @@ fn owned_secrets_and_the_configmaps_are_watched_by_name() {
     );
 }
 
+#[test]
+fn the_credentials_secrets_are_watched_in_their_namespace_by_metadata_and_optionally() {
+    let all = sources("app.kubernetes.io/component=issuer", "ichor-identity");
+    let source = all
+        .iter()
+        .find(|s| s.namespace.as_deref() == Some("ichor-credentials"))
+        .expect("the credentials namespace is watched");
+    assert!(source.metadata_only, "never the entries");
+    assert_eq!(source.resource.kind, "Secret");
+    assert!(
+        source.optional,
+        "a missing namespace does not hold the controller back"
+    );
+    assert!(
+        source
+            .refused_hint
+            .as_deref()
+            .is_some_and(|h| h.contains("ichor init")),
+        "{source:?}"
+    );
+    assert_eq!(
+        all.iter().filter(|s| s.metadata_only).count(),
+        1,
+        "only the credentials namespace is read by metadata"
+    );
+}
+
+fn secret_metadata(uid: &str, rv: &str) -> PartialObjectMeta<DynamicObject> {
+    serde_json::from_value(
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": {"name": "ichor-user-bob", "namespace": "ichor-credentials", "uid": uid,
+            "resourceVersion": rv, "labels": {"ichor.maesh.dev/user": "bob"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration":
+                "{\"data\":{\"entry\":\"c2VjcmV0\"}}"},
+            "managedFields": [{"manager": "ichor-issuer"}]}}),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_metadata_event_keeps_name_uid_and_labels_and_never_annotations() {
+    let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
+    let mut state = WatchState::new(resource);
+    let events = state.on_event(metadata_event(watcher::Event::Apply(secret_metadata("u-1", "5"))));
+    let [Event::Applied(o)] = events.as_slice() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        o.key(),
+        ObjectKey::new("Secret", "ichor-credentials", "ichor-user-bob")
+    );
+    assert_eq!(o.resource_version.as_deref(), Some("5"));
+    assert_eq!(o.value["metadata"]["uid"], json!("u-1"));
+    assert_eq!(
+        o.value["metadata"]["labels"]["ichor.maesh.dev/user"],
+        json!("bob")
+    );
+    assert!(o.value["metadata"].get("annotations").is_none(), "{o:?}");
+    assert!(o.value["metadata"].get("managedFields").is_none(), "{o:?}");
+    assert!(
+        o.value.get("data").is_none() && o.value.get("type").is_none(),
+        "{o:?}"
+    );
+    assert!(!o.value.to_string().contains("c2VjcmV0"));
+    let events = state.on_event(metadata_event(watcher::Event::Delete(secret_metadata(
+        "u-1", "6",
+    ))));
+    assert_eq!(
+        events,
+        [Event::Deleted(ObjectKey::new(
+            "Secret",
+            "ichor-credentials",
+            "ichor-user-bob"
+        ))]
+    );
+}
+
 // ─── the watchers against a scripted API server ──────────────────────────────────────────────
 
 #[tokio::test]
@@ -142,12 +219,23 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
         async move {
             let path = req.uri().path().to_owned();
             let query = req.uri().query().unwrap_or_default().to_owned();
-            seen.lock().unwrap().push(format!("{path}?{query}"));
+            let accept = req
+                .headers()
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            seen.lock()
+                .unwrap()
+                .push(format!("{path}?{query} accept={accept}"));
             if query.contains("watch=true") {
                 // A watch that never delivers anything: the lists are what is tested.
                 futures::future::pending::<()>().await;
             }
-            let (code, body) = if path.ends_with("/ichorinstallations") {
+            let (code, body) = if path.ends_with("/ichorinstallations")
+                || path.starts_with("/api/v1/namespaces/ichor-credentials/")
+            {
+                // No IchorInstallation RBAC; no credentials namespace (so no Role in it).
                 (403, status(403, "Forbidden"))
             } else if path.ends_with("/ichorusers") {
                 (
@@ -183,14 +271,16 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
     let all = sources("app.kubernetes.io/component=issuer", "ichor-identity");
     let sync = Arc::new(SyncState::new(all.len()));
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-    let tasks = ichor_reconcilers::run::watch::spawn(&client, NAMESPACE, all, tx, sync.clone(), Some(feed));
+    let tasks = ichor_controller::run::watch::spawn(&client, NAMESPACE, all, tx, sync.clone(), Some(feed));
     tokio::time::timeout(Duration::from_secs(20), async {
         while !sync.all() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("every watcher synced, IchorInstallation refused and counted as empty");
+    .expect(
+        "every watcher synced, IchorInstallation and the credentials namespace refused and counted as empty",
+    );
     let cached = cache.users(NAMESPACE, Instant::now()).unwrap();
     let names: Vec<_> = cached.iter().map(|u| u.metadata.name.clone()).collect();
     assert_eq!(names, [Some("ann".to_owned())]);
@@ -230,6 +320,17 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
         .filter(|r| r.starts_with("/api/v1/namespaces/ichor-system/secrets?"))
         .collect();
     assert_eq!(secret_lists.len(), 5, "{lists:#?}");
+    let credentials_lists: Vec<&&String> = lists
+        .iter()
+        .filter(|r| r.starts_with("/api/v1/namespaces/ichor-credentials/secrets?"))
+        .collect();
+    assert!(!credentials_lists.is_empty(), "{lists:#?}");
+    assert!(
+        credentials_lists
+            .iter()
+            .all(|r| r.contains("as=PartialObjectMetadata")),
+        "the credentials namespace is listed by metadata only: {credentials_lists:#?}"
+    );
     assert!(
         secret_lists
             .iter()

@@ -1,7 +1,14 @@
 //! The certificates as observed (`ichor-oidc-ca`, `ichor-oidc-tls`) and the CA and leaf
 //! decisions.
 
-use super::*;
+use super::{IssuerServiceOut, effect};
+use crate::identity::TLS_CERT_KEY;
+use crate::identity::effects::{CertificateRequest, SanName};
+use crate::identity::read::{SecretValue, secret_value};
+use ichor_graph::{Desired, Object, Timed};
+use ichor_renderers::trust::tls::{CertFacts, San, decide, decide_ca};
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
 
 /// What the decisions need of a certificate ([`CertFacts`] in serializable form).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,29 +7,19 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ichor_graph::{Desired, EffectRequest, Object, ObjectKey, Timed};
-use ichor_renderers::auth::roles::role_errors;
-use ichor_renderers::auth::user_name::UserName;
-use ichor_renderers::cluster::render_cluster;
-use ichor_renderers::crd::{
-    CONDITION_PASSWORD_SET, CONDITION_READY, IchorUserSpec, TalosCluster, TalosClusterSpec, TalosMachine,
-    TalosMachineSpec, TalosMachineStatus,
-};
-use ichor_renderers::rollout::restart_required;
+use ichor_renderers::contract::COMPONENT_LABEL;
 use ichor_renderers::trust::keys::KeysDocument;
 use ichor_renderers::trust::timeline::{TimelineSettings, plan};
-use ichor_renderers::trust::tls::{CertFacts, IssuerService, San, decide, decide_ca};
-use ichor_renderers::trust::{
-    IssuerTrust, KEYS_JSON, NAMESPACE, render_trust_configmap, render_ui_ca_configmap,
-};
+use ichor_renderers::trust::tls::IssuerService;
+use ichor_renderers::trust::{KEYS_JSON, NAMESPACE};
 use jiff::{SignedDuration, Timestamp};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::conditions::{StatusWrite, Wanted, merge};
-use super::effects::{CertificateRequest, GenerateKeyRequest, RemoveCredentialsKeyRequest, SanName};
+use super::effects::GenerateKeyRequest;
 use super::read::{self, SecretValue, secret_value};
-use super::{ISSUER_COMPONENT, LEGACY_ISSUER_COMPONENT, OWNER_LABEL, OWNER_VALUE, TLS_CERT_KEY};
+use super::{ISSUER_COMPONENT, LEGACY_ISSUER_COMPONENT};
 
 mod certs;
 mod settings;
@@ -130,7 +120,7 @@ pub(crate) fn issuer_service(services: &BTreeMap<ObjectKey, Object>) -> IssuerSe
         .filter(|s| {
             s.namespace == NAMESPACE
                 && matches!(
-                    read::label(s, "app.kubernetes.io/component"),
+                    read::label(s, COMPONENT_LABEL),
                     Some(ISSUER_COMPONENT | LEGACY_ISSUER_COMPONENT)
                 )
         })

@@ -5,7 +5,13 @@
 //! The flags enter the graph as an object ([`users_fallback_object`]), so they are journaled like
 //! every other input and a replay decides with the values the controller had.
 
-use super::*;
+use super::{Settings, decode};
+use ichor_graph::{Object, ObjectKey};
+use ichor_renderers::trust::NAMESPACE;
+use jiff::SignedDuration;
+use serde_json::json;
+use std::collections::BTreeMap;
+
 use ichor_renderers::crd::{IchorInstallationSpec, UsersSettings, UsersSpec, effective};
 
 /// Kind of the synthetic object carrying the controller's `--token-ttl` and `--refresh-lifetime`
@@ -77,6 +83,7 @@ fn defaults_or_bounds() -> UsersSettings {
         refresh_lifetime: UsersSettings::MAX_REFRESH_LIFETIME,
         kube_api_server_url: None,
         kube_api_tls_server_name: None,
+        second_factor: ichor_renderers::auth::second_factor_policy::SecondFactorPolicy::default(),
     }
 }
 
@@ -124,6 +131,7 @@ mod tests {
 
     use super::*;
     use crate::sim::fixtures::installation;
+    use ichor_renderers::trust::timeline::TimelineSettings;
 
     fn flags(ttl: &str, lifetime: &str) -> Option<Object> {
         Some(users_fallback_object(&UsersSettings {
@@ -131,6 +139,7 @@ mod tests {
             refresh_lifetime: lifetime.parse().unwrap(),
             kube_api_server_url: None,
             kube_api_tls_server_name: None,
+            second_factor: ichor_renderers::auth::second_factor_policy::SecondFactorPolicy::default(),
         }))
     }
 

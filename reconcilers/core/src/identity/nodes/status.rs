@@ -1,7 +1,23 @@
 //! Per-object conditions and status writes (machines, users) and the credentials garbage
 //! collection.
 
-use super::*;
+use super::trust::ClusterAuth;
+use super::{decode, effect};
+use crate::identity::conditions::{StatusWrite, Wanted, merge};
+use crate::identity::effects::{PerUserSecretRef, RemoveCredentialsKeyRequest};
+use crate::identity::project::CredentialsSources;
+use crate::identity::read;
+use ichor_graph::{Desired, Object, ObjectKey};
+use ichor_renderers::auth::roles::role_errors;
+use ichor_renderers::auth::user_name::UserName;
+use ichor_renderers::contract::{CREDENTIALS_NAMESPACE, user_credentials_secret};
+use ichor_renderers::crd::{
+    CONDITION_PASSWORD_SET, CONDITION_READY, IchorUserSpec, TalosMachine, TalosMachineSpec,
+    TalosMachineStatus,
+};
+use ichor_renderers::rollout::restart_required;
+use ichor_renderers::trust::NAMESPACE;
+use serde_json::Value;
 
 /// The `TalosCluster` a machine belongs to.
 pub(crate) fn machine_cluster(machine: &Object) -> Option<ObjectKey> {
@@ -176,17 +192,31 @@ pub fn still_a_user(user: &Object) -> bool {
         .is_none_or(Value::is_null)
 }
 
-/// A credentials key, its `IchorUser` (whether it is still a user, see [`still_a_user`]) and
-/// whether any user is observed → the removal of the key when its user is gone or being deleted
-/// (never while no user at all is observed: the users' list is not in yet).
-pub(crate) fn credentials_gc(key: &ObjectKey, user_exists: &Option<bool>, users_observed: bool) -> Desired {
+/// A user's derived credentials object, its `IchorUser` (whether it is still a user, see
+/// [`still_a_user`]) and whether any user is observed → the removal of the user's credentials
+/// when its user is gone or being deleted (never while no user at all is observed: the users'
+/// list is not in yet): the legacy key when the legacy Secret holds one, and the user's own
+/// Secret when one is observed, with the uid it was observed with.
+pub(crate) fn credentials_gc(
+    key: &ObjectKey,
+    derived: &Object,
+    user_exists: &Option<bool>,
+    users_observed: bool,
+) -> Desired {
     if *user_exists == Some(true) || !users_observed {
         return Desired::default();
     }
+    let sources = CredentialsSources::of(derived);
     let request = RemoveCredentialsKeyRequest {
         namespace: NAMESPACE.to_owned(),
         secret: ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME.to_owned(),
         key: key.name.to_string(),
+        in_legacy: sources.legacy,
+        per_user: sources.per_user.map(|own| PerUserSecretRef {
+            namespace: CREDENTIALS_NAMESPACE.to_owned(),
+            name: user_credentials_secret(&key.name),
+            uid: own.uid,
+        }),
     };
     Desired {
         objects: Vec::new(),

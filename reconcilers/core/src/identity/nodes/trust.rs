@@ -1,7 +1,16 @@
 //! The desired trust (discovery URL and CA), its ConfigMap, and each cluster's rendered
 //! authentication.
 
-use super::*;
+use super::certs::{CertState, Certificates};
+use super::{IssuerServiceOut, decode};
+use crate::identity::{OWNER_LABEL, OWNER_VALUE};
+use ichor_graph::{Desired, Object, ObjectKey};
+use ichor_renderers::cluster::render_cluster;
+use ichor_renderers::crd::{TalosCluster, TalosClusterSpec};
+use ichor_renderers::trust::{IssuerTrust, NAMESPACE, render_trust_configmap, render_ui_ca_configmap};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// Where the trust facts come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,35 +3,20 @@
 
 use std::collections::BTreeMap;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use ichor_graph::{Desired, EffectRequest, Object, ObjectKey, Timed};
 use ichor_renderers::cluster::AUTHENTICATION_DOCUMENT;
 use ichor_renderers::crd::{
-    MachineRole, OperationKind, OperationNodeResult, OperationPhase, TalosMachine, TalosMachineSpec,
-    TalosMachineStatus, TalosOperation, TalosOperationSpec, TalosOperationStatus,
+    MachineRole, NodeState, OperationKind, OperationNodeResult, OperationPhase, TalosMachine,
+    TalosMachineSpec, TalosMachineStatus, TalosOperation, TalosOperationSpec, TalosOperationStatus,
 };
 use ichor_renderers::rollout::plan;
 
 use super::{ApplyRequest, Observation, RolloutSettings, SETTINGS_KIND};
 use crate::identity::nodes::ClusterAuth;
-
-/// Node state: not started.
-pub const PENDING: &str = "Pending";
-/// Node state: the previous document is recorded; the apply is under way (or was interrupted).
-pub const APPLYING: &str = "Applying";
-/// Node state: applied; waiting for its `/readyz` to go down and come back.
-pub const WAITING_READY: &str = "WaitingReady";
-/// Node state: applied and ready again.
-pub const DONE: &str = "Done";
-/// Node state: `/readyz` did not come back in time; the previous document is being restored.
-pub const ROLLING_BACK: &str = "RollingBack";
-/// Node state: restored to its previous document and ready again.
-pub const ROLLED_BACK: &str = "RolledBack";
-/// Node state: the step failed (the performer's refusal, or no recovery).
-pub const FAILED: &str = "Failed";
 
 /// The inputs of one operation's decision, besides the operation itself.
 pub(crate) type Inputs = (
@@ -56,10 +41,6 @@ fn decode<T: DeserializeOwned>(v: Option<&Value>) -> Option<T> {
 
 pub(super) fn rfc3339(s: Option<&str>) -> Option<Timestamp> {
     s.and_then(|s| s.parse().ok())
-}
-
-pub(super) fn secs(n: u64) -> SignedDuration {
-    SignedDuration::from_secs(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 /// `https://<address>:<port>/readyz`, with an IPv6 address in brackets.
@@ -154,7 +135,7 @@ impl Context<'_> {
     /// times out: `(start, start + step timeout)`.
     pub(super) fn step_deadline(&self, since: Option<&str>) -> (Timestamp, Timestamp) {
         let start = rfc3339(since).unwrap_or(self.now);
-        (start, start + secs(self.settings.step_timeout_secs))
+        (start, start + self.settings.step_timeout())
     }
 
     fn decide(&self, op: &TalosOperation) -> (Next, Option<Timestamp>) {
@@ -309,7 +290,7 @@ impl Context<'_> {
                     .iter()
                     .map(|s| OperationNodeResult {
                         machine: s.machine.clone(),
-                        state: PENDING.to_owned(),
+                        state: NodeState::Pending.into(),
                         address: Some(s.address.clone()),
                         ..OperationNodeResult::default()
                     })
@@ -324,7 +305,7 @@ impl Context<'_> {
 
     /// A running (or paused) operation: the node in progress decides.
     fn step(&self, op: &TalosOperation, status: TalosOperationStatus) -> (Next, Option<Timestamp>) {
-        let Some(i) = status.nodes.iter().position(|n| n.state != DONE) else {
+        let Some(i) = status.nodes.iter().position(|n| n.state != NodeState::Done) else {
             let mut done = status.clone();
             done.phase = Some(OperationPhase::Succeeded);
             done.current_step = None;
@@ -335,22 +316,22 @@ impl Context<'_> {
             return (Self::write(op, done), None);
         };
         let node = &status.nodes[i];
-        match node.state.as_str() {
-            PENDING => (self.next_node(op, &status, i), None),
-            APPLYING => self.applying(op, &status, i),
-            WAITING_READY => self.waiting(op, &status, i),
-            ROLLING_BACK => self.rolling_back(op, &status, i),
-            ROLLED_BACK | FAILED => {
+        match node.node_state() {
+            Some(NodeState::Pending) => (self.next_node(op, &status, i), None),
+            Some(NodeState::Applying) => self.applying(op, &status, i),
+            Some(NodeState::WaitingReady) => self.waiting(op, &status, i),
+            Some(NodeState::RollingBack) => self.rolling_back(op, &status, i),
+            Some(NodeState::RolledBack | NodeState::Failed) => {
                 let message = node
                     .message
                     .clone()
                     .unwrap_or_else(|| format!("{} failed", node.machine));
                 (Self::write(op, self.fail(&status, i, None, &message)), None)
             }
-            other => {
-                let message = format!("{}: unknown node state {other:?}", node.machine);
+            Some(NodeState::Done) | None => {
+                let message = format!("{}: unknown node state {:?}", node.machine, node.state);
                 (
-                    Self::write(op, self.fail(&status, i, Some(FAILED), &message)),
+                    Self::write(op, self.fail(&status, i, Some(NodeState::Failed), &message)),
                     None,
                 )
             }
@@ -363,14 +344,14 @@ impl Context<'_> {
         &self,
         status: &TalosOperationStatus,
         i: usize,
-        node_state: Option<&str>,
+        node_state: Option<NodeState>,
         message: &str,
     ) -> TalosOperationStatus {
         let mut out = status.clone();
         let untouched: Vec<&str> = status.nodes[i + 1..].iter().map(|n| n.machine.as_str()).collect();
         if let Some(node) = out.nodes.get_mut(i) {
             if let Some(state) = node_state {
-                node.state = state.to_owned();
+                node.set_state(state);
                 node.finished_at = Some(self.now.to_string());
             }
             node.message.get_or_insert_with(|| message.to_owned());
@@ -411,7 +392,7 @@ impl Context<'_> {
                 "cluster {} no longer renders a {AUTHENTICATION_DOCUMENT}",
                 op.spec.cluster
             );
-            return Self::write(op, self.fail(status, i, Some(FAILED), &why));
+            return Self::write(op, self.fail(status, i, Some(NodeState::Failed), &why));
         };
         if status.rendered_sha256.as_deref() != Some(sha.as_str()) {
             let why = format!(
@@ -421,7 +402,7 @@ impl Context<'_> {
                 short(sha),
                 op.spec.cluster
             );
-            return Self::write(op, self.fail(status, i, Some(FAILED), &why));
+            return Self::write(op, self.fail(status, i, Some(NodeState::Failed), &why));
         }
         if status.phase == Some(OperationPhase::Paused) || status.current_step != u32::try_from(i).ok() {
             let mut running = status.clone();
@@ -452,7 +433,7 @@ impl Context<'_> {
             .find(|m| m.metadata.name.as_deref() == Some(&node.machine));
         let Some(machine) = machine else {
             let why = format!("TalosMachine {} no longer exists", node.machine);
-            return Self::write(op, self.fail(status, i, Some(FAILED), &why));
+            return Self::write(op, self.fail(status, i, Some(NodeState::Failed), &why));
         };
         let adopting = machine
             .status
@@ -490,8 +471,8 @@ impl Context<'_> {
         let (_, timeout) = self.step_deadline(node.started_at.as_deref());
         if self.now >= timeout {
             let why = format!(
-                "the apply did not complete within {}s",
-                self.settings.step_timeout_secs
+                "the apply did not complete within {}",
+                super::seconds_text(self.settings.step_timeout())
             );
             return (self.rollback_or_fail(op, status, i, &why), None);
         }

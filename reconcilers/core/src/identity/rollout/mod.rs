@@ -37,6 +37,7 @@
 //! [`KUBE_CA_KEY`] (the Kubernetes CA that verifies each `/readyz`).
 
 mod decide;
+pub mod record;
 mod wait;
 
 use jiff::Timestamp;
@@ -49,8 +50,9 @@ pub use ichor_renderers::crd::{IDENTITY_MANAGER, MANAGED_BY_LABEL};
 use ichor_renderers::rollout::APISERVER_PORT;
 use ichor_renderers::trust::NAMESPACE;
 
+pub use decide::readyz_url;
 pub(crate) use decide::rollout;
-pub use decide::{APPLYING, DONE, FAILED, PENDING, ROLLED_BACK, ROLLING_BACK, WAITING_READY, readyz_url};
+pub use ichor_renderers::crd::NodeState;
 
 /// Kind of the synthetic object carrying the controller's rollout settings (never stored).
 pub const SETTINGS_KIND: &str = "IchorRolloutSettings";
@@ -79,6 +81,62 @@ pub struct RolloutSettings {
     pub poll_interval_millis: u64,
     /// The kube-apiserver port every `/readyz` is checked on.
     pub apiserver_port: u16,
+    /// The step timeout in milliseconds, when it is not a whole number of seconds (the offline
+    /// rollout's flags take e.g. `1500ms`); it then takes precedence over `stepTimeoutSecs`.
+    /// Absent from what the controller writes, so its journals are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_timeout_millis: Option<u64>,
+    /// The restart grace in milliseconds, as [`RolloutSettings::step_timeout_millis`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_grace_millis: Option<u64>,
+}
+
+impl RolloutSettings {
+    /// Settings with the step timeout and restart grace given to the millisecond: whole seconds
+    /// are kept in the seconds fields alone (as the controller writes them), anything finer in
+    /// the `*_millis` fields as well.
+    pub fn with_durations(
+        mut self,
+        step_timeout: std::time::Duration,
+        restart_grace: std::time::Duration,
+    ) -> Self {
+        let split = |d: std::time::Duration| {
+            let millis = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            (d.as_secs(), (millis % 1000 != 0).then_some(millis))
+        };
+        (self.step_timeout_secs, self.step_timeout_millis) = split(step_timeout);
+        (self.restart_grace_secs, self.restart_grace_millis) = split(restart_grace);
+        self
+    }
+
+    /// How long one node may take from its apply to `/readyz` back.
+    pub fn step_timeout(&self) -> jiff::SignedDuration {
+        duration(self.step_timeout_secs, self.step_timeout_millis)
+    }
+
+    /// How long `/readyz` must stay ready after an apply to count as restarted.
+    pub fn restart_grace(&self) -> jiff::SignedDuration {
+        duration(self.restart_grace_secs, self.restart_grace_millis)
+    }
+}
+
+fn duration(secs: u64, millis: Option<u64>) -> jiff::SignedDuration {
+    match millis {
+        Some(ms) => jiff::SignedDuration::from_millis(i64::try_from(ms).unwrap_or(i64::MAX)),
+        None => jiff::SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX)),
+    }
+}
+
+/// A duration in messages: `300s` for whole seconds (as the controller has always written
+/// them), `1.5s` otherwise.
+pub(crate) fn seconds_text(d: jiff::SignedDuration) -> String {
+    let millis = d.as_millis();
+    if millis % 1000 == 0 {
+        format!("{}s", millis / 1000)
+    } else {
+        let text = format!("{}.{:03}", millis / 1000, millis % 1000);
+        format!("{}s", text.trim_end_matches('0'))
+    }
 }
 
 impl Default for RolloutSettings {
@@ -89,6 +147,8 @@ impl Default for RolloutSettings {
             restart_grace_secs: 60,
             poll_interval_millis: 1000,
             apiserver_port: APISERVER_PORT,
+            step_timeout_millis: None,
+            restart_grace_millis: None,
         }
     }
 }
@@ -273,6 +333,41 @@ pub fn observation_object(namespace: &str, operation: &str, observation: &Observ
         operation,
         serde_json::to_value(observation).unwrap_or_default(),
     )
+}
+
+/// The observation object of one `/readyz` answer to `request` at `at` (`detail`: what it
+/// answered when not ready), carrying forward that the wait saw the API server down: from the
+/// latest observation in `world` when it is of the same wait. Both sinks (the cluster and
+/// `ichor config apply --dir`) record probes with it.
+pub fn probe_observation(
+    world: &ichor_graph::World,
+    request: &ProbeRequest,
+    detail: Option<String>,
+    at: Timestamp,
+) -> Object {
+    let key = ObjectKey::new(
+        OBSERVATION_KIND,
+        request.namespace.as_str(),
+        request.operation.as_str(),
+    );
+    let seen_down_before = world
+        .get(&key)
+        .and_then(|o| serde_json::from_value::<Observation>(o.value.clone()).ok())
+        .is_some_and(|p| {
+            p.step == request.step && p.phase == request.phase && p.at >= request.since && p.saw_not_ready
+        });
+    let ready = detail.is_none();
+    let observation = Observation {
+        step: request.step,
+        phase: request.phase,
+        machine: request.machine.clone(),
+        ready,
+        detail: detail.map(|d| d.chars().take(256).collect()),
+        at,
+        seq: request.seq,
+        saw_not_ready: seen_down_before || !ready,
+    };
+    observation_object(&request.namespace, &request.operation, &observation)
 }
 
 /// The key of an operation's observation object.

@@ -24,6 +24,7 @@ fn settings() -> Object {
         restart_grace_secs: 60,
         poll_interval_millis: 2000,
         apiserver_port: 6443,
+        ..RolloutSettings::default()
     })
 }
 
@@ -145,19 +146,19 @@ fn running() -> TalosOperationStatus {
     w.decide(&operation("roll", false, None)).status()
 }
 
-fn at_state(mut status: TalosOperationStatus, i: usize, state: &str) -> TalosOperationStatus {
+fn at_state(mut status: TalosOperationStatus, i: usize, state: NodeState) -> TalosOperationStatus {
     for n in &mut status.nodes[..i] {
-        n.state = DONE.to_owned();
+        n.state = NodeState::Done.into();
     }
     status.current_step = Some(u32::try_from(i).unwrap());
     let n = &mut status.nodes[i];
-    n.state = state.to_owned();
+    n.set_state(state);
     n.started_at = Some(t("00:00:00").to_string());
     n.previous_document = Some(PreviousDocument {
         yaml: Some("old doc".into()),
         sha256: Some("old".into()),
     });
-    if state != APPLYING && state != PENDING {
+    if state != NodeState::Applying && state != NodeState::Pending {
         n.applied_at = Some(t("00:00:01").to_string());
     }
     status
@@ -182,17 +183,17 @@ fn a_new_operation_plans_every_control_plane_that_needs_the_restart_in_name_orde
     assert_eq!(status.phase, Some(OperationPhase::Running));
     assert_eq!(status.current_step, Some(0));
     assert_eq!(status.rendered_sha256.as_deref(), Some("new"));
-    let nodes: Vec<(&str, &str, Option<&str>)> = status
+    let nodes: Vec<(&str, Option<NodeState>, Option<&str>)> = status
         .nodes
         .iter()
-        .map(|n| (n.machine.as_str(), n.state.as_str(), n.address.as_deref()))
+        .map(|n| (n.machine.as_str(), n.node_state(), n.address.as_deref()))
         .collect();
     assert_eq!(
         nodes,
         [
-            ("cp-1", PENDING, Some("10.0.0.1")),
-            ("cp-2", PENDING, Some("10.0.0.2")),
-            ("cp-3", PENDING, Some("10.0.0.3"))
+            ("cp-1", Some(NodeState::Pending), Some("10.0.0.1")),
+            ("cp-2", Some(NodeState::Pending), Some("10.0.0.2")),
+            ("cp-3", Some(NodeState::Pending), Some("10.0.0.3"))
         ],
         "workers are never in it"
     );
@@ -222,7 +223,7 @@ fn an_operation_without_the_identity_label_is_ichor_cores_and_never_driven() {
         o
     };
     // Core's own progress (its node states, never an identity previousDocument).
-    let mut applying = at_state(running(), 0, APPLYING);
+    let mut applying = at_state(running(), 0, NodeState::Applying);
     applying.nodes[0].previous_document = None;
     for status in [None, Some(running()), Some(applying)] {
         for op in [
@@ -248,7 +249,7 @@ fn an_unlabelled_operation_this_controller_started_before_the_label_is_driven_to
     // Started before operations were labelled: a node's previous document is recorded, which only
     // this controller writes. After an upgrade it is finished, not left half-rolled out.
     let w = World::new();
-    let started = at_state(running(), 0, APPLYING);
+    let started = at_state(running(), 0, NodeState::Applying);
     let op = core_operation("before-the-label", false, Some(&started));
     assert!(is_owned(&op), "{op:?}");
     let out = w.decide(&op);
@@ -352,7 +353,7 @@ fn a_running_operation_applies_its_first_node_with_the_rendered_document() {
 #[test]
 fn a_node_ichor_never_applied_to_is_adopted() {
     let w = World::new();
-    let status = at_state(running(), 2, PENDING);
+    let status = at_state(running(), 2, NodeState::Pending);
     let out = w.decide(&operation("roll", false, Some(&status)));
     let (id, request) = out.effect();
     assert_eq!(id, "rollout-apply ichor-system/roll 2 cp-3");
@@ -362,7 +363,7 @@ fn a_node_ichor_never_applied_to_is_adopted() {
 #[test]
 fn paused_holds_the_next_node_and_unpausing_resumes_it() {
     let w = World::new();
-    let status = at_state(running(), 1, PENDING);
+    let status = at_state(running(), 1, NodeState::Pending);
     let paused = w.decide(&operation("roll", true, Some(&status))).status();
     assert_eq!(paused.phase, Some(OperationPhase::Paused));
     assert!(
@@ -384,7 +385,7 @@ fn paused_holds_the_next_node_and_unpausing_resumes_it() {
 fn a_step_in_flight_finishes_while_paused() {
     let mut w = World::new();
     w.now = t("00:00:05");
-    let status = at_state(running(), 0, WAITING_READY);
+    let status = at_state(running(), 0, NodeState::WaitingReady);
     let out = w.decide(&operation("roll", true, Some(&status)));
     let (id, _) = out.effect();
     assert!(id.starts_with("rollout-probe ichor-system/roll 0 apply"), "{id}");
@@ -394,7 +395,7 @@ fn a_step_in_flight_finishes_while_paused() {
 fn an_interrupted_apply_is_carried_out_again_with_the_recorded_previous_document() {
     let mut w = World::new();
     w.now = t("00:01:00");
-    let status = at_state(running(), 0, APPLYING);
+    let status = at_state(running(), 0, NodeState::Applying);
     let out = w.decide(&operation("roll", false, Some(&status)));
     let (id, request) = out.effect();
     assert_eq!(id, "rollout-apply ichor-system/roll 0 cp-1");
@@ -414,7 +415,7 @@ fn an_interrupted_apply_is_carried_out_again_with_the_recorded_previous_document
 fn the_first_probe_comes_right_after_the_apply_and_the_next_after_the_interval() {
     let mut w = World::new();
     w.now = t("00:00:01");
-    let status = at_state(running(), 0, WAITING_READY);
+    let status = at_state(running(), 0, NodeState::WaitingReady);
     let op = operation("roll", false, Some(&status));
     let out = w.decide(&op);
     let (id, request) = out.effect();
@@ -438,15 +439,15 @@ fn the_first_probe_comes_right_after_the_apply_and_the_next_after_the_interval()
 fn a_restart_seen_going_down_and_coming_back_ends_the_step_and_starts_the_next() {
     let mut w = World::new();
     w.now = t("00:00:04");
-    let status = at_state(running(), 0, WAITING_READY);
+    let status = at_state(running(), 0, NodeState::WaitingReady);
     w.observation = Some(observed(0, ProbePhase::Apply, false, "00:00:04", 3));
     let down = w.decide(&operation("roll", false, Some(&status))).status();
     assert!(down.nodes[0].saw_not_ready);
-    assert_eq!(down.nodes[0].state, WAITING_READY);
+    assert_eq!(down.nodes[0].state, NodeState::WaitingReady);
     w.now = t("00:00:20");
     w.observation = Some(observed(0, ProbePhase::Apply, true, "00:00:20", 9));
     let done = w.decide(&operation("roll", false, Some(&down))).status();
-    assert_eq!(done.nodes[0].state, DONE);
+    assert_eq!(done.nodes[0].state, NodeState::Done);
     assert_eq!(done.current_step, Some(1));
     assert!(
         done.nodes[0]
@@ -467,13 +468,13 @@ fn a_restart_seen_going_down_and_coming_back_ends_the_step_and_starts_the_next()
 fn a_restart_seen_in_the_observations_ends_the_step_before_the_status_recorded_it() {
     // The status write of sawNotReady may wait for an API server that is the one restarting.
     let mut w = World::new();
-    let status = at_state(running(), 0, WAITING_READY);
+    let status = at_state(running(), 0, NodeState::WaitingReady);
     w.now = t("00:00:09");
     let mut back = observed(0, ProbePhase::Apply, true, "00:00:09", 6);
     back.saw_not_ready = true;
     w.observation = Some(back);
     let done = w.decide(&operation("roll", false, Some(&status))).status();
-    assert_eq!(done.nodes[0].state, DONE);
+    assert_eq!(done.nodes[0].state, NodeState::Done);
     assert!(done.nodes[0].saw_not_ready);
     assert!(done.nodes[0].message.as_deref().unwrap().contains("restarted"));
 }
@@ -481,7 +482,7 @@ fn a_restart_seen_in_the_observations_ends_the_step_before_the_status_recorded_i
 #[test]
 fn a_node_that_stays_ready_through_the_grace_is_done_and_says_no_restart_was_seen() {
     let mut w = World::new();
-    let status = at_state(running(), 0, WAITING_READY);
+    let status = at_state(running(), 0, NodeState::WaitingReady);
     w.now = t("00:00:30");
     w.observation = Some(observed(0, ProbePhase::Apply, true, "00:00:30", 5));
     let op = operation("roll", false, Some(&status));
@@ -489,7 +490,7 @@ fn a_node_that_stays_ready_through_the_grace_is_done_and_says_no_restart_was_see
     w.now = t("00:01:02");
     w.observation = Some(observed(0, ProbePhase::Apply, true, "00:01:02", 20));
     let done = w.decide(&op).status();
-    assert_eq!(done.nodes[0].state, DONE);
+    assert_eq!(done.nodes[0].state, NodeState::Done);
     assert!(
         done.nodes[0]
             .message
@@ -503,7 +504,7 @@ fn a_node_that_stays_ready_through_the_grace_is_done_and_says_no_restart_was_see
 fn an_observation_of_an_earlier_step_or_before_the_apply_is_ignored() {
     let mut w = World::new();
     w.now = t("00:00:02");
-    let status = at_state(running(), 1, WAITING_READY);
+    let status = at_state(running(), 1, NodeState::WaitingReady);
     let op = operation("roll", false, Some(&status));
     w.observation = Some(observed(0, ProbePhase::Apply, true, "00:00:02", 4));
     let out = w.decide(&op);
@@ -521,7 +522,7 @@ fn an_observation_of_an_earlier_step_or_before_the_apply_is_ignored() {
 #[test]
 fn a_node_whose_readyz_does_not_come_back_in_time_is_rolled_back_and_no_further_node_is_touched() {
     let mut w = World::new();
-    let status = at_state(running(), 1, WAITING_READY);
+    let status = at_state(running(), 1, NodeState::WaitingReady);
     w.observation = Some(observed(1, ProbePhase::Apply, false, "00:04:59", 150));
     w.now = t("00:05:01");
     let out = w.decide(&operation("roll", false, Some(&status)));
@@ -536,7 +537,7 @@ fn a_node_whose_readyz_does_not_come_back_in_time_is_rolled_back_and_no_further_
 #[test]
 fn a_rolled_back_node_that_is_ready_again_fails_the_operation_naming_what_was_not_touched() {
     let mut w = World::new();
-    let mut status = at_state(running(), 0, ROLLING_BACK);
+    let mut status = at_state(running(), 0, NodeState::RollingBack);
     status.nodes[0].rolled_back_at = Some(t("00:05:02").to_string());
     status.nodes[0].message = Some("/readyz of cp-1 did not come back within 300s of the apply".into());
     let op = operation("roll", false, Some(&status));
@@ -548,32 +549,32 @@ fn a_rolled_back_node_that_is_ready_again_fails_the_operation_naming_what_was_no
     w.observation = Some(observed(0, ProbePhase::Rollback, true, "00:05:30", 14));
     let failed = w.decide(&op).status();
     assert_eq!(failed.phase, Some(OperationPhase::Failed));
-    assert_eq!(failed.nodes[0].state, ROLLED_BACK);
+    assert_eq!(failed.nodes[0].state, NodeState::RolledBack);
     let message = failed.message.clone().unwrap();
     assert!(
         message.contains("re-applied and the API server is ready again"),
         "{message}"
     );
     assert!(message.contains("not touched: cp-2, cp-3"), "{message}");
-    assert_eq!(failed.nodes[1].state, PENDING);
+    assert_eq!(failed.nodes[1].state, NodeState::Pending);
     w.decide(&operation("roll", false, Some(&failed))).nothing();
 }
 
 #[test]
 fn a_rollback_that_does_not_bring_the_node_back_fails_it_for_a_person() {
     let mut w = World::new();
-    let mut status = at_state(running(), 0, ROLLING_BACK);
+    let mut status = at_state(running(), 0, NodeState::RollingBack);
     status.nodes[0].rolled_back_at = Some(t("00:05:02").to_string());
     w.now = t("00:10:03");
     let failed = w.decide(&operation("roll", false, Some(&status))).status();
-    assert_eq!(failed.nodes[0].state, FAILED);
+    assert_eq!(failed.nodes[0].state, NodeState::Failed);
     assert!(failed.message.unwrap().contains("needs attention"));
 }
 
 #[test]
 fn a_failure_the_performer_recorded_fails_the_operation() {
     let w = World::new();
-    let mut status = at_state(running(), 0, FAILED);
+    let mut status = at_state(running(), 0, NodeState::Failed);
     status.nodes[0].message = Some("ApplyConfiguration refused: InvalidArgument".into());
     let failed = w.decide(&operation("roll", false, Some(&status))).status();
     assert_eq!(failed.phase, Some(OperationPhase::Failed));
@@ -584,7 +585,7 @@ fn a_failure_the_performer_recorded_fails_the_operation() {
 fn a_render_that_changes_during_the_rollout_stops_it_before_the_next_node() {
     let mut w = World::new();
     w.cluster = Some(render("newer"));
-    let status = at_state(running(), 1, PENDING);
+    let status = at_state(running(), 1, NodeState::Pending);
     let failed = w.decide(&operation("roll", false, Some(&status))).status();
     assert_eq!(failed.phase, Some(OperationPhase::Failed));
     assert!(failed.message.unwrap().contains("changed during the rollout"));
@@ -596,11 +597,31 @@ fn the_last_node_done_succeeds_the_operation() {
     let mut status = running();
     for n in &mut status.nodes {
         *n = OperationNodeResult {
-            state: DONE.into(),
+            state: NodeState::Done.into(),
             ..n.clone()
         };
     }
     let done = w.decide(&operation("roll", false, Some(&status))).status();
     assert_eq!(done.phase, Some(OperationPhase::Succeeded));
     assert_eq!(done.current_step, None);
+}
+
+#[test]
+fn settings_in_milliseconds_are_written_only_when_finer_than_seconds() {
+    use std::time::Duration;
+    let whole = RolloutSettings::default().with_durations(Duration::from_secs(5), Duration::from_secs(2));
+    let text = serde_json::to_string(&whole).unwrap();
+    assert!(
+        !text.contains("Millis\":null") && !text.contains("stepTimeoutMillis"),
+        "{text}"
+    );
+    assert_eq!(whole.step_timeout(), jiff::SignedDuration::from_secs(5));
+    let fine =
+        RolloutSettings::default().with_durations(Duration::from_millis(1500), Duration::from_millis(400));
+    assert_eq!(fine.step_timeout(), jiff::SignedDuration::from_millis(1500));
+    assert_eq!(fine.restart_grace(), jiff::SignedDuration::from_millis(400));
+    let back: RolloutSettings = serde_json::from_value(serde_json::to_value(fine).unwrap()).unwrap();
+    assert_eq!(back, fine);
+    assert_eq!(super::seconds_text(fine.step_timeout()), "1.5s");
+    assert_eq!(super::seconds_text(whole.step_timeout()), "5s");
 }

@@ -5,7 +5,9 @@ use jiff::{SignedDuration, Timestamp};
 
 use ichor_renderers::crd::{TalosOperation, TalosOperationStatus};
 
-use super::decide::{Context, DONE, FAILED, Next, ROLLED_BACK, effect, secs};
+use ichor_renderers::crd::NodeState;
+
+use super::decide::{Context, Next, effect};
 use super::{Observation, ProbePhase, ProbeRequest, RollbackRequest, readyz_url};
 
 impl Context<'_> {
@@ -18,7 +20,7 @@ impl Context<'_> {
     ) -> Next {
         let node = &status.nodes[i];
         let Some(previous) = node.previous_document.clone() else {
-            return Self::write(op, self.fail(status, i, Some(FAILED), why));
+            return Self::write(op, self.fail(status, i, Some(NodeState::Failed), why));
         };
         let request = RollbackRequest {
             namespace: op.metadata.namespace.clone().unwrap_or_default(),
@@ -89,12 +91,12 @@ impl Context<'_> {
             // Seen down in the observations themselves, not only once the status recorded it:
             // the status write may wait for an API server that is the one restarting.
             let saw = node.saw_not_ready || obs.saw_not_ready;
-            let graced = obs.at.duration_since(applied) >= secs(self.settings.restart_grace_secs);
+            let graced = obs.at.duration_since(applied) >= self.settings.restart_grace();
             if obs.ready && (saw || graced) {
                 let mut out = status.clone();
                 let total = out.nodes.len();
                 let n = &mut out.nodes[i];
-                n.state = DONE.to_owned();
+                n.set_state(NodeState::Done);
                 n.finished_at = Some(obs.at.to_string());
                 n.saw_not_ready = saw;
                 n.message = Some(if saw {
@@ -104,8 +106,8 @@ impl Context<'_> {
                     )
                 } else {
                     format!(
-                        "/readyz stayed ready for {}s after the apply: no restart was seen",
-                        self.settings.restart_grace_secs
+                        "/readyz stayed ready for {} after the apply: no restart was seen",
+                        super::seconds_text(self.settings.restart_grace())
                     )
                 });
                 out.current_step = u32::try_from((i + 1).min(total)).ok();
@@ -118,8 +120,9 @@ impl Context<'_> {
                 .map(|d| format!(" (last: {d})"))
                 .unwrap_or_default();
             let why = format!(
-                "/readyz of {} did not come back within {}s of the apply{last}",
-                node.machine, self.settings.step_timeout_secs
+                "/readyz of {} did not come back within {} of the apply{last}",
+                node.machine,
+                super::seconds_text(self.settings.step_timeout())
             );
             return (self.rollback_or_fail(op, status, i, &why), None);
         }
@@ -147,7 +150,7 @@ impl Context<'_> {
             .unwrap_or_else(|| "the step timed out".into());
         if let Some(obs) = self.observed(i, ProbePhase::Rollback, since).filter(|o| o.ready) {
             let mut out = status.clone();
-            out.nodes[i].state = ROLLED_BACK.to_owned();
+            out.nodes[i].set_state(NodeState::RolledBack);
             out.nodes[i].finished_at = Some(obs.at.to_string());
             let message =
                 format!("{why}; the previous document was re-applied and the API server is ready again");
@@ -156,13 +159,16 @@ impl Context<'_> {
         }
         if self.now >= timeout {
             let message = format!(
-                "{why}; the previous document was re-applied but /readyz did not come back within {}s either: \
+                "{why}; the previous document was re-applied but /readyz did not come back within {} either: \
                  the node needs attention",
-                self.settings.step_timeout_secs
+                super::seconds_text(self.settings.step_timeout())
             );
             let mut out = status.clone();
             out.nodes[i].message = Some(message.clone());
-            return (Self::write(op, self.fail(&out, i, Some(FAILED), &message)), None);
+            return (
+                Self::write(op, self.fail(&out, i, Some(NodeState::Failed), &message)),
+                None,
+            );
         }
         let (next, due) = self.probe(op, status, i, ProbePhase::Rollback, since);
         (next, Some(due.min(timeout)))
