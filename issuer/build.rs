@@ -30,13 +30,20 @@ fn compile_proto() -> Result<(), Box<dyn Error>> {
         .build_server(true)
         .build_client(true)
         .build_transport(false)
-        // These carry passwords: their `Debug` is written by hand (redacted) in `src/api/proto.rs`.
+        // These carry passwords or second-factor secrets: their `Debug` is written by hand (redacted) in `src/api/proto.rs`.
         .skip_debug([
             "ichor.v1alpha1.CreateUserRequest",
             "ichor.v1alpha1.CreateUserResponse",
             "ichor.v1alpha1.SetPasswordRequest",
             "ichor.v1alpha1.SetPasswordResponse",
             "ichor.v1alpha1.ChangeOwnPasswordRequest",
+            "ichor.v1alpha1.BeginTotpRequest",
+            "ichor.v1alpha1.BeginTotpResponse",
+            "ichor.v1alpha1.ConfirmTotpRequest",
+            "ichor.v1alpha1.ConfirmTotpResponse",
+            "ichor.v1alpha1.RegenerateRecoveryCodesRequest",
+            "ichor.v1alpha1.RegenerateRecoveryCodesResponse",
+            "ichor.v1alpha1.RemoveFactorRequest",
         ])
         .compile_fds(descriptors)?;
     Ok(())

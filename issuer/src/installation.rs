@@ -1,6 +1,7 @@
 //! The runtime settings of `--store kube`: `IchorInstallation.spec.users` (token TTL, refresh
-//! lifetime, the kubeconfig server and `tls-server-name`), followed through a watch so the next
-//! token issued after a change uses it, with the flags as the fallback.
+//! lifetime, the kubeconfig server and `tls-server-name`, the second-factor policy), followed
+//! through a watch so the next token issued after a change uses it, with the flags as the
+//! fallback (the second-factor policy has no flag: see [`effective`]).
 //!
 //! The decision is pure and shared with the controller's key timeline
 //! ([`ichor_renderers::crd::effective`]): the first installation by name is used; each field it
@@ -75,9 +76,16 @@ impl InstallationSettings {
         if *self.settings.get() == next.settings {
             return;
         }
+        let second_factor = &next.settings.second_factor;
         tracing::info!(
             token_ttl = %next.settings.token_ttl,
             refresh_lifetime = %next.settings.refresh_lifetime,
+            second_factor_default = second_factor.default_level().name(),
+            second_factor_roles = ?second_factor
+                .roles()
+                .iter()
+                .map(|(role, level)| format!("{role}={}", level.name()))
+                .collect::<Vec<_>>(),
             "runtime settings changed"
         );
         self.settings.store(next.settings);

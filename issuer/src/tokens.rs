@@ -6,6 +6,8 @@
 //! | ID token | RS256 | `JWT` | the RSA key signing at `now` | `tokenTTL` (settings) |
 //! | login ticket | HS256 | `ichor-ticket+jwt` | the HMAC key signing at `now` | 5 minutes |
 //! | authorization code | HS256 | `ichor-code+jwt` | the HMAC key signing at `now` | 60 seconds |
+//! | second-factor ticket | HS256 | `ichor-factor+jwt` | the HMAC key signing at `now` | 5 minutes |
+//! | authenticator-app enrolment ticket ([`enrol`]) | HS256 | `ichor-totp-enrol+jwt` | the HMAC key signing at `now` | 10 minutes |
 //! | refresh token | HS256 | `ichor-refresh+jwt` | the HMAC key signing at the generation's instant | the family's absolute end |
 //!
 //! # Guarantees
@@ -25,6 +27,11 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use subtle::ConstantTimeEq;
 
 use crate::keys::{LoadedKeys, b64};
+
+pub mod enrol;
+pub mod factor;
+pub use enrol::{TOTP_ENROL_TTL, TYP_TOTP_ENROL, TotpEnrolClaims};
+pub use factor::{FactorClaims, TYP_FACTOR};
 
 /// The longest token accepted for verification, in bytes.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -124,6 +131,10 @@ pub struct IdTokenClaims {
     pub auth_time: Option<i64>,
     /// The user's roles.
     pub groups: Vec<String>,
+    /// How the user authenticated (RFC 8176): `["pwd"]`, or `["pwd","otp","mfa"]` after a typed
+    /// second factor; on refresh, what the sign-in that started the session proved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub amr: Vec<String>,
 }
 
 /// Signs the refresh token of generation `family.generation` of `family` (id `fam`) of `sub`,
@@ -221,6 +232,9 @@ pub struct CodeClaims {
     pub offline_access: bool,
     /// The audience of the ID token.
     pub audience: String,
+    /// How the user authenticated (RFC 8176); omitted for the password alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub amr: Vec<String>,
     /// When the user signed in, unix seconds (the session start, compared with `notBefore`).
     pub iat: i64,
     /// Expiry, unix seconds.

@@ -1,6 +1,6 @@
 //! The web UI: the built single-page application (`ui/dist`, made by `npm run build` in `ui/`)
 //! and `/auth/config`, which tells the SPA which sign-in providers exist and whether the API
-//! requires a token (ARCHITECTURE.md, "The issuer").
+//! requires a token (docs/architecture.md, "Object names and formats").
 //!
 //! The built UI is committed to the repository and embedded in the binary at compile time
 //! (`build.rs` turns `ui/dist` into [`EMBEDDED`]), so the Rust build needs no Node.js and every
@@ -30,7 +30,7 @@ use crate::external::trust::ExternalTrust;
 pub const UI_DIR_ENV: &str = "ICHOR_UI_DIR";
 
 /// The UI's OAuth client.
-pub const UI_CLIENT_ID: &str = "ichor-ui";
+pub use ichor_renderers::contract::UI_CLIENT_ID;
 
 /// The Content-Security-Policy of every UI response: scripts and everything else from this
 /// origin only, never framed.

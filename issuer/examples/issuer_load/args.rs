@@ -52,6 +52,11 @@ pub(crate) enum Command {
     ControlPlane {
         #[arg(long)]
         dir: PathBuf,
+        /// Where the credentials go: `per-user` (one Secret per user in `ichor-credentials`, what
+        /// a fresh installation has) or `legacy` (the one Secret `ichor-user-credentials` of
+        /// installations made before that layout).
+        #[arg(long, value_enum, default_value = "per-user")]
+        layout: Layout,
     },
     /// Serves the issuer in this process on an in-memory store (until killed).
     ServeMemory {
@@ -124,4 +129,13 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 100)]
         count: usize,
     },
+}
+
+/// The credentials layout `control-plane` seeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Layout {
+    /// One Secret per user in `ichor-credentials`.
+    PerUser,
+    /// One key per user in the Secret `ichor-user-credentials`.
+    Legacy,
 }

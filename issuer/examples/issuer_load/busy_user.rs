@@ -35,7 +35,7 @@ async fn refresh_once(
         .form(&[
             ("grant_type", "refresh_token"),
             ("refresh_token", token),
-            ("client_id", "ichor-cli"),
+            ("client_id", ichor_renderers::contract::CLI_CLIENT_ID),
         ])
         .send()
         .await

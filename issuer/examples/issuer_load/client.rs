@@ -40,7 +40,15 @@ async fn json_ok(r: reqwest::RequestBuilder) -> Result<serde_json::Value> {
 
 /// Signs `user` in for `ichor-cli` with `offline_access`: the refresh token.
 pub(crate) async fn sign_in(http: &reqwest::Client, issuer: &str, user: &str, from: &str) -> Result<String> {
-    let tokens = sign_in_tokens(http, issuer, user, PASSWORD, "ichor-kube", from).await?;
+    let tokens = sign_in_tokens(
+        http,
+        issuer,
+        user,
+        PASSWORD,
+        ichor_renderers::contract::KUBE_AUDIENCE,
+        from,
+    )
+    .await?;
     Ok(tokens["refresh_token"]
         .as_str()
         .context("no refresh_token")?
@@ -107,7 +115,7 @@ pub(crate) async fn sign_in_device(
             .form(&[
                 ("grant_type", "authorization_code"),
                 ("code", code.as_str()),
-                ("client_id", "ichor-cli"),
+                ("client_id", ichor_renderers::contract::CLI_CLIENT_ID),
                 ("redirect_uri", REDIRECT),
                 ("code_verifier", VERIFIER),
             ]),
@@ -129,7 +137,7 @@ pub(crate) async fn ticket(
         http.get(format!("{issuer}/oidc/authorize"))
             .query(&[
                 ("response_type", "code"),
-                ("client_id", "ichor-cli"),
+                ("client_id", ichor_renderers::contract::CLI_CLIENT_ID),
                 ("redirect_uri", REDIRECT),
                 ("state", "bench-state"),
                 ("nonce", "bench-nonce"),

@@ -1,18 +1,29 @@
 //! `control-plane --dir D`: the Kubernetes side of the kube-store benchmark. Starts the test kit's
 //! real control plane (etcd and kube-apiserver built from their modules, on loopback), installs
 //! Ichor from its chart, writes the users and credentials that `setup` wrote as files as
-//! `IchorUser`s and the `ichor-user-credentials` Secret, and `D/issuer.kubeconfig` (a
+//! `IchorUser`s and their credentials in the layout asked for (one Secret per user in
+//! `ichor-credentials`, as a fresh installation has, or the legacy `ichor-user-credentials`), and
+//! `D/issuer.kubeconfig` (a
 //! TokenRequest token of the chart's issuer ServiceAccount, so the issuers run under the chart's
 //! RBAC) and `D/apiserver-ca.crt`. Writes `D/cluster-ready` when done, then keeps the control
 //! plane up until SIGTERM or SIGINT, and stops it.
 
 use anyhow::{Context as _, Result};
 use base64::Engine as _;
+use futures::{StreamExt as _, TryStreamExt as _};
+use ichor_renderers::contract;
 use ichor_testkit::control_plane::{ControlPlane, Options};
 use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
 use std::path::Path;
 
-pub async fn run(dir: &Path) -> Result<()> {
+use crate::args::Layout;
+
+/// Per-user Secrets created at once while seeding.
+const CONCURRENT_CREATES: usize = 32;
+
+pub async fn run(dir: &Path, layout: Layout) -> Result<()> {
     let plane = ControlPlane::start(Options::default())?.context(
         "kube-apiserver, etcd or kubectl is missing; run hack/kube/build.sh (or hack/test.sh) first",
     )?;
@@ -20,7 +31,11 @@ pub async fn run(dir: &Path) -> Result<()> {
     // No controller serves the chart's webhooks in this benchmark, and nothing here writes
     // IchorUsers through them.
     plane.kubectl_run(
-        &["delete", "validatingwebhookconfiguration", "ichor-identity"],
+        &[
+            "delete",
+            "validatingwebhookconfiguration",
+            contract::WEBHOOK_CONFIGURATION,
+        ],
         None,
     )?;
     let mut users = String::new();
@@ -31,22 +46,32 @@ pub async fn run(dir: &Path) -> Result<()> {
     plane.apply(&users).context("applying the users")?;
     let state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("state/credentials.json"))?)?;
-    let mut data = serde_json::Map::new();
+    let mut entries = Vec::new();
     for (name, entry) in state["entries"]
         .as_object()
         .context("credentials.json has no entries")?
     {
         let text = serde_json::to_string(entry)?;
-        data.insert(
+        entries.push((
             name.clone(),
-            base64::engine::general_purpose::STANDARD.encode(text).into(),
-        );
+            base64::engine::general_purpose::STANDARD.encode(text),
+        ));
     }
-    plane.apply(
-        &serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": "ichor-user-credentials", "namespace": NAMESPACE}, "data": data})
-        .to_string(),
-    )?;
+    match layout {
+        Layout::Legacy => {
+            let data: serde_json::Map<_, _> = entries
+                .iter()
+                .map(|(n, v)| (n.clone(), v.clone().into()))
+                .collect();
+            plane.apply(
+                &serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": contract::CREDENTIALS_SECRET, "namespace": NAMESPACE}, "data": data})
+                .to_string(),
+            )?;
+        }
+        Layout::PerUser => seed_per_user(&plane, &entries).await?,
+    }
+    let users = entries.len();
     let kubeconfig = install::component_kubeconfig(&plane, 0, ISSUER_SERVICE_ACCOUNT)?;
     std::fs::copy(&kubeconfig, dir.join("issuer.kubeconfig"))?;
     std::fs::write(dir.join("apiserver-ca.crt"), plane.ca_pem())?;
@@ -55,7 +80,7 @@ pub async fn run(dir: &Path) -> Result<()> {
         "control plane: {} (started in {:.1} s); {} users",
         plane.url(0),
         plane.started_in().as_secs_f64(),
-        data.len()
+        users
     );
 
     use tokio::signal::unix::{SignalKind, signal};
@@ -65,5 +90,39 @@ pub async fn run(dir: &Path) -> Result<()> {
         _ = tokio::signal::ctrl_c() => {}
     }
     drop(plane);
+    Ok(())
+}
+
+/// Creates each user's credentials Secret in `ichor-credentials` as the admin (the chart's policy
+/// admits `system:masters`), [`CONCURRENT_CREATES`] at a time.
+async fn seed_per_user(plane: &ControlPlane, entries: &[(String, String)]) -> Result<()> {
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(plane.admin_kubeconfig())?,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    let secrets: Api<Secret> =
+        Api::namespaced(kube::Client::try_from(config)?, contract::CREDENTIALS_NAMESPACE);
+    futures::stream::iter(entries.iter().map(|(name, value)| {
+        let secrets = secrets.clone();
+        async move {
+            let secret: Secret = serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "name": contract::user_credentials_secret(name),
+                    "labels": {contract::USER_LABEL: name, contract::PART_OF_LABEL: contract::PART_OF_VALUE},
+                },
+                "type": contract::USER_CREDENTIALS_TYPE,
+                "data": {contract::USER_CREDENTIALS_KEY: value},
+            }))?;
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .with_context(|| format!("creating the credentials Secret of {name}"))?;
+            anyhow::Ok(())
+        }
+    }))
+    .buffer_unordered(CONCURRENT_CREATES)
+    .try_collect::<Vec<()>>()
+    .await?;
     Ok(())
 }

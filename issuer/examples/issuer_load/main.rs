@@ -117,6 +117,6 @@ async fn main() -> Result<()> {
         }
         Command::ServeMemory { dir, port } => memory::run(&dir, port).await,
         Command::Sign { threads, seconds } => sign::run(threads, seconds),
-        Command::ControlPlane { dir } => cluster::run(&dir).await,
+        Command::ControlPlane { dir, layout } => cluster::run(&dir, layout).await,
     }
 }

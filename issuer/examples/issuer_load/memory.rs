@@ -101,6 +101,7 @@ pub(crate) async fn run(dir: &Path, port: u16) -> Result<()> {
         refresh_lifetime: GoDuration::from_secs(12 * 3600),
         kube_api_server_url: None,
         kube_api_tls_server_name: None,
+        second_factor: ichor_renderers::auth::second_factor_policy::SecondFactorPolicy::default(),
     }));
     let mut registry = prometheus_client::registry::Registry::default();
     let issuer = Issuer::new(

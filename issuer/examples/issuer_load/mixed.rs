@@ -134,7 +134,7 @@ pub(crate) async fn run(
                     issuer,
                     &name,
                     PASSWORD,
-                    "ichor-ui",
+                    ichor_renderers::contract::UI_AUDIENCE,
                     &source(5_000_000 + user),
                 )
                 .await

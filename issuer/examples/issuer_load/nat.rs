@@ -39,7 +39,7 @@ async fn refresh_once(http: &reqwest::Client, issuer: &str, token: &str) -> Resu
         .form(&[
             ("grant_type", "refresh_token"),
             ("refresh_token", token),
-            ("client_id", "ichor-cli"),
+            ("client_id", ichor_renderers::contract::CLI_CLIENT_ID),
         ])
         .send()
         .await?;
@@ -178,7 +178,7 @@ pub(crate) async fn run(issuer: &str, ca: &Path, nat: Nat) -> Result<()> {
         Ok(refresh_once(http, issuer, &format!("garbage.{n}.token")).await?.0)
     })
     .await?;
-    let ticket = ticket(http, issuer, "ichor-kube", OFFICE).await?;
+    let ticket = ticket(http, issuer, ichor_renderers::contract::KUBE_AUDIENCE, OFFICE).await?;
     let ticket = ticket.as_str();
     let wrong = statuses(nat.wrong_passwords, move |n| async move {
         let reply = http

@@ -126,7 +126,7 @@ async fn rotate(
                     .form(&[
                         ("grant_type", "refresh_token"),
                         ("refresh_token", tokens[turn].as_str()),
-                        ("client_id", "ichor-cli"),
+                        ("client_id", ichor_renderers::contract::CLI_CLIENT_ID),
                     ])
                     .send()
                     .await;

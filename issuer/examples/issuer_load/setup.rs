@@ -82,8 +82,8 @@ pub(crate) fn setup(dir: &Path, users: usize, families: usize) -> Result<()> {
         for k in 0..families {
             entry = entry.start_family(
                 &seeded_family_id(i, k),
-                "ichor-cli",
-                "ichor-kube",
+                ichor_renderers::contract::CLI_CLIENT_ID,
+                ichor_renderers::contract::KUBE_AUDIENCE,
                 at,
                 SEEDED_LIFETIME,
             )?;

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::{external::ExternalIdentity, store::USER_CACHE_TTL};
 
 /// The audience a `UserService` bearer token must carry.
-pub const API_AUDIENCE: &str = "ichor-ui";
+pub use ichor_renderers::contract::UI_AUDIENCE as API_AUDIENCE;
 
 /// The group every authenticated Kubernetes user is in; sent with every access review so custom
 /// bindings to it answer as the kube-apiserver would.
@@ -35,6 +35,8 @@ pub struct BearerClaims {
     pub iat: Timestamp,
     /// Expiry.
     pub exp: Timestamp,
+    /// How the user authenticated (RFC 8176; `["pwd"]` when the token says nothing).
+    pub amr: Vec<String>,
 }
 
 /// Why a bearer token was refused. The text is shown to the caller: it must not echo the token.
@@ -148,6 +150,8 @@ pub struct SessionState {
     pub not_before: Timestamp,
     /// The password must be changed.
     pub must_change: bool,
+    /// The user has a second factor: only tokens of a sign-in that used one are accepted.
+    pub has_factor: bool,
 }
 
 /// Session states read from the credentials store, each kept at most the configured TTL (at most
@@ -252,6 +256,7 @@ mod tests {
         let state = SessionState {
             not_before: Timestamp::UNIX_EPOCH,
             must_change: true,
+            has_factor: false,
         };
         cache.put("alice", Some(state));
         assert_eq!(cache.get("alice"), Some(Some(state)));

@@ -12,9 +12,9 @@ pub const EXEC_API_VERSION: &str = "client.authentication.k8s.io/v1";
 /// The plugin command.
 pub const EXEC_COMMAND: &str = "ichor";
 /// The OIDC client the plugin signs in as.
-pub const CLI_CLIENT_ID: &str = "ichor-cli";
+pub use ichor_renderers::contract::CLI_CLIENT_ID;
 /// The audience the kube-apiserver accepts.
-pub const KUBE_AUDIENCE: &str = "ichor-kube";
+pub use ichor_renderers::contract::KUBE_AUDIENCE;
 /// The scope an external user's plugin asks its provider for: the standard claims the
 /// kube-apiserver maps (`email`, `profile` for `preferred_username`), `groups`, and a refresh
 /// token.

@@ -10,6 +10,7 @@
 //!   `SubjectAccessReview`);
 //! - [`backend`]: user writes ([`UserBackend`], implemented by the local store);
 //!   [`kube_backend`]: the same writes in a cluster, made as the caller (impersonation);
+//! - [`factors`]: second factors as the API shows and changes them (pure);
 //! - [`validate`]: request validation; [`kubeconfig`]: the kubeconfig renderer; [`error`]: the
 //!   refusals and their status codes; [`proto`]: the generated code.
 //!
@@ -17,8 +18,8 @@
 //! 1. The bearer token (`authorization: Bearer …`, audience `ichor-ui`) is verified; its user is
 //!    re-read through the store cache (≤ 10 s), so a disable or a role change takes effect within
 //!    10 s, and read afresh for a call that changes a user (create, update, delete, set password,
-//!    revoke sessions), where it takes effect at once; roles come from the `IchorUser`, never from
-//!    the token. A missing, disabled or revoked
+//!    revoke sessions, a change of one's own second factors), where it takes effect at once;
+//!    roles come from the `IchorUser`, never from the token. A missing, disabled or revoked
 //!    (`iat < notBefore`) user is `Unauthenticated`.
 //! 2. A user whose credentials say `mustChange` may call only `WhoAmI` and `ChangeOwnPassword`
 //!    (`PermissionDenied` "change your password first").
@@ -34,6 +35,7 @@ pub mod access;
 pub mod auth;
 pub mod backend;
 pub mod error;
+pub mod factors;
 pub mod kube_backend;
 pub mod kubeconfig;
 pub mod proto;

@@ -1,8 +1,9 @@
 //! The generated `ichor.v1alpha1` protobuf messages, the `UserService` server trait and its
 //! client, from `proto/ichor/v1alpha1/user.proto`.
 //!
-//! Messages that carry a password have a hand-written `Debug` that prints no password, so a
-//! request can never leak one into a log line.
+//! Messages that carry a password or a second-factor secret (an authenticator-app secret, its
+//! URI or enrolment ticket, a code, recovery codes) have a hand-written `Debug` that prints
+//! none of it, so a request or a response can never leak one into a log line.
 #![allow(missing_docs, clippy::all, clippy::pedantic, clippy::unwrap_used)]
 
 use std::fmt;
@@ -48,6 +49,7 @@ impl fmt::Debug for SetPasswordRequest {
         f.debug_struct("SetPasswordRequest")
             .field("name", &self.name)
             .field("new_password", &new)
+            .field("reset_factors", &self.reset_factors)
             .finish()
     }
 }
@@ -65,6 +67,75 @@ impl fmt::Debug for ChangeOwnPasswordRequest {
         f.debug_struct("ChangeOwnPasswordRequest")
             .field("old_password", &REDACTED)
             .field("new_password", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for BeginTotpRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BeginTotpRequest")
+            .field("password", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for BeginTotpResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BeginTotpResponse")
+            .field("secret", &REDACTED)
+            .field("otpauth_uri", &REDACTED)
+            .field("ticket", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ConfirmTotpRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfirmTotpRequest")
+            .field("ticket", &REDACTED)
+            .field("code", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ConfirmTotpResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfirmTotpResponse")
+            .field(
+                "recovery_codes",
+                &format_args!("<{} redacted>", self.recovery_codes.len()),
+            )
+            .finish()
+    }
+}
+
+impl fmt::Debug for RegenerateRecoveryCodesRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegenerateRecoveryCodesRequest")
+            .field("password", &REDACTED)
+            .field("code", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for RegenerateRecoveryCodesResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegenerateRecoveryCodesResponse")
+            .field(
+                "recovery_codes",
+                &format_args!("<{} redacted>", self.recovery_codes.len()),
+            )
+            .finish()
+    }
+}
+
+impl fmt::Debug for RemoveFactorRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoveFactorRequest")
+            .field("password", &REDACTED)
+            .field("kind", &self.kind)
+            .field("passkey_id", &self.passkey_id)
+            .field("code", &REDACTED)
             .finish()
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! This module holds the configuration, the service value and the mapping of each RPC to its
 //! handler; the handlers are grouped by what they act on: `users` (list, get, create, update,
-//! delete), `passwords` (set, change one's own, revoke sessions) and `caller` (`WhoAmI`,
-//! `GetMyKubeconfig`), over the steps every call shares in `steps` (authentication, RBAC,
+//! delete), `passwords` (set, change one's own, revoke sessions), `factors` (second factors:
+//! one's own, and an administrator's view) and `caller` (`WhoAmI`, `GetMyKubeconfig`), over the steps every call shares in `steps` (authentication, RBAC,
 //! fresh reads, password hashing).
 
 use std::{sync::Arc, time::Duration};
@@ -18,9 +18,12 @@ use super::{
     backend::UserBackend,
     error::ApiError,
     proto::{
-        self, ChangeOwnPasswordRequest, ChangeOwnPasswordResponse, CreateUserRequest, CreateUserResponse,
-        DeleteUserRequest, DeleteUserResponse, GetMyKubeconfigRequest, GetMyKubeconfigResponse,
-        GetUserRequest, GetUserResponse, ListUsersRequest, ListUsersResponse, RevokeSessionsRequest,
+        self, BeginTotpRequest, BeginTotpResponse, ChangeOwnPasswordRequest, ChangeOwnPasswordResponse,
+        ConfirmTotpRequest, ConfirmTotpResponse, CreateUserRequest, CreateUserResponse, DeleteUserRequest,
+        DeleteUserResponse, GetMyKubeconfigRequest, GetMyKubeconfigResponse, GetUserFactorsRequest,
+        GetUserFactorsResponse, GetUserRequest, GetUserResponse, ListOwnFactorsRequest,
+        ListOwnFactorsResponse, ListUsersRequest, ListUsersResponse, RegenerateRecoveryCodesRequest,
+        RegenerateRecoveryCodesResponse, RemoveFactorRequest, RemoveFactorResponse, RevokeSessionsRequest,
         RevokeSessionsResponse, SetPasswordRequest, SetPasswordResponse, UpdateUserRequest,
         UpdateUserResponse, WhoAmIRequest, WhoAmIResponse, user_service_server::UserServiceServer,
     },
@@ -28,6 +31,7 @@ use super::{
 use crate::store::USER_CACHE_TTL;
 
 mod caller;
+mod factors;
 mod passwords;
 mod steps;
 
@@ -74,6 +78,10 @@ pub struct ApiConfig {
     /// The external provider whose ID tokens are accepted beside Ichor's (`None`: Ichor's
     /// only).
     pub external: Option<Arc<crate::external::ExternalVerifier>>,
+    /// The keys authenticator-app enrolment tickets are signed and checked with: the issuer's
+    /// ([`crate::oidc::Issuer::keys`]), so a key rotation reaches them as it reaches every other
+    /// artifact. Empty: `BeginTotp` and `ConfirmTotp` answer `unavailable`.
+    pub keys: Arc<crate::keys::KeyRing>,
 }
 
 impl ApiConfig {
@@ -93,6 +101,7 @@ impl ApiConfig {
             session_ttl: USER_CACHE_TTL,
             passwords: crate::oidc::password_limits::PasswordLimits::standalone(),
             external: None,
+            keys: Arc::new(crate::keys::KeyRing::new()),
         })
     }
 }
@@ -150,17 +159,34 @@ where
     axum::Router::new().route_service(&path, tonic_web::GrpcWebLayer::new().layer(grpc_service(api)))
 }
 
-/// Which calls a `mustChange` user may make.
+/// Which calls a `mustChange` user, or one who must enrol a second factor, may make.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Gate {
     /// Only when the password need not be changed.
     Normal,
     /// Also when it must be changed (`WhoAmI`, `ChangeOwnPassword`).
     AllowMustChange,
-    /// Like [`Gate::Normal`], for a call that changes a user: the caller's `IchorUser` is read
-    /// afresh, never from the cache, so a caller disabled or demoted a moment ago (on another
-    /// replica too) acts with what it holds now.
+    /// Like [`Gate::Normal`], for a call that changes a user: the caller's `IchorUser` and
+    /// session state are read afresh, never from the cache, so a caller disabled, demoted or
+    /// revoked a moment ago (on another replica too) acts with what it holds now.
     Change,
+    /// Like [`Gate::Normal`], also while the second-factor policy requires the caller to enrol
+    /// (`ListOwnFactors`).
+    EnrolRead,
+    /// Like [`Gate::Change`], also while the caller must enrol (`BeginTotp`, `ConfirmTotp`).
+    EnrolChange,
+}
+
+impl Gate {
+    /// Whether the call changes a user (the caller is read afresh).
+    fn changes(self) -> bool {
+        matches!(self, Gate::Change | Gate::EnrolChange)
+    }
+
+    /// Whether the call is open to a caller the second-factor policy requires to enrol.
+    fn allowed_while_enrolling(self) -> bool {
+        matches!(self, Gate::AllowMustChange | Gate::EnrolRead | Gate::EnrolChange)
+    }
 }
 
 impl<B, A, V> UserApi<B, A, V>
@@ -258,5 +284,47 @@ where
 
     async fn who_am_i(&self, request: Request<WhoAmIRequest>) -> Result<Response<WhoAmIResponse>, Status> {
         respond(self.who_am_i_impl(request).await)
+    }
+
+    async fn list_own_factors(
+        &self,
+        request: Request<ListOwnFactorsRequest>,
+    ) -> Result<Response<ListOwnFactorsResponse>, Status> {
+        respond(self.list_own_factors_impl(request).await)
+    }
+
+    async fn begin_totp(
+        &self,
+        request: Request<BeginTotpRequest>,
+    ) -> Result<Response<BeginTotpResponse>, Status> {
+        respond(self.begin_totp_impl(request).await)
+    }
+
+    async fn confirm_totp(
+        &self,
+        request: Request<ConfirmTotpRequest>,
+    ) -> Result<Response<ConfirmTotpResponse>, Status> {
+        respond(self.confirm_totp_impl(request).await)
+    }
+
+    async fn regenerate_recovery_codes(
+        &self,
+        request: Request<RegenerateRecoveryCodesRequest>,
+    ) -> Result<Response<RegenerateRecoveryCodesResponse>, Status> {
+        respond(self.regenerate_recovery_codes_impl(request).await)
+    }
+
+    async fn remove_factor(
+        &self,
+        request: Request<RemoveFactorRequest>,
+    ) -> Result<Response<RemoveFactorResponse>, Status> {
+        respond(self.remove_factor_impl(request).await)
+    }
+
+    async fn get_user_factors(
+        &self,
+        request: Request<GetUserFactorsRequest>,
+    ) -> Result<Response<GetUserFactorsResponse>, Status> {
+        respond(self.get_user_factors_impl(request).await)
     }
 }

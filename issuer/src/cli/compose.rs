@@ -1,6 +1,9 @@
 //! What the listeners serve, composed from the validated configuration: the OIDC routers,
 //! the `UserService` (authorized in process or by the kube-apiserver), the UI, health.
 
+use super::config::{CaFile, Config, KubeconfigSettings};
+use super::flags::MAX_KUBE_CA_BYTES;
+use super::runtime::RunError;
 use crate::oidc::Settings;
 use crate::store::UserStore;
 use axum::Router;
@@ -9,8 +12,6 @@ use ichor_server::metrics::Metrics;
 use ichor_server::reload::Watched;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-use super::*;
 
 /// What the OIDC routers are built from: the configuration and the shared, watched state.
 #[derive(Debug, Clone)]
@@ -153,6 +154,7 @@ where
     config.settings = Arc::clone(&served.settings);
     config.talos_endpoint = endpoint;
     config.external = external_verifier(&served.config)?;
+    config.keys = Arc::clone(issuer.keys());
     let api = UserApi::new(store, access, Arc::clone(&issuer), Arc::new(SystemClock), config);
     let grpc = grpc_router(api);
     Ok(Routers {
@@ -281,7 +283,7 @@ pub fn external_verifier(
         .clone()
         .map(crate::external::ExternalVerifier::new)
         .transpose()
-        .map_err(RunError::Issuer)
+        .map_err(|e| RunError::Issuer(e.to_string()))
 }
 
 /// The web UI's routes ([`crate::ui`]): the built SPA embedded in the binary (or the directory

@@ -1,5 +1,9 @@
 //! The flags validated into a [`Config`]: every refusal a [`ConfigError`] naming the flag.
 
+use super::flags::{
+    DEFAULT_KUBE_CLUSTER_NAME, Flags, IN_CLUSTER_CA_FILE, InternalFlags, KubeconfigFlags,
+    MAX_REFRESH_LIFETIME, MAX_TOKEN_TTL, MIN_REFRESH_LIFETIME, MIN_TOKEN_TTL, StoreKind,
+};
 use crate::https_url::{UrlShapeError, plain_https_url};
 use ichor_server::cidr::Cidr;
 use ichor_server::logging::LogFormat;
@@ -7,8 +11,6 @@ use ichor_server::tls::PairFiles;
 use jiff::SignedDuration;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-
-use super::*;
 
 /// The cluster the `UserService`'s kubeconfigs point at, as configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +108,7 @@ impl Config {
             refresh_lifetime: GoDuration::from_secs(self.refresh_lifetime.as_secs()),
             kube_api_server_url: self.kubeconfig.api_server_url.clone(),
             kube_api_tls_server_name: self.kubeconfig.tls_server_name.clone(),
+            second_factor: ichor_renderers::auth::second_factor_policy::SecondFactorPolicy::default(),
         }
     }
 }

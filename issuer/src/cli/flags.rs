@@ -1,12 +1,11 @@
 //! The flags of `ichor-issuer` (each with an environment variable) and their bounds.
 
+use super::config::{Config, ConfigError};
 use clap::{Parser, ValueEnum};
 use ichor_server::logging::LogFormat;
 use jiff::SignedDuration;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-
-use super::*;
 
 /// Default mount of the `ichor-oidc-tls` Secret (`tls.crt`, `tls.key`).
 pub const DEFAULT_ICHOR_TLS_DIR: &str = "/var/run/ichor/oidc-tls";
@@ -51,7 +50,8 @@ Examples:
 /// Where users and credentials are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StoreKind {
-    /// `IchorUser` objects and the `ichor-user-credentials` Secret (in a cluster).
+    /// `IchorUser` objects and credentials Secrets: one per user in `ichor-credentials`, or the
+    /// legacy `ichor-user-credentials` while an installation migrates from it (in a cluster).
     Kube,
     /// Files: a directory of `IchorUser` manifests and a state directory (`ichor dev`).
     Local,
@@ -60,7 +60,7 @@ pub enum StoreKind {
 /// The flags of `ichor-issuer`, as given (see [`Flags::validate`]).
 #[derive(Debug, Clone, Parser)]
 #[command(
-    name = "ichor-issuer",
+    name = env!("CARGO_PKG_NAME"),
     version,
     about = "The Ichor OpenID Connect issuer: sign-in for the Ichor UI and CLI, ID tokens for the kube-apiserver.",
     after_help = EXAMPLES
@@ -302,7 +302,7 @@ pub struct InternalFlags {
 /// [`ExternalFlags`].
 #[derive(Debug, Clone, Parser)]
 #[command(
-    name = "ichor-issuer",
+    name = env!("CARGO_PKG_NAME"),
     version,
     about = "The Ichor OpenID Connect issuer: sign-in for the Ichor UI and CLI, ID tokens for the kube-apiserver.",
     after_help = EXAMPLES

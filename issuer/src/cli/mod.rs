@@ -18,9 +18,16 @@ mod flags;
 mod process;
 mod runtime;
 
-pub use compose::*;
-pub use config::*;
-pub use flags::*;
+pub use compose::{
+    KubeCaError, Routers, Served, compose, external_verifier, kube_cluster, kube_routers, local_routers,
+    local_routers_with, oidc_routers, read_kube_ca,
+};
+pub use config::{CaFile, Config, ConfigError, ExternalTls, KubeconfigSettings, StoreConfig};
+pub use flags::{
+    DEFAULT_ICHOR_TLS_DIR, DEFAULT_KEYS_FILE, DEFAULT_KUBE_CLUSTER_NAME, DEFAULT_METRICS_LISTEN,
+    ExternalFlags, Flags, IN_CLUSTER_CA_FILE, InternalFlags, IssuerArgs, KubeconfigFlags, MAX_KUBE_CA_BYTES,
+    MAX_REFRESH_LIFETIME, MAX_TOKEN_TTL, MIN_REFRESH_LIFETIME, MIN_TOKEN_TTL, StoreKind,
+};
 #[cfg(feature = "watch")]
 pub use process::main;
-pub use runtime::*;
+pub use runtime::{Listeners, RunError, RunOptions, open_kube, open_store, run};

@@ -1,10 +1,13 @@
 //! The `ichor-issuer` process: flags parsed and validated, logging, the runtime, the store
 //! opened and the installation settings followed (kube-runtime's watcher, feature `watch`).
 
-use super::*;
 use clap::Parser as _;
 use std::sync::Arc;
 
+use super::compose::{kube_cluster, kube_routers, local_routers, read_kube_ca};
+use super::config::StoreConfig;
+use super::flags::IssuerArgs;
+use super::runtime::{Listeners, RunError, RunOptions, open_kube, run};
 use crate::installation::InstallationSettings;
 use crate::talos_cluster::ClusterEndpoint;
 use std::process::ExitCode;

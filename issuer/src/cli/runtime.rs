@@ -1,6 +1,8 @@
 //! The running issuer: the store opened, the watched files loaded, the two HTTPS listeners and
 //! the plain-HTTP metrics listener served until the shutdown signal.
 
+use super::compose::{Routers, Served, compose};
+use super::config::{Config, ExternalTls, StoreConfig};
 use crate::installation::InstallationSettings;
 use crate::oidc::Settings;
 use crate::store::UserStore;
@@ -14,8 +16,6 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-
-use super::*;
 
 /// How [`run`] watches files and serves (the defaults in production; tests shorten them).
 #[derive(Debug, Clone, Default)]

@@ -22,4 +22,4 @@ pub mod verifier;
 
 pub use identity::{ExternalIdentity, IdentityError};
 pub use provider::{ExternalProvider, ProviderError};
-pub use verifier::ExternalVerifier;
+pub use verifier::{ExternalVerifier, VerifierError};

@@ -105,12 +105,31 @@ fn unavailable(why: impl std::fmt::Display) -> BearerError {
     ))
 }
 
+/// Why a verifier for the external provider could not be built; the issuer does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifierError {
+    /// The issuer URL is not a URL.
+    #[error("--external-issuer-url {issuer:?}: {reason}")]
+    IssuerUrl {
+        /// The configured issuer.
+        issuer: String,
+        /// Why it does not parse.
+        reason: url::ParseError,
+    },
+    /// The provider's CA file holds no usable certificate.
+    #[error("--external-ca-file: {0}")]
+    Ca(reqwest::Error),
+    /// The HTTP client could not be built.
+    #[error("the HTTP client for the identity provider: {0}")]
+    Client(reqwest::Error),
+}
+
 impl ExternalVerifier {
     /// A verifier for `provider`, trusting the system's roots and the provider's CA.
     ///
     /// # Errors
-    /// A message when the HTTP client cannot be built (an unusable CA).
-    pub fn new(provider: ExternalProvider) -> Result<Arc<Self>, String> {
+    /// The HTTP client cannot be built (an unusable CA), or the issuer URL does not parse.
+    pub fn new(provider: ExternalProvider) -> Result<Arc<Self>, VerifierError> {
         Self::with_refetch_interval(provider, JWKS_REFETCH_INTERVAL)
     }
 
@@ -118,13 +137,16 @@ impl ExternalVerifier {
     /// [`JWKS_REFETCH_INTERVAL`] (tests shorten it).
     ///
     /// # Errors
-    /// A message when the HTTP client cannot be built (an unusable CA).
+    /// As [`Self::new`].
     pub fn with_refetch_interval(
         provider: ExternalProvider,
         refetch_interval: Duration,
-    ) -> Result<Arc<Self>, String> {
-        let issuer_url = IssuerUrl::new(provider.issuer.clone())
-            .map_err(|e| format!("--external-issuer-url {:?}: {e}", provider.issuer))?;
+    ) -> Result<Arc<Self>, VerifierError> {
+        let issuer_url =
+            IssuerUrl::new(provider.issuer.clone()).map_err(|reason| VerifierError::IssuerUrl {
+                issuer: provider.issuer.clone(),
+                reason,
+            })?;
         let mut builder = reqwest::Client::builder()
             .tls_built_in_root_certs(false)
             .redirect(reqwest::redirect::Policy::none())
@@ -138,15 +160,11 @@ impl ExternalVerifier {
             }
         }
         if let Some(pem) = &provider.ca_pem {
-            for cert in reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-                .map_err(|e| format!("--external-ca-file: {e}"))?
-            {
+            for cert in reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(VerifierError::Ca)? {
                 builder = builder.add_root_certificate(cert);
             }
         }
-        let http = builder
-            .build()
-            .map_err(|e| format!("the HTTP client for the identity provider: {e}"))?;
+        let http = builder.build().map_err(VerifierError::Client)?;
         Ok(Arc::new(Self {
             provider,
             issuer_url,

@@ -25,6 +25,7 @@ impl BearerVerifier for Issuer {
             exp: instant("exp", claims.exp)?,
             sub: claims.sub,
             groups: claims.groups,
+            amr: claims.amr,
         })
     }
 }

@@ -46,7 +46,7 @@ pub struct ExternalDiscovery {
     /// `["none"]`: public clients.
     pub revocation_endpoint_auth_methods_supported: [&'static str; 1],
     /// The claims of the ID token.
-    pub claims_supported: [&'static str; 8],
+    pub claims_supported: [&'static str; 9],
     /// RFC 9207: the authorization response carries `iss`.
     pub authorization_response_iss_parameter_supported: bool,
 }
@@ -88,7 +88,17 @@ pub fn external_document(issuer: &str) -> ExternalDiscovery {
         code_challenge_methods_supported: ["S256"],
         token_endpoint_auth_methods_supported: ["none"],
         revocation_endpoint_auth_methods_supported: ["none"],
-        claims_supported: ["iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "groups"],
+        claims_supported: [
+            "iss",
+            "sub",
+            "aud",
+            "exp",
+            "iat",
+            "auth_time",
+            "nonce",
+            "groups",
+            "amr",
+        ],
         authorization_response_iss_parameter_supported: true,
     }
 }

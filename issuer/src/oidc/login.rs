@@ -11,9 +11,9 @@
 //! or no entry: the limits are taken again as for a sign-in without one, and the presentation
 //! is a failure of that device), one argon2id verification (the dummy hash when there is no user or no password; in
 //! the known devices' lane when the request carries a device cookie of that user, see
-//! [`super::devices`]), then the user's state (disabled, must change) — only after a correct
-//! password, so those answers reveal nothing to someone without it. A successful sign-in sets
-//! the device cookie.
+//! [`super::devices`]), then the user's state (disabled, must change, must enrol a second factor
+//! the installation's policy requires) — only after a correct password, so those answers reveal
+//! nothing to someone without it. A successful sign-in sets the device cookie.
 
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +25,10 @@ use axum::{
     http::{HeaderMap, HeaderValue, StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
-use ichor_renderers::auth::{Password, UserName};
+use ichor_renderers::auth::{
+    Password, UserName,
+    second_factor_policy::{MUST_ENROL, TokenDecision, token_decision},
+};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +37,7 @@ use super::{
     authorize::{see_other, wants_json, with_query},
     devices,
     errors::OAuthError,
+    factor,
     limits::{Admission, AttemptOutcome, SourceToken, UserBackoff, backoff_key},
     lock, page,
     passwords::{self, CheckError, Checked},
@@ -81,6 +85,7 @@ enum Failure {
     WrongCredentials,
     Disabled,
     MustChange,
+    MustEnrol,
     Unavailable,
 }
 
@@ -112,7 +117,7 @@ pub(crate) async fn page(State(issuer): State<Arc<Issuer>>, uri: Uri) -> Respons
     }
 }
 
-fn is_json_body(headers: &HeaderMap) -> bool {
+pub(super) fn is_json_body(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -165,35 +170,51 @@ pub(crate) async fn submit(
         return respond_failure(&issuer, json, None, "", "", Failure::BadTicket).await;
     };
     match sign_in(&issuer, source, &headers, &claims, &username, password).await {
-        Ok((redirect, device_cookie)) => {
-            let mut response = if json {
-                let mut response = Json(RedirectBody {
-                    redirect_uri: redirect,
-                })
-                .into_response();
-                response.headers_mut().insert(
-                    header::CACHE_CONTROL,
-                    axum::http::HeaderValue::from_static("no-store"),
-                );
-                response
-            } else {
-                see_other(&redirect)
-            };
-            if let Some(cookie) = device_cookie {
-                response.headers_mut().append(header::SET_COOKIE, cookie);
-            }
-            response
-        }
+        Ok(SignedIn::Redirect(redirect, device_cookie)) => redirect_response(json, redirect, device_cookie),
+        Ok(SignedIn::Factor(pending)) => factor::ask(issuer.ui_files(), json, &claims, &pending, None).await,
         Err(failure) => respond_failure(&issuer, json, Some(&claims), &ticket, &username, failure).await,
     }
 }
 
+/// The answer of a completed sign-in: the redirect (JSON for the UI's card, else a 303) with the
+/// device cookie.
+pub(super) fn redirect_response(
+    json: bool,
+    redirect: String,
+    device_cookie: Option<HeaderValue>,
+) -> Response {
+    let mut response = if json {
+        let mut response = Json(RedirectBody {
+            redirect_uri: redirect,
+        })
+        .into_response();
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        response
+    } else {
+        see_other(&redirect)
+    };
+    if let Some(cookie) = device_cookie {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// A verified password's outcome.
+enum SignedIn {
+    /// Done: the client's redirect URI with the code, and the device cookie.
+    Redirect(String, Option<HeaderValue>),
+    /// The user has a second factor: its step comes next.
+    Factor(factor::Pending),
+}
+
 /// Releases a back-off reservation when dropped (a cancelled request counts nothing).
-struct Reservation {
-    backoff: Arc<Mutex<UserBackoff>>,
-    key: String,
-    outcome: AttemptOutcome,
-    at: Timestamp,
+pub(super) struct Reservation {
+    pub(super) backoff: Arc<Mutex<UserBackoff>>,
+    pub(super) key: String,
+    pub(super) outcome: AttemptOutcome,
+    pub(super) at: Timestamp,
 }
 
 impl Drop for Reservation {
@@ -209,7 +230,7 @@ async fn sign_in(
     ticket: &TicketClaims,
     username: &str,
     password: Password,
-) -> Result<(String, Option<HeaderValue>), Failure> {
+) -> Result<SignedIn, Failure> {
     let now = issuer.now();
     let name = (username.len() <= MAX_USERNAME_FIELD)
         .then(|| UserName::parse(username).ok())
@@ -381,6 +402,13 @@ async fn sign_in(
         issuer.metrics.login_failure("must_change");
         return Err(Failure::MustChange);
     }
+    let policy = &issuer.settings.get().second_factor;
+    if token_decision(policy, &user.roles, entry.needs_second_factor(), &ticket.audience)
+        == TokenDecision::MustEnrol
+    {
+        issuer.metrics.login_failure("must_enrol");
+        return Err(Failure::MustEnrol);
+    }
     if let Some(new_hash) = rehash {
         let old = phc.unwrap_or_default();
         let result = modify_credentials(issuer.store.as_ref(), name.as_str(), |current| {
@@ -395,27 +423,48 @@ async fn sign_in(
         }
     }
 
-    let keys = issuer.keys().load().ok_or(Failure::Unavailable)?;
+    if entry.needs_second_factor() {
+        // No code yet: the second step, with what it needs in a ticket of its own.
+        let pending =
+            factor::pending(issuer, ticket, name.as_str(), &entry, device).ok_or(Failure::Unavailable)?;
+        return Ok(SignedIn::Factor(pending));
+    }
+    let (redirect, cookie) = authorization_redirect(issuer, ticket, name.as_str(), Vec::new(), device)
+        .ok_or(Failure::Unavailable)?;
+    Ok(SignedIn::Redirect(redirect, cookie))
+}
+
+/// The end of a successful sign-in of `user` (`amr` empty for the password alone): a 60-second
+/// code for the request `ticket` in the client's redirect URI, and the device cookie (the known
+/// device's id kept). `None` (logged) when no code can be signed.
+pub(super) fn authorization_redirect(
+    issuer: &Issuer,
+    ticket: &TicketClaims,
+    user: &str,
+    amr: Vec<String>,
+    device: Option<String>,
+) -> Option<(String, Option<HeaderValue>)> {
+    let keys = issuer.keys().load()?;
     let now = issuer.now();
     let iat = tokens::unix_seconds(now);
     let code = CodeClaims {
         iss: issuer.issuer().to_owned(),
-        jti: super::token::random_id().map_err(|_| Failure::Unavailable)?,
+        jti: super::token::random_id().ok()?,
         client_id: ticket.client_id.clone(),
         redirect_uri: ticket.redirect_uri.clone(),
-        sub: name.as_str().to_owned(),
+        sub: user.to_owned(),
         nonce: ticket.nonce.clone(),
         code_challenge: ticket.code_challenge.clone(),
         offline_access: ticket.offline_access,
         audience: ticket.audience.clone(),
+        amr,
         iat,
         exp: iat + tokens::CODE_TTL.as_secs(),
     };
-    let code = tokens::sign_artifact(&keys, &code, now, now).map_err(|e| {
-        tracing::error!(error = %e, "cannot sign an authorization code");
-        Failure::Unavailable
-    })?;
-    let device_cookie = devices::cookie_after_sign_in(issuer, name.as_str(), device);
+    let code = tokens::sign_artifact(&keys, &code, now, now)
+        .map_err(|e| tracing::error!(error = %e, "cannot sign an authorization code"))
+        .ok()?;
+    let device_cookie = devices::cookie_after_sign_in(issuer, user, device);
     let redirect = with_query(
         &ticket.redirect_uri,
         &[
@@ -424,7 +473,7 @@ async fn sign_in(
             ("iss", issuer.issuer()),
         ],
     );
-    Ok((redirect, device_cookie))
+    Some((redirect, device_cookie))
 }
 
 fn unavailable(e: &StoreError) -> Failure {
@@ -452,6 +501,7 @@ async fn respond_failure(
             }
             Failure::Disabled => OAuthError::new(StatusCode::FORBIDDEN, "access_denied", DISABLED),
             Failure::MustChange => OAuthError::new(StatusCode::FORBIDDEN, "access_denied", MUST_CHANGE),
+            Failure::MustEnrol => OAuthError::new(StatusCode::FORBIDDEN, "access_denied", MUST_ENROL),
             Failure::Busy { retry_after } => OAuthError::busy("sign-in", retry_after),
             Failure::Unavailable => OAuthError::unavailable("sign-in"),
         };
@@ -463,6 +513,7 @@ async fn respond_failure(
     let (claims, status, refusal, retry_after) = match (failure, ticket) {
         (Failure::Disabled, Some(t)) => return deny_to_client(issuer, t, DISABLED),
         (Failure::MustChange, Some(t)) => return deny_to_client(issuer, t, MUST_CHANGE),
+        (Failure::MustEnrol, Some(t)) => return deny_to_client(issuer, t, MUST_ENROL),
         (Failure::WrongCredentials, Some(t)) => (
             t,
             StatusCode::UNAUTHORIZED,

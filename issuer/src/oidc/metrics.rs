@@ -27,7 +27,7 @@ pub struct ReasonLabels {
 pub struct Metrics {
     /// ID tokens issued, by grant and audience.
     pub tokens_issued: Family<IssuedLabels, Counter>,
-    /// Refused sign-ins, by reason (`invalid_credentials`, `disabled`, `must_change`).
+    /// Refused sign-ins, by reason (`invalid_credentials`, `disabled`, `must_change`, `must_enrol`).
     pub login_failures: Family<ReasonLabels, Counter>,
     /// Requests refused by a limit, by reason (`user_backoff`, `source_rate`).
     pub backoff_hits: Family<ReasonLabels, Counter>,

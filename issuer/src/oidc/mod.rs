@@ -43,6 +43,8 @@ mod bearer;
 pub mod devices;
 mod discovery;
 mod errors;
+mod factor;
+mod factor_page;
 pub mod hash_gate;
 pub mod hash_pools;
 pub mod limits;
@@ -75,6 +77,7 @@ use tokio::sync::Semaphore;
 
 pub use ichor_server::cidr::TrustedProxies;
 pub use metrics::Metrics;
+pub use token::{ENROL_FIRST, SIGN_IN_WITH_FACTOR};
 
 use crate::{keys::KeyRing, store::UserStore};
 
@@ -417,6 +420,7 @@ pub fn external_router(issuer: Arc<Issuer>) -> Router {
             get(authorize::authorize).post(authorize::authorize_form),
         )
         .route("/oidc/login", get(login::page).post(login::submit))
+        .route("/oidc/login/factor", post(factor::submit))
         .route("/oidc/token", post(token::token))
         .route("/oidc/revoke", post(revoke::revoke))
         .route("/oidc/assets/login.css", get(page::stylesheet))

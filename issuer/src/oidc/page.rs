@@ -115,14 +115,14 @@ pub struct Form<'a> {
 }
 
 /// The port of a redirect URI (the scheme's default when it names none).
-fn port_of(redirect_uri: &str) -> Option<u16> {
+pub(super) fn port_of(redirect_uri: &str) -> Option<u16> {
     url::Url::parse(redirect_uri)
         .ok()
         .and_then(|u| u.port_or_known_default())
 }
 
 /// The origin of a redirect URI (`scheme://host[:port]`), or the URI when it does not parse.
-fn origin_of(redirect_uri: &str) -> String {
+pub(super) fn origin_of(redirect_uri: &str) -> String {
     url::Url::parse(redirect_uri)
         .map_or_else(|_| redirect_uri.to_owned(), |u| u.origin().ascii_serialization())
 }
@@ -192,7 +192,7 @@ fn form_markup(form: &Form<'_>) -> String {
 }
 
 /// A whole page of the issuer's own (no UI): the card with `body`.
-fn document(body: &str) -> String {
+pub(super) fn document(body: &str) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
@@ -202,21 +202,27 @@ fn document(body: &str) -> String {
     )
 }
 
-/// The sign-in page without the UI: the plain form only (English, no script).
-pub fn plain_form(form: &Form<'_>) -> String {
-    document(&form_markup(form))
-}
-
 #[derive(Serialize)]
 struct Seconds {
     seconds: u64,
 }
 
+/// A refusal as the card reads it: its key in the UI's catalogs and the seconds to wait.
 #[derive(Serialize)]
-struct CardError {
+pub(super) struct CardError {
     key: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     values: Option<Seconds>,
+}
+
+impl CardError {
+    /// The card's form of `refusal`.
+    pub(super) fn of(refusal: &Refusal) -> Self {
+        CardError {
+            key: refusal.key,
+            values: refusal.seconds.map(|seconds| Seconds { seconds }),
+        }
+    }
 }
 
 /// What the card reads from the page (`parseSignInPage` in `ui/src/lib/signInPage.ts`).
@@ -244,23 +250,18 @@ pub fn card_data(form: &Form<'_>) -> String {
         },
         origin: origin_of(form.redirect_uri),
         username: form.username,
-        error: form.error.map(|e| CardError {
-            key: e.key,
-            values: e.seconds.map(|seconds| Seconds { seconds }),
-        }),
+        error: form.error.map(CardError::of),
     })
 }
 
-/// The UI's sign-in page `template` with `form`'s data block and the no-script form after the
-/// card's mount element; `None` when the template has no mount element (not the sign-in page).
-pub fn card_page(template: &str, form: &Form<'_>) -> Option<String> {
+/// `template` with the data block `data` (already [`script_json`]) and the no-script card around
+/// `plain` after the mount element; `None` when the template has no mount element.
+pub(super) fn mount(template: &str, data: &str, plain: &str) -> Option<String> {
     let at = template.find(MOUNT)? + MOUNT.len();
     let (head, tail) = template.split_at(at);
     Some(format!(
         "{head}\n    <script type=\"application/json\" id=\"{DATA_ID}\">{data}</script>\n    \
-         <noscript><main class=\"center\"><div class=\"card\">\n<h1>Sign in to Ichor</h1>\n{plain}</div></main></noscript>{tail}",
-        data = card_data(form),
-        plain = form_markup(form),
+         <noscript><main class=\"center\"><div class=\"card\">\n<h1>Sign in to Ichor</h1>\n{plain}</div></main></noscript>{tail}"
     ))
 }
 
@@ -282,12 +283,31 @@ async fn template(files: &UiFiles) -> Option<Cow<'static, str>> {
 /// The sign-in page for `form`, answered with `status`: the UI's card when `files` has the
 /// sign-in page, else the plain form.
 pub(crate) async fn sign_in(files: &UiFiles, status: StatusCode, form: &Form<'_>) -> Response {
-    let card = match template(files).await {
-        Some(page) => card_page(&page, form),
+    card(
+        files,
+        status,
+        &card_data(form),
+        &form_markup(form),
+        form_csp(form.redirect_uri),
+    )
+    .await
+}
+
+/// A page of the card (`data`, its JSON block) answered with `status` and `csp`: the UI's
+/// sign-in page when `files` has it, with `plain` as its no-script form; else `plain` alone.
+pub(super) async fn card(
+    files: &UiFiles,
+    status: StatusCode,
+    data: &str,
+    plain: &str,
+    csp: HeaderValue,
+) -> Response {
+    let page = match template(files).await {
+        Some(page) => mount(&page, data, plain),
         None => None,
     };
-    let body = card.unwrap_or_else(|| plain_form(form));
-    with_headers(status, body, form_csp(form.redirect_uri))
+    let body = page.unwrap_or_else(|| document(plain));
+    with_headers(status, body, csp)
 }
 
 /// A page that only says what went wrong (no form): an expired ticket, a refused request.
@@ -304,7 +324,7 @@ pub fn html(status: StatusCode, body: String) -> Response {
     with_headers(status, body, HeaderValue::from_static(MESSAGE_CSP))
 }
 
-fn with_headers(status: StatusCode, body: String, csp: HeaderValue) -> Response {
+pub(super) fn with_headers(status: StatusCode, body: String, csp: HeaderValue) -> Response {
     let mut response = (status, body).into_response();
     let h = response.headers_mut();
     h.insert(
@@ -347,6 +367,16 @@ mod tests {
     const TEMPLATE_HTML: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n\
         <script type=\"module\" crossorigin src=\"/assets/login-abc.js\"></script>\n</head>\n\
         <body>\n<div id=\"app\"></div>\n</body>\n</html>\n";
+
+    /// The sign-in page without the UI: the plain form only.
+    fn plain_form(form: &Form<'_>) -> String {
+        document(&form_markup(form))
+    }
+
+    /// The UI's sign-in page `template` for `form`, as [`sign_in`] serves it.
+    fn card_page(template: &str, form: &Form<'_>) -> Option<String> {
+        mount(template, &card_data(form), &form_markup(form))
+    }
 
     fn form<'a>(ticket: &'a str, username: &'a str, error: Option<&'a Refusal>) -> Form<'a> {
         Form {

@@ -155,6 +155,47 @@ impl PasswordLimits {
         new: Password,
         now: &(dyn Fn() -> Timestamp + Send + Sync),
     ) -> Result<Option<String>, PasswordLimitError> {
+        self.attempt(
+            source,
+            user,
+            now,
+            passwords::verify_then_hash(&self.gate, user, old, phc, new),
+        )
+        .await
+    }
+
+    /// A re-ask of `user`'s current password from `source` before a change of its second
+    /// factors: `password` is checked against `phc` as a sign-in attempt, exactly as the old
+    /// password of [`PasswordLimits::change`] (the same back-off, failures and gate). True when
+    /// it is right.
+    ///
+    /// # Errors
+    /// As [`PasswordLimits::change`].
+    pub async fn reauthenticate(
+        &self,
+        source: IpAddr,
+        user: &str,
+        password: Password,
+        phc: String,
+        now: &(dyn Fn() -> Timestamp + Send + Sync),
+    ) -> Result<bool, PasswordLimitError> {
+        let checked = passwords::verify_current(&self.gate, user, password, phc);
+        let verified = self
+            .attempt(source, user, now, async move { Ok(checked.await?.then_some(())) })
+            .await?;
+        Ok(verified.is_some())
+    }
+
+    /// One password attempt of `user` from `source`: refused while the name backs off or the
+    /// source has spent its failures, then `check` (`None`: the password was wrong), counted as
+    /// a failure or a success of both.
+    async fn attempt<T>(
+        &self,
+        source: IpAddr,
+        user: &str,
+        now: &(dyn Fn() -> Timestamp + Send + Sync),
+        check: impl std::future::Future<Output = Result<Option<T>, CheckError>>,
+    ) -> Result<Option<T>, PasswordLimitError> {
         let at = now();
         let limited = |wait: jiff::SignedDuration| PasswordLimitError::Limited {
             retry_after: u64::try_from(wait.as_secs()).unwrap_or(1).max(1),
@@ -171,12 +212,12 @@ impl PasswordLimits {
             outcome: AttemptOutcome::Abandoned,
             at,
         };
-        let changed = passwords::verify_then_hash(&self.gate, user, old, phc, new).await?;
+        let checked = check.await?;
         reservation.at = now();
-        match changed {
-            Some(hash) => {
+        match checked {
+            Some(value) => {
                 reservation.outcome = AttemptOutcome::Success;
-                Ok(Some(hash))
+                Ok(Some(value))
             }
             None => {
                 token.charge();

@@ -224,6 +224,35 @@ pub(crate) async fn verify_then_hash(
     .map_err(|e| CheckError::Internal(e.to_string()))
 }
 
+/// Verifies `password` against `phc` in one admission of `gate` for `user` (a re-ask of the
+/// current password before a change of the user's second factors: one computation in the
+/// caller's own place, as [`verify_then_hash`]). False when it is wrong or `phc` is unusable
+/// (logged).
+///
+/// # Errors
+/// As [`hash_new`].
+pub(crate) async fn verify_current(
+    gate: &HashGate,
+    user: &str,
+    password: Password,
+    phc: String,
+) -> Result<bool, CheckError> {
+    let admitted = gate
+        .enter_caller(ApiCaller::User(user))
+        .await
+        .map_err(gate_error)?;
+    let user = user.to_owned();
+    compute(admitted, Pool::Shared, move || match verify_password_or_dummy(&password, Some(&phc)) {
+        Ok(Verification::Valid { .. }) => true,
+        Ok(Verification::Invalid) => false,
+        Err(e) => {
+            tracing::warn!(user = %user, error = %e, "the stored password hash is unusable; refusing the check");
+            false
+        }
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,14 +8,14 @@ use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// The browser client (the SPA).
-pub const CLIENT_UI: &str = "ichor-ui";
 /// The command-line client (`ichor auth`).
-pub const CLIENT_CLI: &str = "ichor-cli";
-/// The audience of tokens for Ichor's own API.
-pub const AUD_UI: &str = "ichor-ui";
+pub use ichor_renderers::contract::CLI_CLIENT_ID as CLIENT_CLI;
 /// The audience of tokens the kube-apiserver accepts.
-pub const AUD_KUBE: &str = "ichor-kube";
+pub use ichor_renderers::contract::KUBE_AUDIENCE as AUD_KUBE;
+/// The audience of tokens for Ichor's own API.
+pub use ichor_renderers::contract::UI_AUDIENCE as AUD_UI;
+/// The browser client (the SPA).
+pub use ichor_renderers::contract::UI_CLIENT_ID as CLIENT_UI;
 /// The longest `state` or `nonce`, in bytes.
 pub const MAX_OPAQUE_LEN: usize = 512;
 /// The longest parameter value of any request, in bytes.

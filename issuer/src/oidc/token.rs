@@ -25,7 +25,10 @@ use axum::{
     http::{HeaderMap, HeaderValue, header},
     response::{IntoResponse, Response},
 };
-use ichor_renderers::auth::credentials::{CredentialsEntry, Family, RefusalReason, Rotation};
+use ichor_renderers::auth::{
+    credentials::{AMR_MFA, AMR_PASSWORD, CredentialsEntry, Family},
+    second_factor_policy::{TokenDecision, token_decision},
+};
 use jiff::Timestamp;
 use serde::Serialize;
 
@@ -41,6 +44,18 @@ use crate::{
     store::{Change, StoreError, StoredUser, modify_credentials},
     tokens::{self, CodeClaims, IdTokenClaims, RefreshClaims},
 };
+
+mod refresh;
+
+/// The refusal of a grant for an `ichor-kube` token of a user the second-factor policy requires
+/// to enrol a factor first.
+pub const ENROL_FIRST: &str = "set up a second factor first: sign in to the Ichor web UI and set one up on \
+                               your account page; no ichor-kube token is issued until then";
+
+/// The refusal of a refresh for an `ichor-kube` token of a user the second-factor policy
+/// requires a factor of, whose session did not prove one.
+pub const SIGN_IN_WITH_FACTOR: &str = "refresh_token: this session was started without a second factor, which \
+                                       is now required of this user for ichor-kube tokens: sign in again";
 
 /// A random 128-bit identifier, base64url (family ids, code ids).
 ///
@@ -179,7 +194,7 @@ pub(crate) async fn token(
         let params = params?;
         match required(&params, "grant_type")? {
             "authorization_code" => code_grant(&issuer, &params).await,
-            "refresh_token" => refresh_grant(&issuer, &params).await,
+            "refresh_token" => refresh::refresh_grant(&issuer, &params).await,
             _ => Err(OAuthError::new(
                 axum::http::StatusCode::BAD_REQUEST,
                 "unsupported_grant_type",
@@ -238,6 +253,7 @@ fn id_token(
     user: &StoredUser,
     audience: &str,
     sign_in: Option<(String, i64)>,
+    amr: Vec<String>,
     now: Timestamp,
 ) -> Result<(String, i64), OAuthError> {
     let ttl = issuer.settings.get().token_ttl.as_secs();
@@ -251,6 +267,7 @@ fn id_token(
         auth_time: sign_in.as_ref().map(|(_, at)| *at),
         nonce: sign_in.map(|(nonce, _)| nonce),
         groups: user.roles.clone(),
+        amr,
     };
     let token = tokens::sign_id_token(keys, &claims, now).map_err(|e| {
         tracing::error!(error = %e, "cannot sign an ID token");
@@ -344,6 +361,7 @@ async fn redeem(
     now: Timestamp,
 ) -> Result<(TokenResponse, Option<String>), OAuthError> {
     let user = live_user(issuer, &code.sub).await?;
+    let policy = issuer.settings.get().second_factor.clone();
     let session_start =
         Timestamp::from_second(code.iat).map_err(|_| OAuthError::invalid_grant("code: bad iat"))?;
     let check = |entry: Option<&CredentialsEntry>| -> Result<CredentialsEntry, OAuthError> {
@@ -358,6 +376,17 @@ async fn redeem(
                 "change your password first: no ichor-kube token is issued until then",
             ));
         }
+        if token_decision(&policy, &user.roles, entry.needs_second_factor(), &code.audience)
+            != TokenDecision::Allowed
+        {
+            return Err(OAuthError::invalid_grant(ENROL_FIRST));
+        }
+        if entry.needs_second_factor() && !code.amr.iter().any(|v| v == AMR_MFA) {
+            // Only a code from before the user enrolled can lack it: sign in again.
+            return Err(OAuthError::invalid_grant(
+                "the user has a second factor and the sign-in did not use it: sign in again",
+            ));
+        }
         Ok(entry.clone())
     };
     let (refresh, family_id) = if code.offline_access {
@@ -366,8 +395,9 @@ async fn redeem(
         let (entry, displaced) = modify_credentials(issuer.store.as_ref(), &code.sub, |current| {
             let entry = check(current)?;
             let displaced = entry.families_displaced_at(now);
+            let amr: Vec<&str> = code.amr.iter().map(String::as_str).collect();
             let next = entry
-                .start_family(&fam, client.id(), &code.audience, now, lifetime)
+                .start_family_with_amr(&fam, client.id(), &code.audience, &amr, now, lifetime)
                 .map_err(|e| OAuthError::server_error(e.to_string()))?;
             Ok::<_, OAuthError>(Change::Put(next.clone(), (next, displaced)))
         })
@@ -399,7 +429,12 @@ async fn redeem(
     };
     // The code is minted the moment the password is verified: its `iat` is the sign-in's time.
     let sign_in = Some((code.nonce.clone(), code.iat));
-    let (id_token, ttl) = id_token(issuer, keys, &user, &code.audience, sign_in, now)?;
+    let amr = if code.amr.is_empty() {
+        vec![AMR_PASSWORD.to_owned()]
+    } else {
+        code.amr.clone()
+    };
+    let (id_token, ttl) = id_token(issuer, keys, &user, &code.audience, sign_in, amr, now)?;
     issuer.metrics.issued("authorization_code", &code.audience);
     Ok((
         TokenResponse {
@@ -444,111 +479,6 @@ pub(crate) async fn revoke_family(issuer: &Issuer, user: &str, fam: &str) -> boo
             false
         }
     }
-}
-
-enum Refreshed {
-    Issued { family: Family },
-    Refused(RefusalReason),
-    MustChange,
-    NoEntry,
-}
-
-async fn refresh_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, OAuthError> {
-    let client = client(params)?;
-    let token = required(params, "refresh_token")?;
-    let requested = param(params, "audience")?;
-    let now = issuer.now();
-    let keys = signing_keys(issuer, now)?;
-    let claims = tokens::verify_artifact::<RefreshClaims>(&keys, token, issuer.issuer(), now)
-        .map_err(|e| OAuthError::invalid_grant(format!("refresh_token: {e}")))?;
-    if claims.client_id != client.id() {
-        return Err(OAuthError::invalid_grant(
-            "refresh_token: issued to another client",
-        ));
-    }
-    // A family this replica found gone never comes back: its tokens, which keep their MAC until
-    // the family's end, are refused without a store read.
-    if lock(&issuer.gone_families).contains(&claims.fam) {
-        return Err(OAuthError::invalid_grant(
-            "refresh_token: the session was revoked or has ended",
-        ));
-    }
-    if let Err(wait) = lock(&issuer.family_buckets).reserve(claims.fam.clone(), now) {
-        issuer.metrics.backoff_hit("family_rate");
-        return Err(OAuthError::slow_down(wait));
-    }
-    let audience = request::resolve_audience(client, requested.or(Some(claims.audience.as_str())))
-        .map_err(|e| OAuthError::invalid_request(e.to_string()))?;
-    let user = live_user(issuer, &claims.sub).await?;
-    let outcome = modify_credentials(issuer.store.as_ref(), &claims.sub, |current| {
-        let Some(entry) = current else {
-            return Ok::<_, StoreError>(Change::Keep(Refreshed::NoEntry));
-        };
-        if entry.must_change && audience == AUD_KUBE {
-            return Ok(Change::Keep(Refreshed::MustChange));
-        }
-        Ok(match entry.rotate_family(&claims.fam, claims.generation, now) {
-            Rotation::Rotated { entry, .. } => match entry.family(&claims.fam).cloned() {
-                Some(family) => Change::Put(entry, Refreshed::Issued { family }),
-                None => Change::Keep(Refreshed::Refused(RefusalReason::UnknownFamily)),
-            },
-            Rotation::Grace { .. } => match entry.family(&claims.fam).cloned() {
-                Some(family) => Change::Keep(Refreshed::Issued { family }),
-                None => Change::Keep(Refreshed::Refused(RefusalReason::UnknownFamily)),
-            },
-            Rotation::Refused {
-                entry: Some(next),
-                reason,
-            } => Change::Put(next, Refreshed::Refused(reason)),
-            Rotation::Refused { entry: None, reason } => Change::Keep(Refreshed::Refused(reason)),
-        })
-    })
-    .await
-    .map_err(store_error)?;
-    // No `invalidate` here: a rotation writes only the credentials entry, which is never cached,
-    // and leaves the user (cached at most `USER_CACHE_TTL`) as it was; dropping the cached user
-    // would cost a user re-read (a users-directory scan, or an API call) on every refresh.
-    if matches!(outcome, Refreshed::NoEntry | Refreshed::Refused(_)) {
-        // Every refusal removed the family, or found it absent.
-        lock(&issuer.gone_families).insert(&claims.fam);
-    }
-    let family = match outcome {
-        Refreshed::Issued { family } => family,
-        Refreshed::NoEntry => {
-            return Err(OAuthError::invalid_grant(
-                "refresh_token: the user has no credentials",
-            ));
-        }
-        Refreshed::MustChange => {
-            return Err(OAuthError::invalid_grant(
-                "change your password first: no ichor-kube token is issued until then",
-            ));
-        }
-        Refreshed::Refused(reason) => {
-            let why = match reason {
-                RefusalReason::UnknownFamily => "the session was revoked or has ended",
-                RefusalReason::Expired => "the session reached its absolute lifetime",
-                RefusalReason::BeforeNotBefore => "the session predates the user's notBefore",
-                RefusalReason::Reuse { .. } => {
-                    issuer.metrics.refresh_reuse_detections.inc();
-                    tracing::warn!(user = %claims.sub, "refresh token reused; family revoked");
-                    "the token was already used; the session is revoked"
-                }
-            };
-            return Err(OAuthError::invalid_grant(format!("refresh_token: {why}")));
-        }
-    };
-    let refresh = refresh_token(issuer, &keys, &claims.sub, &claims.fam, &family, now)?;
-    let (id_token, ttl) = id_token(issuer, &keys, &user, audience, None, now)?;
-    issuer.metrics.issued("refresh_token", audience);
-    Ok(TokenResponse {
-        access_token: id_token.clone(),
-        token_type: "Bearer",
-        expires_in: ttl,
-        id_token,
-        refresh_token: Some(refresh),
-        scope: "openid offline_access",
-    })
 }
 
 #[cfg(test)]

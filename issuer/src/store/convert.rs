@@ -7,20 +7,39 @@
 //! has — not as a disabled user, which would tell a caller that the name exists.
 
 use ichor_renderers::{
-    auth::{UserName, roles::validate_roles},
+    auth::{
+        UserName,
+        roles::{RoleError, validate_roles},
+        user_name::UserNameError,
+    },
     crd::IchorUser,
 };
 
 use super::{StoreError, StoredUser};
 
+/// Why an `IchorUser` object cannot be a user: the object is left out (and logged) as if absent.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotAUser {
+    /// The object is being deleted (a finalizer can hold it for as long as its holder wants;
+    /// its deletion was asked for, so its access ends now).
+    #[error("it is being deleted (metadata.deletionTimestamp is set), so it is no longer a user")]
+    BeingDeleted,
+    /// `metadata.name` is not a user name.
+    #[error("{0}")]
+    Name(#[from] UserNameError),
+    /// `spec.roles` is not a valid role list.
+    #[error("{0}")]
+    Roles(#[from] RoleError),
+}
+
 /// The user described by `object`, or why the object cannot be a user (names the field).
-pub(crate) fn stored_user(object: &IchorUser) -> Result<StoredUser, String> {
+pub(crate) fn stored_user(object: &IchorUser) -> Result<StoredUser, NotAUser> {
     if object.metadata.deletion_timestamp.is_some() {
-        return Err(BEING_DELETED.to_owned());
+        return Err(NotAUser::BeingDeleted);
     }
     let name = object.metadata.name.as_deref().unwrap_or_default();
-    let name = UserName::parse(name).map_err(|e| e.to_string())?;
-    validate_roles(&object.spec.roles).map_err(|e| e.to_string())?;
+    let name = UserName::parse(name)?;
+    validate_roles(&object.spec.roles)?;
     Ok(StoredUser {
         name: name.as_str().to_owned(),
         roles: object.spec.roles.clone(),
@@ -29,11 +48,6 @@ pub(crate) fn stored_user(object: &IchorUser) -> Result<StoredUser, String> {
         email: object.spec.email.clone(),
     })
 }
-
-/// Why an object being deleted is no user (a finalizer can hold it for as long as its holder
-/// wants; its deletion was asked for, so its access ends now).
-pub(crate) const BEING_DELETED: &str =
-    "it is being deleted (metadata.deletionTimestamp is set), so it is no longer a user";
 
 /// Refuses a name no user can have before it becomes a key of a credentials store (the
 /// contract has no dedicated variant; [`StoreError::Corrupt`] says no entry can exist there).

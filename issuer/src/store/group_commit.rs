@@ -18,17 +18,21 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::oneshot;
 
+use super::kube::layout::Phase;
 use super::{StoreError, Version};
 
 /// The most writes in one patch.
 pub(crate) const MAX_BATCH: usize = 64;
 
-/// A write of a user's existing entry: only if it still holds `read` (base64, as read), set it to
-/// `value` (base64) or remove it (`None`).
+/// A write of a user's existing entry: only if it still holds `read` (base64, as read), and the
+/// Secret is still in `phase` (when given), set it to `value` (base64) or remove it (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct EntryWrite {
     /// The user (the Secret's key).
     pub name: String,
+    /// The migration phase the Secret must still be in; writes of different phases never share
+    /// a patch.
+    pub phase: Option<Phase>,
     /// The value as read.
     pub read: String,
     /// The new value; `None` removes the key.
@@ -104,13 +108,17 @@ pub(crate) fn split_repeats(batch: Batch) -> (Batch, Batch) {
         .partition(|(write, _)| seen.insert(write.name.clone()))
 }
 
-/// The JSON Patch (RFC 6902) of `writes`: for each, a `test` of `/data/<name>` against the value
-/// as read, then its `replace` or `remove`. The API server applies all or none.
-pub(crate) fn patch_of<'a>(writes: impl IntoIterator<Item = &'a EntryWrite>) -> serde_json::Value {
-    let mut ops = Vec::new();
+/// The JSON Patch (RFC 6902) of `writes`: `first` (the test of the migration phase) once, then
+/// for each write a `test` of `/data/<name>` against the value as read and its `replace` or
+/// `remove`. The API server applies all or none.
+pub(crate) fn patch_of<'a>(
+    first: Option<serde_json::Value>,
+    writes: impl IntoIterator<Item = &'a EntryWrite>,
+) -> serde_json::Value {
+    let mut ops: Vec<serde_json::Value> = first.into_iter().collect();
     for write in writes {
         // RFC 6901 escaping; a DNS label needs none, but the pointer must never be ambiguous.
-        let path = format!("/data/{}", write.name.replace('~', "~0").replace('/', "~1"));
+        let path = super::kube::layout::data_pointer(&write.name);
         ops.push(serde_json::json!({"op": "test", "path": path, "value": write.read}));
         ops.push(match &write.value {
             Some(value) => serde_json::json!({"op": "replace", "path": path, "value": value}),
@@ -129,6 +137,7 @@ mod tests {
     fn write(name: &str, read: &str, value: Option<&str>) -> EntryWrite {
         EntryWrite {
             name: name.into(),
+            phase: None,
             read: read.into(),
             value: value.map(Into::into),
         }
@@ -136,9 +145,22 @@ mod tests {
 
     #[test]
     fn the_patch_tests_each_value_as_read_before_changing_it() {
-        let patch = patch_of(&[write("alice", "QQ==", Some("Qg==")), write("bob", "Qw==", None)]);
+        let writes = [write("alice", "QQ==", Some("Qg==")), write("bob", "Qw==", None)];
+        let phase = serde_json::json!({"op": "test", "path": "/metadata/annotations/x", "value": "legacy"});
+        let patch = patch_of(Some(phase.clone()), &writes);
+        assert_eq!(patch[0], phase, "the phase is tested first");
         assert_eq!(
-            patch,
+            patch
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|op| **op == phase)
+                .count(),
+            1,
+            "and once per patch"
+        );
+        assert_eq!(
+            patch_of(None, &writes),
             serde_json::json!([
                 {"op": "test", "path": "/data/alice", "value": "QQ=="},
                 {"op": "replace", "path": "/data/alice", "value": "Qg=="},

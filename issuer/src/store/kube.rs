@@ -1,37 +1,60 @@
-//! The cluster-mode store: `IchorUser` objects through the Kubernetes API, credentials in the
-//! Secret `ichor-user-credentials` (one data key per user, the value the entry's JSON), both in
-//! `ichor-system`.
+//! The cluster-mode store: `IchorUser` objects in `ichor-system` through the Kubernetes API, and
+//! each user's credentials entry (the entry's JSON, `CredentialsEntry`) in one of two layouts
+//! (docs/credentials-sharding.md):
+//! - **per user**: the Secret `ichor-user-<name>` in `ichor-credentials`, its one data key
+//!   `entry` ([`per_user`]);
+//! - **legacy**: one data key per user in the Secret `ichor-user-credentials` in `ichor-system`
+//!   ([`legacy`]), while it exists. Its annotation `ichor.maesh.dev/credentials-layout` is the
+//!   migration's phase ([`layout`]): `legacy` (entries stay where they are, new users go there),
+//!   `migrating` (a write of a legacy entry moves it to its own Secret, new users get their own),
+//!   `returning` (the controller moves entries back; no per-user Secret is made). Without the
+//!   legacy Secret (a fresh installation, or the migration's end) every entry has its own Secret.
 //!
 //! # Guarantees
 //! - User reads (one user, and the list) are cached in memory for at most the configured TTL
 //!   (default and maximum [`USER_CACHE_TTL`]); [`UserStore::invalidate`] drops a user at once.
 //!   The cache holds at most [`MAX_CACHED_USERS`] names, so probing random names cannot grow it.
-//! - Credentials are never cached: every read is a `GET` of the Secret, and every write touches
-//!   exactly one data key, compared against what was read of that key alone, so writes for
-//!   different users never conflict while no replica ever overwrites another's rotation:
-//!   - when the user had an entry, its [`Version`] carries the entry's value as read, and the
-//!     write is a JSON Patch (`application/json-patch+json`, RFC 6902) `test` of `/data/<user>`
-//!     against that value followed by `replace` (or `remove`). The API server applies the
-//!     operations atomically and refuses the whole patch with 422 when the test fails
-//!     ([`StoreError::Conflict`]). Such writes made while one is in flight are sent together as
-//!     one patch ([`super::group_commit`]): one write of the Secret in flight per replica;
-//!   - when the user had none (a test cannot assert absence), the [`Version`] carries the
-//!     Secret's `resourceVersion` and the write is a JSON merge patch
-//!     (`application/merge-patch+json`) of the one key carrying `metadata.resourceVersion`, which
-//!     the API server refuses with 409 when any replica wrote the Secret since the read.
+//! - Credentials are never cached: a read GETs the user's own Secret; on 404 it GETs the legacy
+//!   Secret (unless this replica saw that answer 404 within [`USER_CACHE_TTL`]) and, when the
+//!   user's key is absent there too, the user's own Secret once more (a move creates the new
+//!   Secret before it removes the legacy key, so a reader finds one of the two). A legacy Secret
+//!   without a phase is given `legacy` (a merge patch under the `resourceVersion` read) and read
+//!   again.
+//! - Every write is conditional on what was read of that user alone, so writes for different
+//!   users never conflict while no replica ever overwrites another's rotation. The [`Version`]
+//!   says where and under which phase the entry was read, and a write goes there or is a
+//!   [`StoreError::Conflict`] (retried from a fresh read by [`super::modify_credentials`]):
+//!   - in the user's own Secret: a merge patch carrying its `resourceVersion` (409: conflict), a
+//!     first entry a create (409 AlreadyExists: conflict), a removal a delete with the uid and
+//!     `resourceVersion` as preconditions (409 or 404: conflict), after removing any legacy
+//!     copy of the user's key, so a stale copy is never read again;
+//!   - in the legacy Secret: a JSON Patch (`application/json-patch+json`, RFC 6902) that tests
+//!     the phase read, then tests `/data/<user>` against the value read and replaces (or
+//!     removes) it; the API server refuses the whole patch with 422 when a test fails. Such writes
+//!     made while one is in flight are sent together as one patch ([`super::group_commit`]): one
+//!     write of the legacy Secret in flight per replica. A first key is a JSON merge patch
+//!     carrying the Secret's `resourceVersion`, which any change of phase also moves;
+//!   - a legacy entry written while `migrating` moves: the user's Secret is created with the
+//!     changed entry (the compare-and-set), then the legacy key removed with a test of the value
+//!     read (a failed test: someone removed it already). A removal removes the legacy key first,
+//!     then the user's Secret.
 //! - One user's changes take turns in this replica ([`super::UserQueue`]): the writes of a
 //!   batch are of different users, so a busy user's rotations are not conflicts of one patch.
-//! - The Secret is read and written through the client's raw text calls and parsed here, so a
+//! - Secrets are read and written through the client's raw text calls and parsed here, so a
 //!   response that fails to parse is never logged (the client's typed calls log the whole body
-//!   at `warn` on a parse failure, which for this Secret would be every hash).
-//! - Errors name the object and the HTTP status, never a value from the Secret.
-//! - The Secret's size is measured each time the store holds it whole (every read, every
-//!   write's answer) and exported ([`size`]). A write the API server refuses because the Secret
-//!   would pass its 1 MiB of data is [`StoreError::Full`], not a transient failure: the JSON
-//!   Patch or merge patch is refused whole, so nothing of it is written, and writes that shrink
-//!   the Secret keep succeeding. A group of writes refused as too large is sent again one write
-//!   at a time, so one growing entry does not fail the others.
+//!   at `warn` on a parse failure, which for a credentials Secret would be hashes).
+//! - Errors name the object and the HTTP status, never a value from a Secret.
+//! - The legacy Secret's size is measured each time the store holds it whole (every read, every
+//!   write's answer) and exported ([`size`]). A write the API server refuses because a Secret
+//!   would pass its 1 MiB of data is [`StoreError::Full`], not a transient failure: the patch is
+//!   refused whole, so nothing of it is written, and writes that shrink the Secret keep
+//!   succeeding. A group of writes refused as too large is sent again one write at a time, so one
+//!   growing entry does not fail the others.
 
+mod credentials;
+pub(crate) mod layout;
+mod legacy;
+pub mod per_user;
 pub mod size;
 
 use std::{
@@ -41,27 +64,21 @@ use std::{
 };
 
 use async_trait::async_trait;
-use base64::Engine as _;
 use ichor_renderers::{
-    auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry},
+    auth::credentials::CredentialsEntry,
+    contract::CREDENTIALS_NAMESPACE,
     crd::{IchorUser, NAMESPACE},
 };
 use k8s_openapi::api::core::v1::Secret;
-use kube::{
-    Api, Client, Resource,
-    api::{ListParams, Patch, PatchParams},
-    core::{Request, params::GetParams},
-};
+use kube::{Api, Client, Resource, api::ListParams, core::Request};
 use tokio::time::Instant;
 
-use self::size::{SECRET_DATA_LIMIT, SecretSize};
-use super::group_commit::{self, Batch, EntryWrite, Queue};
-use super::{
-    FULL_REMEDY, StoreError, StoredUser, USER_CACHE_TTL, UserStore, Version, convert::stored_user, redact,
-};
+use self::size::SecretSize;
+use super::group_commit::Queue;
+use super::{StoreError, StoredUser, USER_CACHE_TTL, UserStore, Version, convert::stored_user, redact};
 
 /// The field manager named on every credentials write (audit logs show who wrote).
-pub const FIELD_MANAGER: &str = "ichor-issuer";
+pub use ichor_renderers::contract::ISSUER_FIELD_MANAGER as FIELD_MANAGER;
 /// The most user names (found or not) kept in the cache; past it, expired ones are dropped, then
 /// all.
 pub const MAX_CACHED_USERS: usize = 4096;
@@ -71,23 +88,21 @@ const LIST_PAGE: u32 = 500;
 const MAX_LIST_PAGES: usize = 20;
 /// The longest text of a transport error kept in a [`StoreError::Unavailable`].
 const MAX_ERROR_TEXT: usize = 300;
-/// The prefix of a [`Version`] that carries the user's entry value (base64, as in the Secret).
-const ENTRY_VERSION_PREFIX: &str = "entry:";
-/// The prefix of a [`Version`] that carries the Secret's `resourceVersion` (the user had no entry).
-const ABSENT_VERSION_PREFIX: &str = "absent@";
-/// The media type of a JSON Patch (RFC 6902).
-const JSON_PATCH: &str = "application/json-patch+json";
 
 /// The cluster-mode [`UserStore`].
 pub struct KubeStore {
     client: Client,
     users: Api<IchorUser>,
-    secrets: Request,
+    /// The requests of the users' own Secrets (in `ichor-credentials`).
+    user_secrets: Request,
     ttl: Duration,
     cache: Mutex<Cache>,
     writes: Queue,
     user_queue: super::UserQueue,
     size: SecretSize,
+    /// When this replica last saw the legacy Secret answer 404 (it is not asked again within
+    /// [`USER_CACHE_TTL`]).
+    legacy_absent: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for KubeStore {
@@ -111,17 +126,18 @@ impl KubeStore {
     pub fn new(client: Client) -> Self {
         Self {
             users: Api::namespaced(client.clone(), NAMESPACE),
-            secrets: Request::new(Secret::url_path(&(), Some(NAMESPACE))),
+            user_secrets: Request::new(Secret::url_path(&(), Some(CREDENTIALS_NAMESPACE))),
             client,
             ttl: USER_CACHE_TTL,
             cache: Mutex::new(Cache::default()),
             writes: Queue::default(),
             user_queue: super::UserQueue::default(),
             size: SecretSize::default(),
+            legacy_absent: Mutex::new(None),
         }
     }
 
-    /// The credentials Secret's size as last measured by this store.
+    /// The legacy credentials Secret's size as last measured by this store.
     pub fn secret_size(&self) -> &SecretSize {
         &self.size
     }
@@ -163,24 +179,6 @@ impl KubeStore {
             }
         }
         cache.users.insert(name.to_owned(), (at, user));
-    }
-
-    /// GETs the Secret (uncached).
-    async fn get_secret(&self) -> Result<Secret, StoreError> {
-        let request = self
-            .secrets
-            .get(CREDENTIALS_SECRET_NAME, &GetParams::default())
-            .map_err(|e| {
-                StoreError::Unavailable(format!("cannot build the request for {}: {e}", secret_ref()))
-            })?;
-        let text = self
-            .client
-            .request_text(request)
-            .await
-            .map_err(|e| secret_error(&e, None, &self.size))?;
-        let secret = parse_secret(&text)?;
-        self.size.observe(&secret);
-        Ok(secret)
     }
 }
 
@@ -259,18 +257,7 @@ impl UserStore for KubeStore {
     }
 
     async fn read_credentials(&self, name: &str) -> Result<(Option<CredentialsEntry>, Version), StoreError> {
-        let secret = self.get_secret().await?;
-        let resource_version = secret_version(&secret)?;
-        match secret.data.as_ref().and_then(|data| data.get(name)) {
-            Some(bytes) => {
-                let entry = CredentialsEntry::parse(name, &bytes.0).map_err(|e| redact::corrupt(name, &e))?;
-                Ok((Some(entry), entry_version(&bytes.0)))
-            }
-            None => Ok((
-                None,
-                Version(format!("{ABSENT_VERSION_PREFIX}{}", resource_version.0)),
-            )),
-        }
+        self.read_entry(name).await
     }
 
     async fn write_credentials(
@@ -279,55 +266,7 @@ impl UserStore for KubeStore {
         expected: &Version,
         entry: Option<&CredentialsEntry>,
     ) -> Result<Version, StoreError> {
-        super::convert::check_user_name(name)?;
-        let value = match entry {
-            Some(entry) => {
-                let json = entry.to_json(name).map_err(|e| redact::corrupt(name, &e))?;
-                Some(base64::engine::general_purpose::STANDARD.encode(json))
-            }
-            None => None,
-        };
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
-        if let Some(read) = expected.0.strip_prefix(ENTRY_VERSION_PREFIX) {
-            let write = EntryWrite {
-                name: name.to_owned(),
-                read: read.to_owned(),
-                value,
-            };
-            let client = self.client.clone();
-            let size = self.size.clone();
-            return self
-                .writes
-                .submit(write, move |batch| commit(client.clone(), size.clone(), batch))
-                .await;
-        }
-        let request = {
-            match expected.0.strip_prefix(ABSENT_VERSION_PREFIX) {
-                // An empty resourceVersion is no precondition at all to the API server: the write
-                // would overwrite blindly. No read ever returns one, so it cannot be current.
-                Some(resource_version) if !resource_version.is_empty() => {
-                    let patch = merge_patch(name, resource_version, value);
-                    self.secrets
-                        .patch(CREDENTIALS_SECRET_NAME, &params, &Patch::Merge(&patch))
-                }
-                // Not a version this store hands out: it cannot be current.
-                _ => return Err(StoreError::Conflict(name.to_owned())),
-            }
-        }
-        .map_err(|e| {
-            StoreError::Unavailable(format!("cannot build the request for {}: {e}", secret_ref()))
-        })?;
-        let text = self
-            .client
-            .request_text(request)
-            .await
-            .map_err(|e| secret_error(&e, Some(name), &self.size))?;
-        let secret = parse_secret(&text)?;
-        self.size.observe(&secret);
-        version_in(&secret, name)
+        self.write_entry(name, expected, entry).await
     }
 
     fn invalidate(&self, name: &str) {
@@ -343,189 +282,6 @@ impl UserStore for KubeStore {
     fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.size.register(registry);
     }
-}
-
-/// The version of a user whose entry has these (decoded) bytes: the value as the Secret holds it.
-fn entry_version(bytes: &[u8]) -> Version {
-    Version(format!(
-        "{ENTRY_VERSION_PREFIX}{}",
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    ))
-}
-
-/// The merge patch setting (or, with `None`, removing) exactly one key, guarded by the Secret's
-/// `resourceVersion`.
-fn merge_patch(name: &str, resource_version: &str, value: Option<String>) -> serde_json::Value {
-    let mut data = serde_json::Map::new();
-    data.insert(
-        name.to_owned(),
-        value.map_or(serde_json::Value::Null, serde_json::Value::String),
-    );
-    serde_json::json!({
-        "metadata": { "resourceVersion": resource_version },
-        "data": data,
-    })
-}
-
-/// The version of `name` in the Secret as the API returned it.
-fn version_in(secret: &Secret, name: &str) -> Result<Version, StoreError> {
-    let resource_version = secret_version(secret)?;
-    Ok(match secret.data.as_ref().and_then(|data| data.get(name)) {
-        Some(bytes) => entry_version(&bytes.0),
-        None => Version(format!("{ABSENT_VERSION_PREFIX}{}", resource_version.0)),
-    })
-}
-
-/// Commits a batch of entry writes: a user's repeated write is a conflict at once (it read the
-/// value the first replaces); two or more are one patch, and when its tests fail or the Secret
-/// would be too large, each is sent alone so only the stale or growing ones fail.
-async fn commit(client: Client, size: SecretSize, batch: Batch) {
-    let (first, repeats) = group_commit::split_repeats(batch);
-    for (write, reply) in repeats {
-        let _ = reply.send(Err(StoreError::Conflict(write.name)));
-    }
-    if first.len() > 1 {
-        match send_entry_writes(&client, &size, first.iter().map(|(w, _)| w), "(several users)").await {
-            Ok(secret) => {
-                for (write, reply) in first {
-                    let _ = reply.send(version_in(&secret, &write.name));
-                }
-                return;
-            }
-            Err(StoreError::Conflict(_) | StoreError::Full(_)) => {}
-            Err(error) => {
-                for (_, reply) in first {
-                    let _ = reply.send(Err(error.clone()));
-                }
-                return;
-            }
-        }
-    }
-    for (write, reply) in first {
-        let result = send_entry_writes(&client, &size, [&write], &write.name)
-            .await
-            .and_then(|secret| version_in(&secret, &write.name));
-        let _ = reply.send(result);
-    }
-}
-
-/// PATCHes the Secret with the JSON Patch of `writes`; `user` names the conflict when a test fails.
-async fn send_entry_writes<'a>(
-    client: &Client,
-    size: &SecretSize,
-    writes: impl IntoIterator<Item = &'a EntryWrite>,
-    user: &str,
-) -> Result<Secret, StoreError> {
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    let patch = group_commit::patch_of(writes);
-    let request = Request::new(Secret::url_path(&(), Some(NAMESPACE)))
-        .patch(CREDENTIALS_SECRET_NAME, &params, &Patch::Merge(&patch))
-        .map(|mut request| {
-            // The body is the operations array as given; only the media type differs.
-            request.headers_mut().insert(
-                http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static(JSON_PATCH),
-            );
-            request
-        })
-        .map_err(|e| {
-            StoreError::Unavailable(format!("cannot build the request for {}: {e}", secret_ref()))
-        })?;
-    let text = client
-        .request_text(request)
-        .await
-        .map_err(|e| secret_error(&e, Some(user), size))?;
-    let secret = parse_secret(&text)?;
-    size.observe(&secret);
-    Ok(secret)
-}
-
-fn secret_ref() -> String {
-    format!("Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME}")
-}
-
-/// Parses the Secret from the API's text, with an error that carries no content.
-fn parse_secret(text: &str) -> Result<Secret, StoreError> {
-    serde_json::from_str(text).map_err(|e| {
-        StoreError::Unavailable(format!(
-            "the Kubernetes API answered with a {} that cannot be parsed: line {} column {}",
-            secret_ref(),
-            e.line(),
-            e.column()
-        ))
-    })
-}
-
-fn secret_version(secret: &Secret) -> Result<Version, StoreError> {
-    match secret.metadata.resource_version.as_deref() {
-        Some(v) if !v.is_empty() => Ok(Version(v.to_owned())),
-        _ => Err(StoreError::Unavailable(format!(
-            "the Kubernetes API answered with a {} without metadata.resourceVersion",
-            secret_ref()
-        ))),
-    }
-}
-
-/// Maps a failed Secret call: 404 is a missing Secret; on a write for `user`, 409 (the
-/// `resourceVersion` moved) and a 422 without field causes (a JSON Patch `test` failed) are
-/// conflicts, and a 422 saying the data is too long is a full Secret; anything else is
-/// unavailable. Only the status code and reason are kept from an API answer.
-fn secret_error(error: &kube::Error, user: Option<&str>, size: &SecretSize) -> StoreError {
-    match (error, user) {
-        (kube::Error::Api(status), _) if status.code == 404 => StoreError::Missing(format!(
-            "{} does not exist; the controller (or `ichor init`) creates it",
-            secret_ref()
-        )),
-        (kube::Error::Api(status), Some(_)) if status.code == 422 && is_too_long(status) => full(size),
-        (kube::Error::Api(status), Some(user)) if status.code == 409 => StoreError::Conflict(user.to_owned()),
-        (kube::Error::Api(status), Some(user)) if status.code == 422 && !is_validation_failure(status) => {
-            StoreError::Conflict(user.to_owned())
-        }
-        (kube::Error::Api(status), _) => StoreError::Unavailable(format!(
-            "{}: the Kubernetes API answered {} {}",
-            secret_ref(),
-            status.code,
-            status.reason
-        )),
-        (other, _) => StoreError::Unavailable(format!("{}: {}", secret_ref(), transport_text(other))),
-    }
-}
-
-/// Whether a 422 refuses the Secret's `data` as longer than the API server allows (a field cause
-/// `FieldValueTooLong` on `data`).
-fn is_too_long(status: &kube::core::Status) -> bool {
-    status.details.as_ref().is_some_and(|details| {
-        details
-            .causes
-            .iter()
-            .any(|cause| cause.reason == "FieldValueTooLong" && cause.field == "data")
-    })
-}
-
-/// The error of a write refused because the Secret would pass the API server's limit.
-fn full(size: &SecretSize) -> StoreError {
-    let held = size
-        .bytes()
-        .map(|b| format!(" (it held {b} at this replica's last read)"))
-        .unwrap_or_default();
-    StoreError::Full(format!(
-        "{} would pass the API server's limit of {SECRET_DATA_LIMIT} bytes of data{held}, so the write \
-         was refused and nothing was written; {FULL_REMEDY}",
-        secret_ref()
-    ))
-}
-
-/// Whether a 422 names a field of the object (a validation failure, which no retry fixes), rather
-/// than a failed JSON Patch operation (which the API server answers as a generic 422 whose only
-/// cause, if any, is the patch error without a field).
-fn is_validation_failure(status: &kube::core::Status) -> bool {
-    status
-        .details
-        .as_ref()
-        .is_some_and(|details| details.causes.iter().any(|cause| !cause.field.is_empty()))
 }
 
 /// Maps a failed `IchorUser` call (a 404 never reaches here: `get_opt` makes it `None`).

@@ -38,11 +38,12 @@ use ichor_renderers::{
     crd::{IchorUser, NAMESPACE},
     manifest::parse_file,
 };
+use ichor_server::atomic_file::{create_atomic, write_atomic};
 use tokio::time::Instant;
 
 use self::{
     credentials_file::{CredentialsFile, Edit, Entry},
-    fsutil::{atomic_create, atomic_replace, ensure_private_dir, lock_exclusive, remove_durably},
+    fsutil::{ensure_private_dir, lock_exclusive, remove_durably},
     users::{Location, Scan},
 };
 use super::{
@@ -257,7 +258,7 @@ impl LocalStore {
                     Location::Duplicate(files) => return Err(duplicate(&name, files)),
                 }
                 std::fs::create_dir_all(dir).map_err(|e| io_error(dir, &e))?;
-                match atomic_create(dir, &path, &bytes) {
+                match create_atomic(&path, &bytes) {
                     Ok(()) => Ok(path),
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(UserFileError::AlreadyExists {
                         name,
@@ -282,8 +283,7 @@ impl LocalStore {
         let result = self
             .with_users_lock(move |dir, scan| {
                 let path = own_file(dir, scan, &name)?;
-                let parent = path.parent().unwrap_or(dir).to_owned();
-                atomic_replace(&parent, &path, &bytes).map_err(|e| io_error(&path, &e))?;
+                write_atomic(&path, &bytes).map_err(|e| io_error(&path, &e))?;
                 Ok(path)
             })
             .await;
@@ -458,7 +458,7 @@ fn render(user: &IchorUser) -> Result<(String, Vec<u8>), UserFileError> {
         name: given.chars().take(64).collect(),
         reason,
     };
-    let stored = stored_user(user).map_err(invalid)?;
+    let stored = stored_user(user).map_err(|e| invalid(e.to_string()))?;
     let mut object = IchorUser::new(&stored.name, user.spec.clone());
     object.metadata.namespace = Some(NAMESPACE.to_owned());
     let yaml =

@@ -1,8 +1,12 @@
 //! Where the issuer reads users and reads and writes their credentials entries.
 //!
-//! Two real implementations share this contract: Kubernetes (`IchorUser` objects and the Secret
-//! `ichor-user-credentials`) and local files (a directory of `IchorUser` YAML files and one
-//! credentials file, for `ichor dev`).
+//! Two real implementations share this contract: Kubernetes ([`kube`]: `IchorUser` objects, and
+//! each user's credentials entry in its own Secret `ichor-user-<name>` of `ichor-credentials` —
+//! or, while an installation migrates from it, a key of the one legacy Secret
+//! `ichor-user-credentials`, docs/credentials-sharding.md) and local files (a directory of
+//! `IchorUser` YAML files and one credentials file, for `ichor dev`). Both keep one entry per user
+//! in the same format, written as one value atomically, so everything above the store (reuse
+//! detection, the grace window, family revocation, `notBefore`) is the same on each layout.
 //!
 //! # Guarantees
 //! - Credentials writes are optimistic: [`UserStore::write_credentials`] succeeds only when the
@@ -64,10 +68,11 @@ pub struct StoredUser {
     pub email: Option<String>,
 }
 
-/// An opaque version of one user's credentials entry (Kubernetes: the entry's value in the
-/// Secret, or the Secret's `resourceVersion` when the user has none; local: the digest of the
-/// entry), compared by [`UserStore::write_credentials`]. Versioning entries one by one means
-/// writes for different users never conflict.
+/// An opaque version of one user's credentials entry, compared by
+/// [`UserStore::write_credentials`] (Kubernetes: the uid and `resourceVersion` of the user's own
+/// Secret; in the legacy Secret, the entry's value as read and the migration phase, or the
+/// Secret's `resourceVersion` when the user has none; local: the digest of the entry).
+/// Versioning entries one by one means writes for different users never conflict.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Version(pub String);
 
@@ -92,11 +97,12 @@ pub enum StoreError {
         /// Why (no secret material).
         reason: String,
     },
-    /// The store holds no credentials object at all (Kubernetes: the Secret is missing).
+    /// The store holds no credentials object at all (Kubernetes: the namespace of the per-user
+    /// Secrets is missing, or a legacy write found the legacy Secret gone).
     #[error("the credentials store does not exist: {0}")]
     Missing(String),
-    /// The write would take the credentials past the store's size limit (Kubernetes: the
-    /// Secret's 1 MiB of data); nothing was written. Writes that shrink an entry (ending
+    /// The write would take the credentials past the store's size limit (Kubernetes: a
+    /// Secret's 1 MiB of data, which the legacy Secret can reach); nothing was written. Writes that shrink an entry (ending
     /// sessions, removing users) still succeed and make room.
     #[error("the credentials store is full: {0}")]
     Full(String),
@@ -139,13 +145,17 @@ pub trait UserStore: Send + Sync + 'static {
         None
     }
 
-    /// Registers the store's own metrics (the Kubernetes store: the credentials Secret's size)
+    /// Registers the store's own metrics (the Kubernetes store: the legacy credentials Secret's size)
     /// into the registry the issuer exposes.
     fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
 }
 
 /// What a [`modify_credentials`] step decided.
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned once per step and consumed at once, never stored: boxing the entry would cost an allocation per write for nothing"
+)]
 pub enum Change<T> {
     /// Write this entry, then return the value.
     Put(CredentialsEntry, T),

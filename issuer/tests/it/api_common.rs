@@ -31,6 +31,18 @@ pub fn t0() -> Timestamp {
     "2026-11-05T10:00:00Z".parse().unwrap()
 }
 
+/// The issuer keys of the service (enrolment tickets): the controller's first keys at [`t0`],
+/// one ring per test binary.
+pub fn key_ring() -> Arc<ichor_issuer::keys::KeyRing> {
+    static RING: OnceLock<Arc<ichor_issuer::keys::KeyRing>> = OnceLock::new();
+    Arc::clone(RING.get_or_init(|| {
+        let document = ichor_testkit::issuer::keys::first_document(t0());
+        Arc::new(ichor_issuer::keys::KeyRing::with_keys(
+            ichor_issuer::keys::LoadedKeys::from_document(&document).unwrap(),
+        ))
+    }))
+}
+
 /// Who seeds the test users (an administrator; the local backend ignores it).
 pub fn seeder() -> Caller {
     caller("seeder", &["admin"])
@@ -39,7 +51,7 @@ pub fn seeder() -> Caller {
 /// The clock the test moves: the kit's.
 pub use ichor_testkit::issuer::clock::ManualClock as TestClock;
 
-/// Tokens are `sub@iat-seconds[@groups,…]`; `bad` and anything else unparseable are refused.
+/// Tokens are `sub@iat-seconds[@groups,…[@amr,…]]`; `bad` and anything else unparseable are refused.
 #[derive(Debug, Default)]
 pub struct FakeVerifier;
 
@@ -53,8 +65,15 @@ impl BearerVerifier for FakeVerifier {
             .map_err(|_| BearerError("bad iat".into()))?;
         let groups = parts
             .next()
+            .filter(|g| !g.is_empty())
             .map(|g| g.split(',').map(str::to_owned).collect())
             .unwrap_or_default();
+        // A fourth part names the sign-in's `amr`; without it the token stands for a sign-in that
+        // passed every step its user has (`pwd,otp,mfa`).
+        let amr = parts.next().map_or_else(
+            || vec!["pwd".to_owned(), "otp".to_owned(), "mfa".to_owned()],
+            |a| a.split(',').map(str::to_owned).collect(),
+        );
         let exp = iat + jiff::SignedDuration::from_mins(5);
         if exp <= now {
             return Err(BearerError("expired".into()));
@@ -64,6 +83,7 @@ impl BearerVerifier for FakeVerifier {
             groups,
             iat,
             exp,
+            amr,
         })
     }
 }
@@ -178,6 +198,7 @@ pub fn build_api_with<B: UserBackend>(
     let clock = Arc::new(TestClock::new(t0()));
     let mut config = ichor_testkit::issuer::harness::api_config(ISSUER);
     config.talos_endpoint = talos_endpoint;
+    config.keys = key_ring();
     let settings = Arc::clone(&config.settings);
     let api = UserApi::new(
         store,

@@ -365,22 +365,43 @@ impl RunningIssuer {
         password: &str,
         audience: Option<&str>,
     ) -> Result<serde_json::Value, (u16, String)> {
+        self.sign_in_with(&self.client, user, password, audience).await
+    }
+
+    /// [`RunningIssuer::sign_in`] from the loopback address `local` (any of 127.0.0.0/8 reaches
+    /// the listener), so the issuer sees another source than the other clients' 127.0.0.1.
+    pub async fn sign_in_from(
+        &self,
+        local: std::net::IpAddr,
+        user: &str,
+        password: &str,
+        audience: Option<&str>,
+    ) -> Result<serde_json::Value, (u16, String)> {
+        let client = ichor_testkit::issuer::https::client_builder(&self.ca_pem)
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(20))
+            .local_address(local)
+            .build()
+            .unwrap();
+        self.sign_in_with(&client, user, password, audience).await
+    }
+
+    async fn sign_in_with(
+        &self,
+        client: &reqwest::Client,
+        user: &str,
+        password: &str,
+        audience: Option<&str>,
+    ) -> Result<serde_json::Value, (u16, String)> {
         let request = Authorize {
             state: "st-conformance",
             nonce: "no-conformance",
             audience,
             ..Authorize::cli("conformance-verifier-0123456789-abcdefghijklmnopqrstuvwxyz")
         };
-        sign_in::sign_in(
-            &self.client,
-            &self.url,
-            &request,
-            user,
-            password,
-            SlowDown::Refuse,
-        )
-        .await
-        .map_err(status_and_body)
+        sign_in::sign_in(client, &self.url, &request, user, password, SlowDown::Refuse)
+            .await
+            .map_err(status_and_body)
     }
 
     /// Rotates a refresh token through `/oidc/token`.

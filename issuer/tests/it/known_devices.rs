@@ -197,11 +197,7 @@ async fn the_lane_keeps_the_back_off_and_the_form_flow_gets_and_sends_the_cookie
     );
 
     // The browser's form: the 303 sets the cookie, and a cookie it sends is renewed.
-    let location = h
-        .get(&Harness::authorize_query("ichor-cli", CLI_REDIRECT, "openid", ""))
-        .await
-        .location();
-    let ticket = query_param(&format!("https://x{location}"), "ticket").expect("ticket");
+    let (_, ticket) = h.sign_in_page().await;
     let body = form(&[("ticket", &ticket), ("username", "alice"), ("password", PASSWORD)]);
     let reply = h.post_form("/oidc/login", &body).await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER);

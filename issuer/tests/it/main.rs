@@ -31,6 +31,8 @@ mod known_devices;
 mod login_timing;
 mod protocol_edges;
 mod revoke_and_discovery;
+mod second_factor;
+mod second_factor_policy;
 mod server_cli;
 mod server_http;
 mod server_reload;

@@ -249,11 +249,7 @@ async fn a_store_outage_at_sign_in_is_a_503_without_user_information() {
 #[tokio::test]
 async fn the_html_form_redirects_with_code_state_and_iss_on_success() {
     let h = Harness::new();
-    let location = h
-        .get(&Harness::authorize_query("ichor-cli", CLI_REDIRECT, "openid", ""))
-        .await
-        .location();
-    let ticket = query_param(&format!("https://x{location}"), "ticket").expect("ticket");
+    let (_, ticket) = h.sign_in_page().await;
     let body = form(&[("ticket", &ticket), ("username", "alice"), ("password", PASSWORD)]);
     let reply = h.post_form("/oidc/login", &body).await;
     assert_eq!(reply.status, StatusCode::SEE_OTHER);

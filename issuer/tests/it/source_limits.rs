@@ -25,31 +25,9 @@ fn user(i: usize) -> String {
     format!("nat-{i}")
 }
 
-fn fam(i: usize) -> String {
-    format!("fam-{i}")
-}
-
-/// `USERS` users, each with one `ichor-cli` family, and the refresh token of each.
+/// `USERS` users with one `ichor-cli` family each, and the refresh token of each.
 fn office(h: &Harness) -> Vec<String> {
-    (0..USERS)
-        .map(|i| {
-            let entry = cli_family_entry(
-                &password_hash(),
-                start() - SignedDuration::from_hours(24),
-                &fam(i),
-                start(),
-            );
-            let family = entry.family(&fam(i)).expect("family").clone();
-            h.store.add_user(&user(i), &["viewer"], Some(entry));
-            h.mint_refresh(&user(i), &fam(i), &family)
-        })
-        .collect()
-}
-
-async fn garbage_refresh(h: &Harness, n: usize) -> StatusCode {
-    h.refresh(&format!("garbage.{n}.token"), "ichor-cli", None)
-        .await
-        .status
+    users_with_one_family(h, USERS, user)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,25 +42,7 @@ async fn five_hundred_families_behind_one_address_are_never_refused_and_garbage_
         let due: Vec<usize> = (0..USERS)
             .filter(|i| i * PERIOD_SECS * 10 / USERS == step % (PERIOD_SECS * 10))
             .collect();
-        let replies = futures::future::join_all(due.iter().map(|&i| {
-            let (h, token) = (Arc::clone(&h), tokens[i].clone());
-            async move { h.refresh(&token, "ichor-cli", None).await }
-        }))
-        .await;
-        for (i, reply) in due.into_iter().zip(replies) {
-            assert_eq!(
-                reply.status,
-                StatusCode::OK,
-                "{} at step {step}: {}",
-                user(i),
-                reply.text()
-            );
-            tokens[i] = reply.json()["refresh_token"]
-                .as_str()
-                .expect("refresh_token")
-                .to_owned();
-            refreshed += 1;
-        }
+        refreshed += refresh_together(&h, &mut tokens, due, |i| format!("{} at step {step}", user(i))).await;
         h.clock.advance(SignedDuration::from_millis(100));
     }
     assert_eq!(refreshed, USERS * RUN_SECS / PERIOD_SECS);

@@ -20,6 +20,8 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 
 const SECRET_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
+/// Where the users' own Secrets are (none exists in this fake: the legacy layout, phase `legacy`).
+const USER_SECRETS_PATH: &str = "/api/v1/namespaces/ichor-credentials/secrets/";
 const USERS_PATH: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers";
 const HASH: &str = "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$SECRETHASHVALUE";
 const FAMILY: &str = "fam1";
@@ -89,7 +91,8 @@ impl State {
                 "namespace": "ichor-system",
                 "uid": "0b1c2d3e-0000-4000-8000-000000000001",
                 "resourceVersion": self.resource_version.to_string(),
-                "creationTimestamp": "2026-11-01T00:00:00Z"
+                "creationTimestamp": "2026-11-01T00:00:00Z",
+                "annotations": {"ichor.maesh.dev/credentials-layout": "legacy"}
             },
             "type": "Opaque",
             "data": self.secret.clone().unwrap_or_default(),
@@ -126,6 +129,18 @@ fn status(code: StatusCode, reason: &str, message: &str) -> (StatusCode, Value) 
 }
 
 fn answer(state: &mut State, seen: &Seen) -> (StatusCode, Value) {
+    if let Some(name) = seen.path.strip_prefix(USER_SECRETS_PATH) {
+        assert_eq!(
+            seen.method,
+            Method::GET,
+            "the fake holds no per-user Secret to write"
+        );
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            &format!("secrets \"{name}\" not found"),
+        );
+    }
     if seen.path == SECRET_PATH {
         if state.secret.is_none() {
             return status(
@@ -229,7 +244,7 @@ fn entry_version(user: &str, entry: &CredentialsEntry) -> Version {
 }
 
 #[tokio::test]
-async fn every_credentials_read_gets_the_secret_and_versions_the_users_entry_alone() {
+async fn every_credentials_read_gets_the_secrets_and_versions_the_users_entry_alone() {
     let state = shared(State::with_secret(&[("alice", &entry())]));
     let store = store(&state);
     let (first, version) = store.read_credentials("alice").await.unwrap();
@@ -241,7 +256,23 @@ async fn every_credentials_read_gets_the_secret_and_versions_the_users_entry_alo
         store.read_credentials("bob").await.unwrap(),
         (None, Version("absent@100".to_owned()))
     );
-    assert_eq!(requests(&state), vec![(Method::GET, SECRET_PATH.to_owned()); 3]);
+    // Each read asks the user's own Secret first, then the legacy one; a key absent there asks
+    // the user's own Secret once more (a move may have created it in between).
+    let get = |path: &str| (Method::GET, path.to_owned());
+    let alice = format!("{USER_SECRETS_PATH}ichor-user-alice");
+    let bob = format!("{USER_SECRETS_PATH}ichor-user-bob");
+    assert_eq!(
+        requests(&state),
+        vec![
+            get(&alice),
+            get(SECRET_PATH),
+            get(&alice),
+            get(SECRET_PATH),
+            get(&bob),
+            get(SECRET_PATH),
+            get(&bob),
+        ]
+    );
 }
 
 #[tokio::test]
@@ -366,4 +397,41 @@ async fn a_server_error_is_unavailable_and_names_the_status() {
     assert!(err.to_string().contains("503"), "{err}");
     let err = store.list_users().await.unwrap_err();
     assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_missing_legacy_secret_is_not_asked_again_for_ten_seconds() {
+    // A fresh installation: no legacy Secret, no per-user one for alice.
+    let state = shared(State::default());
+    let store = store(&state);
+    let own = (Method::GET, format!("{USER_SECRETS_PATH}ichor-user-alice"));
+    let legacy = (Method::GET, SECRET_PATH.to_owned());
+    let (none, version) = store.read_credentials("alice").await.unwrap();
+    assert_eq!((none, version.0.as_str()), (None, "absent-user"));
+    assert_eq!(requests(&state), [own.clone(), legacy.clone(), own.clone()]);
+
+    tokio::time::advance(Duration::from_millis(9_900)).await;
+    store.read_credentials("alice").await.unwrap();
+    assert_eq!(
+        requests(&state)[3..],
+        [own.clone(), own.clone()],
+        "the legacy Secret's 404 is remembered"
+    );
+
+    tokio::time::advance(Duration::from_millis(100)).await;
+    store.read_credentials("alice").await.unwrap();
+    assert_eq!(
+        requests(&state)[5..],
+        [own.clone(), legacy, own],
+        "asked again at 10 s"
+    );
+}
+
+#[tokio::test]
+async fn a_name_no_user_can_have_is_never_put_in_a_path() {
+    let state = shared(State::with_secret(&[("alice", &entry())]));
+    let store = store(&state);
+    let (none, _) = store.read_credentials("../ichor-user-credentials").await.unwrap();
+    assert_eq!(none, None);
+    assert!(requests(&state).is_empty(), "{:?}", requests(&state));
 }

@@ -91,7 +91,7 @@ async fn enrol_here(ca: Vec<u8>, issuers: Vec<String>) -> Result<Vec<Device>> {
             issuer,
             &user,
             PASSWORD,
-            "ichor-kube",
+            ichor_renderers::contract::KUBE_AUDIENCE,
             &source(source_base),
             None,
         )
@@ -135,7 +135,7 @@ async fn paced(
             issuer,
             &device.user,
             PASSWORD,
-            "ichor-kube",
+            ichor_renderers::contract::KUBE_AUDIENCE,
             &from,
             Some(&device.cookie),
         )

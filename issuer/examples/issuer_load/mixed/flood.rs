@@ -36,7 +36,14 @@ pub(crate) async fn flood_loop(
         };
         let from = source(3_000_000 + i * 10_000 + n / PER_ADDRESS);
         n += 1;
-        let attempt = sign_in_tokens(&http, issuer, &user, password, "ichor-kube", &from);
+        let attempt = sign_in_tokens(
+            &http,
+            issuer,
+            &user,
+            password,
+            ichor_renderers::contract::KUBE_AUDIENCE,
+            &from,
+        );
         let Ok(result) = tokio::time::timeout_at(deadline.into(), attempt).await else {
             let kind = if i.is_multiple_of(3) {
                 "wrong password"

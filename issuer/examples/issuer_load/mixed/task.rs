@@ -105,9 +105,16 @@ impl Task {
             "whoami (gRPC-web)" => self.whoami(&issuer).await,
             _ => {
                 let user = format!("bench-{}", self.n % 40);
-                sign_in_tokens(&self.http, &issuer, &user, PASSWORD, "ichor-kube", &from)
-                    .await
-                    .map(|_| ())
+                sign_in_tokens(
+                    &self.http,
+                    &issuer,
+                    &user,
+                    PASSWORD,
+                    ichor_renderers::contract::KUBE_AUDIENCE,
+                    &from,
+                )
+                .await
+                .map(|_| ())
             }
         };
         match result {
@@ -125,7 +132,7 @@ impl Task {
             .form(&[
                 ("grant_type", "refresh_token"),
                 ("refresh_token", self.refresh_token.as_str()),
-                ("client_id", "ichor-cli"),
+                ("client_id", ichor_renderers::contract::CLI_CLIENT_ID),
             ])
             .send()
             .await?;

@@ -1,6 +1,6 @@
 //! The `UserService` calls on passwords and sessions: `SetPassword` (an administrator's, given
-//! or generated), `ChangeOwnPassword` (the caller's, over the verified old one) and
-//! `RevokeSessions`.
+//! or generated, and with `reset_factors` the removal of every second factor of the user),
+//! `ChangeOwnPassword` (the caller's, over the verified old one) and `RevokeSessions`.
 //!
 //! `SetPassword` and `RevokeSessions` act on another user, so besides RBAC an Ichor caller must
 //! be able to grant every role of that user (`check_act_on`): an operator allowed to manage
@@ -44,13 +44,16 @@ where
         let caller = self.authenticate(&request, Gate::Change).await?;
         let req = request.into_inner();
         let name = validate::user_name("name", &req.name)?;
+        let reset = req.reset_factors;
         let (password, generated) = match req.new_password {
             Some(NewPassword::Password(p)) => {
                 let p = Password::new(p);
                 validate::new_password("password", &p)?;
-                (p, false)
+                (Some(p), false)
             }
-            Some(NewPassword::Generate(true)) => (generated_password()?, true),
+            Some(NewPassword::Generate(true)) => (Some(generated_password()?), true),
+            // A factor reset alone keeps the password.
+            Some(NewPassword::Generate(false)) | None if reset => (None, false),
             Some(NewPassword::Generate(false)) | None => {
                 return Err(ApiError::invalid(
                     "new_password",
@@ -66,27 +69,56 @@ where
             ],
         )
         .await?;
+        if reset && caller.external.is_none() && caller.name == name.as_str() {
+            // A token alone must not strip its own user's second factors: removing one's own
+            // factor asks for the password (RemoveFactor).
+            return Err(ApiError::Denied(
+                "reset_factors: you may not reset your own second factors; remove one with RemoveFactor, \
+                 which asks for your password, or ask another administrator"
+                    .to_owned(),
+            ));
+        }
         let target = self.existing_user(name.as_str()).await?;
         // Like the grant rule, this limits Ichor's own users; RBAC is an external caller's gate.
         if caller.external.is_none() {
-            check_act_on(&caller.roles, UserAct::SetPassword, name.as_str(), &target.roles)?;
+            if password.is_some() {
+                check_act_on(&caller.roles, UserAct::SetPassword, name.as_str(), &target.roles)?;
+            }
+            if reset {
+                check_act_on(&caller.roles, UserAct::ResetFactors, name.as_str(), &target.roles)?;
+            }
         }
-        let generated_password = if generated {
-            password.expose().to_owned()
-        } else {
-            String::new()
+        let generated_password = match (&password, generated) {
+            (Some(p), true) => p.expose().to_owned(),
+            _ => String::new(),
         };
-        let hash = self.hash(&caller, password).await?;
+        let hash = match password {
+            Some(p) => Some(self.hash(&caller, p).await?),
+            None => None,
+        };
         let now = self.inner.clock.now();
-        modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
-            let entry = match current {
-                Some(current) => current.with_new_password(hash.clone(), now, true),
-                None => CredentialsEntry::new(hash.clone(), now, true),
+        // One write: the new password (if any) and, with `reset_factors`, no factor and no
+        // session, so no sign-in or refresh from before survives it.
+        let had_entry = modify_credentials(self.inner.store.as_ref(), name.as_str(), |current| {
+            let had_entry = current.is_some();
+            let entry = match (current, &hash) {
+                (Some(current), Some(hash)) => current.with_new_password(hash.clone(), now, true),
+                (None, Some(hash)) => CredentialsEntry::new(hash.clone(), now, true),
+                (Some(current), None) => current.clone(),
+                (None, None) => return Err(no_entry_to_reset(name.as_str())),
             };
-            Ok::<_, ApiError>(Change::Put(entry, ()))
+            let entry = if reset {
+                entry.with_factors_reset(now)
+            } else {
+                entry
+            };
+            Ok::<_, ApiError>(Change::Put(entry, had_entry))
         })
         .await?;
         self.forget(name.as_str());
+        if reset && had_entry {
+            tracing::info!(admin = %caller.name, user = %name, "factors reset");
+        }
         Ok(SetPasswordResponse { generated_password })
     }
 
@@ -181,6 +213,13 @@ where
         self.forget(name);
         Ok(())
     }
+}
+
+/// The refusal of a factor reset of a user without a credentials entry.
+fn no_entry_to_reset(name: &str) -> ApiError {
+    ApiError::FailedPrecondition(format!(
+        "user {name:?} has no password set, so it has no second factors to reset; set a password instead"
+    ))
 }
 
 pub(super) fn generated_password() -> Result<Password, ApiError> {

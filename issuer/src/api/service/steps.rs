@@ -5,7 +5,10 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use ichor_renderers::{auth::Password, rbac::Attributes};
+use ichor_renderers::{
+    auth::{Password, credentials::AMR_MFA},
+    rbac::Attributes,
+};
 use tonic::Request;
 
 use super::{Gate, UserApi};
@@ -21,6 +24,11 @@ use crate::{
     oidc::{password_limits::PasswordLimitError, passwords::ApiCaller},
     store::StoredUser,
 };
+
+/// The refusal of every call but enrolling a factor (and `WhoAmI`, `ChangeOwnPassword`) while
+/// the second-factor policy requires the caller to enrol.
+pub const MUST_ENROL_FIRST: &str = "set up a second factor first: the second-factor policy requires one of \
+                                    you, and until you have one only enrolling it is allowed";
 
 /// The one refusal of a token whose issuer is neither Ichor's nor the configured provider's.
 pub const UNTRUSTED_ISSUER: &str = "the bearer token is not from Ichor's issuer or the configured identity \
@@ -41,6 +49,7 @@ where
         let state = entry.map(|e| SessionState {
             not_before: e.not_before,
             must_change: e.must_change,
+            has_factor: e.needs_second_factor(),
         });
         self.inner.sessions.put(name, state);
         Ok(state)
@@ -88,8 +97,11 @@ where
                 claims.sub
             ))
         };
-        if gate == Gate::Change {
+        if gate.changes() {
             self.inner.store.invalidate(&claims.sub);
+            // The session state too: a factor enrolled or a session revoked on another replica
+            // a moment ago holds for this change.
+            self.inner.sessions.invalidate(&claims.sub);
         }
         let user = self.inner.store.get_user(&claims.sub).await?.ok_or_else(gone)?;
         if user.disabled {
@@ -108,8 +120,26 @@ where
                     .to_owned(),
             ));
         }
+        if session.has_factor && !claims.amr.iter().any(|v| v == AMR_MFA) {
+            // A token of a sign-in without the factor (from before the user enrolled): whoever
+            // holds it, with the password or not, acts as nobody until they sign in with it.
+            return Err(ApiError::Unauthenticated(
+                "this token is from a sign-in without the user's second factor: sign in again".to_owned(),
+            ));
+        }
         if session.must_change && gate != Gate::AllowMustChange {
             return Err(ApiError::MustChangePassword);
+        }
+        if !gate.allowed_while_enrolling()
+            && self
+                .inner
+                .config
+                .settings
+                .get()
+                .second_factor
+                .must_enrol(&user.roles, session.has_factor)
+        {
+            return Err(ApiError::FailedPrecondition(MUST_ENROL_FIRST.to_owned()));
         }
         Ok(Caller {
             name: user.name,
@@ -223,6 +253,25 @@ where
             .config
             .passwords
             .change(source, caller, old, phc, new, &now)
+            .await
+            .map_err(limit_error)
+    }
+
+    /// A re-ask of `caller`'s current `password` (checked against `phc`, the stored hash) before
+    /// a change of its second factors, as a sign-in attempt from `source`: true when it is right.
+    pub(super) async fn reauthenticate(
+        &self,
+        source: IpAddr,
+        caller: &str,
+        password: Password,
+        phc: String,
+    ) -> Result<bool, ApiError> {
+        let clock = std::sync::Arc::clone(&self.inner.clock);
+        let now = move || clock.now();
+        self.inner
+            .config
+            .passwords
+            .reauthenticate(source, caller, password, phc, &now)
             .await
             .map_err(limit_error)
     }

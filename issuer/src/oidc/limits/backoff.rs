@@ -5,16 +5,21 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::{BACKOFF_CAPACITY, recency::RecencyMap};
 
-/// Failures after which a user backs off.
-pub const BACKOFF_THRESHOLD: u32 = 5;
-/// The first back-off, after [`BACKOFF_THRESHOLD`] failures; it doubles with each further failure.
-pub const BACKOFF_BASE: SignedDuration = SignedDuration::from_secs(1);
-/// The longest back-off: a user is never locked out for longer than this after a failure.
-pub const BACKOFF_MAX: SignedDuration = SignedDuration::from_mins(15);
+pub use ichor_renderers::auth::backoff::{BACKOFF_BASE, BACKOFF_MAX, BACKOFF_THRESHOLD, backoff_after};
 /// Failures are forgotten after this long without an attempt.
 pub const BACKOFF_FORGET: SignedDuration = SignedDuration::from_hours(1);
 /// What separates a user name from a device id in a device's back-off key (no user name holds it).
 const DEVICE_SEPARATOR: char = '\u{0}';
+
+/// The back-off key of the second sign-in step of `user` (on the device `device`, as
+/// [`backoff_key`]): apart from the password's, so a right password, which clears the
+/// password's failures, does not clear the code's.
+pub fn factor_backoff_key(user: &str, device: Option<&str>) -> String {
+    format!(
+        "{}{DEVICE_SEPARATOR}{DEVICE_SEPARATOR}factor",
+        backoff_key(user, device)
+    )
+}
 
 /// The back-off key of a sign-in as `user`: the name itself, or, when the sign-in carries a valid
 /// device cookie of that very user, the name and the cookie's device id.
@@ -83,14 +88,6 @@ impl Default for UserBackoff {
     fn default() -> Self {
         Self::with_capacity(BACKOFF_CAPACITY)
     }
-}
-
-/// The block after `failures` failures (none below the threshold).
-pub fn backoff_after(failures: u32) -> Option<SignedDuration> {
-    let over = failures.checked_sub(BACKOFF_THRESHOLD)?;
-    let factor = 1_i64.checked_shl(over.min(32)).unwrap_or(i64::MAX);
-    let secs = BACKOFF_BASE.as_secs().saturating_mul(factor);
-    Some(SignedDuration::from_secs(secs).min(BACKOFF_MAX))
 }
 
 impl UserBackoff {

@@ -31,7 +31,7 @@ pub mod reservation;
 
 pub use backoff::{
     Admission, AttemptOutcome, BACKOFF_BASE, BACKOFF_FORGET, BACKOFF_MAX, BACKOFF_THRESHOLD, UserBackoff,
-    backoff_after, backoff_key,
+    backoff_after, backoff_key, factor_backoff_key,
 };
 pub use buckets::{BucketPolicy, SourceKey, TokenBuckets};
 pub use gone::GoneFamilies;

@@ -3,8 +3,9 @@
 use kube::core::Status;
 use serde_json::json;
 
+use super::StoreError;
+use super::legacy::secret_error;
 use super::size::SecretSize;
-use super::{StoreError, secret_error};
 
 /// A refusal as the API server answers it (`causes`: reason and field of each).
 fn refused(code: u16, causes: &[(&str, &str)]) -> kube::Error {

@@ -1,17 +1,19 @@
-//! File-system helpers shared by the local store: an exclusive lock with a bounded wait, and the
-//! atomic, durable replacement of a file.
+//! The local store's file-system locks and directories: an exclusive lock with a bounded wait,
+//! a durable removal and the private state directory. Files are written with
+//! [`ichor_server::atomic_file`].
 
 use std::{
     fs::{self, DirBuilder, File, OpenOptions},
-    io::{self, Write},
+    io,
     os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt},
     path::Path,
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, Ordering},
     thread,
     time::{Duration, Instant},
 };
 
 use fs4::{FileExt, TryLockError};
+use ichor_server::atomic_file::sync_dir;
 
 /// How long a writer waits for another process to release a lock before giving up.
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
@@ -48,73 +50,6 @@ pub(crate) fn lock_exclusive(path: &Path) -> io::Result<File> {
             Err(TryLockError::Error(e)) => return Err(e),
         }
     }
-}
-
-/// A fresh temporary file path next to `path` (hidden, so manifest scans skip it).
-fn temp_path(dir: &Path, path: &Path) -> std::path::PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    dir.join(format!(
-        ".{file_name}.tmp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ))
-}
-
-/// Writes `bytes` to a new file `temp` (mode 0600) and syncs it; returns the open file.
-fn write_synced(temp: &Path, bytes: &[u8]) -> io::Result<File> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(temp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    Ok(file)
-}
-
-/// Replaces `path` (in directory `dir`) by `bytes` atomically and durably: a new file (mode
-/// 0600) in the same directory, written and synced, renamed over `path`, then `dir` synced.
-pub(crate) fn atomic_replace(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace_before_dir_sync(dir, path, bytes)?;
-    sync_dir(dir)
-}
-
-/// The first half of [`atomic_replace`]: `bytes` written to a new file (mode 0600), synced and
-/// renamed over `path`, which readers now see; returns the new file still open (write-only), so
-/// the caller can stamp it and keep its inode from being reused while it holds it. The rename
-/// is durable only once [`sync_dir`] of `dir` returns, which the caller must call before it
-/// reports the write done.
-pub(crate) fn replace_before_dir_sync(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<File> {
-    let temp = temp_path(dir, path);
-    let result = write_synced(&temp, bytes).and_then(|file| {
-        fs::rename(&temp, path)?;
-        Ok(file)
-    });
-    if result.is_err() {
-        // Best effort: the temporary file may already be gone (renamed).
-        let _ = fs::remove_file(&temp);
-    }
-    result
-}
-
-/// Syncs the directory `dir`, making the renames, links and removals in it durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Creates `path` (in directory `dir`) with `bytes` atomically, failing with
-/// [`io::ErrorKind::AlreadyExists`] when it exists: the content is written and synced under a
-/// temporary name, then hard-linked to `path` (which never replaces), then `dir` synced.
-pub(crate) fn atomic_create(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let temp = temp_path(dir, path);
-    let result = write_synced(&temp, bytes).and_then(|_| fs::hard_link(&temp, path));
-    let _ = fs::remove_file(&temp);
-    result?;
-    sync_dir(dir)
 }
 
 /// Removes `path` (in directory `dir`) durably.

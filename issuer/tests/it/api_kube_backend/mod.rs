@@ -37,6 +37,8 @@ use tonic::Code;
 const USERS_PATH: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers";
 const REVIEWS_PATH: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 const SECRET_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
+/// Where the users' own Secrets are: none here (the legacy layout, phase `legacy`).
+const USER_SECRETS_PATH: &str = "/api/v1/namespaces/ichor-credentials/secrets/";
 
 /// One request as the fake API server saw it.
 #[derive(Clone, Debug)]
@@ -96,7 +98,8 @@ impl State {
     fn secret_json(&self) -> Value {
         json!({"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": "ichor-user-credentials", "namespace": NAMESPACE,
-                            "resourceVersion": self.resource_version.to_string()},
+                            "resourceVersion": self.resource_version.to_string(),
+                            "annotations": {"ichor.maesh.dev/credentials-layout": "legacy"}},
                "data": self.secret.clone().unwrap_or_default()})
     }
 }
@@ -110,6 +113,14 @@ fn status(code: u16, reason: &str, message: &str) -> (u16, Value) {
 }
 
 fn answer(state: &mut State, seen: &Seen) -> (u16, Value) {
+    if seen.path.starts_with(USER_SECRETS_PATH) {
+        assert_eq!(
+            seen.method,
+            Method::GET,
+            "no per-user Secret is written in phase legacy"
+        );
+        return status(404, "NotFound", "secrets not found");
+    }
     if seen.path == SECRET_PATH {
         let Some(_) = state.secret else {
             return status(404, "NotFound", "secrets \"ichor-user-credentials\" not found");

@@ -175,6 +175,7 @@ async fn bad_requests_are_refused_naming_the_field_before_anything_is_written() 
                     SetPasswordRequest {
                         name: "target".into(),
                         new_password: Some(NewPassword::Password("p".repeat(len))),
+                        reset_factors: false,
                     },
                 ))
                 .await,
@@ -202,6 +203,7 @@ async fn bad_requests_are_refused_naming_the_field_before_anything_is_written() 
                 SetPasswordRequest {
                     name: "target".into(),
                     new_password: None,
+                    reset_factors: false,
                 },
             ))
             .await,

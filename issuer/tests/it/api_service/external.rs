@@ -57,6 +57,16 @@ async fn an_external_token_is_verified_at_the_apis_clock_and_refused_after_its_e
     assert_eq!(me.name, "oidc:carol@example.org");
     assert!(me.roles.is_empty(), "no Ichor role: {:?}", me.roles);
     assert!(!me.must_change);
+    // Ichor holds no password or second factor of an external person.
+    assert_status(
+        api.list_own_factors(req(
+            &tokens.id_token,
+            ichor_issuer::api::proto::ListOwnFactorsRequest {},
+        ))
+        .await,
+        Code::FailedPrecondition,
+        "you signed in with your identity provider",
+    );
 
     // One second before its exp it is taken; at its exp it is refused.
     clock.set(Timestamp::from_second(exp - 1).unwrap());

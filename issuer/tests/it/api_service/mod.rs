@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use crate::api_common::*;
 use ichor_issuer::api::proto::{
-    ChangeOwnPasswordRequest, CreateUserRequest, DeleteUserRequest, GetMyKubeconfigRequest, GetUserRequest,
-    ListUsersRequest, RevokeSessionsRequest, RoleList, SetPasswordRequest, UpdateUserRequest, WhoAmIRequest,
-    create_user_request::InitialPassword, set_password_request::NewPassword,
-    user_service_server::UserService,
+    BeginTotpRequest, ChangeOwnPasswordRequest, CreateUserRequest, DeleteUserRequest, GetMyKubeconfigRequest,
+    GetUserFactorsRequest, GetUserRequest, ListOwnFactorsRequest, ListUsersRequest, RevokeSessionsRequest,
+    RoleList, SetPasswordRequest, UpdateUserRequest, WhoAmIRequest, create_user_request::InitialPassword,
+    set_password_request::NewPassword, user_service_server::UserService,
 };
 use ichor_renderers::auth::{
     Password,
@@ -31,9 +31,12 @@ enum Rpc {
     RevokeSessions,
     GetMyKubeconfig,
     WhoAmI,
+    ListOwnFactors,
+    BeginTotp,
+    GetUserFactors,
 }
 
-const ALL_RPCS: [Rpc; 10] = [
+const ALL_RPCS: [Rpc; 13] = [
     Rpc::ListUsers,
     Rpc::GetUser,
     Rpc::CreateUser,
@@ -44,6 +47,9 @@ const ALL_RPCS: [Rpc; 10] = [
     Rpc::RevokeSessions,
     Rpc::GetMyKubeconfig,
     Rpc::WhoAmI,
+    Rpc::ListOwnFactors,
+    Rpc::BeginTotp,
+    Rpc::GetUserFactors,
 ];
 
 /// A valid call of `rpc` by `caller` (acting on the user `target`).
@@ -98,6 +104,7 @@ async fn call(e: &Env, rpc: Rpc, caller: &str) -> Result<(), Status> {
                 SetPasswordRequest {
                     name: "target".into(),
                     new_password: Some(NewPassword::Password("a new password for target".into())),
+                    reset_factors: false,
                 },
             ))
             .await
@@ -126,13 +133,35 @@ async fn call(e: &Env, rpc: Rpc, caller: &str) -> Result<(), Status> {
             .await
             .map(drop),
         Rpc::WhoAmI => api.who_am_i(req(&t, WhoAmIRequest {})).await.map(drop),
+        Rpc::ListOwnFactors => api
+            .list_own_factors(req(&t, ListOwnFactorsRequest {}))
+            .await
+            .map(drop),
+        Rpc::BeginTotp => api
+            .begin_totp(req(
+                &t,
+                BeginTotpRequest {
+                    password: PASSWORD.into(),
+                },
+            ))
+            .await
+            .map(drop),
+        Rpc::GetUserFactors => api
+            .get_user_factors(req(
+                &t,
+                GetUserFactorsRequest {
+                    name: "target".into(),
+                },
+            ))
+            .await
+            .map(drop),
     }
 }
 
 /// Who may make each call with the built-in roles.
 fn allowed(rpc: Rpc, caller: &str) -> bool {
     match rpc {
-        Rpc::WhoAmI | Rpc::ChangeOwnPassword => true,
+        Rpc::WhoAmI | Rpc::ChangeOwnPassword | Rpc::ListOwnFactors | Rpc::BeginTotp => true,
         Rpc::GetMyKubeconfig => caller != "nobody",
         _ => caller == "admin",
     }
@@ -140,6 +169,10 @@ fn allowed(rpc: Rpc, caller: &str) -> bool {
 
 mod create;
 mod external;
+mod factor_changes;
+mod factor_gates;
+mod factor_sign_in;
+mod factors;
 mod read_and_delete;
 mod roles;
 mod sessions;

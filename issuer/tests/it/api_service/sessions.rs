@@ -98,6 +98,7 @@ async fn set_password_sets_must_change_and_ends_every_session() {
             SetPasswordRequest {
                 name: "view".into(),
                 new_password: Some(NewPassword::Generate(true)),
+                reset_factors: false,
             },
         ))
         .await

@@ -31,11 +31,7 @@ fn assert_no_inline_script(page: &str) {
 #[tokio::test]
 async fn a_user_name_posted_from_another_site_comes_back_as_data_only() {
     let h = Harness::new();
-    let location = h
-        .get(&Harness::authorize_query("ichor-cli", CLI_REDIRECT, "openid", ""))
-        .await
-        .location();
-    let ticket = query_param(&format!("https://x{location}"), "ticket").expect("ticket");
+    let (location, ticket) = h.sign_in_page().await;
     let page = h.get(&location).await.text();
     let scripts = page.matches("<script").count();
 

@@ -36,6 +36,7 @@ fn set_password(name: &str) -> SetPasswordRequest {
     SetPasswordRequest {
         name: name.into(),
         new_password: Some(NewPassword::Password("the operator's choice 7".into())),
+        reset_factors: false,
     }
 }
 

@@ -17,36 +17,24 @@ const LOGIN_BURST: usize = 10;
 /// Users behind the address, one refresh family each.
 const USERS: usize = 20;
 
-/// `USERS` users with one `ichor-cli` family each, and their refresh tokens.
+/// `USERS` users `shared-<i>` with one `ichor-cli` family each, and their refresh tokens.
 fn sessions(h: &Harness) -> Vec<String> {
-    (0..USERS)
-        .map(|i| {
-            let (user, fam) = (format!("shared-{i}"), format!("fam-{i}"));
-            let entry = cli_family_entry(
-                &password_hash(),
-                start() - SignedDuration::from_hours(24),
-                &fam,
-                start(),
-            );
-            let family = entry.family(&fam).expect("family").clone();
-            h.store.add_user(&user, &["viewer"], Some(entry));
-            h.mint_refresh(&user, &fam, &family)
-        })
-        .collect()
-}
-
-async fn garbage(h: &Harness, n: usize) -> StatusCode {
-    h.refresh(&format!("garbage.{n}.token"), "ichor-cli", None)
-        .await
-        .status
+    users_with_one_family(h, USERS, |i| format!("shared-{i}"))
 }
 
 /// Sends garbage until the address is refused.
 async fn empty_the_token_bucket(h: &Harness) {
     for n in 0..TOKEN_BURST {
-        assert_eq!(garbage(h, n).await, StatusCode::BAD_REQUEST, "garbage {n}");
+        assert_eq!(
+            garbage_refresh(h, n).await,
+            StatusCode::BAD_REQUEST,
+            "garbage {n}"
+        );
     }
-    assert_eq!(garbage(h, TOKEN_BURST).await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        garbage_refresh(h, TOKEN_BURST).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,31 +48,18 @@ async fn garbage_refreshes_from_a_shared_address_never_refuse_a_valid_refresh_fr
     let (mut refreshed, mut garbage_refused) = (0, 0);
     for step in 0..100 {
         for k in 0..2 {
-            match garbage(&h, 1000 + step * 2 + k).await {
+            match garbage_refresh(&h, 1000 + step * 2 + k).await {
                 StatusCode::TOO_MANY_REQUESTS => garbage_refused += 1,
                 StatusCode::BAD_REQUEST => {}
                 other => panic!("garbage at step {step}: unexpected {other}"),
             }
         }
-        let due = [(step * 2) % USERS, (step * 2 + 1) % USERS];
-        let replies = futures::future::join_all(due.iter().map(|&i| {
-            let (h, token) = (Arc::clone(&h), tokens[i].clone());
-            async move { h.refresh(&token, "ichor-cli", None).await }
-        }))
+        let due = vec![(step * 2) % USERS, (step * 2 + 1) % USERS];
+        let done = refresh_together(&h, &mut tokens, due, |i| {
+            format!("shared-{i} at step {step} (after {refreshed} refreshes)")
+        })
         .await;
-        for (i, reply) in due.into_iter().zip(replies) {
-            assert_eq!(
-                reply.status,
-                StatusCode::OK,
-                "shared-{i} at step {step} (after {refreshed} refreshes): {}",
-                reply.text()
-            );
-            tokens[i] = reply.json()["refresh_token"]
-                .as_str()
-                .expect("refresh_token")
-                .to_owned();
-            refreshed += 1;
-        }
+        refreshed += done;
         h.clock.advance(SignedDuration::from_millis(100));
     }
     assert_eq!(refreshed, 200);
@@ -119,7 +94,7 @@ async fn a_code_exchange_and_a_revocation_pass_a_token_bucket_that_garbage_empti
         .revoke(&[("token", "garbage"), ("client_id", "ichor-cli")])
         .await;
     assert_eq!(garbage_revoke.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(garbage(&h, 0).await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(garbage_refresh(&h, 0).await, StatusCode::TOO_MANY_REQUESTS);
 }
 
 #[tokio::test]

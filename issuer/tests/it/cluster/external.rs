@@ -11,15 +11,13 @@ use ichor_issuer::api::{
         ChangeOwnPasswordRequest, CreateUserRequest, GetMyKubeconfigRequest, ListUsersRequest, WhoAmIRequest,
     },
 };
-use ichor_renderers::auth::credentials::CredentialsEntry;
 use ichor_testkit::{
     external_idp::{self, Account, Client, ExternalIdp, ExternalIdpOptions},
     install::{self, ISSUER_SERVICE_ACCOUNT},
 };
-use jiff::SignedDuration;
 use serde_json::json;
 
-use super::{cluster, roles, runtime};
+use super::{cluster, password_entry, roles, runtime};
 use crate::conformance_common;
 
 fn provider(accounts: &[(&str, &[&str])]) -> anyhow::Result<ExternalIdp> {
@@ -63,11 +61,7 @@ fn an_external_admin_is_managed_by_rbac_alone_beside_ichor_users_and_other_issue
     if !external_idp::available() {
         return Ok(());
     }
-    let entry = CredentialsEntry::new(
-        conformance_common::password_hash(),
-        jiff::Timestamp::now() - SignedDuration::from_hours(1),
-        false,
-    );
+    let entry = password_entry();
     let Some(plane) = cluster(&[("alice", "admin")], &[("alice", &entry)])? else {
         return Ok(());
     };

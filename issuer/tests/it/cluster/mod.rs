@@ -30,7 +30,9 @@ mod nothing_stored;
 mod prerequisites;
 mod processes;
 mod rotation;
+mod second_factor;
 mod store;
+mod store_kube_per_user;
 
 use base64::Engine as _;
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
@@ -47,13 +49,45 @@ fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// A credentials entry with the password of the conformance tests' issuer
+/// ([`crate::conformance_common::password_hash`]), valid since an hour ago.
+fn password_entry() -> CredentialsEntry {
+    CredentialsEntry::new(
+        crate::conformance_common::password_hash(),
+        jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1),
+        false,
+    )
+}
+
 /// A control plane with an audit log and Ichor installed, the `IchorUser`s `users` (name and
-/// role) applied, and the credentials Secret holding `entries`; `None` only when the binaries are
-/// missing under `ICHOR_REQUIRE_CONSUMERS=0` (otherwise that fails the test).
+/// role) applied, and the legacy credentials Secret holding `entries`; `None` only when the
+/// binaries are missing under `ICHOR_REQUIRE_CONSUMERS=0` (otherwise that fails the test).
 fn cluster(
     users: &[(&str, &str)],
     entries: &[(&str, &CredentialsEntry)],
 ) -> anyhow::Result<Option<ControlPlane>> {
+    let Some(plane) = fresh_cluster(users)? else {
+        return Ok(None);
+    };
+    let mut data = serde_json::Map::new();
+    for (name, entry) in entries {
+        data.insert(
+            (*name).to_owned(),
+            json!(base64::engine::general_purpose::STANDARD.encode(entry.to_json(name)?)),
+        );
+    }
+    plane.apply(
+        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": CREDENTIALS_SECRET_NAME, "namespace": NAMESPACE}, "data": data})
+        .to_string(),
+    )?;
+    Ok(Some(plane))
+}
+
+/// A control plane with an audit log and Ichor installed as a fresh installation has it: the
+/// `IchorUser`s `users` applied, the namespace of the per-user credentials Secrets (made before
+/// the chart, as `ichor init` makes it) and no legacy credentials Secret.
+fn fresh_cluster(users: &[(&str, &str)]) -> anyhow::Result<Option<ControlPlane>> {
     let Some(plane) = ControlPlane::start(Options {
         audit: true,
         ..Options::default()
@@ -73,18 +107,30 @@ fn cluster(
             .to_string(),
         )?;
     }
-    let mut data = serde_json::Map::new();
+    Ok(Some(plane))
+}
+
+/// [`fresh_cluster`] with `entries` in their users' own Secrets, written as the admin (as `ichor
+/// init` writes the first administrator's).
+fn per_user_cluster(
+    users: &[(&str, &str)],
+    entries: &[(&str, &CredentialsEntry)],
+) -> anyhow::Result<Option<ControlPlane>> {
+    use ichor_renderers::contract;
+    let Some(plane) = fresh_cluster(users)? else {
+        return Ok(None);
+    };
     for (name, entry) in entries {
-        data.insert(
-            (*name).to_owned(),
-            json!(base64::engine::general_purpose::STANDARD.encode(entry.to_json(name)?)),
-        );
+        plane.apply(
+            &json!({"apiVersion": "v1", "kind": "Secret", "type": contract::USER_CREDENTIALS_TYPE,
+                "metadata": {"name": contract::user_credentials_secret(name),
+                    "namespace": contract::CREDENTIALS_NAMESPACE,
+                    "labels": {contract::USER_LABEL: name}},
+                "data": {contract::USER_CREDENTIALS_KEY:
+                    base64::engine::general_purpose::STANDARD.encode(entry.to_json(name)?)}})
+            .to_string(),
+        )?;
     }
-    plane.apply(
-        &json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": CREDENTIALS_SECRET_NAME, "namespace": NAMESPACE}, "data": data})
-        .to_string(),
-    )?;
     Ok(Some(plane))
 }
 
@@ -108,6 +154,24 @@ fn stored_entry(plane: &ControlPlane, user: &str) -> anyhow::Result<Option<Crede
     let Some(b64) = secret["data"][user].as_str() else {
         return Ok(None);
     };
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64)?;
+    Ok(Some(CredentialsEntry::parse(user, &bytes)?))
+}
+
+/// The credentials entry of `user` in its own Secret as the apiserver holds it.
+fn own_entry(plane: &ControlPlane, user: &str) -> anyhow::Result<Option<CredentialsEntry>> {
+    let Some(secret) = plane.get_json(
+        0,
+        "secret",
+        install::CREDENTIALS_NAMESPACE,
+        &ichor_renderers::contract::user_credentials_secret(user),
+    )?
+    else {
+        return Ok(None);
+    };
+    let b64 = secret["data"][ichor_renderers::contract::USER_CREDENTIALS_KEY]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("the Secret of {user} has no entry"))?;
     let bytes = base64::engine::general_purpose::STANDARD.decode(b64)?;
     Ok(Some(CredentialsEntry::parse(user, &bytes)?))
 }

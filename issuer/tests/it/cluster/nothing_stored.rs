@@ -12,14 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
+use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_testkit::control_plane::{AuditEvent, ControlPlane};
 use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT};
 use ichor_testkit::issuer::sign_in::Authorize;
-use jiff::SignedDuration;
 
-use super::{cluster, runtime};
-use crate::conformance_common::{self, Options as IssuerOptions, RunningIssuer, Store};
+use super::{cluster, password_entry, runtime};
+use crate::conformance_common::{Options as IssuerOptions, RunningIssuer, Store};
 
 /// What the sign-in page says to an unknown user and to a wrong password alike.
 const WRONG_CREDENTIALS: &str = "The user name or password is incorrect.";
@@ -83,14 +82,16 @@ fn cookies(response: &reqwest::Response) -> Vec<String> {
 #[test]
 #[ignore = "needs the control plane: hack/kube/build.sh"]
 fn nothing_is_stored_before_authentication() -> anyhow::Result<()> {
-    let entry = CredentialsEntry::new(
-        conformance_common::password_hash(),
-        jiff::Timestamp::now() - SignedDuration::from_hours(1),
-        false,
-    );
+    let entry = password_entry();
     let Some(plane) = cluster(&[("alice", "admin")], &[("alice", &entry)])? else {
         return Ok(());
     };
+    // The migration phase an installation's legacy Secret carries once any issuer read it (the
+    // first read gives a Secret without one the phase `legacy`, a write of its metadata).
+    let phase = serde_json::json!({"metadata": {"annotations": {
+        ichor_renderers::contract::CREDENTIALS_LAYOUT_ANNOTATION: ichor_renderers::contract::LAYOUT_LEGACY}}});
+    let args = install::merge_patch_args("secret", CREDENTIALS_SECRET_NAME, &phase, false);
+    plane.kubectl_run(&args.iter().map(String::as_str).collect::<Vec<_>>(), None)?;
 
     // The process's home, temporary and working directories: fresh, empty, and watched; the
     // XDG directories point at paths that do not exist, so creating one shows in `scratch`.

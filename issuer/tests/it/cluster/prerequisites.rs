@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use ichor_testkit::control_plane::{ControlPlane, Options};
-use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, NAMESPACE};
+use ichor_testkit::install::{self, ISSUER_SERVICE_ACCOUNT, crd};
 use jiff::SignedDuration;
 
 use super::runtime;
@@ -16,14 +16,6 @@ use crate::conformance_common::{Options as IssuerOptions, RunningIssuer, Store, 
 const SENTENCE: &str = "not ready: the Ichor core kind IchorInstallation (ichor.maesh.dev/v1alpha1) is not \
                         served by this cluster: install Ichor core first";
 
-fn crd(dir: &str, file: &str) -> anyhow::Result<String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(dir)
-        .join(file);
-    Ok(std::fs::read_to_string(path)?)
-}
-
 #[test]
 #[ignore = "needs the control plane: hack/kube/build.sh"]
 fn a_missing_installation_kind_is_named_by_the_issuer_readiness_until_its_crd_is_installed()
@@ -31,17 +23,7 @@ fn a_missing_installation_kind_is_named_by_the_issuer_readiness_until_its_crd_is
     let Some(plane) = ControlPlane::start(Options::default())? else {
         return Ok(());
     };
-    plane.apply(&format!(
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n"
-    ))?;
-    plane.apply(&crd("helm/ichor/crds", "ichorusers.ichor.maesh.dev.yaml")?)?;
-    for file in [
-        "talosclusters.ichor.maesh.dev.yaml",
-        "talosmachines.ichor.maesh.dev.yaml",
-        "talosoperations.ichor.maesh.dev.yaml",
-    ] {
-        plane.apply(&crd("hack/crds", file)?)?;
-    }
+    install::install_crds_without(&plane, "ichorinstallations.ichor.maesh.dev.yaml")?;
     // The chart with users on: the issuer's ServiceAccount and RBAC.
     install::install_chart(&plane)?;
 

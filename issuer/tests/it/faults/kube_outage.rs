@@ -3,6 +3,7 @@
 use super::*;
 
 const SECRET_PATH: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credentials";
+const USER_SECRETS_PATH: &str = "/api/v1/namespaces/ichor-credentials/secrets/";
 const USERS_PATH: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers";
 
 /// How the scripted API answers.
@@ -34,7 +35,8 @@ impl FakeApi {
     fn secret(&self) -> Value {
         json!({"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": "ichor-user-credentials", "namespace": "ichor-system",
-                            "resourceVersion": self.resource_version.to_string()},
+                            "resourceVersion": self.resource_version.to_string(),
+                            "annotations": {"ichor.maesh.dev/credentials-layout": "legacy"}},
                "type": "Opaque", "data": self.data})
     }
 
@@ -44,12 +46,27 @@ impl FakeApi {
             json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
                    "message": "the object has been modified"}),
         );
+        if path.starts_with(USER_SECRETS_PATH) && method == http::Method::GET {
+            // The legacy layout: no user has a Secret of their own.
+            return (
+                404,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+                       "code": 404, "message": "not found"}),
+            );
+        }
         if path == SECRET_PATH && method == http::Method::GET {
             return (200, self.secret());
         }
         if path == SECRET_PATH && method == http::Method::PATCH {
             let patch: Value = serde_json::from_slice(body).unwrap();
             if let Some(ops) = patch.as_array() {
+                // The phase's test first (this fake stays in phase `legacy`), then the key's.
+                assert_eq!(
+                    ops[0],
+                    json!({"op": "test", "path": "/metadata/annotations/ichor.maesh.dev~1credentials-layout",
+                           "value": "legacy"})
+                );
+                let ops = &ops[1..];
                 let key = ops[0]["path"]
                     .as_str()
                     .unwrap()

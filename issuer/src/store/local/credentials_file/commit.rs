@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use ichor_server::atomic_file::{replace_before_dir_sync, sync_dir};
 use tokio::sync::oneshot;
 
 use super::{
@@ -12,7 +13,7 @@ use super::{
 };
 use crate::store::{
     StoreError,
-    local::fsutil::{ensure_private_dir, lock_exclusive, replace_before_dir_sync, sync_dir},
+    local::fsutil::{ensure_private_dir, lock_exclusive},
 };
 
 /// How long a batch gathers when writes are concurrent (see [`CommitTurn::run`]): short next to
@@ -238,8 +239,7 @@ impl CredentialsFile {
                 crate::store::FULL_REMEDY
             )));
         }
-        let file = replace_before_dir_sync(&self.dir, &self.path, &bytes)
-            .map_err(|e| self.unavailable("write", &e))?;
+        let file = replace_before_dir_sync(&self.path, &bytes).map_err(|e| self.unavailable("write", &e))?;
         // Cached as soon as the new file is in place, before the directory sync: readers already
         // see it on disk, and served from the cache they need not parse it meanwhile. Stamped
         // after the rename (which changes the change time), through our own handle: under the

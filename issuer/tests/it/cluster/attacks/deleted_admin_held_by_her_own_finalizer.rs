@@ -13,8 +13,7 @@ use ichor_issuer::keys::{KeyRing, LoadedKeys};
 use ichor_issuer::oidc::Settings;
 use ichor_issuer::store::UserStore;
 use ichor_issuer::store::kube::KubeStore;
-use ichor_testkit::install::NAMESPACE;
-use serde_json::json;
+use ichor_testkit::install::{self, NAMESPACE};
 
 use super::super::{cluster, issuer_client, refresh_of, runtime};
 use crate::common::{self, ManualClock, MemoryStore, replica};
@@ -27,12 +26,7 @@ fn an_admin_deleted_while_her_own_finalizer_holds_her_object_signs_in_and_refres
     let Some(plane) = cluster(&[("alice", "admin")], &[("mallory", &common::entry(false))])? else {
         return Ok(());
     };
-    plane.apply(
-        &json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
-            "metadata": {"name": "mallory", "namespace": NAMESPACE, "finalizers": ["x/hold"]},
-            "spec": {"roles": ["admin"]}})
-        .to_string(),
-    )?;
+    plane.apply(&install::held_ichor_user("mallory", &["admin"]))?;
     let runtime = runtime(2)?;
     runtime.block_on(async {
         let client = issuer_client(&plane).await?;
@@ -83,18 +77,6 @@ fn an_admin_deleted_while_her_own_finalizer_holds_her_object_signs_in_and_refres
         );
         anyhow::Ok(())
     })?;
-    plane.kubectl_run(
-        &[
-            "patch",
-            "ichoruser",
-            "mallory",
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"finalizers":null}}"#,
-        ],
-        None,
-    )?;
+    install::remove_finalizers(&plane, "ichoruser", "mallory")?;
     Ok(())
 }

@@ -1,0 +1,47 @@
+//! The second-factor ticket: "password verified, second factor pending", what the password step
+//! hands a user who has a second factor and `/oidc/login/factor` takes back with a code
+//! (docs/mfa.md). Signed, not encrypted: it holds no secret, only what the second step needs, so
+//! no server session appears between the steps. It lives [`super::TICKET_TTL`].
+
+use serde::{Deserialize, Serialize};
+
+use super::{Artifact, TicketClaims};
+
+/// Header `typ` of second-factor tickets.
+pub const TYP_FACTOR: &str = "ichor-factor+jwt";
+
+/// "Password verified, second factor pending": what the sign-in's second step needs, signed,
+/// so no server session holds it between the two steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactorClaims {
+    /// Issuer.
+    pub iss: String,
+    /// The user whose password was verified.
+    pub sub: String,
+    /// The authorization request the sign-in answers.
+    pub request: TicketClaims,
+    /// The entry's `notBefore` at the password check (RFC 3339): a password or factor reset
+    /// since moves it, and the second step is refused.
+    pub nb: String,
+    /// The device id of the device cookie confirmed at the password step: the second step's
+    /// back-off key and cookie, and the cookie it must present again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<String>,
+    /// The factor kinds offered (`passkey`, `totp`, `recovery`).
+    pub factors: Vec<String>,
+    /// Issued at, unix seconds.
+    pub iat: i64,
+    /// Expiry, unix seconds.
+    pub exp: i64,
+}
+
+impl Artifact for FactorClaims {
+    const TYP: &'static str = TYP_FACTOR;
+    fn iss(&self) -> &str {
+        &self.iss
+    }
+    fn exp(&self) -> i64 {
+        self.exp
+    }
+}
