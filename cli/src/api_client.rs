@@ -15,9 +15,10 @@
 use std::{path::Path, time::Duration};
 
 use ichor_issuer::api::proto::{
-    CreateUserRequest, CreateUserResponse, DeleteUserRequest, GetMyKubeconfigRequest, GetUserRequest,
-    ListUsersRequest, RevokeSessionsRequest, SetPasswordRequest, SetPasswordResponse, UpdateUserRequest,
-    User, WhoAmIRequest, WhoAmIResponse, user_service_client::UserServiceClient,
+    CreateUserRequest, CreateUserResponse, DeleteUserRequest, Factors, GetMyKubeconfigRequest,
+    GetUserFactorsRequest, GetUserRequest, ListUsersRequest, RevokeSessionsRequest, SetPasswordRequest,
+    SetPasswordResponse, UpdateUserRequest, User, WhoAmIRequest, WhoAmIResponse,
+    user_service_client::UserServiceClient,
 };
 use jiff::Timestamp;
 use tonic::{
@@ -36,7 +37,7 @@ use crate::commands::auth::{
 };
 
 /// The audience `UserService` accepts.
-pub const UI_AUDIENCE: &str = "ichor-ui";
+pub use ichor_renderers::contract::UI_AUDIENCE;
 /// The largest `--ca-file` read.
 const MAX_CA_FILE_BYTES: u64 = 1024 * 1024;
 /// Connect timeout of the API connection.
@@ -373,6 +374,22 @@ impl UserApiClient {
         let request = self.request(request);
         let response = self.client.clone().set_password(request).await;
         Ok(response.map_err(self.refused("SetPassword"))?.into_inner())
+    }
+
+    /// `GetUserFactors`: the user's second factors (kinds, names, dates).
+    ///
+    /// # Errors
+    /// The refusal as a sentence.
+    pub async fn get_user_factors(&mut self, name: &str) -> Result<Factors, ApiClientError> {
+        let request = self.request(GetUserFactorsRequest {
+            name: name.to_owned(),
+        });
+        let response = self.client.clone().get_user_factors(request).await;
+        Ok(response
+            .map_err(self.refused("GetUserFactors"))?
+            .into_inner()
+            .factors
+            .unwrap_or_default())
     }
 
     /// `RevokeSessions`.

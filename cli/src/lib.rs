@@ -81,15 +81,16 @@ Examples:
   ichor user create admin --role admin --generate --bootstrap"
     )]
     User(commands::user::UserCommand),
-    /// Turn Ichor users on for a cluster: credentials Secret, first admin, issuer, issuer trust.
+    /// Turn Ichor users on for a cluster: credentials namespace, first admin, issuer, issuer trust.
     #[command(after_help = "\
 Uses your own kubeconfig and helm v3.10+, on an installed Ichor chart. First it checks, writing
 nothing: the TalosCluster exists; the chart's deployed Helm release in ichor-system (--release,
 or the only one) either runs the issuer at --ui-url already or not at all (another URL is
 refused: changing it invalidates every token); helm runs. Then, in order: creates the
-ichor-user-credentials Secret if absent, creates the first administrator with a generated
-password (printed once to stderr, before any later step can fail; it must be changed at the
-first sign-in), runs `helm upgrade <release> <its own chart> --reuse-values` with
+namespace ichor-credentials (one credentials Secret per user; no other Secret is created, an
+existing ichor-user-credentials of an earlier release is kept) if absent, creates the first
+administrator with a generated password (printed once to stderr, before any later step can
+fail; it must be changed at the first sign-in), runs `helm upgrade <release> <its own chart> --reuse-values` with
 ichorUI.users.enabled=true and ichorUI.users.externalURL=<url> (and the cluster added to
 controller.rollout.clusters when that list lacks it, so the controller rolls it out), then sets
 spec.authentication.ichor on the TalosCluster, and creates the Secret <cluster>-talosconfig the

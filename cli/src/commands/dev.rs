@@ -1,5 +1,5 @@
-//! `ichor dev`: the whole identity system on one machine, no cluster (ARCHITECTURE.md, "Embedded
-//! default"). One process runs, on a loopback address only:
+//! `ichor dev`: the whole identity system on one machine, no cluster (docs/architecture.md,
+//! "Purpose and shape"). One process runs, on a loopback address only:
 //!
 //! - the identity graph over the GitOps tree `<state>/manifests` (re-read every second: editing
 //!   an `IchorUser` file takes effect without a restart) with the local applier, which writes the
@@ -25,11 +25,11 @@ use std::time::Duration;
 
 use crate::local::{CredentialsRemover, LocalController, LocalPaths};
 use anyhow::{Context as _, bail};
+use ichor_controller_core::identity::effects::RemoveCredentialsKeyRequest;
+use ichor_controller_core::perform::OsKeyMaterial;
 use ichor_issuer::cli::{Flags, Listeners, RunOptions, StoreKind, local_routers_with, run as run_issuer};
 use ichor_issuer::store::local::LocalStore;
 use ichor_issuer::store::{Change, StoreError, modify_credentials};
-use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
-use ichor_reconcile::perform::OsKeyMaterial;
 use ichor_renderers::crd::{GoDuration, UsersSettings};
 use ichor_renderers::trust::{KEYS_JSON, SIGNING_SECRET, TLS_SECRET};
 
@@ -114,6 +114,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         refresh_lifetime: UsersSettings::DEFAULT_REFRESH_LIFETIME,
         kube_api_server_url: None,
         kube_api_tls_server_name: None,
+        second_factor: ichor_renderers::auth::second_factor_policy::SecondFactorPolicy::default(),
     });
     log_report(&controller.tick(jiff::Timestamp::now()));
     let keys_file = layout.secrets.join(SIGNING_SECRET).join(KEYS_JSON);

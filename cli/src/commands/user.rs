@@ -3,10 +3,12 @@
 //! first user of an install, written with the caller's own kubeconfig ([`bootstrap`]).
 //!
 //! Results go to stdout in the global `-o` format; a generated password is printed exactly once
-//! (stdout, and in the JSON/YAML result as `generatedPassword`), never stored or logged.
+//! (stdout, and in the JSON/YAML result as `generatedPassword`), never stored or logged. `get`
+//! adds the user's second factors (kinds, names, dates: the server sends no secret), and
+//! `reset-factors` removes them all (an administrator's answer to a lost authenticator).
 
 use std::{
-    io::{BufRead, IsTerminal, Write},
+    io::{BufRead, Write},
     path::PathBuf,
     process::ExitCode,
 };
@@ -28,7 +30,9 @@ use crate::{
 };
 
 pub mod bootstrap;
+mod confirm;
 pub mod output;
+pub mod second_factors;
 
 /// Where the API is.
 #[derive(Debug, Args)]
@@ -50,7 +54,7 @@ Examples:
   ichor user list --issuer https://ichor.example.com
   ichor user list --issuer https://ichor.example.com -o json")]
     List(ListArgs),
-    /// Show one user.
+    /// Show one user and its second factors ("2FA: totp, recovery codes (8 left)").
     #[command(after_help = "\
 Examples:
   ichor user get alice --issuer https://ichor.example.com
@@ -66,7 +70,7 @@ administrator runs `ichor user set-password`.
 
 --bootstrap creates the FIRST user of an install that has none yet: it writes the IchorUser and
 its credentials entry with your own kubeconfig (no sign-in to Ichor), and refuses an existing user
-or a missing ichor-user-credentials Secret.
+or an install without users (no namespace ichor-credentials: run `ichor init` first).
 
 Examples:
   ichor user create alice --role operator --generate --issuer https://ichor.example.com
@@ -107,6 +111,22 @@ Examples:
   printf '%s' \"$PASSWORD\" | ichor user set-password alice --password-stdin --issuer https://ichor.example.com"
     )]
     SetPassword(SetPasswordArgs),
+    /// Remove every second factor of a user (passkeys, authenticator app, recovery codes) and
+    /// end its sessions; the next sign-in asks for the password alone.
+    #[command(
+        group(ArgGroup::new("password").args(["generate", "password_stdin"])),
+        after_help = "\
+For a user who lost their authenticator and their recovery codes. The password stays unless
+--generate or --password-stdin sets a new one in the same write (the user must change it at the
+next sign-in). Asks for confirmation (type the user's name) unless --yes is given; without a
+terminal --yes is required. The issuer logs who reset whose factors.
+
+Examples:
+  ichor user get alice --issuer https://ichor.example.com
+  ichor user reset-factors alice --issuer https://ichor.example.com
+  ichor user reset-factors alice --yes --generate --issuer https://ichor.example.com"
+    )]
+    ResetFactors(ResetFactorsArgs),
     /// End every session of a user (refresh tokens stop working at once).
     #[command(after_help = "\
 ID tokens already issued stay valid until they expire (5 minutes).
@@ -227,6 +247,25 @@ pub struct SetPasswordArgs {
     pub api: ApiArgs,
 }
 
+/// Arguments of `ichor user reset-factors`.
+#[derive(Debug, Args)]
+pub struct ResetFactorsArgs {
+    /// The user's name.
+    pub name: String,
+    /// Do not ask for confirmation.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Also set a generated password, printed once.
+    #[arg(long)]
+    pub generate: bool,
+    /// Also set the password read from stdin (one line).
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// The API.
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
 /// The roles after an update: `current` without `remove`, plus `add` not yet present, in order.
 /// Pure.
 pub fn updated_roles(current: &[String], add: &[String], remove: &[String]) -> Vec<String> {
@@ -291,7 +330,18 @@ async fn run_api(cmd: UserCommand, format: OutputFormat) -> anyhow::Result<ExitC
         UserCommand::Get(args) => {
             let mut api = connect(&args.api.issuer, args.api.ca_file.as_deref()).await?;
             let user = api.get_user(&args.name).await?;
-            output::write_user(&mut out, &user, None, format)?;
+            match api.get_user_factors(&args.name).await {
+                Ok(factors) => output::write_user_with_factors(&mut out, &user, &factors, format)?,
+                // A server without the call, or a role allowed users but not their factors:
+                // the user still shows.
+                Err(e) => {
+                    output::write_user(&mut out, &user, None, format)?;
+                    eprintln!(
+                        "note: second factors not shown: {}",
+                        crate::terminal::escape_controls(&e.to_string())
+                    );
+                }
+            }
         }
         UserCommand::Create(args) => {
             let initial = if args.generate {
@@ -363,7 +413,7 @@ async fn run_api(cmd: UserCommand, format: OutputFormat) -> anyhow::Result<ExitC
         }
         UserCommand::Delete(args) => {
             if !args.yes {
-                confirm_delete(&args.name)?;
+                confirm::by_name(&args.name, &confirm::DELETE)?;
             }
             let mut api = connect(&args.api.issuer, args.api.ca_file.as_deref()).await?;
             api.delete_user(&args.name).await?;
@@ -380,12 +430,46 @@ async fn run_api(cmd: UserCommand, format: OutputFormat) -> anyhow::Result<ExitC
                 .set_password(SetPasswordRequest {
                     name: args.name.clone(),
                     new_password: Some(new_password),
+                    reset_factors: false,
                 })
                 .await?;
             eprintln!(
                 "Password of {:?} set; the user must change it at the next sign-in, and every session of the \
                  user has ended.",
                 args.name
+            );
+            if !response.generated_password.is_empty() {
+                output::write_password(&mut out, &args.name, &response.generated_password, format)?;
+            }
+        }
+        UserCommand::ResetFactors(args) => {
+            let new_password = if args.generate {
+                Some(NewPassword::Generate(true))
+            } else if args.password_stdin {
+                Some(NewPassword::Password(read_password_stdin()?.expose().to_owned()))
+            } else {
+                None
+            };
+            if !args.yes {
+                confirm::by_name(&args.name, &confirm::RESET_FACTORS)?;
+            }
+            let mut api = connect(&args.api.issuer, args.api.ca_file.as_deref()).await?;
+            let response = api
+                .set_password(SetPasswordRequest {
+                    name: args.name.clone(),
+                    new_password,
+                    reset_factors: true,
+                })
+                .await?;
+            eprintln!(
+                "Every second factor of {:?} was removed and every session of the user has ended; the next \
+                 sign-in asks for the password alone{}.",
+                args.name,
+                if args.generate || args.password_stdin {
+                    " (the new one, to be changed at that sign-in)"
+                } else {
+                    ""
+                }
             );
             if !response.generated_password.is_empty() {
                 output::write_password(&mut out, &args.name, &response.generated_password, format)?;
@@ -402,26 +486,6 @@ async fn run_api(cmd: UserCommand, format: OutputFormat) -> anyhow::Result<ExitC
     }
     out.flush().context("cannot write to standard output")?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Asks on the terminal to type the name; refuses without a terminal.
-fn confirm_delete(name: &str) -> anyhow::Result<()> {
-    if !std::io::stdin().is_terminal() {
-        anyhow::bail!(
-            "refusing to delete user {name:?} without confirmation: stdin is not a terminal; pass --yes"
-        );
-    }
-    eprint!("Delete user {name:?} and its credentials? Type the name to confirm: ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .context("cannot read the confirmation")?;
-    if line.trim() != name {
-        anyhow::bail!("not confirmed; user {name:?} was not deleted");
-    }
-    Ok(())
 }
 
 fn run_bootstrap(args: &CreateArgs, format: OutputFormat) -> anyhow::Result<ExitCode> {

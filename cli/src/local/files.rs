@@ -5,15 +5,15 @@
 //! file renamed over it).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, DirBuilder, OpenOptions};
-use std::io::{self, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::fs::{self, DirBuilder};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use ichor_reconcile::identity::{TLS_CERT_KEY, TLS_KEY_KEY};
-use ichor_reconcile::perform::{OPAQUE, SecretData, TLS_TYPE};
+use ichor_controller_core::identity::{TLS_CERT_KEY, TLS_KEY_KEY};
+use ichor_controller_core::perform::{OPAQUE, SecretData, TLS_TYPE};
 use ichor_renderers::trust::{CA_SECRET, TLS_SECRET};
+use ichor_server::atomic_file::write_atomic;
 
 use super::LocalError;
 
@@ -47,37 +47,6 @@ fn private_dir(dir: &Path) -> Result<(), LocalError> {
         .create(dir)
         .map_err(|e| io_error(dir, e))?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| io_error(dir, e))
-}
-
-/// Replaces `path` by `bytes` atomically: a synced 0600 temporary file in the same directory,
-/// renamed over it, then the directory synced.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    written?;
-    fs::File::open(dir)?.sync_all()
 }
 
 impl SecretFiles {
@@ -115,7 +84,7 @@ impl SecretFiles {
         for key in keys {
             let path = dir.join(key);
             let bytes = secret.data.get(key).map(Vec::as_slice).unwrap_or_default();
-            atomic_write(&path, bytes).map_err(|e| io_error(&path, e))?;
+            write_atomic(&path, bytes).map_err(|e| io_error(&path, e))?;
         }
         for entry in fs::read_dir(&dir).map_err(|e| io_error(&dir, e))? {
             let entry = entry.map_err(|e| io_error(&dir, e))?;

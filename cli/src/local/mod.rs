@@ -1,4 +1,4 @@
-//! `ichor dev`'s driver of the one reconcile loop (`ichor_reconcile::cycle`): the same identity
+//! `ichor dev`'s driver of the one reconcile loop (`ichor_controller_core::cycle`): the same identity
 //! graph as in a cluster, over a directory of manifests instead of the Kubernetes API.
 //!
 //! # Source
@@ -11,7 +11,7 @@
 //!   file and the synthesised issuer Service ([`source`]).
 //!
 //! # Sink
-//! Effects are performed by `ichor_reconcile::perform`; produced Secrets are written as files and
+//! Effects are performed by `ichor_controller_core::perform`; produced Secrets are written as files and
 //! fed back as `Applied` events with a new resourceVersion, until an evaluation decides nothing.
 //! A change of data keys of a produced Secret (`keys.json` when keys are dated or dropped) is
 //! written to its files too. Status writes to `IchorUser` and `TalosMachine` and the trust
@@ -29,22 +29,22 @@ use std::io;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
+use ichor_controller_core::cycle::{Apply, Decision, Loop, Observe, Report};
+use ichor_controller_core::identity::Controller;
+use ichor_controller_core::identity::conditions::stamp_transition_times;
+use ichor_controller_core::identity::effects::RemoveCredentialsKeyRequest;
+use ichor_controller_core::identity::nodes::users_fallback_object;
+use ichor_controller_core::memory::{ResourceVersions, applied, merge_into};
+use ichor_controller_core::perform::{self, KeyMaterial, Outcome, SecretData};
+use ichor_controller_core::problem::{Problem, ProblemKind};
 use ichor_graph::{Action, EffectRequest, Event, Object, ObjectKey, World};
-use ichor_reconcile::cycle::{Apply, Decision, Loop, Observe, Report};
-use ichor_reconcile::identity::Controller;
-use ichor_reconcile::identity::conditions::stamp_transition_times;
-use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
-use ichor_reconcile::identity::nodes::users_fallback_object;
-use ichor_reconcile::memory::{ResourceVersions, applied, merge_into};
-use ichor_reconcile::perform::{self, KeyMaterial, Outcome, SecretData};
-use ichor_reconcile::problem::{Problem, ProblemKind};
 use ichor_renderers::crd::UsersSettings;
 use ichor_renderers::manifest::ManifestErrors;
 use ichor_server::manifest_files::load_dir;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-pub use files::{SecretFiles, atomic_write, stored_secret_names};
+pub use files::{SecretFiles, stored_secret_names};
 pub use source::{
     ISSUER_SERVICE_IP, ISSUER_SERVICE_NAME, credentials_secret, credentials_users, issuer_service,
     manifest_objects,

@@ -7,10 +7,11 @@
 use std::fs;
 use std::path::Path;
 
+use ichor_controller_core::identity::ISSUER_COMPONENT;
+use ichor_controller_core::perform::OPAQUE;
 use ichor_graph::Object;
-use ichor_reconcile::identity::ISSUER_COMPONENT;
-use ichor_reconcile::perform::OPAQUE;
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
+use ichor_renderers::contract::{COMPONENT_LABEL, PART_OF_LABEL, PART_OF_VALUE};
 use ichor_renderers::manifest::Manifests;
 use ichor_renderers::trust::NAMESPACE;
 use serde_json::{Value, json};
@@ -28,8 +29,7 @@ pub fn issuer_service() -> Object {
         ISSUER_SERVICE_NAME,
         json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": ISSUER_SERVICE_NAME, "namespace": NAMESPACE,
-                "labels": {"app.kubernetes.io/component": ISSUER_COMPONENT,
-                    "app.kubernetes.io/part-of": "ichor"}},
+                "labels": {COMPONENT_LABEL: ISSUER_COMPONENT, PART_OF_LABEL: PART_OF_VALUE}},
             "spec": {"clusterIP": ISSUER_SERVICE_IP, "type": "ClusterIP",
                 "ports": [{"name": "internal", "port": ichor_renderers::trust::INTERNAL_PORT}]}}),
     )

@@ -2,9 +2,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use ichor_reconcile::cycle::REISSUE_NODE;
-use ichor_reconcile::perform::OsKeyMaterial;
-use ichor_reconcile::perform::{OPAQUE, SecretData};
+use ichor_controller_core::cycle::REISSUE_NODE;
+use ichor_controller_core::perform::OsKeyMaterial;
+use ichor_controller_core::perform::{OPAQUE, SecretData};
 use ichor_renderers::trust::keys::KeysDocument;
 use ichor_renderers::trust::tls::{CertFacts, San};
 use ichor_renderers::trust::{CA_SECRET, NAMESPACE, TLS_SECRET};

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::dev_support::{authed, channel, claims, sign_in, start};
 use ichor_issuer::api::proto::{
-    ChangeOwnPasswordRequest, CreateUserRequest, ListUsersRequest, WhoAmIRequest, create_user_request,
-    user_service_client::UserServiceClient,
+    BeginTotpRequest, ChangeOwnPasswordRequest, ConfirmTotpRequest, CreateUserRequest, ListUsersRequest,
+    WhoAmIRequest, create_user_request, user_service_client::UserServiceClient,
 };
 use tonic::Code;
 
@@ -71,6 +71,36 @@ async fn ichor_dev_signs_in_the_printed_admin_serves_the_user_service_follows_th
         users.users.iter().map(|u| u.name.as_str()).collect::<Vec<_>>(),
         ["admin"]
     );
+    // The composed service signs and checks enrolment tickets with the issuer's own keys: a
+    // ticket of BeginTotp passes ConfirmTotp's check, which then judges the code (nothing is
+    // stored, so the admin still signs in with the password alone below).
+    let begun = api
+        .begin_totp(authed(
+            BeginTotpRequest {
+                password: new_admin_password.into(),
+            },
+            &token,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        begun
+            .otpauth_uri
+            .starts_with("otpauth://totp/Ichor:admin?secret="),
+        "{begun:?}"
+    );
+    let refused = api
+        .confirm_totp(authed(
+            ConfirmTotpRequest {
+                ticket: begun.ticket,
+                code: "abcdef".into(),
+            },
+            &token,
+        ))
+        .await
+        .unwrap_err();
+    assert!(refused.message().starts_with("code: "), "{refused:?}");
     let bob_first = "bob's first password";
     api.create_user(authed(
         CreateUserRequest {

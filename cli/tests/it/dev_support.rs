@@ -12,7 +12,7 @@ use std::time::Duration;
 use ichor_issuer::api::proto::{
     ChangeOwnPasswordRequest, CreateUserRequest, create_user_request, user_service_client::UserServiceClient,
 };
-use ichor_testkit::issuer::sign_in::{self, Authorize, CLI_REDIRECT, SlowDown};
+use ichor_testkit::issuer::sign_in::{self, SlowDown};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 pub const VERIFIER: &str = "e2e-verifier-0123456789-abcdefghijklmnopqrstuvwxyz";
@@ -128,19 +128,7 @@ pub async fn sign_in(
     user: &str,
     password: &str,
 ) -> Result<String, String> {
-    let redirect = if client == "ichor-ui" {
-        format!("{}/auth/callback", dev.url)
-    } else {
-        CLI_REDIRECT.to_owned()
-    };
-    let request = Authorize {
-        client_id: client,
-        redirect_uri: &redirect,
-        scope: "openid",
-        audience,
-        ..Authorize::cli(VERIFIER)
-    };
-    let tokens = sign_in::sign_in(http, &dev.url, &request, user, password, SlowDown::Wait)
+    let tokens = sign_in::sign_in_for(http, &dev.url, client, audience, VERIFIER, user, password)
         .await
         .map_err(|refusal| refusal.to_string())?;
     Ok(tokens["id_token"].as_str().unwrap().to_owned())

@@ -5,12 +5,12 @@
 //! superseded.
 
 use base64::Engine as _;
+use ichor_controller_core::identity::nodes::users_fallback_object;
+use ichor_controller_core::sim::Sim;
+use ichor_controller_core::sim::workload::start;
 use ichor_graph::{Event, ObjectKey};
 use ichor_issuer::keys::LoadedKeys;
 use ichor_issuer::tokens::{RefreshClaims, TokenError, sign_artifact, unix_seconds, verify_artifact};
-use ichor_reconcile::identity::nodes::users_fallback_object;
-use ichor_reconcile::sim::Sim;
-use ichor_reconcile::sim::workload::start;
 use ichor_renderers::crd::{GoDuration, UsersSettings};
 use ichor_renderers::trust::KeysDocument;
 use jiff::{SignedDuration, Timestamp};
@@ -37,6 +37,7 @@ fn controller_told(refresh_lifetime: GoDuration) -> (Sim<std::io::Sink>, Timesta
         refresh_lifetime,
         kube_api_server_url: None,
         kube_api_tls_server_name: None,
+        second_factor: ichor_renderers::auth::second_factor_policy::SecondFactorPolicy::default(),
     })))
     .unwrap();
     let t0 = start();

@@ -49,14 +49,17 @@ impl BearerVerifier for PayloadVerifier {
             groups: vec![],
             iat,
             exp,
+            amr: v["amr"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default(),
         })
     }
 }
 
 fn jwt(iss: &str, sub: &str, aud: &str, exp_in: i64) -> String {
     let now = Timestamp::now().as_second();
-    let payload =
-        serde_json::json!({"iss": iss, "sub": sub, "aud": aud, "iat": now - 1, "exp": now + exp_in});
+    let payload = serde_json::json!({"iss": iss, "sub": sub, "aud": aud, "iat": now - 1, "exp": now + exp_in, "amr": ["pwd", "otp", "mfa"]});
     format!(
         "e30.{}.c2ln",
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).unwrap())
@@ -446,6 +449,95 @@ fn assert_mode_0600(path: &Path) {
         assert_eq!(
             std::fs::metadata(path).unwrap().permissions().mode() & 0o777,
             0o600
+        );
+    }
+}
+
+#[test]
+fn an_admin_sees_a_users_second_factors_and_resets_them_after_confirming() {
+    let e = Env::start();
+    let (with_factors, codes) = ichor_testkit::issuer::harness::factor_entry();
+    let mut entry = e.entry("target").unwrap();
+    entry.factors = with_factors.factors;
+    e.runtime.block_on(async {
+        let (_, version) = e.store.read_credentials("target").await.unwrap();
+        e.store
+            .write_credentials("target", &version, Some(&entry))
+            .await
+            .unwrap();
+    });
+    e.login_as("admin", 300, None);
+
+    let shown = ok(&e.ichor(&["user", "get", "target"]));
+    assert!(
+        shown.ends_with("2FA: totp, recovery codes (10 left)\n"),
+        "{shown}"
+    );
+    assert!(ok(&e.ichor(&["user", "get", "view"])).ends_with("2FA: none\n"));
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&e.ichor(&["user", "get", "target", "-o", "json"]))).unwrap();
+    assert_eq!(json["secondFactors"]["recoveryCodesLeft"], 10);
+    let printed = json.to_string();
+    assert!(
+        !printed.contains(ichor_testkit::issuer::harness::TOTP_SECRET) && !printed.contains(&codes[0]),
+        "{printed}"
+    );
+
+    // Refused without --yes and without a terminal: nothing changes.
+    let out = e.ichor(&["user", "reset-factors", "target"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(text(&out.stderr).contains("pass --yes"), "{}", text(&out.stderr));
+    assert!(e.entry("target").unwrap().factors.totp.is_some());
+
+    // A viewer may not.
+    e.login_as("view", 300, None);
+    let out = e.ichor(&["user", "reset-factors", "target", "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("ichor:view may not update ichorusers"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(e.entry("target").unwrap().factors.totp.is_some());
+
+    e.login_as("admin", 300, None);
+    let before = e.entry("target").unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = e.ichor(&["user", "reset-factors", "target", "--yes"]);
+    ok(&out);
+    assert!(
+        text(&out.stderr).contains("the next sign-in asks for the password alone"),
+        "{}",
+        text(&out.stderr)
+    );
+    let after = e.entry("target").unwrap();
+    assert!(after.factors.is_empty());
+    assert!(after.not_before > before.not_before, "sessions ended");
+    assert_eq!(after.hash, before.hash, "the password stays");
+    assert!(ok(&e.ichor(&["user", "get", "target"])).ends_with("2FA: none\n"));
+}
+
+#[test]
+fn every_user_command_has_examples_in_its_help() {
+    let home = tempfile::tempdir().unwrap();
+    for cmd in [
+        "list",
+        "get",
+        "create",
+        "update",
+        "delete",
+        "set-password",
+        "reset-factors",
+        "revoke-sessions",
+    ] {
+        let out = ichor_command(home.path(), &["user", cmd, "--help"])
+            .output()
+            .unwrap();
+        let help = text(&out.stdout);
+        assert!(out.status.success(), "{cmd}: {}", text(&out.stderr));
+        assert!(
+            help.contains("Examples:") && help.contains(&format!("ichor user {cmd} ")),
+            "{cmd}: {help}"
         );
     }
 }

@@ -27,6 +27,9 @@ const SECRET: &str = "/api/v1/namespaces/ichor-system/secrets/ichor-user-credent
 /// The cluster's Talos credentials, which no test here has (init then prints the command).
 const TALOS_SECRET: &str = "/api/v1/namespaces/ichor-system/secrets/prod-talosconfig";
 const USERS: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers";
+const NAMESPACES: &str = "/api/v1/namespaces";
+/// The namespace of the per-user credentials Secrets, which `ichor init` creates.
+const CREDENTIALS_NAMESPACE: &str = "/api/v1/namespaces/ichor-credentials";
 const CLUSTER: &str = "/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/talosclusters/prod";
 const PASSWORD: &str = "a first password of enough length";
 
@@ -34,6 +37,10 @@ const PASSWORD: &str = "a first password of enough length";
 struct Kube {
     rv: u64,
     secret: Option<serde_json::Map<String, Value>>,
+    /// The legacy Secret's annotations (its credentials-layout phase).
+    annotations: Option<Value>,
+    /// The namespace `ichor-credentials`, once it exists.
+    credentials_namespace: Option<Value>,
     users: BTreeMap<String, Value>,
     cluster: Option<Value>,
     /// Writes, in order: (method, path).
@@ -83,7 +90,8 @@ impl Kube {
     fn secret_json(&self) -> Value {
         json!({"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": "ichor-user-credentials", "namespace": "ichor-system",
-                            "resourceVersion": self.rv.to_string()},
+                            "resourceVersion": self.rv.to_string(),
+                            "annotations": self.annotations.clone().unwrap_or_else(|| json!({}))},
                "type": "Opaque", "data": self.secret.clone().unwrap_or_default()})
     }
 
@@ -134,10 +142,23 @@ impl Kube {
                     "secrets \"ichor-user-credentials\" not found",
                 ),
             },
-            (Method::POST, SECRETS) => {
-                self.secret = Some(serde_json::Map::new());
-                self.rv += 1;
-                (StatusCode::CREATED, self.secret_json())
+            (Method::GET, CREDENTIALS_NAMESPACE) => match &self.credentials_namespace {
+                Some(namespace) => (StatusCode::OK, namespace.clone()),
+                None => status(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "namespaces \"ichor-credentials\" not found",
+                ),
+            },
+            (Method::POST, NAMESPACES) => {
+                let mut namespace = body.unwrap();
+                assert_eq!(namespace["metadata"]["name"], "ichor-credentials");
+                if self.credentials_namespace.is_some() {
+                    return status(StatusCode::CONFLICT, "AlreadyExists", "already exists");
+                }
+                namespace["metadata"]["resourceVersion"] = "1".into();
+                self.credentials_namespace = Some(namespace.clone());
+                (StatusCode::CREATED, namespace)
             }
             (Method::PATCH, SECRET) => {
                 let patch = body.unwrap();
@@ -148,6 +169,7 @@ impl Kube {
                 let mut object = self.secret_json();
                 merge(&mut object, &patch);
                 self.secret = object["data"].as_object().cloned();
+                self.annotations = Some(object["metadata"]["annotations"].clone());
                 self.rv += 1;
                 (StatusCode::OK, self.secret_json())
             }
@@ -183,7 +205,29 @@ impl Kube {
                     "talosclusters \"prod\" not found",
                 ),
             },
+            // The checks of an existing credentials namespace: nothing in it but Ichor's.
+            (Method::GET, p) if p == format!("{CREDENTIALS_NAMESPACE}/secrets") => (
+                StatusCode::OK,
+                json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                       "metadata": {"resourceVersion": "1"}, "items": []}),
+            ),
+            (Method::GET, "/apis/rbac.authorization.k8s.io/v1/namespaces/ichor-credentials/rolebindings") => {
+                (
+                    StatusCode::OK,
+                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBindingList",
+                           "metadata": {"resourceVersion": "1"}, "items": []}),
+                )
+            }
             (m, p) => {
+                if m == Method::GET
+                    && let Some(name) = p.strip_prefix(&format!("{CREDENTIALS_NAMESPACE}/secrets/"))
+                {
+                    return status(
+                        StatusCode::NOT_FOUND,
+                        "NotFound",
+                        &format!("secrets \"{name}\" not found"),
+                    );
+                }
                 if let Some(name) = p.strip_prefix(&format!("{USERS}/")) {
                     let name = name.to_owned();
                     return match (m, self.users.get(&name).cloned()) {
@@ -230,10 +274,13 @@ fn client(state: &Arc<Mutex<Kube>>) -> kube::Client {
     })
 }
 
+/// An installation of an earlier release, whose legacy Secret this release's issuer already gave
+/// its phase (`legacy`).
 fn with_secret() -> Kube {
     Kube {
         rv: 100,
         secret: Some(serde_json::Map::new()),
+        annotations: Some(json!({"ichor.maesh.dev/credentials-layout": "legacy"})),
         ..Kube::default()
     }
 }
@@ -287,7 +334,34 @@ async fn bootstrap_writes_the_user_then_one_key_of_the_secret_with_a_hash_that_m
 }
 
 #[tokio::test]
-async fn bootstrap_refuses_an_existing_user_and_a_missing_secret_before_writing() {
+async fn bootstrap_gives_a_legacy_secret_without_a_phase_the_legacy_phase_then_writes_its_key() {
+    let state = Arc::new(Mutex::new(Kube {
+        annotations: None,
+        ..with_secret()
+    }));
+    bootstrap_user(client(&state), &admin(), &Password::new(PASSWORD), now())
+        .await
+        .unwrap();
+    let k = state.lock().unwrap();
+    assert_eq!(
+        k.patches[0],
+        json!({"metadata": {"resourceVersion": "100",
+            "annotations": {"ichor.maesh.dev/credentials-layout": "legacy"}}}),
+        "the phase first, against the version read"
+    );
+    assert_eq!(k.patches[1]["metadata"]["resourceVersion"], "101");
+    assert!(
+        k.entry("admin").unwrap().must_change,
+        "the entry in the legacy Secret"
+    );
+    assert_eq!(
+        k.annotations.as_ref().unwrap()["ichor.maesh.dev/credentials-layout"],
+        "legacy"
+    );
+}
+
+#[tokio::test]
+async fn bootstrap_refuses_an_existing_user_and_an_install_without_users_before_writing() {
     let state = Arc::new(Mutex::new(with_secret()));
     state.lock().unwrap().users.insert(
         "admin".into(),
@@ -300,14 +374,18 @@ async fn bootstrap_refuses_an_existing_user_and_a_missing_secret_before_writing(
     assert!(matches!(e, BootstrapError::UserExists(_)), "{e}");
     assert!(state.lock().unwrap().writes.is_empty());
 
+    // Neither the credentials namespace nor the legacy Secret: users are not installed.
     let state = Arc::new(Mutex::new(Kube::default()));
     let e = bootstrap_user(client(&state), &admin(), &Password::new(PASSWORD), now())
         .await
         .unwrap_err();
+    assert!(matches!(e, BootstrapError::NotInstalled), "{e}");
     assert!(
-        e.to_string().contains("ichor-user-credentials does not exist"),
+        e.to_string()
+            .contains("Namespace ichor-credentials does not exist"),
         "{e}"
     );
+    assert!(e.to_string().contains("run `ichor init"), "{e}");
     assert!(state.lock().unwrap().writes.is_empty());
 
     let short = bootstrap_user(client(&state), &admin(), &Password::new("short"), now())
@@ -352,16 +430,19 @@ fn set_release(state: &Arc<Mutex<Kube>>, config: Value) {
     state.lock().unwrap().releases = vec![release_secret("ichor", "ichor", config)];
 }
 
+/// On an installation of an earlier release (its one credentials Secret exists): the namespace,
+/// then the admin (whose entry the store writes where the installation keeps entries), the
+/// upgrade, the switch; the legacy Secret is not created again.
 #[tokio::test]
-async fn init_creates_the_secret_then_the_admin_then_upgrades_the_release_then_switches_the_cluster() {
-    let (state, dir, helm) = installed(Kube::default());
+async fn init_creates_the_namespace_then_the_admin_then_upgrades_the_release_then_switches_the_cluster() {
+    let (state, dir, helm) = installed(with_secret());
     let mut delivered = Vec::new();
     let report = init_cluster(client(&state), &helm, &plan(), now(), &mut |name, pw| {
         delivered.push((name.to_owned(), pw.expose().to_owned()));
     })
     .await
     .unwrap();
-    assert!(report.created_secret && report.created_admin && report.upgraded && report.switched);
+    assert!(report.created_namespace && report.created_admin && report.upgraded && report.switched);
     assert_eq!(report.release, "ichor");
     assert_eq!(report.rollout_clusters, Some(vec!["prod".to_owned()]));
     assert_eq!(report.talos_secret, TalosSecret::Missing);
@@ -369,7 +450,7 @@ async fn init_creates_the_secret_then_the_admin_then_upgrades_the_release_then_s
     assert_eq!(
         k.writes,
         vec![
-            (Method::POST, SECRETS.to_owned()),
+            (Method::POST, NAMESPACES.to_owned()),
             (Method::POST, USERS.to_owned()),
             (Method::PATCH, SECRET.to_owned()),
             (Method::from_bytes(b"HELM").unwrap(), UPGRADE.to_owned()),
@@ -453,7 +534,7 @@ fn talos_credentials(dir: &Path) -> TalosCredentials {
 #[tokio::test]
 async fn init_with_no_rollout_leaves_the_rollout_list_and_the_talos_secret_alone() {
     let staging = json!({"controller": {"rollout": {"clusters": ["staging"]}}});
-    let (state, dir, helm) = installed(Kube::default());
+    let (state, dir, helm) = installed(with_secret());
     set_release(&state, staging.clone());
     let no_rollout = InitPlan {
         rollout: false,
@@ -482,7 +563,7 @@ async fn init_with_no_rollout_leaves_the_rollout_list_and_the_talos_secret_alone
             .iter()
             .filter(|w| w.0 == Method::POST && w.1 == SECRETS)
             .count();
-        assert_eq!(created, 1, "the credentials Secret only: {:?}", k.writes);
+        assert_eq!(created, 0, "no Secret: {:?}", k.writes);
     }
 
     // The release already lists the cluster: nothing to upgrade, and the report says so.
@@ -494,7 +575,7 @@ async fn init_with_no_rollout_leaves_the_rollout_list_and_the_talos_secret_alone
     assert_eq!(report.talos_secret, TalosSecret::NotRolledOut);
 
     // Without the flag: the cluster is added, the Secret looked at.
-    let (state, dir, helm) = installed(Kube::default());
+    let (state, dir, helm) = installed(with_secret());
     set_release(&state, staging);
     let report = init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| {})
         .await
@@ -511,7 +592,7 @@ async fn init_with_no_rollout_leaves_the_rollout_list_and_the_talos_secret_alone
 
 #[tokio::test]
 async fn init_a_second_time_creates_upgrades_and_switches_nothing() {
-    let (state, dir, helm) = installed(Kube::default());
+    let (state, dir, helm) = installed(with_secret());
     init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| {})
         .await
         .unwrap();
@@ -524,7 +605,7 @@ async fn init_a_second_time_creates_upgrades_and_switches_nothing() {
     })
     .await
     .unwrap();
-    assert!(!report.created_secret && !report.created_admin && !report.upgraded && !report.switched);
+    assert!(!report.created_namespace && !report.created_admin && !report.upgraded && !report.switched);
     assert_eq!(state.lock().unwrap().writes.len(), before, "nothing written");
     assert_eq!(helm_argv(dir.path()).len(), calls, "helm not even called");
 }
@@ -552,12 +633,12 @@ async fn init_hands_out_the_password_before_a_failing_switch_and_keeps_an_existi
         .await
         .unwrap();
     assert_eq!(delivered, 0);
-    assert!(!report.created_admin && !report.created_secret && !report.upgraded && report.switched);
+    assert!(!report.created_admin && !report.created_namespace && !report.upgraded && report.switched);
 }
 
 #[tokio::test]
 async fn a_failing_upgrade_keeps_the_admin_and_does_not_switch_the_cluster() {
-    let (state, dir, helm) = installed(Kube::default());
+    let (state, dir, helm) = installed(with_secret());
     std::fs::write(dir.path().join("fail"), "").unwrap();
     let mut delivered = 0;
     let e = init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| delivered += 1)
@@ -627,7 +708,7 @@ async fn init_checks_the_release_before_writing_anything() {
         release: Some("ichor-b".into()),
         ..plan()
     };
-    let (state, _dir, helm) = installed(Kube::default());
+    let (state, _dir, helm) = installed(with_secret());
     state.lock().unwrap().releases = two;
     let report = init_cluster(client(&state), &helm, &chosen, now(), &mut |_, _| {})
         .await
@@ -676,4 +757,48 @@ async fn init_without_helm_writes_nothing() {
 async fn init_on_a_missing_cluster_writes_nothing() {
     let e = refused(with_secret(), None, &plan()).await;
     assert!(matches!(e, InitError::NoCluster { .. }), "{e}");
+}
+
+/// A fresh installation (no credentials Secret of an earlier release; the admin is there, so
+/// no entry is written): init creates the namespace and no Secret at all; a second run finds
+/// the namespace and creates nothing.
+#[tokio::test]
+async fn init_on_a_fresh_install_creates_the_namespace_and_no_credentials_secret() {
+    let (state, _dir, helm) = installed(Kube::default());
+    state.lock().unwrap().users.insert(
+        "admin".into(),
+        json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+            "metadata": {"name": "admin", "namespace": "ichor-system"}, "spec": {"roles": ["admin"]}}),
+    );
+    let report = init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| {
+        panic!("no password: the admin exists")
+    })
+    .await
+    .unwrap();
+    assert!(report.created_namespace && !report.created_admin && report.upgraded);
+    {
+        let k = state.lock().unwrap();
+        assert_eq!(
+            k.writes,
+            vec![
+                (Method::POST, NAMESPACES.to_owned()),
+                (Method::from_bytes(b"HELM").unwrap(), UPGRADE.to_owned()),
+                (Method::PATCH, CLUSTER.to_owned()),
+            ]
+        );
+        assert!(k.secret.is_none(), "no legacy Secret on a fresh install");
+        let namespace = k.credentials_namespace.as_ref().unwrap();
+        assert_eq!(
+            namespace["metadata"]["labels"],
+            json!({"app.kubernetes.io/part-of": "ichor"})
+        );
+    }
+
+    set_release(&state, users_on(URL));
+    let before = state.lock().unwrap().writes.len();
+    let report = init_cluster(client(&state), &helm, &plan(), now(), &mut |_, _| {})
+        .await
+        .unwrap();
+    assert!(!report.created_namespace && !report.upgraded && !report.switched);
+    assert_eq!(state.lock().unwrap().writes.len(), before, "nothing written");
 }

@@ -8,19 +8,26 @@
 //!   mix, so the fast path reads without the lock.
 //! - A read is bounded ([`MAX_CACHE_BYTES`]) and strict (unknown fields and other versions are
 //!   refused); a file that does not parse is reported as [`Loaded::Unusable`], never a panic.
+//! - Only a regular file owned by this user and writable by no one else is read: the fast path
+//!   answers kubectl from it without the lock, so a link, a FIFO or a file another user planted
+//!   in the directory is [`Loaded::Unusable`], never followed, read or waited on. The directory
+//!   and the lock file are never reached through a symbolic link either.
 //!
 //! Everything here is plain synchronous std code: `ichor auth token`'s fast path uses it
 //! without an async runtime.
 
 use std::{
     fs::{self, File, OpenOptions},
-    io::{Read, Write},
+    io::Read,
+    os::unix::fs::{MetadataExt as _, OpenOptionsExt as _},
     path::{Path, PathBuf},
 };
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use ichor_server::atomic_file::write_atomic;
 
 use super::{error::AuthError, secret::Secret};
 
@@ -109,14 +116,50 @@ impl CacheEntry {
     }
 }
 
+/// Why a cache file cannot be used: it is then treated as absent and replaced by the next
+/// write (`ichor auth logout` removes it).
+#[derive(Debug, thiserror::Error)]
+pub enum UnusableCache {
+    /// The file could not be read.
+    #[error("it cannot be read: {0}")]
+    Read(#[source] std::io::Error),
+    /// The file is larger than any this ichor writes.
+    #[error("it is larger than {MAX_CACHE_BYTES} bytes")]
+    TooLarge,
+    /// The file was removed between listing and reading it.
+    #[error("it vanished while being read")]
+    Vanished,
+    /// The file is not a cache entry.
+    #[error("it does not parse: {0}")]
+    Parse(#[source] serde_json::Error),
+    /// The entry is of another format version.
+    #[error("v is {0}, this ichor reads only {CACHE_VERSION}")]
+    Version(u32),
+    /// The entry is of another login than the one asked for.
+    #[error("it holds another login (issuer, client or audience differ)")]
+    OtherLogin,
+    /// A link, a FIFO or another non-regular file, or a file of another user or writable by
+    /// others, where this ichor writes a 0600 file of its own.
+    #[error(
+        "it is not a regular file of yours writable only by you (a link, a FIFO, or planted by someone else)"
+    )]
+    NotPrivate,
+}
+
+/// The flags every open in the cache directory adds: never through a symbolic link, and never
+/// waiting on a FIFO.
+fn no_follow_no_wait() -> i32 {
+    i32::try_from((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits()).unwrap_or(0)
+}
+
 /// Parses a cache file strictly.
 ///
 /// # Errors
-/// A sentence saying why the file is unusable.
-pub fn parse(bytes: &[u8]) -> Result<CacheEntry, String> {
-    let entry: CacheEntry = serde_json::from_slice(bytes).map_err(|e| format!("it does not parse: {e}"))?;
+/// Why the file is unusable: it does not parse, or is of another version.
+pub fn parse(bytes: &[u8]) -> Result<CacheEntry, UnusableCache> {
+    let entry: CacheEntry = serde_json::from_slice(bytes).map_err(UnusableCache::Parse)?;
     if entry.v != CACHE_VERSION {
-        return Err(format!("v is {}, this ichor reads only {CACHE_VERSION}", entry.v));
+        return Err(UnusableCache::Version(entry.v));
     }
     Ok(entry)
 }
@@ -130,7 +173,7 @@ pub enum Loaded {
     Usable(Box<CacheEntry>),
     /// A file that cannot be used (corrupt, too large, another version, another login); it
     /// is treated as absent and replaced by the next write.
-    Unusable(String),
+    Unusable(UnusableCache),
 }
 
 /// The directory of cache files.
@@ -151,7 +194,7 @@ pub struct Listed {
     /// The file.
     pub path: PathBuf,
     /// Its entry, or why it is unusable.
-    pub entry: Result<CacheEntry, String>,
+    pub entry: Result<CacheEntry, UnusableCache>,
 }
 
 impl CacheDir {
@@ -192,9 +235,7 @@ impl CacheDir {
             Err(reason) => Loaded::Unusable(reason),
             Ok(Some(bytes)) => match parse(&bytes) {
                 Ok(entry) if entry.key() == *key => Loaded::Usable(Box::new(entry)),
-                Ok(_) => {
-                    Loaded::Unusable("it holds another login (issuer, client or audience differ)".into())
-                }
+                Ok(_) => Loaded::Unusable(UnusableCache::OtherLogin),
                 Err(reason) => Loaded::Unusable(reason),
             },
         }
@@ -223,7 +264,13 @@ impl CacheDir {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let meta = fs::metadata(&self.path).map_err(|e| io("read the directory", e))?;
+            let meta = fs::symlink_metadata(&self.path).map_err(|e| io("read the directory", e))?;
+            if !meta.is_dir() {
+                return Err(io(
+                    "use the directory",
+                    std::io::Error::other("it is a symbolic link or not a directory; remove it"),
+                ));
+            }
             if meta.permissions().mode() & 0o777 != 0o700 {
                 fs::set_permissions(&self.path, fs::Permissions::from_mode(0o700))
                     .map_err(|e| io("set the directory to mode 0700", e))?;
@@ -249,8 +296,7 @@ impl CacheDir {
         options.read(true).write(true).create(true).truncate(false);
         #[cfg(unix)]
         {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
+            options.mode(0o600).custom_flags(no_follow_no_wait());
         }
         let file = options.open(&path).map_err(|e| io("open the lock file", e))?;
         fs4::FileExt::lock(&file).map_err(|e| io("lock", e))?;
@@ -269,7 +315,7 @@ impl CacheDir {
             action: "serialise the entry",
             source: std::io::Error::other(e),
         })?;
-        write_atomic(&self.path, &path, &bytes).map_err(|source| AuthError::CacheIo {
+        write_atomic(&path, &bytes).map_err(|source| AuthError::CacheIo {
             path,
             action: "write",
             source,
@@ -311,7 +357,7 @@ impl CacheDir {
             .map(|path| {
                 let entry = read_bounded(&path).and_then(|bytes| match bytes {
                     Some(b) => parse(&b),
-                    None => Err("it vanished while being read".into()),
+                    None => Err(UnusableCache::Vanished),
                 });
                 Listed { path, entry }
             })
@@ -344,61 +390,38 @@ fn is_cache_file_name(path: &Path) -> bool {
             .is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// Reads at most [`MAX_CACHE_BYTES`]; `None` when the file does not exist.
-fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, String> {
-    let file = match File::open(path) {
+/// Reads at most [`MAX_CACHE_BYTES`]; `None` when the file does not exist. Only a regular file
+/// of this user that no one else can write (see the module's guarantees).
+fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, UnusableCache> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(no_follow_no_wait())
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("it cannot be read: {e}")),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(UnusableCache::NotPrivate);
+        }
+        Err(e) => return Err(UnusableCache::Read(e)),
     };
+    let meta = file.metadata().map_err(UnusableCache::Read)?;
+    if !private_file(&meta, rustix::process::geteuid().as_raw()) {
+        return Err(UnusableCache::NotPrivate);
+    }
     let mut bytes = Vec::new();
     file.take(MAX_CACHE_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("it cannot be read: {e}"))?;
+        .map_err(UnusableCache::Read)?;
     if bytes.len() as u64 > MAX_CACHE_BYTES {
-        return Err(format!("it is larger than {MAX_CACHE_BYTES} bytes"));
+        return Err(UnusableCache::TooLarge);
     }
     Ok(Some(bytes))
 }
 
-/// Writes `bytes` to `path` atomically: a fresh 0600 temporary file in `dir`, fsync, rename,
-/// fsync of the directory. The temporary file is removed if any step fails.
-///
-/// # Errors
-/// The failing step's I/O error.
-pub fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("cache");
-    let mut nonce = [0u8; 8];
-    getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let tmp = dir.join(format!(
-        ".{name}.{}.{}.tmp",
-        std::process::id(),
-        hex::encode(nonce)
-    ));
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let result = (|| {
-        let mut file = options.open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result?;
-    // The rename is durable once the directory is; a failure here loses nothing already read.
-    #[cfg(unix)]
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+/// A regular file owned by `uid` that neither its group nor others can write.
+fn private_file(meta: &fs::Metadata, uid: u32) -> bool {
+    meta.file_type().is_file() && meta.uid() == uid && meta.mode() & 0o022 == 0
 }
 
 #[cfg(test)]
@@ -467,6 +490,80 @@ mod tests {
         }
     }
 
+    /// Files someone else planted where this login's cache file goes: a link to a fresh entry
+    /// elsewhere, a FIFO (which a plain open would wait on forever), a group-writable file.
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_link_fifo_or_shared_file_is_unusable_not_followed_or_waited_on() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let home = tempfile::tempdir().unwrap();
+        let dir = CacheDir::new(home.path().join("auth"));
+        dir.ensure().unwrap();
+        let elsewhere = home.path().join("planted.json");
+        fs::write(&elsewhere, serde_json::to_vec(&entry(i64::MAX)).unwrap()).unwrap();
+        fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).unwrap();
+        let file = dir.file_for(&key());
+
+        symlink(&elsewhere, &file).unwrap();
+        assert!(matches!(
+            dir.load(&key()),
+            Loaded::Unusable(UnusableCache::NotPrivate)
+        ));
+        fs::remove_file(&file).unwrap();
+
+        let made = std::process::Command::new("mkfifo").arg(&file).status().unwrap();
+        assert!(made.success());
+        assert!(matches!(
+            dir.load(&key()),
+            Loaded::Unusable(UnusableCache::NotPrivate)
+        ));
+        fs::remove_file(&file).unwrap();
+
+        fs::copy(&elsewhere, &file).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o620)).unwrap();
+        assert!(matches!(
+            dir.load(&key()),
+            Loaded::Unusable(UnusableCache::NotPrivate)
+        ));
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(
+            matches!(dir.load(&key()), Loaded::Usable(_)),
+            "the same file, private, is read"
+        );
+
+        let meta = fs::metadata(&file).unwrap();
+        assert!(private_file(&meta, meta.uid()));
+        assert!(
+            !private_file(&meta, meta.uid() + 1),
+            "another user's file is refused"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_linked_cache_directory_and_a_linked_lock_file_are_refused() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let home = tempfile::tempdir().unwrap();
+        let target = home.path().join("public");
+        fs::create_dir(&target).unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
+        let linked = home.path().join("auth");
+        symlink(&target, &linked).unwrap();
+        assert!(CacheDir::new(linked).ensure().is_err());
+        assert_eq!(
+            fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+            0o755,
+            "the link's target is not narrowed"
+        );
+
+        let dir = CacheDir::new(home.path().join("real"));
+        dir.ensure().unwrap();
+        let victim = home.path().join("victim");
+        symlink(&victim, dir.lock_file_for(&key())).unwrap();
+        assert!(dir.lock(&key()).is_err());
+        assert!(!victim.exists(), "nothing is created through the link");
+    }
+
     #[cfg(unix)]
     #[test]
     fn an_existing_wide_directory_is_narrowed_to_0700() {
@@ -521,7 +618,9 @@ mod tests {
         for (bytes, needle) in cases {
             fs::write(&file, &bytes).unwrap();
             match dir.load(&key()) {
-                Loaded::Unusable(reason) => assert!(reason.contains(needle), "{needle}: {reason}"),
+                Loaded::Unusable(reason) => {
+                    assert!(reason.to_string().contains(needle), "{needle}: {reason}")
+                }
                 other => panic!("{needle}: {other:?}"),
             }
         }

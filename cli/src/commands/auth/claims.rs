@@ -63,48 +63,87 @@ pub struct Expected<'a> {
     pub nonce: Option<&'a str>,
 }
 
+/// Why an ID token is refused: a malformed token, or a claim that does not match the login.
+#[derive(Debug, thiserror::Error)]
+pub enum IdTokenError {
+    /// The token is longer than any issuer sends.
+    #[error("it is longer than {MAX_TOKEN_BYTES} bytes")]
+    TooLong,
+    /// The token is not `header.payload.signature`.
+    #[error("it is not a compact JWS of three dot-separated parts")]
+    NotCompact,
+    /// The payload is not base64url.
+    #[error("its payload is not base64url: {0}")]
+    PayloadEncoding(#[source] base64::DecodeError),
+    /// The payload is not the claim set.
+    #[error("its payload is not a claim set with iss, sub, aud, exp: {0}")]
+    Claims(#[source] serde_json::Error),
+    /// Another issuer signed it.
+    #[error("iss is {got:?}, not {expected:?}")]
+    Issuer {
+        /// The token's `iss`.
+        got: String,
+        /// The issuer logged in to.
+        expected: String,
+    },
+    /// It is not for this audience.
+    #[error("aud does not contain {0:?}")]
+    Audience(String),
+    /// It names no subject.
+    #[error("sub is empty")]
+    EmptySubject,
+    /// It answers another login.
+    #[error("nonce does not match the one this login sent")]
+    Nonce,
+    /// It expired before it was checked.
+    #[error("it has already expired (is the clock right?)")]
+    Expired,
+}
+
 /// Reads the payload of a compact JWS without verifying it (see the module comment).
 ///
 /// # Errors
-/// A sentence saying which part is malformed.
-pub fn decode_unverified(token: &str) -> Result<IdTokenClaims, String> {
+/// Which part is malformed.
+pub fn decode_unverified(token: &str) -> Result<IdTokenClaims, IdTokenError> {
     if token.len() > MAX_TOKEN_BYTES {
-        return Err(format!("it is longer than {MAX_TOKEN_BYTES} bytes"));
+        return Err(IdTokenError::TooLong);
     }
     let mut parts = token.split('.');
     let (Some(_header), Some(payload), Some(_sig), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err("it is not a compact JWS of three dot-separated parts".into());
+        return Err(IdTokenError::NotCompact);
     };
     let bytes = URL_SAFE_NO_PAD
         .decode(payload)
-        .map_err(|e| format!("its payload is not base64url: {e}"))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| format!("its payload is not a claim set with iss, sub, aud, exp: {e}"))
+        .map_err(IdTokenError::PayloadEncoding)?;
+    serde_json::from_slice(&bytes).map_err(IdTokenError::Claims)
 }
 
 /// Checks a freshly issued token's claims: issuer, audience, nonce and that it is not expired.
 ///
 /// # Errors
-/// A sentence naming the claim that does not match.
-pub fn check(claims: &IdTokenClaims, expected: Expected<'_>, now: Timestamp) -> Result<(), String> {
+/// The claim that does not match.
+pub fn check(claims: &IdTokenClaims, expected: Expected<'_>, now: Timestamp) -> Result<(), IdTokenError> {
     if claims.iss.trim_end_matches('/') != expected.issuer {
-        return Err(format!("iss is {:?}, not {:?}", claims.iss, expected.issuer));
+        return Err(IdTokenError::Issuer {
+            got: claims.iss.clone(),
+            expected: expected.issuer.to_owned(),
+        });
     }
     if !claims.aud.contains(expected.audience) {
-        return Err(format!("aud does not contain {:?}", expected.audience));
+        return Err(IdTokenError::Audience(expected.audience.to_owned()));
     }
     if claims.sub.is_empty() {
-        return Err("sub is empty".into());
+        return Err(IdTokenError::EmptySubject);
     }
     if let Some(nonce) = expected.nonce
         && claims.nonce.as_deref() != Some(nonce)
     {
-        return Err("nonce does not match the one this login sent".into());
+        return Err(IdTokenError::Nonce);
     }
     if claims.exp <= now.as_second() {
-        return Err("it has already expired (is the clock right?)".into());
+        return Err(IdTokenError::Expired);
     }
     Ok(())
 }
@@ -164,7 +203,7 @@ mod tests {
             let mut p = good();
             p[field] = value;
             let e = check(&decode_unverified(&jws(&p)).unwrap(), EXPECTED, now()).unwrap_err();
-            assert!(e.contains(needle), "{field}: {e}");
+            assert!(e.to_string().contains(needle), "{field}: {e}");
         }
     }
 
@@ -176,6 +215,7 @@ mod tests {
         assert!(
             decode_unverified(&"a".repeat(MAX_TOKEN_BYTES + 1))
                 .unwrap_err()
+                .to_string()
                 .contains("longer")
         );
     }

@@ -78,14 +78,29 @@ struct Status<'a> {
     expiration_timestamp: String,
 }
 
+/// Why the ExecCredential could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// The cached ID token's `exp` is outside the representable time range (log in again).
+    #[error("the ID token's exp {exp} is not a time: {reason}")]
+    Expiry {
+        /// The `exp` claim.
+        exp: i64,
+        /// Why it is not a time.
+        reason: jiff::Error,
+    },
+    /// The reply could not be serialised.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+}
+
 /// The reply: `{"apiVersion","kind":"ExecCredential","status":{"token","expirationTimestamp"}}`
 /// with the token's `exp` as UTC whole seconds (`…Z`), and a trailing newline.
 ///
 /// # Errors
-/// A sentence when `exp` is outside the representable time range.
-pub fn render(api_version: &str, token: &str, exp: i64) -> Result<String, String> {
-    let expiry =
-        Timestamp::from_second(exp).map_err(|e| format!("the ID token's exp {exp} is not a time: {e}"))?;
+/// [`RenderError::Expiry`] when `exp` is outside the representable time range.
+pub fn render(api_version: &str, token: &str, exp: i64) -> Result<String, RenderError> {
+    let expiry = Timestamp::from_second(exp).map_err(|reason| RenderError::Expiry { exp, reason })?;
     let credential = ExecCredential {
         api_version,
         kind: "ExecCredential",
@@ -94,12 +109,9 @@ pub fn render(api_version: &str, token: &str, exp: i64) -> Result<String, String
             expiration_timestamp: expiry.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         },
     };
-    serde_json::to_string(&credential)
-        .map(|mut s| {
-            s.push('\n');
-            s
-        })
-        .map_err(|e| e.to_string())
+    let mut text = serde_json::to_string(&credential)?;
+    text.push('\n');
+    Ok(text)
 }
 
 #[cfg(test)]

@@ -18,9 +18,9 @@ use super::{
 };
 
 /// The client id the kubeconfigs name.
-pub const DEFAULT_CLIENT_ID: &str = "ichor-cli";
+pub use ichor_renderers::contract::CLI_CLIENT_ID as DEFAULT_CLIENT_ID;
 /// The audience the kube-apiserver accepts.
-pub const DEFAULT_AUDIENCE: &str = "ichor-kube";
+pub use ichor_renderers::contract::KUBE_AUDIENCE as DEFAULT_AUDIENCE;
 /// The scope a login asks for by default (Ichor's issuer puts the groups in every ID token).
 pub const DEFAULT_SCOPE: &str = "openid offline_access";
 /// The scope for a site's own provider (the one the kubeconfigs of its users name).
@@ -141,7 +141,7 @@ pub fn entry_from(
         issuer: target.issuer.to_string(),
         reason,
     };
-    let c = claims::decode_unverified(tokens.id_token.expose()).map_err(bad)?;
+    let c = claims::decode_unverified(tokens.id_token.expose()).map_err(|e| bad(e.to_string()))?;
     claims::check(
         &c,
         Expected {
@@ -151,7 +151,7 @@ pub fn entry_from(
         },
         now,
     )
-    .map_err(bad)?;
+    .map_err(|e| bad(e.to_string()))?;
     Ok(CacheEntry {
         v: CACHE_VERSION,
         issuer: target.issuer.as_str().to_owned(),

@@ -12,18 +12,14 @@
 
 use std::{
     io::{IsTerminal, Write},
-    path::{Path, PathBuf},
+    path::Path,
     process::ExitCode,
 };
 
 use anyhow::Context as _;
+use ichor_server::atomic_file::write_atomic;
 
-use super::{
-    cache::{CacheDir, write_atomic},
-    flow,
-    issuer_url::IssuerUrl,
-    kubeconfig_check::check_kubeconfig,
-};
+use super::{cache::CacheDir, flow, issuer_url::IssuerUrl, kubeconfig_check::check_kubeconfig};
 use crate::api_client::UserApiClient;
 
 /// What happened to `--out`.
@@ -56,11 +52,7 @@ pub fn write_kubeconfig(path: &Path, text: &str, force: bool) -> anyhow::Result<
         Some(_) => Written::Replaced,
         None => Written::Created,
     };
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    write_atomic(&dir, path, text.as_bytes())
+    write_atomic(path, text.as_bytes())
         .with_context(|| format!("--out {}: cannot write it", path.display()))?;
     Ok(outcome)
 }

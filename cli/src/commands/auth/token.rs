@@ -142,9 +142,9 @@ fn login_required(target: &Target) -> AuthError {
 
 fn print_credential(info: &ExecInfo, entry: &CacheEntry) -> Result<ExitCode, AuthError> {
     let text = exec_credential::render(info.api_version, entry.id_token.expose(), entry.id_token_exp)
-        .map_err(|reason| AuthError::IdToken {
+        .map_err(|e| AuthError::IdToken {
             issuer: entry.issuer.clone(),
-            reason,
+            reason: e.to_string(),
         })?;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())

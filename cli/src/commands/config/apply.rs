@@ -13,19 +13,25 @@
 //! 3. Check everything needed before touching any node: each machine's configuration in
 //!    `--machine-config-dir` takes the rendered document ([`ichor_talos::machine_config`]), the
 //!    talosconfig is usable, the `/readyz` trust is given.
-//! 4. For each control plane in plan order: `Version`, then `ApplyConfiguration` with the full
-//!    machine configuration and mode `NO_REBOOT` ([`ichor_talos::client`]), then wait for its
-//!    `https://<address>:6443/readyz` to go down and come back ([`ichor_talos::readyz`]), all within
-//!    `--node-timeout`. Progress is printed per node on stderr and recorded in a
-//!    `TalosOperation` ([`super::operation`], [`super::store`]).
-//! 5. The first failure stops the rollout: later nodes are not touched, and the message gives
-//!    the command that resumes at the failed node (`--resume`; a plain re-run for the same
-//!    render offers it too). Nodes recorded `Done` are never applied again.
+//! 4. The rollout runs through the one reconcile loop ([`offline`]), as `ichor dev` does: the
+//!    World is the manifests directory, the operation record (`DIR/.ichor/operations/`,
+//!    [`super::operation`], [`super::store`]) and the rollout settings from the flags; the graph
+//!    decides each step as in the cluster, and a file sink ([`sink`]) performs it: for each
+//!    control plane in plan order `Version`, then the rollout step the controller performs too
+//!    ([`ichor_talos::rollout`]): the document the node ran is recorded, and the full machine
+//!    configuration is applied with mode `NO_REBOOT`; then `/readyz` is probed
+//!    ([`ichor_talos::readyz`]) until it went down and came back, within `--node-timeout`.
+//!    Progress is printed per node on stderr; every event goes to a journal in
+//!    `DIR/.ichor/journal/` that `ichor-controller replay` reads.
+//! 5. A node whose `/readyz` does not come back is rolled back to the document it ran before
+//!    and the operation fails, touching no later node; so does a refused step. The message gives
+//!    the command that resumes at the failed node (`--resume`; a plain re-run for the same render
+//!    offers it too): the record's failed node is put back to `Pending` before the loop runs.
+//!    Nodes recorded `Done` are never applied again.
 //!
 //! This module is steps 1 to 3 (the plan, its output and the checks before any node is
 //! touched); `args` holds the flags, `inputs` what those steps read and ask (the cluster,
-//! each machine's merged configuration, the confirmation), and `rollout` step 4 and 5, the
-//! node-by-node restart and its progress record.
+//! each machine's merged configuration, the confirmation), `offline` and `sink` steps 4 and 5.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -33,27 +39,29 @@ use std::{
     time::Duration,
 };
 
+use ichor_controller_core::identity::rollout::RolloutSettings;
 use ichor_renderers::{
     cluster::{self, AUTHENTICATION_DOCUMENT},
-    crd::{MachineRole, OperationPhase},
+    crd::{MachineRole, NodeState, OperationPhase, is_object_name},
     rollout::APISERVER_PORT,
 };
 use ichor_server::manifest_files;
 use ichor_talos::{machine_config::Merge, readyz::ReadyzProbe, talosconfig};
 
 use super::{
-    operation::{self, DONE},
+    operation,
     store::{FileOperationStore, OperationStore},
 };
 use crate::OutputFormat;
 use inputs::{confirm, merged_config, readyz_url, select_cluster, short};
-use rollout::execute;
+use offline::Offline;
 
 mod args;
 mod in_cluster;
 mod inputs;
+pub mod offline;
 mod preflight;
-mod rollout;
+mod sink;
 #[cfg(test)]
 mod tests;
 
@@ -68,18 +76,11 @@ struct Target {
     /// Its index in the operation's `status.nodes`.
     step: usize,
     machine: String,
-    address: String,
-    readyz_url: String,
-    /// The full machine configuration to apply (filled by the preflight).
-    data: Vec<u8>,
-}
-
-/// The per-step settings.
-#[derive(Debug, Clone, Copy)]
-struct Timing {
-    node_timeout: Duration,
-    restart_grace: Duration,
-    poll_interval: Duration,
+    /// Its configuration as read from `--machine-config-dir` (filled by the preflight), which
+    /// takes the rendered document and is applied whole.
+    config: String,
+    /// Ichor has not applied its document to it yet: a foreign `jwt` list is refused.
+    adopting: bool,
 }
 
 /// Run `ichor config apply`.
@@ -121,6 +122,15 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     };
     let (namespace, name) = c.cluster.split_once('/').unwrap_or(("", c.cluster.as_str()));
+    // Both name files under DIR/.ichor/ (the record, the journal): only Kubernetes object names.
+    if !is_object_name(namespace) || !is_object_name(name) {
+        eprintln!(
+            "error: cluster {:?}: its namespace and name must be Kubernetes object names (lowercase \
+             letters, digits, '-' and '.'); nothing applied",
+            c.cluster
+        );
+        return Ok(ExitCode::FAILURE);
+    }
 
     let store = FileOperationStore::new(&dir);
     let existing = store.load(name)?.filter(|op| op.spec.cluster == name);
@@ -225,23 +235,22 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
     };
     let mut targets = Vec::new();
     for (step, (machine, address)) in pairs.into_iter().enumerate() {
-        let Some(readyz_url) = readyz_url(&address, args.apiserver_port) else {
+        if readyz_url(&address, args.apiserver_port).is_none() {
             eprintln!("error: control plane {machine}: {address:?} is not an IP address or DNS name");
             return Ok(ExitCode::FAILURE);
-        };
+        }
         targets.push(Target {
+            adopting: adopting.contains(&machine),
             step,
             machine,
-            address,
-            readyz_url,
-            data: Vec::new(),
+            config: String::new(),
         });
     }
     let done = |t: &Target| {
         resume_op
             .as_ref()
             .and_then(|op| operation::nodes(op).get(t.step))
-            .is_some_and(|n| n.state == DONE)
+            .is_some_and(|n| n.state == NodeState::Done)
     };
 
     // The plan (stdout: it is this command's result).
@@ -261,10 +270,11 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
                     short(sha)
                 );
                 for (i, node) in operation::nodes(op).iter().enumerate() {
+                    // The record is a file in the tree: its text reaches the terminal escaped.
                     let detail = node
                         .message
                         .as_deref()
-                        .map(|m| format!(": {m}"))
+                        .map(|m| format!(": {}", m.escape_debug()))
                         .unwrap_or_default();
                     println!("{}. {:<24} {}{detail}", i + 1, node.machine, node.state);
                 }
@@ -292,11 +302,11 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
 
     // Everything that can fail is checked before any node is touched.
     let mut problems = Vec::new();
-    let mut merged: BTreeMap<usize, (Vec<u8>, Merge, String)> = BTreeMap::new();
+    let mut merged: BTreeMap<usize, (String, Merge, String)> = BTreeMap::new();
     match &args.machine_config_dir {
         Some(dir) => {
             for t in &remaining {
-                match merged_config(dir, &t.machine, yaml, adopting.contains(&t.machine)) {
+                match merged_config(dir, &t.machine, yaml, t.adopting) {
                     Ok((data, merge, file)) => {
                         merged.insert(t.step, (data, merge, file));
                     }
@@ -369,8 +379,8 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     };
     for t in &mut targets {
-        if let Some((data, _, _)) = merged.remove(&t.step) {
-            t.data = data;
+        if let Some((config, _, _)) = merged.remove(&t.step) {
+            t.config = config;
         }
     }
 
@@ -401,18 +411,60 @@ pub fn run(args: ApplyArgs, output: OutputFormat) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let mut op = resume_op.unwrap_or_else(|| {
-        let machines: Vec<String> = targets.iter().map(|t| t.machine.clone()).collect();
-        operation::new_operation(namespace, name, sha, &machines)
-    });
-    let timing = Timing {
+    let op = match resume_op {
+        Some(stored) => operation::resume_record(&stored, namespace, name, sha, &addresses),
+        None => {
+            let machines: Vec<String> = targets.iter().map(|t| t.machine.clone()).collect();
+            operation::new_operation(namespace, name, sha, &machines)
+        }
+    };
+    let settings = RolloutSettings {
+        poll_interval_millis: u64::try_from(args.poll_interval.as_millis()).unwrap_or(u64::MAX),
+        apiserver_port: args.apiserver_port,
+        ..RolloutSettings::default()
+    }
+    .with_durations(args.node_timeout, args.restart_grace);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let offline = Offline {
+        dir: &dir,
+        manifests: &manifests,
+        store: &store,
+        talos: &talos,
+        probe: &probe,
+        configs: targets
+            .iter()
+            .map(|t| (t.machine.clone(), t.config.clone()))
+            .collect(),
+        settings,
         node_timeout: args.node_timeout,
         restart_grace: args.restart_grace,
         poll_interval: args.poll_interval,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let code = runtime.block_on(execute(&mut op, &targets, &talos, &probe, &store, timing))?;
-    Ok(code)
+    let (op, journal) = runtime.block_on(offline.run(op))?;
+    Ok(offline::summarise(&op, &journal, &resume_command()))
+}
+
+/// The command that resumes: this one, with `--resume` (and without `--dry-run`).
+fn resume_command() -> String {
+    let mut words = vec!["ichor".to_owned()];
+    let mut has_resume = false;
+    for a in std::env::args().skip(1) {
+        if a == "--dry-run" {
+            continue;
+        }
+        has_resume |= a == "--resume";
+        words.push(
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"') {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            } else {
+                a
+            },
+        );
+    }
+    if !has_resume {
+        words.push("--resume".to_owned());
+    }
+    words.join(" ")
 }

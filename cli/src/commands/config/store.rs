@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 
 use ichor_renderers::crd::TalosOperation;
 
-use crate::commands::auth::cache::write_atomic;
+use ichor_server::atomic_file::write_atomic;
 
 /// The annotation holding the sha256 of the rendered document the operation applies, so a
 /// re-run knows whether the stored operation is for the same render.
-pub const RENDERED_SHA_ANNOTATION: &str = "ichor.maesh.dev/rendered-sha256";
+pub use ichor_renderers::contract::RENDERED_SHA_ANNOTATION;
 
 /// A failure reading or writing the operation record.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +79,30 @@ impl FileOperationStore {
     }
 }
 
+/// Refuses a state directory (`DIR/.ichor` and the directory below it that is about to be
+/// written) that is a symbolic link: the manifests tree may come from a repository others commit
+/// to, and a link planted there would turn this command's writes into writes elsewhere.
+///
+/// # Errors
+/// [`StoreError::Io`] naming the link.
+pub fn refuse_linked_state_dir(sub: &Path) -> Result<(), StoreError> {
+    for dir in [sub.parent(), Some(sub)].into_iter().flatten() {
+        match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(StoreError::Io {
+                    path: dir.display().to_string(),
+                    action: "use",
+                    reason:
+                        "it is a symbolic link; remove it (this command keeps its state in a real directory)"
+                            .to_owned(),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl OperationStore for FileOperationStore {
     fn load(&self, cluster: &str) -> Result<Option<TalosOperation>, StoreError> {
         let path = self.path(cluster);
@@ -109,6 +133,7 @@ impl OperationStore for FileOperationStore {
             action,
             reason: e.to_string(),
         };
+        refuse_linked_state_dir(&self.dir)?;
         std::fs::create_dir_all(&self.dir).map_err(|e| io("create directory", e))?;
         let text = serde_yaml::to_string(operation).map_err(|e| StoreError::Parse {
             path: path.display().to_string(),
@@ -117,7 +142,7 @@ impl OperationStore for FileOperationStore {
         // A fresh sibling of a random name (exclusive create, 0600) renamed over the record: an
         // interrupted write never leaves a half record, and in a shared checkout a name someone
         // else planted (a symlink to one of the writer's files) is never opened.
-        write_atomic(&self.dir, &path, text.as_bytes()).map_err(|e| io("write", e))
+        write_atomic(&path, text.as_bytes()).map_err(|e| io("write", e))
     }
 
     fn location(&self, cluster: &str) -> String {

@@ -67,6 +67,15 @@ pub enum InitError {
         /// What is wrong.
         error: ReleaseError,
     },
+    /// The credentials namespace exists with something in it that Ichor did not put there.
+    #[error(
+        "Namespace {namespace} exists and holds what Ichor does not put there: {found}. Ichor keeps          every user's password in it, so whoever controls it could sign in as any user; remove          those objects (or the namespace, if Ichor never ran) and run `ichor init` again",
+        namespace = ichor_renderers::contract::CREDENTIALS_NAMESPACE
+    )]
+    ForeignCredentialsNamespace {
+        /// What was found, named.
+        found: String,
+    },
     /// Users are on with another issuer URL.
     #[error(
         "Helm release {release} already runs the issuer at {current}, not {wanted}. Changing the issuer \

@@ -15,7 +15,11 @@
 //!   context (named like it, or `--talos-context`) and a PEM certificate ([`talos_secret`]).
 //!
 //! # Writes, in order
-//! 1. The `ichor-user-credentials` Secret: created empty when absent.
+//! 1. The namespace `ichor-credentials`, which holds one credentials Secret per user: created
+//!    when absent ([`credentials`]), before the upgrade that renders the issuer's and the
+//!    controller's Roles into it. No credentials Secret is created: a fresh installation starts
+//!    with one Secret per user, and the one Secret of earlier releases (`ichor-user-credentials`),
+//!    when it exists, is kept as it is (the controller migrates it).
 //! 2. The first admin (`--admin-user`, role `admin`, generated password, `mustChange`), through
 //!    [`bootstrap_user`]. The password is handed to the caller at once — before the next step,
 //!    so it is printed also when that step fails. An existing user of that name is kept as it is.
@@ -36,6 +40,7 @@
 //! that the operator rolls the control planes out another way.
 
 mod checks;
+pub mod credentials;
 mod error;
 pub mod helm;
 pub mod release;
@@ -52,7 +57,8 @@ use anyhow::Context as _;
 use clap::Args;
 use ichor_issuer::oidc::passwords::generate_password;
 use ichor_renderers::{
-    auth::{Password, credentials::CREDENTIALS_SECRET_NAME},
+    auth::Password,
+    contract::CREDENTIALS_NAMESPACE,
     crd::{IchorUser, NAMESPACE, TalosCluster},
 };
 use jiff::Timestamp;
@@ -150,8 +156,8 @@ pub enum TalosSecret {
 /// What `ichor init` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InitReport {
-    /// The credentials Secret was created (it did not exist).
-    pub created_secret: bool,
+    /// The namespace holding the per-user credentials Secrets was created (it did not exist).
+    pub created_namespace: bool,
     /// The first admin was created (false: a user of that name existed and was kept).
     pub created_admin: bool,
     /// The Helm release of the chart.
@@ -246,7 +252,7 @@ pub async fn find_release(client: kube::Client, wanted: Option<&str>) -> Result<
     }
 }
 
-/// Runs the checks, then the four writes, through `client` and `helm`. `on_password` gets the
+/// Runs the checks, then the five writes, through `client` and `helm`. `on_password` gets the
 /// first admin's name and password as soon as the admin exists, before the upgrade is
 /// attempted.
 ///
@@ -333,42 +339,11 @@ pub async fn init_cluster(
         None
     };
 
-    // 1. The credentials Secret.
+    // 1. The credentials namespace (an existing legacy Secret is left as it is).
+    let created_namespace = credentials::ensure_credentials_namespace(client.clone()).await?;
     let post = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
-    };
-    let created_secret = match secrets.get_opt(CREDENTIALS_SECRET_NAME).await {
-        Ok(Some(_)) => false,
-        Ok(None) => {
-            let secret: Secret = serde_json::from_value(serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {
-                    "name": CREDENTIALS_SECRET_NAME,
-                    "namespace": NAMESPACE,
-                    "labels": {"app.kubernetes.io/part-of": "ichor"},
-                },
-                "type": "Opaque",
-            }))
-            .map_err(|e| InitError::Kube(format!("cannot build Secret {CREDENTIALS_SECRET_NAME}: {e}")))?;
-            match secrets.create(&post, &secret).await {
-                Ok(_) => true,
-                Err(kube::Error::Api(status)) if status.code == 409 => false,
-                Err(e) => {
-                    return Err(InitError::Kube(format!(
-                        "cannot create Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME}: {}",
-                        kube_message(&e)
-                    )));
-                }
-            }
-        }
-        Err(e) => {
-            return Err(InitError::Kube(format!(
-                "cannot read Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME}: {}",
-                kube_message(&e)
-            )));
-        }
     };
 
     // 2. The first admin.
@@ -461,7 +436,7 @@ pub async fn init_cluster(
         }
     };
     Ok(InitReport {
-        created_secret,
+        created_namespace,
         created_admin,
         release: release.name,
         upgraded,
@@ -512,8 +487,8 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
         let mut print = |name: &str, password: &Password| eprintln!("{}", password_message(name, password));
         anyhow::Ok(init_cluster(client, &helm, &plan, Timestamp::now(), &mut print).await?)
     })?;
-    if report.created_secret {
-        eprintln!("Created Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME}.");
+    if report.created_namespace {
+        eprintln!("Created Namespace {CREDENTIALS_NAMESPACE} (one credentials Secret per user).");
     }
     if !report.created_admin {
         eprintln!(

@@ -10,7 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use ichor_reconcile::identity::rollout::{KUBE_CA_KEY, TALOS_CREDENTIALS_SUFFIX, TALOSCONFIG_KEY};
+use ichor_controller_core::identity::rollout::{KUBE_CA_KEY, TALOS_CREDENTIALS_SUFFIX, TALOSCONFIG_KEY};
+use ichor_renderers::contract::{PART_OF_LABEL, PART_OF_VALUE};
 use ichor_renderers::{crd::NAMESPACE, trust::tls::CertFacts};
 use ichor_talos::talosconfig::{self, TalosConfigError};
 use k8s_openapi::{ByteString, api::core::v1::Secret};
@@ -275,7 +276,7 @@ impl TalosCredentials {
         };
         secret.metadata.name = Some(secret_name(cluster));
         secret.metadata.namespace = Some(NAMESPACE.to_owned());
-        secret.metadata.labels = Some([("app.kubernetes.io/part-of".to_owned(), "ichor".to_owned())].into());
+        secret.metadata.labels = Some([(PART_OF_LABEL.to_owned(), PART_OF_VALUE.to_owned())].into());
         secret
     }
 }

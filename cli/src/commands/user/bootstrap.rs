@@ -2,13 +2,15 @@
 //! caller's OWN kubeconfig (no `UserService`, which needs a user to sign in as).
 //!
 //! # Guarantees
-//! - Refuses a missing `ichor-user-credentials` Secret, an existing `IchorUser` and an existing
-//!   credentials entry of that name, before anything is written.
+//! - Refuses an installation without Ichor users (neither the namespace `ichor-credentials`,
+//!   which `ichor init` creates, nor the one credentials Secret of earlier releases exists), an
+//!   existing `IchorUser` and existing credentials of that name, before anything is written.
 //! - The password is hashed (argon2id, `ichor_renderers::auth::hash`) before any write; the
 //!   entry says `mustChange: true`.
-//! - Writes the `IchorUser`, then the entry by JSON merge patch of one key guarded by the
-//!   Secret's `resourceVersion` (retried on a conflict). If the entry cannot be written, the
-//!   `IchorUser` is deleted again, so the command leaves neither behind.
+//! - Writes the `IchorUser`, then the entry through the issuer's store, conditionally on what
+//!   it read (retried on a conflict); the store decides where the entry lives (the user's own
+//!   Secret, or a key of the legacy Secret while an installation still uses it). If the entry
+//!   cannot be written, the `IchorUser` is deleted again, so the command leaves neither behind.
 
 use ichor_issuer::{
     oidc::passwords::hash_password_random,
@@ -21,13 +23,15 @@ use ichor_renderers::{
         policy::check_password,
         roles::validate_roles,
     },
+    contract::{CREDENTIALS_NAMESPACE, USER_CREDENTIALS_PREFIX},
     crd::{IchorUser, IchorUserSpec, NAMESPACE},
 };
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, PostParams};
 
 /// The field manager of the CLI's writes.
-pub const FIELD_MANAGER: &str = "ichor-cli";
+pub use ichor_renderers::contract::CLI_FIELD_MANAGER as FIELD_MANAGER;
 /// How often a credentials write is retried after a conflict.
 const MAX_CONFLICT_RETRIES: usize = 3;
 
@@ -50,22 +54,24 @@ pub enum BootstrapError {
     /// The name, a role or the password is invalid.
     #[error("{0}")]
     Invalid(String),
-    /// The credentials Secret does not exist.
+    /// Neither the credentials namespace nor the legacy credentials Secret exists.
     #[error(
-        "Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME} does not exist: Ichor users are not installed here \
-         (run `ichor init --ui-url <url> --cluster <name>` or enable users in the chart first)"
+        "Ichor users are not installed here: Namespace {CREDENTIALS_NAMESPACE} does not exist (nor \
+         Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME} of earlier releases); run `ichor init --ui-url <url> \
+         --cluster <name>` first"
     )]
-    NoCredentialsSecret,
+    NotInstalled,
     /// The user exists already.
     #[error(
         "IchorUser {NAMESPACE}/{0} exists already: --bootstrap only creates a first user; use \
          `ichor user set-password` as an administrator instead"
     )]
     UserExists(String),
-    /// An entry of that name is in the credentials Secret without a user.
+    /// Credentials of that name are stored without a user.
     #[error(
-        "Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME} already holds a credentials entry for {0:?}; remove \
-         that key first or choose another name"
+        "credentials of {0:?} are stored already without an IchorUser (Secret \
+         {CREDENTIALS_NAMESPACE}/{USER_CREDENTIALS_PREFIX}{0}, or the key {0:?} of Secret \
+         {NAMESPACE}/{CREDENTIALS_SECRET_NAME} of earlier releases); remove them first or choose another name"
     )]
     EntryExists(String),
     /// The Kubernetes API refused or failed.
@@ -81,11 +87,10 @@ pub enum BootstrapError {
     },
 }
 
+/// A store error as one sentence. Whether users are installed at all was decided before
+/// ([`check_installed`]), so a store that finds no credentials object says so in its own words.
 fn store_error(e: StoreError) -> BootstrapError {
-    match e {
-        StoreError::Missing(_) => BootstrapError::NoCredentialsSecret,
-        other => BootstrapError::Kube(other.to_string()),
-    }
+    BootstrapError::Kube(e.to_string())
 }
 
 fn kube_error(action: &str, name: &str, e: &kube::Error) -> BootstrapError {
@@ -120,6 +125,7 @@ pub async fn bootstrap_user(
 ) -> Result<(), BootstrapError> {
     check_input(user, password)?;
     let name = user.name.as_str();
+    check_installed(&client).await?;
     let store = KubeStore::new(client.clone()).with_user_ttl(std::time::Duration::ZERO);
     let (entry, _) = store.read_credentials(name).await.map_err(store_error)?;
     let users: Api<IchorUser> = Api::namespaced(client, NAMESPACE);
@@ -195,7 +201,40 @@ async fn write_entry(
         }
     }
     Err(BootstrapError::Kube(format!(
-        "Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME} kept changing while the entry for {name:?} was written; \
-         run the command again"
+        "the stored credentials of {name:?} kept changing while they were written; run the command again"
     )))
+}
+
+/// Whether Ichor users are installed: the namespace `ichor init` creates for the per-user
+/// credentials Secrets exists, or else (an installation of an earlier release, before `ichor
+/// init` ran again) the one credentials Secret does. Only a 404 of both is "not installed";
+/// any other answer is the error it is.
+async fn check_installed(client: &kube::Client) -> Result<(), BootstrapError> {
+    let unreadable = |what: String, e: kube::Error| {
+        BootstrapError::Kube(format!(
+            "cannot read {what}: {}",
+            match e {
+                kube::Error::Api(status) => status.message,
+                other => other.to_string(),
+            }
+        ))
+    };
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    if namespaces
+        .get_opt(CREDENTIALS_NAMESPACE)
+        .await
+        .map_err(|e| unreadable(format!("Namespace {CREDENTIALS_NAMESPACE}"), e))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    match secrets
+        .get_metadata_opt(CREDENTIALS_SECRET_NAME)
+        .await
+        .map_err(|e| unreadable(format!("Secret {NAMESPACE}/{CREDENTIALS_SECRET_NAME}"), e))?
+    {
+        Some(_) => Ok(()),
+        None => Err(BootstrapError::NotInstalled),
+    }
 }

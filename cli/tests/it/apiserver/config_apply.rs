@@ -2,14 +2,14 @@
 //! real `ichor` binary against a real kube-apiserver of the test kit, with the admin's kubeconfig:
 //! the CRDs only (no chart, so no webhook reviews anything), a `TalosCluster` trusting Ichor's
 //! issuer, its three control planes (and one of another cluster) and the trust ConfigMap
-//! `ichor-oidc-trust`, from `ichor_reconcile::sim::fixtures`. One case adds the chart's built-in
+//! `ichor-oidc-trust`, from `ichor_controller_core::sim::fixtures`. One case adds the chart's built-in
 //! roles (`files/ichor-roles.yaml`) for a user of `ichor:admin`, who may not read that ConfigMap.
 //!
 //! The controller's part is played by the test: once the command has created (or found) the
 //! `TalosOperation`, the test writes the operation's status through its status subresource the
 //! way the controller writes it (server-side apply of the whole status, field manager
 //! `ichor-controller`, conditioned on the resourceVersion read; the states, fields and messages of
-//! `ichor_reconcile::identity::rollout` and `ichor_reconcilers::apply::rollout`), waiting after
+//! `ichor_controller_core::identity::rollout` and `ichor_controller::apply::rollout`), waiting after
 //! each write for the line the command prints for it. The real controller doing the rollout is
 //! tested in `reconcilers/tests/cluster/rollout.rs`.
 
@@ -17,13 +17,12 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use ichor_reconcile::identity::rollout::{APPLYING, DONE, PENDING, ROLLED_BACK, ROLLING_BACK, WAITING_READY};
-use ichor_reconcile::sim::fixtures::{self, Auth};
-use ichor_reconcilers::apply::{FIELD_MANAGER, rollout::APPLIED_HASHES_MANAGER};
+use ichor_controller::apply::{FIELD_MANAGER, rollout::APPLIED_HASHES_MANAGER};
+use ichor_controller_core::sim::fixtures::{self, Auth};
 use ichor_renderers::cluster::{AUTHENTICATION_DOCUMENT, render_cluster};
 use ichor_renderers::crd::{
-    IDENTITY_MANAGER, MANAGED_BY_LABEL, OperationKind, OperationNodeResult, OperationPhase, PreviousDocument,
-    TalosCluster, TalosMachine, TalosOperation, TalosOperationSpec, TalosOperationStatus,
+    IDENTITY_MANAGER, MANAGED_BY_LABEL, NodeState, OperationKind, OperationNodeResult, OperationPhase,
+    PreviousDocument, TalosCluster, TalosMachine, TalosOperation, TalosOperationSpec, TalosOperationStatus,
 };
 use ichor_renderers::trust::{IssuerTrust, render_trust_configmap};
 use ichor_testkit::control_plane::{ControlPlane, Options};
@@ -34,6 +33,13 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::sync::mpsc;
 
 use crate::support::ichor_command;
+
+const PENDING: &str = NodeState::Pending.as_str();
+const APPLYING: &str = NodeState::Applying.as_str();
+const WAITING_READY: &str = NodeState::WaitingReady.as_str();
+const DONE: &str = NodeState::Done.as_str();
+const ROLLING_BACK: &str = NodeState::RollingBack.as_str();
+const ROLLED_BACK: &str = NodeState::RolledBack.as_str();
 
 mod rollout_off;
 

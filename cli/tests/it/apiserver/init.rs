@@ -2,9 +2,9 @@
 //! `hack/kube/build.sh` from `helm.sh/helm/v3`): the chart installed by `helm install` with users
 //! off, its webhooks answered by the controller's webhook code ([`webhooks`]), a TalosCluster,
 //! then the real `ichor` binary with the control plane's admin kubeconfig and helm found on its
-//! PATH. What it did is read back from the apiserver and from helm: the credentials Secret, the
-//! first admin and its entry, the release's values and revision, the switch on the
-//! TalosCluster. On this default install (`controller.rollout.clusters` empty) init adds the
+//! PATH. What it did is read back from the apiserver and from helm: the credentials namespace
+//! and no legacy credentials Secret, the first admin and its entry (in its own Secret), the
+//! release's values and revision, the switch on the TalosCluster. On this default install (`controller.rollout.clusters` empty) init adds the
 //! cluster to that list, and, the Secret `<cluster>-talosconfig` missing, prints the exact
 //! `ichor init ... --talosconfig FILE --kube-ca FILE` command before `ichor config apply`;
 //! `ichor config apply` of a cluster the controller does not roll out, or without that Secret,
@@ -39,6 +39,8 @@ const URL: &str = "https://ichor.example.test";
 const OTHER_URL: &str = "https://other.example.test";
 const CREDENTIALS: &str = "ichor-user-credentials";
 const ADMIN: &str = "admin";
+/// The admin's credentials Secret in [`CREDENTIALS_NAMESPACE`].
+const ADMIN_SECRET: &str = "ichor-user-admin";
 /// The operator's own value at install (kept by the upgrade).
 const OPERATOR_VALUES: [&str; 2] = ["--set", "controller.replicas=1"];
 /// What `ichor init` prints on stdout once the Talos credentials Secret exists: the one next
@@ -134,12 +136,20 @@ fn get(plane: &ControlPlane, kind: &str, name: &str) -> Value {
         .unwrap_or_else(|| panic!("no {kind} {NAMESPACE}/{name}"))
 }
 
-/// The admin's credentials entry, from the Secret on the server.
+/// The admin's own credentials Secret (a fresh install keeps one Secret per user).
+fn admin_secret(plane: &ControlPlane) -> Value {
+    plane
+        .get_json(0, "secret", CREDENTIALS_NAMESPACE, ADMIN_SECRET)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no Secret {CREDENTIALS_NAMESPACE}/{ADMIN_SECRET}"))
+}
+
+/// The admin's credentials entry, from its Secret on the server.
 fn admin_entry(plane: &ControlPlane) -> CredentialsEntry {
-    let secret = get(plane, "secret", CREDENTIALS);
-    let b64 = secret["data"][ADMIN]
+    let secret = admin_secret(plane);
+    let b64 = secret["data"]["entry"]
         .as_str()
-        .unwrap_or_else(|| panic!("{CREDENTIALS} has no entry {ADMIN}: {secret}"));
+        .unwrap_or_else(|| panic!("{ADMIN_SECRET} has no entry: {secret}"));
     let json = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
     CredentialsEntry::parse(ADMIN, &json).unwrap()
 }
@@ -151,14 +161,11 @@ fn resource_version(object: &Value) -> String {
 /// What a run of init may not change when it has nothing to do: the admin, its credentials,
 /// the TalosCluster (resource versions) and the release (revision, status, user values).
 fn unchanged_state(plane: &ControlPlane, helm: &Helm) -> (Vec<String>, (u64, String), Value) {
-    let versions = [
-        ("ichoruser", ADMIN),
-        ("secret", CREDENTIALS),
-        ("taloscluster", CLUSTER),
-    ]
-    .iter()
-    .map(|(kind, name)| resource_version(&get(plane, kind, name)))
-    .collect();
+    let mut versions: Vec<String> = [("ichoruser", ADMIN), ("taloscluster", CLUSTER)]
+        .iter()
+        .map(|(kind, name)| resource_version(&get(plane, kind, name)))
+        .collect();
+    versions.push(resource_version(&admin_secret(plane)));
     (
         versions,
         helm.revision(RELEASE).unwrap(),
@@ -260,9 +267,17 @@ fn init_turns_users_on_through_the_helm_release_once_and_refuses_another_url() {
         "{stderr}"
     );
 
-    // The credentials Secret and the first admin, whose password must change at first sign-in.
-    let secret = get(&plane, "secret", CREDENTIALS);
-    assert_eq!(secret["type"], "Opaque");
+    // No legacy credentials Secret; the first admin, whose password must change at first
+    // sign-in, with its own credentials Secret.
+    assert!(
+        plane
+            .get_json(0, "secret", NAMESPACE, CREDENTIALS)
+            .unwrap()
+            .is_none()
+    );
+    let secret = admin_secret(&plane);
+    assert_eq!(secret["type"], "ichor.maesh.dev/user-credentials");
+    assert_eq!(secret["metadata"]["labels"]["ichor.maesh.dev/user"], ADMIN);
     let admin = get(&plane, "ichoruser", ADMIN);
     assert_eq!(admin["spec"]["roles"], json!(["admin"]));
     let entry = admin_entry(&plane);
@@ -356,5 +371,242 @@ fn init_turns_users_on_through_the_helm_release_once_and_refuses_another_url() {
     assert_eq!(
         get(&plane, "taloscluster", CLUSTER)["spec"]["authentication"]["ichor"]["url"],
         URL
+    );
+}
+
+/// The first administrator as a fresh installation may already have it (kept by init, so this
+/// test writes no credentials entry: where an entry goes is the store's, tested with it).
+const ADMIN_USER: &str = "\
+apiVersion: ichor.maesh.dev/v1alpha1
+kind: IchorUser
+metadata:
+  name: admin
+  namespace: ichor-system
+spec:
+  roles: [admin]
+";
+/// The namespace of the per-user credentials Secrets.
+const CREDENTIALS_NAMESPACE: &str = "ichor-credentials";
+
+/// The Secrets of `namespace`, by name.
+fn secret_names(plane: &ControlPlane, namespace: &str) -> Vec<String> {
+    let out = plane
+        .kubectl_run(&["get", "secrets", "-n", namespace, "-o", "name"], None)
+        .unwrap();
+    out.lines().map(str::to_owned).collect()
+}
+
+/// A fresh installation: the chart installed with users off and no credentials Secret of an
+/// earlier release. Before init, turning users on in the chart is refused naming `ichor init`
+/// (the chart's check finds no credentials namespace). Init creates the namespace, labelled
+/// part of Ichor, and no Secret anywhere (not `ichor-user-credentials`, nothing in the
+/// namespace); the upgrade renders the issuer's and the controller's Roles there. A second run
+/// keeps the namespace (same uid, same resourceVersion); a credentials Secret of an earlier
+/// release that appears is kept byte for byte by a third.
+#[test]
+#[ignore = "needs the control plane and helm: hack/kube/build.sh"]
+fn creates_the_credentials_namespace_once_and_no_legacy_secret_on_a_fresh_install() {
+    let options = Options {
+        extra_args: vec!["--enable-aggregator-routing=true".to_owned()],
+        ..Options::default()
+    };
+    let Some(plane) = ControlPlane::start(options).unwrap() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(helm) = Helm::new(&plane, home.path()) else {
+        return;
+    };
+    install::install_crds(&plane).unwrap();
+    plane.apply(TALOS_CLUSTER).unwrap();
+    plane.apply(ADMIN_USER).unwrap();
+    helm.install_chart(RELEASE, &OPERATOR_VALUES).unwrap();
+    let namespace = |plane: &ControlPlane| plane.get_json(0, "namespace", "", CREDENTIALS_NAMESPACE).unwrap();
+    assert!(namespace(&plane).is_none(), "the chart does not create it");
+    let system_secrets = secret_names(&plane, NAMESPACE);
+
+    // Users on without the namespace: the chart's check refuses the upgrade, naming the command.
+    let chart = ichor_testkit::consumers::repo_root().join("helm/ichor");
+    let external_url = format!("ichorUI.users.externalURL={URL}");
+    let upgrade: Vec<&std::ffi::OsStr> = vec![
+        "upgrade".as_ref(),
+        RELEASE.as_ref(),
+        chart.as_os_str(),
+        "-n".as_ref(),
+        NAMESPACE.as_ref(),
+        "--reuse-values".as_ref(),
+        "--set".as_ref(),
+        "ichorUI.users.enabled=true".as_ref(),
+        "--set-string".as_ref(),
+        external_url.as_ref(),
+    ];
+    let refused = helm
+        .run(&upgrade)
+        .expect_err("users on without the credentials namespace must be refused");
+    let refused = format!("{refused:#}");
+    assert!(
+        refused.contains(CREDENTIALS_NAMESPACE) && refused.contains("ichor init"),
+        "{refused}"
+    );
+    assert_eq!(helm.revision(RELEASE).unwrap(), (1, "deployed".to_owned()));
+
+    let _webhooks = Webhooks::serve(&plane, CLUSTER).unwrap();
+    let first = init(&helm, home.path(), tmp.path(), URL);
+    let stderr = text(&first.stderr);
+    assert!(first.status.success(), "{stderr}");
+    assert!(stderr.contains("Created Namespace ichor-credentials"), "{stderr}");
+    assert!(
+        !stderr.contains("shown only this once"),
+        "the admin existed: {stderr}"
+    );
+    let created = namespace(&plane).expect("init creates the namespace");
+    assert_eq!(
+        created["metadata"]["labels"]["app.kubernetes.io/part-of"], "ichor",
+        "{created}"
+    );
+    assert!(
+        plane
+            .get_json(0, "secret", NAMESPACE, CREDENTIALS)
+            .unwrap()
+            .is_none(),
+        "no legacy Secret on a fresh install"
+    );
+    let new_secrets: Vec<String> = secret_names(&plane, NAMESPACE)
+        .into_iter()
+        .filter(|s| !system_secrets.contains(s))
+        .collect();
+    assert_eq!(
+        new_secrets,
+        [format!("secret/sh.helm.release.v1.{RELEASE}.v2")],
+        "init created no Secret in {NAMESPACE} (the upgrade its release record)"
+    );
+    assert!(secret_names(&plane, CREDENTIALS_NAMESPACE).is_empty());
+    check_upgraded_once(&helm);
+    for role in ["ichor-issuer", "ichor-controller"] {
+        assert!(
+            plane
+                .get_json(0, "role", CREDENTIALS_NAMESPACE, role)
+                .unwrap()
+                .is_some(),
+            "the upgrade renders Role {role} into the namespace"
+        );
+    }
+
+    // A second run: the namespace kept as it is.
+    let second = init(&helm, home.path(), tmp.path(), URL);
+    let stderr = text(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    assert!(!stderr.contains("Created Namespace"), "{stderr}");
+    let kept = namespace(&plane).unwrap();
+    assert_eq!(kept["metadata"]["uid"], created["metadata"]["uid"]);
+    assert_eq!(resource_version(&kept), resource_version(&created));
+
+    // The one Secret of an earlier release, as an installation upgraded to this one has it:
+    // a third run leaves it exactly as it is.
+    plane
+        .apply(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {CREDENTIALS}\n  namespace: {NAMESPACE}\ntype: Opaque\ndata:\n  alice: e30=\n"
+        ))
+        .unwrap();
+    let legacy = get(&plane, "secret", CREDENTIALS);
+    let third = init(&helm, home.path(), tmp.path(), URL);
+    assert!(third.status.success(), "{}", text(&third.stderr));
+    assert_eq!(get(&plane, "secret", CREDENTIALS), legacy);
+    assert!(secret_names(&plane, CREDENTIALS_NAMESPACE).is_empty());
+}
+
+/// Someone made `ichor-credentials` before Ichor did (a tenant's self-service namespace): `ichor
+/// init` refuses it while it grants anyone else anything there, and, in an installation that
+/// keeps its credentials in the legacy Secret, while it holds any user's Secret (nothing has
+/// moved one out: it was planted, and would be read before the real entry). It writes nothing:
+/// no admin, no upgrade, no switch.
+#[test]
+#[ignore = "needs the control plane: hack/kube/build.sh"]
+fn init_refuses_a_credentials_namespace_someone_else_made_and_planted() {
+    let options = Options {
+        extra_args: vec!["--enable-aggregator-routing=true".to_owned()],
+        ..Options::default()
+    };
+    let Some(plane) = ControlPlane::start(options).unwrap() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(helm) = Helm::new(&plane, home.path()) else {
+        return;
+    };
+    install::install_crds(&plane).unwrap();
+    plane.apply(TALOS_CLUSTER).unwrap();
+    plane.apply(ADMIN_USER).unwrap();
+    helm.install_chart(RELEASE, &OPERATOR_VALUES).unwrap();
+    // The legacy Secret of an earlier release, holding the real admin's entry.
+    plane
+        .apply(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {CREDENTIALS}\n  namespace: {NAMESPACE}\ntype: Opaque\ndata:\n  admin: e30=\n"
+        ))
+        .unwrap();
+    // mallory's namespace, her admin binding, and an entry of her own for the admin.
+    let planted = CredentialsEntry::new(
+        ichor_renderers::auth::hash::DUMMY_PHC.to_owned(),
+        jiff::Timestamp::now(),
+        false,
+    );
+    let value = base64::engine::general_purpose::STANDARD.encode(planted.to_json(ADMIN).unwrap());
+    plane
+        .apply(
+            &json!({"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CREDENTIALS_NAMESPACE}},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": "tenant-admin", "namespace": CREDENTIALS_NAMESPACE},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "mallory"}]},
+                {"apiVersion": "v1", "kind": "Secret", "type": "ichor.maesh.dev/user-credentials",
+                    "metadata": {"name": ADMIN_SECRET, "namespace": CREDENTIALS_NAMESPACE,
+                        "labels": {"ichor.maesh.dev/user": ADMIN}},
+                    "data": {"entry": value}}]})
+            .to_string(),
+        )
+        .unwrap();
+    let _webhooks = Webhooks::serve(&plane, CLUSTER).unwrap();
+
+    let refused = init(&helm, home.path(), tmp.path(), URL);
+    let stderr = text(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    for named in [
+        "RoleBinding tenant-admin",
+        "User:/mallory",
+        "Secret ichor-user-admin",
+    ] {
+        assert!(stderr.contains(named), "{named} is not named: {stderr}");
+    }
+    assert_eq!(
+        helm.revision(RELEASE).unwrap(),
+        (1, "deployed".to_owned()),
+        "no upgrade"
+    );
+
+    // Her binding gone, the planted entry is still refused: the legacy Secret holds the users.
+    plane
+        .kubectl_run(
+            &[
+                "delete",
+                "rolebinding",
+                "tenant-admin",
+                "-n",
+                CREDENTIALS_NAMESPACE,
+            ],
+            None,
+        )
+        .unwrap();
+    let refused = init(&helm, home.path(), tmp.path(), URL);
+    let stderr = text(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("Secret ichor-user-admin"), "{stderr}");
+    assert!(!stderr.contains("RoleBinding"), "{stderr}");
+    assert_eq!(
+        helm.revision(RELEASE).unwrap(),
+        (1, "deployed".to_owned()),
+        "no upgrade"
     );
 }

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use ichor_cli::commands::dev::{Layout, prepare};
 use ichor_cli::local::{CredentialsRemover, LocalController, LocalPaths};
-use ichor_reconcile::identity::effects::RemoveCredentialsKeyRequest;
-use ichor_reconcile::perform::OsKeyMaterial;
+use ichor_controller_core::identity::effects::RemoveCredentialsKeyRequest;
+use ichor_controller_core::perform::OsKeyMaterial;
 use ichor_renderers::trust::{KEYS_JSON, SIGNING_SECRET};
 use jiff::{SignedDuration, Timestamp};
 

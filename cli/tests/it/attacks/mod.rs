@@ -11,9 +11,12 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use ichor_issuer::api::proto::{
-    ChangeOwnPasswordRequest, ChangeOwnPasswordResponse, CreateUserRequest, CreateUserResponse,
-    DeleteUserRequest, DeleteUserResponse, GetMyKubeconfigRequest, GetMyKubeconfigResponse, GetUserRequest,
-    GetUserResponse, ListUsersRequest, ListUsersResponse, RevokeSessionsRequest, RevokeSessionsResponse,
+    BeginTotpRequest, BeginTotpResponse, ChangeOwnPasswordRequest, ChangeOwnPasswordResponse,
+    ConfirmTotpRequest, ConfirmTotpResponse, CreateUserRequest, CreateUserResponse, DeleteUserRequest,
+    DeleteUserResponse, Factors, GetMyKubeconfigRequest, GetMyKubeconfigResponse, GetUserFactorsRequest,
+    GetUserFactorsResponse, GetUserRequest, GetUserResponse, ListOwnFactorsRequest, ListOwnFactorsResponse,
+    ListUsersRequest, ListUsersResponse, RegenerateRecoveryCodesRequest, RegenerateRecoveryCodesResponse,
+    RemoveFactorRequest, RemoveFactorResponse, RevokeSessionsRequest, RevokeSessionsResponse,
     SetPasswordRequest, SetPasswordResponse, UpdateUserRequest, UpdateUserResponse, User, WhoAmIRequest,
     WhoAmIResponse,
     user_service_server::{UserService, UserServiceServer},
@@ -23,11 +26,12 @@ use tonic::{Request, Response, Status};
 use crate::user_support::{ichor_command, seed_login};
 
 /// A `UserService` that answers what the test scripted, whatever was asked: these users to
-/// `ListUsers` and `GetUser` (the first), this kubeconfig to `GetMyKubeconfig`, and every other
-/// call refused with `denial` as its message.
+/// `ListUsers` and `GetUser` (the first), these factors to `GetUserFactors`, this kubeconfig to
+/// `GetMyKubeconfig`, and every other call refused with `denial` as its message.
 #[derive(Clone, Default)]
 pub struct HostileApi {
     pub users: Vec<User>,
+    pub factors: Factors,
     pub kubeconfig: String,
     pub denial: String,
 }
@@ -80,6 +84,29 @@ impl UserService for HostileApi {
     }
     async fn who_am_i(&self, _: Request<WhoAmIRequest>) -> Answer<WhoAmIResponse> {
         self.refuse()
+    }
+    async fn list_own_factors(&self, _: Request<ListOwnFactorsRequest>) -> Answer<ListOwnFactorsResponse> {
+        self.refuse()
+    }
+    async fn begin_totp(&self, _: Request<BeginTotpRequest>) -> Answer<BeginTotpResponse> {
+        self.refuse()
+    }
+    async fn confirm_totp(&self, _: Request<ConfirmTotpRequest>) -> Answer<ConfirmTotpResponse> {
+        self.refuse()
+    }
+    async fn regenerate_recovery_codes(
+        &self,
+        _: Request<RegenerateRecoveryCodesRequest>,
+    ) -> Answer<RegenerateRecoveryCodesResponse> {
+        self.refuse()
+    }
+    async fn remove_factor(&self, _: Request<RemoveFactorRequest>) -> Answer<RemoveFactorResponse> {
+        self.refuse()
+    }
+    async fn get_user_factors(&self, _: Request<GetUserFactorsRequest>) -> Answer<GetUserFactorsResponse> {
+        Ok(Response::new(GetUserFactorsResponse {
+            factors: Some(self.factors.clone()),
+        }))
     }
 }
 

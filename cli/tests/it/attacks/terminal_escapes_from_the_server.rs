@@ -1,11 +1,11 @@
 //! A server (hostile, or serving a user written before the rule) answers `ichor user list` and
 //! `ichor user get` with a name, display name, e-mail and role holding terminal escape
 //! sequences: an OSC that retitles the window and rings the bell, a CSI that clears the screen,
-//! the single-character C1 CSI, a carriage return that overwrites the row, and refuses another
-//! call with such a message. No control character may reach the terminal, in any output format;
+//! the single-character C1 CSI, a carriage return that overwrites the row (and a passkey named
+//! so among the user's second factors), and refuses another call with such a message. No control character may reach the terminal, in any output format;
 //! each is shown escaped.
 
-use ichor_issuer::api::proto::User;
+use ichor_issuer::api::proto::{Factors, PasskeyInfo, User};
 
 use super::{HostileApi, HostileSite};
 use crate::user_support::text;
@@ -24,6 +24,15 @@ fn hostile() -> HostileSite {
             password_set: true,
             ..User::default()
         }],
+        factors: Factors {
+            passkeys: vec![PasskeyInfo {
+                id: "AQID".into(),
+                name: format!("key{OSC_TITLE}\r{CLEAR}"),
+                created_at: format!("2026{C1_CSI}"),
+                ..PasskeyInfo::default()
+            }],
+            ..Factors::default()
+        },
         denial: format!("no{CLEAR}{OSC_TITLE}"),
         ..HostileApi::default()
     })
@@ -61,6 +70,10 @@ fn user_list_and_get_print_every_server_field_with_its_control_characters_escape
     let json: serde_json::Value =
         serde_json::from_slice(&site.ichor(&["user", "list", "-o", "json"]).stdout).unwrap();
     assert_eq!(json["users"][0]["email"], format!("alice@example.com{C1_CSI}"));
+    // The passkey's name and date under the user, escaped too.
+    let shown = text(&site.ichor(&["user", "get", "alice"]).stdout);
+    assert!(shown.contains("2FA: passkey\n"), "{shown}");
+    assert!(shown.contains(r"key\u{1b}]0;pwned\u{7}\r\u{1b}[2J"), "{shown}");
 }
 
 #[test]

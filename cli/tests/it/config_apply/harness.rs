@@ -208,6 +208,31 @@ impl Harness {
         )
     }
 
+    /// cp-2's node refuses `ApplyConfiguration` as Talos's validation does (`InvalidArgument`).
+    pub(super) fn refuse_cp2_apply(&self) {
+        self.talos.fail(
+            "127.0.0.2",
+            Rpc::ApplyConfiguration,
+            ichor_testkit::talos::Code::InvalidArgument,
+            "1 error occurred:\n\t* fake validation failure",
+            None,
+        );
+    }
+
+    /// cp-2's apiserver stays down after its first apply and comes back after the next one (the
+    /// rollback).
+    pub(super) fn cp2_back_only_after_the_rollback(&self) {
+        let apiserver = self.apiservers[1].clone();
+        let applies = Arc::new(std::sync::Mutex::new(0usize));
+        self.talos.on_apply_blocking("127.0.0.2", move |_| {
+            let mut n = applies.lock().unwrap();
+            *apiserver.never_back.lock().unwrap() = *n == 0;
+            *n += 1;
+            apiserver.restart();
+            Ok(())
+        });
+    }
+
     pub(super) fn applied_nodes(&self) -> Vec<String> {
         self.talos.applies().into_iter().map(|a| a.node).collect()
     }

@@ -27,8 +27,10 @@ const NODES: [(&str, &str); 3] = [
 const DOWN_FOR: Duration = Duration::from_millis(300);
 
 const MAIN_DOC: &str = "version: v1alpha1\nmachine:\n  type: controlplane\n";
+/// The document each node runs before the rollout (one Talos's loader takes, so a rollback to
+/// it is accepted).
 const OLD_AUTH_DOC: &str =
-    "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfig:\n  marker: old-trust\n";
+    "apiVersion: v1alpha1\nkind: KubeAuthenticationConfig\nconfiguration:\n  marker: old-trust\n";
 const HOSTNAME_DOC: &str = "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: keep-me # as written\n";
 
 // ---------------------------------------------------------------------------------------------
@@ -83,6 +85,8 @@ impl Apiserver {
 }
 
 mod harness;
+mod journal;
+mod planted_record;
 mod preflight;
 mod rollout;
 

@@ -86,10 +86,25 @@ fn a_node_whose_readyz_never_returns_stops_the_rollout_and_a_rerun_resumes_there
         started.elapsed() < Duration::from_secs(10),
         "the node timeout bounds the wait"
     );
-    assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2"]), "cp-3 untouched");
+    assert_eq!(
+        h.applied_nodes(),
+        addresses(&["cp-1", "cp-2", "cp-2"]),
+        "cp-2 rolled back, cp-3 untouched"
+    );
+    assert_eq!(
+        h.talos.applies()[2].data_text(),
+        format!("{MAIN_DOC}---\n{OLD_AUTH_DOC}---\n{HOSTNAME_DOC}"),
+        "the rollback put back the document cp-2 ran before"
+    );
     assert!(
         stderr.contains(
-            "[2/3] cp-2: FAILED: timed out after 1.5s (--node-timeout) waiting for /readyz (last: HTTP 503)"
+            "[2/3] cp-2: FAILED: /readyz of cp-2 did not come back within 1.5s of the apply (last: HTTP 503)"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "the previous document was re-applied but /readyz did not come back within 1.5s either"
         ),
         "{stderr}"
     );
@@ -111,22 +126,62 @@ fn a_node_whose_readyz_never_returns_stops_the_rollout_and_a_rerun_resumes_there
     assert!(stderr.contains("[1/3] cp-1: done earlier; skipped"), "{stderr}");
     assert_eq!(
         h.applied_nodes(),
-        addresses(&["cp-1", "cp-2", "cp-2", "cp-3"]),
+        addresses(&["cp-1", "cp-2", "cp-2", "cp-2", "cp-3"]),
         "cp-1 is not applied again"
     );
     assert_eq!(h.node_states(), ["cp-1=Done", "cp-2=Done", "cp-3=Done"]);
 }
 
 #[test]
+fn a_node_that_does_not_come_back_is_rolled_back_and_the_operation_fails() {
+    let h = Harness::start();
+    h.cp2_back_only_after_the_rollback();
+    let (code, stdout, stderr) = h.run(&h.args("1500ms"), &["--yes"]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    assert_eq!(
+        h.applied_nodes(),
+        addresses(&["cp-1", "cp-2", "cp-2"]),
+        "cp-2 rolled back, cp-3 untouched"
+    );
+    let applies = h.talos.applies();
+    assert_eq!(
+        applies[1].mode,
+        Some(Mode::NoReboot as i32),
+        "the rollback is applied without a reboot too"
+    );
+    assert_eq!(
+        applies[2].data_text(),
+        format!("{MAIN_DOC}---\n{OLD_AUTH_DOC}---\n{HOSTNAME_DOC}"),
+        "the rollback put back the document cp-2 ran before"
+    );
+    for line in [
+        "[2/3] cp-2: /readyz of cp-2 did not come back within 1.5s of the apply (last: HTTP 503) (--node-timeout); rolling back",
+        "[2/3] cp-2: rolled back: Applied configuration without a reboot",
+        "[2/3] cp-2: /readyz ready again after the rollback",
+        "the previous document was re-applied and the API server is ready again",
+        "Not touched: cp-3.",
+    ] {
+        assert!(stderr.contains(line), "missing {line:?} in:\n{stderr}");
+    }
+    assert_eq!(h.node_states(), ["cp-1=Done", "cp-2=RolledBack", "cp-3=Pending"]);
+    let op = h.operation();
+    assert_eq!(op["status"]["phase"], "Failed");
+    assert_eq!(op["status"]["currentStep"], 1);
+    let cp2 = &op["status"]["nodes"][1];
+    assert!(cp2["rolledBackAt"].is_string(), "{cp2:?}");
+    assert!(
+        cp2["previousDocument"]["yaml"]
+            .as_str()
+            .unwrap()
+            .contains("old-trust"),
+        "the document it ran before is recorded: {cp2:?}"
+    );
+}
+
+#[test]
 fn a_failed_apply_stops_before_later_nodes_and_resume_continues_at_the_failed_node() {
     let h = Harness::start();
-    h.talos.fail(
-        "127.0.0.2",
-        Rpc::ApplyConfiguration,
-        ichor_testkit::talos::Code::InvalidArgument,
-        "1 error occurred:\n\t* fake validation failure",
-        None,
-    );
+    h.refuse_cp2_apply();
     let (code, stdout, stderr) = h.run(&h.args("5s"), &["--yes"]);
     assert_eq!(code, 1, "{stdout}\n{stderr}");
     assert_eq!(h.applied_nodes(), addresses(&["cp-1", "cp-2"]));

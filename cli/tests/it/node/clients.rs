@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use ichor_testkit::issuer::sign_in::{self, Authorize, CLI_REDIRECT, SlowDown};
+use ichor_testkit::issuer::sign_in::{self, Authorize, SlowDown};
 
 use super::cluster::Admin;
 use crate::support::ichor_command;
@@ -23,19 +23,7 @@ pub async fn sign_in_as(
     user: &str,
     password: &str,
 ) -> anyhow::Result<String> {
-    let redirect = if client == "ichor-ui" {
-        format!("{base}/auth/callback")
-    } else {
-        CLI_REDIRECT.to_owned()
-    };
-    let request = Authorize {
-        client_id: client,
-        redirect_uri: &redirect,
-        scope: "openid",
-        audience,
-        ..Authorize::cli(VERIFIER)
-    };
-    let tokens = sign_in::sign_in(http, base, &request, user, password, SlowDown::Wait)
+    let tokens = sign_in::sign_in_for(http, base, client, audience, VERIFIER, user, password)
         .await
         .map_err(|refusal| anyhow::anyhow!("signing {user} in for {client}: {refusal}"))?;
     tokens["id_token"]

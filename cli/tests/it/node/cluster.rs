@@ -5,10 +5,10 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
+use ichor_testkit::control_plane::Kubectl;
 use serde_json::Value;
 
 /// The namespace Ichor installs into.
@@ -22,37 +22,14 @@ pub struct Admin {
 }
 
 impl Admin {
+    /// This kubectl, as the test kit runs it.
+    fn kubectl(&self) -> Kubectl {
+        Kubectl::new(&self.kubectl, &self.kubeconfig)
+    }
+
     /// `kubectl ARGS` with `stdin`; its stdout, or an error quoting its stderr.
     pub fn run(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
-        let mut cmd = Command::new(&self.kubectl);
-        cmd.arg(format!("--kubeconfig={}", self.kubeconfig.display()))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().context("running kubectl")?;
-        if let Some(text) = stdin {
-            use std::io::Write as _;
-            child
-                .stdin
-                .take()
-                .context("kubectl's stdin")?
-                .write_all(text.as_bytes())?;
-        }
-        let out = child.wait_with_output()?;
-        if !out.status.success() {
-            bail!(
-                "kubectl {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        self.kubectl().run(args, stdin)
     }
 
     /// `kubectl apply -f -` of `yaml` (JSON is YAML).
@@ -62,24 +39,7 @@ impl Admin {
 
     /// The object as JSON; `None` when it does not exist.
     pub fn get(&self, kind: &str, name: &str) -> anyhow::Result<Option<Value>> {
-        let text = self.run(
-            &[
-                "get",
-                kind,
-                name,
-                "-n",
-                NAMESPACE,
-                "-o",
-                "json",
-                "--ignore-not-found",
-            ],
-            None,
-        )?;
-        Ok(if text.trim().is_empty() {
-            None
-        } else {
-            Some(serde_json::from_str(&text)?)
-        })
+        self.kubectl().get(kind, NAMESPACE, name)
     }
 
     /// The ClusterIP of Service `name` in [`NAMESPACE`].
@@ -174,20 +134,8 @@ impl Admin {
 /// The Ichor core kinds identity depends on, as a site has them (identity's views in
 /// `hack/crds/`), and the namespace.
 pub fn core_objects() -> anyhow::Result<String> {
-    let root = ichor_testkit::consumers::repo_root();
-    let mut out = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n");
-    let dir = root.join("hack/crds");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    for file in files {
-        out.push_str("---\n");
-        out.push_str(&std::fs::read_to_string(&file)?);
-    }
-    Ok(out)
+    let namespace = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n");
+    Ok(namespace + &ichor_testkit::install::crd_dir_manifests("hack/crds")?)
 }
 
 /// The TalosCluster `cluster` whose endpoint is the node's apiserver, and its one control plane,

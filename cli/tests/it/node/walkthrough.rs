@@ -153,16 +153,7 @@ fn walk(node: &Arc<Mutex<Node>>, admin: &Admin, record: &mut Record) -> anyhow::
     // The site before identity: Ichor core's kinds, the cluster, its control plane.
     record.step("1a. Ichor core kinds, TalosCluster and its control plane");
     admin.apply(&core_objects()?)?;
-    admin.run(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ],
-        None,
-    )?;
+    admin.run(&ichor_testkit::install::WAIT_CRDS_ESTABLISHED, None)?;
     admin.apply(&talos_objects(CLUSTER, apiserver))?;
 
     // Talos: the control plane's apid, on the node's address (the controller's pods reach it

@@ -25,8 +25,11 @@ Ctrl-C stops following, not the rollout.
 Offline (--dir): this process renders the manifests directory and does the rollout itself, with
 each control plane's current configuration from --machine-config-dir (one <machine>.yaml each,
 e.g. `talosctl -n <address> get machineconfig -o jsonpath='{.spec}'`; keep that directory
-outside --dir) and progress in DIR/.ichor/operations/<cluster>.yaml. The first failure stops it,
-leaves later nodes untouched and prints the command that resumes at the failed node.
+outside --dir) and progress in DIR/.ichor/operations/<cluster>.yaml. It runs the controller's
+reconcile loop: a node whose API server does not come back is rolled back, and every event is
+journaled to DIR/.ichor/journal/<cluster>-<time>.jsonl (`ichor-controller replay FILE`
+shows its decisions). The first failure stops it, leaves later nodes untouched and prints the
+command that resumes at the failed node.
 
 Exit code: 0 applied (or nothing to do, or a dry run), 1 refused or stopped on a failure.
 

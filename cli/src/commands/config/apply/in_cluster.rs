@@ -3,7 +3,7 @@
 //! `TalosMachine`s and `ichor-oidc-trust`, as the controller does), creates a `TalosOperation`
 //! of kind `config` (or finds the one already rolling that cluster) and follows its status until
 //! it ends, printing each node's progress like `kubectl rollout status`. The controller does the
-//! work (`ichor_reconcile::identity::rollout`); stopping this command does not stop it. The
+//! work (`ichor_controller_core::identity::rollout`); stopping this command does not stop it. The
 //! operation it creates is labelled `app.kubernetes.io/managed-by=ichor-identity`
 //! ([`identity_operation`]), which is what makes the controller drive it; a `config` operation
 //! without the label is Ichor core's, and this command neither follows nor adopts one.
@@ -36,8 +36,8 @@ use ichor_renderers::{
     authn::RenderError,
     cluster::render_cluster,
     crd::{
-        IDENTITY_MANAGER, MANAGED_BY_LABEL, OperationKind, OperationNodeResult, OperationPhase, TalosCluster,
-        TalosMachine, TalosOperation, TalosOperationSpec, is_identity_operation,
+        IDENTITY_MANAGER, MANAGED_BY_LABEL, NodeState, OperationKind, OperationNodeResult, OperationPhase,
+        TalosCluster, TalosMachine, TalosOperation, TalosOperationSpec, is_identity_operation,
     },
     rollout::RolloutPlan,
     trust::{IssuerTrust, NAMESPACE, TRUST_CONFIGMAP},
@@ -476,7 +476,7 @@ async fn follow(
         let total = status.nodes.len();
         for (i, node) in status.nodes.iter().enumerate() {
             let now = (node.state.clone(), node.message.clone());
-            if seen.get(&i) != Some(&now) && node.state != "Pending" {
+            if seen.get(&i) != Some(&now) && node.state != NodeState::Pending {
                 eprintln!("{}", node_line(i, total, node));
                 seen.insert(i, now);
             }
@@ -650,7 +650,7 @@ mod tests {
     fn a_node_line_counts_from_one_and_carries_the_message() {
         let node = OperationNodeResult {
             machine: "cp-2".into(),
-            state: "WaitingReady".into(),
+            state: NodeState::WaitingReady.into(),
             message: Some("applied; waiting for /readyz".into()),
             ..OperationNodeResult::default()
         };

@@ -67,14 +67,15 @@ pub(super) fn readyz_url(address: &str, port: u16) -> Option<String> {
     Some(url.to_string())
 }
 
-/// The machine's configuration from `dir` with the rendered document in it; `adopting`: Ichor
-/// has not applied that document to the machine before (see [`machine_config::replace_document`]).
+/// The machine's configuration from `dir` as read, checked to take the rendered document (how
+/// it does), and the file's name; `adopting`: Ichor has not applied that document to the
+/// machine before (see [`machine_config::replace_document`]).
 pub(super) fn merged_config(
     dir: &Path,
     machine: &str,
     document: &str,
     adopting: bool,
-) -> Result<(Vec<u8>, Merge, String), String> {
+) -> Result<(String, Merge, String), String> {
     use std::io::Read;
     let path = dir.join(format!("{machine}.yaml"));
     let file = path.display().to_string();
@@ -87,10 +88,10 @@ pub(super) fn merged_config(
         .map_err(|e| {
             format!("{file}: cannot read control plane {machine}'s current machine configuration ({e})")
         })?;
-    let (merged, merge) =
+    let (_, merge) =
         machine_config::replace_document(&file, &text, AUTHENTICATION_DOCUMENT, document, adopting)
             .map_err(|e| e.to_string())?;
-    Ok((merged.into_bytes(), merge, file))
+    Ok((text, merge, file))
 }
 
 /// Asks `question` on the terminal.

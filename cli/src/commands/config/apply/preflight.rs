@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use crate::commands::init::{find_release, release, talos_secret};
 
 /// The controller's Deployment in the chart.
-const CONTROLLER_DEPLOYMENT: &str = "ichor-controller";
+use ichor_renderers::contract::CONTROLLER_DEPLOYMENT;
 /// The controller's variable that turns the rollout on.
 const ROLLOUT_ENV: &str = "ICHOR_CONTROLLER_ROLLOUT";
 

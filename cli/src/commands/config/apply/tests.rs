@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{args::parse_duration, inputs::readyz_url, rollout::human};
+use super::{args::parse_duration, inputs::readyz_url, sink::human};
 
 #[test]
 fn durations_take_the_friendly_format_and_refuse_negative_ones() {

@@ -20,6 +20,10 @@ const FAIL_FAST: Duration = Duration::from_secs(15);
 /// Applies `manifest` and removes the chart's fail-closed webhooks (no controller runs here).
 fn apply_chart(site: &Site, manifest: &str) {
     tokio::task::block_in_place(|| {
+        // What `ichor init` creates before users are on (the chart has Roles there).
+        site.plane
+            .apply(&install::credentials_namespace_manifest())
+            .unwrap();
         site.plane.apply(manifest).unwrap();
         site.plane
             .kubectl_run(

@@ -1,5 +1,5 @@
 //! The chart's admission webhooks answered for the test apiserver as in a cluster: the
-//! controller's own webhook code (`ichor_reconcilers::admission`, the rules, the HTTPS listener
+//! controller's own webhook code (`ichor_controller::admission`, the rules, the HTTPS listener
 //! and the `SubjectAccessReview`s as the chart's ServiceAccount) on a thread of its own, the
 //! chart's `ValidatingWebhookConfiguration` left as Helm wrote it (a `service:` reference) but
 //! for the `caBundle` the controller would write, and the Service pointed at the listener by an
@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use base64::Engine as _;
-use ichor_reconcilers::admission::fixtures::{ServingPair, WEBHOOK_HOST};
-use ichor_reconcilers::admission::{
+use ichor_controller::admission::fixtures::{ServingPair, WEBHOOK_HOST};
+use ichor_controller::admission::{
     AdmissionObserver, AdmissionState, KubeAccessReviewer, KubeUserLister, ServerOptions,
     controller_identity, serve_on,
 };
