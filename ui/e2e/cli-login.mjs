@@ -15,7 +15,7 @@ import { launch, test, watchCsp } from "./harness.mjs";
 import { audit } from "./checks.mjs";
 
 /** Runs `ichor auth login`; resolves `{ url, port, exit }` once it printed its URL. */
-function startLogin(dev, home) {
+export function startLogin(dev, home) {
   const child = spawn(process.env.ICHOR_BIN,
     ["auth", "login", "--issuer", dev.base, "--ca-file", dev.ca, "--no-browser", "--timeout", "600"],
     { env: { ...process.env, HOME: home }, stdio: ["ignore", "ignore", "pipe"] });
@@ -38,7 +38,7 @@ function startLogin(dev, home) {
 }
 
 /** The card's refusal (its alert), once shown. */
-async function alertText(page) {
+export async function alertText(page) {
   const alert = page.getByRole("alert");
   await alert.waitFor();
   return (await alert.textContent()).trim();

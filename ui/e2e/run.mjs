@@ -1,8 +1,8 @@
 // End-to-end tests of the web UI in headless Chromium (playwright-core, Debian's chromium)
 // against a real `ichor dev` on a free port with a temporary state directory: the English flow
 // here, then the Japanese one (ja.mjs), the keyboard-only one (keyboard.mjs), `ichor auth login`'s
-// sign-in page (cli-login.mjs) and the session rules against a second issuer with 1-minute tokens
-// (session.mjs). Every page is checked with axe-core
+// sign-in page (cli-login.mjs), the second sign-in step (second-factor.mjs) and the session rules
+// against a second issuer with 1-minute tokens (session.mjs). Every page is checked with axe-core
 // and for layout at 1280×800 and 390×844 (checks.mjs), which writes axe-summary.md beside the
 // screenshots.
 //
@@ -21,6 +21,7 @@ import { externalProvider } from "./external.mjs";
 import { japanese } from "./ja.mjs";
 import { keyboard } from "./keyboard.mjs";
 import { sessionRules } from "./session.mjs";
+import { secondFactor } from "./second-factor.mjs";
 
 assert.ok(process.env.ICHOR_BIN, "set ICHOR_BIN");
 
@@ -272,6 +273,7 @@ try {
   await japanese({ dev, adminPassword: ADMIN_NEW });
   await keyboard({ dev, adminPassword: ADMIN_NEW, page });
   await cliLogin({ dev, adminPassword: ADMIN_NEW });
+  await secondFactor({ dev, user: "olga", password: OP_NEW, adminPassword: ADMIN_NEW });
 } finally {
   await browser.close();
   rmSync(clusterCa.dir, { recursive: true, force: true });

@@ -4,7 +4,8 @@
 // verifier, state and nonce stay in memory (local variables of one call).
 
 import { msg, t, type Msg } from "../strings";
-import { signInRefusal } from "./refusal";
+import { factorRefusal, signInRefusal } from "./refusal";
+import { parseFactorChallenge, type TypedFactor } from "./factor";
 import { claims, stringClaim } from "./jwt";
 import { challengeS256, randomToken } from "./pkce";
 import { session } from "./session";
@@ -37,7 +38,10 @@ export class SignInError extends Error {
   }
 }
 
-async function json<T>(response: Response): Promise<T> {
+/** How a refusal of an endpoint reads: the status, `error`, `error_description`, `Retry-After`. */
+type Refusal = (status: number, error: string, description: string, retryAfter: number | null) => Msg;
+
+async function json<T>(response: Response, refusal: Refusal = signInRefusal): Promise<T> {
   const text = await response.text();
   let body: unknown = null;
   try {
@@ -49,7 +53,7 @@ async function json<T>(response: Response): Promise<T> {
     const b = (body ?? {}) as { error?: string; error_description?: string };
     const retry = Number.parseInt(response.headers.get("retry-after") ?? "", 10);
     throw new SignInError(
-      signInRefusal(response.status, b.error ?? "", b.error_description ?? "", Number.isFinite(retry) ? retry : null),
+      refusal(response.status, b.error ?? "", b.error_description ?? "", Number.isFinite(retry) ? retry : null),
     );
   }
   return body as T;
@@ -66,16 +70,32 @@ export async function get<T>(url: string): Promise<T> {
   return json<T>(r);
 }
 
-/** POST to `url`, answer as JSON; a refusal or a network failure is a [`SignInError`]. */
-export async function post<T>(url: string, init: RequestInit): Promise<T> {
+/**
+ * POST to `url`, answer as JSON; a refusal (read by `refusal`) or a network failure is a
+ * [`SignInError`].
+ */
+export async function post<T>(url: string, init: RequestInit, refusal: Refusal = signInRefusal): Promise<T> {
   let r: Response;
   try {
     r = await fetch(url, { method: "POST", ...init });
   } catch {
     throw new SignInError(msg("network"));
   }
-  return json<T>(r);
+  return json<T>(r, refusal);
 }
+
+/**
+ * A sign-in waiting for its second factor: the kinds the user may type, and `verify`, which
+ * sends a code with the step's ticket and, when it is accepted, finishes the sign-in as the
+ * password would have (a refused code is a [`SignInError`]; the step can be tried again until the
+ * issuer says it is no longer valid). The ticket, PKCE verifier, state and nonce stay inside.
+ */
+export interface FactorStep {
+  readonly factors: readonly TypedFactor[];
+  verify(code: string): Promise<void>;
+}
+
+const JSON_POST = { "content-type": "application/json", accept: "application/json" };
 
 /** The `ichor` provider of `/auth/config`. */
 export async function ichorProvider(): Promise<Provider> {
@@ -102,8 +122,11 @@ export function checkRedirect(returned: string, expected: string, state: string)
   return code;
 }
 
-/** Signs in with a user name and password; stores the tokens on success. */
-export async function signIn(username: string, password: string): Promise<void> {
+/**
+ * Signs in with a user name and password; stores the tokens on success. Resolves to null when
+ * signed in, or to the second step when the user has a second factor.
+ */
+export async function signIn(username: string, password: string): Promise<FactorStep | null> {
   const provider = await ichorProvider();
   const d = await get<Discovery>(`${provider.issuer}/.well-known/openid-configuration`);
   const verifier = randomToken(32);
@@ -121,51 +144,79 @@ export async function signIn(username: string, password: string): Promise<void> 
     code_challenge_method: "S256",
   });
   const { ticket } = await get<{ ticket: string }>(`${d.authorization_endpoint}?${q}`);
-  const { redirect_uri } = await post<{ redirect_uri: string }>(new URL("/oidc/login", provider.issuer).href, {
-    headers: { "content-type": "application/json", accept: "application/json" },
+  const answer = await post<{ redirect_uri?: unknown }>(new URL("/oidc/login", provider.issuer).href, {
+    headers: JSON_POST,
     body: JSON.stringify({ ticket, username, password }),
   });
-  const code = checkRedirect(redirect_uri, redirectUri, state);
-  const tokens = await post<{ id_token: string; refresh_token?: string }>(d.token_endpoint, {
-    headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
-    body: new URLSearchParams({
-      grant_type: "authorization_code",
-      code,
-      redirect_uri: redirectUri,
-      client_id: provider.clientId,
-      code_verifier: verifier,
-    }).toString(),
-  });
-  const c = claims(tokens.id_token);
-  const aud = c?.aud;
-  const audOk = aud === provider.clientId || (Array.isArray(aud) && aud.includes(provider.clientId));
-  if (!c || c.nonce !== nonce || c.iss !== d.issuer || !audOk) throw new SignInError(msg("badToken"));
-  session.clear();
-  session.store(
-    tokens.id_token,
-    tokens.refresh_token
-      ? {
-          refreshToken: tokens.refresh_token,
-          tokenEndpoint: d.token_endpoint,
-          revocationEndpoint: d.revocation_endpoint,
-          clientId: provider.clientId,
-        }
-      : null,
-  );
-  await session.claimFamily();
+
+  // The code in the issuer's redirect, exchanged and checked; the tokens stored.
+  const finish = async (returned: unknown): Promise<void> => {
+    const code = checkRedirect(typeof returned === "string" ? returned : "", redirectUri, state);
+    const tokens = await post<{ id_token: string; refresh_token?: string }>(d.token_endpoint, {
+      headers: { "content-type": "application/x-www-form-urlencoded", accept: "application/json" },
+      body: new URLSearchParams({
+        grant_type: "authorization_code",
+        code,
+        redirect_uri: redirectUri,
+        client_id: provider.clientId,
+        code_verifier: verifier,
+      }).toString(),
+    });
+    const c = claims(tokens.id_token);
+    const aud = c?.aud;
+    const audOk = aud === provider.clientId || (Array.isArray(aud) && aud.includes(provider.clientId));
+    if (!c || c.nonce !== nonce || c.iss !== d.issuer || !audOk) throw new SignInError(msg("badToken"));
+    session.clear();
+    session.store(
+      tokens.id_token,
+      tokens.refresh_token
+        ? {
+            refreshToken: tokens.refresh_token,
+            tokenEndpoint: d.token_endpoint,
+            revocationEndpoint: d.revocation_endpoint,
+            clientId: provider.clientId,
+          }
+        : null,
+    );
+    await session.claimFamily();
+  };
+
+  const challenge = parseFactorChallenge(answer);
+  if (!challenge) {
+    await finish(answer?.redirect_uri);
+    return null;
+  }
+  if (challenge.factors.length === 0) throw new SignInError(msg("factorUnsupported"));
+  const factorUrl = new URL("/oidc/login/factor", provider.issuer).href;
+  return {
+    factors: challenge.factors,
+    async verify(code: string) {
+      const accepted = await post<{ redirect_uri?: unknown }>(factorUrl, {
+        headers: JSON_POST,
+        body: JSON.stringify({ factor_ticket: challenge.factorTicket, code: code.trim() }),
+      }, factorRefusal);
+      await finish(accepted?.redirect_uri);
+    },
+  };
 }
 
 /**
  * After a password change (which ended every session of the user): signs in again with the new
- * password, the user name taken from the stored token's `sub`. Clears the tokens on failure.
+ * password, the user name taken from the stored token's `sub`. True when signed in, the second
+ * step when the user has a second factor (the password change keeps the factors), false on a
+ * failure. The stored tokens, which the change revoked, are cleared unless signed in.
  */
-export async function signInAgain(newPassword: string): Promise<boolean> {
+export async function signInAgain(newPassword: string): Promise<boolean | FactorStep> {
   const token = session.idToken();
   const name = token ? stringClaim(token, "sub") : "";
   try {
     if (!name) return false;
-    await signIn(name, newPassword);
-    return true;
+    const step = await signIn(name, newPassword);
+    if (!step) return true;
+    // The change revoked the stored tokens: dropped now, so that no refresh of them fails (and
+    // ends the page's session) while the user types the code.
+    session.clear();
+    return step;
   } catch {
     session.clear();
     return false;

@@ -63,3 +63,14 @@ export function signInRefusal(status: number, error: string, description: string
   if (status === 400 && /sign-in request has expired or is invalid/i.test(description)) return msg("signInExpired");
   return msg("refusedOther", { detail: description || error || `HTTP ${status}` });
 }
+
+/**
+ * A refusal of the second step (`/oidc/login/factor`) as a message of the catalogs: a wrong or
+ * used code, the limit (with the `Retry-After` seconds), a ticket that expired or a sign-in that
+ * changed since the password (a password or factor reset): start again.
+ */
+export function factorRefusal(status: number, error: string, description: string, retryAfter: number | null): Msg {
+  if (status === 401 && error === "access_denied") return msg("wrongCode");
+  if (status === 400 && /expired or is invalid|no longer valid/i.test(description)) return msg("factorExpired");
+  return signInRefusal(status, error, description, retryAfter);
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseSignInPage, purposeOf } from "./signInPage";
+import { parseFactorPage, parseSignInPage, purposeOf } from "./signInPage";
 import { setLanguage, t } from "../strings";
 
 const cli = { ticket: "t.k.s", client: "ichor-cli", port: 53121, origin: "http://127.0.0.1:53121", username: "" };
@@ -43,3 +43,35 @@ describe("the issuer's sign-in page data", () => {
     expect(parseSignInPage(JSON.stringify({ ...cli, port: 70000 }))!.port).toBeNull();
   });
 });
+
+const factor = { factor_ticket: "f.t.s", factors: ["totp", "recovery"], client: "ichor-cli", port: 53121,
+  origin: "http://127.0.0.1:53121" };
+
+describe("the issuer's second-step page data", () => {
+  it("holds the factor ticket, the typed kinds and whom the sign-in is for", () => {
+    const page = parseFactorPage(JSON.stringify(factor))!;
+    expect(page).toEqual({ factorTicket: "f.t.s", factors: ["totp", "recovery"], client: "ichor-cli", port: 53121,
+      origin: "http://127.0.0.1:53121", error: null });
+    expect(t(purposeOf(page))).toContain("port 53121");
+    // The password step's data is not the second step's, and the other way round.
+    expect(parseFactorPage(JSON.stringify(cli))).toBeNull();
+    expect(parseSignInPage(JSON.stringify(factor))).toBeNull();
+  });
+
+  it("takes the second step's refusals only", () => {
+    const wrong = parseFactorPage(JSON.stringify({ ...factor, error: { key: "wrongCode" } }))!;
+    expect(t(wrong.error!)).toBe("The code is incorrect or was used already.");
+    const limited = parseFactorPage(JSON.stringify({ ...factor, error: { key: "tooManyAttempts", values: { seconds: 9 } } }))!;
+    expect(t(limited.error!)).toBe("Too many sign-in attempts. Wait 9 seconds and try again.");
+    expect(parseFactorPage(JSON.stringify({ ...factor, error: { key: "wrongCredentials" } }))!.error).toBeNull();
+  });
+
+  it("refuses a block without a ticket, without a kind this page takes, or not of the shape", () => {
+    for (const f of [{ ...factor, factor_ticket: "" }, { ...factor, factors: ["passkey"] }, { ...factor, factors: "totp" },
+      { ...factor, client: 1 }, { ...factor, origin: null }]) {
+      expect(parseFactorPage(JSON.stringify(f)), JSON.stringify(f)).toBeNull();
+    }
+    expect(parseFactorPage("[]")).toBeNull();
+  });
+});
+

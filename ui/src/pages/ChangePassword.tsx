@@ -2,12 +2,14 @@ import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 import { S, t, type Msg } from "../strings";
 import { api, refusal } from "../lib/api";
-import { signInAgain } from "../lib/login";
+import { signInAgain, type FactorStep } from "../lib/login";
+import { FactorCard } from "./FactorCard";
 import { checkPasswordChange } from "../lib/validate";
 
 /**
  * The change-password form. After the change (which ends every session of the user) the tab
- * signs in again with the new password and reloads; if that fails, `onSignedOut` shows the card.
+ * signs in again with the new password (and the second factor, when the user has one) and
+ * reloads; if that fails, `onSignedOut` shows the card.
  */
 export function ChangePassword(props: { onSignedOut: () => void }) {
   const [current, setCurrent] = useState("");
@@ -16,6 +18,7 @@ export function ChangePassword(props: { onSignedOut: () => void }) {
   const [errors, setErrors] = useState<Record<string, Msg>>({});
   const [status, setStatus] = useState(false);
   const [busy, setBusy] = useState(false);
+  const [factor, setFactor] = useState<FactorStep | null>(null);
 
   async function submit(ev: Event) {
     ev.preventDefault();
@@ -31,11 +34,24 @@ export function ChangePassword(props: { onSignedOut: () => void }) {
       return;
     }
     setStatus(true);
-    if (await signInAgain(next)) {
+    const again = await signInAgain(next);
+    if (again === true) {
       location.reload();
+    } else if (again) {
+      setFactor(again);
     } else {
       props.onSignedOut();
     }
+  }
+
+  if (factor) {
+    return (
+      <FactorCard embedded factors={factor.factors} onRestart={props.onSignedOut}
+        verify={async (code) => {
+          await factor.verify(code);
+          location.reload();
+        }} />
+    );
   }
 
   const field = (name: string, label: string, value: string, set: (v: string) => void, auto: string) => (

@@ -1,9 +1,10 @@
 import { useEffect, useState } from "preact/hooks";
 import type { ComponentChildren } from "preact";
 import { S, msg, t, type Msg } from "../strings";
-import { SignInError, signIn, type Provider } from "../lib/login";
+import { SignInError, signIn, type FactorStep, type Provider } from "../lib/login";
 import { externalProvider, startExternalSignIn } from "../lib/external";
 import { NAME_MAX, PASSWORD_MAX } from "../lib/validate";
+import { FactorCard } from "./FactorCard";
 
 /**
  * The card as the issuer's own sign-in page (`/oidc/login?ticket=`, the redirect flow of
@@ -35,6 +36,7 @@ export function SignIn(props: { notice?: Msg; onSignedIn?: () => void; extra?: C
   const [external, setExternal] = useState<Provider | null>(null);
   const [leaving, setLeaving] = useState(false);
   const [warning, setWarning] = useState<string | null>(null);
+  const [factor, setFactor] = useState<FactorStep | null>(null);
 
   useEffect(() => {
     if (post) {
@@ -81,13 +83,32 @@ export function SignIn(props: { notice?: Msg; onSignedIn?: () => void; extra?: C
     if (Object.keys(e).length) return;
     setBusy(true);
     try {
-      await signIn(username.trim(), password);
-      props.onSignedIn?.();
+      const step = await signIn(username.trim(), password);
+      if (step) {
+        setPassword("");
+        setFactor(step);
+      } else {
+        props.onSignedIn?.();
+      }
     } catch (err) {
       setErrors({ form: err instanceof SignInError ? err.msg : msg("network") });
     } finally {
       setBusy(false);
     }
+  }
+
+  if (factor) {
+    return (
+      <FactorCard factors={factor.factors} extra={props.extra}
+        verify={async (code) => {
+          await factor.verify(code);
+          props.onSignedIn?.();
+        }}
+        onRestart={() => {
+          setErrors({});
+          setFactor(null);
+        }} />
+    );
   }
 
   return (

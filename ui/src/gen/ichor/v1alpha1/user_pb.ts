@@ -10,7 +10,9 @@
 //   ListUsers list · GetUser get · CreateUser create · UpdateUser update · DeleteUser delete ·
 //   SetPassword and RevokeSessions update + update on `ichorusers/password` (CreateUser with a
 //   password also needs the latter) · GetMyKubeconfig get on `talosclusters` (ichor-viewer or
-//   better) · WhoAmI and ChangeOwnPassword need no RBAC.
+//   better) · GetUserFactors get · SetPassword with reset_factors as SetPassword · WhoAmI,
+//   ChangeOwnPassword and the caller's own second-factor calls (ListOwnFactors, BeginTotp,
+//   ConfirmTotp, RegenerateRecoveryCodes, RemoveFactor) need no RBAC.
 // Writes are also refused when they grant a role above the caller's (the grant rule) or remove
 // the last enabled admin.
 
@@ -18,15 +20,15 @@
 // @generated from file ichor/v1alpha1/user.proto (package ichor.v1alpha1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file ichor/v1alpha1/user.proto.
  */
 export const file_ichor_v1alpha1_user: GenFile = /*@__PURE__*/
-  fileDesc("ChlpY2hvci92MWFscGhhMS91c2VyLnByb3RvEg5pY2hvci52MWFscGhhMSKFAQoEVXNlchIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVlbWFpbBgDIAEoCRINCgVyb2xlcxgEIAMoCRIQCghkaXNhYmxlZBgFIAEoCBIUCgxwYXNzd29yZF9zZXQYBiABKAgSEwoLbXVzdF9jaGFuZ2UYByABKAgiEgoQTGlzdFVzZXJzUmVxdWVzdCI4ChFMaXN0VXNlcnNSZXNwb25zZRIjCgV1c2VycxgBIAMoCzIULmljaG9yLnYxYWxwaGExLlVzZXIiHgoOR2V0VXNlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSI1Cg9HZXRVc2VyUmVzcG9uc2USIgoEdXNlchgBIAEoCzIULmljaG9yLnYxYWxwaGExLlVzZXIirAEKEUNyZWF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEg0KBXJvbGVzGAQgAygJEhAKCGRpc2FibGVkGAUgASgIEhIKCHBhc3N3b3JkGAYgASgJSAASGwoRZ2VuZXJhdGVfcGFzc3dvcmQYByABKAhIAEISChBpbml0aWFsX3Bhc3N3b3JkIlQKEkNyZWF0ZVVzZXJSZXNwb25zZRIiCgR1c2VyGAEgASgLMhQuaWNob3IudjFhbHBoYTEuVXNlchIaChJnZW5lcmF0ZWRfcGFzc3dvcmQYAiABKAkiGQoIUm9sZUxpc3QSDQoFcm9sZXMYASADKAkiuAEKEVVwZGF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSGQoMZGlzcGxheV9uYW1lGAIgASgJSACIAQESEgoFZW1haWwYAyABKAlIAYgBARInCgVyb2xlcxgEIAEoCzIYLmljaG9yLnYxYWxwaGExLlJvbGVMaXN0EhUKCGRpc2FibGVkGAUgASgISAKIAQFCDwoNX2Rpc3BsYXlfbmFtZUIICgZfZW1haWxCCwoJX2Rpc2FibGVkIjgKElVwZGF0ZVVzZXJSZXNwb25zZRIiCgR1c2VyGAEgASgLMhQuaWNob3IudjFhbHBoYTEuVXNlciIhChFEZWxldGVVc2VyUmVxdWVzdBIMCgRuYW1lGAEgASgJIhQKEkRlbGV0ZVVzZXJSZXNwb25zZSJaChJTZXRQYXNzd29yZFJlcXVlc3QSDAoEbmFtZRgBIAEoCRISCghwYXNzd29yZBgCIAEoCUgAEhIKCGdlbmVyYXRlGAMgASgISABCDgoMbmV3X3Bhc3N3b3JkIjEKE1NldFBhc3N3b3JkUmVzcG9uc2USGgoSZ2VuZXJhdGVkX3Bhc3N3b3JkGAEgASgJIkYKGENoYW5nZU93blBhc3N3b3JkUmVxdWVzdBIUCgxvbGRfcGFzc3dvcmQYASABKAkSFAoMbmV3X3Bhc3N3b3JkGAIgASgJIhsKGUNoYW5nZU93blBhc3N3b3JkUmVzcG9uc2UiJQoVUmV2b2tlU2Vzc2lvbnNSZXF1ZXN0EgwKBG5hbWUYASABKAkiGAoWUmV2b2tlU2Vzc2lvbnNSZXNwb25zZSIpChZHZXRNeUt1YmVjb25maWdSZXF1ZXN0Eg8KB2NhX2ZpbGUYASABKAkiLQoXR2V0TXlLdWJlY29uZmlnUmVzcG9uc2USEgoKa3ViZWNvbmZpZxgBIAEoCSIPCg1XaG9BbUlSZXF1ZXN0ImcKDldob0FtSVJlc3BvbnNlEgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEg0KBXJvbGVzGAQgAygJEhMKC211c3RfY2hhbmdlGAUgASgIMvoGCgtVc2VyU2VydmljZRJQCglMaXN0VXNlcnMSIC5pY2hvci52MWFscGhhMS5MaXN0VXNlcnNSZXF1ZXN0GiEuaWNob3IudjFhbHBoYTEuTGlzdFVzZXJzUmVzcG9uc2USSgoHR2V0VXNlchIeLmljaG9yLnYxYWxwaGExLkdldFVzZXJSZXF1ZXN0Gh8uaWNob3IudjFhbHBoYTEuR2V0VXNlclJlc3BvbnNlElMKCkNyZWF0ZVVzZXISIS5pY2hvci52MWFscGhhMS5DcmVhdGVVc2VyUmVxdWVzdBoiLmljaG9yLnYxYWxwaGExLkNyZWF0ZVVzZXJSZXNwb25zZRJTCgpVcGRhdGVVc2VyEiEuaWNob3IudjFhbHBoYTEuVXBkYXRlVXNlclJlcXVlc3QaIi5pY2hvci52MWFscGhhMS5VcGRhdGVVc2VyUmVzcG9uc2USUwoKRGVsZXRlVXNlchIhLmljaG9yLnYxYWxwaGExLkRlbGV0ZVVzZXJSZXF1ZXN0GiIuaWNob3IudjFhbHBoYTEuRGVsZXRlVXNlclJlc3BvbnNlElYKC1NldFBhc3N3b3JkEiIuaWNob3IudjFhbHBoYTEuU2V0UGFzc3dvcmRSZXF1ZXN0GiMuaWNob3IudjFhbHBoYTEuU2V0UGFzc3dvcmRSZXNwb25zZRJoChFDaGFuZ2VPd25QYXNzd29yZBIoLmljaG9yLnYxYWxwaGExLkNoYW5nZU93blBhc3N3b3JkUmVxdWVzdBopLmljaG9yLnYxYWxwaGExLkNoYW5nZU93blBhc3N3b3JkUmVzcG9uc2USXwoOUmV2b2tlU2Vzc2lvbnMSJS5pY2hvci52MWFscGhhMS5SZXZva2VTZXNzaW9uc1JlcXVlc3QaJi5pY2hvci52MWFscGhhMS5SZXZva2VTZXNzaW9uc1Jlc3BvbnNlEmIKD0dldE15S3ViZWNvbmZpZxImLmljaG9yLnYxYWxwaGExLkdldE15S3ViZWNvbmZpZ1JlcXVlc3QaJy5pY2hvci52MWFscGhhMS5HZXRNeUt1YmVjb25maWdSZXNwb25zZRJHCgZXaG9BbUkSHS5pY2hvci52MWFscGhhMS5XaG9BbUlSZXF1ZXN0Gh4uaWNob3IudjFhbHBoYTEuV2hvQW1JUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChlpY2hvci92MWFscGhhMS91c2VyLnByb3RvEg5pY2hvci52MWFscGhhMSKFAQoEVXNlchIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVlbWFpbBgDIAEoCRINCgVyb2xlcxgEIAMoCRIQCghkaXNhYmxlZBgFIAEoCBIUCgxwYXNzd29yZF9zZXQYBiABKAgSEwoLbXVzdF9jaGFuZ2UYByABKAgiEgoQTGlzdFVzZXJzUmVxdWVzdCI4ChFMaXN0VXNlcnNSZXNwb25zZRIjCgV1c2VycxgBIAMoCzIULmljaG9yLnYxYWxwaGExLlVzZXIiHgoOR2V0VXNlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSI1Cg9HZXRVc2VyUmVzcG9uc2USIgoEdXNlchgBIAEoCzIULmljaG9yLnYxYWxwaGExLlVzZXIirAEKEUNyZWF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEg0KBXJvbGVzGAQgAygJEhAKCGRpc2FibGVkGAUgASgIEhIKCHBhc3N3b3JkGAYgASgJSAASGwoRZ2VuZXJhdGVfcGFzc3dvcmQYByABKAhIAEISChBpbml0aWFsX3Bhc3N3b3JkIlQKEkNyZWF0ZVVzZXJSZXNwb25zZRIiCgR1c2VyGAEgASgLMhQuaWNob3IudjFhbHBoYTEuVXNlchIaChJnZW5lcmF0ZWRfcGFzc3dvcmQYAiABKAkiGQoIUm9sZUxpc3QSDQoFcm9sZXMYASADKAkiuAEKEVVwZGF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSGQoMZGlzcGxheV9uYW1lGAIgASgJSACIAQESEgoFZW1haWwYAyABKAlIAYgBARInCgVyb2xlcxgEIAEoCzIYLmljaG9yLnYxYWxwaGExLlJvbGVMaXN0EhUKCGRpc2FibGVkGAUgASgISAKIAQFCDwoNX2Rpc3BsYXlfbmFtZUIICgZfZW1haWxCCwoJX2Rpc2FibGVkIjgKElVwZGF0ZVVzZXJSZXNwb25zZRIiCgR1c2VyGAEgASgLMhQuaWNob3IudjFhbHBoYTEuVXNlciIhChFEZWxldGVVc2VyUmVxdWVzdBIMCgRuYW1lGAEgASgJIhQKEkRlbGV0ZVVzZXJSZXNwb25zZSJxChJTZXRQYXNzd29yZFJlcXVlc3QSDAoEbmFtZRgBIAEoCRISCghwYXNzd29yZBgCIAEoCUgAEhIKCGdlbmVyYXRlGAMgASgISAASFQoNcmVzZXRfZmFjdG9ycxgEIAEoCEIOCgxuZXdfcGFzc3dvcmQiMQoTU2V0UGFzc3dvcmRSZXNwb25zZRIaChJnZW5lcmF0ZWRfcGFzc3dvcmQYASABKAkiRgoYQ2hhbmdlT3duUGFzc3dvcmRSZXF1ZXN0EhQKDG9sZF9wYXNzd29yZBgBIAEoCRIUCgxuZXdfcGFzc3dvcmQYAiABKAkiGwoZQ2hhbmdlT3duUGFzc3dvcmRSZXNwb25zZSIlChVSZXZva2VTZXNzaW9uc1JlcXVlc3QSDAoEbmFtZRgBIAEoCSIYChZSZXZva2VTZXNzaW9uc1Jlc3BvbnNlIikKFkdldE15S3ViZWNvbmZpZ1JlcXVlc3QSDwoHY2FfZmlsZRgBIAEoCSItChdHZXRNeUt1YmVjb25maWdSZXNwb25zZRISCgprdWJlY29uZmlnGAEgASgJIg8KDVdob0FtSVJlcXVlc3QiZwoOV2hvQW1JUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSDQoFZW1haWwYAyABKAkSDQoFcm9sZXMYBCADKAkSEwoLbXVzdF9jaGFuZ2UYBSABKAgilQEKB0ZhY3RvcnMSLQoIcGFzc2tleXMYASADKAsyGy5pY2hvci52MWFscGhhMS5QYXNza2V5SW5mbxImCgR0b3RwGAIgASgLMhguaWNob3IudjFhbHBoYTEuVG90cEluZm8SMwoIcmVjb3ZlcnkYAyABKAsyIS5pY2hvci52MWFscGhhMS5SZWNvdmVyeUNvZGVzSW5mbyJqCgtQYXNza2V5SW5mbxIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCmNyZWF0ZWRfYXQYAyABKAkSFAoMbGFzdF91c2VkX2F0GAQgASgJEhcKD2JhY2t1cF9lbGlnaWJsZRgFIAEoCCIeCghUb3RwSW5mbxISCgpjcmVhdGVkX2F0GAEgASgJIjoKEVJlY292ZXJ5Q29kZXNJbmZvEhEKCXJlbWFpbmluZxgBIAEoDRISCgpjcmVhdGVkX2F0GAIgASgJIhcKFUxpc3RPd25GYWN0b3JzUmVxdWVzdCJCChZMaXN0T3duRmFjdG9yc1Jlc3BvbnNlEigKB2ZhY3RvcnMYASABKAsyFy5pY2hvci52MWFscGhhMS5GYWN0b3JzIiQKEEJlZ2luVG90cFJlcXVlc3QSEAoIcGFzc3dvcmQYASABKAkiSAoRQmVnaW5Ub3RwUmVzcG9uc2USDgoGc2VjcmV0GAEgASgJEhMKC290cGF1dGhfdXJpGAIgASgJEg4KBnRpY2tldBgDIAEoCSIyChJDb25maXJtVG90cFJlcXVlc3QSDgoGdGlja2V0GAEgASgJEgwKBGNvZGUYAiABKAkiLQoTQ29uZmlybVRvdHBSZXNwb25zZRIWCg5yZWNvdmVyeV9jb2RlcxgBIAMoCSJACh5SZWdlbmVyYXRlUmVjb3ZlcnlDb2Rlc1JlcXVlc3QSEAoIcGFzc3dvcmQYASABKAkSDAoEY29kZRgCIAEoCSI5Ch9SZWdlbmVyYXRlUmVjb3ZlcnlDb2Rlc1Jlc3BvbnNlEhYKDnJlY292ZXJ5X2NvZGVzGAEgAygJInMKE1JlbW92ZUZhY3RvclJlcXVlc3QSEAoIcGFzc3dvcmQYASABKAkSKAoEa2luZBgCIAEoDjIaLmljaG9yLnYxYWxwaGExLkZhY3RvcktpbmQSEgoKcGFzc2tleV9pZBgDIAEoCRIMCgRjb2RlGAQgASgJIkAKFFJlbW92ZUZhY3RvclJlc3BvbnNlEigKB2ZhY3RvcnMYASABKAsyFy5pY2hvci52MWFscGhhMS5GYWN0b3JzIiUKFUdldFVzZXJGYWN0b3JzUmVxdWVzdBIMCgRuYW1lGAEgASgJIkIKFkdldFVzZXJGYWN0b3JzUmVzcG9uc2USKAoHZmFjdG9ycxgBIAEoCzIXLmljaG9yLnYxYWxwaGExLkZhY3RvcnMqcgoKRmFjdG9yS2luZBIbChdGQUNUT1JfS0lORF9VTlNQRUNJRklFRBAAEhQKEEZBQ1RPUl9LSU5EX1RPVFAQARIYChRGQUNUT1JfS0lORF9SRUNPVkVSWRACEhcKE0ZBQ1RPUl9LSU5EX1BBU1NLRVkQAzK9CwoLVXNlclNlcnZpY2USUAoJTGlzdFVzZXJzEiAuaWNob3IudjFhbHBoYTEuTGlzdFVzZXJzUmVxdWVzdBohLmljaG9yLnYxYWxwaGExLkxpc3RVc2Vyc1Jlc3BvbnNlEkoKB0dldFVzZXISHi5pY2hvci52MWFscGhhMS5HZXRVc2VyUmVxdWVzdBofLmljaG9yLnYxYWxwaGExLkdldFVzZXJSZXNwb25zZRJTCgpDcmVhdGVVc2VyEiEuaWNob3IudjFhbHBoYTEuQ3JlYXRlVXNlclJlcXVlc3QaIi5pY2hvci52MWFscGhhMS5DcmVhdGVVc2VyUmVzcG9uc2USUwoKVXBkYXRlVXNlchIhLmljaG9yLnYxYWxwaGExLlVwZGF0ZVVzZXJSZXF1ZXN0GiIuaWNob3IudjFhbHBoYTEuVXBkYXRlVXNlclJlc3BvbnNlElMKCkRlbGV0ZVVzZXISIS5pY2hvci52MWFscGhhMS5EZWxldGVVc2VyUmVxdWVzdBoiLmljaG9yLnYxYWxwaGExLkRlbGV0ZVVzZXJSZXNwb25zZRJWCgtTZXRQYXNzd29yZBIiLmljaG9yLnYxYWxwaGExLlNldFBhc3N3b3JkUmVxdWVzdBojLmljaG9yLnYxYWxwaGExLlNldFBhc3N3b3JkUmVzcG9uc2USaAoRQ2hhbmdlT3duUGFzc3dvcmQSKC5pY2hvci52MWFscGhhMS5DaGFuZ2VPd25QYXNzd29yZFJlcXVlc3QaKS5pY2hvci52MWFscGhhMS5DaGFuZ2VPd25QYXNzd29yZFJlc3BvbnNlEl8KDlJldm9rZVNlc3Npb25zEiUuaWNob3IudjFhbHBoYTEuUmV2b2tlU2Vzc2lvbnNSZXF1ZXN0GiYuaWNob3IudjFhbHBoYTEuUmV2b2tlU2Vzc2lvbnNSZXNwb25zZRJiCg9HZXRNeUt1YmVjb25maWcSJi5pY2hvci52MWFscGhhMS5HZXRNeUt1YmVjb25maWdSZXF1ZXN0GicuaWNob3IudjFhbHBoYTEuR2V0TXlLdWJlY29uZmlnUmVzcG9uc2USRwoGV2hvQW1JEh0uaWNob3IudjFhbHBoYTEuV2hvQW1JUmVxdWVzdBoeLmljaG9yLnYxYWxwaGExLldob0FtSVJlc3BvbnNlEl8KDkxpc3RPd25GYWN0b3JzEiUuaWNob3IudjFhbHBoYTEuTGlzdE93bkZhY3RvcnNSZXF1ZXN0GiYuaWNob3IudjFhbHBoYTEuTGlzdE93bkZhY3RvcnNSZXNwb25zZRJQCglCZWdpblRvdHASIC5pY2hvci52MWFscGhhMS5CZWdpblRvdHBSZXF1ZXN0GiEuaWNob3IudjFhbHBoYTEuQmVnaW5Ub3RwUmVzcG9uc2USVgoLQ29uZmlybVRvdHASIi5pY2hvci52MWFscGhhMS5Db25maXJtVG90cFJlcXVlc3QaIy5pY2hvci52MWFscGhhMS5Db25maXJtVG90cFJlc3BvbnNlEnoKF1JlZ2VuZXJhdGVSZWNvdmVyeUNvZGVzEi4uaWNob3IudjFhbHBoYTEuUmVnZW5lcmF0ZVJlY292ZXJ5Q29kZXNSZXF1ZXN0Gi8uaWNob3IudjFhbHBoYTEuUmVnZW5lcmF0ZVJlY292ZXJ5Q29kZXNSZXNwb25zZRJZCgxSZW1vdmVGYWN0b3ISIy5pY2hvci52MWFscGhhMS5SZW1vdmVGYWN0b3JSZXF1ZXN0GiQuaWNob3IudjFhbHBoYTEuUmVtb3ZlRmFjdG9yUmVzcG9uc2USXwoOR2V0VXNlckZhY3RvcnMSJS5pY2hvci52MWFscGhhMS5HZXRVc2VyRmFjdG9yc1JlcXVlc3QaJi5pY2hvci52MWFscGhhMS5HZXRVc2VyRmFjdG9yc1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * A user as shown to administrators. Never carries a password or a hash.
@@ -357,7 +359,7 @@ export type SetPasswordRequest = Message<"ichor.v1alpha1.SetPasswordRequest"> & 
   name: string;
 
   /**
-   * Exactly one of the two.
+   * Exactly one of the two; neither only together with reset_factors (the password stays).
    *
    * @generated from oneof ichor.v1alpha1.SetPasswordRequest.new_password
    */
@@ -374,6 +376,14 @@ export type SetPasswordRequest = Message<"ichor.v1alpha1.SetPasswordRequest"> & 
     value: boolean;
     case: "generate";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * Also removes every second factor of the user (passkeys, authenticator app, recovery codes),
+   * in the same write that ends its sessions, so the next sign-in asks for the password alone.
+   *
+   * @generated from field: bool reset_factors = 4;
+   */
+  resetFactors: boolean;
 };
 
 /**
@@ -561,6 +571,440 @@ export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
   messageDesc(file_ichor_v1alpha1_user, 21);
 
 /**
+ * A user's second factors as the API shows them: kinds, names and dates (RFC 3339), never a
+ * secret, a digest or a key.
+ *
+ * @generated from message ichor.v1alpha1.Factors
+ */
+export type Factors = Message<"ichor.v1alpha1.Factors"> & {
+  /**
+   * Registered passkeys, in registration order.
+   *
+   * @generated from field: repeated ichor.v1alpha1.PasskeyInfo passkeys = 1;
+   */
+  passkeys: PasskeyInfo[];
+
+  /**
+   * The authenticator app; absent when none.
+   *
+   * @generated from field: ichor.v1alpha1.TotpInfo totp = 2;
+   */
+  totp?: TotpInfo | undefined;
+
+  /**
+   * The recovery codes; absent when none were made (or they were removed).
+   *
+   * @generated from field: ichor.v1alpha1.RecoveryCodesInfo recovery = 3;
+   */
+  recovery?: RecoveryCodesInfo | undefined;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.Factors.
+ * Use `create(FactorsSchema)` to create a new message.
+ */
+export const FactorsSchema: GenMessage<Factors> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 22);
+
+/**
+ * @generated from message ichor.v1alpha1.PasskeyInfo
+ */
+export type PasskeyInfo = Message<"ichor.v1alpha1.PasskeyInfo"> & {
+  /**
+   * The credential id (base64url): what RemoveFactor names.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The name its user gave it.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string created_at = 3;
+   */
+  createdAt: string;
+
+  /**
+   * Empty when it never completed a sign-in.
+   *
+   * @generated from field: string last_used_at = 4;
+   */
+  lastUsedAt: string;
+
+  /**
+   * A synced passkey (backup eligible) rather than a hardware-bound one.
+   *
+   * @generated from field: bool backup_eligible = 5;
+   */
+  backupEligible: boolean;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.PasskeyInfo.
+ * Use `create(PasskeyInfoSchema)` to create a new message.
+ */
+export const PasskeyInfoSchema: GenMessage<PasskeyInfo> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 23);
+
+/**
+ * @generated from message ichor.v1alpha1.TotpInfo
+ */
+export type TotpInfo = Message<"ichor.v1alpha1.TotpInfo"> & {
+  /**
+   * When a first code confirmed it.
+   *
+   * @generated from field: string created_at = 1;
+   */
+  createdAt: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.TotpInfo.
+ * Use `create(TotpInfoSchema)` to create a new message.
+ */
+export const TotpInfoSchema: GenMessage<TotpInfo> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 24);
+
+/**
+ * @generated from message ichor.v1alpha1.RecoveryCodesInfo
+ */
+export type RecoveryCodesInfo = Message<"ichor.v1alpha1.RecoveryCodesInfo"> & {
+  /**
+   * How many codes are left unused (each works once).
+   *
+   * @generated from field: uint32 remaining = 1;
+   */
+  remaining: number;
+
+  /**
+   * When they were made.
+   *
+   * @generated from field: string created_at = 2;
+   */
+  createdAt: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.RecoveryCodesInfo.
+ * Use `create(RecoveryCodesInfoSchema)` to create a new message.
+ */
+export const RecoveryCodesInfoSchema: GenMessage<RecoveryCodesInfo> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 25);
+
+/**
+ * @generated from message ichor.v1alpha1.ListOwnFactorsRequest
+ */
+export type ListOwnFactorsRequest = Message<"ichor.v1alpha1.ListOwnFactorsRequest"> & {
+};
+
+/**
+ * Describes the message ichor.v1alpha1.ListOwnFactorsRequest.
+ * Use `create(ListOwnFactorsRequestSchema)` to create a new message.
+ */
+export const ListOwnFactorsRequestSchema: GenMessage<ListOwnFactorsRequest> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 26);
+
+/**
+ * @generated from message ichor.v1alpha1.ListOwnFactorsResponse
+ */
+export type ListOwnFactorsResponse = Message<"ichor.v1alpha1.ListOwnFactorsResponse"> & {
+  /**
+   * @generated from field: ichor.v1alpha1.Factors factors = 1;
+   */
+  factors?: Factors | undefined;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.ListOwnFactorsResponse.
+ * Use `create(ListOwnFactorsResponseSchema)` to create a new message.
+ */
+export const ListOwnFactorsResponseSchema: GenMessage<ListOwnFactorsResponse> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 27);
+
+/**
+ * @generated from message ichor.v1alpha1.BeginTotpRequest
+ */
+export type BeginTotpRequest = Message<"ichor.v1alpha1.BeginTotpRequest"> & {
+  /**
+   * The caller's current password (checked as a sign-in attempt: wrong ones back off).
+   *
+   * @generated from field: string password = 1;
+   */
+  password: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.BeginTotpRequest.
+ * Use `create(BeginTotpRequestSchema)` to create a new message.
+ */
+export const BeginTotpRequestSchema: GenMessage<BeginTotpRequest> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 28);
+
+/**
+ * @generated from message ichor.v1alpha1.BeginTotpResponse
+ */
+export type BeginTotpResponse = Message<"ichor.v1alpha1.BeginTotpResponse"> & {
+  /**
+   * The new secret, 32 base32 characters, for typing into the app by hand.
+   *
+   * @generated from field: string secret = 1;
+   */
+  secret: string;
+
+  /**
+   * otpauth://totp/Ichor:<name>?secret=…, for the QR code.
+   *
+   * @generated from field: string otpauth_uri = 2;
+   */
+  otpauthUri: string;
+
+  /**
+   * The signed enrolment ticket for ConfirmTotp (it holds the secret; valid 10 minutes, for
+   * this user until its password or factors change).
+   *
+   * @generated from field: string ticket = 3;
+   */
+  ticket: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.BeginTotpResponse.
+ * Use `create(BeginTotpResponseSchema)` to create a new message.
+ */
+export const BeginTotpResponseSchema: GenMessage<BeginTotpResponse> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 29);
+
+/**
+ * @generated from message ichor.v1alpha1.ConfirmTotpRequest
+ */
+export type ConfirmTotpRequest = Message<"ichor.v1alpha1.ConfirmTotpRequest"> & {
+  /**
+   * The ticket of BeginTotp.
+   *
+   * @generated from field: string ticket = 1;
+   */
+  ticket: string;
+
+  /**
+   * The code the app shows now (6 digits).
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.ConfirmTotpRequest.
+ * Use `create(ConfirmTotpRequestSchema)` to create a new message.
+ */
+export const ConfirmTotpRequestSchema: GenMessage<ConfirmTotpRequest> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 30);
+
+/**
+ * @generated from message ichor.v1alpha1.ConfirmTotpResponse
+ */
+export type ConfirmTotpResponse = Message<"ichor.v1alpha1.ConfirmTotpResponse"> & {
+  /**
+   * Ten new recovery codes, returned this once and stored only as digests; empty when the
+   * caller had unused recovery codes already (they stay).
+   *
+   * @generated from field: repeated string recovery_codes = 1;
+   */
+  recoveryCodes: string[];
+};
+
+/**
+ * Describes the message ichor.v1alpha1.ConfirmTotpResponse.
+ * Use `create(ConfirmTotpResponseSchema)` to create a new message.
+ */
+export const ConfirmTotpResponseSchema: GenMessage<ConfirmTotpResponse> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 31);
+
+/**
+ * @generated from message ichor.v1alpha1.RegenerateRecoveryCodesRequest
+ */
+export type RegenerateRecoveryCodesRequest = Message<"ichor.v1alpha1.RegenerateRecoveryCodesRequest"> & {
+  /**
+   * The caller's current password.
+   *
+   * @generated from field: string password = 1;
+   */
+  password: string;
+
+  /**
+   * A current authenticator-app code or an unused recovery code (used up by this call): the
+   * password alone does not change the factors of a user who has one.
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.RegenerateRecoveryCodesRequest.
+ * Use `create(RegenerateRecoveryCodesRequestSchema)` to create a new message.
+ */
+export const RegenerateRecoveryCodesRequestSchema: GenMessage<RegenerateRecoveryCodesRequest> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 32);
+
+/**
+ * @generated from message ichor.v1alpha1.RegenerateRecoveryCodesResponse
+ */
+export type RegenerateRecoveryCodesResponse = Message<"ichor.v1alpha1.RegenerateRecoveryCodesResponse"> & {
+  /**
+   * Ten new recovery codes, returned this once; the old ones no longer work.
+   *
+   * @generated from field: repeated string recovery_codes = 1;
+   */
+  recoveryCodes: string[];
+};
+
+/**
+ * Describes the message ichor.v1alpha1.RegenerateRecoveryCodesResponse.
+ * Use `create(RegenerateRecoveryCodesResponseSchema)` to create a new message.
+ */
+export const RegenerateRecoveryCodesResponseSchema: GenMessage<RegenerateRecoveryCodesResponse> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 33);
+
+/**
+ * @generated from message ichor.v1alpha1.RemoveFactorRequest
+ */
+export type RemoveFactorRequest = Message<"ichor.v1alpha1.RemoveFactorRequest"> & {
+  /**
+   * The caller's current password.
+   *
+   * @generated from field: string password = 1;
+   */
+  password: string;
+
+  /**
+   * @generated from field: ichor.v1alpha1.FactorKind kind = 2;
+   */
+  kind: FactorKind;
+
+  /**
+   * The passkey's credential id (PasskeyInfo.id) when kind is FACTOR_KIND_PASSKEY; empty
+   * otherwise.
+   *
+   * @generated from field: string passkey_id = 3;
+   */
+  passkeyId: string;
+
+  /**
+   * A current authenticator-app code or an unused recovery code (used up by this call),
+   * required while the caller has an authenticator app or a passkey: the password alone does
+   * not remove a second factor.
+   *
+   * @generated from field: string code = 4;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.RemoveFactorRequest.
+ * Use `create(RemoveFactorRequestSchema)` to create a new message.
+ */
+export const RemoveFactorRequestSchema: GenMessage<RemoveFactorRequest> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 34);
+
+/**
+ * @generated from message ichor.v1alpha1.RemoveFactorResponse
+ */
+export type RemoveFactorResponse = Message<"ichor.v1alpha1.RemoveFactorResponse"> & {
+  /**
+   * The caller's factors after the removal.
+   *
+   * @generated from field: ichor.v1alpha1.Factors factors = 1;
+   */
+  factors?: Factors | undefined;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.RemoveFactorResponse.
+ * Use `create(RemoveFactorResponseSchema)` to create a new message.
+ */
+export const RemoveFactorResponseSchema: GenMessage<RemoveFactorResponse> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 35);
+
+/**
+ * @generated from message ichor.v1alpha1.GetUserFactorsRequest
+ */
+export type GetUserFactorsRequest = Message<"ichor.v1alpha1.GetUserFactorsRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.GetUserFactorsRequest.
+ * Use `create(GetUserFactorsRequestSchema)` to create a new message.
+ */
+export const GetUserFactorsRequestSchema: GenMessage<GetUserFactorsRequest> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 36);
+
+/**
+ * @generated from message ichor.v1alpha1.GetUserFactorsResponse
+ */
+export type GetUserFactorsResponse = Message<"ichor.v1alpha1.GetUserFactorsResponse"> & {
+  /**
+   * @generated from field: ichor.v1alpha1.Factors factors = 1;
+   */
+  factors?: Factors | undefined;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.GetUserFactorsResponse.
+ * Use `create(GetUserFactorsResponseSchema)` to create a new message.
+ */
+export const GetUserFactorsResponseSchema: GenMessage<GetUserFactorsResponse> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 37);
+
+/**
+ * The kind of a second factor.
+ *
+ * @generated from enum ichor.v1alpha1.FactorKind
+ */
+export enum FactorKind {
+  /**
+   * @generated from enum value: FACTOR_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The authenticator app.
+   *
+   * @generated from enum value: FACTOR_KIND_TOTP = 1;
+   */
+  TOTP = 1,
+
+  /**
+   * The recovery codes.
+   *
+   * @generated from enum value: FACTOR_KIND_RECOVERY = 2;
+   */
+  RECOVERY = 2,
+
+  /**
+   * One passkey, named by passkey_id.
+   *
+   * @generated from enum value: FACTOR_KIND_PASSKEY = 3;
+   */
+  PASSKEY = 3,
+}
+
+/**
+ * Describes the enum ichor.v1alpha1.FactorKind.
+ */
+export const FactorKindSchema: GenEnum<FactorKind> = /*@__PURE__*/
+  enumDesc(file_ichor_v1alpha1_user, 0);
+
+/**
  * Users, passwords, sessions and the caller's kubeconfig.
  *
  * @generated from service ichor.v1alpha1.UserService
@@ -618,7 +1062,8 @@ export const UserService: GenService<{
   },
   /**
    * An administrator sets a user's password (given, or generated and returned once). Sets
-   * mustChange and ends every session of the user.
+   * mustChange and ends every session of the user. With reset_factors it also removes every
+   * second factor of the user in the same write (and may then leave the password as it is).
    *
    * @generated from rpc ichor.v1alpha1.UserService.SetPassword
    */
@@ -666,6 +1111,73 @@ export const UserService: GenService<{
     methodKind: "unary";
     input: typeof WhoAmIRequestSchema;
     output: typeof WhoAmIResponseSchema;
+  },
+  /**
+   * The caller's own second factors: kinds, names and dates, never a secret.
+   *
+   * @generated from rpc ichor.v1alpha1.UserService.ListOwnFactors
+   */
+  listOwnFactors: {
+    methodKind: "unary";
+    input: typeof ListOwnFactorsRequestSchema;
+    output: typeof ListOwnFactorsResponseSchema;
+  },
+  /**
+   * Starts adding an authenticator app (TOTP) over the caller's current password: a new secret,
+   * its otpauth:// URI and a signed enrolment ticket holding it. Nothing is stored until
+   * ConfirmTotp proves the app has the secret.
+   *
+   * @generated from rpc ichor.v1alpha1.UserService.BeginTotp
+   */
+  beginTotp: {
+    methodKind: "unary";
+    input: typeof BeginTotpRequestSchema;
+    output: typeof BeginTotpResponseSchema;
+  },
+  /**
+   * Stores the authenticator app of a BeginTotp ticket once a first code from the app matches,
+   * with ten recovery codes (returned this once) when the caller has none. Ends every session
+   * of the caller, as a password change does.
+   *
+   * @generated from rpc ichor.v1alpha1.UserService.ConfirmTotp
+   */
+  confirmTotp: {
+    methodKind: "unary";
+    input: typeof ConfirmTotpRequestSchema;
+    output: typeof ConfirmTotpResponseSchema;
+  },
+  /**
+   * Ten new recovery codes over the caller's current password, replacing the old ones (returned
+   * this once); only beside another second factor. Ends every session of the caller.
+   *
+   * @generated from rpc ichor.v1alpha1.UserService.RegenerateRecoveryCodes
+   */
+  regenerateRecoveryCodes: {
+    methodKind: "unary";
+    input: typeof RegenerateRecoveryCodesRequestSchema;
+    output: typeof RegenerateRecoveryCodesResponseSchema;
+  },
+  /**
+   * Removes one of the caller's second factors over the current password; removing the last
+   * authenticator app or passkey removes the recovery codes too. Ends every session of the
+   * caller.
+   *
+   * @generated from rpc ichor.v1alpha1.UserService.RemoveFactor
+   */
+  removeFactor: {
+    methodKind: "unary";
+    input: typeof RemoveFactorRequestSchema;
+    output: typeof RemoveFactorResponseSchema;
+  },
+  /**
+   * An administrator's view of a user's second factors: kinds, names and dates, never a secret.
+   *
+   * @generated from rpc ichor.v1alpha1.UserService.GetUserFactors
+   */
+  getUserFactors: {
+    methodKind: "unary";
+    input: typeof GetUserFactorsRequestSchema;
+    output: typeof GetUserFactorsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ichor_v1alpha1_user, 0);
