@@ -5,7 +5,7 @@
 //! Properties: no panic; an accepted review has a uid, its accessors are total, and both
 //! answers to it (allow, deny) are v1 reviews that echo the uid.
 
-use ichor_reconcilers::admission::review::{self, Verdict};
+use ichor_controller::admission::review::{self, Verdict};
 
 /// One input of the target: returns normally or panics on a broken property.
 pub fn run(data: &[u8]) {

@@ -3,16 +3,16 @@
 //! deterministic (same input, same path).
 //!
 //! Placeholders let the fuzzer reach past signature checks it cannot forge: a body or token
-//! containing [`CODE`], [`REFRESH`], [`TICKET`] or [`ID_TOKEN`] has it replaced by a token
-//! validly signed for the fixed keys and clock (see [`expand`]). Seeds use them; mutations keep
-//! or break them.
+//! containing [`CODE`], [`REFRESH`], [`TICKET`], [`ID_TOKEN`] or [`FACTOR`] has it replaced by
+//! a token validly signed for the fixed keys and clock, and [`TOTP`] or [`RECOVERY`] by a code
+//! dave's second factor accepts (see [`expand`]). Seeds use them; mutations keep or break them.
 use std::sync::{Arc, OnceLock};
 
 use ichor_issuer::{
     keys::{KeyRing, LoadedKeys},
     oidc::{Settings, request::s256_challenge},
     store::UserStore,
-    tokens::{self, CodeClaims, RefreshClaims, TicketClaims},
+    tokens::{self, CodeClaims, FactorClaims, RefreshClaims, TicketClaims},
 };
 use ichor_renderers::{
     auth::credentials::CredentialsEntry,
@@ -24,7 +24,7 @@ use ichor_renderers::{
 };
 use ichor_testkit::issuer::{
     clock::ManualClock,
-    harness::{Harness, cli_family_entry, id_claims, replica},
+    harness::{Harness, TOTP_SECRET, cli_family_entry, factor_entry_with_hash, id_claims, replica},
     keys::PEMS,
     store::MemoryStore,
 };
@@ -41,6 +41,13 @@ pub const REFRESH: &str = "@REFRESH@";
 pub const TICKET: &str = "@TICKET@";
 /// Placeholder for a valid `ichor-ui` ID token of alice.
 pub const ID_TOKEN: &str = "@ID_TOKEN@";
+/// Placeholder for a valid second-factor ticket of dave (who has an authenticator app and
+/// recovery codes) for `ichor-cli`.
+pub const FACTOR: &str = "@FACTOR@";
+/// Placeholder for the code dave's authenticator app shows at [`now`].
+pub const TOTP: &str = "@TOTP@";
+/// Placeholder for one of dave's recovery codes.
+pub const RECOVERY: &str = "@RECOVERY@";
 /// The fixed family id of alice's refresh family.
 pub const FAMILY: &str = "f1";
 /// An argon2id PHC string (never checked by the token or revoke endpoints).
@@ -110,8 +117,31 @@ fn code_claims() -> CodeClaims {
         code_challenge: s256_challenge(VERIFIER),
         offline_access: true,
         audience: "ichor-kube".into(),
+        amr: Vec::new(),
         iat: now - 10,
         exp: now + 50,
+    }
+}
+
+/// dave's credentials entry (an authenticator app of [`TOTP_SECRET`] and recovery codes), made
+/// once, and his recovery codes.
+fn dave() -> &'static (CredentialsEntry, Vec<String>) {
+    static DAVE: OnceLock<(CredentialsEntry, Vec<String>)> = OnceLock::new();
+    // The kit's factors on an entry with the fixed hash: no argon2id run in a fuzz build.
+    DAVE.get_or_init(|| factor_entry_with_hash(HASH))
+}
+
+fn factor_claims() -> FactorClaims {
+    let now = now().as_second();
+    FactorClaims {
+        iss: ISSUER.into(),
+        sub: "dave".into(),
+        request: ticket_claims(),
+        nb: dave().0.not_before.to_string(),
+        dev: None,
+        factors: vec!["totp".into(), "recovery".into()],
+        iat: now,
+        exp: now + 300,
     }
 }
 
@@ -152,6 +182,9 @@ struct Valid {
     refresh: String,
     ticket: String,
     id_token: String,
+    factor: String,
+    totp: String,
+    recovery: String,
 }
 
 fn valid() -> &'static Valid {
@@ -166,6 +199,9 @@ fn valid() -> &'static Valid {
             refresh: tokens::sign_artifact(keys, &refresh, key_at, now).expect("refresh"),
             ticket: tokens::sign_artifact(keys, &ticket_claims(), now, now).expect("ticket"),
             id_token: tokens::sign_id_token(keys, &id, now).expect("id token"),
+            factor: tokens::sign_artifact(keys, &factor_claims(), now, now).expect("factor ticket"),
+            totp: ichor_renderers::auth::totp::code_at(TOTP_SECRET, now).expect("totp code"),
+            recovery: dave().1[0].clone(),
         }
     })
 }
@@ -181,6 +217,9 @@ pub fn expand(input: &str) -> String {
         .replace(REFRESH, &v.refresh)
         .replace(TICKET, &v.ticket)
         .replace(ID_TOKEN, &v.id_token)
+        .replace(FACTOR, &v.factor)
+        .replace(TOTP, &v.totp)
+        .replace(RECOVERY, &v.recovery)
 }
 
 /// HMAC-SHA256 over `input` with the fixed HMAC key (to sign fuzzed payloads).
@@ -193,11 +232,12 @@ pub fn hmac(input: &[u8]) -> Vec<u8> {
 
 /// A fresh in-process issuer (fresh rate limits, code ledger and store) over the fixed keys,
 /// a clock standing at [`now`] and the kit's memory store holding alice (admin, with
-/// [`alice_entry`]) and carol (viewer, no password).
+/// [`alice_entry`]), carol (viewer, no password) and dave (admin, with a second factor).
 pub fn harness() -> Harness {
     let store = Arc::new(MemoryStore::default());
     store.add_user("alice", &["admin"], Some(alice_entry().clone()));
     store.add_user("carol", &["viewer"], None);
+    store.add_user("dave", &["admin"], Some(dave().0.clone()));
     let settings = Arc::new(Settings::new(UsersSettings::resolve(None).expect("settings")));
     replica(
         Arc::clone(&store) as Arc<dyn UserStore>,

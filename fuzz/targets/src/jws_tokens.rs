@@ -1,9 +1,12 @@
 //! JWS/JWT decoding of every token type the issuer verifies (login ticket, authorization code,
-//! refresh token: HS256 artifacts; ID token: RS256) and the CLI's unverified claim decoding.
+//! second-factor ticket, authenticator-app enrolment ticket, refresh token: HS256 artifacts; ID
+//! token: RS256) and the CLI's
+//! unverified claim decoding.
 //!
 //! Input: one selector byte, then the token text. Selector bit 0x80 set: the rest is a claim
 //! set (payload JSON) which the target wraps in a validly HMAC-signed header of the selected
-//! artifact type, so the claims deserialisation behind the signature check is reached too.
+//! artifact type (selector 0xff: the enrolment ticket; otherwise by the selector modulo 4), so
+//! the claims deserialisation behind the signature check is reached too.
 //! Placeholders (`@CODE@`, `@REFRESH@`, `@TICKET@`, `@ID_TOKEN@`) expand to valid tokens.
 //!
 //! Properties: no panic; an artifact that verifies re-signs to a token that verifies to the
@@ -11,7 +14,9 @@
 
 use crate::fixtures::{ISSUER, expand, hmac, keys, now};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use ichor_issuer::tokens::{self, Artifact, CodeClaims, RefreshClaims, TicketClaims};
+use ichor_issuer::tokens::{
+    self, Artifact, CodeClaims, FactorClaims, RefreshClaims, TicketClaims, TotpEnrolClaims,
+};
 
 fn round_trip<A: Artifact + PartialEq + std::fmt::Debug>(token: &str) -> bool {
     let keys = keys();
@@ -41,9 +46,11 @@ pub fn run(data: &[u8]) {
         return;
     };
     let token = if selector & 0x80 != 0 {
-        let typ = match selector % 3 {
+        let typ = match selector % 4 {
+            _ if selector == 0xff => TotpEnrolClaims::TYP,
             0 => TicketClaims::TYP,
             1 => CodeClaims::TYP,
+            2 => FactorClaims::TYP,
             _ => RefreshClaims::TYP,
         };
         signed(typ, rest)
@@ -57,6 +64,8 @@ pub fn run(data: &[u8]) {
         round_trip::<TicketClaims>(&token),
         round_trip::<CodeClaims>(&token),
         round_trip::<RefreshClaims>(&token),
+        round_trip::<FactorClaims>(&token),
+        round_trip::<TotpEnrolClaims>(&token),
     ];
     assert!(
         verified.iter().filter(|v| **v).count() <= 1,

@@ -13,14 +13,17 @@ pub mod admission_review;
 pub mod authn_config;
 pub mod cli_oidc_responses;
 pub mod credentials_entry;
+pub mod credentials_entry_v2;
 pub mod exec_credential_cache;
 pub mod jws_tokens;
 pub mod keys_json;
 pub mod kubeconfig;
 pub mod oidc_authorize_query;
+pub mod oidc_factor_form;
 pub mod oidc_revoke_form;
 pub mod oidc_token_form;
 pub mod talos_machine_config;
+pub mod totp_code;
 pub mod user_service_grpc;
 
 /// One fuzz target: its name (of the `cargo fuzz` binary, of `fuzz/fuzz_targets/<name>.rs` and of
@@ -39,14 +42,17 @@ pub const TARGETS: &[Target] = &[
     target("authn_config", authn_config::run),
     target("cli_oidc_responses", cli_oidc_responses::run),
     target("credentials_entry", credentials_entry::run),
+    target("credentials_entry_v2", credentials_entry_v2::run),
     target("exec_credential_cache", exec_credential_cache::run),
     target("jws_tokens", jws_tokens::run),
     target("keys_json", keys_json::run),
     target("kubeconfig", kubeconfig::run),
     target("oidc_authorize_query", oidc_authorize_query::run),
+    target("oidc_factor_form", oidc_factor_form::run),
     target("oidc_revoke_form", oidc_revoke_form::run),
     target("oidc_token_form", oidc_token_form::run),
     target("talos_machine_config", talos_machine_config::run),
+    target("totp_code", totp_code::run),
     target("user_service_grpc", user_service_grpc::run),
 ];
 
