@@ -27,7 +27,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked \
-        -p ichor-reconcilers --bin ichor-controller \
+        -p ichor-controller --bin ichor-controller \
         -p ichor-issuer --bin ichor-issuer \
     && cargo build --release --locked -p ichor-cli --bin ichor --bin ichor-full \
     && cargo rustc --release --locked -p ichor-cli --bin ichor -- -C target-feature=+crt-static \

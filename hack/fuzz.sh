@@ -7,7 +7,7 @@
 # Usage: hack/fuzz.sh [seconds-per-target] [target...]
 #        hack/fuzz.sh cmin [target...]
 #   hack/fuzz.sh                 # 10 s per target, every target (the smoke run)
-#   hack/fuzz.sh 600             # the long run: 10 minutes per target (about 2 hours 10 minutes)
+#   hack/fuzz.sh 600             # the long run: 10 minutes per target (about 2 hours 30 minutes)
 #   hack/fuzz.sh 60 jws_tokens keys_json
 #   hack/fuzz.sh cmin            # minimise: merge what the runs found into fuzz/corpus/
 #

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The one test command: installs what the tests need when it is missing, then runs the format
 # check, clippy (warnings are errors), the CRD freshness check, the whole test suite with insta
-# in check mode and a 10-second fuzz run of every fuzz target.
+# in check mode and a 10-second fuzz run of every fuzz target. What the tests run against and
+# why (the real control plane, node, Talos client and OIDC consumers; golden files, journals,
+# fuzzing): docs/architecture.md, "Testing"; the crates and which may depend on which: its
+# "The dependency rule" and "The crate map".
 # Usage: hack/test.sh [--quick]   (--quick skips clippy and the fuzz run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,12 +63,15 @@ fi
 
 step "the ichor CLI (the kubectl exec plugin) links neither kube-runtime nor the controller"
 linked=$(cargo tree --locked -p ichor-cli -e normal --prefix none --format '{p}' | sort -u)
-for heavy in kube-runtime ichor-reconcilers; do
+for heavy in kube-runtime ichor-controller; do
   if grep -q "^$heavy " <<<"$linked"; then
     echo "hack/test.sh: ichor-cli depends on $heavy (cargo tree -p ichor-cli -e normal -i $heavy)" >&2
     exit 1
   fi
 done
+
+step "README.md's Layout and docs/architecture.md's crate map follow the workspace"
+hack/layout.sh
 
 step "generated CRDs are in sync with the Rust types"
 cargo run --quiet --locked -p ichor-renderers --bin crdgen -- --check

@@ -5,7 +5,7 @@
 #   RSS at the end and at its peak, CPU (percent of one core) of the issuer process, and a probe
 #   (GET /oidc/jwks on a fresh connection every 0.5 s) answered or not, with its slowest time.
 # Bounded: about (vectors + 1) x (seconds + 3) s plus the build. The table goes to
-# hack/bench/results/abuse-<date>.md (printed too).
+# hack/bench/results/abuse.md (printed too).
 # Usage: hack/bench/abuse.sh [seconds per vector, default 15] [connections, default 2000]
 # (ICHOR_BENCH_SHORT=1: 3 s per vector, 500 connections)
 set -euo pipefail
@@ -19,7 +19,7 @@ work_prefix=abuse
 source hack/bench/issuer-common.sh
 attack=hack/bench/abuse-attack.py
 
-ext=$(free_port); int=$(free_port)
+read -r ext int <<<"$(free_ports 2)"
 url="https://127.0.0.1:$ext"
 RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$url" --listen "127.0.0.1:$ext" \
   --internal-listen "127.0.0.1:$int" --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" \
@@ -83,7 +83,7 @@ measure "idle again (after the attacks)" "$ext" ""
 
 figure "abuse: highest peak RSS MiB over every vector (baseline: idle RSS)" "$worst_peak" "$idle_rss" "bounded"
 figure "abuse: slowest probe s under any vector (baseline: none)" "$worst_slowest" "-" "answered"
-out="$results_dir/abuse-$(date -u +%F).md"
+out="$results_dir/abuse.md"
 {
   echo "# Abuse bounds, $(date -u +%FT%TZ)"
   echo

@@ -5,7 +5,7 @@
 # The release binaries are built once and copied to a private directory (another engineer's build
 # cannot replace them mid-run); each script's own report and log go to a work directory, so the
 # full reports in hack/bench/results/ are not replaced; the table goes to
-# hack/bench/results/all-<date>.md (printed too). A script that fails is listed as failed and the
+# hack/bench/results/all.md (printed too). A script that fails is listed as failed and the
 # others still run; the exit status is non-zero then.
 # Usage: hack/bench/all.sh [SCRIPT ...]   (default: every bench; e.g. `all.sh auth-token graph-scale`)
 # With ICHOR_BENCH_BIN_DIR set, its binaries (ichor-issuer, issuer_load, ichor, ichor-controller)
@@ -29,7 +29,7 @@ if [[ -n "${ICHOR_BENCH_BIN_DIR:-}" ]]; then
 else
   echo "==> building the release binaries"
   # One invocation, so the workspace crates are built once with one set of features.
-  cargo build --quiet --release -p ichor-issuer -p ichor-cli -p ichor-reconcilers \
+  cargo build --quiet --release -p ichor-issuer -p ichor-cli -p ichor-controller \
     --bin ichor-issuer --bin ichor --bin ichor-full --bin ichor-controller --example issuer_load
   # The shipped `ichor` (see the Dockerfile): linked again static-pie, that crate only.
   cargo rustc --quiet --release -p ichor-cli --bin ichor -- -C target-feature=+crt-static
@@ -55,7 +55,7 @@ for s in "${scripts[@]}"; do
 done
 
 mkdir -p hack/bench/results
-out="hack/bench/results/all-$(date -u +%F).md"
+out="hack/bench/results/all.md"
 {
   echo "# Every benchmark, short form, $(date -u +%FT%TZ)"
   echo

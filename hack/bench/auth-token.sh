@@ -17,7 +17,7 @@
 #
 # Usage: [ICHOR_BIN=…] hack/bench/auth-token.sh [RUNS, default 500; 150 with ICHOR_BENCH_SHORT=1] [OTHER_ICHOR…]
 # Each OTHER_ICHOR (another build, e.g. the full tool or another commit's `ichor`) is timed in
-# the same rounds. Writes hack/bench/results/auth-token-<date>.md (printed too).
+# the same rounds. Writes hack/bench/results/auth-token.md (printed too).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -128,7 +128,7 @@ done <<<"$stats")"
 figure "ichor auth token, cached: median ms (baseline: /bin/true median)" "$ours_median" "$true_median" "< 5 ms and <= 1.50"
 figure "ichor auth token, cached: p99 ms (baseline: /bin/true p99)" "$ours_p99" "$true_p99" "-"
 figure "ichor binary, MB (baseline: none)" "$(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1e6}')" "-" "-"
-out="$results_dir/auth-token-$(date -u +%F).md"
+out="$results_dir/auth-token.md"
 {
   echo "# \`ichor auth token\` on its cached path, $(date -u +%FT%TZ)"
   echo

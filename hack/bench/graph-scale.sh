@@ -4,7 +4,7 @@
 # at 1,000, 10,000 and 50,000 IchorUsers with 50 clusters, and 1,000 and 10,000 with 500 clusters
 # (three control planes per cluster). Each figure is set against 1,000 users and 50 clusters in the
 # same run; the goal is a flat curve: within 2x from 1,000 to 10,000 users.
-# Writes hack/bench/results/graph-scale-<date>.md (printed too).
+# Writes hack/bench/results/graph-scale.md (printed too).
 # Usage: hack/bench/graph-scale.sh   (ICHOR_BENCH_SHORT=1: 1,000 and 10,000 users, 50 clusters)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +19,7 @@ if [[ -x "${ICHOR_BENCH_BIN_DIR:-}/scale" ]]; then
   CARGO_TARGET_DIR="$target" ICHOR_SCALE_SIZES="$sizes" "$ICHOR_BENCH_BIN_DIR/scale" --bench --noplot >"$log" 2>&1 \
     || { cat "$log" >&2; exit 1; }
 else
-  ICHOR_SCALE_SIZES="$sizes" cargo bench -q -p ichor-reconcilers --bench scale -- --noplot >"$log" 2>&1 \
+  ICHOR_SCALE_SIZES="$sizes" cargo bench -q -p ichor-controller --bench scale -- --noplot >"$log" 2>&1 \
     || { cat "$log" >&2; exit 1; }
 fi
 us() { # change size -> criterion mean in µs
@@ -40,7 +40,7 @@ for size in ${sizes//,/ }; do
   figure "graph: one user change at ${size%x*} users, ${size#*x} clusters, µs (baseline: 1,000 users, 50 clusters)" "${t[user change/$size]}" "${t[user change/$base]}" "$goal"
   figure "graph: one cluster change at ${size%x*} users, ${size#*x} clusters, µs (baseline: 1,000 users, 50 clusters)" "${t[cluster change/$size]}" "${t[cluster change/$base]}" "$goal"
 done
-out="$results_dir/graph-scale-$(date -u +%F).md"
+out="$results_dir/graph-scale.md"
 {
   echo "# The identity graph's cost per event by installation size, $(date -u +%FT%TZ)"
   echo

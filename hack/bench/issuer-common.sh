@@ -1,7 +1,7 @@
 # Sourced by hack/bench/issuer.sh and hack/bench/load.sh (from the repository root): builds the
 # release issuer and load generator, makes a work directory (removed on exit with every process
 # listed in `pids`), writes the test CA, keys, TLS pair and 100 users into it, and defines
-# free_port and vm (bench_users=N for another number of users, bench_families=F to seed F refresh
+# free_ports, free_port and vm (bench_users=N for another number of users, bench_families=F to seed F refresh
 # families per user). Sets: root, target, bin, load,
 # work, pids, ca.
 # With ICHOR_BENCH_BIN_DIR set, its ichor-issuer and issuer_load are used instead of a build
@@ -28,7 +28,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_ports N: N distinct free ports on 127.0.0.1, one line separated by spaces. All N sockets
+# are bound before any is closed, so the kernel cannot hand the same port out twice (two calls of
+# a one-port picker can: the first port is free again when the second call binds).
+# Usage: read -r ext int <<<"$(free_ports 2)"
+free_ports() {
+  python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "${1:-1}"
+}
+free_port() { free_ports 1; }
 vm() { awk -v k="$2:" '$1==k {print int($2/1024)}' "/proc/$1/status"; }   # MiB
 
 "$load" setup --dir "$work" --users "${bench_users:-100}" --families "${bench_families:-0}" >/dev/null

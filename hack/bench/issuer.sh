@@ -12,7 +12,7 @@
 #  (c) peak RSS (VmHWM) of a fresh issuer under 100 concurrent sign-ins (the argon2 semaphore of
 #      two should hold it near base + 2 x 64 MiB; past the 16 waiting places a sign-in is answered
 #      503 with Retry-After, which these clients wait out and try again, as a person would).
-# The table goes to hack/bench/results/issuer-<date>.md (printed too).
+# The table goes to hack/bench/results/issuer.md (printed too).
 # Usage: hack/bench/issuer.sh [seconds per measurement, default 10; 3 with ICHOR_BENCH_SHORT=1]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +30,7 @@ issuer_pid=""
 url=""
 start_issuer() {
   local ext int
-  ext=$(free_port); int=$(free_port)
+  read -r ext int <<<"$(free_ports 2)"
   url="https://127.0.0.1:$ext"
   RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$url" --listen "127.0.0.1:$ext" --internal-listen "127.0.0.1:$int" \
     --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 \
@@ -181,7 +181,7 @@ read -r j_ours _ <<<"${wrk_res[ours/oidc/jwks]}"; read -r j_nginx _ <<<"${wrk_re
 figure "discovery req/s (baseline: nginx, same bytes and certificate)" "$d_ours" "$d_nginx" ">= 1.00"
 figure "JWKS req/s (baseline: nginx)" "$j_ours" "$j_nginx" ">= 1.00"
 figure "peak RSS MiB, 100 concurrent sign-ins (baseline: RSS after start)" "$peak" "$base_rss" "< base + 2 x 64 MiB argon2"
-out="$results_dir/issuer-$(date -u +%F).md"
+out="$results_dir/issuer.md"
 {
   echo "# Issuer benchmark, $(date -u +%FT%TZ)"
   echo

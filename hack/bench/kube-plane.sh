@@ -4,7 +4,8 @@
 #                             (the control plane's $work/issuer.kubeconfig); sets urls, issuer_pids;
 #  stop_issuers;
 #  start_plane                the test kit's control plane with the chart and setup's users and
-#                             credentials (`issuer_load control-plane`); sets plane_pid; returns
+#                             credentials (`issuer_load control-plane`, in the layout
+#                             $bench_layout: per-user, the default, or legacy); sets plane_pid; returns
 #                             non-zero, with its log in $work/control-plane.log, when it failed;
 #  stop_plane.
 export ICHOR_BUILD_DIR="${ICHOR_BUILD_DIR:-$root/.build}"
@@ -19,7 +20,7 @@ start_issuers() { # store
   urls=(); issuer_pids=()
   local external="" n ext int url
   for n in 1 2; do
-    ext=$(free_port); int=$(free_port)
+    read -r ext int <<<"$(free_ports 2)"
     url="https://127.0.0.1:$ext"
     external="${external:-$url}"
     local store_args=(--store local --local-users-dir "$work/users" --local-state-dir "$work/local-state")
@@ -48,7 +49,7 @@ stop_issuers() {
 plane_pid=""
 start_plane() {
   rm -f "$work/cluster-ready"
-  "$load" control-plane --dir "$work" 2>"$work/control-plane.log" &
+  "$load" control-plane --dir "$work" --layout "${bench_layout:-per-user}" 2>"$work/control-plane.log" &
   plane_pid=$!
   pids+=("$plane_pid")
   for _ in $(seq 1 3000); do

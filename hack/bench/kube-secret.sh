@@ -8,7 +8,7 @@
 # rotating all the seeded families, dealt to them in turn, as fast as answered). p50/p99
 # are set against the smallest size in the same run. A size whose Secret the API server refuses
 # is reported with the refusal. Loopback, release build; writes
-# hack/bench/results/kube-secret-<date>.md (printed too).
+# hack/bench/results/kube-secret.md (printed too).
 # Usage: hack/bench/kube-secret.sh [seconds of load per size, default 10] [sizes, default "100 1000 3000"]
 # (ICHOR_BENCH_SHORT=1: 3 s, sizes "100 1000")
 set -euo pipefail
@@ -23,7 +23,7 @@ limit=$((1024 * 1024))
 declare -A data_bytes json_bytes rps p50 p99 errs refusal
 run_size() { # users
   local n=$1
-  work_prefix=kube-secret bench_users=$n bench_families=$families
+  work_prefix=kube-secret bench_users=$n bench_families=$families bench_layout=legacy
   # shellcheck source=hack/bench/issuer-common.sh
   source hack/bench/issuer-common.sh
   # shellcheck source=hack/bench/kube-plane.sh
@@ -70,7 +70,7 @@ for n in "${sizes[@]}"; do
     figure "kube store refresh p99 ms at $n users x $families families (baseline: $small users)" "${p99[$n]}" "${p99[$small]}" "<= 2.0"
 done
 
-out="$results_dir/kube-secret-$(date -u +%F).md"
+out="$results_dir/kube-secret.md"
 {
   echo "# The credentials Secret as users grow, $(date -u +%FT%TZ)"
   echo

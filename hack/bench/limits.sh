@@ -4,7 +4,7 @@
 # table, and the same for a sign-in of a new name against the full per-user back-off table; the
 # previous eviction (a retain and a scan of the whole table per request) beside them for scale.
 # Eviction is O(1) amortised when the ratio stays a small constant. Criterion, release build.
-# Writes hack/bench/results/limits-<date>.md (printed too).
+# Writes hack/bench/results/limits.md (printed too).
 # Usage: hack/bench/limits.sh   (ICHOR_BENCH_SHORT=1: 1 s warm-up, 2 s per measurement)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -27,7 +27,7 @@ u_empty=$(ns sign_in_of_a_new_name empty_table)
 u_full=$(ns sign_in_of_a_new_name full_table)
 figure "a failure from a new source, ns, bucket table of 65,536 (baseline: empty table)" "$s_full" "$s_empty" "a small constant"
 figure "a failed sign-in of a new name, ns, back-off table of 65,536 (baseline: empty table)" "$u_full" "$u_empty" "a small constant"
-out="$results_dir/limits-$(date -u +%F).md"
+out="$results_dir/limits.md"
 {
   echo "# Per-source and per-user tables when full, $(date -u +%FT%TZ)"
   echo

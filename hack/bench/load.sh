@@ -12,10 +12,10 @@
 # In both phases six known devices (users who signed in once before, sending the device cookie
 # the issuer set then) sign in every 3 s each; the report gives their successes, shed count and
 # p99 beside the flood's shed count (goal: none shed, p99 under 2 s during the flood). The same
-# report is also written to hack/bench/results/devices-<date>.md.
+# report is also written to hack/bench/results/load-devices.md.
 # Both issuers use the same --local-users-dir, --local-state-dir, keys.json and TLS directory.
 # Reports throughput and p50/p99/p999 per endpoint and phase, and each issuer's VmHWM, to
-# hack/bench/results/load-<date>.md (printed too).
+# hack/bench/results/load.md (printed too).
 # Usage: hack/bench/load.sh [seconds per phase, default 10] [flood loops, default 200]
 # (ICHOR_BENCH_SHORT=1: 4 s per phase, 100 loops)
 set -euo pipefail
@@ -34,7 +34,7 @@ urls=()
 external=""
 start_issuer() { # n
   local ext int url
-  ext=$(free_port); int=$(free_port)
+  read -r ext int <<<"$(free_ports 2)"
   url="https://127.0.0.1:$ext"
   external="${external:-$url}"
   RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$external" --listen "127.0.0.1:$ext" \
@@ -63,7 +63,7 @@ peak=$(( $(vm "${pids[0]}" VmHWM) > $(vm "${pids[1]}" VmHWM) ? $(vm "${pids[0]}"
 verdict="holds"; [ "$peak" -lt 400 ] || verdict="BROKEN"
 
 figure "peak RSS MiB of two issuers under a ${flood}-loop login flood (baseline: RSS after start)" "$peak" "${base[0]}" "< 400 MiB"
-out="$results_dir/load-$(date -u +%F).md"
+out="$results_dir/load.md"
 {
   echo "# Mixed load on two issuers sharing a local store, $(date -u +%FT%TZ)"
   echo
@@ -85,7 +85,7 @@ out="$results_dir/load-$(date -u +%F).md"
     fi
   done
 } >"$out"
-devices_out="$results_dir/devices-$(date -u +%F).md"
+devices_out="$results_dir/load-devices.md"
 {
   echo "# Known devices during a login flood, $(date -u +%FT%TZ)"
   echo

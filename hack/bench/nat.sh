@@ -6,7 +6,7 @@
 # used to pass for every request); then the same address sends 100 garbage refresh tokens and 20
 # wrong passwords. Claims: zero valid refreshes refused; the garbage and the guesses slowed down
 # after the failure bursts (60 and 10). Reports the counts and p50/p99 of the refreshes to
-# hack/bench/results/nat-<date>.md (printed too); exits non-zero when a valid refresh was refused.
+# hack/bench/results/nat.md (printed too); exits non-zero when a valid refresh was refused.
 # Usage: hack/bench/nat.sh [seconds, default 60] [users, default 500] [period, default 10]
 # (ICHOR_BENCH_SHORT=1: 15 s, 200 users)
 set -euo pipefail
@@ -21,7 +21,7 @@ bench_users="$users"
 # shellcheck source=hack/bench/issuer-common.sh
 source hack/bench/issuer-common.sh
 
-ext=$(free_port); int=$(free_port)
+read -r ext int <<<"$(free_ports 2)"
 url="https://127.0.0.1:$ext"
 RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$url" --listen "127.0.0.1:$ext" \
   --internal-listen "127.0.0.1:$int" \
@@ -43,7 +43,7 @@ verdict="holds"; { [ "$refused" = 0 ] && [ "${garbage_refused:-0}" -gt 0 ]; } ||
 
 figure "valid refreshes refused behind one address (baseline: none)" "$refused" "-" "0"
 figure "garbage refresh tokens refused after the burst (of 100)" "${garbage_refused:-?}" "100" "> 0"
-out="$results_dir/nat-$(date -u +%F).md"
+out="$results_dir/nat.md"
 {
   echo "# One address, many people, $(date -u +%FT%TZ)"
   echo

@@ -5,7 +5,7 @@
 # context per signature each) and ring, interleaved round by round (`issuer/benches/rsa.rs`),
 # each also set against the issuer's signer in the same rounds. The limit refresh grants are set
 # against is the faster of openssl speed -multi 2 and the issuer's signer on two threads
-# (`hack/bench/issuer.sh`). Writes hack/bench/results/rsa-<date>.md (printed too).
+# (`hack/bench/issuer.sh`). Writes hack/bench/results/rsa.md (printed too).
 # Usage: hack/bench/rsa.sh [seconds for openssl speed, default 10; 3 with ICHOR_BENCH_SHORT=1]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,7 +22,7 @@ field() { grep "signer=$1 " <<<"$out" | sed -n "s/.*\b$2=\([^ ]*\).*/\1/p"; }
 figure "RSA-3072 sign/s, the issuer's signer, one thread (baseline: openssl speed, one core)" "$(field issuer sign_per_s)" "$one" ">= 0.95"
 figure "RSA-3072 sign/s, ring, one thread (baseline: the issuer's signer in the same rounds)" "$(field ring of_issuer)" "1" "<= 1.05 (else the issuer should use ring)"
 figure "RSA-3072 sign/s, openssl speed -multi 2 (baseline: one core)" "$multi" "$one" "2.00"
-report="$results_dir/rsa-$(date -u +%F).md"
+report="$results_dir/rsa.md"
 {
   echo "# RSA-3072 signing by implementation, $(date -u +%FT%TZ)"
   echo

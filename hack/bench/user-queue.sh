@@ -9,7 +9,7 @@
 #      where one user's changes can still conflict across processes and are retried.
 # Expected: no 503 and no lost session in any load; grants/s of the busy user beside the spread
 # load's, as a ratio measured in the same run.
-# The tables go to hack/bench/results/user-queue-<date>.md (printed too).
+# The tables go to hack/bench/results/user-queue.md (printed too).
 # Usage: hack/bench/user-queue.sh [seconds per load, default 10] [sessions, default 32]
 # (ICHOR_BENCH_SHORT=1: 3 s per load)
 set -euo pipefail
@@ -26,7 +26,7 @@ urls=()
 external=""
 start_issuer() { # n
   local ext int url
-  ext=$(free_port); int=$(free_port)
+  read -r ext int <<<"$(free_ports 2)"
   url="https://127.0.0.1:$ext"
   external="${external:-$url}"
   RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$external" --listen "127.0.0.1:$ext" \
@@ -61,7 +61,7 @@ figure "grants/s, 1 user x $sessions sessions, one issuer (baseline: $sessions u
   "$(grants "1 user" "$one")" "$(grants "$sessions users" "$one")" "-"
 figure "grants/s, 1 user x $sessions sessions, two issuers (baseline: $sessions users x 1 session)" \
   "$(grants "1 user" "$two")" "$(grants "$sessions users" "$two")" "-"
-out="$results_dir/user-queue-$(date -u +%F).md"
+out="$results_dir/user-queue.md"
 {
   echo "# One busy user beside many users, $(date -u +%FT%TZ)"
   echo

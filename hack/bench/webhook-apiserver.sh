@@ -4,7 +4,7 @@
 # 1,000 IchorUsers in the namespace; phases: a rename through the webhook (no list), an admin
 # disabled through the webhook (the last-admin check lists every user), and the rename with the
 # webhook configuration removed (the apiserver alone, the baseline). Writes
-# hack/bench/results/webhook-apiserver-<date>.md (printed too).
+# hack/bench/results/webhook-apiserver.md (printed too).
 # Usage: hack/bench/webhook-apiserver.sh [SECONDS, default 10; 3 with ICHOR_BENCH_SHORT=1] [RATE, default 200] [USERS, default 1000]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,7 +23,7 @@ if [[ -x "${ICHOR_BENCH_BIN_DIR:-}/webhook_apiserver" ]]; then
   fi
   out=$("$ICHOR_BENCH_BIN_DIR/webhook_apiserver")
 else
-  out=$(cargo bench -q -p ichor-reconcilers --bench webhook_apiserver)
+  out=$(cargo bench -q -p ichor-controller --bench webhook_apiserver)
 fi
 echo "$out"
 field() { grep "phase=$1 " <<<"$out" | sed -n "s/.*\b$2=\([^ ]*\).*/\1/p" | head -1; }
@@ -41,7 +41,7 @@ figure "webhook via apiserver, last-admin list: failed or refused requests (base
 figure "apiserver without webhook: achieved req/s (baseline: offered)" \
   "$no_webhook_achieved_rps" "$WEBHOOK_BENCH_RPS" ">= 0.95"
 
-report="$results_dir/webhook-apiserver-$(date -u +%F).md"
+report="$results_dir/webhook-apiserver.md"
 {
   echo "# The IchorUser webhook through the real kube-apiserver, $(date -u +%FT%TZ)"
   echo

@@ -14,7 +14,7 @@ source hack/bench/summary.sh
 export WEBHOOK_BENCH_SECONDS="${1:-$(full_or_short 10 3)}"
 export WEBHOOK_BENCH_RPS="${2:-200}"
 
-out=$(cargo bench -q -p ichor-reconcilers --manifest-path "$root/Cargo.toml" --bench webhook)
+out=$(cargo bench -q -p ichor-controller --manifest-path "$root/Cargo.toml" --bench webhook)
 echo "$out"
 p50=$(sed -n 's/.*p50 \([0-9.]*\) ms.*/\1/p' <<<"$out")
 p99=$(sed -n 's/.*p99 \([0-9.]*\) ms.*/\1/p' <<<"$out")

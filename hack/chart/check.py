@@ -43,6 +43,9 @@ CHART = ROOT / "helm" / "ichor"
 ROLES_FILE = CHART / "files" / "ichor-roles.yaml"
 GOLDEN = ROOT / "golden" / "chart"
 NAMESPACE = "ichor-system"
+# The namespace of the per-user credentials Secrets: the chart renders only the issuer's and the
+# controller's Roles and RoleBindings into it (users on).
+CREDENTIALS_NAMESPACE = "ichor-credentials"
 RELEASE = "ichor"
 KUBE_VERSION = "1.34"
 
@@ -67,7 +70,18 @@ SECRET_GRANTS: dict[tuple[str, str], set[tuple[str, str | None]]] = {
         ("get", "ichor-user-credentials"),
         ("patch", "ichor-user-credentials"),
     },
+    # In the credentials namespace, every name (it holds nothing but credentials, which the
+    # policy ichor-credentials keeps true): the issuer never lists or watches.
+    ("Role", f"{CREDENTIALS_NAMESPACE}/ichor-issuer"): {
+        (verb, None) for verb in ("get", "create", "patch", "delete")
+    },
+    ("Role", f"{CREDENTIALS_NAMESPACE}/ichor-controller"): {
+        (verb, None) for verb in ("get", "list", "watch", "delete")
+    },
 }
+# The roles whose secrets rules may lack resourceNames beyond create: those of the namespace
+# that holds nothing but credentials.
+CREDENTIALS_ROLES = {("Role", f"{CREDENTIALS_NAMESPACE}/ichor-issuer"), ("Role", f"{CREDENTIALS_NAMESPACE}/ichor-controller")}
 ISSUER_IMPERSONATION_ROLE = ("ClusterRole", "ichor-issuer")
 # The namespaced role that says what a constrained impersonation may be (impersonate-on:...).
 ISSUER_ROLE = ("Role", "ichor-issuer")
@@ -136,7 +150,11 @@ def objects_of(rendered: str) -> list[dict[str, Any]]:
 
 
 def key(obj: dict[str, Any]) -> tuple[str, str]:
-    return (obj["kind"], obj["metadata"]["name"])
+    """Kind and name; `namespace/name` for an object outside ichor-system (a Role of the
+    credentials namespace shares its name with one of ichor-system)."""
+    ns = obj["metadata"].get("namespace")
+    name = obj["metadata"]["name"]
+    return (obj["kind"], name if ns in (None, NAMESPACE) else f"{ns}/{name}")
 
 
 # --- checks ----------------------------------------------------------------------------------
@@ -223,7 +241,7 @@ def check_rbac(f: Failures, config: str, objects: list[dict[str, Any]], values: 
                 f.check(k in SECRET_GRANTS, f"{label} mentions secrets; only the controller and issuer roles may")
                 names = rule.get("resourceNames")
                 f.check(
-                    bool(names) or rule.get("verbs") == ["create"],
+                    bool(names) or rule.get("verbs") == ["create"] or k in CREDENTIALS_ROLES,
                     f"{label} has a secrets rule without resourceNames that is not create-only: {rule}",
                 )
             if impersonates:
@@ -275,8 +293,10 @@ def check_rbac(f: Failures, config: str, objects: list[dict[str, Any]], values: 
         subjects = b.get("subjects", [])
         if any(s.get("kind") == "Group" and s.get("name") == "ichor:admin" for s in subjects):
             bound_to_admin.add(ref["name"])
+        ns = b["metadata"].get("namespace")
+        ref_key = (ref["kind"], ref["name"] if ref["kind"] == "ClusterRole" or ns == NAMESPACE else f"{ns}/{ref['name']}")
         if ref["name"] not in admin_roles:
-            f.check((ref["kind"], ref["name"]) in roles, f"[{config}] {b['kind']} {b['metadata']['name']} refers to {ref['kind']} {ref['name']}, which the chart does not render")
+            f.check(ref_key in roles, f"[{config}] {b['kind']} {b['metadata']['name']} refers to {ref['kind']} {ref['name']}, which the chart does not render")
         for s in subjects:
             if s.get("kind") == "ServiceAccount":
                 f.check(s.get("namespace") == NAMESPACE and s.get("name") == b["metadata"]["name"], f"[{config}] {b['kind']} {b['metadata']['name']} binds ServiceAccount {s}")
@@ -312,7 +332,16 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
     users_on = values["ichorUI"]["users"]["enabled"]
 
     for o in objects:
-        f.check(o["metadata"].get("namespace") in (None, NAMESPACE), f"[{config}] {key(o)} is outside {NAMESPACE}")
+        ns = o["metadata"].get("namespace")
+        f.check(
+            ns in (None, NAMESPACE) or (ns == CREDENTIALS_NAMESPACE and o["kind"] in ("Role", "RoleBinding")),
+            f"[{config}] {key(o)} is outside {NAMESPACE} (only Roles and RoleBindings may be in {CREDENTIALS_NAMESPACE})",
+        )
+    in_credentials = sorted(key(o) for o in objects if o["metadata"].get("namespace") == CREDENTIALS_NAMESPACE)
+    want_credentials = sorted(
+        (kind, f"{CREDENTIALS_NAMESPACE}/{name}") for kind in ("Role", "RoleBinding") for name in ("ichor-issuer", "ichor-controller")
+    ) if users_on else []
+    f.check(in_credentials == want_credentials, f"[{config}] objects in {CREDENTIALS_NAMESPACE} are {in_credentials}, want {want_credentials}")
 
     issuer_kinds = [k for k, o in by_key.items() if o["metadata"].get("labels", {}).get("app.kubernetes.io/component") in ("ui", "issuer")]
     if not users_on:
@@ -363,6 +392,11 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
         env = {e["name"]: e.get("value") for e in c.get("env", [])}
         u = values["ichorUI"]["users"]
         f.check(env.get("ICHOR_ISSUER_STORE") == "kube", f"[{config}] issuer store is {env.get('ICHOR_ISSUER_STORE')}")
+        annotations = issuer["spec"]["template"]["metadata"].get("annotations") or {}
+        f.check(
+            annotations.get("ichor.maesh.dev/credentials-layouts") == "legacy,per-user",
+            f"[{config}] the issuer's pods do not say they read and write both credentials layouts: {annotations}",
+        )
         f.check(env.get("ICHOR_ISSUER_EXTERNAL_URL") == u["externalURL"], f"[{config}] issuer external URL")
         f.check(env.get("ICHOR_ISSUER_TOKEN_TTL") == u["tokenTTL"] and env.get("ICHOR_ISSUER_REFRESH_LIFETIME") == u["refreshLifetime"], f"[{config}] issuer lifetimes")
         f.check(env.get("ICHOR_ISSUER_KEYS_FILE") == "/var/run/ichor/oidc-signing/keys.json" and env.get("ICHOR_ISSUER_ICHOR_TLS_DIR") == "/var/run/ichor/oidc-tls", f"[{config}] issuer mount paths")
@@ -434,6 +468,27 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
         if f.check(vap is not None and binding is not None, f"[{config}] no ValidatingAdmissionPolicy {policy} with its binding"):
             f.check(vap["spec"]["failurePolicy"] == "Fail" and needle in str(vap["spec"]["matchConditions"]), f"[{config}] {policy} does not match {needle} or fails open")
             f.check(binding["spec"]["policyName"] == policy and binding["spec"]["validationActions"] == ["Deny"], f"[{config}] {policy}'s binding does not deny")
+    # The credentials namespace holds nothing but credentials: every create and update of a
+    # Secret there, matched by the namespace's name, failing closed, by the issuer or the
+    # controller, of the credentials type, name, label and one key.
+    vap = by_key.get(("ValidatingAdmissionPolicy", "ichor-credentials"))
+    binding = by_key.get(("ValidatingAdmissionPolicyBinding", "ichor-credentials"))
+    if f.check(vap is not None and binding is not None, f"[{config}] no ValidatingAdmissionPolicy ichor-credentials with its binding"):
+        spec = vap["spec"]
+        selector = {"matchLabels": {"kubernetes.io/metadata.name": CREDENTIALS_NAMESPACE}}
+        f.check(spec["failurePolicy"] == "Fail", f"[{config}] ichor-credentials fails open")
+        f.check(spec["matchConstraints"].get("namespaceSelector") == selector, f"[{config}] ichor-credentials matches {spec['matchConstraints'].get('namespaceSelector')}")
+        f.check(
+            spec["matchConstraints"]["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["secrets"]}],
+            f"[{config}] ichor-credentials does not match every create and update of a Secret",
+        )
+        f.check("matchConditions" not in spec, f"[{config}] ichor-credentials exempts requests by a match condition")
+        validations = " ".join(v["expression"] for v in spec["validations"])
+        for needle in ("system:serviceaccount:ichor-system:ichor-issuer", "system:serviceaccount:ichor-system:ichor-controller",
+                       "'ichor.maesh.dev/user-credentials'", "'ichor.maesh.dev/user'", "'entry'", "size() <= 63"):
+            f.check(needle in validations, f"[{config}] ichor-credentials does not check {needle}")
+        f.check(binding["spec"]["policyName"] == "ichor-credentials" and binding["spec"]["validationActions"] == ["Deny"], f"[{config}] ichor-credentials's binding does not deny")
+        f.check(binding["spec"].get("matchResources", {}).get("namespaceSelector") == selector, f"[{config}] ichor-credentials's binding is not the namespace's")
     # The NetworkPolicies (on by default): the controller's pods, and the issuer's with users on.
     want_np = {"ichor-controller"} | ({"ichor-issuer"} if ("Deployment", "ichor-issuer") in by_key else set())
     got_np = {name for (kind, name) in by_key if kind == "NetworkPolicy"}

@@ -157,7 +157,9 @@ def row_ui_service_name(s: Seed) -> list[str]:
     env = controller_env(s.objects())
     return [m for ok, m in [
         (env.get("ICHOR_CONTROLLER_ISSUER_SERVICE_SELECTOR") == f"{COMPONENT}={UI_COMPONENT}", f"the controller's selector is {env.get('ICHOR_CONTROLLER_ISSUER_SERVICE_SELECTOR')}"),
-        ('default_value = "ichor-issuer"' in s.source("reconcilers/src/run/mod.rs"), "--issuer-service-name no longer defaults to ichor-issuer"),
+        ("default_value = contract::ISSUER_SERVICE" in s.source("reconcilers/src/run/mod.rs")
+         and 'pub const ISSUER_SERVICE: &str = "ichor-issuer";' in s.source("renderers/src/contract.rs"),
+         "--issuer-service-name no longer defaults to ichor-issuer (contract::ISSUER_SERVICE)"),
     ] if not ok]
 
 
@@ -211,7 +213,7 @@ ROW_CHECKS = {
     "flag `--internal-jwks-uri`": row_internal_jwks_uri,
     "flags `--oidc-*` of ichor-ui": row_oidc_flags,
     "controller flags `--user-issuer`, `--oidc-refresh-lifetime`": row_controller_flags,
-    "sign-in back-off per user": lambda s: constants(s, "issuer/src/oidc/limits/backoff.rs", [
+    "sign-in back-off per user": lambda s: constants(s, "renderers/src/auth/backoff.rs", [
         "BACKOFF_THRESHOLD: u32 = 5", "BACKOFF_BASE: SignedDuration = SignedDuration::from_secs(1)",
         "BACKOFF_MAX: SignedDuration = SignedDuration::from_mins(15)"]),
     "sign-in limit per source": lambda s: constants(s, "issuer/src/oidc/limits/buckets.rs", [

@@ -43,9 +43,9 @@ fi
 
 case $profile in
   dev) profile_dir=debug
-    build_cmd="cargo nextest run --workspace --locked --profile ci --no-run (or: cargo build --locked -p ichor-reconcilers --bin ichor-controller -p ichor-issuer --bin ichor-issuer -p ichor-cli --bin ichor --bin ichor-full)" ;;
+    build_cmd="cargo nextest run --workspace --locked --profile ci --no-run (or: cargo build --locked -p ichor-controller --bin ichor-controller -p ichor-issuer --bin ichor-issuer -p ichor-cli --bin ichor --bin ichor-full)" ;;
   release) profile_dir=release
-    build_cmd="cargo build --release --locked -p ichor-reconcilers --bin ichor-controller -p ichor-issuer --bin ichor-issuer && cargo build --release --locked -p ichor-cli --bin ichor --bin ichor-full (as the Dockerfile's build stage)" ;;
+    build_cmd="cargo build --release --locked -p ichor-controller --bin ichor-controller -p ichor-issuer --bin ichor-issuer && cargo build --release --locked -p ichor-cli --bin ichor --bin ichor-full (as the Dockerfile's build stage)" ;;
   *) echo "hack/images/build.sh: --profile must be dev or release, not '$profile'" >&2; exit 2 ;;
 esac
 

@@ -1,5 +1,5 @@
 // Command ichor-talos-probe is the real Talos client, for the tests that hold the test kit's fake
-// apid (hack/testkit/src/talos/) and Ichor's own Talos client (reconcilers/talos, ichor-talos)
+// apid (hack/testkit/src/talos/) and Ichor's own Talos client (lib/talos, ichor-talos)
 // to what Talos speaks. It is built on github.com/siderolabs/talos/pkg/machinery — the client
 // library, configuration loader and generator talosctl itself uses — by hack/talos/build.sh.
 //

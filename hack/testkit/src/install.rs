@@ -19,6 +19,9 @@ use crate::control_plane::ControlPlane;
 
 /// The namespace Ichor installs into (a contract of its object names).
 pub const NAMESPACE: &str = "ichor-system";
+/// The namespace holding one credentials Secret per user (made by `ichor init`, never by the
+/// chart).
+pub const CREDENTIALS_NAMESPACE: &str = "ichor-credentials";
 /// The controller's ServiceAccount.
 pub const CONTROLLER_SERVICE_ACCOUNT: &str = "ichor-controller";
 /// The issuer's ServiceAccount.
@@ -89,20 +92,27 @@ pub fn chart_object(kind: &str, name: &str) -> anyhow::Result<serde_json::Value>
 /// # Errors
 /// A directory or file cannot be read.
 pub fn crd_manifests() -> anyhow::Result<String> {
+    Ok(crd_dir_manifests("helm/ichor/crds")? + &crd_dir_manifests("hack/crds")?)
+}
+
+/// Every CRD of the repository folder `dir` (`helm/ichor/crds`, `hack/crds`), by file name, as
+/// one YAML stream.
+///
+/// # Errors
+/// The directory or a file cannot be read.
+pub fn crd_dir_manifests(dir: &str) -> anyhow::Result<String> {
+    let dir = repo_root().join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
     let mut out = String::new();
-    for dir in ["helm/ichor/crds", "hack/crds"] {
-        let dir = repo_root().join(dir);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .with_context(|| format!("reading {}", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-            .collect();
-        files.sort();
-        for f in files {
-            out.push_str("---\n");
-            out.push_str(&std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?);
-            out.push('\n');
-        }
+    for f in files {
+        out.push_str("---\n");
+        out.push_str(&std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?);
+        out.push('\n');
     }
     Ok(out)
 }
@@ -122,30 +132,95 @@ pub fn install(plane: &ControlPlane) -> anyhow::Result<()> {
 /// # Errors
 /// What kubectl answered when the apiserver refused an object.
 pub fn install_crds(plane: &ControlPlane) -> anyhow::Result<()> {
-    plane.apply(&format!(
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n"
-    ))?;
+    plane.apply(&namespace_manifest())?;
     plane.apply(&crd_manifests()?).context("applying the CRDs")?;
+    wait_crds_established(plane)
+}
+
+/// Creates [`CREDENTIALS_NAMESPACE`] as `ichor init` does (labelled part of Ichor), keeping an
+/// existing one.
+///
+/// # Errors
+/// What kubectl answered when the apiserver refused it.
+pub fn ensure_credentials_namespace(plane: &ControlPlane) -> anyhow::Result<()> {
+    plane.apply(&credentials_namespace_manifest())?;
+    Ok(())
+}
+
+/// The namespace [`NAMESPACE`] as a manifest.
+fn namespace_manifest() -> String {
+    format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n")
+}
+
+/// The namespace and every CRD of the repository (`helm/ichor/crds/`, `hack/crds/`) but the
+/// file `missing`, waited for until established: an apiserver that serves every Ichor kind but
+/// one, as a site that installs identity before Ichor core (or without the chart's CRDs) has.
+///
+/// # Errors
+/// A file cannot be read, or what kubectl answered when the apiserver refused an object.
+pub fn install_crds_without(plane: &ControlPlane, missing: &str) -> anyhow::Result<()> {
+    plane.apply(&namespace_manifest())?;
+    for dir in ["helm/ichor/crds", "hack/crds"] {
+        let path = repo_root().join(dir);
+        let mut files: Vec<String> = std::fs::read_dir(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|f| f.ends_with(".yaml") && f != missing)
+            .collect();
+        files.sort();
+        for file in files {
+            plane.apply(&crd(dir, &file)?)?;
+        }
+    }
+    wait_crds_established(plane)
+}
+
+/// One CRD file of the repository, `DIR/FILE` (`helm/ichor/crds` for the chart's own,
+/// `hack/crds` for identity's views of Ichor core's kinds), for a test that installs only some.
+///
+/// # Errors
+/// The file cannot be read.
+pub fn crd(dir: &str, file: &str) -> anyhow::Result<String> {
+    let path = repo_root().join(dir).join(file);
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Waits up to 60 s until every CRD on `plane` is established.
+///
+/// # Errors
+/// What kubectl answered when the wait ran out.
+pub fn wait_crds_established(plane: &ControlPlane) -> anyhow::Result<()> {
     plane
-        .kubectl_run(
-            &[
-                "wait",
-                "--for=condition=Established",
-                "crd",
-                "--all",
-                "--timeout=60s",
-            ],
-            None,
-        )
+        .kubectl_run(&WAIT_CRDS_ESTABLISHED, None)
         .context("waiting for the CRDs to be established")?;
     Ok(())
 }
 
-/// The chart, applied server-side as the admin.
+/// The kubectl arguments that wait up to 60 s until every CRD is established.
+pub const WAIT_CRDS_ESTABLISHED: [&str; 5] = [
+    "wait",
+    "--for=condition=Established",
+    "crd",
+    "--all",
+    "--timeout=60s",
+];
+
+/// [`CREDENTIALS_NAMESPACE`] as `ichor init` creates it, as a manifest.
+pub fn credentials_namespace_manifest() -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {CREDENTIALS_NAMESPACE}\n  labels:\n    app.kubernetes.io/part-of: ichor\n"
+    )
+}
+
+/// The chart, applied server-side as the admin, after the credentials namespace (what `ichor
+/// init` creates before it turns users on).
 ///
 /// # Errors
 /// What kubectl answered when the apiserver refused an object.
 pub fn install_chart(plane: &ControlPlane) -> anyhow::Result<()> {
+    plane
+        .apply(&credentials_namespace_manifest())
+        .context("creating the credentials namespace")?;
     plane.apply(&chart_manifest()?).context("applying the chart")?;
     Ok(())
 }
@@ -228,12 +303,39 @@ pub fn merge_patch_args(kind: &str, name: &str, patch: &serde_json::Value, dry_r
     args
 }
 
+/// Removes every finalizer of the `kind` `name` of [`NAMESPACE`] (a merge patch setting
+/// `metadata.finalizers` to null), so a test leaves no object held.
+///
+/// # Errors
+/// What kubectl answered when the patch was refused.
+pub fn remove_finalizers(plane: &ControlPlane, kind: &str, name: &str) -> anyhow::Result<()> {
+    let args = merge_patch_args(
+        kind,
+        name,
+        &serde_json::json!({"metadata": {"finalizers": null}}),
+        false,
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    plane.kubectl_run(&args, None)?;
+    Ok(())
+}
+
 /// An `IchorUser` `name` of [`NAMESPACE`] with `roles` (display name = `name`), as a manifest
 /// for [`ControlPlane::apply`].
 pub fn ichor_user(name: &str, roles: &[&str]) -> String {
     serde_json::json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {"displayName": name, "roles": roles}})
+    .to_string()
+}
+
+/// An `IchorUser` `name` of [`NAMESPACE`] with `roles` and the finalizer `x/hold`, which keeps
+/// it, terminating, after a delete until [`remove_finalizers`]; a manifest for
+/// [`ControlPlane::apply`].
+pub fn held_ichor_user(name: &str, roles: &[&str]) -> String {
+    serde_json::json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorUser",
+        "metadata": {"name": name, "namespace": NAMESPACE, "finalizers": ["x/hold"]},
+        "spec": {"roles": roles}})
     .to_string()
 }
 

@@ -188,6 +188,20 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// What two runs under the same grants did together (two layouts of one store, say): every
+    /// request of either, and as unused only what neither used.
+    #[must_use]
+    pub fn and(mut self, other: Usage) -> Usage {
+        self.forbidden.extend(other.forbidden);
+        self.refused_while_granted += other.refused_while_granted;
+        self.outside.extend(other.outside);
+        self.unused.retain(|rule| other.unused.contains(rule));
+        for (request, n) in other.requests {
+            *self.requests.entry(request).or_default() += n;
+        }
+        self
+    }
+
     /// Fails naming each request that the grants refused (`who` lacks it) or that something
     /// else allowed.
     ///

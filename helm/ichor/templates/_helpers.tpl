@@ -6,6 +6,11 @@ the CLI and the kube-apiserver rely on); only the labels carry the release.
 {{/* The one namespace Ichor runs in. */}}
 {{- define "ichor.namespace" -}}ichor-system{{- end -}}
 
+{{/* The namespace holding one credentials Secret per user and nothing else. `ichor init`
+creates it, never the chart, so no `helm uninstall` deletes a password; the chart renders only
+the issuer's and the controller's Roles into it (users on) and the policy guarding it. */}}
+{{- define "ichor.credentialsNamespace" -}}ichor-credentials{{- end -}}
+
 {{/* Refuses a release outside ichor-system, and checks the users settings. Included by every
 template that renders a namespaced object, so `helm template` fails as `helm install` does. */}}
 {{- define "ichor.checks" -}}
@@ -19,6 +24,14 @@ template that renders a namespaced object, so `helm template` fails as `helm ins
 {{- end -}}
 {{- if not (hasPrefix "https://" $u.externalURL) -}}
 {{- fail (printf "ichorUI.users.externalURL %q must use https (the issuer of a kube-apiserver must be https)" $u.externalURL) -}}
+{{- end -}}
+{{- /* Users on render Roles into the credentials namespace, which only `ichor init` creates.
+Against a cluster (install, upgrade, --dry-run=server) a missing namespace fails the render with
+the command to run, before Helm creates anything. Without a cluster (`helm template`, lint)
+`lookup` answers an empty map for everything, kube-system included, which every cluster has:
+then nothing can be known and nothing is checked. */ -}}
+{{- if and (lookup "v1" "Namespace" "" "kube-system") (not (lookup "v1" "Namespace" "" (include "ichor.credentialsNamespace" .))) -}}
+{{- fail (printf "the namespace %s, which holds one credentials Secret per user and which the chart renders the issuer's and the controller's Roles into, does not exist; create it with `ichor init --ui-url %s --cluster <TalosCluster name>` (it creates the namespace, then runs this upgrade), then run this command again" (include "ichor.credentialsNamespace" .) $u.externalURL) -}}
 {{- end -}}
 {{- end -}}
 {{- $o := .Values.ichorUI.oidc -}}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
-use super::{ControlPlane, Response, https};
+use super::{ControlPlane, Kubectl, Response, https};
 
 impl ControlPlane {
     /// The admin's kubeconfig YAML against apiserver `i`.
@@ -94,14 +94,15 @@ impl ControlPlane {
         &self.kubectl_bin
     }
 
+    /// kubectl as the admin, with its cache in the control plane's directory, as a value that
+    /// borrows nothing from the control plane.
+    pub fn admin_kubectl(&self) -> Kubectl {
+        Kubectl::new(&self.kubectl_bin, &self.admin_kubeconfig).with_cache_dir(self.root.join("kube-cache"))
+    }
+
     /// kubectl as the admin, with its cache in the control plane's directory.
     pub fn kubectl(&self) -> Command {
-        let mut cmd = Command::new(&self.kubectl_bin);
-        cmd.arg(format!("--kubeconfig={}", self.admin_kubeconfig.display()))
-            .env("KUBECACHEDIR", self.root.join("kube-cache"))
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null());
-        cmd
+        self.admin_kubectl().command()
     }
 
     /// Runs kubectl as the admin with `stdin`; its stdout, or an error with its stderr.
@@ -119,28 +120,12 @@ impl ControlPlane {
         args: &[S],
         stdin: Option<&str>,
     ) -> anyhow::Result<Result<String, String>> {
-        use std::io::Write as _;
-        let mut cmd = self.kubectl();
-        if let Some((name, groups)) = user {
-            cmd.arg(format!("--as={name}"));
-            for g in groups {
-                cmd.arg(format!("--as-group={g}"));
-            }
+        let kubectl = self.admin_kubectl();
+        match user {
+            Some((name, groups)) => kubectl.impersonating(name, groups),
+            None => kubectl,
         }
-        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-        if stdin.is_some() {
-            cmd.stdin(Stdio::piped());
-        }
-        let mut child = cmd.spawn().context("starting kubectl")?;
-        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(input.as_bytes())?;
-        }
-        let out = child.wait_with_output()?;
-        Ok(if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-        })
+        .output(args, stdin)
     }
 
     /// `kubectl get KIND NAME -n NAMESPACE -o json` as the admin on apiserver `on`; `None` when
@@ -152,25 +137,9 @@ impl ControlPlane {
         namespace: &str,
         name: &str,
     ) -> anyhow::Result<Option<serde_json::Value>> {
-        let server = format!("--server={}", self.url(on));
-        let out = self.kubectl_run(
-            &[
-                &server,
-                "get",
-                kind,
-                name,
-                "-n",
-                namespace,
-                "-o",
-                "json",
-                "--ignore-not-found",
-            ],
-            None,
-        )?;
-        if out.trim().is_empty() {
-            return Ok(None);
-        }
-        serde_json::from_str(&out).with_context(|| format!("kubectl get {kind} {name}: not JSON"))
+        self.admin_kubectl()
+            .with_server(self.url(on))
+            .get(kind, namespace, name)
     }
 
     /// `kubectl apply --server-side` of a YAML stream as the admin.

@@ -22,6 +22,7 @@
 mod audit;
 mod clients;
 mod https;
+mod kubectl;
 mod node_mode;
 mod pki;
 mod process;
@@ -37,6 +38,7 @@ use anyhow::{Context as _, bail};
 pub use crate::ports::{free_port, free_port_on};
 pub use audit::{AUDIT_POLICY, AuditEvent, ObjectRef, UserInfo, read_audit_log};
 pub use https::Response;
+pub use kubectl::Kubectl;
 pub use node_mode::NodeNetwork;
 pub use pki::{ADMIN_GROUP, ADMIN_USER, Pair, Pki};
 pub use process::{Process, log_tail};

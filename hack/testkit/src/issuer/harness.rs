@@ -22,8 +22,9 @@ use ichor_issuer::{
 use ichor_renderers::{
     auth::{
         Password,
-        credentials::{CredentialsEntry, Family},
+        credentials::{CredentialsEntry, Factors, Family, TotpFactor},
         hash::hash_password,
+        recovery,
     },
     crd::{GoDuration, UsersSettings, UsersSpec},
 };
@@ -72,6 +73,22 @@ pub fn settings_with(refresh_secs: i64) -> UsersSettings {
         ..Default::default()
     }))
     .expect("settings")
+}
+
+/// As [`settings`], with the second-factor policy `second_factor`
+/// (`spec.users.secondFactor` as an installation writes it, for example
+/// `{"roles": {"admin": "required"}}`).
+pub fn settings_with_second_factor(second_factor: serde_json::Value) -> UsersSettings {
+    let spec = UsersSpec {
+        second_factor: Some(serde_json::from_value(second_factor).expect("spec.users.secondFactor")),
+        ..UsersSpec::default()
+    };
+    UsersSettings {
+        second_factor: UsersSettings::resolve(Some(&spec))
+            .expect("settings")
+            .second_factor,
+        ..settings()
+    }
 }
 
 /// One in-process issuer and what it runs on.
@@ -148,6 +165,35 @@ pub fn entry(must_change: bool) -> CredentialsEntry {
     )
 }
 
+/// The authenticator-app secret of [`factor_entry`].
+pub const TOTP_SECRET: &str = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ";
+
+/// A credentials entry as [`entry`] with a second factor: an authenticator app of
+/// [`TOTP_SECRET`] and ten recovery codes, which are returned.
+pub fn factor_entry() -> (CredentialsEntry, Vec<String>) {
+    factor_entry_with_hash(&password_hash())
+}
+
+/// As [`factor_entry`], with the password hash `hash` (a fixed one spares an argon2id run).
+pub fn factor_entry_with_hash(hash: &str) -> (CredentialsEntry, Vec<String>) {
+    let mut entry = CredentialsEntry::new(hash.to_owned(), start() - SignedDuration::from_hours(24), false);
+    let made = recovery::generate(
+        &std::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11)),
+        start(),
+    )
+    .expect("recovery codes");
+    entry.factors = Factors {
+        totp: Some(TotpFactor {
+            secret: TOTP_SECRET.to_owned(),
+            created_at: start() - SignedDuration::from_hours(24),
+            last_step: 0,
+        }),
+        recovery: Some(made.stored),
+        ..Factors::default()
+    };
+    (entry, made.codes)
+}
+
 /// A credentials entry with `hash`, valid since `not_before`, holding one refresh family
 /// `family` of `ichor-cli` for `ichor-kube`, started at `at` for twelve hours.
 pub fn cli_family_entry(hash: &str, not_before: Timestamp, family: &str, at: Timestamp) -> CredentialsEntry {
@@ -174,6 +220,7 @@ pub fn id_claims(iss: &str, sub: &str, aud: &str, groups: &[&str], at: Timestamp
         nonce: None,
         auth_time: None,
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        amr: vec!["pwd".to_owned()],
     }
 }
 
@@ -319,11 +366,32 @@ impl Harness {
         reply.json()["ticket"].as_str().expect("ticket").to_owned()
     }
 
+    /// A browser's authorize step for `ichor-cli` on [`CLI_REDIRECT`] with scope `openid`: where
+    /// it is sent (the sign-in page, `/oidc/login?ticket=…`) and the ticket in that address.
+    pub async fn sign_in_page(&self) -> (String, String) {
+        let location = self
+            .get(&Self::authorize_query("ichor-cli", CLI_REDIRECT, "openid", ""))
+            .await
+            .location();
+        let ticket = query_param(&format!("https://x{location}"), "ticket").expect("ticket");
+        (location, ticket)
+    }
+
     /// The login step: `ticket` with `user` and `password`.
     pub async fn login(&self, ticket: &str, user: &str, password: &str) -> Reply {
         self.post_json(
             "/oidc/login",
             serde_json::json!({"ticket": ticket, "username": user, "password": password}),
+        )
+        .await
+    }
+
+    /// The second step of a sign-in: the second-factor ticket of the login step's answer, and
+    /// a typed code.
+    pub async fn factor(&self, factor_ticket: &str, code: &str) -> Reply {
+        self.post_json(
+            "/oidc/login/factor",
+            serde_json::json!({"factor_ticket": factor_ticket, "code": code}),
         )
         .await
     }

@@ -69,7 +69,7 @@ impl<'a> Authorize<'a> {
     }
 
     /// The form of the code exchange for `code`.
-    fn exchange<'c>(&'c self, code: &'c str) -> [(&'c str, &'c str); 5] {
+    pub fn exchange<'c>(&'c self, code: &'c str) -> [(&'c str, &'c str); 5] {
         [
             ("grant_type", "authorization_code"),
             ("code", code),
@@ -227,4 +227,37 @@ pub async fn sign_in(
             .form(&request.exchange(&code)),
     )
     .await
+}
+
+/// The redirect URI `client` signs in with at the issuer `base`: the UI's own callback for
+/// `ichor-ui`, [`CLI_REDIRECT`] for any other client.
+pub fn redirect_uri(client: &str, base: &str) -> String {
+    if client == "ichor-ui" {
+        format!("{base}/auth/callback")
+    } else {
+        CLI_REDIRECT.to_owned()
+    }
+}
+
+/// Signs `user` in at `base` for `client` with scope `openid` (and `audience`, when asked for)
+/// on its [`redirect_uri`], PKCE verifier `verifier`, waiting out `slow_down` answers: the token
+/// response, or the refusal of the step that refused.
+pub async fn sign_in_for(
+    http: &reqwest::Client,
+    base: &str,
+    client: &str,
+    audience: Option<&str>,
+    verifier: &str,
+    user: &str,
+    password: &str,
+) -> Result<serde_json::Value, Refusal> {
+    let redirect = redirect_uri(client, base);
+    let request = Authorize {
+        client_id: client,
+        redirect_uri: &redirect,
+        scope: "openid",
+        audience,
+        ..Authorize::cli(verifier)
+    };
+    sign_in(http, base, &request, user, password, SlowDown::Wait).await
 }
