@@ -140,6 +140,7 @@ fn factor_claims() -> FactorClaims {
         nb: dave().0.not_before.to_string(),
         dev: None,
         factors: vec!["totp".into(), "recovery".into()],
+        used: dave().0.factor_use_mark(),
         iat: now,
         exp: now + 300,
     }

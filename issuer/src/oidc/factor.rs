@@ -4,7 +4,8 @@
 //! authenticator-app code or a recovery code — into the authorization code.
 //!
 //! Stateless: what the issuer knows between the two steps is in the ticket it signed (the user,
-//! the request, the entry's `notBefore` at the password check, the confirmed device). Order of
+//! the request, the entry's `notBefore` and factor use mark at the password check, the confirmed
+//! device). The mark moves with every accepted code, so a ticket completes one sign-in. Order of
 //! the POST, as the password step's: the ticket (cheap, refuses forged requests), the device
 //! cookie the ticket is bound to, the per-source failure bucket, the replica's back-off of the
 //! user's codes (a key of its own, [`super::limits::factor_backoff_key`], which a right password
@@ -96,6 +97,7 @@ pub(super) fn pending(
         nb: entry.not_before.to_string(),
         dev: device,
         factors: factors.iter().map(|f| (*f).to_owned()).collect(),
+        used: entry.factor_use_mark(),
         iat,
         exp: iat + tokens::TICKET_TTL.as_secs(),
     };
@@ -287,7 +289,9 @@ async fn second_step(
         let Some(entry) = current else {
             return Ok::<_, StoreError>(Change::Keep(Used::Stale));
         };
-        if entry.not_before != not_before {
+        // A reset since the password step, or a factor used since (this ticket's own sign-in
+        // completed, or another one of the user's): the ticket is spent.
+        if entry.not_before != not_before || entry.factor_use_mark() != claims.used {
             return Ok(Change::Keep(Used::Stale));
         }
         Ok(match entry.attempt_typed_factor(code, now) {

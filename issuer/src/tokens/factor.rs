@@ -30,6 +30,11 @@ pub struct FactorClaims {
     pub dev: Option<String>,
     /// The factor kinds offered (`passkey`, `totp`, `recovery`).
     pub factors: Vec<String>,
+    /// The entry's factor use mark at the password check
+    /// ([`ichor_renderers::auth::credentials::CredentialsEntry::factor_use_mark`]): once a
+    /// factor was used since, the ticket is refused, so it completes one sign-in.
+    #[serde(default)]
+    pub used: String,
     /// Issued at, unix seconds.
     pub iat: i64,
     /// Expiry, unix seconds.

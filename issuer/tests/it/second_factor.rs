@@ -148,6 +148,33 @@ async fn an_authenticator_code_works_once_and_each_recovery_code_once() {
     code_of(&h.factor(&third, &app_code(&h)).await);
 }
 
+/// A ticket completes one sign-in: once a code was accepted with it, another right code (as
+/// from someone who copied the ticket and the next code) mints nothing, and neither does a
+/// ticket of a password step made before another sign-in used a factor.
+#[tokio::test]
+async fn a_second_factor_ticket_completes_one_sign_in() {
+    let h = Harness::new();
+    let codes = with_dave(&h);
+    let first = password_step(&h, "ichor-ui", UI_REDIRECT, "openid").await;
+    let earlier = password_step(&h, "ichor-cli", CLI_REDIRECT, "openid").await;
+    code_of(&h.factor(&first, &app_code(&h)).await);
+    for (ticket, code) in [(&first, &codes[0]), (&earlier, &codes[1])] {
+        let reply = h.factor(ticket, code).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text());
+        assert!(reply.text().contains("no longer valid"), "{}", reply.text());
+    }
+    let entry = h.store.entry("dave").expect("entry");
+    assert_eq!(
+        entry.factors.recovery.as_ref().expect("codes").digests.len(),
+        10,
+        "a spent ticket used no recovery code"
+    );
+    // A wrong code leaves the ticket good for the right one.
+    let next = password_step(&h, "ichor-ui", UI_REDIRECT, "openid").await;
+    refused_as_wrong(&h.factor(&next, "000000x").await);
+    code_of(&h.factor(&next, &codes[2]).await);
+}
+
 /// An attacker who has the password alone: each right password gives a new ticket, and would
 /// clear the password's back-off; the code's failures are counted in the entry, so neither a
 /// new password step nor another replica buys more guesses at the code.

@@ -109,6 +109,21 @@ impl CredentialsEntry {
         !self.factors.is_empty()
     }
 
+    /// What every accepted use of a factor changes and nothing else does: the authenticator
+    /// app's last step, the recovery codes left and the passkeys' last sign-in. A second-factor
+    /// ticket carries the mark of its password step and the second step refuses the ticket once
+    /// the mark moved, so one ticket completes one sign-in (a wrong code leaves it unchanged).
+    pub fn factor_use_mark(&self) -> String {
+        let f = &self.factors;
+        let passkey = f.passkeys.iter().filter_map(|p| p.last_used_at).max();
+        format!(
+            "t{}.r{}.p{}",
+            f.totp.as_ref().map_or(0, |t| t.last_step),
+            f.recovery.as_ref().map_or(0, |r| r.digests.len()),
+            passkey.map_or(0, |t| t.as_millisecond()),
+        )
+    }
+
     /// The factor kinds the second step offers, in the order a page shows them: passkeys first
     /// (phishing-resistant), then the authenticator app, then recovery codes (when any is left).
     pub fn offered_factors(&self) -> Vec<&'static str> {
@@ -358,6 +373,29 @@ mod tests {
         many.factors.failures = 40;
         many.factors.failed_at = Some(now());
         assert_eq!(many.factor_backoff(now()), Some(SignedDuration::from_mins(15)));
+    }
+
+    #[test]
+    fn the_use_mark_moves_with_each_accepted_code_and_not_with_a_wrong_one() {
+        let (mut entry, codes) = with_recovery();
+        entry.factors.totp = with_totp().factors.totp;
+        let at = now();
+        let code = crate::auth::totp::code_at(SECRET, at).unwrap();
+        let mark = entry.factor_use_mark();
+        let FactorAttempt::Refused { entry, .. } = entry.attempt_typed_factor("000000x", at) else {
+            panic!("a wrong code was not refused");
+        };
+        assert_eq!(entry.factor_use_mark(), mark, "a wrong code moved the mark");
+        let FactorAttempt::Accepted { entry, .. } = entry.attempt_typed_factor(&code, at) else {
+            panic!("the current code was not accepted");
+        };
+        let after_app = entry.factor_use_mark();
+        assert_ne!(after_app, mark);
+        let FactorAttempt::Accepted { entry, .. } = entry.attempt_typed_factor(&codes[0], at) else {
+            panic!("a recovery code was not accepted");
+        };
+        assert_ne!(entry.factor_use_mark(), after_app);
+        assert_ne!(entry.factor_use_mark(), mark);
     }
 
     #[test]
