@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { QUIET_ZONE, modulesPath, qrDrawing } from "./qr";
+import decodeQR from "qr/decode.js";
+import { QUIET_ZONE, modulesPath, qrDrawing, type QrDrawing } from "./qr";
 
 /** The dark cells a path of `modulesPath` draws, as "x,y" strings. */
 function cells(path: string): Set<string> {
@@ -10,6 +11,22 @@ function cells(path: string): Set<string> {
     for (let i = 0; i < w; i++) out.add(`${x + i},${y}`);
   }
   return out;
+}
+
+/** The drawing as an RGBA image, `scale` pixels a module: what a phone's camera would see. */
+function raster(d: QrDrawing, scale: number): { width: number; height: number; data: Uint8Array } {
+  const side = d.side * scale;
+  const data = new Uint8Array(side * side * 4).fill(255);
+  for (const c of cells(d.path)) {
+    const [x, y] = c.split(",").map(Number);
+    for (let dy = 0; dy < scale; dy++) {
+      for (let dx = 0; dx < scale; dx++) {
+        const at = ((y * scale + dy) * side + x * scale + dx) * 4;
+        data[at] = data[at + 1] = data[at + 2] = 0;
+      }
+    }
+  }
+  return { width: side, height: side, data };
 }
 
 describe("the QR code's drawing", () => {
@@ -47,6 +64,8 @@ describe("the QR code's drawing", () => {
       const [x, y] = c.split(",").map(Number);
       expect(x >= QUIET_ZONE && y >= QUIET_ZONE && x < d.side - QUIET_ZONE && y < d.side - QUIET_ZONE, c).toBe(true);
     }
+    // A QR reader (another library than the encoder) reads the URI back from the drawing.
+    expect(decodeQR(raster(d, 6))).toBe(uri);
     // The same text draws the same code; another text another.
     expect(qrDrawing(uri).path).toBe(d.path);
     expect(qrDrawing(`${uri}x`).path).not.toBe(d.path);
