@@ -69,6 +69,12 @@ function details(row: MethodRow): string[] {
   }
 }
 
+/** The title of the factor a removal names, in the language of the moment. */
+function removalTitle(r: Removal): string {
+  if (r.kind === "passkey") return fmt(S.factorPasskey, { name: r.name });
+  return r.kind === "totp" ? S.factorApp : S.factorRecovery;
+}
+
 /** The removal a row's Remove button asks for. */
 function removalOf(row: MethodRow): Removal {
   return row.kind === "passkey" ? { kind: "passkey", id: row.id, name: row.name } : { kind: row.kind };
@@ -76,7 +82,7 @@ function removalOf(row: MethodRow): Removal {
 
 const KINDS = { totp: FactorKind.TOTP, recovery: FactorKind.RECOVERY, passkey: FactorKind.PASSKEY } as const;
 
-type Action = { kind: "enrol" } | { kind: "regenerate" } | { kind: "remove"; removal: Removal; what: string };
+type Action = { kind: "enrol" } | { kind: "regenerate" } | { kind: "remove"; removal: Removal };
 
 /**
  * The account page's "Sign-in methods": the caller's second factors (kinds, dates, recovery
@@ -124,7 +130,7 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
   } else if (action?.kind === "remove") {
     const r = action.removal;
     panel = (
-      <FactorChange title={fmt(S.removeWhat, { what: action.what })} text={S[removalEffect(factors, r)]} submit={S.remove}
+      <FactorChange title={fmt(S.removeWhat, { what: removalTitle(r) })} text={S[removalEffect(factors, r)]} submit={S.remove}
         danger kinds={kinds}
         run={async (password, code) => {
           await api.removeFactor({ password, code, kind: KINDS[r.kind], passkeyId: r.kind === "passkey" ? r.id : "" });
@@ -153,7 +159,7 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
                     <button type="button" disabled={busy} onClick={() => open({ kind: "regenerate" })}>{S.regenerateCodes}</button>
                   )}
                   <button type="button" class="danger" disabled={busy} aria-label={fmt(S.removeWhat, { what: title(row) })}
-                    onClick={() => open({ kind: "remove", removal: removalOf(row), what: title(row) })}>
+                    onClick={() => open({ kind: "remove", removal: removalOf(row) })}>
                     {S.remove}
                   </button>
                 </div>
