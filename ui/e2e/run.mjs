@@ -1,7 +1,8 @@
 // End-to-end tests of the web UI in headless Chromium (playwright-core, Debian's chromium)
 // against a real `ichor dev` on a free port with a temporary state directory: the English flow
 // here, then the Japanese one (ja.mjs), the keyboard-only one (keyboard.mjs), `ichor auth login`'s
-// sign-in page (cli-login.mjs), the second sign-in step (second-factor.mjs) and the session rules
+// sign-in page (cli-login.mjs), the second sign-in step (second-factor.mjs), the account page's
+// sign-in methods (factors.mjs) and the session rules
 // against a second issuer with 1-minute tokens (session.mjs). Every page is checked with axe-core
 // and for layout at 1280×800 and 390×844 (checks.mjs), which writes axe-summary.md beside the
 // screenshots.
@@ -22,6 +23,7 @@ import { japanese } from "./ja.mjs";
 import { keyboard } from "./keyboard.mjs";
 import { sessionRules } from "./session.mjs";
 import { secondFactor } from "./second-factor.mjs";
+import { factors } from "./factors.mjs";
 
 assert.ok(process.env.ICHOR_BIN, "set ICHOR_BIN");
 
@@ -274,6 +276,8 @@ try {
   await keyboard({ dev, adminPassword: ADMIN_NEW, page });
   await cliLogin({ dev, adminPassword: ADMIN_NEW });
   await secondFactor({ dev, user: "olga", password: OP_NEW, adminPassword: ADMIN_NEW });
+  // Last on this issuer: the admin gets (and loses again) a second factor.
+  await factors({ dev, user: "admin", password: ADMIN_NEW });
 } finally {
   await browser.close();
   rmSync(clusterCa.dir, { recursive: true, force: true });

@@ -1,13 +1,14 @@
 import { useEffect, useState } from "preact/hooks";
 import { S, language, msg, t, type Lang, type Msg } from "./strings";
 import type { WhoAmIResponse } from "./gen/ichor/v1alpha1/user_pb";
-import { api, isUnauthenticated, refusal } from "./lib/api";
+import { api, isUnauthenticated, mustEnrol, refusal } from "./lib/api";
 import { session, type EndReason } from "./lib/session";
 import { SignIn } from "./pages/SignIn";
 import { SignInError } from "./lib/login";
-import { completeExternalSignIn } from "./lib/external";
+import { completeExternalSignIn, isExternalSession } from "./lib/external";
 import { MustChange } from "./pages/ChangePassword";
 import { Account, AccountMenu } from "./pages/Account";
+import { MustEnrol } from "./pages/Factors";
 import { Users } from "./pages/Users";
 import { LanguageSwitch } from "./pages/LanguageSwitch";
 
@@ -15,7 +16,7 @@ type View =
   | { kind: "loading" }
   | { kind: "signedOut"; notice?: Msg }
   | { kind: "error"; message: Msg }
-  | { kind: "ready"; me: WhoAmIResponse };
+  | { kind: "ready"; me: WhoAmIResponse; enrol: boolean };
 
 const NOTICES: Record<EndReason, Msg | undefined> = {
   signedOut: undefined,
@@ -57,7 +58,10 @@ export function App() {
     session.schedule();
     try {
       const me = await api.whoAmI({});
-      setView({ kind: "ready", me });
+      // A person of the external provider has no Ichor factor; a must-change user changes the
+      // password first (the policy's gate comes after that one).
+      const enrol = !me.mustChange && !isExternalSession(session.idToken()) && (await mustEnrol());
+      setView({ kind: "ready", me, enrol });
     } catch (e) {
       if (isUnauthenticated(e)) {
         session.clear();
@@ -98,6 +102,7 @@ export function App() {
   }
   const me = view.me;
   if (me.mustChange) return <MustChange onSignedOut={signedOut} extra={langSwitch} />;
+  if (view.enrol) return <MustEnrol me={me} onSignedOut={signedOut} extra={langSwitch} />;
   // The built-in roles let only admins read IchorUsers (ichor-operator and ichor-viewer have no
   // verb on `ichorusers`), so the Users page is offered to admins only.
   const canSeeUsers = me.roles.includes("admin");

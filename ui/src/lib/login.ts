@@ -201,14 +201,12 @@ export async function signIn(username: string, password: string): Promise<Factor
 }
 
 /**
- * After a password change (which ended every session of the user): signs in again with the new
- * password, the user name taken from the stored token's `sub`. True when signed in, the second
- * step when the user has a second factor (the password change keeps the factors), false on a
- * failure. The stored tokens, which the change revoked, are cleared unless signed in.
+ * After a password or second-factor change (which ended every session of the user): signs in
+ * again with the (new) password, as `name` or else the user name of the stored token's `sub`.
+ * True when signed in, the second step when the user has a second factor, false on a failure.
+ * The stored tokens, which the change revoked, are cleared unless signed in.
  */
-export async function signInAgain(newPassword: string): Promise<boolean | FactorStep> {
-  const token = session.idToken();
-  const name = token ? stringClaim(token, "sub") : "";
+export async function signInAgain(newPassword: string, name = tokenSub()): Promise<boolean | FactorStep> {
   try {
     if (!name) return false;
     const step = await signIn(name, newPassword);
@@ -221,4 +219,10 @@ export async function signInAgain(newPassword: string): Promise<boolean | Factor
     session.clear();
     return false;
   }
+}
+
+/** The user name of the stored ID token (its `sub`), or "" when none is stored. */
+export function tokenSub(): string {
+  const token = session.idToken();
+  return token ? stringClaim(token, "sub") : "";
 }

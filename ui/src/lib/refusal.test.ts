@@ -43,3 +43,16 @@ describe("the server's refusals as shown", () => {
     expect(t(signInRefusal(400, "invalid_request", "", null))).toBe("invalid_request");
   });
 });
+
+describe("the policy's refusals of a Kubernetes token at sign-in", () => {
+  it("says to enrol or to change the password in the web UI first", () => {
+    const enrol = signInRefusal(403, "access_denied", "You must set up a second factor before you can get a Kubernetes token. " +
+      "Sign in to the Ichor web UI, set up a second factor on your account page, then sign in here again.", null);
+    expect(enrol.key).toBe("mustEnrolForKube");
+    const change = signInRefusal(403, "access_denied", "You must change your password before you can get a Kubernetes token. " +
+      "Sign in to the Ichor web UI, change your password, then sign in here again.", null);
+    expect(change.key).toBe("mustChangeForKube");
+    setLanguage("ja");
+    expect(t(enrol)).toContain("2 段階認証を設定する必要があります");
+  });
+});

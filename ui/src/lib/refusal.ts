@@ -10,6 +10,7 @@ export const GrpcCode = {
   NotFound: 5,
   AlreadyExists: 6,
   PermissionDenied: 7,
+  ResourceExhausted: 8,
   FailedPrecondition: 9,
   Aborted: 10,
   Unavailable: 14,
@@ -25,6 +26,27 @@ const PATTERNS: [RegExp, (m: RegExpMatchArray) => Msg][] = [
   [/^old_password: does not match/, () => msg("refusedWrongCurrent")],
   [/^no cluster is configured for kubeconfigs/, () => msg("refusedNoCluster")],
   [/ may not \S+ \S+.*: ask an administrator/, () => msg("refusedNotAllowed")],
+  // The second-factor policy and the caller's own factors (BeginTotp, ConfirmTotp,
+  // RegenerateRecoveryCodes, RemoveFactor).
+  [/^set up a second factor first\b/, () => msg("refusedEnrolFirst")],
+  [/^you have an authenticator app already/, () => msg("refusedTotpExists")],
+  [/^recovery codes stand beside an authenticator app or a passkey/, () => msg("refusedNoRealFactor")],
+  [/^user "[^"]+" has no password, so it has no second factors/, () => msg("refusedNoPasswordFactors")],
+  [/^you signed in with your identity provider: Ichor holds no password or second factor/, () => msg("refusedExternalFactors")],
+  [/^your password or second factors were changed concurrently/, () => msg("refusedFactorsChanged")],
+  [/^code: too many wrong codes; wait (\d+) seconds/, (m) => msg("refusedCodeWait", { seconds: Number(m[1]) })],
+  [/^code: is incorrect or was used already/, () => msg("wrongCode")],
+  [/^code: is not the authenticator app's current code/, () => msg("refusedTotpNotCurrent")],
+  [/^code: required/, () => msg("enterCode")],
+  [/^password: does not match your current password/, () => msg("refusedWrongCurrent")],
+  [/^password: is required/, () => msg("enterCurrent")],
+  [/^ticket: (has expired|is no longer valid|is not a valid enrolment ticket|was not made for you|holds no usable secret)/,
+    () => msg("refusedEnrolExpired")],
+  [/^(kind|passkey_id): you have no /, () => msg("refusedFactorGone")],
+  [/^too many wrong passwords for this account or from this address: try again in (\d+) s/,
+    (m) => msg("refusedPasswordWait", { seconds: Number(m[1]) })],
+  [/^the password checks of this server are busy: try again in (\d+) s/,
+    (m) => msg("signInBusy", { seconds: Number(m[1]) })],
 ];
 
 /** A UserService refusal (`code`, the server's `message`) as a message of the catalogs. */
@@ -57,6 +79,9 @@ export function signInRefusal(status: number, error: string, description: string
   const seconds = retryAfter ?? 5;
   if (status === 401 && error === "access_denied") return msg("wrongCredentials");
   if (status === 403 && /disabled/i.test(description)) return msg("accountDisabled");
+  // The policy's refusals of a Kubernetes token (the CLI's sign-in).
+  if (status === 403 && /set up a second factor/i.test(description)) return msg("mustEnrolForKube");
+  if (status === 403 && /change your password/i.test(description)) return msg("mustChangeForKube");
   if (status === 429) return msg("tooManyAttempts", { seconds });
   if (status === 503 && /busy/i.test(description)) return msg("signInBusy", { seconds });
   if (status === 503) return msg("signInUnavailable");

@@ -6,6 +6,7 @@ import { session } from "../lib/session";
 import { ChangePassword } from "./ChangePassword";
 import { externalProvider, isExternalSession } from "../lib/external";
 import { TrustWarning } from "./SignIn";
+import { SignInMethods } from "./Factors";
 
 /** Saves the caller's kubeconfig as a file. */
 export async function downloadKubeconfig(name: string): Promise<void> {
@@ -77,7 +78,7 @@ export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => v
   );
 }
 
-/** The account page: who am I, the kubeconfig and the password change. */
+/** The account page: who am I, the kubeconfig, the sign-in methods and the password change. */
 export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) {
   const [error, setError] = useState<Msg | null>(null);
   const [done, setDone] = useState(false);
@@ -120,6 +121,7 @@ export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) 
         </button>
       </div>
       {warning !== null && <TrustWarning reason={warning} />}
+      {!external && <SignInMethods me={props.me} onSignedOut={props.onSignedOut} />}
       {external
         ? <p class="muted" data-testid="external-password">{S.externalPassword}</p>
         : <ChangePassword onSignedOut={props.onSignedOut} />}

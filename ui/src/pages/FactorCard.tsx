@@ -23,7 +23,8 @@ export interface FactorPost {
  * `factors` says), focused when shown. In the SPA `verify` sends the code and `onRestart` goes back
  * to the password (offered always, and as the way on once the step is no longer valid); with
  * `post` the card posts its form to the issuer instead. `embedded` renders the card alone (a
- * second-level heading, no `<main>`), for a page that has its own, as after a password change.
+ * second-level heading, no `<main>`), for a page that has its own, as after a password change;
+ * `notice` says above the field why the step is asked for.
  */
 export function FactorCard(props: {
   factors: readonly TypedFactor[];
@@ -32,6 +33,7 @@ export function FactorCard(props: {
   post?: FactorPost;
   extra?: ComponentChildren;
   embedded?: boolean;
+  notice?: string;
 }) {
   const post = props.post;
   const [code, setCode] = useState("");
@@ -88,6 +90,7 @@ export function FactorCard(props: {
       {...(post ? { method: "post", action: "/oidc/login/factor" } : {})}>
       <Heading id="factor-title">{S.factorTitle}</Heading>
       {post && <p class="muted" data-testid="sign-in-purpose">{t(post.purpose)}</p>}
+      {props.notice && <p class="notice" role="status">{props.notice}</p>}
       {formError && <p class="error" role="alert">{t(formError)}</p>}
       {post && <input type="hidden" name="factor_ticket" value={post.factorTicket} />}
       <label>

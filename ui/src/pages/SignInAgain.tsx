@@ -1,0 +1,29 @@
+import { useEffect, useState } from "preact/hooks";
+import { S } from "../strings";
+import { signInAgain, type FactorStep } from "../lib/login";
+import { FactorCard } from "./FactorCard";
+
+/**
+ * After a change that ended every session of the user (a second factor added, changed or
+ * removed): signs the tab in again as `name` with `password`, through the second step when the
+ * user has a factor (the card says why, in `notice`), then reloads; `onSignedOut` shows the
+ * sign-in card when that fails.
+ */
+export function SignInAgain(props: { name: string; password: string; notice: string; onSignedOut: () => void }) {
+  const [step, setStep] = useState<FactorStep | null>(null);
+  useEffect(() => {
+    void signInAgain(props.password, props.name).then((again) => {
+      if (again === true) location.reload();
+      else if (again) setStep(again);
+      else props.onSignedOut();
+    });
+  }, []);
+  if (!step) return <p class="notice" role="status">{S.changeSaved}</p>;
+  return (
+    <FactorCard embedded factors={step.factors} onRestart={props.onSignedOut} notice={props.notice}
+      verify={async (code) => {
+        await step.verify(code);
+        location.reload();
+      }} />
+  );
+}
