@@ -79,10 +79,6 @@ async function dialogCodes(page) {
 
 const RECOVERY_CODE = /^[A-Z2-7]{4}-[A-Z2-7]{4}-[A-Z2-7]{4}-[A-Z2-7]{4}$/;
 
-/** The policy's refusal of every call but the enrolment (issuer/src/api/service/steps.rs). */
-const MUST_ENROL = "set up a second factor first: the second-factor policy requires one of you, and until you have one " +
-  "only enrolling it is allowed";
-
 /**
  * The account page's second-factor tests; `dev` is run.mjs's issuer, `user` a user with
  * `password` and no second factor (left without one at the end).
@@ -290,13 +286,18 @@ export async function factors({ dev, user, password }) {
     });
 
     await test("factors: a user the policy requires to enrol sees only the enrolment", async () => {
-      // ichor dev runs with the policy off: the policy's refusal is played for the call the
-      // page asks it with.
-      await page.route("**/ichor.v1alpha1.UserService/GetUserFactors", (route) => route.fulfill({
-        status: 200,
-        headers: { "content-type": "application/grpc-web+proto", "grpc-status": "9", "grpc-message": encodeURIComponent(MUST_ENROL) },
-        body: "",
-      }));
+      // ichor dev runs with the policy off: WhoAmI's real answer is passed on with
+      // `must_enrol` (field 7, a varint) set, as the issuer answers when the policy holds.
+      await page.route("**/ichor.v1alpha1.UserService/WhoAmI", async (route) => {
+        const answer = await route.fetch();
+        const body = await answer.body();
+        assert.equal(body[0], 0, "a gRPC-web data frame first");
+        const length = body.readUInt32BE(1);
+        const message = Buffer.concat([body.subarray(5, 5 + length), Buffer.from([7 << 3, 1])]);
+        const frame = Buffer.alloc(5);
+        frame.writeUInt32BE(message.length, 1);
+        await route.fulfill({ response: answer, body: Buffer.concat([frame, message, body.subarray(5 + length)]) });
+      });
       try {
         await page.reload();
         await page.getByRole("heading", { name: "Set up a second factor", level: 1 }).waitFor({ timeout: 20_000 });
@@ -311,7 +312,7 @@ export async function factors({ dev, user, password }) {
         await audit(page, "ja-must-enrol");
         await page.getByLabel("言語").selectOption("en");
       } finally {
-        await page.unroute("**/ichor.v1alpha1.UserService/GetUserFactors");
+        await page.unroute("**/ichor.v1alpha1.UserService/WhoAmI");
       }
       await page.reload();
       await methods.locator("li[data-factor=totp]").waitFor({ timeout: 20_000 });

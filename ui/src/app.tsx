@@ -1,7 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { S, language, msg, t, type Lang, type Msg } from "./strings";
 import type { WhoAmIResponse } from "./gen/ichor/v1alpha1/user_pb";
-import { api, isUnauthenticated, mustEnrol, refusal } from "./lib/api";
+import { api, isUnauthenticated, refusal } from "./lib/api";
 import { session, type EndReason } from "./lib/session";
 import { SignIn } from "./pages/SignIn";
 import { SignInError } from "./lib/login";
@@ -60,7 +60,7 @@ export function App() {
       const me = await api.whoAmI({});
       // A person of the external provider has no Ichor factor; a must-change user changes the
       // password first (the policy's gate comes after that one).
-      const enrol = !me.mustChange && !isExternalSession(session.idToken()) && (await mustEnrol());
+      const enrol = !me.mustChange && !isExternalSession(session.idToken()) && me.mustEnrol;
       setView({ kind: "ready", me, enrol });
     } catch (e) {
       if (isUnauthenticated(e)) {

@@ -8,7 +8,10 @@ use std::{
     time::Duration,
 };
 
-use ichor_renderers::{auth::user_name::ICHOR_PREFIX, rbac::Subject};
+use ichor_renderers::{
+    auth::{second_factor_policy::SecondFactorLevel, user_name::ICHOR_PREFIX},
+    rbac::Subject,
+};
 use jiff::Timestamp;
 use tokio::time::Instant;
 
@@ -85,6 +88,12 @@ pub struct Caller {
     pub email: Option<String>,
     /// The credentials say the password must be changed.
     pub must_change: bool,
+    /// The second-factor policy's level for this user's roles (`Off` for an external caller:
+    /// its factors are its provider's).
+    pub second_factor: SecondFactorLevel,
+    /// The policy requires a second factor this user has not set up: every call but the
+    /// enrolment's is refused until they do.
+    pub must_enrol: bool,
     /// `Some` for a person signed in at the external provider: no Ichor roles, Kubernetes RBAC
     /// alone decides.
     pub external: Option<ExternalIdentity>,
@@ -99,6 +108,8 @@ impl Caller {
             display_name: None,
             email: None,
             must_change: false,
+            second_factor: SecondFactorLevel::Off,
+            must_enrol: false,
             external: None,
         }
     }
@@ -111,6 +122,8 @@ impl Caller {
             display_name: identity.display_name.clone(),
             email: identity.email.clone(),
             must_change: false,
+            second_factor: SecondFactorLevel::Off,
+            must_enrol: false,
             external: Some(identity),
         }
     }

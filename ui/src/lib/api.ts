@@ -6,7 +6,6 @@ import { createGrpcWebTransport } from "@connectrpc/connect-web";
 import { UserService } from "../gen/ichor/v1alpha1/user_pb";
 import { session } from "./session";
 import { apiRefusal } from "./refusal";
-import { isEnrolFirst } from "./ownFactors";
 import type { Msg } from "../strings";
 
 const bearer: Interceptor = (next) => async (req) => {
@@ -37,20 +36,4 @@ export function refusal(e: unknown): Msg {
 /** Whether a call was refused because the caller is not signed in. */
 export function isUnauthenticated(e: unknown): boolean {
   return ConnectError.from(e).code === Code.Unauthenticated;
-}
-
-/**
- * Whether the second-factor policy requires the caller to set up a factor before anything else.
- * WhoAmI does not say; the policy's gate refuses every call but the enrolment before the call
- * reads its request, so GetUserFactors for no name tells: the gate's refusal when it holds, else
- * the refusal of the empty name (which reaches neither the store nor RBAC).
- */
-export async function mustEnrol(): Promise<boolean> {
-  try {
-    await api.getUserFactors({ name: "" });
-    return false;
-  } catch (e) {
-    const c = ConnectError.from(e);
-    return isEnrolFirst(c.code, c.rawMessage);
-  }
 }

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { FactorsSchema } from "../gen/ichor/v1alpha1/user_pb";
 import {
-  checkChange, checkPassword, checkTotpCode, groupSecret, hasRealFactor, isEnrolFirst, methodRows, normalizeTotpCode,
+  checkChange, checkPassword, checkTotpCode, groupSecret, hasRealFactor, methodRows, normalizeTotpCode,
   parseTime, recoveryCodesFile, removalEffect, typedKinds,
 } from "./ownFactors";
 import { GrpcCode, apiRefusal } from "./refusal";
@@ -96,11 +96,7 @@ describe("the recovery codes' file", () => {
 describe("the policy's and the factor calls' refusals", () => {
   const MUST_ENROL = "set up a second factor first: the second-factor policy requires one of you, and until you have one only enrolling it is allowed";
 
-  it("recognises the policy's refusal of every call but the enrolment", () => {
-    expect(isEnrolFirst(GrpcCode.FailedPrecondition, MUST_ENROL)).toBe(true);
-    expect(isEnrolFirst(GrpcCode.InvalidArgument, "name: must be a lower-case DNS label")).toBe(false);
-    expect(isEnrolFirst(GrpcCode.FailedPrecondition, "no cluster is configured for kubeconfigs on this issuer")).toBe(false);
-    expect(isEnrolFirst(GrpcCode.PermissionDenied, MUST_ENROL)).toBe(false);
+  it("says the policy's refusal of every call but the enrolment", () => {
     const m = apiRefusal(GrpcCode.FailedPrecondition, MUST_ENROL);
     expect(t(m)).toBe("Set up a second factor first: your account requires one.");
     setLanguage("ja");

@@ -4,7 +4,6 @@
 
 import type { Factors } from "../gen/ichor/v1alpha1/user_pb";
 import { msg, type Key, type Msg } from "../strings";
-import { GrpcCode } from "./refusal";
 
 /** The digits of an authenticator-app code (RFC 6238 as the issuer checks it). */
 export const TOTP_DIGITS = 6;
@@ -105,12 +104,4 @@ export function recoveryCodesFile(name: string, issuer: string, codes: readonly 
     filename: `ichor-recovery-codes-${safe}.txt`,
     text: `${header}\n${issuer}\n\n${codes.join("\n")}\n`,
   };
-}
-
-/**
- * Whether a refusal (gRPC code and the server's sentence) is the second-factor policy's: the
- * caller must set up a factor before anything but the enrolment.
- */
-export function isEnrolFirst(code: number, message: string): boolean {
-  return code === GrpcCode.FailedPrecondition && /^set up a second factor first\b/.test(message);
 }

@@ -95,6 +95,8 @@ where
             email: caller.email.unwrap_or_default(),
             roles: caller.roles,
             must_change: caller.must_change,
+            second_factor: caller.second_factor.name().to_owned(),
+            must_enrol: caller.must_enrol,
         })
     }
 }

@@ -130,15 +130,11 @@ where
         if session.must_change && gate != Gate::AllowMustChange {
             return Err(ApiError::MustChangePassword);
         }
-        if !gate.allowed_while_enrolling()
-            && self
-                .inner
-                .config
-                .settings
-                .get()
-                .second_factor
-                .must_enrol(&user.roles, session.has_factor)
-        {
+        let settings = self.inner.config.settings.get();
+        let policy = &settings.second_factor;
+        let second_factor = policy.level_for(&user.roles);
+        let must_enrol = policy.must_enrol(&user.roles, session.has_factor);
+        if must_enrol && !gate.allowed_while_enrolling() {
             return Err(ApiError::FailedPrecondition(MUST_ENROL_FIRST.to_owned()));
         }
         Ok(Caller {
@@ -147,6 +143,8 @@ where
             display_name: user.display_name,
             email: user.email,
             must_change: session.must_change,
+            second_factor,
+            must_enrol,
             external: None,
         })
     }

@@ -81,8 +81,15 @@ async fn a_user_the_policy_requires_to_enrol_may_only_enrol() {
         Code::FailedPrecondition,
         "set up a second factor first",
     );
-    // Who they are, their factors, and the enrolment itself are open.
-    e.api.who_am_i(req(&t, WhoAmIRequest {})).await.unwrap();
+    // Who they are (and that they must enrol), their factors, and the enrolment itself are open.
+    let me = e
+        .api
+        .who_am_i(req(&t, WhoAmIRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(me.must_enrol, "{me:?}");
+    assert_eq!(me.second_factor, "required");
     e.api
         .list_own_factors(req(&t, ListOwnFactorsRequest {}))
         .await
@@ -92,8 +99,23 @@ async fn a_user_the_policy_requires_to_enrol_may_only_enrol() {
     e.clock.advance(SignedDuration::from_secs(1));
     let t = token("admin", e.clock.now_ts());
     e.api.list_users(req(&t, ListUsersRequest {})).await.unwrap();
+    let me = e
+        .api
+        .who_am_i(req(&t, WhoAmIRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!me.must_enrol, "{me:?}");
+    assert_eq!(me.second_factor, "required");
     // A viewer, whom the policy leaves off, was never held: refused by RBAC, not by the policy.
     let v = token("view", e.clock.now_ts());
+    let me = e
+        .api
+        .who_am_i(req(&v, WhoAmIRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((me.must_enrol, me.second_factor.as_str()), (false, "off"));
     assert_status(
         e.api.list_users(req(&v, ListUsersRequest {})).await,
         Code::PermissionDenied,
