@@ -373,7 +373,10 @@ mod tests {
     fn a_serialized_policy_reads_back_only_through_its_checks() {
         let p = policy(Optional, &[("admin", Required)]);
         let json = serde_json::to_value(&p).unwrap();
-        assert_eq!(json, serde_json::json!({"default": "optional", "roles": {"admin": "required"}}));
+        assert_eq!(
+            json,
+            serde_json::json!({"default": "optional", "roles": {"admin": "required"}})
+        );
         assert_eq!(serde_json::from_value::<SecondFactorPolicy>(json).unwrap(), p);
         let bad = serde_json::json!({"default": "off", "roles": {"x' || true || '": "required"}});
         let e = serde_json::from_value::<SecondFactorPolicy>(bad).unwrap_err();
