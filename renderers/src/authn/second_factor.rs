@@ -34,7 +34,7 @@ use crate::{
 /// The claim listing how the user authenticated (RFC 8176).
 pub const AMR_CLAIM: &str = "amr";
 /// The rule of a policy that requires a second factor of everyone: `amr` holds `mfa`.
-pub const RULE_MFA: &str = "'amr' in claims && 'mfa' in claims.amr";
+pub const RULE_MFA: &str = "has(claims.amr) && 'mfa' in claims.amr";
 /// The message of [`RULE_MFA`].
 pub const MESSAGE_MFA: &str = "Ichor's policy requires a second factor";
 
@@ -57,11 +57,12 @@ pub fn claim_rules(policy: &SecondFactorPolicy) -> Vec<ClaimValidationRule> {
         .collect()
 }
 
-/// `'amr' in claims && 'mfa' in claims.amr`, from its parts.
+/// `has(claims.amr) && 'mfa' in claims.amr`, from its parts. Presence is asked with `has()`:
+/// the apiserver's `claims` is a lazy map on which `in` has no overload at run time (the
+/// expression compiles, then every evaluation errors).
 fn mfa_expression() -> String {
     format!(
-        "{} in claims && {} in claims.{AMR_CLAIM}",
-        cel_string(AMR_CLAIM),
+        "has(claims.{AMR_CLAIM}) && {} in claims.{AMR_CLAIM}",
         cel_string(AMR_MFA)
     )
 }
@@ -70,8 +71,7 @@ fn mfa_expression() -> String {
 fn role_rule(role: &str) -> ClaimValidationRule {
     ClaimValidationRule {
         expression: format!(
-            "!({groups} in claims && {role} in claims.{ICHOR_GROUPS_CLAIM}) || ({mfa})",
-            groups = cel_string(ICHOR_GROUPS_CLAIM),
+            "!(has(claims.{ICHOR_GROUPS_CLAIM}) && {role} in claims.{ICHOR_GROUPS_CLAIM}) || ({mfa})",
             role = cel_string(role),
             mfa = mfa_expression(),
         ),
@@ -165,8 +165,8 @@ mod tests {
         assert_eq!(
             expressions(&rules),
             [
-                "!('groups' in claims && 'admin' in claims.groups) || ('amr' in claims && 'mfa' in claims.amr)",
-                "!('groups' in claims && 'zeta-ops' in claims.groups) || ('amr' in claims && 'mfa' in claims.amr)",
+                "!(has(claims.groups) && 'admin' in claims.groups) || (has(claims.amr) && 'mfa' in claims.amr)",
+                "!(has(claims.groups) && 'zeta-ops' in claims.groups) || (has(claims.amr) && 'mfa' in claims.amr)",
             ]
         );
         let messages: Vec<&str> = rules.iter().map(|r| r.message.as_str()).collect();
