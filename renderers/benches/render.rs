@@ -9,6 +9,7 @@ use std::{hint::black_box, path::Path, time::Duration};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ichor_renderers::{
+    auth::second_factor_policy::SecondFactorPolicy,
     cluster::render_cluster,
     manifest::{parse_file, parse_files},
     trust::IssuerTrust,
@@ -58,6 +59,7 @@ fn full_render(c: &mut Criterion) {
                 black_box(cluster),
                 black_box(&m.machines),
                 black_box(trust.as_ref()),
+                black_box(&SecondFactorPolicy::default()),
             )
         })
     });

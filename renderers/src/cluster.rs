@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::{
+    auth::second_factor_policy::SecondFactorPolicy,
     authn::{self, IchorTrust, RenderError, Rendered},
     contract::USER_PREFIX,
     crd::{MachineRole, TalosCluster, TalosMachine},
@@ -70,16 +71,20 @@ impl From<&IssuerTrust> for IchorTrust {
 }
 
 /// Render one cluster. `machines` may hold machines of other clusters; only those whose
-/// `spec.cluster` names this cluster (in its namespace) are considered.
+/// `spec.cluster` names this cluster (in its namespace) are considered. `second_factor` is the
+/// installation's policy in force ([`crate::crd::second_factor_in_force`]): a change of it that
+/// changes the rendered rules changes the document, so the control planes restart like for any
+/// other change of it.
 pub fn render_cluster(
     cluster: &TalosCluster,
     machines: &[TalosMachine],
     trust: Option<&IssuerTrust>,
+    second_factor: &SecondFactorPolicy,
 ) -> ClusterRender {
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
     let ichor_trust = trust.map(IchorTrust::from);
-    let authentication = authn::render(cluster, ichor_trust.as_ref());
+    let authentication = authn::render(cluster, ichor_trust.as_ref(), second_factor);
 
     let mut own: Vec<TalosMachine> = machines
         .iter()
@@ -202,7 +207,8 @@ impl RenderReport {
 }
 
 /// Render every cluster of a directory of manifests. The trust comes from the ConfigMap
-/// `ichor-system/ichor-oidc-trust` when the directory has one.
+/// `ichor-system/ichor-oidc-trust` when the directory has one, the second-factor policy from its
+/// `IchorInstallation` when it has one ([`installations_second_factor`]).
 pub fn render_manifests(manifests: &crate::manifest::Manifests) -> RenderReport {
     use crate::{auth::roles, crd::UsersSettings, trust};
 
@@ -248,11 +254,12 @@ pub fn render_manifests(manifests: &crate::manifest::Manifests) -> RenderReport 
             disabled: u.spec.disabled,
         });
     }
+    let second_factor = installations_second_factor(&manifests.installations);
     let clusters = manifests
         .clusters
         .iter()
         .map(|c| {
-            let r = render_cluster(c, &manifests.machines, issuer_trust.as_ref());
+            let r = render_cluster(c, &manifests.machines, issuer_trust.as_ref(), &second_factor);
             let (sha256, document, yaml, errors) = match &r.authentication {
                 Ok(rendered) => (
                     Some(rendered.sha256.clone()),
@@ -284,6 +291,16 @@ pub fn render_manifests(manifests: &crate::manifest::Manifests) -> RenderReport 
         users,
         clusters,
     }
+}
+
+/// The second-factor policy in force for these `IchorInstallation`s, by the rule the issuer and
+/// the controller use ([`crate::crd::second_factor_in_force`]: the first by name decides).
+pub fn installations_second_factor(installations: &[crate::crd::IchorInstallation]) -> SecondFactorPolicy {
+    let by_name = installations
+        .iter()
+        .map(|i| (i.metadata.name.clone().unwrap_or_default(), i.spec.users.clone()))
+        .collect();
+    crate::crd::second_factor_in_force(&by_name)
 }
 
 /// One line per error, each naming the field (the validator's list is split, not aggregated).

@@ -19,6 +19,7 @@ fn every_fixture_shape_has_a_snapshot() {
         "ichor-only",
         "invalid-config",
         "invalid-prefix",
+        "second-factor-roles",
         "several-audiences",
         "single-control-plane",
     ];
@@ -48,6 +49,11 @@ golden!(
     ok = true
 );
 golden!(
+    required_roles_add_second_factor_rules_and_restart_every_control_plane,
+    "second-factor-roles",
+    ok = true
+);
+golden!(
     an_external_provider_with_several_audiences_matches_any,
     "several-audiences",
     ok = true
@@ -72,6 +78,38 @@ golden!(
     "invalid-config",
     ok = false
 );
+
+#[test]
+fn the_installation_s_second_factor_policy_reaches_ichor_s_entry_in_sorted_order() {
+    let r = report("second-factor-roles");
+    let rules = &r.clusters[0].document.as_ref().unwrap()["configuration"]["jwt"][0]["claimValidationRules"];
+    let messages: Vec<&str> = rules
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "ichor:admin needs a second factor",
+            "ichor:operator needs a second factor"
+        ]
+    );
+    // The same cluster without the policy renders what it rendered before, which the machine
+    // that was up to date there runs: with the policy it must restart.
+    let before = report("ichor-only");
+    assert_ne!(r.clusters[0].sha256, before.clusters[0].sha256);
+    let cp1 = |r: &ichor_renderers::cluster::RenderReport| {
+        r.clusters[0]
+            .machines
+            .iter()
+            .find(|m| m.name == "prod-cp-1")
+            .and_then(|m| m.condition.clone())
+    };
+    assert!(cp1(&before).is_none_or(|c| c.status), "{before}");
+    assert!(cp1(&r).is_some_and(|c| !c.status), "{r}");
+}
 
 #[test]
 fn an_external_provider_with_several_audiences_gets_match_any() {

@@ -81,10 +81,33 @@ pub enum SecondFactorPolicyError {
 
 /// The policy in force: a level by default and per role. The default value asks nothing of
 /// anyone (`off` everywhere), which is the policy of an installation that sets none.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// It serializes (`{"default": …, "roles": {…}}`) as the output of the controller's
+/// `second-factor` node; it is read back only through [`SecondFactorPolicy::new`], so a policy
+/// read from anywhere holds only valid role names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", try_from = "PolicyFields")]
 pub struct SecondFactorPolicy {
     default: SecondFactorLevel,
     roles: BTreeMap<String, SecondFactorLevel>,
+}
+
+/// The fields of a serialized [`SecondFactorPolicy`], before their check.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PolicyFields {
+    #[serde(default)]
+    default: SecondFactorLevel,
+    #[serde(default)]
+    roles: BTreeMap<String, SecondFactorLevel>,
+}
+
+impl TryFrom<PolicyFields> for SecondFactorPolicy {
+    type Error = SecondFactorPolicyError;
+
+    fn try_from(f: PolicyFields) -> Result<Self, Self::Error> {
+        SecondFactorPolicy::new(f.default, f.roles)
+    }
 }
 
 impl SecondFactorPolicy {
@@ -344,6 +367,20 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_serialized_policy_reads_back_only_through_its_checks() {
+        let p = policy(Optional, &[("admin", Required)]);
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"default": "optional", "roles": {"admin": "required"}})
+        );
+        assert_eq!(serde_json::from_value::<SecondFactorPolicy>(json).unwrap(), p);
+        let bad = serde_json::json!({"default": "off", "roles": {"x' || true || '": "required"}});
+        let e = serde_json::from_value::<SecondFactorPolicy>(bad).unwrap_err();
+        assert!(e.to_string().contains("is not a valid role name"), "{e}");
     }
 
     #[test]

@@ -10,7 +10,10 @@ use super::{
         ClaimMappings, Issuer, JwtAuthenticator, PrefixedClaimOrExpression, UserValidationRule,
     },
 };
-use crate::crd::{AuthenticationSpec, ExternalIssuerSpec, IchorIssuerSpec};
+use crate::{
+    auth::second_factor_policy::SecondFactorPolicy,
+    crd::{AuthenticationSpec, ExternalIssuerSpec, IchorIssuerSpec},
+};
 
 /// The audience the kube-apiserver accepts in Ichor-issued tokens.
 pub use crate::contract::KUBE_AUDIENCE as ICHOR_KUBE_AUDIENCE;
@@ -56,10 +59,18 @@ impl IchorTrust {
 ///
 /// With the Ichor issuer enabled but no `ichor_trust`, its entry has no `discoveryURL` and no
 /// `certificateAuthority` ([`super::render`] refuses that case before building).
-pub fn build(spec: &AuthenticationSpec, ichor_trust: Option<&IchorTrust>) -> AuthenticationConfiguration {
+///
+/// Ichor's entry carries the `claimValidationRules` of the installation's `second_factor`
+/// policy ([`super::second_factor::claim_rules`]; none while nothing is `required`); an external
+/// provider's never does (its tokens name no Ichor role).
+pub fn build(
+    spec: &AuthenticationSpec,
+    ichor_trust: Option<&IchorTrust>,
+    second_factor: &SecondFactorPolicy,
+) -> AuthenticationConfiguration {
     let mut jwt = Vec::new();
     if let Some(ichor) = spec.ichor.as_ref().filter(|i| i.enabled) {
-        jwt.push(ichor_authenticator(ichor, ichor_trust));
+        jwt.push(ichor_authenticator(ichor, ichor_trust, second_factor));
     }
     jwt.extend(spec.external.iter().map(external_authenticator));
     AuthenticationConfiguration {
@@ -119,7 +130,11 @@ fn claim(claim: &str, prefix: &str) -> PrefixedClaimOrExpression {
     }
 }
 
-fn ichor_authenticator(ichor: &IchorIssuerSpec, trust: Option<&IchorTrust>) -> JwtAuthenticator {
+fn ichor_authenticator(
+    ichor: &IchorIssuerSpec,
+    trust: Option<&IchorTrust>,
+    second_factor: &SecondFactorPolicy,
+) -> JwtAuthenticator {
     let trust = trust.filter(|t| t.is_complete());
     JwtAuthenticator {
         issuer: Issuer {
@@ -129,7 +144,7 @@ fn ichor_authenticator(ichor: &IchorIssuerSpec, trust: Option<&IchorTrust>) -> J
             audiences: vec![ICHOR_KUBE_AUDIENCE.into()],
             ..Default::default()
         },
-        claim_validation_rules: Vec::new(),
+        claim_validation_rules: super::second_factor::claim_rules(second_factor),
         claim_mappings: ClaimMappings {
             username: claim(ICHOR_USERNAME_CLAIM, ICHOR_PREFIX),
             groups: claim(ICHOR_GROUPS_CLAIM, ICHOR_PREFIX),
@@ -188,7 +203,7 @@ mod tests {
             discovery_url: "https://10.96.0.42:8444/d".into(),
             ca_pem: "PEM".into(),
         };
-        let c = build(&spec, Some(&trust));
+        let c = build(&spec, Some(&trust), &SecondFactorPolicy::default());
         assert_eq!(c.jwt.len(), 2);
         let i = &c.jwt[0].issuer;
         assert_eq!(i.url, "https://ichor.example.com");
@@ -207,7 +222,7 @@ mod tests {
             ichor: None,
             external: vec![external("https://a", &["x"]), external("https://b", &["x", "y"])],
         };
-        let c = build(&spec, None);
+        let c = build(&spec, None, &SecondFactorPolicy::default());
         assert_eq!(c.jwt[0].issuer.audience_match_policy, "");
         assert_eq!(c.jwt[1].issuer.audience_match_policy, "MatchAny");
     }
@@ -220,6 +235,7 @@ mod tests {
                 external: vec![external("https://a", &["x"])],
             },
             None,
+            &SecondFactorPolicy::default(),
         );
         let m = &c.jwt[0].claim_mappings;
         assert_eq!(
@@ -255,7 +271,7 @@ mod tests {
             }),
             external: vec![],
         };
-        let c = build(&spec, None);
+        let c = build(&spec, None, &SecondFactorPolicy::default());
         assert!(c.jwt.is_empty());
         let paths: Vec<_> = c
             .anonymous

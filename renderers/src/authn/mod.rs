@@ -24,6 +24,7 @@ pub mod goyaml;
 pub mod model;
 pub mod prefix;
 pub mod render;
+pub mod second_factor;
 pub mod talos;
 pub mod validate;
 

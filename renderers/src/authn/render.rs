@@ -10,7 +10,10 @@ use super::{
     talos::KubeAuthenticationConfig,
     validate::{ValidationOptions, validate},
 };
-use crate::crd::{AuthenticationSpec, TalosCluster, VersionContract};
+use crate::{
+    auth::second_factor_policy::SecondFactorPolicy,
+    crd::{AuthenticationSpec, TalosCluster, VersionContract},
+};
 
 /// The most external providers `spec.authentication.external` may list.
 pub const MAX_EXTERNAL_ISSUERS: usize = 3;
@@ -67,7 +70,14 @@ pub enum RenderError {
 
 /// Renders the `KubeAuthenticationConfig` of a cluster. A cluster without `spec.authentication`
 /// gets Talos's default content (no issuer, anonymous access to the health endpoints only).
-pub fn render(cluster: &TalosCluster, ichor_trust: Option<&IchorTrust>) -> Result<Rendered, RenderError> {
+/// `second_factor` is the installation's policy: where it requires a second factor, Ichor's
+/// entry carries the rules that make the kube-apiserver require one too
+/// ([`super::second_factor`]); the default policy renders what was rendered before it existed.
+pub fn render(
+    cluster: &TalosCluster,
+    ichor_trust: Option<&IchorTrust>,
+    second_factor: &SecondFactorPolicy,
+) -> Result<Rendered, RenderError> {
     let spec = &cluster.spec;
     match spec.version_contract {
         None => return Err(RenderError::ContractMissing),
@@ -92,7 +102,7 @@ pub fn render(cluster: &TalosCluster, ichor_trust: Option<&IchorTrust>) -> Resul
         }
     }
 
-    let configuration = build(auth, ichor_trust);
+    let configuration = build(auth, ichor_trust, second_factor);
     let options = ValidationOptions {
         disallowed_issuers: if spec.endpoint.is_empty() {
             vec![]

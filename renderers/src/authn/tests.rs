@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::auth::second_factor_policy::{SecondFactorLevel, SecondFactorPolicy};
 use crate::crd::{
     AuthenticationSpec, ExternalIssuerSpec, IchorIssuerSpec, TalosCluster, TalosClusterSpec, VersionContract,
 };
@@ -46,15 +47,20 @@ fn external(url: &str, audiences: &[&str]) -> ExternalIssuerSpec {
     }
 }
 
+/// The policy of an installation that sets none.
+fn off() -> SecondFactorPolicy {
+    SecondFactorPolicy::default()
+}
+
 fn rendered(auth: AuthenticationSpec) -> Rendered {
-    match render(&cluster(Some("v1.14"), Some(auth)), Some(&trust())) {
+    match render(&cluster(Some("v1.14"), Some(auth)), Some(&trust()), &off()) {
         Ok(r) => r,
         Err(e) => panic!("{e}"),
     }
 }
 
 fn render_err(c: &TalosCluster, trust: Option<&IchorTrust>) -> RenderError {
-    match render(c, trust) {
+    match render(c, trust, &off()) {
         Ok(r) => panic!("rendered: {}", r.yaml),
         Err(e) => e,
     }
@@ -76,7 +82,7 @@ fn refuses_a_contract_older_than_v1_14() {
     assert!(e.to_string().starts_with(
         "spec.versionContract: v1.13 is too old: structured authentication needs contract v1.14 or later"
     ));
-    assert!(render(&cluster(Some("v2.0"), None), None).is_ok());
+    assert!(render(&cluster(Some("v2.0"), None), None, &off()).is_ok());
 }
 
 #[test]
@@ -278,9 +284,108 @@ fn the_hash_is_the_sha256_of_the_canonical_json_and_follows_content() {
 
 #[test]
 fn a_cluster_without_authentication_gets_talos_default_content() {
-    let r = render(&cluster(Some("v1.14"), None), None).unwrap();
+    let r = render(&cluster(Some("v1.14"), None), None, &off()).unwrap();
     assert!(r.configuration.jwt.is_empty());
     assert_eq!(r.configuration.anonymous, Some(build::default_anonymous()));
+}
+
+fn second_factor(default: SecondFactorLevel, roles: &[(&str, SecondFactorLevel)]) -> SecondFactorPolicy {
+    let roles = roles.iter().map(|(r, l)| ((*r).to_owned(), *l)).collect();
+    SecondFactorPolicy::new(default, roles).unwrap()
+}
+
+fn with_policy(auth: AuthenticationSpec, policy: &SecondFactorPolicy) -> Rendered {
+    match render(&cluster(Some("v1.14"), Some(auth)), Some(&trust()), policy) {
+        Ok(r) => r,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn required_roles_put_second_factor_rules_on_ichors_entry_only() {
+    use SecondFactorLevel::{Off, Optional, Required};
+    let policy = second_factor(
+        Optional,
+        &[("viewer", Off), ("operator", Required), ("admin", Required)],
+    );
+    let r = with_policy(
+        AuthenticationSpec {
+            ichor: ichor(),
+            external: vec![external("https://idp.example.org", &["kubernetes"])],
+        },
+        &policy,
+    );
+    let ichor_rules: Vec<_> = r.configuration.jwt[0]
+        .claim_validation_rules
+        .iter()
+        .map(|c| c.message.as_str())
+        .collect();
+    assert_eq!(
+        ichor_rules,
+        [
+            "ichor:admin needs a second factor",
+            "ichor:operator needs a second factor"
+        ]
+    );
+    assert!(r.configuration.jwt[1].claim_validation_rules.is_empty());
+    let options = ValidationOptions {
+        disallowed_issuers: vec![ENDPOINT.into()],
+    };
+    assert!(validate(&r.configuration, &options).is_empty());
+    assert!(r.yaml.contains("claimValidationRules:"), "{}", r.yaml);
+    let back: KubeAuthenticationConfig = serde_yaml::from_str(&r.yaml).unwrap();
+    assert_eq!(back, r.document);
+    insta::assert_yaml_snapshot!("ichor_second_factor_per_role", r.document);
+
+    let everyone = with_policy(
+        AuthenticationSpec {
+            ichor: ichor(),
+            external: vec![],
+        },
+        &second_factor(Required, &[("admin", Required)]),
+    );
+    insta::assert_yaml_snapshot!("ichor_second_factor_everyone", everyone.document);
+    assert_ne!(everyone.sha256, r.sha256);
+}
+
+#[test]
+fn a_policy_that_requires_nothing_renders_byte_for_byte_what_no_policy_does() {
+    use SecondFactorLevel::{Off, Optional};
+    let spec = || AuthenticationSpec {
+        ichor: ichor(),
+        external: vec![external("https://idp.example.org", &["kubernetes"])],
+    };
+    let none = rendered(spec());
+    assert!(!none.yaml.contains("claimValidationRules"), "{}", none.yaml);
+    for policy in [
+        off(),
+        second_factor(Optional, &[]),
+        second_factor(Off, &[("admin", Optional), ("viewer", Off)]),
+    ] {
+        let r = with_policy(spec(), &policy);
+        assert_eq!(
+            (r.yaml.as_str(), r.sha256.as_str()),
+            (none.yaml.as_str(), none.sha256.as_str())
+        );
+    }
+    // Without Ichor's issuer there is no entry to carry a rule.
+    let externals_only = AuthenticationSpec {
+        ichor: None,
+        external: vec![external("https://idp.example.org", &["kubernetes"])],
+    };
+    let plain = render(
+        &cluster(Some("v1.14"), Some(externals_only.clone())),
+        None,
+        &off(),
+    )
+    .unwrap();
+    let strict = render(
+        &cluster(Some("v1.14"), Some(externals_only)),
+        None,
+        &SecondFactorPolicy::required_of_everyone(),
+    )
+    .unwrap();
+    assert_eq!(plain.yaml, strict.yaml);
 }
 
 const PREFIXES: &[&str] = &["oidc:", "corp:", "sso-", "idp/", "x"];
@@ -324,7 +429,7 @@ proptest! {
     #[test]
     fn every_valid_spec_renders_and_its_output_validates(auth in spec_strategy()) {
         let c = cluster(Some("v1.14"), Some(auth.clone()));
-        let r = render(&c, Some(&trust())).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let r = render(&c, Some(&trust()), &off()).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let options = ValidationOptions { disallowed_issuers: vec![ENDPOINT.into()] };
         prop_assert!(validate(&r.configuration, &options).is_empty());
         let expected = usize::from(auth.ichor.as_ref().is_some_and(|i| i.enabled)) + auth.external.len();

@@ -82,6 +82,26 @@ pub fn effective(fallback: &UsersSettings, installations: &BTreeMap<String, Opti
     }
 }
 
+/// The second-factor policy in force for `installations` (name → `spec.users`), by the rule of
+/// [`effective`] and whatever the flags: the first installation's policy when it reads, none
+/// without one, and a second factor required of everyone when it does not read. The controller
+/// renders the kube-apiserver's claim validation rules from it
+/// ([`crate::authn::second_factor`]), so the apiserver holds the line the issuer holds.
+pub fn second_factor_in_force(installations: &BTreeMap<String, Option<UsersSpec>>) -> SecondFactorPolicy {
+    let Some((_, spec)) = installations.iter().next() else {
+        return SecondFactorPolicy::default();
+    };
+    match spec
+        .as_ref()
+        .and_then(|s| s.second_factor.as_ref())
+        .map(SecondFactorSpec::policy)
+        .transpose()
+    {
+        Ok(policy) => policy.unwrap_or_default(),
+        Err(_) => SecondFactorPolicy::required_of_everyone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +223,41 @@ mod tests {
             problem.starts_with("IchorInstallation ichor: spec.users.secondFactor.roles: \"Not A Role\"")
                 && problem.ends_with("a second factor is required of every user until it is fixed"),
             "{problem}"
+        );
+    }
+
+    #[test]
+    fn the_policy_in_force_is_the_one_effective_gives_the_issuer_whatever_the_flags() {
+        use crate::auth::second_factor_policy::SecondFactorLevel;
+        let mut bad = admin_required();
+        bad.roles.insert("Not A Role".to_owned(), SecondFactorLevel::Off);
+        let with = |ttl: Option<&str>, policy: Option<crate::crd::SecondFactorSpec>| {
+            let mut spec = users(ttl, None).unwrap_or_default();
+            spec.second_factor = policy;
+            Some(spec)
+        };
+        let cases: Vec<BTreeMap<String, Option<UsersSpec>>> = vec![
+            BTreeMap::new(),
+            BTreeMap::from([("ichor".to_owned(), None)]),
+            BTreeMap::from([("ichor".to_owned(), with(None, Some(admin_required())))]),
+            BTreeMap::from([("ichor".to_owned(), with(Some("16m"), Some(admin_required())))]),
+            BTreeMap::from([("ichor".to_owned(), with(None, Some(bad.clone())))]),
+            BTreeMap::from([("ichor".to_owned(), with(Some("16m"), Some(bad)))]),
+            BTreeMap::from([
+                ("a".to_owned(), with(None, None)),
+                ("b".to_owned(), with(None, Some(admin_required()))),
+            ]),
+        ];
+        for installations in &cases {
+            assert_eq!(
+                second_factor_in_force(installations),
+                effective(&flags(), installations).settings.second_factor,
+                "{installations:?}"
+            );
+        }
+        assert_eq!(
+            second_factor_in_force(&cases[4]),
+            SecondFactorPolicy::required_of_everyone()
         );
     }
 

@@ -22,7 +22,7 @@ pub use cluster::{
     TalosClusterSpec, VersionContract,
 };
 pub use duration::{GoDuration, GoDurationError};
-pub use effective::{Effective, effective};
+pub use effective::{Effective, effective, second_factor_in_force};
 pub use generate::{CrdFile, crd_files};
 pub use installation::{
     CredentialsLayout, CredentialsPhase, CredentialsStatus, IchorInstallation, IchorInstallationSpec,

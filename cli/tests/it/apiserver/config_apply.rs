@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use ichor_controller::apply::{FIELD_MANAGER, rollout::APPLIED_HASHES_MANAGER};
 use ichor_controller_core::sim::fixtures::{self, Auth};
+use ichor_renderers::auth::second_factor_policy::SecondFactorPolicy;
 use ichor_renderers::cluster::{AUTHENTICATION_DOCUMENT, render_cluster};
 use ichor_renderers::crd::{
     IDENTITY_MANAGER, MANAGED_BY_LABEL, NodeState, OperationKind, OperationNodeResult, OperationPhase,
@@ -208,7 +209,7 @@ impl Site {
         let cluster = clusters.get(CLUSTER).await.unwrap();
         let trust = IssuerTrust::from_configmap(&configmaps.get("ichor-oidc-trust").await.unwrap()).unwrap();
         let all = machines.list(&ListParams::default()).await.unwrap().items;
-        let render = render_cluster(&cluster, &all, Some(&trust));
+        let render = render_cluster(&cluster, &all, Some(&trust), &SecondFactorPolicy::default());
         let sha = render.authentication.as_ref().unwrap().sha256.clone();
         for (name, _) in MACHINES {
             let body = json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "TalosMachine",

@@ -136,6 +136,7 @@ async fn ichor_and_an_external_provider_are_trusted_side_by_side_and_system_iden
 async fn turning_users_on_beside_a_trusted_provider_keeps_every_external_login_working() {
     use crate::apiserver::site::cluster;
     use ichor_issuer::api::proto::{WhoAmIRequest, user_service_client::UserServiceClient};
+    use ichor_renderers::auth::second_factor_policy::SecondFactorPolicy;
     use ichor_renderers::authn;
 
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -161,7 +162,7 @@ async fn turning_users_on_beside_a_trusted_provider_keeps_every_external_login_w
     // Before: users off, the provider alone.
     let mut users_off = cluster(&site.dev.url, &entry);
     users_off.spec.authentication.as_mut().unwrap().ichor = None;
-    let rendered = authn::render(&users_off, None).unwrap();
+    let rendered = authn::render(&users_off, None, &SecondFactorPolicy::default()).unwrap();
     let config = serde_yaml::to_string(&rendered.configuration).unwrap();
     assert!(
         !config.contains(&site.dev.url),

@@ -18,6 +18,7 @@
 use std::time::{Duration, Instant};
 
 use ichor_renderers::authn::{self, IchorTrust, ValidationOptions};
+use ichor_renderers::cluster::installations_second_factor;
 use ichor_renderers::trust::{IssuerTrust, NAMESPACE, TRUST_CONFIGMAP};
 use ichor_server::manifest_files::load_dir;
 use ichor_testkit::consumers::repo_root;
@@ -86,7 +87,8 @@ fn cases() -> Vec<Case> {
                 );
                 continue;
             }
-            let config = authn::build(spec, trust.as_ref());
+            let second_factor = installations_second_factor(&manifests.installations);
+            let config = authn::build(spec, trust.as_ref(), &second_factor);
             let endpoint = cluster.spec.endpoint.clone();
             let options = ValidationOptions {
                 disallowed_issuers: if endpoint.is_empty() {
@@ -165,7 +167,7 @@ fn every_fixture_configuration_is_decided_by_a_real_kube_apiserver_as_by_ours() 
     };
     let cases = cases();
     assert!(
-        cases.iter().filter(|c| c.rendered).count() >= 4,
+        cases.iter().filter(|c| c.rendered).count() >= 5,
         "the valid fixtures render"
     );
     assert!(

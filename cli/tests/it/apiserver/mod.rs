@@ -18,3 +18,4 @@ mod init;
 mod lifecycle;
 mod reload;
 mod rotation;
+mod second_factor;

@@ -10,11 +10,13 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ichor_issuer::api::proto::{GetMyKubeconfigRequest, user_service_client::UserServiceClient};
+use ichor_renderers::auth::second_factor_policy::SecondFactorPolicy;
 use ichor_renderers::authn::{self, IchorTrust};
 use ichor_renderers::crd::TalosCluster;
 use ichor_testkit::consumers::repo_root;
 use ichor_testkit::control_plane::{ControlPlane, Options};
 use ichor_testkit::external_idp::ExternalIdp;
+use ichor_testkit::issuer::sign_in;
 
 use crate::dev_support::{self, Dev};
 
@@ -97,6 +99,11 @@ impl Site {
 
     /// The rendered AuthenticationConfiguration (YAML) for the running issuer.
     pub fn authentication_config(&self, external: &str) -> String {
+        self.authentication_config_with(external, &SecondFactorPolicy::default())
+    }
+
+    /// As [`Site::authentication_config`], with an installation's second-factor policy.
+    pub fn authentication_config_with(&self, external: &str, second_factor: &SecondFactorPolicy) -> String {
         let trust = IchorTrust {
             discovery_url: format!(
                 "https://127.0.0.1:{}/.well-known/openid-configuration",
@@ -104,7 +111,7 @@ impl Site {
             ),
             ca_pem: std::fs::read_to_string(&self.dev.ca_file).unwrap(),
         };
-        let rendered = authn::render(&cluster(&self.dev.url, external), Some(&trust)).unwrap();
+        let rendered = authn::render(&cluster(&self.dev.url, external), Some(&trust), second_factor).unwrap();
         serde_yaml::to_string(&rendered.configuration).unwrap()
     }
 
@@ -249,6 +256,50 @@ impl Terminal {
         let callback = dev_support::approve(&http, &url, &self.user, &self.password)
             .await
             .unwrap();
+        self.finish_login(child, reader, &callback, &http).await;
+    }
+
+    /// As [`Terminal::login`] for a person with an authenticator app: the browser gives the
+    /// password, then the code `code()` returns at that moment (the test plays the app).
+    pub async fn login_with_code(&self, site: &Site, code: impl FnOnce() -> String) {
+        let args = [
+            "auth".into(),
+            "login".into(),
+            "--issuer".into(),
+            site.dev.url.clone().into(),
+            "--ca-file".into(),
+            site.dev.ca_file.clone().into_os_string(),
+        ];
+        let (child, url, reader) = self.start_login(&args).await;
+        let http = dev_support::http_client(&site.dev);
+        let ticket = sign_in::answer("authorize", http.get(&url).header("accept", "application/json"))
+            .await
+            .unwrap();
+        let login = sign_in::answer(
+            "login",
+            http.post(format!("{}/oidc/login", site.dev.url))
+                .header("accept", "application/json")
+                .json(&serde_json::json!({
+                    "ticket": ticket["ticket"], "username": self.user, "password": self.password
+                })),
+        )
+        .await
+        .unwrap();
+        assert!(
+            login.get("redirect_uri").is_none(),
+            "{}: a code before the second factor: {login}",
+            self.user
+        );
+        let factor_ticket = login["factor_ticket"].as_str().unwrap().to_owned();
+        let done = sign_in::answer(
+            "factor",
+            http.post(format!("{}/oidc/login/factor", site.dev.url))
+                .header("accept", "application/json")
+                .json(&serde_json::json!({"factor_ticket": factor_ticket, "code": code()})),
+        )
+        .await
+        .unwrap();
+        let callback = done["redirect_uri"].as_str().unwrap().to_owned();
         self.finish_login(child, reader, &callback, &http).await;
     }
 

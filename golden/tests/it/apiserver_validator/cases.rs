@@ -8,6 +8,7 @@
 
 use ichor_golden::{fixture, shapes};
 use ichor_renderers::authn::{self, IchorTrust};
+use ichor_renderers::cluster::installations_second_factor;
 use ichor_server::manifest_files::load_dir;
 use proptest::{
     collection::vec,
@@ -116,7 +117,8 @@ fn rendered() -> Vec<Case> {
         };
         for cluster in &manifests.clusters {
             let auth = cluster.spec.authentication.clone().unwrap_or_default();
-            let config = authn::build(&auth, Some(&trust));
+            let second_factor = installations_second_factor(&manifests.installations);
+            let config = authn::build(&auth, Some(&trust), &second_factor);
             let mut disallowed = vec![];
             if !cluster.spec.endpoint.is_empty() {
                 disallowed.push(cluster.spec.endpoint.clone());

@@ -12,6 +12,7 @@
 //! certificates ─► ui-ca-configmap (emit: ichor-ui-ca)
 //!                                                              │
 //! TalosCluster ─► cluster-auth[cluster] ◄──────────────────────┘
+//! IchorInstallation ─► second-factor ─► cluster-auth[every cluster] (claim validation rules)
 //! TalosMachine ─► machine-conditions[machine] (joined to its cluster) ─► machine-status[machine] (emit)
 //! IchorUser ─► user-status[user] (joined to its credentials key; conditions → status write, emit)
 //! IchorUser (count) ─► users-observed ─┐
@@ -121,6 +122,8 @@ pub mod names {
     pub const TRUST_CONFIGMAP: &str = "trust-configmap";
     /// The desired `ichor-ui-ca` ConfigMap.
     pub const UI_CA_CONFIGMAP: &str = "ui-ca-configmap";
+    /// The second-factor policy in force (from `IchorInstallation`).
+    pub const SECOND_FACTOR: &str = "second-factor";
     /// Per cluster render.
     pub const CLUSTER_AUTH: &str = "cluster-auth";
     /// Per machine condition.
@@ -242,11 +245,15 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     let ui_ca = b.node(names::UI_CA_CONFIGMAP, certificates, nodes::ui_ca_configmap);
     b.emit(&ui_ca);
 
+    // The policy alone (not the settings): a change of a token lifetime re-renders no cluster.
+    let second_factor = b.node(names::SECOND_FACTOR, installations.all(), nodes::second_factor);
     let cluster_auth = b.family(
         names::CLUSTER_AUTH,
         &clusters,
-        trust,
-        |key, cluster: &Object, trust| nodes::cluster_auth(key, cluster, trust),
+        (trust, second_factor),
+        |key, cluster: &Object, (trust, second_factor)| {
+            nodes::cluster_auth(key, cluster, trust, second_factor)
+        },
     );
     let machine_conditions = b.family(
         names::MACHINE_CONDITIONS,

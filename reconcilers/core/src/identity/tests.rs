@@ -592,3 +592,74 @@ fn two_services_labelled_as_the_issuer_are_ambiguous_and_neither_is_used() {
         "{problem}"
     );
 }
+
+#[test]
+fn a_second_factor_policy_change_re_renders_every_cluster_and_asks_each_control_plane_to_restart() {
+    let mut sim = settled(5, 2, 4);
+    let mut strict = fixtures::installation("5m", "12h");
+    strict.value["spec"]["users"]["secondFactor"] = json!({"roles": {"admin": "required", "viewer": "off"}});
+    sim.push(Event::Applied(strict.clone())).expect("journaled");
+    let (eval, renders) = sim.controller_mut().evaluate();
+    let recomputed = |eval: &ichor_graph::Evaluation, n: &str| eval.stats.node(n).map_or(0, |s| s.recomputed);
+    assert_eq!(recomputed(&eval, names::SECOND_FACTOR), 1);
+    assert_eq!(recomputed(&eval, names::CLUSTER_AUTH), 2);
+    assert_eq!(renders.len(), 2, "{renders:?}");
+    let c = sim.controller();
+    let yaml = c
+        .graph()
+        .instance(
+            &c.handles().clusters,
+            &ichor_graph::ObjectKey::new("TalosCluster", "ichor-system", "cluster-000"),
+        )
+        .and_then(|a| a.yaml)
+        .expect("rendered");
+    assert!(yaml.contains("claimValidationRules"), "{yaml}");
+    assert!(yaml.contains("ichor:admin needs a second factor"), "{yaml}");
+    assert!(!yaml.contains("'viewer'"), "{yaml}");
+    // Every control plane runs the document without the rule: each must restart.
+    assert_eq!(restarts(&eval.actions).len(), 4, "{:?}", eval.actions);
+
+    // A token lifetime change leaves the policy, so no cluster renders again.
+    let mut longer = strict;
+    longer.value["spec"]["users"]["tokenTTL"] = json!("10m");
+    sim.push(Event::Applied(longer)).expect("journaled");
+    let (eval, renders) = sim.controller_mut().evaluate();
+    assert_eq!(recomputed(&eval, names::SECOND_FACTOR), 1);
+    assert_eq!(recomputed(&eval, names::CLUSTER_AUTH), 0);
+    assert!(renders.is_empty(), "{renders:?}");
+
+    // Back to no policy: the document is the one the machines run, so nothing restarts.
+    sim.push(Event::Applied(fixtures::installation("10m", "12h")))
+        .expect("journaled");
+    let (eval, renders) = sim.controller_mut().evaluate();
+    assert_eq!(renders.len(), 2, "{renders:?}");
+    let c = sim.controller();
+    let yaml = c
+        .graph()
+        .instance(
+            &c.handles().clusters,
+            &ichor_graph::ObjectKey::new("TalosCluster", "ichor-system", "cluster-000"),
+        )
+        .and_then(|a| a.yaml)
+        .expect("rendered");
+    assert!(!yaml.contains("claimValidationRules"), "{yaml}");
+    assert!(restarts(&eval.actions).is_empty(), "{:?}", eval.actions);
+}
+
+/// The machines the actions mark `Ready=False` for an apiserver restart.
+fn restarts(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Apply { object, .. }
+                if object.kind == "TalosMachine"
+                    && object.value["status"]["conditions"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().any(|c| c["reason"] == "APIServerRestartRequired")) =>
+            {
+                Some(object.name.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}

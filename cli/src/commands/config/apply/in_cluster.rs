@@ -1,6 +1,7 @@
 //! `ichor config apply --cluster NAME` without `--dir`: the rollout runs in the cluster. The
 //! command renders the plan from the cluster's own objects (the `TalosCluster`, its
-//! `TalosMachine`s and `ichor-oidc-trust`, as the controller does), creates a `TalosOperation`
+//! `TalosMachine`s, `ichor-oidc-trust` and the `IchorInstallation`'s second-factor policy, as the
+//! controller does), creates a `TalosOperation`
 //! of kind `config` (or finds the one already rolling that cluster) and follows its status until
 //! it ends, printing each node's progress like `kubectl rollout status`. The controller does the
 //! work (`ichor_controller_core::identity::rollout`); stopping this command does not stop it. The
@@ -33,11 +34,13 @@ use std::{collections::BTreeMap, io::IsTerminal, process::ExitCode, time::Durati
 
 use anyhow::Context as _;
 use ichor_renderers::{
+    auth::second_factor_policy::SecondFactorPolicy,
     authn::RenderError,
-    cluster::render_cluster,
+    cluster::{installations_second_factor, render_cluster},
     crd::{
-        IDENTITY_MANAGER, MANAGED_BY_LABEL, NodeState, OperationKind, OperationNodeResult, OperationPhase,
-        TalosCluster, TalosMachine, TalosOperation, TalosOperationSpec, is_identity_operation,
+        IDENTITY_MANAGER, IchorInstallation, MANAGED_BY_LABEL, NodeState, OperationKind, OperationNodeResult,
+        OperationPhase, TalosCluster, TalosMachine, TalosOperation, TalosOperationSpec,
+        is_identity_operation,
     },
     rollout::RolloutPlan,
     trust::{IssuerTrust, NAMESPACE, TRUST_CONFIGMAP},
@@ -126,6 +129,21 @@ async fn read_trust(client: &Client, trusts_ichor: bool) -> anyhow::Result<(Opti
             );
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The second-factor policy of the cluster's `IchorInstallation`s, as the controller renders it:
+/// `None` when the caller may not list them (the plan cannot be shown then). A cluster that does
+/// not serve the kind has no policy, as the controller counts it.
+async fn read_second_factor(client: &Client) -> anyhow::Result<Option<SecondFactorPolicy>> {
+    match Api::<IchorInstallation>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => Ok(Some(installations_second_factor(&list.items))),
+        Err(kube::Error::Api(e)) if e.code == 403 => Ok(None),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Some(SecondFactorPolicy::default())),
+        Err(e) => Err(e).context("cannot list IchorInstallations (the second-factor policy)"),
     }
 }
 
@@ -232,9 +250,28 @@ async fn in_cluster(
         .and_then(|a| a.ichor.as_ref())
         .is_some_and(|i| i.enabled);
     let (trust, trust_forbidden) = read_trust(&client, trusts_ichor).await?;
-    let render = render_cluster(&cluster, &machines, trust.as_ref());
+    let second_factor = if trusts_ichor {
+        read_second_factor(&client).await?
+    } else {
+        Some(SecondFactorPolicy::default())
+    };
+    let render = render_cluster(
+        &cluster,
+        &machines,
+        trust.as_ref(),
+        second_factor.as_ref().unwrap_or(&SecondFactorPolicy::default()),
+    );
 
     let plan = match (&render.authentication, &render.rollout) {
+        _ if second_factor.is_none() => {
+            eprintln!(
+                "Your kubeconfig may not list IchorInstallations (the second-factor policy, which decides \
+                 rules of cluster {name}'s authentication), so the plan cannot be shown here; the \
+                 controller makes it from the same objects and the operation's status lists its control \
+                 planes."
+            );
+            None
+        }
         (Err(RenderError::WaitingForIchorTrust), _) if trust_forbidden => {
             eprintln!(
                 "Your kubeconfig may not read ConfigMap {NAMESPACE}/{TRUST_CONFIGMAP} (the issuer's trust, \

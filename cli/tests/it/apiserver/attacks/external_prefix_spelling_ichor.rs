@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use ichor_renderers::auth::second_factor_policy::SecondFactorPolicy;
 use ichor_renderers::authn::{self, RenderError, cel};
 use ichor_renderers::crd::TalosCluster;
 use ichor_testkit::control_plane::{ControlPlane, Options};
@@ -74,7 +75,7 @@ async fn an_external_prefix_that_spells_ichor_is_refused_and_its_ichor_names_nev
     // The gate: the renderer refuses the prefix, naming both fields.
     for prefix in ["ichor", "ich", "i", "system", "sys"] {
         let cluster = careless_cluster(&[careless_entry(&corp, prefix)]);
-        match authn::render(&cluster, None) {
+        match authn::render(&cluster, None, &SecondFactorPolicy::default()) {
             Err(RenderError::Prefix(errors)) => {
                 let paths: Vec<_> = errors.iter().map(|e| e.path.as_str()).collect();
                 assert_eq!(
@@ -99,7 +100,7 @@ async fn an_external_prefix_that_spells_ichor_is_refused_and_its_ichor_names_nev
     // kube-apiserver as it is.
     let cluster = careless_cluster(&[careless_entry(&corp, "ichor"), careless_entry(&other, "system")]);
     let auth = cluster.spec.authentication.as_ref().unwrap();
-    let configuration = authn::build(auth, None);
+    let configuration = authn::build(auth, None, &SecondFactorPolicy::default());
     let rules: Vec<_> = configuration.jwt[0]
         .user_validation_rules
         .iter()

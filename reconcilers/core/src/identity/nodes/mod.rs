@@ -28,8 +28,8 @@ mod trust;
 
 pub use certs::{CertState, CertSummary, Certificates};
 pub(crate) use certs::{certificate_effects, certificates};
-pub(crate) use settings::settings;
 pub use settings::{USERS_FALLBACK_KIND, USERS_FALLBACK_NAME, users_fallback_object, with_publish_lead};
+pub(crate) use settings::{second_factor, settings};
 pub use status::still_a_user;
 pub(crate) use status::{credentials_gc, machine_cluster, machine_condition, status_object, user_status};
 pub use trust::{ClusterAuth, TrustOut, TrustSource};

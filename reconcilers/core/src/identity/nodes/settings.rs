@@ -12,7 +12,10 @@ use jiff::SignedDuration;
 use serde_json::json;
 use std::collections::BTreeMap;
 
-use ichor_renderers::crd::{IchorInstallationSpec, UsersSettings, UsersSpec, effective};
+use ichor_renderers::auth::second_factor_policy::SecondFactorPolicy;
+use ichor_renderers::crd::{
+    IchorInstallationSpec, UsersSettings, UsersSpec, effective, second_factor_in_force,
+};
 
 /// Kind of the synthetic object carrying the controller's `--token-ttl` and `--refresh-lifetime`
 /// (never stored in the cluster).
@@ -125,6 +128,28 @@ pub(crate) fn settings(installations: &BTreeMap<ObjectKey, Object>, flags: &Opti
     }
 }
 
+/// `IchorInstallation`s → the second-factor policy in force, by the rule the issuer uses
+/// ([`second_factor_in_force`]: the first installation by name decides; the flags carry none).
+/// The clusters' authentication documents are rendered from it, so a change of the policy is an
+/// input event that re-renders every cluster trusting Ichor's issuer, and the rollout restarts
+/// their apiservers.
+///
+/// An installation whose spec does not decode fails closed, as an unreadable policy does: a
+/// second factor is required of everyone until it is fixed (the CRD's schema makes that case
+/// all but impossible; the issuer's own watch would refuse the object too).
+pub(crate) fn second_factor(installations: &BTreeMap<ObjectKey, Object>) -> SecondFactorPolicy {
+    let mut specs: BTreeMap<String, Option<UsersSpec>> = BTreeMap::new();
+    for (key, inst) in installations {
+        match decode::<IchorInstallationSpec>(inst.value.get("spec")) {
+            Ok(spec) => {
+                specs.insert(key.name.to_string(), spec.users);
+            }
+            Err(_) => return SecondFactorPolicy::required_of_everyone(),
+        }
+    }
+    second_factor_in_force(&specs)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -204,6 +229,34 @@ mod tests {
             (600, 720 * 3600)
         );
         assert!(s.problem.unwrap().contains("spec.users.refreshLifetime: 721h"));
+    }
+
+    #[test]
+    fn the_second_factor_policy_is_the_first_installation_s_and_fails_closed_when_unreadable() {
+        use ichor_renderers::auth::second_factor_policy::SecondFactorLevel;
+        assert_eq!(second_factor(&BTreeMap::new()), SecondFactorPolicy::default());
+        let plain = installation("2m", "24h");
+        assert_eq!(
+            second_factor(&installations(std::slice::from_ref(&plain))),
+            SecondFactorPolicy::default()
+        );
+        let mut strict = plain.clone();
+        strict.value["spec"]["users"]["secondFactor"] = json!({"roles": {"admin": "required"}});
+        let policy = second_factor(&installations(&[strict]));
+        assert_eq!(policy.level_for(&["admin"]), SecondFactorLevel::Required);
+        assert_eq!(policy.level_for(&["viewer"]), SecondFactorLevel::Off);
+        let mut unreadable = plain.clone();
+        unreadable.value["spec"]["users"]["secondFactor"] = json!({"roles": {"Admin": "required"}});
+        assert_eq!(
+            second_factor(&installations(&[unreadable])),
+            SecondFactorPolicy::required_of_everyone()
+        );
+        let mut broken = plain;
+        broken.value["spec"]["users"] = json!("not an object");
+        assert_eq!(
+            second_factor(&installations(&[broken])),
+            SecondFactorPolicy::required_of_everyone()
+        );
     }
 
     #[test]

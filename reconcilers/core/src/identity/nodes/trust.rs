@@ -5,6 +5,7 @@ use super::certs::{CertState, Certificates};
 use super::{IssuerServiceOut, decode};
 use crate::identity::{OWNER_LABEL, OWNER_VALUE};
 use ichor_graph::{Desired, Object, ObjectKey};
+use ichor_renderers::auth::second_factor_policy::SecondFactorPolicy;
 use ichor_renderers::cluster::render_cluster;
 use ichor_renderers::crd::{TalosCluster, TalosClusterSpec};
 use ichor_renderers::trust::{IssuerTrust, NAMESPACE, render_trust_configmap, render_ui_ca_configmap};
@@ -136,8 +137,14 @@ pub struct ClusterAuth {
     pub error: Option<String>,
 }
 
-/// A `TalosCluster` and the desired trust → its rendered document hashes.
-pub(crate) fn cluster_auth(key: &ObjectKey, cluster: &Object, trust: &TrustOut) -> ClusterAuth {
+/// A `TalosCluster`, the desired trust and the second-factor policy in force → its rendered
+/// document hashes.
+pub(crate) fn cluster_auth(
+    key: &ObjectKey,
+    cluster: &Object,
+    trust: &TrustOut,
+    second_factor: &SecondFactorPolicy,
+) -> ClusterAuth {
     let spec: TalosClusterSpec = match decode(cluster.value.get("spec")) {
         Ok(s) => s,
         Err(e) => {
@@ -151,7 +158,7 @@ pub(crate) fn cluster_auth(key: &ObjectKey, cluster: &Object, trust: &TrustOut) 
     let mut tc = TalosCluster::new(&key.name, spec);
     tc.metadata.namespace = Some(key.namespace.to_string());
     let trust = trust.trust();
-    let render = render_cluster(&tc, &[], trust.as_ref());
+    let render = render_cluster(&tc, &[], trust.as_ref(), second_factor);
     let documents = render.desired_hashes();
     match render.authentication {
         Ok(rendered) => ClusterAuth {
