@@ -10,6 +10,7 @@
 
 import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
 import assert from "node:assert/strict";
 import { launch, signIn, test, watchCsp } from "./harness.mjs";
 import { audit } from "./checks.mjs";
@@ -78,6 +79,31 @@ async function dialogCodes(page) {
 }
 
 const RECOVERY_CODE = /^[A-Z2-7]{4}-[A-Z2-7]{4}-[A-Z2-7]{4}-[A-Z2-7]{4}$/;
+
+/**
+ * The request `route` holds, sent on to the issuer from Node (trusting `ca`, as the browser
+ * does): its answer's status, headers and body.
+ */
+async function passOn(route, ca) {
+  const r = route.request();
+  // Uncompressed, so that the answer can be read and changed.
+  const { "accept-encoding": _, ...headers } = await r.allHeaders();
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(r.url(), { method: r.method(), headers, ca: readFileSync(ca) }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => resolve({
+        status: res.statusCode,
+        headers: Object.fromEntries(Object.entries(res.headers)
+          .filter(([k]) => !["content-length", "transfer-encoding", "connection"].includes(k))
+          .map(([k, v]) => [k, [v].flat().join(", ")])),
+        body: Buffer.concat(chunks),
+      }));
+    });
+    req.on("error", reject);
+    req.end(r.postDataBuffer() ?? undefined);
+  });
+}
 
 /**
  * The account page's second-factor tests; `dev` is run.mjs's issuer, `user` a user with
@@ -289,14 +315,18 @@ export async function factors({ dev, user, password }) {
       // ichor dev runs with the policy off: WhoAmI's real answer is passed on with
       // `must_enrol` (field 7, a varint) set, as the issuer answers when the policy holds.
       await page.route("**/ichor.v1alpha1.UserService/WhoAmI", async (route) => {
-        const answer = await route.fetch();
-        const body = await answer.body();
+        const answer = await passOn(route, dev.ca);
+        const body = answer.body;
         assert.equal(body[0], 0, "a gRPC-web data frame first");
         const length = body.readUInt32BE(1);
         const message = Buffer.concat([body.subarray(5, 5 + length), Buffer.from([7 << 3, 1])]);
         const frame = Buffer.alloc(5);
         frame.writeUInt32BE(message.length, 1);
-        await route.fulfill({ response: answer, body: Buffer.concat([frame, message, body.subarray(5 + length)]) });
+        await route.fulfill({
+          status: answer.status,
+          headers: answer.headers,
+          body: Buffer.concat([frame, message, body.subarray(5 + length)]),
+        });
       });
       try {
         await page.reload();
