@@ -1,9 +1,9 @@
-# Sourced by hack/bench/issuer.sh and hack/bench/load.sh (from the repository root): builds the
-# release issuer and load generator, makes a work directory (removed on exit with every process
+# Sourced by the issuer benchmarks (hack/bench/issuer.sh, load.sh, second-factor.sh, …, from the
+# repository root): builds the release issuer and load generator, makes a work directory (removed on exit with every process
 # listed in `pids`), writes the test CA, keys, TLS pair and 100 users into it, and defines
-# free_ports, free_port and vm (bench_users=N for another number of users, bench_families=F to seed F refresh
-# families per user). Sets: root, target, bin, load,
-# work, pids, ca.
+# free_ports, free_port and vm (bench_users=N for another number of users, bench_families=F to
+# seed F refresh families per user, bench_factors=K to give the first K users an authenticator
+# app). Sets: root, target, bin, load, work, pids, ca.
 # With ICHOR_BENCH_BIN_DIR set, its ichor-issuer and issuer_load are used instead of a build
 # (another commit's binaries, for before/after figures on the same machine).
 # Usage: work_prefix=NAME; source hack/bench/issuer-common.sh
@@ -41,5 +41,6 @@ print(" ".join(str(s.getsockname()[1]) for s in socks))' "${1:-1}"
 free_port() { free_ports 1; }
 vm() { awk -v k="$2:" '$1==k {print int($2/1024)}' "/proc/$1/status"; }   # MiB
 
-"$load" setup --dir "$work" --users "${bench_users:-100}" --families "${bench_families:-0}" >/dev/null
+"$load" setup --dir "$work" --users "${bench_users:-100}" --families "${bench_families:-0}" \
+  --factors "${bench_factors:-0}" >/dev/null
 ca="$work/ca.crt"

@@ -23,6 +23,9 @@ pub(crate) enum Command {
         /// had signed in that many times: the credentials grow as in use, without the sign-ins.
         #[arg(long, default_value_t = 0)]
         families: usize,
+        /// Users (from `bench-0`) who have an authenticator app as a second factor.
+        #[arg(long, default_value_t = 0)]
+        factors: usize,
     },
     /// Refresh-grant throughput and latency.
     Refresh {
@@ -119,6 +122,25 @@ pub(crate) enum Command {
         /// Wrong passwords sent afterwards (each for another name).
         #[arg(long, default_value_t = 20)]
         wrong_passwords: usize,
+    },
+    /// Paced full sign-ins of distinct users, with or without the second step.
+    SignIns {
+        #[arg(long)]
+        issuer: String,
+        #[arg(long)]
+        ca: PathBuf,
+        /// The first `bench-<n>` user signed in; each sign-in takes the next one.
+        #[arg(long, default_value_t = 0)]
+        first_user: usize,
+        /// Sign-ins started per second.
+        #[arg(long, default_value_t = 5)]
+        rate: u32,
+        /// Seconds of sign-ins (`rate × seconds` users are used, each once).
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// The users have the authenticator app of `setup --factors`: answer the second step.
+        #[arg(long)]
+        factor: bool,
     },
     /// A flood of concurrent sign-ins.
     Logins {

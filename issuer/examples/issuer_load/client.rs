@@ -103,13 +103,55 @@ pub(crate) async fn sign_in_device(
         bail!("HTTP {status}: {body}");
     }
     let login: serde_json::Value = serde_json::from_str(&body)?;
+    Ok((exchange(http, issuer, &login, from).await?, cookie))
+}
+
+/// A full sign-in of `user` (the password [`PASSWORD`]) for `ichor-cli` with `offline_access`
+/// and ID tokens for `ichor-kube`, answering the second step with the authenticator code of
+/// `totp_secret` when the issuer asks for one: the token response.
+pub(crate) async fn sign_in_with_factor(
+    http: &reqwest::Client,
+    issuer: &str,
+    user: &str,
+    totp_secret: Option<&str>,
+    from: &str,
+) -> Result<serde_json::Value> {
+    let ticket = ticket(http, issuer, ichor_renderers::contract::KUBE_AUDIENCE, from).await?;
+    let mut answer = json_ok(
+        http.post(format!("{issuer}/oidc/login"))
+            .header("x-forwarded-for", from)
+            .json(&serde_json::json!({"ticket": ticket, "username": user, "password": PASSWORD})),
+    )
+    .await?;
+    if let Some(factor_ticket) = answer["factor_ticket"].as_str() {
+        let secret = totp_secret.context("the issuer asked for a second factor this user has no code for")?;
+        let code = ichor_renderers::auth::totp::code_at(secret, jiff::Timestamp::now())?;
+        answer = json_ok(
+            http.post(format!("{issuer}/oidc/login/factor"))
+                .header("x-forwarded-for", from)
+                .json(&serde_json::json!({"factor_ticket": factor_ticket, "code": code})),
+        )
+        .await?;
+    } else if totp_secret.is_some() {
+        bail!("the issuer asked no second factor of a user who has one");
+    }
+    exchange(http, issuer, &answer, from).await
+}
+
+/// The code of a sign-in's answer (`redirect_uri`) exchanged at the token endpoint.
+async fn exchange(
+    http: &reqwest::Client,
+    issuer: &str,
+    login: &serde_json::Value,
+    from: &str,
+) -> Result<serde_json::Value> {
     let redirect = url::Url::parse(login["redirect_uri"].as_str().context("no redirect_uri")?)?;
     let code = redirect
         .query_pairs()
         .find(|(k, _)| k == "code")
         .map(|(_, v)| v.into_owned())
         .context("no code")?;
-    let tokens = json_ok(
+    json_ok(
         http.post(format!("{issuer}/oidc/token"))
             .header("x-forwarded-for", from)
             .form(&[
@@ -120,8 +162,7 @@ pub(crate) async fn sign_in_device(
                 ("code_verifier", VERIFIER),
             ]),
     )
-    .await?;
-    Ok((tokens, cookie))
+    .await
 }
 
 /// A sign-in ticket of the JSON authorize flow for `ichor-cli` with `offline_access` and ID

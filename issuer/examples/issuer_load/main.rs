@@ -12,6 +12,9 @@
 //!   each, in turn, flat out with immediate retries on a 503 (`hack/bench/user-queue.sh`; see
 //!   [`busy_user`]).
 //! - `logins`: `--count` full sign-ins (authorize + password) started at once; prints timings.
+//! - `sign-ins`: full sign-ins of distinct users started at a steady `--rate` for `--seconds`,
+//!   with `--factor` answering the second step with the code of the users' authenticator app
+//!   (`setup --factors`); prints p50/p99 (`hack/bench/second-factor.sh`).
 //! - `mixed --issuer A --issuer B --pid PA --pid PB`: a paced mixed workload (discovery, JWKS,
 //!   refresh grants, sign-ins and `UserService/WhoAmI` over gRPC-web), each request alternating
 //!   between the issuers, for `--seconds`; then the same again with a login flood added
@@ -39,7 +42,7 @@
 
 //!
 //! The pieces: `args` (the flags), `setup`, `client` (the HTTP client and the sign-in it
-//! drives), one module per load (`refresh`, `logins`, `mixed`, `nat`, `sign`), `stats` (percentiles),
+//! drives), one module per load (`refresh`, `logins`, `sign_ins`, `mixed`, `nat`, `sign`), `stats` (percentiles),
 //! and the two servers it can stand up: `memory` (`serve-memory`) and [`cluster`]
 //! (`control-plane`).
 
@@ -59,13 +62,19 @@ mod nat;
 mod refresh;
 mod setup;
 mod sign;
+mod sign_ins;
 mod stats;
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match Cli::parse().command {
-        Command::Setup { dir, users, families } => setup::setup(&dir, users, families),
+        Command::Setup {
+            dir,
+            users,
+            families,
+            factors,
+        } => setup::setup(&dir, users, families, factors),
         Command::Refresh {
             issuer,
             ca,
@@ -90,6 +99,21 @@ async fn main() -> Result<()> {
             seconds,
         } => busy_user::run(&issuer, &ca, sessions, first_user, Duration::from_secs(seconds)).await,
         Command::Logins { issuer, ca, count } => logins::logins(&issuer, &ca, count).await,
+        Command::SignIns {
+            issuer,
+            ca,
+            first_user,
+            rate,
+            seconds,
+            factor,
+        } => {
+            let pace = sign_ins::Pace {
+                first_user,
+                rate,
+                duration: Duration::from_secs(seconds),
+            };
+            sign_ins::run(&issuer, &ca, pace, factor).await
+        }
         Command::Mixed {
             issuer,
             ca,

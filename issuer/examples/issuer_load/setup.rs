@@ -4,7 +4,11 @@
 use crate::client::PASSWORD;
 use anyhow::{Context as _, Result};
 use ichor_renderers::{
-    auth::{Password, credentials::CredentialsEntry, hash::hash_password},
+    auth::{
+        Password,
+        credentials::{CredentialsEntry, Factors, TotpFactor},
+        hash::hash_password,
+    },
     trust::{
         HmacKey, KeyEffect, RsaKey, TimelineSettings,
         keys::{HmacSecret, PrivateKeyPem},
@@ -23,7 +27,12 @@ fn seeded_family_id(i: usize, k: usize) -> String {
     format!("seed{i:07}x{k:010}")
 }
 
-pub(crate) fn setup(dir: &Path, users: usize, families: usize) -> Result<()> {
+/// The authenticator app's secret of every user `setup --factors` gives one (160 bits, base32).
+pub(crate) const TOTP_SECRET: &str = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP";
+
+/// Writes the benchmark's files in `dir`: `users` users with `families` seeded families each,
+/// the first `factors` of them with an authenticator app of [`TOTP_SECRET`].
+pub(crate) fn setup(dir: &Path, users: usize, families: usize, factors: usize) -> Result<()> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
     let (tls, users_dir, state) = (dir.join("tls"), dir.join("users"), dir.join("state"));
     for d in [&tls, &users_dir, &state] {
@@ -79,6 +88,16 @@ pub(crate) fn setup(dir: &Path, users: usize, families: usize) -> Result<()> {
             ),
         )?;
         let mut entry = CredentialsEntry::new(hash.clone(), at, false);
+        if i < factors {
+            entry.factors = Factors {
+                totp: Some(TotpFactor {
+                    secret: TOTP_SECRET.to_owned(),
+                    created_at: at,
+                    last_step: 0,
+                }),
+                ..Factors::default()
+            };
+        }
         for k in 0..families {
             entry = entry.start_family(
                 &seeded_family_id(i, k),
@@ -98,7 +117,8 @@ pub(crate) fn setup(dir: &Path, users: usize, families: usize) -> Result<()> {
         std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700))?;
     }
     println!(
-        "setup: {users} users with {families} refresh families each in {}",
+        "setup: {users} users with {families} refresh families each ({factors} with an \
+         authenticator app) in {}",
         dir.display()
     );
     Ok(())
