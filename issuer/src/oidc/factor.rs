@@ -279,6 +279,7 @@ async fn second_step(
         .await
         .map_err(|e| unavailable(&e))?;
     let Some(user) = user else {
+        source_token.charge();
         return Err(Failure::Stale);
     };
     if user.disabled {
@@ -307,7 +308,12 @@ async fn second_step(
     .map_err(|e| unavailable(&e))?;
     let amr = match used {
         Used::Accepted(amr) => amr,
-        Used::Stale => return Err(Failure::Stale),
+        Used::Stale => {
+            // A spent or outdated ticket costs its source like a wrong code: sent again and
+            // again it would be a free read of the user's entry through the user's write queue.
+            source_token.charge();
+            return Err(Failure::Stale);
+        }
         Used::Wait(wait) => {
             // Held by failures every replica counted: not an attempt, but it costs the source.
             source_token.charge();

@@ -175,6 +175,33 @@ async fn a_second_factor_ticket_completes_one_sign_in() {
     code_of(&h.factor(&next, &codes[2]).await);
 }
 
+/// A spent ticket sent again costs its source like a wrong code, so it cannot be replayed
+/// without limit (each one reads the user's entry through the user's write queue).
+#[tokio::test]
+async fn a_spent_ticket_sent_again_and_again_is_slowed_down() {
+    let h = Harness::new();
+    let codes = with_dave(&h);
+    let ticket = password_step(&h, "ichor-ui", UI_REDIRECT, "openid").await;
+    code_of(&h.factor(&ticket, &app_code(&h)).await);
+    let mut answered = 0;
+    loop {
+        let reply = h.factor(&ticket, &codes[0]).await;
+        if reply.status == StatusCode::TOO_MANY_REQUESTS {
+            break;
+        }
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.text());
+        answered += 1;
+        assert!(
+            answered <= 10,
+            "a spent ticket was answered {answered} times from one source"
+        );
+    }
+    assert!(
+        answered >= 1,
+        "the first replay is answered (the ticket is spent)"
+    );
+}
+
 /// An attacker who has the password alone: each right password gives a new ticket, and would
 /// clear the password's back-off; the code's failures are counted in the entry, so neither a
 /// new password step nor another replica buys more guesses at the code.

@@ -109,18 +109,22 @@ impl CredentialsEntry {
         !self.factors.is_empty()
     }
 
-    /// What every accepted use of a factor changes and nothing else does: the authenticator
-    /// app's last step, the recovery codes left and the passkeys' last sign-in. A second-factor
-    /// ticket carries the mark of its password step and the second step refuses the ticket once
-    /// the mark moved, so one ticket completes one sign-in (a wrong code leaves it unchanged).
+    /// What every accepted use of a factor changes and a wrong code does not: the authenticator
+    /// app's last step, the recovery codes left and the passkeys' last sign-in, with when the
+    /// app and the codes were made (new codes bring the count back up, never their time). A
+    /// second-factor ticket carries the mark of its password step and the second step refuses
+    /// the ticket once the mark moved, so one ticket completes one sign-in.
     pub fn factor_use_mark(&self) -> String {
         let f = &self.factors;
         let passkey = f.passkeys.iter().filter_map(|p| p.last_used_at).max();
+        let nanos = |t: Option<Timestamp>| t.map_or(0, |t| t.as_nanosecond());
         format!(
-            "t{}.r{}.p{}",
+            "t{}@{}.r{}@{}.p{}",
             f.totp.as_ref().map_or(0, |t| t.last_step),
+            nanos(f.totp.as_ref().map(|t| t.created_at)),
             f.recovery.as_ref().map_or(0, |r| r.digests.len()),
-            passkey.map_or(0, |t| t.as_millisecond()),
+            nanos(f.recovery.as_ref().map(|r| r.created_at)),
+            nanos(passkey),
         )
     }
 
@@ -396,6 +400,13 @@ mod tests {
         };
         assert_ne!(entry.factor_use_mark(), after_app);
         assert_ne!(entry.factor_use_mark(), mark);
+        // New codes bring the count back to ten, not the mark.
+        let mut renewed = entry.clone();
+        let random = std::array::from_fn(|i| (i as u8).wrapping_mul(53).wrapping_add(3));
+        let made = recovery::generate(&random, at + SignedDuration::from_millis(1)).unwrap();
+        renewed.factors.recovery = Some(made.stored);
+        renewed.factors.totp = with_totp().factors.totp;
+        assert_ne!(renewed.factor_use_mark(), mark);
     }
 
     #[test]
