@@ -43,6 +43,14 @@ pub enum FactorRefusal {
     /// The stored factor cannot be used (an invalid secret, a clock before 1970).
     #[error("the stored second factor cannot be checked: {0}")]
     Unusable(totp::TotpError),
+    /// The passkey assertion did not verify: another origin, another challenge, a bad signature,
+    /// no user verification, or a credential the user has not registered.
+    #[error("the passkey's answer did not verify")]
+    PasskeyRefused,
+    /// The passkey's signature counter did not move forward: a copy of the authenticator may be
+    /// in use (WebAuthn's cloned-authenticator check).
+    #[error("the passkey's signature counter did not move forward; the authenticator may have been copied")]
+    PasskeyCloned,
 }
 
 /// What one typed code came to, with the entry to write.
@@ -86,10 +94,20 @@ impl CredentialsEntry {
     /// one adds one. The caller writes the entry of [`FactorAttempt::Accepted`] and
     /// [`FactorAttempt::Refused`] with one conditional write.
     pub fn attempt_typed_factor(&self, code: &str, now: Timestamp) -> FactorAttempt {
+        self.attempt_factor(now, |entry| entry.use_typed_factor(code, now))
+    }
+
+    /// One use of a factor at `now`, counted as [`CredentialsEntry::attempt_typed_factor`]
+    /// counts a typed code: `check` runs only when no back-off holds, and returns the entry with
+    /// the use recorded and the sign-in's `amr`.
+    pub fn attempt_factor<F>(&self, now: Timestamp, check: F) -> FactorAttempt
+    where
+        F: FnOnce(&Self) -> Result<(CredentialsEntry, [&'static str; 3]), FactorRefusal>,
+    {
         if let Some(retry_after) = self.factor_backoff(now) {
             return FactorAttempt::Wait { retry_after };
         }
-        match self.use_typed_factor(code, now) {
+        match check(self) {
             Ok((mut entry, amr)) => {
                 entry.factors.failures = 0;
                 entry.factors.failed_at = None;
