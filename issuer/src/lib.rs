@@ -20,6 +20,7 @@ pub mod https_url;
 pub mod installation;
 pub mod keys;
 pub mod oidc;
+pub mod passkeys;
 pub mod store;
 pub mod talos_cluster;
 pub mod tokens;

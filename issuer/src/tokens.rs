@@ -30,8 +30,8 @@ use crate::keys::{LoadedKeys, b64};
 
 pub mod enrol;
 pub mod factor;
-pub use enrol::{TOTP_ENROL_TTL, TYP_TOTP_ENROL, TotpEnrolClaims};
-pub use factor::{FactorClaims, TYP_FACTOR};
+pub use enrol::{PasskeyEnrolClaims, TOTP_ENROL_TTL, TYP_PASSKEY_ENROL, TYP_TOTP_ENROL, TotpEnrolClaims};
+pub use factor::{FactorClaims, PasskeyChallenge, TYP_FACTOR};
 
 /// The longest token accepted for verification, in bytes.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;

@@ -127,6 +127,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     }
 
     let external_url = match listen.ip() {
+        _ if args.localhost => format!("https://localhost:{}", listen.port()),
         IpAddr::V6(ip) => format!("https://[{ip}]:{}", listen.port()),
         IpAddr::V4(ip) => format!("https://{ip}:{}", listen.port()),
     };

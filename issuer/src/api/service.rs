@@ -18,20 +18,23 @@ use super::{
     backend::UserBackend,
     error::ApiError,
     proto::{
-        self, BeginTotpRequest, BeginTotpResponse, ChangeOwnPasswordRequest, ChangeOwnPasswordResponse,
-        ConfirmTotpRequest, ConfirmTotpResponse, CreateUserRequest, CreateUserResponse, DeleteUserRequest,
-        DeleteUserResponse, GetMyKubeconfigRequest, GetMyKubeconfigResponse, GetUserFactorsRequest,
-        GetUserFactorsResponse, GetUserRequest, GetUserResponse, ListOwnFactorsRequest,
-        ListOwnFactorsResponse, ListUsersRequest, ListUsersResponse, RegenerateRecoveryCodesRequest,
-        RegenerateRecoveryCodesResponse, RemoveFactorRequest, RemoveFactorResponse, RevokeSessionsRequest,
-        RevokeSessionsResponse, SetPasswordRequest, SetPasswordResponse, UpdateUserRequest,
-        UpdateUserResponse, WhoAmIRequest, WhoAmIResponse, user_service_server::UserServiceServer,
+        self, BeginPasskeyRegistrationRequest, BeginPasskeyRegistrationResponse, BeginTotpRequest,
+        BeginTotpResponse, ChangeOwnPasswordRequest, ChangeOwnPasswordResponse, ConfirmTotpRequest,
+        ConfirmTotpResponse, CreateUserRequest, CreateUserResponse, DeleteUserRequest, DeleteUserResponse,
+        FinishPasskeyRegistrationRequest, FinishPasskeyRegistrationResponse, GetMyKubeconfigRequest,
+        GetMyKubeconfigResponse, GetUserFactorsRequest, GetUserFactorsResponse, GetUserRequest,
+        GetUserResponse, ListOwnFactorsRequest, ListOwnFactorsResponse, ListUsersRequest, ListUsersResponse,
+        RegenerateRecoveryCodesRequest, RegenerateRecoveryCodesResponse, RemoveFactorRequest,
+        RemoveFactorResponse, RevokeSessionsRequest, RevokeSessionsResponse, SetPasswordRequest,
+        SetPasswordResponse, UpdateUserRequest, UpdateUserResponse, WhoAmIRequest, WhoAmIResponse,
+        user_service_server::UserServiceServer,
     },
 };
 use crate::store::USER_CACHE_TTL;
 
 mod caller;
 mod factors;
+mod passkeys;
 mod passwords;
 mod steps;
 
@@ -126,6 +129,7 @@ struct Inner<B, A, V> {
     verifier: V,
     clock: Arc<dyn Clock>,
     sessions: SessionCache,
+    relying_party: Option<crate::passkeys::RelyingParty>,
     config: ApiConfig,
 }
 
@@ -205,6 +209,7 @@ where
                 verifier,
                 clock,
                 sessions: SessionCache::new(config.session_ttl),
+                relying_party: crate::passkeys::RelyingParty::for_issuer(&config.issuer_url),
                 config,
             }),
         }
@@ -305,6 +310,20 @@ where
         request: Request<ConfirmTotpRequest>,
     ) -> Result<Response<ConfirmTotpResponse>, Status> {
         respond(self.confirm_totp_impl(request).await)
+    }
+
+    async fn begin_passkey_registration(
+        &self,
+        request: Request<BeginPasskeyRegistrationRequest>,
+    ) -> Result<Response<BeginPasskeyRegistrationResponse>, Status> {
+        respond(self.begin_passkey_registration_impl(request).await)
+    }
+
+    async fn finish_passkey_registration(
+        &self,
+        request: Request<FinishPasskeyRegistrationRequest>,
+    ) -> Result<Response<FinishPasskeyRegistrationResponse>, Status> {
+        respond(self.finish_passkey_registration_impl(request).await)
     }
 
     async fn regenerate_recovery_codes(

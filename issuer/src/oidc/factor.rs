@@ -47,7 +47,7 @@ use super::{
 };
 use crate::{
     store::{Change, StoreError, modify_credentials},
-    tokens::{self, FactorClaims, TicketClaims},
+    tokens::{self, FactorClaims, PasskeyChallenge, TicketClaims},
     ui::UiFiles,
 };
 
@@ -70,6 +70,8 @@ pub(crate) struct Pending {
     pub ticket: String,
     /// The factor kinds the page may ask for.
     pub factors: Vec<&'static str>,
+    /// The options for `navigator.credentials.get` when a passkey is offered.
+    pub passkey_options: Option<serde_json::Value>,
 }
 
 /// The second-factor ticket for `user`, whose password was just verified against `entry`
@@ -84,12 +86,22 @@ pub(super) fn pending(
     let keys = issuer.keys().load()?;
     let now = issuer.now();
     let iat = tokens::unix_seconds(now);
-    // Until passkeys can be verified here, the page offers the typed factors only.
+    // Passkeys are offered when this issuer is a relying party (its URL names a domain) and
+    // one of the user's can be read.
+    let passkey = issuer
+        .relying_party()
+        .filter(|_| !entry.factors.passkeys.is_empty())
+        .and_then(|rp| rp.begin_authentication(&entry.factors.passkeys))
+        .and_then(|(options, state)| {
+            let options = serde_json::to_value(options).ok()?;
+            Some(PasskeyChallenge { options, state })
+        });
     let factors: Vec<&'static str> = entry
         .offered_factors()
         .into_iter()
-        .filter(|f| *f != FACTOR_PASSKEY)
+        .filter(|f| *f != FACTOR_PASSKEY || passkey.is_some())
         .collect();
+    let passkey_options = passkey.as_ref().map(|p| p.options.clone());
     let claims = FactorClaims {
         iss: issuer.issuer().to_owned(),
         sub: user.to_owned(),
@@ -98,19 +110,26 @@ pub(super) fn pending(
         dev: device,
         factors: factors.iter().map(|f| (*f).to_owned()).collect(),
         used: entry.factor_use_mark(),
+        passkey,
         iat,
         exp: iat + tokens::TICKET_TTL.as_secs(),
     };
     let ticket = tokens::sign_artifact(&keys, &claims, now, now)
         .map_err(|e| tracing::error!(error = %e, "cannot sign a second-factor ticket"))
         .ok()?;
-    Some(Pending { ticket, factors })
+    Some(Pending {
+        ticket,
+        factors,
+        passkey_options,
+    })
 }
 
 #[derive(Serialize)]
 struct FactorBody<'a> {
     factor_ticket: &'a str,
     factors: &'a [&'static str],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    passkey_options: Option<&'a serde_json::Value>,
 }
 
 /// The answer that asks for the second factor: JSON for the in-page sign-in (`factor_ticket` and
@@ -134,6 +153,7 @@ pub(super) async fn ask(
         let mut response = Json(FactorBody {
             factor_ticket: &pending.ticket,
             factors: &pending.factors,
+            passkey_options: pending.passkey_options.as_ref(),
         })
         .into_response();
         response
@@ -146,6 +166,7 @@ pub(super) async fn ask(
         client_id: &request.client_id,
         redirect_uri: &request.redirect_uri,
         factors: &pending.factors,
+        passkey_options: pending.passkey_options.as_ref(),
         error,
     };
     let status = if error.is_some() {
@@ -160,24 +181,42 @@ pub(super) async fn ask(
 #[serde(deny_unknown_fields)]
 struct JsonFactor {
     factor_ticket: String,
-    code: String,
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    credential: Option<Box<serde_json::value::RawValue>>,
 }
 
-/// The two fields of the POST, from a JSON body or a form.
-fn fields(headers: &HeaderMap, body: &[u8]) -> Result<(String, String), String> {
+/// What the second step answers with: a typed code, or a passkey's answer (the browser's
+/// `PublicKeyCredential` as JSON).
+#[derive(Debug, Clone)]
+enum Answer {
+    Code(String),
+    Passkey(String),
+}
+
+const FIELDS: &str = "the body must be {factor_ticket, code} or {factor_ticket, credential}";
+
+/// The fields of the POST, from a JSON body or a form.
+fn fields(headers: &HeaderMap, body: &[u8]) -> Result<(String, Answer), String> {
     if is_json_body(headers) {
-        let f: JsonFactor =
-            serde_json::from_slice(body).map_err(|_| "the body must be {factor_ticket, code}".to_owned())?;
-        return Ok((f.factor_ticket, f.code));
+        let f: JsonFactor = serde_json::from_slice(body).map_err(|_| FIELDS.to_owned())?;
+        let answer = match (f.code, f.credential) {
+            (Some(code), None) => Answer::Code(code),
+            (None, Some(credential)) => Answer::Passkey(credential.get().to_owned()),
+            _ => return Err(FIELDS.to_owned()),
+        };
+        return Ok((f.factor_ticket, answer));
     }
     let params = Params::parse(body).map_err(|e| e.to_string())?;
-    let get = |n: &'static str| {
-        params
-            .get(n)
-            .map_err(|e| e.to_string())
-            .map(|v| v.unwrap_or("").to_owned())
+    let get = |n: &'static str| params.get(n).map_err(|e| e.to_string());
+    let ticket = get("factor_ticket")?.unwrap_or("").to_owned();
+    let answer = match (get("code")?, get("credential")?) {
+        (code, None) => Answer::Code(code.unwrap_or("").to_owned()),
+        (None, Some(credential)) => Answer::Passkey(credential.to_owned()),
+        (Some(_), Some(_)) => return Err(FIELDS.to_owned()),
     };
-    Ok((get("factor_ticket")?, get("code")?))
+    Ok((ticket, answer))
 }
 
 /// Why a second step was refused.
@@ -206,7 +245,7 @@ pub(crate) async fn submit(
             return respond_failure(&issuer, json, None, Failure::BadRequest(message)).await;
         }
     };
-    let (raw, code) = match fields(&headers, &body) {
+    let (raw, answer) = match fields(&headers, &body) {
         Ok(f) => f,
         Err(m) => return respond_failure(&issuer, json, None, Failure::BadRequest(m)).await,
     };
@@ -216,7 +255,7 @@ pub(crate) async fn submit(
     let Some(claims) = claims else {
         return respond_failure(&issuer, json, None, Failure::BadTicket).await;
     };
-    match second_step(&issuer, source, &headers, &claims, &code).await {
+    match second_step(&issuer, source, &headers, &claims, &answer).await {
         Ok((redirect, cookie)) => redirect_response(json, redirect, cookie),
         Err(failure) => respond_failure(&issuer, json, Some((&claims, &raw)), failure).await,
     }
@@ -235,7 +274,7 @@ async fn second_step(
     source: std::net::IpAddr,
     headers: &HeaderMap,
     claims: &FactorClaims,
-    code: &str,
+    answer: &Answer,
 ) -> Result<(String, Option<HeaderValue>), Failure> {
     let now = issuer.now();
     let name = UserName::parse(&claims.sub).map_err(|_| Failure::BadTicket)?;
@@ -285,7 +324,7 @@ async fn second_step(
     if user.disabled {
         return Err(Failure::Disabled);
     }
-    let code = if code.len() > MAX_CODE_FIELD { "" } else { code };
+    let passkey_step = claims.passkey.as_ref().zip(issuer.relying_party());
     let used = modify_credentials(issuer.store.as_ref(), name.as_str(), |current| {
         let Some(entry) = current else {
             return Ok::<_, StoreError>(Change::Keep(Used::Stale));
@@ -295,7 +334,23 @@ async fn second_step(
         if entry.not_before != not_before || entry.factor_use_mark() != claims.used {
             return Ok(Change::Keep(Used::Stale));
         }
-        Ok(match entry.attempt_typed_factor(code, now) {
+        let attempt = match answer {
+            Answer::Code(code) => {
+                let code = if code.len() > MAX_CODE_FIELD {
+                    ""
+                } else {
+                    code.as_str()
+                };
+                entry.attempt_typed_factor(code, now)
+            }
+            Answer::Passkey(credential) => entry.attempt_factor(now, |entry| {
+                // A ticket that offered no passkey step takes no passkey answer.
+                let (step, rp) = passkey_step.ok_or(FactorRefusal::PasskeyRefused)?;
+                let verified = rp.verify_assertion(&step.state, credential, &entry.factors.passkeys)?;
+                entry.use_passkey(&verified, now)
+            }),
+        };
+        Ok(match attempt {
             FactorAttempt::Accepted { entry, amr } => Change::Put(
                 entry,
                 Used::Accepted(amr.iter().map(|v| (*v).to_owned()).collect()),
@@ -330,7 +385,13 @@ async fn second_step(
                 FactorRefusal::Unusable(_) => {
                     tracing::error!(user = %name.as_str(), error = %refusal, "the second factor cannot be checked");
                 }
-                FactorRefusal::Wrong | FactorRefusal::NotEnrolled => {}
+                FactorRefusal::PasskeyCloned => {
+                    tracing::warn!(
+                        user = %name.as_str(),
+                        "a passkey's signature counter did not move forward: a copy of the authenticator may be in use; refused"
+                    );
+                }
+                FactorRefusal::Wrong | FactorRefusal::NotEnrolled | FactorRefusal::PasskeyRefused => {}
             }
             source_token.charge();
             reservation.outcome = AttemptOutcome::Failure;
@@ -420,6 +481,7 @@ async fn respond_failure(
             .iter()
             .filter_map(|f| KINDS.iter().copied().find(|k| k == f))
             .collect(),
+        passkey_options: claims.passkey.as_ref().map(|p| p.options.clone()),
     };
     let mut response = ask(
         issuer.ui_files(),

@@ -26,6 +26,8 @@ pub struct FactorForm<'a> {
     pub redirect_uri: &'a str,
     /// The factor kinds offered.
     pub factors: &'a [&'static str],
+    /// The options for `navigator.credentials.get` when a passkey is offered.
+    pub passkey_options: Option<&'a serde_json::Value>,
     /// The refusal of the last attempt.
     pub error: Option<&'a Refusal>,
 }
@@ -67,6 +69,8 @@ pub fn markup(form: &FactorForm<'_>) -> String {
 struct FactorCardData<'a> {
     factor_ticket: &'a str,
     factors: &'a [&'static str],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    passkey_options: Option<&'a serde_json::Value>,
     client: &'a str,
     /// The loopback port, for the CLI.
     port: Option<u16>,
@@ -80,6 +84,7 @@ pub fn card_data(form: &FactorForm<'_>) -> String {
     page::script_json(&FactorCardData {
         factor_ticket: form.ticket,
         factors: form.factors,
+        passkey_options: form.passkey_options,
         client: form.client_id,
         port: if form.client_id == CLIENT_CLI {
             page::port_of(form.redirect_uri)
@@ -120,6 +125,7 @@ mod tests {
             client_id: "ichor-ui",
             redirect_uri: "https://ichor.example/callback",
             factors: &[FACTOR_TOTP, FACTOR_RECOVERY],
+            passkey_options: None,
             error: Some(&refusal),
         };
         let html = markup(&form);
@@ -132,6 +138,7 @@ mod tests {
         );
         let recovery_only = markup(&FactorForm {
             factors: &[FACTOR_RECOVERY],
+            passkey_options: None,
             error: None,
             ..form
         });
@@ -161,6 +168,7 @@ mod tests {
             client_id: "ichor-cli",
             redirect_uri: "http://127.0.0.1:53124/callback",
             factors: &[FACTOR_TOTP],
+            passkey_options: None,
             error: Some(&refusal),
         };
         let data = card_data(&form);
@@ -175,6 +183,7 @@ mod tests {
         let web = card_data(&FactorForm {
             client_id: "ichor-ui",
             redirect_uri: "https://ichor.example/auth/callback",
+            passkey_options: None,
             error: None,
             ..form
         });
@@ -205,6 +214,7 @@ mod tests {
             client_id: "ichor-cli",
             redirect_uri: "http://127.0.0.1:53124/callback",
             factors: &[FACTOR_TOTP, FACTOR_RECOVERY],
+            passkey_options: None,
             error: Some(&refusal),
         };
         let body = |r: Response| async move {

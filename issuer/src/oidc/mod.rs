@@ -170,6 +170,7 @@ pub struct Issuer {
     codes: Mutex<limits::CodeLedger>,
     internal_jwks_uri: Option<String>,
     ui_files: crate::ui::UiFiles,
+    relying_party: Option<crate::passkeys::RelyingParty>,
 }
 
 impl std::fmt::Debug for Issuer {
@@ -221,6 +222,7 @@ impl Issuer {
         registry: &mut Registry,
     ) -> Result<Issuer, ConfigError> {
         let issuer = check_external_url(&config.external_url)?;
+        let relying_party = crate::passkeys::RelyingParty::for_issuer(&issuer);
         let priority = Arc::new(priority::LanePriority::default());
         store.register_metrics(registry);
         for network in config.trusted_proxies.wide() {
@@ -255,7 +257,14 @@ impl Issuer {
             codes: Mutex::new(limits::CodeLedger::new()),
             internal_jwks_uri: None,
             ui_files: crate::ui::UiFiles::from_env(),
+            relying_party,
         })
+    }
+
+    /// The WebAuthn relying party of this issuer's URL; `None` when the URL names an IP
+    /// address, and passkeys are not offered.
+    pub fn relying_party(&self) -> Option<&crate::passkeys::RelyingParty> {
+        self.relying_party.as_ref()
     }
 
     /// The same issuer taking the sign-in page (the UI's `login.html`) from

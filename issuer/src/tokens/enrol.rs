@@ -49,6 +49,40 @@ impl std::fmt::Debug for TotpEnrolClaims {
     }
 }
 
+/// Header `typ` of passkey registration tickets.
+pub const TYP_PASSKEY_ENROL: &str = "ichor-passkey-enrol+jwt";
+
+/// "This registration was started for this user": the pending passkey of
+/// `BeginPasskeyRegistration`, with the relying party's state (the challenge, the user handle,
+/// the passkeys excluded), so the issuer keeps nothing between the two calls. It lives
+/// [`TOTP_ENROL_TTL`] and is bound to the entry's `notBefore` as the authenticator app's is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyEnrolClaims {
+    /// Issuer.
+    pub iss: String,
+    /// The user the registration was started for.
+    pub sub: String,
+    /// The entry's `notBefore` when the ticket was made (RFC 3339).
+    pub nb: String,
+    /// The relying-party library's registration state.
+    pub state: serde_json::Value,
+    /// Issued at, unix seconds.
+    pub iat: i64,
+    /// Expiry, unix seconds.
+    pub exp: i64,
+}
+
+impl Artifact for PasskeyEnrolClaims {
+    const TYP: &'static str = TYP_PASSKEY_ENROL;
+    fn iss(&self) -> &str {
+        &self.iss
+    }
+    fn exp(&self) -> i64 {
+        self.exp
+    }
+}
+
 impl Artifact for TotpEnrolClaims {
     const TYP: &'static str = TYP_TOTP_ENROL;
     fn iss(&self) -> &str {

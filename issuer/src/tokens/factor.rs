@@ -35,10 +35,24 @@ pub struct FactorClaims {
     /// factor was used since, the ticket is refused, so it completes one sign-in.
     #[serde(default)]
     pub used: String,
+    /// The passkey step, when the user has passkeys and the issuer a relying party.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passkey: Option<PasskeyChallenge>,
     /// Issued at, unix seconds.
     pub iat: i64,
     /// Expiry, unix seconds.
     pub exp: i64,
+}
+
+/// A sign-in's passkey step: what the page hands `navigator.credentials.get` and the relying
+/// party's state to check the answer against (public keys and the challenge, no secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasskeyChallenge {
+    /// The request options (`{"publicKey":{…}}`, binary fields base64url).
+    pub options: serde_json::Value,
+    /// The relying-party library's authentication state.
+    pub state: serde_json::Value,
 }
 
 impl Artifact for FactorClaims {

@@ -84,6 +84,11 @@ pub struct DevArgs {
     #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
     pub listen_address: IpAddr,
 
+    /// Name the issuer https://localhost:PORT instead of by the listen address (which must then be
+    /// a loopback address): passkeys need a domain name, and the dev certificate names localhost.
+    #[arg(long)]
+    pub localhost: bool,
+
     /// Allow a --listen-address other people's machines can reach (the dev state is not
     /// hardened for that: use the helm chart for a shared installation).
     #[arg(long)]
@@ -123,6 +128,13 @@ pub struct DevArgs {
 /// # Errors
 /// A sentence naming the flag.
 pub fn check_args(args: &DevArgs) -> anyhow::Result<(SocketAddr, SocketAddr)> {
+    if args.localhost && !args.listen_address.is_loopback() {
+        bail!(
+            "--localhost names the issuer https://localhost, which reaches this machine's loopback only; \
+             --listen-address {} is not a loopback address (drop one of the two)",
+            args.listen_address
+        );
+    }
     if !args.listen_address.is_loopback() && !args.allow_non_loopback {
         bail!(
             "--listen-address {} is not a loopback address; ichor dev serves on this machine only \

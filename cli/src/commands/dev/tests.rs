@@ -10,6 +10,7 @@ fn args(address: &str, allow: bool, port: u16) -> DevArgs {
         port,
         listen_address: address.parse().unwrap(),
         allow_non_loopback: allow,
+        localhost: false,
         token_ttl: "5m".to_owned(),
         kube_api_server: None,
         kube_ca_file: None,
@@ -20,6 +21,17 @@ fn args(address: &str, allow: bool, port: u16) -> DevArgs {
 }
 
 const CA: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+#[test]
+fn localhost_names_a_loopback_listener_only() {
+    let mut a = args("127.0.0.1", false, 8443);
+    a.localhost = true;
+    assert!(check_args(&a).is_ok());
+    let mut b = args("10.0.0.5", true, 8443);
+    b.localhost = true;
+    let err = check_args(&b).unwrap_err().to_string();
+    assert!(err.contains("--localhost") && err.contains("10.0.0.5"), "{err}");
+}
 
 #[test]
 fn accepts_token_ttls_from_one_to_fifteen_minutes_only() {

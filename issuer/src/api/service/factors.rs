@@ -44,10 +44,11 @@ use crate::{
 };
 
 /// The refusal of an own-factor call by a person of the external provider.
-const EXTERNAL: &str = "you signed in with your identity provider: Ichor holds no password or second factor of yours; manage them there";
+pub(super) const EXTERNAL: &str = "you signed in with your identity provider: Ichor holds no password or second factor of yours; manage them there";
 
 /// The refusal of a write whose verified password changed meanwhile.
-const CONCURRENT: &str = "your password or second factors were changed concurrently: sign in again and retry";
+pub(super) const CONCURRENT: &str =
+    "your password or second factors were changed concurrently: sign in again and retry";
 
 impl<B, A, V> UserApi<B, A, V>
 where
@@ -275,7 +276,7 @@ where
     }
 
     /// The caller's own credentials entry (refused for an external caller, or without one).
-    async fn own_entry(&self, caller: &Caller) -> Result<CredentialsEntry, ApiError> {
+    pub(super) async fn own_entry(&self, caller: &Caller) -> Result<CredentialsEntry, ApiError> {
         if caller.external.is_some() {
             return Err(ApiError::FailedPrecondition(EXTERNAL.to_owned()));
         }
@@ -285,7 +286,7 @@ where
 
     /// Checks the caller's current `password` against `entry` as a sign-in attempt from
     /// `source`; refused, naming the field, when it is wrong.
-    async fn reverify(
+    pub(super) async fn reverify(
         &self,
         source: IpAddr,
         caller: &Caller,
@@ -306,7 +307,7 @@ where
     }
 
     /// The keys enrolment tickets are signed and checked with (the issuer's).
-    fn signing_keys(&self) -> Result<std::sync::Arc<crate::keys::LoadedKeys>, ApiError> {
+    pub(super) fn signing_keys(&self) -> Result<std::sync::Arc<crate::keys::LoadedKeys>, ApiError> {
         self.inner
             .config
             .keys
@@ -316,7 +317,7 @@ where
 }
 
 /// The current password of a request, required.
-fn required_password(password: String) -> Result<Password, ApiError> {
+pub(super) fn required_password(password: String) -> Result<Password, ApiError> {
     let password = Password::new(password);
     if password.len_bytes() == 0 {
         return Err(ApiError::invalid(
@@ -342,13 +343,13 @@ fn no_real_factor() -> ApiError {
     )
 }
 
-fn no_password(name: &str) -> ApiError {
+pub(super) fn no_password(name: &str) -> ApiError {
     ApiError::FailedPrecondition(format!(
         "user {name:?} has no password, so it has no second factors: ask an administrator to set a password"
     ))
 }
 
-fn ticket_unavailable(e: TokenError) -> ApiError {
+pub(super) fn ticket_unavailable(e: TokenError) -> ApiError {
     ApiError::Unavailable(format!("no enrolment ticket can be signed now: {e}"))
 }
 
