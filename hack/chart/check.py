@@ -436,7 +436,7 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
             "ichorusers": (["CREATE", "UPDATE", "DELETE"], "/validate/ichorusers"),
             "talosclusters": (["CREATE", "UPDATE"], "/validate/talosclusters"),
             "talosoperations": (["CREATE", "UPDATE"], "/validate/talosoperations"),
-            "ichorinstallations": (["CREATE", "UPDATE"], "/validate/ichorinstallations"),
+            "ichorinstallations": (["CREATE", "UPDATE", "DELETE"], "/validate/ichorinstallations"),
         }
         got = {}
         for w in vwc["webhooks"]:

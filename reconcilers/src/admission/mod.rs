@@ -14,8 +14,10 @@
 //! - `/validate/talosoperations` (CREATE, UPDATE): `start` on the subresource of a destructive kind,
 //!   on create, on an update that changes what the operation does and on a resume; unknown kinds,
 //!   `node` without an action and an action on another kind refused ([`operations`]);
-//! - `/validate/ichorinstallations` (CREATE, UPDATE): a change of `spec.users` (session policy,
-//!   second-factor policy, kubeconfig server) needs `update` on `ichorinstallations/users`
+//! - `/validate/ichorinstallations` (CREATE, UPDATE, DELETE): whatever can change the
+//!   `spec.users` in force (session policy, second-factor policy, kubeconfig server) needs
+//!   `update` on `ichorinstallations/users`: a change of `spec.users`, owner references given, and
+//!   every create and delete, since the first installation by name is the one in force
 //!   ([`installations`]).
 //!
 //! Every answer is an `AdmissionReview` v1 with the request's `uid`; a denial carries status code

@@ -23,8 +23,11 @@ pub enum GoDurationError {
     /// The text is not `<number><unit>` repeated.
     #[error("invalid duration {0:?}: write whole numbers with the units h, m or s, for example 5m or 1h30m")]
     Syntax(String),
-    /// The value is too large to represent.
-    #[error("duration {0:?} is too large")]
+    /// The value is too large to represent (its seconds do not fit in 64 bits).
+    #[error(
+        "duration {0:?} is too large: the longest this reads is 2562047788015215h, and every setting \
+         accepts far less (write one such as 15m or 720h)"
+    )]
     Overflow(String),
 }
 
@@ -164,6 +167,53 @@ mod tests {
             "9999999999999999999h".parse::<GoDuration>(),
             Err(GoDurationError::Overflow(_))
         ));
+    }
+
+    #[test]
+    fn refuses_every_overflow_the_crd_pattern_lets_through_with_an_error_not_a_wrap() {
+        // Each passes the CRD's pattern ^([0-9]+[hms])+$ and maxLength 32.
+        let twenty_digits = "99999999999999999999s";
+        for too_large in [
+            twenty_digits,
+            "9223372036854775808s",
+            "2562047788015216h",
+            "153722867280912931m",
+            "9223372036854775807s1s",
+        ] {
+            assert_eq!(
+                too_large.parse::<GoDuration>(),
+                Err(GoDurationError::Overflow(too_large.to_owned())),
+                "{too_large}"
+            );
+        }
+        assert_eq!(
+            GoDurationError::Overflow(twenty_digits.to_owned()).to_string(),
+            "duration \"99999999999999999999s\" is too large: the longest this reads is 2562047788015215h, \
+             and every setting accepts far less (write one such as 15m or 720h)"
+        );
+        // The largest that fits is read, not wrapped; leading zeros are only zeros.
+        assert_eq!(
+            "2562047788015215h".parse::<GoDuration>().unwrap().as_secs(),
+            2_562_047_788_015_215 * 3600
+        );
+        assert_eq!(
+            "9223372036854775807s".parse::<GoDuration>().unwrap().as_secs(),
+            i64::MAX
+        );
+        assert_eq!(
+            "0000000000000000000000000000005m"
+                .parse::<GoDuration>()
+                .unwrap()
+                .as_secs(),
+            300
+        );
+        // Through serde (the CRD's fields), the same error.
+        let err = serde_json::from_value::<GoDuration>(serde_json::json!(twenty_digits)).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("duration \"99999999999999999999s\" is too large"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -109,6 +109,20 @@ fn reports_a_missing_field_at_the_field_itself() {
 }
 
 #[test]
+fn reports_a_duration_too_large_to_read_at_its_field() {
+    // Twenty digits pass the CRD's pattern but not the parser: an error naming the field.
+    let text = "apiVersion: ichor.maesh.dev/v1alpha1\nkind: IchorInstallation\nmetadata: {name: ichor}\n\
+                spec: {users: {tokenTTL: 99999999999999999999s}}\n";
+    assert_eq!(
+        errors("i.yaml", text),
+        [
+            "i.yaml: document 1: spec.users.tokenTTL: duration \"99999999999999999999s\" is too large: the longest \
+             this reads is 2562047788015215h, and every setting accepts far less (write one such as 15m or 720h)"
+        ]
+    );
+}
+
+#[test]
 fn reports_a_missing_name() {
     let text = "apiVersion: ichor.maesh.dev/v1alpha1\nkind: IchorUser\nmetadata: {namespace: ichor-system}\nspec: {}\n";
     assert_eq!(

@@ -19,6 +19,7 @@ mod issuer_service_impostor;
 mod kubectl_brings_old_sessions_back;
 mod new_users_password_taken_for_an_orphan;
 mod operator_changes_the_session_policy;
+mod operator_replaces_the_installation_in_force;
 mod operator_takes_over_an_admin_with_kubectl;
 mod paused_operation_made_destructive;
 mod portforward_to_any_pod;

@@ -12,6 +12,7 @@ mod operator_changes_the_session_policy;
 mod operator_demotes_an_admin_to_take_its_name;
 mod operator_has_the_garbage_collector_delete_an_admin;
 mod operator_re_enables_a_disabled_admin;
+mod operator_replaces_the_installation_in_force;
 mod operator_repoints_everyones_kubeconfig;
 mod operator_resumes_a_held_destructive_operation;
 mod secret_material_in_journal_metadata;

@@ -96,7 +96,7 @@ pub(crate) fn settings(installations: &BTreeMap<ObjectKey, Object>, flags: &Opti
     let (fallback, mut problem) = fallback(flags);
     let mut specs: BTreeMap<String, Option<UsersSpec>> = BTreeMap::new();
     for (key, inst) in installations {
-        match decode::<IchorInstallationSpec>(inst.value.get("spec")) {
+        match decode_spec(inst.value.get("spec")) {
             Ok(spec) => {
                 specs.insert(key.name.to_string(), spec.users);
             }
@@ -126,6 +126,20 @@ pub(crate) fn settings(installations: &BTreeMap<ObjectKey, Object>, flags: &Opti
         problem,
         publish_lead_secs: publish_lead(flags),
     }
+}
+
+/// An installation's `spec` decoded; the error names the field that does not decode
+/// (`spec.users.tokenTTL: duration "…" is too large: …`), so the operator knows what to fix.
+fn decode_spec(spec: Option<&serde_json::Value>) -> Result<IchorInstallationSpec, String> {
+    serde_path_to_error::deserialize(spec.unwrap_or(&serde_json::Value::Null)).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            "spec".to_owned()
+        } else {
+            format!("spec.{path}")
+        };
+        format!("{field}: {}", e.into_inner())
+    })
 }
 
 /// `IchorInstallation`s → the second-factor policy in force, by the rule the issuer uses
@@ -269,5 +283,24 @@ mod tests {
             (900, 720 * 3600)
         );
         assert!(s.problem.unwrap().contains("spec does not decode"));
+    }
+
+    #[test]
+    fn a_duration_too_large_to_read_is_named_by_its_field() {
+        // Twenty digits pass the CRD's pattern ^([0-9]+[hms])+$ but not the parser.
+        let mut broken = installation("2m", "24h");
+        broken.value["spec"]["users"]["tokenTTL"] = json!("99999999999999999999s");
+        let s = settings(&installations(&[broken]), &flags("5m", "12h"));
+        assert_eq!(
+            (s.max_id_token_ttl_secs, s.max_refresh_lifetime_secs),
+            (900, 720 * 3600)
+        );
+        let problem = s.problem.unwrap();
+        assert!(
+            problem.contains(
+                "spec does not decode: spec.users.tokenTTL: duration \"99999999999999999999s\" is too large"
+            ),
+            "{problem}"
+        );
     }
 }
