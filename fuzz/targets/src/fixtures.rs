@@ -141,6 +141,7 @@ fn factor_claims() -> FactorClaims {
         dev: None,
         factors: vec!["totp".into(), "recovery".into()],
         used: dave().0.factor_use_mark(),
+        passkey: None,
         iat: now,
         exp: now + 300,
     }

@@ -25,6 +25,7 @@ pub mod oidc_token_form;
 pub mod talos_machine_config;
 pub mod totp_code;
 pub mod user_service_grpc;
+pub mod webauthn_responses;
 
 /// One fuzz target: its name (of the `cargo fuzz` binary, of `fuzz/fuzz_targets/<name>.rs` and of
 /// the seed directory `fuzz/corpus/<name>/`) and the function its binary calls.
@@ -54,6 +55,7 @@ pub const TARGETS: &[Target] = &[
     target("talos_machine_config", talos_machine_config::run),
     target("totp_code", totp_code::run),
     target("user_service_grpc", user_service_grpc::run),
+    target("webauthn_responses", webauthn_responses::run),
 ];
 
 const fn target(name: &'static str, run: fn(&[u8])) -> Target {

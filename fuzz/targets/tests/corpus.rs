@@ -97,4 +97,5 @@ corpus_tests!(
     talos_machine_config,
     totp_code,
     user_service_grpc,
+    webauthn_responses,
 );

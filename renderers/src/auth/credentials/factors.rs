@@ -29,7 +29,7 @@ pub const MAX_PASSKEYS: usize = 10;
 pub const MAX_PASSKEY_NAME_CHARS: usize = 64;
 /// The largest stored passkey (the relying-party library's serialised credential), in bytes of
 /// JSON.
-pub const MAX_PASSKEY_BYTES: usize = 2 * 1024;
+pub const MAX_PASSKEY_BYTES: usize = 4 * 1024;
 /// The longest credential id, in bytes before base64url (WebAuthn's bound on a credential id).
 pub const MAX_CREDENTIAL_ID_BYTES: usize = 1023;
 /// The length of a stored TOTP secret: 32 base32 characters, 160 bits.

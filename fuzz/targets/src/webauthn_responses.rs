@@ -1,0 +1,109 @@
+//! The browser's WebAuthn answers as the issuer takes them from the network: a registration
+//! (`FinishPasskeyRegistration`'s `credential_json`, `RegisterPublicKeyCredential`) and a sign-in
+//! assertion (`/oidc/login/factor`'s `credential`, `PublicKeyCredential`), parsed and checked by
+//! `webauthn-rs` through [`ichor_issuer::passkeys::RelyingParty`] against a ceremony this issuer
+//! started, with a stored passkey of the library's own test vectors (a P-256 key).
+//!
+//! Input: the first byte picks the ceremony (even: registration, odd: assertion); the rest is the
+//! answer's text (lossy UTF-8).
+//!
+//! Properties: no panic; nothing verifies — a registration needs the ceremony's fresh challenge
+//! signed into the attestation and an assertion a P-256 signature over it by the stored key, so
+//! an answer the fuzzer made is always refused, and an assertion only as refused or cloned.
+
+use std::sync::OnceLock;
+
+use ichor_issuer::passkeys::RelyingParty;
+use ichor_renderers::auth::credentials::{FactorRefusal, StoredPasskey};
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+/// The relying party's URL.
+const ISSUER: &str = "https://ichor.example.com";
+/// The stored passkey's credential id (webauthn-rs-core's test vector).
+pub const CREDENTIAL_ID: &str = "uZcVDBVS68E_MtAgeQpElJxldF_6cY9sSvbWqx_qRh8wiu42lyRBRmh5yFeD_r9k130dMbFHBHI9RTFgdJQIzQ";
+
+/// The stored passkey: webauthn-rs-core's serialised test credential, without its attestation
+/// (this issuer asks for none).
+pub fn stored_passkey() -> StoredPasskey {
+    let x = [
+        194, 126, 127, 109, 252, 23, 131, 21, 252, 6, 223, 99, 44, 254, 140, 27, 230, 17, 94, 5, 133, 28, 104, 41,
+        144, 69, 171, 149, 161, 26, 200, 243,
+    ];
+    let y = [
+        143, 123, 183, 156, 24, 178, 21, 248, 117, 159, 162, 69, 171, 52, 188, 252, 26, 59, 6, 47, 103, 92, 19, 58,
+        117, 103, 249, 0, 219, 8, 95, 196,
+    ];
+    StoredPasskey {
+        id: CREDENTIAL_ID.to_owned(),
+        name: "fuzz".to_owned(),
+        passkey: json!({"cred": {
+            "cred_id": CREDENTIAL_ID,
+            "cred": {"type_": "ES256", "key": {"EC_EC2": {"curve": "SECP256R1", "x": x, "y": y}}},
+            "counter": 2, "user_verified": true, "backup_eligible": false, "backup_state": false,
+            "registration_policy": "required",
+            "extensions": {"cred_protect": "NotRequested", "hmac_create_secret": "NotRequested"},
+            "attestation": {"data": "None", "metadata": "None"},
+            "attestation_format": "none"
+        }}),
+        created_at: Timestamp::UNIX_EPOCH,
+        last_used_at: None,
+        backup_eligible: false,
+    }
+}
+
+struct Ceremonies {
+    rp: RelyingParty,
+    registration: Value,
+    authentication: Value,
+    passkeys: Vec<StoredPasskey>,
+}
+
+fn ceremonies() -> &'static Ceremonies {
+    static CEREMONIES: OnceLock<Ceremonies> = OnceLock::new();
+    CEREMONIES.get_or_init(|| {
+        let rp = RelyingParty::for_issuer(ISSUER).expect("a domain issuer has a relying party");
+        let passkeys = vec![stored_passkey()];
+        let (_, registration) = rp.begin_registration("alice", &passkeys).expect("registration starts");
+        let (_, authentication) = rp
+            .begin_authentication(&passkeys)
+            .expect("the stored passkey reads");
+        Ceremonies {
+            rp,
+            registration,
+            authentication,
+            passkeys,
+        }
+    })
+}
+
+/// One input of the target: returns normally or panics on a broken property.
+pub fn run(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    let c = ceremonies();
+    if which % 2 == 0 {
+        let registered = c.rp.finish_registration(&c.registration, &text, "fuzz", Timestamp::UNIX_EPOCH);
+        assert!(registered.is_err(), "a made-up registration verified: {text:?}");
+    } else {
+        match c.rp.verify_assertion(&c.authentication, &text, &c.passkeys) {
+            Err(FactorRefusal::PasskeyRefused | FactorRefusal::PasskeyCloned) => {}
+            other => panic!("a made-up assertion came to {other:?}: {text:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stored_passkey_reads_and_an_assertion_for_it_is_refused() {
+        let c = ceremonies();
+        let options = c.authentication.to_string();
+        assert!(options.contains(CREDENTIAL_ID), "the state names the stored passkey");
+        run(b"\x01{}");
+    }
+}
