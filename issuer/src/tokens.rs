@@ -51,8 +51,9 @@ pub const TYP_REFRESH: &str = "ichor-refresh+jwt";
 /// Why a token could not be minted or was refused. Messages never contain the token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
-    /// The token is larger than [`MAX_TOKEN_BYTES`].
-    #[error("token: longer than {MAX_TOKEN_BYTES} bytes")]
+    /// The token is larger than its kind may be ([`MAX_TOKEN_BYTES`], or
+    /// [`Artifact::MAX_BYTES`]).
+    #[error("token: longer than a token of its kind may be")]
     TooLong,
     /// Not three base64url segments with a JSON header and payload.
     #[error("token: not a compact JWS ({0})")]
@@ -168,6 +169,8 @@ pub fn sign_refresh(
 pub trait Artifact: Serialize + DeserializeOwned {
     /// The header `typ` of this artifact.
     const TYP: &'static str;
+    /// The longest such artifact accepted for verification, in bytes.
+    const MAX_BYTES: usize = MAX_TOKEN_BYTES;
     /// The issuer the artifact was minted by.
     fn iss(&self) -> &str;
     /// Expiry, unix seconds.
@@ -325,7 +328,12 @@ struct Parsed<'a> {
 }
 
 fn parse(token: &str) -> Result<Parsed<'_>, TokenError> {
-    if token.len() > MAX_TOKEN_BYTES {
+    parse_within(token, MAX_TOKEN_BYTES)
+}
+
+/// [`parse`] of a token that may be `max` bytes long.
+fn parse_within(token: &str, max: usize) -> Result<Parsed<'_>, TokenError> {
+    if token.len() > max {
         return Err(TokenError::TooLong);
     }
     let mut parts = token.split('.');
@@ -455,7 +463,7 @@ pub fn verify_artifact<A: Artifact>(
     issuer: &str,
     now: Timestamp,
 ) -> Result<A, TokenError> {
-    let parsed = parse(token)?;
+    let parsed = parse_within(token, A::MAX_BYTES)?;
     check_header(&parsed.header, "HS256", A::TYP)?;
     let secret = keys
         .verifying_hmac(&parsed.header.kid, now)

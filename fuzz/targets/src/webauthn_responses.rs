@@ -15,43 +15,12 @@ use std::sync::OnceLock;
 
 use ichor_issuer::passkeys::RelyingParty;
 use ichor_renderers::auth::credentials::{FactorRefusal, StoredPasskey};
+use ichor_testkit::issuer::passkey::{CREDENTIAL_ID, stored_passkey};
 use jiff::Timestamp;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The relying party's URL.
 const ISSUER: &str = "https://ichor.example.com";
-/// The stored passkey's credential id (webauthn-rs-core's test vector).
-pub const CREDENTIAL_ID: &str = "uZcVDBVS68E_MtAgeQpElJxldF_6cY9sSvbWqx_qRh8wiu42lyRBRmh5yFeD_r9k130dMbFHBHI9RTFgdJQIzQ";
-
-/// The stored passkey: webauthn-rs-core's serialised test credential, without its attestation
-/// (this issuer asks for none).
-pub fn stored_passkey() -> StoredPasskey {
-    let x = [
-        194, 126, 127, 109, 252, 23, 131, 21, 252, 6, 223, 99, 44, 254, 140, 27, 230, 17, 94, 5, 133, 28, 104, 41,
-        144, 69, 171, 149, 161, 26, 200, 243,
-    ];
-    let y = [
-        143, 123, 183, 156, 24, 178, 21, 248, 117, 159, 162, 69, 171, 52, 188, 252, 26, 59, 6, 47, 103, 92, 19, 58,
-        117, 103, 249, 0, 219, 8, 95, 196,
-    ];
-    StoredPasskey {
-        id: CREDENTIAL_ID.to_owned(),
-        name: "fuzz".to_owned(),
-        passkey: json!({"cred": {
-            "cred_id": CREDENTIAL_ID,
-            "cred": {"type_": "ES256", "key": {"EC_EC2": {"curve": "SECP256R1", "x": x, "y": y}}},
-            "counter": 2, "user_verified": true, "backup_eligible": false, "backup_state": false,
-            "registration_policy": "required",
-            "extensions": {"cred_protect": "NotRequested", "hmac_create_secret": "NotRequested"},
-            "attestation": {"data": "None", "metadata": "None"},
-            "attestation_format": "none"
-        }}),
-        created_at: Timestamp::UNIX_EPOCH,
-        last_used_at: None,
-        backup_eligible: false,
-    }
-}
-
 struct Ceremonies {
     rp: RelyingParty,
     registration: Value,
@@ -64,7 +33,9 @@ fn ceremonies() -> &'static Ceremonies {
     CEREMONIES.get_or_init(|| {
         let rp = RelyingParty::for_issuer(ISSUER).expect("a domain issuer has a relying party");
         let passkeys = vec![stored_passkey()];
-        let (_, registration) = rp.begin_registration("alice", &passkeys).expect("registration starts");
+        let (_, registration) = rp
+            .begin_registration("alice", &passkeys)
+            .expect("registration starts");
         let (_, authentication) = rp
             .begin_authentication(&passkeys)
             .expect("the stored passkey reads");
@@ -85,7 +56,8 @@ pub fn run(data: &[u8]) {
     let text = String::from_utf8_lossy(rest);
     let c = ceremonies();
     if which % 2 == 0 {
-        let registered = c.rp.finish_registration(&c.registration, &text, "fuzz", Timestamp::UNIX_EPOCH);
+        let registered =
+            c.rp.finish_registration(&c.registration, &text, "fuzz", Timestamp::UNIX_EPOCH);
         assert!(registered.is_err(), "a made-up registration verified: {text:?}");
     } else {
         match c.rp.verify_assertion(&c.authentication, &text, &c.passkeys) {
@@ -103,7 +75,10 @@ mod tests {
     fn the_stored_passkey_reads_and_an_assertion_for_it_is_refused() {
         let c = ceremonies();
         let options = c.authentication.to_string();
-        assert!(options.contains(CREDENTIAL_ID), "the state names the stored passkey");
+        assert!(
+            options.contains(CREDENTIAL_ID),
+            "the state names the stored passkey"
+        );
         run(b"\x01{}");
     }
 }

@@ -38,9 +38,14 @@ impl OAuthError {
     /// [`super::MAX_BODY_BYTES`] (413) or cut off (400) — as an OAuth error in JSON like every
     /// other answer of these endpoints, never the framework's plain-text rejection.
     pub fn unreadable_body(rejection: &axum::extract::rejection::BytesRejection) -> Self {
+        Self::unreadable_body_over(rejection, super::MAX_BODY_BYTES)
+    }
+
+    /// [`OAuthError::unreadable_body`] of a route whose bodies may be `limit` bytes.
+    pub fn unreadable_body_over(rejection: &axum::extract::rejection::BytesRejection, limit: usize) -> Self {
         let status = rejection.status();
         let description = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            format!("the request body is larger than {} bytes", super::MAX_BODY_BYTES)
+            format!("the request body is larger than {limit} bytes")
         } else {
             "the request body could not be read".to_owned()
         };

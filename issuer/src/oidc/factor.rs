@@ -241,7 +241,8 @@ pub(crate) async fn submit(
     let body = match body {
         Ok(body) => body,
         Err(rejection) => {
-            let message = OAuthError::unreadable_body(&rejection).description;
+            let message =
+                OAuthError::unreadable_body_over(&rejection, super::MAX_FACTOR_BODY_BYTES).description;
             return respond_failure(&issuer, json, None, Failure::BadRequest(message)).await;
         }
     };

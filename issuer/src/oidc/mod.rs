@@ -36,7 +36,8 @@
 //!   pending the shared queue starts none ([`priority`]).
 //! - A store that cannot be reached yields 503 (500 `server_error` at the revocation endpoint,
 //!   as the seed says) and never says anything about the user.
-//! - Bodies are limited to [`MAX_BODY_BYTES`].
+//! - Bodies are limited to [`MAX_BODY_BYTES`]; the second sign-in step's to
+//!   [`MAX_FACTOR_BODY_BYTES`], since its ticket carries the passkey step's state.
 
 mod authorize;
 mod bearer;
@@ -83,6 +84,10 @@ use crate::{keys::KeyRing, store::UserStore};
 
 /// The largest request body accepted by any endpoint, in bytes.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// The largest body of the second sign-in step, whose ticket carries the passkey step's state:
+/// the public keys of the user's passkeys (about 0.5 KiB each for P-256, 1.5 KiB for RSA-2048;
+/// at most ten) beside the browser's answer.
+pub const MAX_FACTOR_BODY_BYTES: usize = 64 * 1024;
 /// How many password hashes may be computed at once (64 MiB each).
 pub const HASH_PERMITS: usize = 2;
 
@@ -429,7 +434,10 @@ pub fn external_router(issuer: Arc<Issuer>) -> Router {
             get(authorize::authorize).post(authorize::authorize_form),
         )
         .route("/oidc/login", get(login::page).post(login::submit))
-        .route("/oidc/login/factor", post(factor::submit))
+        .route(
+            "/oidc/login/factor",
+            post(factor::submit).layer(DefaultBodyLimit::max(MAX_FACTOR_BODY_BYTES)),
+        )
         .route("/oidc/token", post(token::token))
         .route("/oidc/revoke", post(revoke::revoke))
         .route("/oidc/assets/login.css", get(page::stylesheet))

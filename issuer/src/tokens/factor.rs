@@ -55,8 +55,13 @@ pub struct PasskeyChallenge {
     pub state: serde_json::Value,
 }
 
+/// The longest second-factor ticket: the passkey step's state holds the public keys of up to
+/// ten passkeys (about 0.5 KiB each for P-256, 1.5 KiB for RSA-2048).
+pub const MAX_FACTOR_TICKET_BYTES: usize = 48 * 1024;
+
 impl Artifact for FactorClaims {
     const TYP: &'static str = TYP_FACTOR;
+    const MAX_BYTES: usize = MAX_FACTOR_TICKET_BYTES;
     fn iss(&self) -> &str {
         &self.iss
     }

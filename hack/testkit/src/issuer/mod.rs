@@ -12,5 +12,6 @@ pub mod https;
 pub mod keys;
 pub mod kube;
 pub mod logs;
+pub mod passkey;
 pub mod sign_in;
 pub mod store;

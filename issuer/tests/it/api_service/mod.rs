@@ -173,6 +173,7 @@ mod factor_changes;
 mod factor_gates;
 mod factor_sign_in;
 mod factors;
+mod passkeys;
 mod read_and_delete;
 mod roles;
 mod sessions;

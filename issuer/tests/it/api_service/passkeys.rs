@@ -1,0 +1,131 @@
+//! Adding a passkey through the API: the registration starts over the current password and
+//! names this issuer's site, and what an attacker tries is refused with nothing stored — a wrong
+//! password, an answer the authenticator did not make, another user's ticket, a TOTP enrolment
+//! ticket in its place, an outdated ticket. The whole ceremony with a real authenticator is the
+//! browser test's (Chromium's virtual authenticator, `ui/e2e/passkeys.mjs`).
+
+use super::*;
+use ichor_issuer::api::proto::{
+    BeginPasskeyRegistrationRequest, BeginPasskeyRegistrationResponse, FinishPasskeyRegistrationRequest,
+    FinishPasskeyRegistrationResponse,
+};
+
+async fn begin(e: &Env, user: &str, password: &str) -> Result<BeginPasskeyRegistrationResponse, Status> {
+    let t = token(user, e.clock.now_ts());
+    e.api
+        .begin_passkey_registration(req(
+            &t,
+            BeginPasskeyRegistrationRequest {
+                password: password.into(),
+            },
+        ))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+async fn finish(
+    e: &Env,
+    user: &str,
+    ticket: &str,
+    credential_json: &str,
+) -> Result<FinishPasskeyRegistrationResponse, Status> {
+    let t = token(user, e.clock.now_ts());
+    e.api
+        .finish_passkey_registration(req(
+            &t,
+            FinishPasskeyRegistrationRequest {
+                ticket: ticket.into(),
+                name: "YubiKey".into(),
+                credential_json: credential_json.into(),
+            },
+        ))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// A registration answer of the right shape that no authenticator made.
+const MADE_UP: &str = r#"{"id":"AAAA","rawId":"AAAA","response":{"attestationObject":"o2NmbXRkbm9uZQ","clientDataJSON":"eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIn0"},"type":"public-key","clientExtensionResults":{}}"#;
+
+#[tokio::test]
+async fn a_registration_starts_over_the_password_and_names_this_site_and_the_user() {
+    let e = env();
+    e.cast().await;
+    assert_status(
+        begin(&e, "view", "not the password").await,
+        Code::InvalidArgument,
+        "password: does not match",
+    );
+    assert_status(
+        begin(&e, "view", "").await,
+        Code::InvalidArgument,
+        "password: is required",
+    );
+    let begun = begin(&e, "view", PASSWORD).await.unwrap();
+    let options: serde_json::Value = serde_json::from_str(&begun.options_json).unwrap();
+    let pk = &options["publicKey"];
+    assert_eq!(
+        pk["rp"]["id"], "ichor.example.com",
+        "the issuer's host is the relying party"
+    );
+    assert_eq!(pk["user"]["name"], "view");
+    assert_eq!(pk["authenticatorSelection"]["userVerification"], "required");
+    assert!(pk["challenge"].as_str().is_some_and(|c| c.len() >= 43), "{pk}");
+    // The ticket holds the ceremony's state, signed: the issuer keeps nothing.
+    assert_eq!(begun.ticket.split('.').count(), 3);
+    assert!(e.entry("view").await.unwrap().factors.passkeys.is_empty());
+}
+
+#[tokio::test]
+async fn an_answer_no_authenticator_made_or_a_ticket_of_someone_else_stores_nothing() {
+    let e = env();
+    e.cast().await;
+    let begun = begin(&e, "view", PASSWORD).await.unwrap();
+    for junk in [MADE_UP, "{}", "not json"] {
+        assert_status(
+            finish(&e, "view", &begun.ticket, junk).await,
+            Code::InvalidArgument,
+            "credential_json",
+        );
+    }
+    assert_status(
+        finish(&e, "view", &begun.ticket, "").await,
+        Code::InvalidArgument,
+        "credential_json: is required",
+    );
+    // The ticket names its user: another signed-in user cannot finish it.
+    assert_status(
+        finish(&e, "op", &begun.ticket, MADE_UP).await,
+        Code::InvalidArgument,
+        "ticket: was not made for you",
+    );
+    // An authenticator app's enrolment ticket is not a registration ticket.
+    let t = token("view", e.clock.now_ts());
+    let totp = e
+        .api
+        .begin_totp(req(
+            &t,
+            BeginTotpRequest {
+                password: PASSWORD.into(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_status(
+        finish(&e, "view", &totp.ticket, MADE_UP).await,
+        Code::InvalidArgument,
+        "ticket: is not a valid registration ticket",
+    );
+    // Expired.
+    e.clock.advance(SignedDuration::from_mins(11));
+    assert_status(
+        finish(&e, "view", &begun.ticket, MADE_UP).await,
+        Code::InvalidArgument,
+        "ticket: has expired",
+    );
+    for user in ["view", "op"] {
+        let entry = e.entry(user).await.unwrap();
+        assert!(entry.factors.passkeys.is_empty(), "{user} has no passkey");
+        assert!(entry.factors.recovery.is_none(), "{user} got no recovery codes");
+    }
+}
