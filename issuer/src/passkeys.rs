@@ -81,7 +81,7 @@ impl RelyingParty {
     ) -> Result<(CreationChallengeResponse, Value), RegistrationError> {
         let exclude = existing
             .iter()
-            .filter_map(|p| URL_SAFE_NO_PAD.decode(&p.id).ok().map(Into::into))
+            .filter_map(|p| URL_SAFE_NO_PAD.decode(&p.id).ok())
             .collect::<Vec<_>>();
         let (options, state) = self
             .webauthn
@@ -117,8 +117,7 @@ impl RelyingParty {
         let stored =
             serde_json::to_value(&passkey).map_err(|e| RegistrationError::Unstorable(e.to_string()))?;
         Ok(StoredPasskey {
-            id: credential_id(&passkey)
-                .ok_or_else(|| RegistrationError::Unstorable("no credential id".to_owned()))?,
+            id: credential_id(&passkey),
             name: name.to_owned(),
             backup_eligible: stored_flag(&stored, "backup_eligible"),
             passkey: stored,
@@ -178,10 +177,7 @@ impl RelyingParty {
                 WebauthnError::CredentialPossibleCompromise => FactorRefusal::PasskeyCloned,
                 _ => FactorRefusal::PasskeyRefused,
             })?;
-        let id = serde_json::to_value(result.cred_id())
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .ok_or(FactorRefusal::PasskeyRefused)?;
+        let id = URL_SAFE_NO_PAD.encode(result.cred_id());
         let stored = passkeys
             .iter()
             .find(|p| p.id == id)
@@ -221,11 +217,8 @@ fn read_passkey(stored: &StoredPasskey) -> Option<Passkey> {
 }
 
 /// The credential id of `passkey`, base64url without padding as the entry keeps it.
-fn credential_id(passkey: &Passkey) -> Option<String> {
-    URL_SAFE_NO_PAD
-        .decode(serde_json::to_value(passkey.cred_id()).ok()?.as_str()?)
-        .ok()
-        .map(|bytes| URL_SAFE_NO_PAD.encode(bytes))
+fn credential_id(passkey: &Passkey) -> String {
+    URL_SAFE_NO_PAD.encode(passkey.cred_id())
 }
 
 /// A flag of the library's stored credential (`{"cred":{…}}`).

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use ichor_issuer::passkeys::RelyingParty;
 use ichor_renderers::auth::credentials::{FactorRefusal, StoredPasskey};
-use ichor_testkit::issuer::passkey::{CREDENTIAL_ID, stored_passkey};
+use ichor_testkit::issuer::passkey::stored_passkey;
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -70,6 +70,7 @@ pub fn run(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ichor_testkit::issuer::passkey::CREDENTIAL_ID;
 
     #[test]
     fn the_stored_passkey_reads_and_an_assertion_for_it_is_refused() {

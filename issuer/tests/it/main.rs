@@ -29,6 +29,7 @@ mod flows;
 mod id_tokens;
 mod known_devices;
 mod login_timing;
+mod passkey_ceremony;
 mod passkey_sign_in;
 mod protocol_edges;
 mod revoke_and_discovery;

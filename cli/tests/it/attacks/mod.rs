@@ -11,14 +11,15 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use ichor_issuer::api::proto::{
-    BeginTotpRequest, BeginTotpResponse, ChangeOwnPasswordRequest, ChangeOwnPasswordResponse,
-    ConfirmTotpRequest, ConfirmTotpResponse, CreateUserRequest, CreateUserResponse, DeleteUserRequest,
-    DeleteUserResponse, Factors, GetMyKubeconfigRequest, GetMyKubeconfigResponse, GetUserFactorsRequest,
-    GetUserFactorsResponse, GetUserRequest, GetUserResponse, ListOwnFactorsRequest, ListOwnFactorsResponse,
-    ListUsersRequest, ListUsersResponse, RegenerateRecoveryCodesRequest, RegenerateRecoveryCodesResponse,
-    RemoveFactorRequest, RemoveFactorResponse, RevokeSessionsRequest, RevokeSessionsResponse,
-    SetPasswordRequest, SetPasswordResponse, UpdateUserRequest, UpdateUserResponse, User, WhoAmIRequest,
-    WhoAmIResponse,
+    BeginPasskeyRegistrationRequest, BeginPasskeyRegistrationResponse, BeginTotpRequest, BeginTotpResponse,
+    ChangeOwnPasswordRequest, ChangeOwnPasswordResponse, ConfirmTotpRequest, ConfirmTotpResponse,
+    CreateUserRequest, CreateUserResponse, DeleteUserRequest, DeleteUserResponse, Factors,
+    FinishPasskeyRegistrationRequest, FinishPasskeyRegistrationResponse, GetMyKubeconfigRequest,
+    GetMyKubeconfigResponse, GetUserFactorsRequest, GetUserFactorsResponse, GetUserRequest, GetUserResponse,
+    ListOwnFactorsRequest, ListOwnFactorsResponse, ListUsersRequest, ListUsersResponse,
+    RegenerateRecoveryCodesRequest, RegenerateRecoveryCodesResponse, RemoveFactorRequest,
+    RemoveFactorResponse, RevokeSessionsRequest, RevokeSessionsResponse, SetPasswordRequest,
+    SetPasswordResponse, UpdateUserRequest, UpdateUserResponse, User, WhoAmIRequest, WhoAmIResponse,
     user_service_server::{UserService, UserServiceServer},
 };
 use tonic::{Request, Response, Status};
@@ -92,6 +93,18 @@ impl UserService for HostileApi {
         self.refuse()
     }
     async fn confirm_totp(&self, _: Request<ConfirmTotpRequest>) -> Answer<ConfirmTotpResponse> {
+        self.refuse()
+    }
+    async fn begin_passkey_registration(
+        &self,
+        _: Request<BeginPasskeyRegistrationRequest>,
+    ) -> Answer<BeginPasskeyRegistrationResponse> {
+        self.refuse()
+    }
+    async fn finish_passkey_registration(
+        &self,
+        _: Request<FinishPasskeyRegistrationRequest>,
+    ) -> Answer<FinishPasskeyRegistrationResponse> {
         self.refuse()
     }
     async fn regenerate_recovery_codes(

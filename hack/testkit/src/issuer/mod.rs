@@ -5,6 +5,7 @@
 //! Use it from integration tests (`tests/`) only: there the issuer crate the kit links is the
 //! one the test links; a unit test inside the issuer's own `src/` would see a second copy.
 
+pub mod authenticator;
 pub mod clock;
 pub mod grpc;
 pub mod harness;

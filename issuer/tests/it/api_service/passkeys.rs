@@ -129,3 +129,49 @@ async fn an_answer_no_authenticator_made_or_a_ticket_of_someone_else_stores_noth
         assert!(entry.factors.recovery.is_none(), "{user} got no recovery codes");
     }
 }
+
+#[tokio::test]
+async fn a_verified_passkey_is_stored_with_recovery_codes_and_ends_every_session() {
+    let e = env();
+    e.cast().await;
+    let before = e.entry("view").await.unwrap().not_before;
+    e.clock.advance(SignedDuration::from_secs(5));
+    let mut key = ichor_testkit::issuer::authenticator::SoftAuthenticator::new(ISSUER);
+    let begun = begin(&e, "view", PASSWORD).await.unwrap();
+    let options: serde_json::Value = serde_json::from_str(&begun.options_json).unwrap();
+    let answer = key.register(&options).to_string();
+    let done = finish(&e, "view", &begun.ticket, &answer).await.unwrap();
+    assert_eq!(
+        done.recovery_codes.len(),
+        10,
+        "the first factor brings recovery codes"
+    );
+    let factors = done.factors.unwrap();
+    assert_eq!(factors.passkeys.len(), 1);
+    assert_eq!(factors.passkeys[0].id, key.id());
+    assert_eq!(factors.passkeys[0].name, "YubiKey");
+    let entry = e.entry("view").await.unwrap();
+    assert_eq!(entry.factors.passkeys[0].id, key.id());
+    assert!(entry.not_before > before, "every session of the caller ends");
+    // The same answer again: the ticket was made over the entry before the passkey.
+    assert_status(
+        finish(&e, "view", &begun.ticket, &answer).await,
+        Code::InvalidArgument,
+        "ticket: is no longer valid",
+    );
+    // A second registration excludes the first passkey (a browser refuses to register it
+    // again); an answer of that authenticator anyway is refused by the library.
+    let again = begin(&e, "view", PASSWORD).await.unwrap();
+    let options: serde_json::Value = serde_json::from_str(&again.options_json).unwrap();
+    assert_eq!(
+        options["publicKey"]["excludeCredentials"][0]["id"],
+        key.id(),
+        "{options}"
+    );
+    assert_status(
+        finish(&e, "view", &again.ticket, &key.register(&options).to_string()).await,
+        Code::InvalidArgument,
+        "credential_json: the passkey could not be verified",
+    );
+    assert_eq!(e.entry("view").await.unwrap().factors.passkeys.len(), 1);
+}
