@@ -43,6 +43,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 mod factors;
 mod families;
+mod passkeys;
 mod second_factor;
 #[cfg(test)]
 mod tests;
@@ -56,6 +57,7 @@ pub use factors::{
     TOTP_SECRET_CHARS, TotpFactor,
 };
 pub use families::{FamilyError, RefusalReason, Rotation};
+pub use passkeys::{AMR_HARDWARE_KEY, AMR_SYNCED_KEY, AddPasskeyError, VerifiedPasskey};
 pub use second_factor::{
     AMR_MFA, AMR_TYPED_CODE, FACTOR_PASSKEY, FACTOR_RECOVERY, FACTOR_TOTP, FactorAttempt, FactorRefusal,
 };
