@@ -175,3 +175,28 @@ async fn a_verified_passkey_is_stored_with_recovery_codes_and_ends_every_session
     );
     assert_eq!(e.entry("view").await.unwrap().factors.passkeys.len(), 1);
 }
+
+#[tokio::test]
+async fn a_user_the_policy_requires_to_enrol_may_enrol_with_a_passkey() {
+    let e = env();
+    e.cast().await;
+    e.config_settings
+        .store(ichor_testkit::issuer::harness::settings_with_second_factor(
+            serde_json::json!({"roles": {"admin": "required"}}),
+        ));
+    let mut key = ichor_testkit::issuer::authenticator::SoftAuthenticator::new(ISSUER);
+    let begun = begin(&e, "admin", PASSWORD).await.unwrap();
+    let options: serde_json::Value = serde_json::from_str(&begun.options_json).unwrap();
+    finish(&e, "admin", &begun.ticket, &key.register(&options).to_string())
+        .await
+        .unwrap();
+    e.clock.advance(SignedDuration::from_secs(1));
+    let t = token("admin", e.clock.now_ts());
+    let me = e
+        .api
+        .who_am_i(req(&t, WhoAmIRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!me.must_enrol, "a passkey is a factor the policy counts: {me:?}");
+}
