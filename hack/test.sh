@@ -73,20 +73,23 @@ done
 step "README.md's Layout and docs/architecture.md's crate map follow the workspace"
 hack/layout.sh
 
-step "generated CRDs are in sync with the Rust types"
-cargo run --quiet --locked -p ichor-renderers --bin crdgen -- --check
-
 step "helm chart: render, lint, Kubernetes schemas, RBAC checks, snapshots (golden/chart/)"
 hack/chart/test.sh
 
-step "web UI: build, unit tests, Chromium end-to-end against ichor dev (hack/ui/test.sh)"
-hack/ui/test.sh
-
-# The test step's own build, done first so the images can be made from its binaries: the step
-# then finds everything fresh, so the images cost no compile of their own.
+# The test step's own build, done first so the images, the CRD check and the UI's browser tests
+# run its binaries (nextest builds every workspace binary beside the tests): the step then finds
+# everything fresh, and nothing is compiled twice with another feature set.
 step "the test binaries (cargo nextest --no-run), then the Ichor images from them (hack/images/build.sh)"
 cargo nextest run --workspace --locked --profile ci --no-run
 hack/images/build.sh
+target_dir=$(cargo metadata --format-version 1 --no-deps --offline |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+
+step "generated CRDs are in sync with the Rust types"
+"$target_dir/debug/crdgen" --check
+
+step "web UI: build, unit tests, Chromium end-to-end against ichor dev (hack/ui/test.sh)"
+ICHOR_PREBUILT_BIN_DIR="$target_dir/debug" hack/ui/test.sh
 
 step "tests, the ignored ones that need a consumer included (insta in check mode)"
 export INSTA_UPDATE=no INSTA_FORCE_PASS=0 CI="${CI:-true}"

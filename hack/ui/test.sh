@@ -54,16 +54,27 @@ cd "$repo"
 # The site's own OpenID provider the identity-provider browser tests sign in at.
 hack/conformance/oidc-provider/install.sh
 # `ichor` is the small launcher users run; it execs `ichor-full` beside it for `ichor dev`.
-cargo build --locked -p ichor-cli --bin ichor --bin ichor-full
+# ICHOR_PREBUILT_BIN_DIR: a directory where both were built already (hack/test.sh passes the
+# test build's), so they are not built again with another feature set.
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
+if [[ -n ${ICHOR_PREBUILT_BIN_DIR:-} ]]; then
+  bin_dir=$ICHOR_PREBUILT_BIN_DIR
+  for bin in ichor ichor-full; do
+    [[ -x $bin_dir/$bin ]] ||
+      { echo "hack/ui/test.sh: $bin_dir/$bin is missing (ICHOR_PREBUILT_BIN_DIR): build it first" >&2; exit 1; }
+  done
+else
+  cargo build --locked -p ichor-cli --bin ichor --bin ichor-full
+  bin_dir=$target_dir/debug
+fi
 shots="$target_dir/ui-screenshots"
 rm -rf "$shots"
 echo "hack/ui/test.sh: screenshots go to $shots"
 walk_rc=0
-ICHOR_BIN="$target_dir/debug/ichor" node ui/e2e/walkthrough-dev.mjs || walk_rc=$?
+ICHOR_BIN="$bin_dir/ichor" node ui/e2e/walkthrough-dev.mjs || walk_rc=$?
 e2e_rc=0
 # No UI_DIST: the e2e tests the UI embedded in the binary.
-ICHOR_BIN="$target_dir/debug/ichor" SCREENSHOT_DIR="$shots" node ui/e2e/run.mjs || e2e_rc=$?
+ICHOR_BIN="$bin_dir/ichor" SCREENSHOT_DIR="$shots" node ui/e2e/run.mjs || e2e_rc=$?
 if ((unit_rc != 0)); then
   echo "ui: unit tests (vitest) failed"
   exit 1
