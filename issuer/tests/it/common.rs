@@ -65,3 +65,14 @@ pub async fn refresh_together(
     }
     refreshed
 }
+
+/// A second step refused as every wrong answer is: 401 `access_denied`, the same sentence whatever
+/// factor was tried.
+pub fn refused_as_wrong(reply: &Reply) {
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.text());
+    assert_eq!(reply.error(), "access_denied");
+    assert_eq!(
+        reply.json()["error_description"],
+        "The code is incorrect or was used already."
+    );
+}

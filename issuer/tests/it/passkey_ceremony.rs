@@ -51,14 +51,6 @@ async fn answer(h: &Harness, ticket: &str, credential: serde_json::Value) -> Rep
     .await
 }
 
-fn refused_as_wrong(reply: &Reply) {
-    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.text());
-    assert_eq!(
-        reply.json()["error_description"],
-        "The code is incorrect or was used already."
-    );
-}
-
 /// The ID token of a successful second step.
 async fn id_token(h: &Harness, reply: &Reply) -> serde_json::Value {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());

@@ -38,14 +38,6 @@ fn made_up_assertion() -> serde_json::Value {
     })
 }
 
-fn refused_as_wrong(reply: &Reply) {
-    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.text());
-    assert_eq!(
-        reply.json()["error_description"],
-        "The code is incorrect or was used already."
-    );
-}
-
 #[tokio::test]
 async fn a_user_with_a_passkey_is_offered_it_first_naming_the_passkey_and_this_site() {
     let h = Harness::new();

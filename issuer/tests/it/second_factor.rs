@@ -57,15 +57,6 @@ fn code_of(reply: &Reply) -> String {
     query_param(&redirect, "code").expect("code")
 }
 
-fn refused_as_wrong(reply: &Reply) {
-    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.text());
-    assert_eq!(reply.error(), "access_denied");
-    assert_eq!(
-        reply.json()["error_description"],
-        "The code is incorrect or was used already."
-    );
-}
-
 #[tokio::test]
 async fn an_authenticator_code_completes_the_sign_in_and_every_token_says_how() {
     let h = Harness::new();
