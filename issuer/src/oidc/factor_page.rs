@@ -39,7 +39,8 @@ fn hint(factors: &[&str]) -> &'static str {
     match (totp, recovery) {
         (true, true) => "Enter the 6-digit code from your authenticator app, or one of your recovery codes.",
         (true, false) => "Enter the 6-digit code from your authenticator app.",
-        _ => "Enter one of your recovery codes.",
+        (false, true) => "Enter one of your recovery codes.",
+        (false, false) => "This sign-in asks for your passkey, which this page can use only with JavaScript on: turn it on and reload the page.",
     }
 }
 
@@ -112,6 +113,19 @@ pub(crate) async fn respond(files: &UiFiles, status: StatusCode, form: &FactorFo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_passkey_alone_asks_for_javascript_without_a_script() {
+        let form = FactorForm {
+            ticket: "t",
+            client_id: "ichor-ui",
+            redirect_uri: "https://ichor.example/callback",
+            factors: &[ichor_renderers::auth::credentials::FACTOR_PASSKEY],
+            passkey_options: None,
+            error: None,
+        };
+        assert!(markup(&form).contains("only with JavaScript on"));
+    }
 
     #[test]
     fn the_form_escapes_its_ticket_and_error_and_names_what_it_takes() {
