@@ -39,9 +39,8 @@ use super::{
     devices,
     errors::OAuthError,
     factor_page,
-    limits::{Admission, AttemptOutcome, SourceToken, factor_backoff_key},
-    lock,
-    login::{BAD_TICKET, DISABLED, Reservation, authorization_redirect, is_json_body, redirect_response},
+    limits::{AttemptOutcome, factor_backoff_key},
+    login::{BAD_TICKET, DISABLED, admit_attempt, authorization_redirect, is_json_body, redirect_response},
     page,
     request::Params,
 };
@@ -287,32 +286,11 @@ async fn second_step(
             return Err(Failure::BadTicket);
         }
     }
-    let source_token = match SourceToken::reserve(&issuer.login_buckets, source, now) {
-        Ok(token) => token,
-        Err(_) if claims.dev.is_some() => SourceToken::exempt(&issuer.login_buckets, source, now),
-        Err(wait) => {
-            issuer.metrics.backoff_hit("source_rate");
-            return Err(Failure::Limited {
-                retry_after: wait.as_secs(),
-            });
-        }
-    };
     // A key of its own, which only an accepted code clears: a right password (which clears
     // the password's key) must not buy more guesses at the code.
     let key = factor_backoff_key(name.as_str(), claims.dev.as_deref());
-    if let Admission::Blocked { retry_after } = lock(&issuer.backoff).admit(&key, now) {
-        source_token.charge();
-        issuer.metrics.backoff_hit("user_backoff");
-        return Err(Failure::Limited {
-            retry_after: retry_after.as_secs().max(1),
-        });
-    }
-    let mut reservation = Reservation {
-        backoff: Arc::clone(&issuer.backoff),
-        key,
-        outcome: AttemptOutcome::Abandoned,
-        at: now,
-    };
+    let (source_token, mut reservation) = admit_attempt(issuer, source, claims.dev.is_some(), key, now)
+        .map_err(|retry_after| Failure::Limited { retry_after })?;
     let user = issuer
         .store
         .get_user(name.as_str())

@@ -40,7 +40,9 @@ fn hint(factors: &[&str]) -> &'static str {
         (true, true) => "Enter the 6-digit code from your authenticator app, or one of your recovery codes.",
         (true, false) => "Enter the 6-digit code from your authenticator app.",
         (false, true) => "Enter one of your recovery codes.",
-        (false, false) => "This sign-in asks for your passkey, which this page can use only with JavaScript on: turn it on and reload the page.",
+        (false, false) => {
+            "This sign-in asks for your passkey, which this page can use only with JavaScript on: turn it on and reload the page."
+        }
     }
 }
 

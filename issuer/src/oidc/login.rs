@@ -223,6 +223,41 @@ impl Drop for Reservation {
     }
 }
 
+/// The opening of every sign-in attempt (the password step and the second step alike): a token
+/// of the source's failure bucket (a known device, `known_device`, is exempt once the bucket is
+/// empty), then the replica's back-off of `key`. A probe of a blocked key costs its source a
+/// token like a wrong answer: else one address could keep a name blocked for ever at no cost.
+/// Returns the token and the reservation the attempt's outcome is recorded in, or how many
+/// seconds to wait.
+pub(super) fn admit_attempt(
+    issuer: &Issuer,
+    source: std::net::IpAddr,
+    known_device: bool,
+    key: String,
+    now: Timestamp,
+) -> Result<(SourceToken<'_>, Reservation), i64> {
+    let source_token = match SourceToken::reserve(&issuer.login_buckets, source, now) {
+        Ok(token) => token,
+        Err(_) if known_device => SourceToken::exempt(&issuer.login_buckets, source, now),
+        Err(wait) => {
+            issuer.metrics.backoff_hit("source_rate");
+            return Err(wait.as_secs());
+        }
+    };
+    if let Admission::Blocked { retry_after } = lock(&issuer.backoff).admit(&key, now) {
+        source_token.charge();
+        issuer.metrics.backoff_hit("user_backoff");
+        return Err(retry_after.as_secs().max(1));
+    }
+    let reservation = Reservation {
+        backoff: Arc::clone(&issuer.backoff),
+        key,
+        outcome: AttemptOutcome::Abandoned,
+        at: now,
+    };
+    Ok((source_token, reservation))
+}
+
 async fn sign_in(
     issuer: &Arc<Issuer>,
     source: std::net::IpAddr,
@@ -240,35 +275,12 @@ async fn sign_in(
     // Provisionally: the credentials entry read below confirms the cookie or voids it.
     let presented = devices::device_of(issuer, headers, name.as_ref());
     let device = presented.as_ref().map(|p| p.dev.clone());
-    let mut source_token = match SourceToken::reserve(&issuer.login_buckets, source, now) {
-        Ok(token) => token,
-        Err(_) if device.is_some() => SourceToken::exempt(&issuer.login_buckets, source, now),
-        Err(wait) => {
-            issuer.metrics.backoff_hit("source_rate");
-            return Err(Failure::Limited {
-                retry_after: wait.as_secs(),
-            });
-        }
-    };
     let key = name.as_ref().map_or_else(
         || "\u{0}invalid".to_owned(),
         |n| backoff_key(n.as_str(), device.as_deref()),
     );
-    if let Admission::Blocked { retry_after } = lock(&issuer.backoff).admit(&key, now) {
-        // A probe of a blocked name costs its source a token like a wrong password: else one
-        // address could keep a name blocked for ever at no cost.
-        source_token.charge();
-        issuer.metrics.backoff_hit("user_backoff");
-        return Err(Failure::Limited {
-            retry_after: retry_after.as_secs().max(1),
-        });
-    }
-    let mut reservation = Reservation {
-        backoff: Arc::clone(&issuer.backoff),
-        key,
-        outcome: AttemptOutcome::Abandoned,
-        at: now,
-    };
+    let (mut source_token, mut reservation) = admit_attempt(issuer, source, device.is_some(), key, now)
+        .map_err(|retry_after| Failure::Limited { retry_after })?;
 
     // A cookie's lane place is taken only once the entry confirms the cookie (below). Until then
     // a request is shed before the store read when it can only wait in the shared queue and that
