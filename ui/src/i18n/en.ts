@@ -98,7 +98,7 @@ export const en = {
   mainNav: "Main",
 
   factorsTitle: "Sign-in methods",
-  factorsIntro: "After your password, a sign-in asks for a code from one of these.",
+  factorsIntro: "After your password, a sign-in asks for one of these.",
   factorsNone: "You have no second factor yet: a sign-in asks for your password alone.",
   factorApp: "Authenticator app",
   factorRecovery: "Recovery codes",
@@ -146,7 +146,8 @@ export const en = {
   recoveryFileHeader: "Ichor recovery codes for {name}, made {time}. Each code works once.",
   signInAgainNotice: "The change ended your sessions. Sign in again: enter the next code your app shows (not the one you just used), or one of your recovery codes.",
   mustEnrolTitle: "Set up a second factor",
-  mustEnrolText: "Your account requires a second factor. Set up an authenticator app before you continue.",
+  mustEnrolText: "Your account requires a second factor. Set up an authenticator app or add a passkey before you continue.",
+  addPasskeyInstead: "Add a passkey instead",
 
   users: "Users",
   userCountOne: "{count} user",

@@ -99,7 +99,7 @@ export const ja: Strings = {
   mainNav: "メイン",
 
   factorsTitle: "サインイン方法",
-  factorsIntro: "サインインでは、パスワードの後にこれらのいずれかのコードを求められます。",
+  factorsIntro: "サインインでは、パスワードの後にこれらのいずれかを求められます。",
   factorsNone: "2 段階認証の方法はまだありません。サインインではパスワードだけが求められます。",
   factorApp: "認証アプリ",
   factorRecovery: "リカバリーコード",
@@ -147,7 +147,8 @@ export const ja: Strings = {
   recoveryFileHeader: "{name} の Ichor リカバリーコード（{time} に作成）。各コードは一度だけ使えます。",
   signInAgainNotice: "この変更によりセッションが終了しました。もう一度サインインしてください。アプリに表示される次のコード（今使ったものではないコード）か、リカバリーコードのいずれかを入力してください。",
   mustEnrolTitle: "2 段階認証の設定",
-  mustEnrolText: "このアカウントには 2 段階認証が必要です。続行する前に認証アプリを設定してください。",
+  mustEnrolText: "このアカウントには 2 段階認証が必要です。続行する前に認証アプリを設定するか、パスキーを追加してください。",
+  addPasskeyInstead: "代わりにパスキーを追加",
 
   users: "ユーザー",
   userCountOne: "ユーザー {count} 人",

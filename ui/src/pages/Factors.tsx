@@ -132,7 +132,7 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
   if (action?.kind === "enrol") {
     panel = <TotpEnrol level={3} onEnrolled={after.changed} onCancel={cancel} />;
   } else if (action?.kind === "passkey") {
-    panel = <PasskeyEnrol onEnrolled={after.changed} onCancel={cancel} />;
+    panel = <PasskeyEnrol level={3} onEnrolled={after.changed} onCancel={cancel} />;
   } else if (action?.kind === "regenerate") {
     panel = (
       <FactorChange title={S.regenerateCodes} text={S.regenerateText} submit={S.regenerateCodes} kinds={kinds}
@@ -198,16 +198,32 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
 
 /**
  * The screen of a user whom the second-factor policy requires to enrol: nothing but setting up
- * an authenticator app (every other call is refused until then), the language and signing out.
+ * an authenticator app or adding a passkey (every other call is refused until then), the
+ * language and signing out.
  */
 export function MustEnrol(props: { me: WhoAmIResponse; onSignedOut: () => void; extra?: ComponentChildren }) {
   const after = useAfterChange(props.me.name, props.onSignedOut);
+  const [passkey, setPasskey] = useState(false);
+  const other = useRef<HTMLButtonElement>(null);
+  const enrol = passkey
+    ? <PasskeyEnrol level={2} onEnrolled={after.changed} onCancel={() => {
+      setPasskey(false);
+      setTimeout(() => other.current?.focus(), 0);
+    }} />
+    : (
+      <>
+        <TotpEnrol level={2} onEnrolled={after.changed} />
+        {passkeysAvailable() && (
+          <button ref={other} type="button" class="start" onClick={() => setPasskey(true)}>{S.addPasskeyInstead}</button>
+        )}
+      </>
+    );
   return (
     <main class="center">
       <div class="stack narrow">
         <h1>{S.mustEnrolTitle}</h1>
         <p>{S.mustEnrolText}</p>
-        {after.view ?? <TotpEnrol level={2} onEnrolled={after.changed} />}
+        {after.view ?? enrol}
         <button type="button" class="start" onClick={() => void session.signOut()}>{S.signOut}</button>
         {props.extra}
       </div>

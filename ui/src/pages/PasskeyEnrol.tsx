@@ -9,9 +9,11 @@ import { PASSKEY_NAME_MAX, PasskeyError, checkPasskeyName, createPasskey } from 
  * checks the password and answers the options, the browser makes the passkey, and
  * FinishPasskeyRegistration stores it; nothing is stored before. Then `onEnrolled` gets the
  * password (to sign in again: the change ended every session) and the recovery codes to show
- * once. A cancelled prompt or a refusal leaves the form as it was, with the reason.
+ * once. A cancelled prompt or a refusal leaves the form as it was, with the reason. `level` is
+ * the heading level of the form's title.
  */
 export function PasskeyEnrol(props: {
+  level: 2 | 3;
   onEnrolled: (password: string, codes: readonly string[]) => void;
   onCancel: () => void;
 }) {
@@ -24,7 +26,15 @@ export function PasskeyEnrol(props: {
   const passwordField = useRef<HTMLInputElement>(null);
   const nameField = useRef<HTMLInputElement>(null);
   const submitButton = useRef<HTMLButtonElement>(null);
+  const Title = `h${props.level}` as "h2" | "h3";
   useEffect(() => passwordField.current?.focus(), []);
+  // After a refusal (once the button is enabled again): the password when it was wrong, else
+  // the button, so that the next try is one key away.
+  useEffect(() => {
+    const m = errors.form;
+    if (!m) return;
+    (m.key === "refusedWrongCurrent" ? passwordField.current : submitButton.current)?.focus();
+  }, [errors.form]);
 
   async function submit(ev: Event) {
     ev.preventDefault();
@@ -39,8 +49,6 @@ export function PasskeyEnrol(props: {
       setErrors({ form: m });
       setRefused(server);
       setBusy(false);
-      if (server && m.key === "refusedWrongCurrent") passwordField.current?.focus();
-      else submitButton.current?.focus();
     };
     let begun: { optionsJson: string; ticket: string };
     try {
@@ -64,7 +72,7 @@ export function PasskeyEnrol(props: {
 
   return (
     <form class="card" onSubmit={submit} noValidate aria-labelledby="passkey-enrol-title" data-testid="passkey-enrol">
-      <h3 id="passkey-enrol-title">{S.addPasskey}</h3>
+      <Title id="passkey-enrol-title">{S.addPasskey}</Title>
       {errors.form && <p class="error" role="alert">{(refused ? S.refused : "") + t(errors.form)}</p>}
       <p>{S.passkeyEnrolText}</p>
       <label>

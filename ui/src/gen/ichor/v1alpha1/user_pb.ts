@@ -572,7 +572,8 @@ export type WhoAmIResponse = Message<"ichor.v1alpha1.WhoAmIResponse"> & {
 
   /**
    * The policy requires a second factor the user has not set up: only WhoAmI,
-   * ChangeOwnPassword, ListOwnFactors, BeginTotp and ConfirmTotp are allowed until they do.
+   * ChangeOwnPassword, ListOwnFactors, BeginTotp, ConfirmTotp, BeginPasskeyRegistration and
+   * FinishPasskeyRegistration are allowed until they do.
    *
    * @generated from field: bool must_enrol = 7;
    */
