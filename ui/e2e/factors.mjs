@@ -217,7 +217,7 @@ export async function factors({ dev, user, password }) {
       assert.deepEqual(claimsOf(await token(page)).amr, ["pwd", "otp", "mfa"]);
       await methods.locator("li[data-factor=totp]").getByText(/^Added [A-Z][a-z]{2} \d{1,2}, \d{4}/).waitFor();
       await methods.locator("li[data-factor=recovery]").getByText("9 unused codes left.").waitFor();
-      await methods.getByText("After your password, a sign-in asks for a code from one of these.").waitFor();
+      await methods.getByText("After your password, a sign-in asks for one of these.").waitFor();
       assert.equal(await methods.getByRole("button", { name: "Set up an authenticator app" }).count(), 0);
       await audit(page, "en-factors-list");
     });
@@ -337,6 +337,13 @@ export async function factors({ dev, user, password }) {
         assert.equal(await page.getByRole("button", { name: "Download my kubeconfig" }).count(), 0);
         assert.equal(await page.getByRole("button", { name: "Change password" }).count(), 0);
         await audit(page, "en-must-enrol");
+        // A passkey is the other way out (this issuer, named by an IP address, refuses to make one).
+        await page.getByRole("button", { name: "Add a passkey instead" }).click();
+        await page.getByRole("heading", { name: "Add a passkey", level: 2 }).waitFor();
+        await page.waitForFunction(() => document.activeElement?.closest("[data-testid=passkey-enrol]") !== null);
+        await audit(page, "en-must-enrol-passkey");
+        await page.getByTestId("passkey-enrol").getByRole("button", { name: "Cancel" }).click();
+        await page.waitForFunction(() => document.activeElement?.textContent === "Add a passkey instead");
         await page.getByLabel("Language").selectOption("ja");
         await page.getByRole("heading", { name: "2 段階認証の設定", level: 1 }).waitFor();
         await audit(page, "ja-must-enrol");

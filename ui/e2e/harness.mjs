@@ -68,7 +68,8 @@ export async function startDev(extra = [], chosenPort = null) {
   const password = await run.ready;
   const dev = {
     port,
-    base: `https://127.0.0.1:${port}`,
+    // `--localhost` names the issuer https://localhost:PORT (passkeys need a domain name).
+    base: extra.includes("--localhost") ? `https://localhost:${port}` : `https://127.0.0.1:${port}`,
     password,
     state,
     ca: join(stateDir, "secrets", "ichor-oidc-tls", "ca.crt"),

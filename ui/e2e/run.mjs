@@ -2,7 +2,8 @@
 // against a real `ichor dev` on a free port with a temporary state directory: the English flow
 // here, then the Japanese one (ja.mjs), the keyboard-only one (keyboard.mjs), `ichor auth login`'s
 // sign-in page (cli-login.mjs), the second sign-in step (second-factor.mjs), the account page's
-// sign-in methods (factors.mjs) and the session rules
+// sign-in methods (factors.mjs), passkeys with Chromium's virtual authenticator against an
+// `ichor dev --localhost` (passkeys.mjs) and the session rules
 // against a second issuer with 1-minute tokens (session.mjs). Every page is checked with axe-core
 // and for layout at 1280×800 and 390×844 (checks.mjs), which writes axe-summary.md beside the
 // screenshots.
@@ -24,6 +25,7 @@ import { keyboard } from "./keyboard.mjs";
 import { sessionRules } from "./session.mjs";
 import { secondFactor } from "./second-factor.mjs";
 import { factors } from "./factors.mjs";
+import { passkeyNeedsDomain, passkeys } from "./passkeys.mjs";
 
 assert.ok(process.env.ICHOR_BIN, "set ICHOR_BIN");
 
@@ -276,6 +278,8 @@ try {
   await keyboard({ dev, adminPassword: ADMIN_NEW, page });
   await cliLogin({ dev, adminPassword: ADMIN_NEW });
   await secondFactor({ dev, user: "olga", password: OP_NEW, adminPassword: ADMIN_NEW });
+  // This issuer is named by an IP address: adding a passkey is refused, with the reason.
+  await passkeyNeedsDomain({ dev, user: "admin", password: ADMIN_NEW });
   // Last on this issuer: the admin gets (and loses again) a second factor.
   await factors({ dev, user: "admin", password: ADMIN_NEW });
 } finally {
@@ -285,6 +289,7 @@ try {
 if (tally().failed) console.log(`ichor dev stderr (tail):\n${dev.stderr().split("\n").slice(-20).join("\n")}`);
 await dev.cleanup();
 
+await passkeys();
 await sessionRules({ adminPassword: ADMIN_NEW });
 await externalProvider();
 

@@ -26,7 +26,9 @@ function Page(props: { data: SignInPage | FactorPage | null }) {
   if ("factorTicket" in data) {
     return (
       <FactorCard factors={data.factors} extra={<LanguageSwitch onChange={setLang} />}
-        post={{ factorTicket: data.factorTicket, error: data.error, purpose: purposeOf(data) }} />
+        post={{
+          factorTicket: data.factorTicket, error: data.error, purpose: purposeOf(data), passkeyOptions: data.passkeyOptions,
+        }} />
     );
   }
   return (

@@ -8,11 +8,25 @@ afterEach(() => setLanguage("en"));
 describe("the second step's request", () => {
   it("is an answer with a factor ticket, keeping the typed kinds only", () => {
     expect(parseFactorChallenge({ factor_ticket: "f.t.s", factors: ["totp", "recovery"] }))
-      .toEqual({ factorTicket: "f.t.s", factors: ["totp", "recovery"] });
+      .toEqual({ factorTicket: "f.t.s", factors: ["totp", "recovery"], passkeyOptions: null });
+    // A passkey without its options cannot be used.
     expect(parseFactorChallenge({ factor_ticket: "f", factors: ["recovery", "passkey", "totp", 7] }))
-      .toEqual({ factorTicket: "f", factors: ["totp", "recovery"] });
-    expect(parseFactorChallenge({ factor_ticket: "f", factors: ["passkey"] })).toEqual({ factorTicket: "f", factors: [] });
+      .toEqual({ factorTicket: "f", factors: ["totp", "recovery"], passkeyOptions: null });
+    expect(parseFactorChallenge({ factor_ticket: "f", factors: ["passkey"] }))
+      .toEqual({ factorTicket: "f", factors: [], passkeyOptions: null });
     expect(typedFactors("totp")).toEqual([]);
+  });
+
+  it("keeps a passkey's options when a passkey is offered and they are WebAuthn's", () => {
+    const options = { publicKey: { challenge: "AAEC", rpId: "ichor.test", allowCredentials: [{ type: "public-key", id: "AQ" }] } };
+    expect(parseFactorChallenge({ factor_ticket: "f", factors: ["passkey", "recovery"], passkey_options: options }))
+      .toEqual({ factorTicket: "f", factors: ["recovery"], passkeyOptions: options });
+    // Options without a passkey offered, or not of the shape, are dropped.
+    expect(parseFactorChallenge({ factor_ticket: "f", factors: ["recovery"], passkey_options: options })!.passkeyOptions).toBeNull();
+    for (const bad of [{ publicKey: { challenge: 7 } }, { challenge: "AAEC" }, "x", { publicKey: { challenge: "a+b" } }]) {
+      expect(parseFactorChallenge({ factor_ticket: "f", factors: ["passkey"], passkey_options: bad })!.passkeyOptions,
+        JSON.stringify(bad)).toBeNull();
+    }
   });
 
   it("is not an answer with a redirect, an empty ticket or no object", () => {

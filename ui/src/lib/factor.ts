@@ -1,9 +1,11 @@
 // The second step of a sign-in (docs/mfa.md): after the right password, a user with a second
-// factor gets `{"factor_ticket", "factors"}` instead of a redirect, and the code typed here (an
-// authenticator-app code or a recovery code) goes with that ticket to /oidc/login/factor. Passkeys
-// are another step; this page takes the typed factors only.
+// factor gets `{"factor_ticket", "factors", "passkey_options"?}` instead of a redirect, and the
+// answer goes with that ticket to /oidc/login/factor: a passkey's (the browser's answer to
+// `passkey_options`, offered first: it cannot be phished) or a typed code (an authenticator-app
+// code or a recovery code).
 
 import { msg, type Key, type Msg } from "../strings";
+import { isRequestOptions } from "./webauthn";
 
 /** The factor kinds this page takes, as the issuer names them. */
 export const TYPED_FACTORS = ["totp", "recovery"] as const;
@@ -13,10 +15,14 @@ export type TypedFactor = (typeof TYPED_FACTORS)[number];
 /** The longest code the field takes (the issuer refuses longer ones as wrong codes). */
 export const CODE_MAX = 64;
 
-/** The issuer's request for a second factor: the signed ticket and the typed kinds offered. */
+/**
+ * The issuer's request for a second factor: the signed ticket, the typed kinds offered and, when
+ * a passkey is offered, the options for `navigator.credentials.get` (the issuer's JSON).
+ */
 export interface FactorChallenge {
   factorTicket: string;
   factors: TypedFactor[];
+  passkeyOptions: unknown | null;
 }
 
 /** The typed kinds of `raw` (an array of kind names), in this page's order; unknown ones dropped. */
@@ -26,14 +32,27 @@ export function typedFactors(raw: unknown): TypedFactor[] {
 }
 
 /**
+ * The passkey options of a second-factor request: `passkey_options` when `factors` offers a
+ * passkey and the options are of the WebAuthn shape, else null.
+ */
+export function passkeyOptionsOf(factors: unknown, options: unknown): unknown | null {
+  return Array.isArray(factors) && factors.includes("passkey") && isRequestOptions(options) ? options : null;
+}
+
+/**
  * The second-factor request in an answer of /oidc/login, or null when the answer is not one (no
- * `factor_ticket`). A request offering no kind this page takes has an empty `factors`.
+ * `factor_ticket`). A request offering no kind this page takes has an empty `factors` and no
+ * `passkeyOptions`.
  */
 export function parseFactorChallenge(body: unknown): FactorChallenge | null {
   if (typeof body !== "object" || body === null) return null;
   const b = body as Record<string, unknown>;
   if (typeof b.factor_ticket !== "string" || b.factor_ticket === "") return null;
-  return { factorTicket: b.factor_ticket, factors: typedFactors(b.factors) };
+  return {
+    factorTicket: b.factor_ticket,
+    factors: typedFactors(b.factors),
+    passkeyOptions: passkeyOptionsOf(b.factors, b.passkey_options),
+  };
 }
 
 /** The hint under the code field: what to type, by the kinds the user has. */

@@ -118,6 +118,56 @@ describe("the in-page sign-in with a second factor", () => {
     expect(storage.getItem("ichor.token")).toContain(".");
     loginAnswer = () => ({ body: { factor_ticket: "f", factors: ["passkey"] } });
     expect(await refusalOf(signIn("admin", "correct-horse"))).toEqual({ key: "factorUnsupported", values: undefined });
+    loginAnswer = () => ({ body: { factor_ticket: "f", factors: ["webauthn-someday"] } });
+    expect(await refusalOf(signIn("admin", "correct-horse"))).toEqual({ key: "factorUnsupported", values: undefined });
+  });
+
+  it("signs in with a passkey: the browser's answer goes with the ticket, a refusal says so", async () => {
+    const options = { publicKey: { challenge: "AAEC", rpId: "ichor.test", userVerification: "required",
+      allowCredentials: [{ type: "public-key", id: "BwgJ" }] } };
+    loginAnswer = () => ({ body: { factor_ticket: "f.t.s", factors: ["passkey", "recovery"], passkey_options: options } });
+    const asked: CredentialRequestOptions[] = [];
+    const answers: (() => unknown)[] = [
+      () => { throw new DOMException("The operation either timed out or was not allowed.", "NotAllowedError"); },
+      () => assertion,
+      () => assertion,
+    ];
+    const bytes = (...b: number[]) => new Uint8Array(b).buffer;
+    const assertion = {
+      id: "BwgJ", rawId: bytes(7, 8, 9), type: "public-key",
+      response: { clientDataJSON: bytes(123, 125), authenticatorData: bytes(1, 2), signature: bytes(3, 4), userHandle: bytes(5) },
+      getClientExtensionResults: () => ({}),
+    };
+    vi.stubGlobal("navigator", {
+      credentials: {
+        get: async (o: CredentialRequestOptions) => {
+          asked.push(o);
+          return answers.shift()!();
+        },
+      },
+    });
+    const step = await signIn("olga", "correct-horse");
+    expect(step?.passkey).toBe(true);
+    expect(step?.factors).toEqual(["recovery"]);
+
+    // Cancelled in the browser: nothing is sent, the step stays.
+    const cancelled = await step!.verifyPasskey().then(() => null, (e: { msg: unknown }) => e.msg);
+    expect(cancelled).toEqual({ key: "passkeyCancelled", values: undefined });
+    expect(posts.filter((p) => p.url === "/oidc/login/factor")).toEqual([]);
+    expect(new Uint8Array(asked[0].publicKey!.challenge as ArrayBuffer)).toEqual(new Uint8Array([0, 1, 2]));
+    expect(new Uint8Array(asked[0].publicKey!.allowCredentials![0].id as ArrayBuffer)).toEqual(new Uint8Array([7, 8, 9]));
+
+    // Refused by the issuer (a cloned authenticator reads as a wrong answer).
+    factorAnswers.push({ status: 401, body: { error: "access_denied", error_description: "The code is incorrect or was used already." } });
+    expect(await refusalOf(step!.verifyPasskey())).toEqual({ key: "passkeyRefused", values: undefined });
+    expect(storage.getItem("ichor.token")).toBeNull();
+
+    await step!.verifyPasskey();
+    const sent = posts.filter((p) => p.url === "/oidc/login/factor").map((p) => p.body);
+    const credential = { id: "BwgJ", rawId: "BwgJ", type: "public-key", clientExtensionResults: {},
+      response: { clientDataJSON: "e30", authenticatorData: "AQI", signature: "AwQ", userHandle: "BQ" } };
+    expect(sent).toEqual([{ factor_ticket: "f.t.s", credential }, { factor_ticket: "f.t.s", credential }]);
+    expect(storage.getItem("ichor.token")).toContain(".");
   });
 
   it("hands the second step on after a password change", async () => {

@@ -4,9 +4,10 @@
 // verifier, state and nonce stay in memory (local variables of one call).
 
 import { msg, t, type Msg } from "../strings";
-import { factorRefusal, signInRefusal } from "./refusal";
+import { factorRefusal, passkeyRefusal, signInRefusal } from "./refusal";
 import { parseFactorChallenge, type TypedFactor } from "./factor";
 import { claims, stringClaim } from "./jwt";
+import { getPasskey } from "./webauthn";
 import { challengeS256, randomToken } from "./pkce";
 import { session } from "./session";
 
@@ -85,14 +86,18 @@ export async function post<T>(url: string, init: RequestInit, refusal: Refusal =
 }
 
 /**
- * A sign-in waiting for its second factor: the kinds the user may type, and `verify`, which
- * sends a code with the step's ticket and, when it is accepted, finishes the sign-in as the
- * password would have (a refused code is a [`SignInError`]; the step can be tried again until the
- * issuer says it is no longer valid). The ticket, PKCE verifier, state and nonce stay inside.
+ * A sign-in waiting for its second factor: the kinds the user may type, whether a passkey is
+ * offered, and `verify`, which sends a code with the step's ticket, or `verifyPasskey`, which asks
+ * the browser for the passkey's answer and sends it; when accepted, either finishes the sign-in as
+ * the password would have (a refusal is a [`SignInError`], a cancelled or failed passkey prompt a
+ * `PasskeyError`; the step can be tried again until the issuer says it is no longer valid). The
+ * ticket, PKCE verifier, state and nonce stay inside.
  */
 export interface FactorStep {
   readonly factors: readonly TypedFactor[];
+  readonly passkey: boolean;
   verify(code: string): Promise<void>;
+  verifyPasskey(): Promise<void>;
 }
 
 const JSON_POST = { "content-type": "application/json", accept: "application/json" };
@@ -186,16 +191,25 @@ export async function signIn(username: string, password: string): Promise<Factor
     await finish(answer?.redirect_uri);
     return null;
   }
-  if (challenge.factors.length === 0) throw new SignInError(msg("factorUnsupported"));
+  if (challenge.factors.length === 0 && challenge.passkeyOptions === null) {
+    throw new SignInError(msg("factorUnsupported"));
+  }
   const factorUrl = new URL("/oidc/login/factor", provider.issuer).href;
+  const send = async (body: Record<string, unknown>, refusal: Refusal) => {
+    const accepted = await post<{ redirect_uri?: unknown }>(factorUrl, {
+      headers: JSON_POST,
+      body: JSON.stringify({ factor_ticket: challenge.factorTicket, ...body }),
+    }, refusal);
+    await finish(accepted?.redirect_uri);
+  };
   return {
     factors: challenge.factors,
-    async verify(code: string) {
-      const accepted = await post<{ redirect_uri?: unknown }>(factorUrl, {
-        headers: JSON_POST,
-        body: JSON.stringify({ factor_ticket: challenge.factorTicket, code: code.trim() }),
-      }, factorRefusal);
-      await finish(accepted?.redirect_uri);
+    passkey: challenge.passkeyOptions !== null,
+    verify: (code: string) => send({ code: code.trim() }, factorRefusal),
+    async verifyPasskey() {
+      if (challenge.passkeyOptions === null) throw new SignInError(msg("factorUnsupported"));
+      const credential = await getPasskey(challenge.passkeyOptions);
+      await send({ credential }, passkeyRefusal);
     },
   };
 }

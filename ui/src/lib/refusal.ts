@@ -43,6 +43,12 @@ const PATTERNS: [RegExp, (m: RegExpMatchArray) => Msg][] = [
   [/^ticket: (has expired|is no longer valid|is not a valid enrolment ticket|was not made for you|holds no usable secret)/,
     () => msg("refusedEnrolExpired")],
   [/^(kind|passkey_id): you have no /, () => msg("refusedFactorGone")],
+  // Adding a passkey (BeginPasskeyRegistration, FinishPasskeyRegistration).
+  [/^passkeys need the issuer to be reached by a domain name/, () => msg("refusedPasskeyNeedsDomain")],
+  [/^credential_json: the passkey could not be verified for this site/, () => msg("refusedPasskeyNotVerified")],
+  [/^ticket: is not a valid registration ticket/, () => msg("refusedEnrolExpired")],
+  [/^you have (\d+) passkeys already/, (m) => msg("refusedTooManyPasskeys", { count: Number(m[1]) })],
+  [/^this passkey is registered already/, () => msg("passkeyExists")],
   [/^too many wrong passwords for this account or from this address: try again in (\d+) s/,
     (m) => msg("refusedPasswordWait", { seconds: Number(m[1]) })],
   [/^the password checks of this server are busy: try again in (\d+) s/,
@@ -98,4 +104,10 @@ export function factorRefusal(status: number, error: string, description: string
   if (status === 401 && error === "access_denied") return msg("wrongCode");
   if (status === 400 && /expired or is invalid|no longer valid/i.test(description)) return msg("factorExpired");
   return signInRefusal(status, error, description, retryAfter);
+}
+
+/** A refusal of a passkey's answer at the second step: as a code's, but a refused answer says so. */
+export function passkeyRefusal(status: number, error: string, description: string, retryAfter: number | null): Msg {
+  const m = factorRefusal(status, error, description, retryAfter);
+  return m.key === "wrongCode" ? msg("passkeyRefused") : m;
 }

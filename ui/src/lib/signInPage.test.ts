@@ -51,7 +51,7 @@ describe("the issuer's second-step page data", () => {
   it("holds the factor ticket, the typed kinds and whom the sign-in is for", () => {
     const page = parseFactorPage(JSON.stringify(factor))!;
     expect(page).toEqual({ factorTicket: "f.t.s", factors: ["totp", "recovery"], client: "ichor-cli", port: 53121,
-      origin: "http://127.0.0.1:53121", error: null });
+      origin: "http://127.0.0.1:53121", error: null, passkeyOptions: null });
     expect(t(purposeOf(page))).toContain("port 53121");
     // The password step's data is not the second step's, and the other way round.
     expect(parseFactorPage(JSON.stringify(cli))).toBeNull();
@@ -66,8 +66,20 @@ describe("the issuer's second-step page data", () => {
     expect(parseFactorPage(JSON.stringify({ ...factor, error: { key: "wrongCredentials" } }))!.error).toBeNull();
   });
 
+  it("holds a passkey's options when a passkey is offered, alone or beside a code", () => {
+    const passkey_options = { publicKey: { challenge: "AAEC", rpId: "localhost", allowCredentials: [] } };
+    const alone = parseFactorPage(JSON.stringify({ ...factor, factors: ["passkey"], passkey_options }))!;
+    expect(alone.factors).toEqual([]);
+    expect(alone.passkeyOptions).toEqual(passkey_options);
+    const both = parseFactorPage(JSON.stringify({ ...factor, factors: ["passkey", "recovery"], passkey_options }))!;
+    expect(both.factors).toEqual(["recovery"]);
+    expect(both.passkeyOptions).toEqual(passkey_options);
+  });
+
   it("refuses a block without a ticket, without a kind this page takes, or not of the shape", () => {
+    // A passkey offered without its options is not a kind this page can take.
     for (const f of [{ ...factor, factor_ticket: "" }, { ...factor, factors: ["passkey"] }, { ...factor, factors: "totp" },
+      { ...factor, factors: ["passkey"], passkey_options: { publicKey: {} } },
       { ...factor, client: 1 }, { ...factor, origin: null }]) {
       expect(parseFactorPage(JSON.stringify(f)), JSON.stringify(f)).toBeNull();
     }

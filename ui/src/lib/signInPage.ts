@@ -4,10 +4,11 @@
 // typed before and the refusal of the last attempt as a key of the catalogs. The page renders the
 // SPA's sign-in card from it; the form is posted to /oidc/login as the issuer has always taken it.
 // After a right password, a user with a second factor gets the same page with the second step's
-// data instead (`factor_ticket`, the kinds offered), whose form is posted to /oidc/login/factor.
+// data instead (`factor_ticket`, the kinds offered, a passkey's options), whose forms are posted to
+// /oidc/login/factor (a code, or a passkey's answer as the field `credential`).
 
 import { msg, type Key, type Msg } from "../strings";
-import { typedFactors, type TypedFactor } from "./factor";
+import { passkeyOptionsOf, typedFactors, type TypedFactor } from "./factor";
 
 /** The id of the `<script type="application/json">` block the issuer writes into the page. */
 export const SIGN_IN_DATA_ID = "ichor-sign-in";
@@ -39,8 +40,10 @@ export interface SignInPage extends SignInFor {
 export interface FactorPage extends SignInFor {
   /** The signed second-factor ticket the form posts back. */
   factorTicket: string;
-  /** The typed factor kinds offered (at least one). */
+  /** The typed factor kinds offered (at least one of these or a passkey). */
   factors: TypedFactor[];
+  /** The options for `navigator.credentials.get` when a passkey is offered, else null. */
+  passkeyOptions: unknown | null;
   /** The refusal of the last attempt, else null. */
   error: Msg | null;
 }
@@ -70,15 +73,19 @@ export function parseSignInPage(text: string | null | undefined): SignInPage | n
 
 /**
  * The second step's page data from the JSON block's text, or null when it is not the second
- * step's (no `factor_ticket`), offers no kind this page takes, or is not of this shape.
+ * step's (no `factor_ticket`), offers no kind this page takes (a typed code or a passkey with
+ * its options), or is not of this shape.
  */
 export function parseFactorPage(text: string | null | undefined): FactorPage | null {
   const r = parseBlock(text);
   const about = r && signInFor(r);
   if (!r || !about || !isString(r.factor_ticket) || r.factor_ticket === "") return null;
   const factors = typedFactors(r.factors);
-  if (factors.length === 0) return null;
-  return { ...about, factorTicket: r.factor_ticket, factors, error: parseError(r.error, FACTOR_ERROR_KEYS) };
+  const passkeyOptions = passkeyOptionsOf(r.factors, r.passkey_options);
+  if (factors.length === 0 && passkeyOptions === null) return null;
+  return {
+    ...about, factorTicket: r.factor_ticket, factors, passkeyOptions, error: parseError(r.error, FACTOR_ERROR_KEYS),
+  };
 }
 
 function parseBlock(text: string | null | undefined): Record<string, unknown> | null {

@@ -50,7 +50,11 @@ export function ChangePassword(props: { onSignedOut: () => void }) {
         verify={async (code) => {
           await factor.verify(code);
           location.reload();
-        }} />
+        }}
+        passkey={factor.passkey ? async () => {
+          await factor.verifyPasskey();
+          location.reload();
+        } : undefined} />
     );
   }
 

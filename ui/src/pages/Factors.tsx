@@ -11,6 +11,8 @@ import { FactorChange } from "./FactorChange";
 import { RecoveryCodes } from "./RecoveryCodes";
 import { SignInAgain } from "./SignInAgain";
 import { TotpEnrol } from "./TotpEnrol";
+import { PasskeyEnrol } from "./PasskeyEnrol";
+import { passkeysAvailable } from "../lib/webauthn";
 
 /**
  * What follows a change of the caller's factors, which ended every session of the user: the
@@ -29,7 +31,10 @@ function useAfterChange(name: string, onSignedOut: () => void) {
   };
   let view: ComponentChildren = null;
   if (again !== null) {
-    view = <SignInAgain name={name} password={again} notice={S.signInAgainNotice} onSignedOut={onSignedOut} />;
+    view = (
+      <SignInAgain name={name} password={again} notice={S.signInAgainNotice} passkeyNotice={S.signInAgainPasskeyNotice}
+        onSignedOut={onSignedOut} />
+    );
   } else if (codes) {
     view = (
       <>
@@ -82,11 +87,14 @@ function removalOf(row: MethodRow): Removal {
 
 const KINDS = { totp: FactorKind.TOTP, recovery: FactorKind.RECOVERY, passkey: FactorKind.PASSKEY } as const;
 
-type Action = { kind: "enrol" } | { kind: "regenerate" } | { kind: "remove"; removal: Removal };
+type Action = { kind: "enrol" } | { kind: "passkey" } | { kind: "regenerate" } | { kind: "remove"; removal: Removal };
+
+/** The most passkeys a user may have (the issuer refuses more). */
+const MAX_PASSKEYS = 10;
 
 /**
  * The account page's "Sign-in methods": the caller's second factors (kinds, dates, recovery
- * codes left), adding an authenticator app, new recovery codes and removing a factor. Every
+ * codes left), adding a passkey or an authenticator app, new recovery codes and removing a factor. Every
  * change ends all the user's sessions; the tab then signs in again (`onSignedOut` when it cannot).
  */
 export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => void }) {
@@ -118,9 +126,13 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
   const rows = methodRows(factors);
   const busy = action !== null;
   const kinds = typedKinds(factors);
+  // Offered where the browser can make one; an issuer reached by an IP address refuses, and says so.
+  const passkeyOffered = !!factors && passkeysAvailable() && factors.passkeys.length < MAX_PASSKEYS;
   let panel: ComponentChildren = null;
   if (action?.kind === "enrol") {
     panel = <TotpEnrol level={3} onEnrolled={after.changed} onCancel={cancel} />;
+  } else if (action?.kind === "passkey") {
+    panel = <PasskeyEnrol level={3} onEnrolled={after.changed} onCancel={cancel} />;
   } else if (action?.kind === "regenerate") {
     panel = (
       <FactorChange title={S.regenerateCodes} text={S.regenerateText} submit={S.regenerateCodes} kinds={kinds}
@@ -167,8 +179,16 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
             ))}
           </ul>
         )}
-        {factors && !factors.totp && (
-          <button type="button" class="primary start" disabled={busy} onClick={() => open({ kind: "enrol" })}>{S.setUpApp}</button>
+        {factors && (passkeyOffered || !factors.totp) && (
+          <div class="buttons">
+            {passkeyOffered && (
+              <button type="button" class="primary" disabled={busy} onClick={() => open({ kind: "passkey" })}>{S.addPasskey}</button>
+            )}
+            {!factors.totp && (
+              <button type="button" class={passkeyOffered ? undefined : "primary"} disabled={busy}
+                onClick={() => open({ kind: "enrol" })}>{S.setUpApp}</button>
+            )}
+          </div>
         )}
       </div>
       {panel}
@@ -178,16 +198,32 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
 
 /**
  * The screen of a user whom the second-factor policy requires to enrol: nothing but setting up
- * an authenticator app (every other call is refused until then), the language and signing out.
+ * an authenticator app or adding a passkey (every other call is refused until then), the
+ * language and signing out.
  */
 export function MustEnrol(props: { me: WhoAmIResponse; onSignedOut: () => void; extra?: ComponentChildren }) {
   const after = useAfterChange(props.me.name, props.onSignedOut);
+  const [passkey, setPasskey] = useState(false);
+  const other = useRef<HTMLButtonElement>(null);
+  const enrol = passkey
+    ? <PasskeyEnrol level={2} onEnrolled={after.changed} onCancel={() => {
+      setPasskey(false);
+      setTimeout(() => other.current?.focus(), 0);
+    }} />
+    : (
+      <>
+        <TotpEnrol level={2} onEnrolled={after.changed} />
+        {passkeysAvailable() && (
+          <button ref={other} type="button" class="start" onClick={() => setPasskey(true)}>{S.addPasskeyInstead}</button>
+        )}
+      </>
+    );
   return (
     <main class="center">
       <div class="stack narrow">
         <h1>{S.mustEnrolTitle}</h1>
         <p>{S.mustEnrolText}</p>
-        {after.view ?? <TotpEnrol level={2} onEnrolled={after.changed} />}
+        {after.view ?? enrol}
         <button type="button" class="start" onClick={() => void session.signOut()}>{S.signOut}</button>
         {props.extra}
       </div>

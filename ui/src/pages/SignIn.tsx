@@ -104,6 +104,10 @@ export function SignIn(props: { notice?: Msg; onSignedIn?: () => void; extra?: C
           await factor.verify(code);
           props.onSignedIn?.();
         }}
+        passkey={factor.passkey ? async () => {
+          await factor.verifyPasskey();
+          props.onSignedIn?.();
+        } : undefined}
         onRestart={() => {
           setErrors({});
           setFactor(null);

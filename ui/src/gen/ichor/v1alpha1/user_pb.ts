@@ -28,7 +28,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ichor/v1alpha1/user.proto.
  */
 export const file_ichor_v1alpha1_user: GenFile = /*@__PURE__*/
-  fileDesc("ChlpY2hvci92MWFscGhhMS91c2VyLnByb3RvEg5pY2hvci52MWFscGhhMSKFAQoEVXNlchIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVlbWFpbBgDIAEoCRINCgVyb2xlcxgEIAMoCRIQCghkaXNhYmxlZBgFIAEoCBIUCgxwYXNzd29yZF9zZXQYBiABKAgSEwoLbXVzdF9jaGFuZ2UYByABKAgiEgoQTGlzdFVzZXJzUmVxdWVzdCI4ChFMaXN0VXNlcnNSZXNwb25zZRIjCgV1c2VycxgBIAMoCzIULmljaG9yLnYxYWxwaGExLlVzZXIiHgoOR2V0VXNlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSI1Cg9HZXRVc2VyUmVzcG9uc2USIgoEdXNlchgBIAEoCzIULmljaG9yLnYxYWxwaGExLlVzZXIirAEKEUNyZWF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEg0KBXJvbGVzGAQgAygJEhAKCGRpc2FibGVkGAUgASgIEhIKCHBhc3N3b3JkGAYgASgJSAASGwoRZ2VuZXJhdGVfcGFzc3dvcmQYByABKAhIAEISChBpbml0aWFsX3Bhc3N3b3JkIlQKEkNyZWF0ZVVzZXJSZXNwb25zZRIiCgR1c2VyGAEgASgLMhQuaWNob3IudjFhbHBoYTEuVXNlchIaChJnZW5lcmF0ZWRfcGFzc3dvcmQYAiABKAkiGQoIUm9sZUxpc3QSDQoFcm9sZXMYASADKAkiuAEKEVVwZGF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSGQoMZGlzcGxheV9uYW1lGAIgASgJSACIAQESEgoFZW1haWwYAyABKAlIAYgBARInCgVyb2xlcxgEIAEoCzIYLmljaG9yLnYxYWxwaGExLlJvbGVMaXN0EhUKCGRpc2FibGVkGAUgASgISAKIAQFCDwoNX2Rpc3BsYXlfbmFtZUIICgZfZW1haWxCCwoJX2Rpc2FibGVkIjgKElVwZGF0ZVVzZXJSZXNwb25zZRIiCgR1c2VyGAEgASgLMhQuaWNob3IudjFhbHBoYTEuVXNlciIhChFEZWxldGVVc2VyUmVxdWVzdBIMCgRuYW1lGAEgASgJIhQKEkRlbGV0ZVVzZXJSZXNwb25zZSJxChJTZXRQYXNzd29yZFJlcXVlc3QSDAoEbmFtZRgBIAEoCRISCghwYXNzd29yZBgCIAEoCUgAEhIKCGdlbmVyYXRlGAMgASgISAASFQoNcmVzZXRfZmFjdG9ycxgEIAEoCEIOCgxuZXdfcGFzc3dvcmQiMQoTU2V0UGFzc3dvcmRSZXNwb25zZRIaChJnZW5lcmF0ZWRfcGFzc3dvcmQYASABKAkiRgoYQ2hhbmdlT3duUGFzc3dvcmRSZXF1ZXN0EhQKDG9sZF9wYXNzd29yZBgBIAEoCRIUCgxuZXdfcGFzc3dvcmQYAiABKAkiGwoZQ2hhbmdlT3duUGFzc3dvcmRSZXNwb25zZSIlChVSZXZva2VTZXNzaW9uc1JlcXVlc3QSDAoEbmFtZRgBIAEoCSIYChZSZXZva2VTZXNzaW9uc1Jlc3BvbnNlIikKFkdldE15S3ViZWNvbmZpZ1JlcXVlc3QSDwoHY2FfZmlsZRgBIAEoCSItChdHZXRNeUt1YmVjb25maWdSZXNwb25zZRISCgprdWJlY29uZmlnGAEgASgJIg8KDVdob0FtSVJlcXVlc3QikgEKDldob0FtSVJlc3BvbnNlEgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEg0KBXJvbGVzGAQgAygJEhMKC211c3RfY2hhbmdlGAUgASgIEhUKDXNlY29uZF9mYWN0b3IYBiABKAkSEgoKbXVzdF9lbnJvbBgHIAEoCCKVAQoHRmFjdG9ycxItCghwYXNza2V5cxgBIAMoCzIbLmljaG9yLnYxYWxwaGExLlBhc3NrZXlJbmZvEiYKBHRvdHAYAiABKAsyGC5pY2hvci52MWFscGhhMS5Ub3RwSW5mbxIzCghyZWNvdmVyeRgDIAEoCzIhLmljaG9yLnYxYWxwaGExLlJlY292ZXJ5Q29kZXNJbmZvImoKC1Bhc3NrZXlJbmZvEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKY3JlYXRlZF9hdBgDIAEoCRIUCgxsYXN0X3VzZWRfYXQYBCABKAkSFwoPYmFja3VwX2VsaWdpYmxlGAUgASgIIh4KCFRvdHBJbmZvEhIKCmNyZWF0ZWRfYXQYASABKAkiOgoRUmVjb3ZlcnlDb2Rlc0luZm8SEQoJcmVtYWluaW5nGAEgASgNEhIKCmNyZWF0ZWRfYXQYAiABKAkiFwoVTGlzdE93bkZhY3RvcnNSZXF1ZXN0IkIKFkxpc3RPd25GYWN0b3JzUmVzcG9uc2USKAoHZmFjdG9ycxgBIAEoCzIXLmljaG9yLnYxYWxwaGExLkZhY3RvcnMiJAoQQmVnaW5Ub3RwUmVxdWVzdBIQCghwYXNzd29yZBgBIAEoCSJIChFCZWdpblRvdHBSZXNwb25zZRIOCgZzZWNyZXQYASABKAkSEwoLb3RwYXV0aF91cmkYAiABKAkSDgoGdGlja2V0GAMgASgJIjIKEkNvbmZpcm1Ub3RwUmVxdWVzdBIOCgZ0aWNrZXQYASABKAkSDAoEY29kZRgCIAEoCSItChNDb25maXJtVG90cFJlc3BvbnNlEhYKDnJlY292ZXJ5X2NvZGVzGAEgAygJIkAKHlJlZ2VuZXJhdGVSZWNvdmVyeUNvZGVzUmVxdWVzdBIQCghwYXNzd29yZBgBIAEoCRIMCgRjb2RlGAIgASgJIjkKH1JlZ2VuZXJhdGVSZWNvdmVyeUNvZGVzUmVzcG9uc2USFgoOcmVjb3ZlcnlfY29kZXMYASADKAkicwoTUmVtb3ZlRmFjdG9yUmVxdWVzdBIQCghwYXNzd29yZBgBIAEoCRIoCgRraW5kGAIgASgOMhouaWNob3IudjFhbHBoYTEuRmFjdG9yS2luZBISCgpwYXNza2V5X2lkGAMgASgJEgwKBGNvZGUYBCABKAkiQAoUUmVtb3ZlRmFjdG9yUmVzcG9uc2USKAoHZmFjdG9ycxgBIAEoCzIXLmljaG9yLnYxYWxwaGExLkZhY3RvcnMiJQoVR2V0VXNlckZhY3RvcnNSZXF1ZXN0EgwKBG5hbWUYASABKAkiQgoWR2V0VXNlckZhY3RvcnNSZXNwb25zZRIoCgdmYWN0b3JzGAEgASgLMhcuaWNob3IudjFhbHBoYTEuRmFjdG9ycypyCgpGYWN0b3JLaW5kEhsKF0ZBQ1RPUl9LSU5EX1VOU1BFQ0lGSUVEEAASFAoQRkFDVE9SX0tJTkRfVE9UUBABEhgKFEZBQ1RPUl9LSU5EX1JFQ09WRVJZEAISFwoTRkFDVE9SX0tJTkRfUEFTU0tFWRADMr0LCgtVc2VyU2VydmljZRJQCglMaXN0VXNlcnMSIC5pY2hvci52MWFscGhhMS5MaXN0VXNlcnNSZXF1ZXN0GiEuaWNob3IudjFhbHBoYTEuTGlzdFVzZXJzUmVzcG9uc2USSgoHR2V0VXNlchIeLmljaG9yLnYxYWxwaGExLkdldFVzZXJSZXF1ZXN0Gh8uaWNob3IudjFhbHBoYTEuR2V0VXNlclJlc3BvbnNlElMKCkNyZWF0ZVVzZXISIS5pY2hvci52MWFscGhhMS5DcmVhdGVVc2VyUmVxdWVzdBoiLmljaG9yLnYxYWxwaGExLkNyZWF0ZVVzZXJSZXNwb25zZRJTCgpVcGRhdGVVc2VyEiEuaWNob3IudjFhbHBoYTEuVXBkYXRlVXNlclJlcXVlc3QaIi5pY2hvci52MWFscGhhMS5VcGRhdGVVc2VyUmVzcG9uc2USUwoKRGVsZXRlVXNlchIhLmljaG9yLnYxYWxwaGExLkRlbGV0ZVVzZXJSZXF1ZXN0GiIuaWNob3IudjFhbHBoYTEuRGVsZXRlVXNlclJlc3BvbnNlElYKC1NldFBhc3N3b3JkEiIuaWNob3IudjFhbHBoYTEuU2V0UGFzc3dvcmRSZXF1ZXN0GiMuaWNob3IudjFhbHBoYTEuU2V0UGFzc3dvcmRSZXNwb25zZRJoChFDaGFuZ2VPd25QYXNzd29yZBIoLmljaG9yLnYxYWxwaGExLkNoYW5nZU93blBhc3N3b3JkUmVxdWVzdBopLmljaG9yLnYxYWxwaGExLkNoYW5nZU93blBhc3N3b3JkUmVzcG9uc2USXwoOUmV2b2tlU2Vzc2lvbnMSJS5pY2hvci52MWFscGhhMS5SZXZva2VTZXNzaW9uc1JlcXVlc3QaJi5pY2hvci52MWFscGhhMS5SZXZva2VTZXNzaW9uc1Jlc3BvbnNlEmIKD0dldE15S3ViZWNvbmZpZxImLmljaG9yLnYxYWxwaGExLkdldE15S3ViZWNvbmZpZ1JlcXVlc3QaJy5pY2hvci52MWFscGhhMS5HZXRNeUt1YmVjb25maWdSZXNwb25zZRJHCgZXaG9BbUkSHS5pY2hvci52MWFscGhhMS5XaG9BbUlSZXF1ZXN0Gh4uaWNob3IudjFhbHBoYTEuV2hvQW1JUmVzcG9uc2USXwoOTGlzdE93bkZhY3RvcnMSJS5pY2hvci52MWFscGhhMS5MaXN0T3duRmFjdG9yc1JlcXVlc3QaJi5pY2hvci52MWFscGhhMS5MaXN0T3duRmFjdG9yc1Jlc3BvbnNlElAKCUJlZ2luVG90cBIgLmljaG9yLnYxYWxwaGExLkJlZ2luVG90cFJlcXVlc3QaIS5pY2hvci52MWFscGhhMS5CZWdpblRvdHBSZXNwb25zZRJWCgtDb25maXJtVG90cBIiLmljaG9yLnYxYWxwaGExLkNvbmZpcm1Ub3RwUmVxdWVzdBojLmljaG9yLnYxYWxwaGExLkNvbmZpcm1Ub3RwUmVzcG9uc2USegoXUmVnZW5lcmF0ZVJlY292ZXJ5Q29kZXMSLi5pY2hvci52MWFscGhhMS5SZWdlbmVyYXRlUmVjb3ZlcnlDb2Rlc1JlcXVlc3QaLy5pY2hvci52MWFscGhhMS5SZWdlbmVyYXRlUmVjb3ZlcnlDb2Rlc1Jlc3BvbnNlElkKDFJlbW92ZUZhY3RvchIjLmljaG9yLnYxYWxwaGExLlJlbW92ZUZhY3RvclJlcXVlc3QaJC5pY2hvci52MWFscGhhMS5SZW1vdmVGYWN0b3JSZXNwb25zZRJfCg5HZXRVc2VyRmFjdG9ycxIlLmljaG9yLnYxYWxwaGExLkdldFVzZXJGYWN0b3JzUmVxdWVzdBomLmljaG9yLnYxYWxwaGExLkdldFVzZXJGYWN0b3JzUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChlpY2hvci92MWFscGhhMS91c2VyLnByb3RvEg5pY2hvci52MWFscGhhMSKFAQoEVXNlchIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRINCgVlbWFpbBgDIAEoCRINCgVyb2xlcxgEIAMoCRIQCghkaXNhYmxlZBgFIAEoCBIUCgxwYXNzd29yZF9zZXQYBiABKAgSEwoLbXVzdF9jaGFuZ2UYByABKAgiEgoQTGlzdFVzZXJzUmVxdWVzdCI4ChFMaXN0VXNlcnNSZXNwb25zZRIjCgV1c2VycxgBIAMoCzIULmljaG9yLnYxYWxwaGExLlVzZXIiHgoOR2V0VXNlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSI1Cg9HZXRVc2VyUmVzcG9uc2USIgoEdXNlchgBIAEoCzIULmljaG9yLnYxYWxwaGExLlVzZXIirAEKEUNyZWF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEg0KBXJvbGVzGAQgAygJEhAKCGRpc2FibGVkGAUgASgIEhIKCHBhc3N3b3JkGAYgASgJSAASGwoRZ2VuZXJhdGVfcGFzc3dvcmQYByABKAhIAEISChBpbml0aWFsX3Bhc3N3b3JkIlQKEkNyZWF0ZVVzZXJSZXNwb25zZRIiCgR1c2VyGAEgASgLMhQuaWNob3IudjFhbHBoYTEuVXNlchIaChJnZW5lcmF0ZWRfcGFzc3dvcmQYAiABKAkiGQoIUm9sZUxpc3QSDQoFcm9sZXMYASADKAkiuAEKEVVwZGF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSGQoMZGlzcGxheV9uYW1lGAIgASgJSACIAQESEgoFZW1haWwYAyABKAlIAYgBARInCgVyb2xlcxgEIAEoCzIYLmljaG9yLnYxYWxwaGExLlJvbGVMaXN0EhUKCGRpc2FibGVkGAUgASgISAKIAQFCDwoNX2Rpc3BsYXlfbmFtZUIICgZfZW1haWxCCwoJX2Rpc2FibGVkIjgKElVwZGF0ZVVzZXJSZXNwb25zZRIiCgR1c2VyGAEgASgLMhQuaWNob3IudjFhbHBoYTEuVXNlciIhChFEZWxldGVVc2VyUmVxdWVzdBIMCgRuYW1lGAEgASgJIhQKEkRlbGV0ZVVzZXJSZXNwb25zZSJxChJTZXRQYXNzd29yZFJlcXVlc3QSDAoEbmFtZRgBIAEoCRISCghwYXNzd29yZBgCIAEoCUgAEhIKCGdlbmVyYXRlGAMgASgISAASFQoNcmVzZXRfZmFjdG9ycxgEIAEoCEIOCgxuZXdfcGFzc3dvcmQiMQoTU2V0UGFzc3dvcmRSZXNwb25zZRIaChJnZW5lcmF0ZWRfcGFzc3dvcmQYASABKAkiRgoYQ2hhbmdlT3duUGFzc3dvcmRSZXF1ZXN0EhQKDG9sZF9wYXNzd29yZBgBIAEoCRIUCgxuZXdfcGFzc3dvcmQYAiABKAkiGwoZQ2hhbmdlT3duUGFzc3dvcmRSZXNwb25zZSIlChVSZXZva2VTZXNzaW9uc1JlcXVlc3QSDAoEbmFtZRgBIAEoCSIYChZSZXZva2VTZXNzaW9uc1Jlc3BvbnNlIikKFkdldE15S3ViZWNvbmZpZ1JlcXVlc3QSDwoHY2FfZmlsZRgBIAEoCSItChdHZXRNeUt1YmVjb25maWdSZXNwb25zZRISCgprdWJlY29uZmlnGAEgASgJIg8KDVdob0FtSVJlcXVlc3QikgEKDldob0FtSVJlc3BvbnNlEgwKBG5hbWUYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEg0KBWVtYWlsGAMgASgJEg0KBXJvbGVzGAQgAygJEhMKC211c3RfY2hhbmdlGAUgASgIEhUKDXNlY29uZF9mYWN0b3IYBiABKAkSEgoKbXVzdF9lbnJvbBgHIAEoCCKVAQoHRmFjdG9ycxItCghwYXNza2V5cxgBIAMoCzIbLmljaG9yLnYxYWxwaGExLlBhc3NrZXlJbmZvEiYKBHRvdHAYAiABKAsyGC5pY2hvci52MWFscGhhMS5Ub3RwSW5mbxIzCghyZWNvdmVyeRgDIAEoCzIhLmljaG9yLnYxYWxwaGExLlJlY292ZXJ5Q29kZXNJbmZvImoKC1Bhc3NrZXlJbmZvEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKY3JlYXRlZF9hdBgDIAEoCRIUCgxsYXN0X3VzZWRfYXQYBCABKAkSFwoPYmFja3VwX2VsaWdpYmxlGAUgASgIIh4KCFRvdHBJbmZvEhIKCmNyZWF0ZWRfYXQYASABKAkiOgoRUmVjb3ZlcnlDb2Rlc0luZm8SEQoJcmVtYWluaW5nGAEgASgNEhIKCmNyZWF0ZWRfYXQYAiABKAkiFwoVTGlzdE93bkZhY3RvcnNSZXF1ZXN0IkIKFkxpc3RPd25GYWN0b3JzUmVzcG9uc2USKAoHZmFjdG9ycxgBIAEoCzIXLmljaG9yLnYxYWxwaGExLkZhY3RvcnMiJAoQQmVnaW5Ub3RwUmVxdWVzdBIQCghwYXNzd29yZBgBIAEoCSJIChFCZWdpblRvdHBSZXNwb25zZRIOCgZzZWNyZXQYASABKAkSEwoLb3RwYXV0aF91cmkYAiABKAkSDgoGdGlja2V0GAMgASgJIjIKEkNvbmZpcm1Ub3RwUmVxdWVzdBIOCgZ0aWNrZXQYASABKAkSDAoEY29kZRgCIAEoCSItChNDb25maXJtVG90cFJlc3BvbnNlEhYKDnJlY292ZXJ5X2NvZGVzGAEgAygJIjMKH0JlZ2luUGFzc2tleVJlZ2lzdHJhdGlvblJlcXVlc3QSEAoIcGFzc3dvcmQYASABKAkiSAogQmVnaW5QYXNza2V5UmVnaXN0cmF0aW9uUmVzcG9uc2USFAoMb3B0aW9uc19qc29uGAEgASgJEg4KBnRpY2tldBgCIAEoCSJZCiBGaW5pc2hQYXNza2V5UmVnaXN0cmF0aW9uUmVxdWVzdBIOCgZ0aWNrZXQYASABKAkSDAoEbmFtZRgCIAEoCRIXCg9jcmVkZW50aWFsX2pzb24YAyABKAkiZQohRmluaXNoUGFzc2tleVJlZ2lzdHJhdGlvblJlc3BvbnNlEhYKDnJlY292ZXJ5X2NvZGVzGAEgAygJEigKB2ZhY3RvcnMYAiABKAsyFy5pY2hvci52MWFscGhhMS5GYWN0b3JzIkAKHlJlZ2VuZXJhdGVSZWNvdmVyeUNvZGVzUmVxdWVzdBIQCghwYXNzd29yZBgBIAEoCRIMCgRjb2RlGAIgASgJIjkKH1JlZ2VuZXJhdGVSZWNvdmVyeUNvZGVzUmVzcG9uc2USFgoOcmVjb3ZlcnlfY29kZXMYASADKAkicwoTUmVtb3ZlRmFjdG9yUmVxdWVzdBIQCghwYXNzd29yZBgBIAEoCRIoCgRraW5kGAIgASgOMhouaWNob3IudjFhbHBoYTEuRmFjdG9yS2luZBISCgpwYXNza2V5X2lkGAMgASgJEgwKBGNvZGUYBCABKAkiQAoUUmVtb3ZlRmFjdG9yUmVzcG9uc2USKAoHZmFjdG9ycxgBIAEoCzIXLmljaG9yLnYxYWxwaGExLkZhY3RvcnMiJQoVR2V0VXNlckZhY3RvcnNSZXF1ZXN0EgwKBG5hbWUYASABKAkiQgoWR2V0VXNlckZhY3RvcnNSZXNwb25zZRIoCgdmYWN0b3JzGAEgASgLMhcuaWNob3IudjFhbHBoYTEuRmFjdG9ycypyCgpGYWN0b3JLaW5kEhsKF0ZBQ1RPUl9LSU5EX1VOU1BFQ0lGSUVEEAASFAoQRkFDVE9SX0tJTkRfVE9UUBABEhgKFEZBQ1RPUl9LSU5EX1JFQ09WRVJZEAISFwoTRkFDVE9SX0tJTkRfUEFTU0tFWRADMr8NCgtVc2VyU2VydmljZRJQCglMaXN0VXNlcnMSIC5pY2hvci52MWFscGhhMS5MaXN0VXNlcnNSZXF1ZXN0GiEuaWNob3IudjFhbHBoYTEuTGlzdFVzZXJzUmVzcG9uc2USSgoHR2V0VXNlchIeLmljaG9yLnYxYWxwaGExLkdldFVzZXJSZXF1ZXN0Gh8uaWNob3IudjFhbHBoYTEuR2V0VXNlclJlc3BvbnNlElMKCkNyZWF0ZVVzZXISIS5pY2hvci52MWFscGhhMS5DcmVhdGVVc2VyUmVxdWVzdBoiLmljaG9yLnYxYWxwaGExLkNyZWF0ZVVzZXJSZXNwb25zZRJTCgpVcGRhdGVVc2VyEiEuaWNob3IudjFhbHBoYTEuVXBkYXRlVXNlclJlcXVlc3QaIi5pY2hvci52MWFscGhhMS5VcGRhdGVVc2VyUmVzcG9uc2USUwoKRGVsZXRlVXNlchIhLmljaG9yLnYxYWxwaGExLkRlbGV0ZVVzZXJSZXF1ZXN0GiIuaWNob3IudjFhbHBoYTEuRGVsZXRlVXNlclJlc3BvbnNlElYKC1NldFBhc3N3b3JkEiIuaWNob3IudjFhbHBoYTEuU2V0UGFzc3dvcmRSZXF1ZXN0GiMuaWNob3IudjFhbHBoYTEuU2V0UGFzc3dvcmRSZXNwb25zZRJoChFDaGFuZ2VPd25QYXNzd29yZBIoLmljaG9yLnYxYWxwaGExLkNoYW5nZU93blBhc3N3b3JkUmVxdWVzdBopLmljaG9yLnYxYWxwaGExLkNoYW5nZU93blBhc3N3b3JkUmVzcG9uc2USXwoOUmV2b2tlU2Vzc2lvbnMSJS5pY2hvci52MWFscGhhMS5SZXZva2VTZXNzaW9uc1JlcXVlc3QaJi5pY2hvci52MWFscGhhMS5SZXZva2VTZXNzaW9uc1Jlc3BvbnNlEmIKD0dldE15S3ViZWNvbmZpZxImLmljaG9yLnYxYWxwaGExLkdldE15S3ViZWNvbmZpZ1JlcXVlc3QaJy5pY2hvci52MWFscGhhMS5HZXRNeUt1YmVjb25maWdSZXNwb25zZRJHCgZXaG9BbUkSHS5pY2hvci52MWFscGhhMS5XaG9BbUlSZXF1ZXN0Gh4uaWNob3IudjFhbHBoYTEuV2hvQW1JUmVzcG9uc2USXwoOTGlzdE93bkZhY3RvcnMSJS5pY2hvci52MWFscGhhMS5MaXN0T3duRmFjdG9yc1JlcXVlc3QaJi5pY2hvci52MWFscGhhMS5MaXN0T3duRmFjdG9yc1Jlc3BvbnNlElAKCUJlZ2luVG90cBIgLmljaG9yLnYxYWxwaGExLkJlZ2luVG90cFJlcXVlc3QaIS5pY2hvci52MWFscGhhMS5CZWdpblRvdHBSZXNwb25zZRJWCgtDb25maXJtVG90cBIiLmljaG9yLnYxYWxwaGExLkNvbmZpcm1Ub3RwUmVxdWVzdBojLmljaG9yLnYxYWxwaGExLkNvbmZpcm1Ub3RwUmVzcG9uc2USfQoYQmVnaW5QYXNza2V5UmVnaXN0cmF0aW9uEi8uaWNob3IudjFhbHBoYTEuQmVnaW5QYXNza2V5UmVnaXN0cmF0aW9uUmVxdWVzdBowLmljaG9yLnYxYWxwaGExLkJlZ2luUGFzc2tleVJlZ2lzdHJhdGlvblJlc3BvbnNlEoABChlGaW5pc2hQYXNza2V5UmVnaXN0cmF0aW9uEjAuaWNob3IudjFhbHBoYTEuRmluaXNoUGFzc2tleVJlZ2lzdHJhdGlvblJlcXVlc3QaMS5pY2hvci52MWFscGhhMS5GaW5pc2hQYXNza2V5UmVnaXN0cmF0aW9uUmVzcG9uc2USegoXUmVnZW5lcmF0ZVJlY292ZXJ5Q29kZXMSLi5pY2hvci52MWFscGhhMS5SZWdlbmVyYXRlUmVjb3ZlcnlDb2Rlc1JlcXVlc3QaLy5pY2hvci52MWFscGhhMS5SZWdlbmVyYXRlUmVjb3ZlcnlDb2Rlc1Jlc3BvbnNlElkKDFJlbW92ZUZhY3RvchIjLmljaG9yLnYxYWxwaGExLlJlbW92ZUZhY3RvclJlcXVlc3QaJC5pY2hvci52MWFscGhhMS5SZW1vdmVGYWN0b3JSZXNwb25zZRJfCg5HZXRVc2VyRmFjdG9ycxIlLmljaG9yLnYxYWxwaGExLkdldFVzZXJGYWN0b3JzUmVxdWVzdBomLmljaG9yLnYxYWxwaGExLkdldFVzZXJGYWN0b3JzUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * A user as shown to administrators. Never carries a password or a hash.
@@ -572,7 +572,8 @@ export type WhoAmIResponse = Message<"ichor.v1alpha1.WhoAmIResponse"> & {
 
   /**
    * The policy requires a second factor the user has not set up: only WhoAmI,
-   * ChangeOwnPassword, ListOwnFactors, BeginTotp and ConfirmTotp are allowed until they do.
+   * ChangeOwnPassword, ListOwnFactors, BeginTotp, ConfirmTotp, BeginPasskeyRegistration and
+   * FinishPasskeyRegistration are allowed until they do.
    *
    * @generated from field: bool must_enrol = 7;
    */
@@ -842,6 +843,113 @@ export const ConfirmTotpResponseSchema: GenMessage<ConfirmTotpResponse> = /*@__P
   messageDesc(file_ichor_v1alpha1_user, 31);
 
 /**
+ * @generated from message ichor.v1alpha1.BeginPasskeyRegistrationRequest
+ */
+export type BeginPasskeyRegistrationRequest = Message<"ichor.v1alpha1.BeginPasskeyRegistrationRequest"> & {
+  /**
+   * The caller's current password (checked as a sign-in attempt: wrong ones back off).
+   *
+   * @generated from field: string password = 1;
+   */
+  password: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.BeginPasskeyRegistrationRequest.
+ * Use `create(BeginPasskeyRegistrationRequestSchema)` to create a new message.
+ */
+export const BeginPasskeyRegistrationRequestSchema: GenMessage<BeginPasskeyRegistrationRequest> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 32);
+
+/**
+ * @generated from message ichor.v1alpha1.BeginPasskeyRegistrationResponse
+ */
+export type BeginPasskeyRegistrationResponse = Message<"ichor.v1alpha1.BeginPasskeyRegistrationResponse"> & {
+  /**
+   * The PublicKeyCredentialCreationOptions as JSON ({"publicKey":{…}}, binary fields base64url),
+   * for navigator.credentials.create.
+   *
+   * @generated from field: string options_json = 1;
+   */
+  optionsJson: string;
+
+  /**
+   * The signed registration ticket for FinishPasskeyRegistration (valid 10 minutes, for this
+   * user until its password or factors change).
+   *
+   * @generated from field: string ticket = 2;
+   */
+  ticket: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.BeginPasskeyRegistrationResponse.
+ * Use `create(BeginPasskeyRegistrationResponseSchema)` to create a new message.
+ */
+export const BeginPasskeyRegistrationResponseSchema: GenMessage<BeginPasskeyRegistrationResponse> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 33);
+
+/**
+ * @generated from message ichor.v1alpha1.FinishPasskeyRegistrationRequest
+ */
+export type FinishPasskeyRegistrationRequest = Message<"ichor.v1alpha1.FinishPasskeyRegistrationRequest"> & {
+  /**
+   * The ticket of BeginPasskeyRegistration.
+   *
+   * @generated from field: string ticket = 1;
+   */
+  ticket: string;
+
+  /**
+   * The name to show for the passkey: 1 to 64 characters of printable text.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The browser's PublicKeyCredential as JSON (binary fields base64url).
+   *
+   * @generated from field: string credential_json = 3;
+   */
+  credentialJson: string;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.FinishPasskeyRegistrationRequest.
+ * Use `create(FinishPasskeyRegistrationRequestSchema)` to create a new message.
+ */
+export const FinishPasskeyRegistrationRequestSchema: GenMessage<FinishPasskeyRegistrationRequest> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 34);
+
+/**
+ * @generated from message ichor.v1alpha1.FinishPasskeyRegistrationResponse
+ */
+export type FinishPasskeyRegistrationResponse = Message<"ichor.v1alpha1.FinishPasskeyRegistrationResponse"> & {
+  /**
+   * Ten new recovery codes, returned this once and stored only as digests; empty when the
+   * caller had unused recovery codes already (they stay).
+   *
+   * @generated from field: repeated string recovery_codes = 1;
+   */
+  recoveryCodes: string[];
+
+  /**
+   * The caller's factors with the new passkey.
+   *
+   * @generated from field: ichor.v1alpha1.Factors factors = 2;
+   */
+  factors?: Factors | undefined;
+};
+
+/**
+ * Describes the message ichor.v1alpha1.FinishPasskeyRegistrationResponse.
+ * Use `create(FinishPasskeyRegistrationResponseSchema)` to create a new message.
+ */
+export const FinishPasskeyRegistrationResponseSchema: GenMessage<FinishPasskeyRegistrationResponse> = /*@__PURE__*/
+  messageDesc(file_ichor_v1alpha1_user, 35);
+
+/**
  * @generated from message ichor.v1alpha1.RegenerateRecoveryCodesRequest
  */
 export type RegenerateRecoveryCodesRequest = Message<"ichor.v1alpha1.RegenerateRecoveryCodesRequest"> & {
@@ -866,7 +974,7 @@ export type RegenerateRecoveryCodesRequest = Message<"ichor.v1alpha1.RegenerateR
  * Use `create(RegenerateRecoveryCodesRequestSchema)` to create a new message.
  */
 export const RegenerateRecoveryCodesRequestSchema: GenMessage<RegenerateRecoveryCodesRequest> = /*@__PURE__*/
-  messageDesc(file_ichor_v1alpha1_user, 32);
+  messageDesc(file_ichor_v1alpha1_user, 36);
 
 /**
  * @generated from message ichor.v1alpha1.RegenerateRecoveryCodesResponse
@@ -885,7 +993,7 @@ export type RegenerateRecoveryCodesResponse = Message<"ichor.v1alpha1.Regenerate
  * Use `create(RegenerateRecoveryCodesResponseSchema)` to create a new message.
  */
 export const RegenerateRecoveryCodesResponseSchema: GenMessage<RegenerateRecoveryCodesResponse> = /*@__PURE__*/
-  messageDesc(file_ichor_v1alpha1_user, 33);
+  messageDesc(file_ichor_v1alpha1_user, 37);
 
 /**
  * @generated from message ichor.v1alpha1.RemoveFactorRequest
@@ -926,7 +1034,7 @@ export type RemoveFactorRequest = Message<"ichor.v1alpha1.RemoveFactorRequest"> 
  * Use `create(RemoveFactorRequestSchema)` to create a new message.
  */
 export const RemoveFactorRequestSchema: GenMessage<RemoveFactorRequest> = /*@__PURE__*/
-  messageDesc(file_ichor_v1alpha1_user, 34);
+  messageDesc(file_ichor_v1alpha1_user, 38);
 
 /**
  * @generated from message ichor.v1alpha1.RemoveFactorResponse
@@ -945,7 +1053,7 @@ export type RemoveFactorResponse = Message<"ichor.v1alpha1.RemoveFactorResponse"
  * Use `create(RemoveFactorResponseSchema)` to create a new message.
  */
 export const RemoveFactorResponseSchema: GenMessage<RemoveFactorResponse> = /*@__PURE__*/
-  messageDesc(file_ichor_v1alpha1_user, 35);
+  messageDesc(file_ichor_v1alpha1_user, 39);
 
 /**
  * @generated from message ichor.v1alpha1.GetUserFactorsRequest
@@ -962,7 +1070,7 @@ export type GetUserFactorsRequest = Message<"ichor.v1alpha1.GetUserFactorsReques
  * Use `create(GetUserFactorsRequestSchema)` to create a new message.
  */
 export const GetUserFactorsRequestSchema: GenMessage<GetUserFactorsRequest> = /*@__PURE__*/
-  messageDesc(file_ichor_v1alpha1_user, 36);
+  messageDesc(file_ichor_v1alpha1_user, 40);
 
 /**
  * @generated from message ichor.v1alpha1.GetUserFactorsResponse
@@ -979,7 +1087,7 @@ export type GetUserFactorsResponse = Message<"ichor.v1alpha1.GetUserFactorsRespo
  * Use `create(GetUserFactorsResponseSchema)` to create a new message.
  */
 export const GetUserFactorsResponseSchema: GenMessage<GetUserFactorsResponse> = /*@__PURE__*/
-  messageDesc(file_ichor_v1alpha1_user, 37);
+  messageDesc(file_ichor_v1alpha1_user, 41);
 
 /**
  * The kind of a second factor.
@@ -1161,6 +1269,31 @@ export const UserService: GenService<{
     methodKind: "unary";
     input: typeof ConfirmTotpRequestSchema;
     output: typeof ConfirmTotpResponseSchema;
+  },
+  /**
+   * Starts adding a passkey over the caller's current password: the options for the browser's
+   * navigator.credentials.create and a signed registration ticket. Nothing is stored until
+   * FinishPasskeyRegistration brings the authenticator's answer. Fails with FailedPrecondition
+   * when the issuer's URL names an IP address (WebAuthn needs a domain name).
+   *
+   * @generated from rpc ichor.v1alpha1.UserService.BeginPasskeyRegistration
+   */
+  beginPasskeyRegistration: {
+    methodKind: "unary";
+    input: typeof BeginPasskeyRegistrationRequestSchema;
+    output: typeof BeginPasskeyRegistrationResponseSchema;
+  },
+  /**
+   * Stores the passkey of a BeginPasskeyRegistration ticket once the authenticator's answer
+   * verifies, with ten recovery codes (returned this once) when the caller has none. Ends every
+   * session of the caller, as a password change does.
+   *
+   * @generated from rpc ichor.v1alpha1.UserService.FinishPasskeyRegistration
+   */
+  finishPasskeyRegistration: {
+    methodKind: "unary";
+    input: typeof FinishPasskeyRegistrationRequestSchema;
+    output: typeof FinishPasskeyRegistrationResponseSchema;
   },
   /**
    * Ten new recovery codes over the caller's current password, replacing the old ones (returned
