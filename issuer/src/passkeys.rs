@@ -15,7 +15,9 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ichor_renderers::auth::credentials::{FactorRefusal, StoredPasskey, VerifiedPasskey};
+use ichor_renderers::auth::credentials::{
+    FactorRefusal, MAX_CREDENTIAL_ID_BYTES, PasskeyRefusal, StoredPasskey, VerifiedPasskey,
+};
 use jiff::Timestamp;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -114,8 +116,15 @@ impl RelyingParty {
             .webauthn
             .finish_passkey_registration(&credential, &state)
             .map_err(|e| RegistrationError::Refused(e.to_string()))?;
-        let stored =
+        if passkey.cred_id().len() > MAX_CREDENTIAL_ID_BYTES {
+            return Err(RegistrationError::Refused(format!(
+                "the authenticator's credential id is {} bytes, at most {MAX_CREDENTIAL_ID_BYTES} are taken; use another authenticator",
+                passkey.cred_id().len()
+            )));
+        }
+        let mut stored =
             serde_json::to_value(&passkey).map_err(|e| RegistrationError::Unstorable(e.to_string()))?;
+        without_attestation(&mut stored);
         Ok(StoredPasskey {
             id: credential_id(&passkey),
             name: name.to_owned(),
@@ -123,6 +132,7 @@ impl RelyingParty {
             passkey: stored,
             created_at: now,
             last_used_at: None,
+            cloned_at: None,
         })
     }
 
@@ -154,43 +164,46 @@ impl RelyingParty {
     /// [`ichor_renderers::auth::credentials::CredentialsEntry::use_passkey`].
     ///
     /// # Errors
-    /// [`FactorRefusal::PasskeyCloned`] when the signature counter did not move forward (against
-    /// the ticket's copy, by the library, and against the entry's, here);
-    /// [`FactorRefusal::PasskeyRefused`] for every other failure.
+    /// [`FactorRefusal::PasskeyCloned`], naming the passkey, when its signature verified but its
+    /// counter did not move forward (against the ticket's copy, by the library, and against the
+    /// entry's, here); [`FactorRefusal::PasskeyRefused`] for every other failure.
     pub fn verify_assertion(
         &self,
         state: &Value,
         credential_json: &str,
         passkeys: &[StoredPasskey],
-    ) -> Result<VerifiedPasskey, FactorRefusal> {
+    ) -> Result<VerifiedPasskey, PasskeyRefusal> {
+        let refused = || PasskeyRefusal::from(FactorRefusal::PasskeyRefused);
         if credential_json.len() > MAX_CREDENTIAL_JSON_BYTES {
-            return Err(FactorRefusal::PasskeyRefused);
+            return Err(refused());
         }
-        let credential: PublicKeyCredential =
-            serde_json::from_str(credential_json).map_err(|_| FactorRefusal::PasskeyRefused)?;
-        let state: PasskeyAuthentication =
-            serde_json::from_value(state.clone()).map_err(|_| FactorRefusal::PasskeyRefused)?;
+        let credential: PublicKeyCredential = serde_json::from_str(credential_json).map_err(|_| refused())?;
+        let state: PasskeyAuthentication = serde_json::from_value(state.clone()).map_err(|_| refused())?;
+        // Only a signature that verified reaches the counter check (the library checks it
+        // first), so a refusal as cloned names a passkey whose key signed.
+        let cloned = |id: String| PasskeyRefusal {
+            refusal: FactorRefusal::PasskeyCloned,
+            cloned: Some(id),
+        };
         let result = self
             .webauthn
             .finish_passkey_authentication(&credential, &state)
             .map_err(|e| match e {
-                WebauthnError::CredentialPossibleCompromise => FactorRefusal::PasskeyCloned,
-                _ => FactorRefusal::PasskeyRefused,
+                WebauthnError::CredentialPossibleCompromise => {
+                    cloned(URL_SAFE_NO_PAD.encode(&credential.raw_id))
+                }
+                _ => refused(),
             })?;
         let id = URL_SAFE_NO_PAD.encode(result.cred_id());
-        let stored = passkeys
-            .iter()
-            .find(|p| p.id == id)
-            .ok_or(FactorRefusal::PasskeyRefused)?;
-        let mut passkey = read_passkey(stored).ok_or(FactorRefusal::PasskeyRefused)?;
+        let stored = passkeys.iter().find(|p| p.id == id).ok_or_else(refused)?;
+        let mut passkey = read_passkey(stored).ok_or_else(refused)?;
         let counter = stored_counter(&stored.passkey);
         if (result.counter() > 0 || counter > 0) && result.counter() <= counter {
-            return Err(FactorRefusal::PasskeyCloned);
+            return Err(cloned(id));
         }
-        passkey
-            .update_credential(&result)
-            .ok_or(FactorRefusal::PasskeyRefused)?;
-        let updated = serde_json::to_value(&passkey).map_err(|_| FactorRefusal::PasskeyRefused)?;
+        passkey.update_credential(&result).ok_or_else(refused)?;
+        let mut updated = serde_json::to_value(&passkey).map_err(|_| refused())?;
+        without_attestation(&mut updated);
         Ok(VerifiedPasskey {
             id,
             backup_eligible: stored_flag(&updated, "backup_eligible"),
@@ -219,6 +232,20 @@ fn read_passkey(stored: &StoredPasskey) -> Option<Passkey> {
 /// The credential id of `passkey`, base64url without padding as the entry keeps it.
 fn credential_id(passkey: &Passkey) -> String {
     URL_SAFE_NO_PAD.encode(passkey.cred_id())
+}
+
+/// Replaces the attestation of the library's stored credential (`{"cred":{…}}`) by "none".
+/// Ichor asks for none and trusts none (no attestation CA list): what an authenticator sent
+/// anyway (a certificate chain of a few KiB) would only make the entry and every sign-in's
+/// ticket larger.
+fn without_attestation(passkey: &mut Value) {
+    if let Some(cred) = passkey.get_mut("cred").and_then(Value::as_object_mut) {
+        cred.insert(
+            "attestation".to_owned(),
+            serde_json::json!({"data": "None", "metadata": "None"}),
+        );
+        cred.insert("attestation_format".to_owned(), Value::from("none"));
+    }
 }
 
 /// A flag of the library's stored credential (`{"cred":{…}}`).
@@ -289,7 +316,7 @@ mod tests {
             );
             assert_eq!(
                 rp.verify_assertion(&state, junk, &[]).unwrap_err(),
-                FactorRefusal::PasskeyRefused
+                PasskeyRefusal::from(FactorRefusal::PasskeyRefused)
             );
         }
         assert!(rp.begin_authentication(&[]).is_none());

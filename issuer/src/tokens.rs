@@ -31,7 +31,7 @@ use crate::keys::{LoadedKeys, b64};
 pub mod enrol;
 pub mod factor;
 pub use enrol::{PasskeyEnrolClaims, TOTP_ENROL_TTL, TYP_PASSKEY_ENROL, TYP_TOTP_ENROL, TotpEnrolClaims};
-pub use factor::{FactorClaims, PasskeyChallenge, TYP_FACTOR};
+pub use factor::{FactorClaims, MAX_FACTOR_TICKET_BYTES, PasskeyChallenge, TYP_FACTOR};
 
 /// The longest token accepted for verification, in bytes.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;

@@ -30,6 +30,7 @@ use axum::{
 use ichor_renderers::auth::UserName;
 use ichor_renderers::auth::credentials::{
     CredentialsEntry, FACTOR_PASSKEY, FACTOR_RECOVERY, FACTOR_TOTP, FactorAttempt, FactorRefusal,
+    PasskeyRefusal,
 };
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +47,7 @@ use super::{
 };
 use crate::{
     store::{Change, StoreError, modify_credentials},
-    tokens::{self, FactorClaims, PasskeyChallenge, TicketClaims},
+    tokens::{self, FactorClaims, MAX_FACTOR_TICKET_BYTES, PasskeyChallenge, TicketClaims},
     ui::UiFiles,
 };
 
@@ -86,41 +87,56 @@ pub(super) fn pending(
     let now = issuer.now();
     let iat = tokens::unix_seconds(now);
     // Passkeys are offered when this issuer is a relying party (its URL names a domain) and
-    // one of the user's can be read.
+    // one of the user's that no copy was detected of can be read.
+    let usable = entry.usable_passkeys();
     let passkey = issuer
         .relying_party()
-        .filter(|_| !entry.factors.passkeys.is_empty())
-        .and_then(|rp| rp.begin_authentication(&entry.factors.passkeys))
+        .filter(|_| !usable.is_empty())
+        .and_then(|rp| rp.begin_authentication(&usable))
         .and_then(|(options, state)| {
             let options = serde_json::to_value(options).ok()?;
             Some(PasskeyChallenge { options, state })
         });
-    let factors: Vec<&'static str> = entry
-        .offered_factors()
-        .into_iter()
-        .filter(|f| *f != FACTOR_PASSKEY || passkey.is_some())
-        .collect();
-    let passkey_options = passkey.as_ref().map(|p| p.options.clone());
-    let claims = FactorClaims {
-        iss: issuer.issuer().to_owned(),
-        sub: user.to_owned(),
-        request: request.clone(),
-        nb: entry.not_before.to_string(),
-        dev: device,
-        factors: factors.iter().map(|f| (*f).to_owned()).collect(),
-        used: entry.factor_use_mark(),
-        passkey,
-        iat,
-        exp: iat + tokens::TICKET_TTL.as_secs(),
+    let sign = |passkey: Option<PasskeyChallenge>| {
+        let factors: Vec<&'static str> = entry
+            .offered_factors()
+            .into_iter()
+            .filter(|f| *f != FACTOR_PASSKEY || passkey.is_some())
+            .collect();
+        let passkey_options = passkey.as_ref().map(|p| p.options.clone());
+        let claims = FactorClaims {
+            iss: issuer.issuer().to_owned(),
+            sub: user.to_owned(),
+            request: request.clone(),
+            nb: entry.not_before.to_string(),
+            dev: device.clone(),
+            factors: factors.iter().map(|f| (*f).to_owned()).collect(),
+            used: entry.factor_use_mark(),
+            passkey,
+            iat,
+            exp: iat + tokens::TICKET_TTL.as_secs(),
+        };
+        let ticket = tokens::sign_artifact(&keys, &claims, now, now)
+            .map_err(|e| tracing::error!(error = %e, "cannot sign a second-factor ticket"))
+            .ok()?;
+        Some(Pending {
+            ticket,
+            factors,
+            passkey_options,
+        })
     };
-    let ticket = tokens::sign_artifact(&keys, &claims, now, now)
-        .map_err(|e| tracing::error!(error = %e, "cannot sign a second-factor ticket"))
-        .ok()?;
-    Some(Pending {
-        ticket,
-        factors,
-        passkey_options,
-    })
+    let pending = sign(passkey)?;
+    if pending.ticket.len() <= MAX_FACTOR_TICKET_BYTES {
+        return Some(pending);
+    }
+    // The user's passkeys do not fit one ticket (the entry's bounds keep ten within it, so an
+    // entry written by hand): the typed factors are still offered.
+    tracing::error!(
+        user,
+        bytes = pending.ticket.len(),
+        "the passkeys do not fit a second-factor ticket; offering the typed factors only"
+    );
+    sign(None)
 }
 
 #[derive(Serialize)]
@@ -322,11 +338,10 @@ async fn second_step(
                 };
                 entry.attempt_typed_factor(code, now)
             }
-            Answer::Passkey(credential) => entry.attempt_factor(now, |entry| {
+            Answer::Passkey(credential) => entry.attempt_passkey(now, |usable| {
                 // A ticket that offered no passkey step takes no passkey answer.
-                let (step, rp) = passkey_step.ok_or(FactorRefusal::PasskeyRefused)?;
-                let verified = rp.verify_assertion(&step.state, credential, &entry.factors.passkeys)?;
-                entry.use_passkey(&verified, now)
+                let (step, rp) = passkey_step.ok_or(PasskeyRefusal::from(FactorRefusal::PasskeyRefused))?;
+                rp.verify_assertion(&step.state, credential, usable)
             }),
         };
         Ok(match attempt {

@@ -75,6 +75,8 @@ pub struct PasskeyEnrolClaims {
 
 impl Artifact for PasskeyEnrolClaims {
     const TYP: &'static str = TYP_PASSKEY_ENROL;
+    /// The state lists the credential ids of the user's passkeys (up to ten of 255 bytes).
+    const MAX_BYTES: usize = 16 * 1024;
     fn iss(&self) -> &str {
         &self.iss
     }

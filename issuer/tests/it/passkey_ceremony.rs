@@ -120,7 +120,7 @@ async fn an_answer_relayed_from_a_phishing_site_or_made_for_another_site_is_refu
 }
 
 #[tokio::test]
-async fn a_copied_authenticator_whose_counter_went_back_is_refused_and_logged() {
+async fn a_copied_authenticator_whose_counter_went_back_disables_the_passkey_for_both_and_is_logged() {
     let h = Harness::new();
     let mut key = SoftAuthenticator::new(ISSUER);
     with_erin(&h, &mut key);
@@ -140,9 +140,39 @@ async fn a_copied_authenticator_whose_counter_went_back_is_refused_and_logged() 
         "{}",
         log.text()
     );
-    assert_eq!(h.store.entry("erin").unwrap().factors.failures, 1);
-    // The real authenticator goes on.
+    let entry = h.store.entry("erin").unwrap();
+    assert_eq!(entry.factors.failures, 1);
+    assert_eq!(entry.factors.passkeys[0].cloned_at, Some(h.clock.now_ts()));
+    // Which of the two is the thief's, the counter cannot tell: the passkey signs no one in
+    // any more. erin has no other factor, so her sign-in stops at the second step until she
+    // (with a recovery code) or an admin removes it.
+    let ticket = h.ticket("ichor-cli", CLI_REDIRECT, "openid", "").await;
+    let reply = h.login(&ticket, "erin", PASSWORD).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
+    assert!(reply.text().contains("no second factor left"), "{}", reply.text());
+}
+
+#[tokio::test]
+async fn a_copy_that_jumps_its_counter_ahead_gains_nothing_once_the_original_signs() {
+    let h = Harness::new();
+    let mut key = SoftAuthenticator::new(ISSUER);
+    with_erin(&h, &mut key);
+    // The thief signs first, with a counter far ahead: accepted (nothing tells it apart yet).
+    let mut copy = key.clone_credential();
+    copy.counter = u32::MAX - 2;
     let (ticket, options) = password_step(&h).await;
-    let reply = answer(&h, &ticket, key.assert(&options)).await;
+    let reply = answer(&h, &ticket, copy.assert(&options)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    // The owner's next sign-in comes with a lower counter: the passkey is disabled for both,
+    // instead of the owner alone being refused while the thief goes on.
+    let (ticket, options) = password_step(&h).await;
+    refused_as_wrong(&answer(&h, &ticket, key.assert(&options)).await);
+    let ticket = h.ticket("ichor-cli", CLI_REDIRECT, "openid", "").await;
+    let reply = h.login(&ticket, "erin", PASSWORD).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
+    assert!(
+        h.store.entry("erin").unwrap().factors.passkeys[0]
+            .cloned_at
+            .is_some()
+    );
 }

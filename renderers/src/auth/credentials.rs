@@ -57,7 +57,7 @@ pub use factors::{
     TOTP_SECRET_CHARS, TotpFactor,
 };
 pub use families::{FamilyError, RefusalReason, Rotation};
-pub use passkeys::{AMR_HARDWARE_KEY, AMR_SYNCED_KEY, AddPasskeyError, VerifiedPasskey};
+pub use passkeys::{AMR_HARDWARE_KEY, AMR_SYNCED_KEY, AddPasskeyError, PasskeyRefusal, VerifiedPasskey};
 pub use second_factor::{
     AMR_MFA, AMR_TYPED_CODE, FACTOR_PASSKEY, FACTOR_RECOVERY, FACTOR_TOTP, FactorAttempt, FactorRefusal,
 };

@@ -36,5 +36,6 @@ pub fn stored_passkey() -> StoredPasskey {
         created_at: Timestamp::UNIX_EPOCH,
         last_used_at: None,
         backup_eligible: false,
+        cloned_at: None,
     }
 }

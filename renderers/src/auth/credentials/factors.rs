@@ -30,8 +30,10 @@ pub const MAX_PASSKEY_NAME_CHARS: usize = 64;
 /// The largest stored passkey (the relying-party library's serialised credential), in bytes of
 /// JSON.
 pub const MAX_PASSKEY_BYTES: usize = 4 * 1024;
-/// The longest credential id, in bytes before base64url (WebAuthn's bound on a credential id).
-pub const MAX_CREDENTIAL_ID_BYTES: usize = 1023;
+/// The longest credential id, in bytes before base64url. WebAuthn allows 1,023; authenticators
+/// make 16 to about 128, and ten ids of 1,023 bytes would not fit the sign-in's ticket, which
+/// lists the user's passkeys.
+pub const MAX_CREDENTIAL_ID_BYTES: usize = 255;
 /// The length of a stored TOTP secret: 32 base32 characters, 160 bits.
 pub const TOTP_SECRET_CHARS: usize = 32;
 /// How many recovery codes one enrolment or regeneration makes; each use removes one digest, so
@@ -72,6 +74,14 @@ pub struct Factors {
     /// When the last of [`Factors::failures`] was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_at: Option<Timestamp>,
+    /// Factors accepted so far: every accepted use adds one, so the factor use mark moves with
+    /// each, whatever the replicas' clocks say.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub uses: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -95,9 +105,15 @@ pub struct StoredPasskey {
     /// When it last completed a sign-in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_used_at: Option<Timestamp>,
-    /// The authenticator's backup-eligible flag: a synced passkey (`amr` `swk`) rather than a
-    /// hardware-bound one (`hwk`).
+    /// The authenticator's backup-eligible flag, as the authenticator reports it (no
+    /// attestation is asked for): a synced passkey (`amr` `swk`) rather than one bound to its
+    /// device (`hwk`).
     pub backup_eligible: bool,
+    /// When an answer signed by this passkey came with a signature counter that went back: a
+    /// copy of its key is in use. It completes no sign-in from then on, for the copy or the
+    /// original, until its user removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloned_at: Option<Timestamp>,
 }
 
 /// The authenticator-app factor (RFC 6238: SHA-1, 6 digits, 30-second steps).
@@ -136,6 +152,7 @@ impl fmt::Debug for StoredPasskey {
             .field("created_at", &self.created_at)
             .field("last_used_at", &self.last_used_at)
             .field("backup_eligible", &self.backup_eligible)
+            .field("cloned_at", &self.cloned_at)
             .finish()
     }
 }

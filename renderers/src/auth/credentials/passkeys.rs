@@ -11,7 +11,7 @@
 
 use jiff::Timestamp;
 
-use super::second_factor::{AMR_MFA, FactorRefusal};
+use super::second_factor::{AMR_MFA, FactorAttempt, FactorRefusal};
 use super::{CredentialsEntry, MAX_PASSKEYS, StoredPasskey};
 
 /// The `amr` of a sign-in completed with a hardware-bound passkey (RFC 8176 `hwk`).
@@ -36,6 +36,25 @@ impl std::fmt::Debug for VerifiedPasskey {
             .field("id", &self.id)
             .field("backup_eligible", &self.backup_eligible)
             .finish_non_exhaustive()
+    }
+}
+
+/// Why the relying-party library refused a passkey answer: the refusal, and the passkey that
+/// signed it when the signature verified but its counter went back (a copy of its key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasskeyRefusal {
+    /// Why, for the log.
+    pub refusal: FactorRefusal,
+    /// The credential id of the passkey a copy of which signed the answer.
+    pub cloned: Option<String>,
+}
+
+impl From<FactorRefusal> for PasskeyRefusal {
+    fn from(refusal: FactorRefusal) -> Self {
+        Self {
+            refusal,
+            cloned: None,
+        }
     }
 }
 
@@ -78,6 +97,42 @@ impl CredentialsEntry {
         Ok(next)
     }
 
+    /// The passkeys that may complete a sign-in: those no copy was detected of.
+    pub fn usable_passkeys(&self) -> Vec<StoredPasskey> {
+        self.factors
+            .passkeys
+            .iter()
+            .filter(|p| p.cloned_at.is_none())
+            .cloned()
+            .collect()
+    }
+
+    /// One passkey answer at `now`, counted as a typed code is
+    /// ([`CredentialsEntry::attempt_factor`]): `verify` (the relying-party library) checks it
+    /// against [`CredentialsEntry::usable_passkeys`] only when no back-off holds. A refusal
+    /// naming a copied passkey also marks that passkey (`clonedAt`), in the same write as the
+    /// failure, so neither the copy nor the original completes a sign-in any more: the counter
+    /// check cannot tell which of the two is the thief's.
+    pub fn attempt_passkey<F>(&self, now: Timestamp, verify: F) -> FactorAttempt
+    where
+        F: FnOnce(&[StoredPasskey]) -> Result<VerifiedPasskey, PasskeyRefusal>,
+    {
+        let mut cloned = None;
+        let mut attempt = self.attempt_factor(now, |entry| match verify(&entry.usable_passkeys()) {
+            Ok(verified) => entry.use_passkey(&verified, now),
+            Err(refusal) => {
+                cloned = refusal.cloned;
+                Err(refusal.refusal)
+            }
+        });
+        if let (FactorAttempt::Refused { entry, .. }, Some(id)) = (&mut attempt, cloned)
+            && let Some(passkey) = entry.factors.passkeys.iter_mut().find(|p| p.id == id)
+        {
+            passkey.cloned_at.get_or_insert(now);
+        }
+        attempt
+    }
+
     /// Records the use of the passkey `verified` names at `now`: its credential as the library
     /// returned it (the counter moved), `lastUsedAt` and its backup-eligible flag. Returns the
     /// entry and the sign-in's `amr` (`hwk` or `swk`, with `mfa`). Meant as the `check` of
@@ -101,6 +156,9 @@ impl CredentialsEntry {
             .iter_mut()
             .find(|p| p.id == verified.id)
             .ok_or(FactorRefusal::PasskeyRefused)?;
+        if stored.cloned_at.is_some() {
+            return Err(FactorRefusal::PasskeyCloned);
+        }
         stored.passkey = verified.passkey.clone();
         stored.last_used_at = Some(now);
         stored.backup_eligible = verified.backup_eligible;
@@ -132,6 +190,7 @@ mod tests {
             created_at: "2026-12-01T00:00:00Z".parse().unwrap(),
             last_used_at: None,
             backup_eligible: false,
+            cloned_at: None,
         }
     }
 
@@ -233,5 +292,84 @@ mod tests {
         });
         assert!(matches!(held, FactorAttempt::Wait { .. }), "{held:?}");
         assert!(!checked, "a held step does not even check the passkey");
+    }
+
+    #[test]
+    fn a_copy_detected_marks_the_passkey_and_neither_copy_nor_original_signs_in_again() {
+        let e = entry()
+            .add_passkey(passkey("AAAA"))
+            .unwrap()
+            .add_passkey(passkey("BBBB"))
+            .unwrap();
+        let refused = e.attempt_passkey(now(), |usable| {
+            assert_eq!(usable.len(), 2);
+            Err(PasskeyRefusal {
+                refusal: FactorRefusal::PasskeyCloned,
+                cloned: Some("AAAA".to_owned()),
+            })
+        });
+        let FactorAttempt::Refused {
+            entry: marked,
+            refusal,
+        } = refused
+        else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(refusal, FactorRefusal::PasskeyCloned);
+        assert_eq!(marked.factors.failures, 1);
+        assert_eq!(marked.factors.passkeys[0].cloned_at, Some(now()));
+        assert_eq!(marked.factors.passkeys[1].cloned_at, None);
+        // The library is shown the other passkey only, and an answer of the marked one is refused.
+        let usable: Vec<String> = marked.usable_passkeys().into_iter().map(|p| p.id).collect();
+        assert_eq!(usable, ["BBBB"]);
+        let verified = VerifiedPasskey {
+            id: "AAAA".to_owned(),
+            passkey: serde_json::json!({}),
+            backup_eligible: false,
+        };
+        assert_eq!(
+            marked.use_passkey(&verified, now()).unwrap_err(),
+            FactorRefusal::PasskeyCloned
+        );
+        // With every passkey marked, the sign-in offers no passkey.
+        let all = marked.attempt_passkey(now(), |_| {
+            Err(PasskeyRefusal {
+                refusal: FactorRefusal::PasskeyCloned,
+                cloned: Some("BBBB".to_owned()),
+            })
+        });
+        let FactorAttempt::Refused { entry: all, .. } = all else {
+            panic!()
+        };
+        assert!(
+            !all.offered_factors()
+                .contains(&crate::auth::credentials::FACTOR_PASSKEY)
+        );
+        assert!(
+            all.needs_second_factor(),
+            "a marked passkey is still a factor: never the password alone"
+        );
+    }
+
+    #[test]
+    fn every_accepted_use_moves_the_mark_whatever_the_clock_says() {
+        let e = entry().add_passkey(passkey("AAAA")).unwrap();
+        let verified = VerifiedPasskey {
+            id: "AAAA".to_owned(),
+            passkey: serde_json::json!({}),
+            backup_eligible: true,
+        };
+        let FactorAttempt::Accepted { entry: once, .. } = e.attempt_passkey(now(), |_| Ok(verified.clone()))
+        else {
+            panic!()
+        };
+        // The same instant again (a replica whose clock is behind): the mark still moves.
+        let FactorAttempt::Accepted { entry: twice, .. } =
+            once.attempt_passkey(now(), |_| Ok(verified.clone()))
+        else {
+            panic!()
+        };
+        assert_eq!(twice.factors.uses, 2);
+        assert_ne!(once.factor_use_mark(), twice.factor_use_mark());
     }
 }

@@ -111,6 +111,7 @@ impl CredentialsEntry {
             Ok((mut entry, amr)) => {
                 entry.factors.failures = 0;
                 entry.factors.failed_at = None;
+                entry.factors.uses = entry.factors.uses.saturating_add(1);
                 FactorAttempt::Accepted { entry, amr }
             }
             Err(refusal) => {
@@ -137,7 +138,8 @@ impl CredentialsEntry {
         let passkey = f.passkeys.iter().filter_map(|p| p.last_used_at).max();
         let nanos = |t: Option<Timestamp>| t.map_or(0, |t| t.as_nanosecond());
         format!(
-            "t{}@{}.r{}@{}.p{}",
+            "u{}.t{}@{}.r{}@{}.p{}",
+            f.uses,
             f.totp.as_ref().map_or(0, |t| t.last_step),
             nanos(f.totp.as_ref().map(|t| t.created_at)),
             f.recovery.as_ref().map_or(0, |r| r.digests.len()),
@@ -151,7 +153,7 @@ impl CredentialsEntry {
     pub fn offered_factors(&self) -> Vec<&'static str> {
         let factors = &self.factors;
         let mut offered = Vec::new();
-        if !factors.passkeys.is_empty() {
+        if factors.passkeys.iter().any(|p| p.cloned_at.is_none()) {
             offered.push(FACTOR_PASSKEY);
         }
         if factors.totp.is_some() {

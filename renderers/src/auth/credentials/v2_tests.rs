@@ -37,6 +37,7 @@ fn passkey(id: &str, name: &str) -> StoredPasskey {
         created_at: at(T0 + 10),
         last_used_at: Some(at(T0 + 20)),
         backup_eligible: false,
+        cloned_at: None,
     }
 }
 
@@ -66,6 +67,7 @@ fn enrolled() -> CredentialsEntry {
         }),
         failures: 0,
         failed_at: None,
+        uses: 3,
     };
     entry
 }
@@ -390,6 +392,7 @@ fn factors_strategy() -> impl Strategy<Value = Factors> {
                     created_at: at(T0),
                     last_used_at: used.map(|u| at(T0 + u)),
                     backup_eligible,
+                    cloned_at: None,
                 })
                 .collect(),
             totp: totp.map(|(secret, last_step)| TotpFactor {
@@ -403,6 +406,7 @@ fn factors_strategy() -> impl Strategy<Value = Factors> {
             }),
             failures: 0,
             failed_at: None,
+            uses: 0,
         })
 }
 
