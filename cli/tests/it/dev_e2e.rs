@@ -78,6 +78,7 @@ async fn ichor_dev_signs_in_the_printed_admin_serves_the_user_service_follows_th
         .begin_totp(authed(
             BeginTotpRequest {
                 password: new_admin_password.into(),
+                code: String::new(),
             },
             &token,
         ))

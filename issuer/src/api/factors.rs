@@ -128,6 +128,7 @@ pub fn message(factors: &Factors) -> proto::Factors {
                 created_at: p.created_at.to_string(),
                 last_used_at: p.last_used_at.map(|t| t.to_string()).unwrap_or_default(),
                 backup_eligible: p.backup_eligible,
+                cloned_at: p.cloned_at.map(|t| t.to_string()).unwrap_or_default(),
             })
             .collect(),
         totp: factors.totp.as_ref().map(|t| proto::TotpInfo {
@@ -189,6 +190,7 @@ mod tests {
                 created_at: at("2026-01-01T00:00:00Z"),
                 last_used_at: None,
                 backup_eligible: false,
+                cloned_at: None,
             }],
             totp: Some(TotpFactor {
                 secret: "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ".into(),

@@ -75,6 +75,53 @@ impl fmt::Debug for BeginTotpRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BeginTotpRequest")
             .field("password", &REDACTED)
+            .field("code", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for BeginPasskeyRegistrationRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BeginPasskeyRegistrationRequest")
+            .field("password", &REDACTED)
+            .field("code", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for BeginPasskeyRegistrationResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BeginPasskeyRegistrationResponse")
+            .field(
+                "options_json",
+                &format_args!("<{} bytes>", self.options_json.len()),
+            )
+            .field("ticket", &REDACTED)
+            .finish()
+    }
+}
+
+impl fmt::Debug for FinishPasskeyRegistrationRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FinishPasskeyRegistrationRequest")
+            .field("ticket", &REDACTED)
+            .field("name", &self.name)
+            .field(
+                "credential_json",
+                &format_args!("<{} bytes>", self.credential_json.len()),
+            )
+            .finish()
+    }
+}
+
+impl fmt::Debug for FinishPasskeyRegistrationResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FinishPasskeyRegistrationResponse")
+            .field(
+                "recovery_codes",
+                &format_args!("<{} redacted>", self.recovery_codes.len()),
+            )
+            .field("factors", &self.factors)
             .finish()
     }
 }

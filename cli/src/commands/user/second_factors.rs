@@ -40,8 +40,16 @@ pub fn table_lines(factors: &Factors) -> String {
         } else {
             format!("last used {}", passkey.last_used_at)
         };
+        let disabled = if passkey.cloned_at.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", DISABLED: a copy was detected {} (remove it)",
+                passkey.cloned_at
+            )
+        };
         let line = format!(
-            "  passkey {:?}: added {}, {last}",
+            "  passkey {:?}: added {}, {last}{disabled}",
             passkey.name, passkey.created_at
         );
         text.push_str(&escape_controls(&line));
@@ -76,6 +84,9 @@ pub struct PasskeyView<'a> {
     pub created_at: &'a str,
     /// When it last signed in (empty: never).
     pub last_used_at: &'a str,
+    /// When a copy of it was detected (it no longer signs in); absent otherwise.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub cloned_at: &'a str,
 }
 
 impl<'a> FactorsView<'a> {
@@ -90,6 +101,7 @@ impl<'a> FactorsView<'a> {
                     name: &p.name,
                     created_at: &p.created_at,
                     last_used_at: &p.last_used_at,
+                    cloned_at: &p.cloned_at,
                 })
                 .collect(),
             totp_created_at: factors.totp.as_ref().map(|t| t.created_at.as_str()),
@@ -110,6 +122,7 @@ mod tests {
             created_at: "2026-12-01T10:00:00Z".into(),
             last_used_at: last.into(),
             backup_eligible: false,
+            cloned_at: String::new(),
         };
         Factors {
             passkeys: vec![

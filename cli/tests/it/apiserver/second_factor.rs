@@ -51,6 +51,7 @@ async fn enrol_app(site: &Site, user: &str, password: &str) -> (String, u64) {
         .begin_totp(authed(
             BeginTotpRequest {
                 password: password.to_owned(),
+                code: String::new(),
             },
             &token,
         ))

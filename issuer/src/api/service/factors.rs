@@ -73,12 +73,14 @@ where
     ) -> Result<BeginTotpResponse, ApiError> {
         let caller = self.authenticate(&request, Gate::EnrolChange).await?;
         let source = self.source_of(&request);
-        let password = required_password(request.into_inner().password)?;
+        let req = request.into_inner();
+        let password = required_password(req.password)?;
         let entry = self.own_entry(&caller).await?;
         if entry.factors.totp.is_some() {
             return Err(totp_exists());
         }
         self.reverify(source, &caller, password, &entry).await?;
+        self.use_code_if_protected(&caller, &entry, &req.code).await?;
         let secret = factors::new_totp_secret()?;
         let otpauth_uri = totp::otpauth_uri(TOTP_ISSUER_LABEL, &caller.name, &secret)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -304,6 +306,30 @@ where
                 "does not match your current password",
             ))
         }
+    }
+
+    /// Uses up the typed `code` of a factor when the caller has one (an authenticator app or a
+    /// passkey): adding a factor to a protected account takes the password and a factor, as
+    /// removing one does, so a stolen session and password cannot add the thief's own. Counted
+    /// and backed off like a sign-in's second step; nothing else is written.
+    pub(super) async fn use_code_if_protected(
+        &self,
+        caller: &Caller,
+        entry: &CredentialsEntry,
+        code: &str,
+    ) -> Result<(), ApiError> {
+        if !factors::has_real_factor(&entry.factors) {
+            return Ok(());
+        }
+        let code = required_code(code)?;
+        let now = self.inner.clock.now();
+        modify_credentials(self.inner.store.as_ref(), &caller.name, |current| match current {
+            Some(current) if current.hash == entry.hash => {
+                with_code_used(current, code, now, |used| Ok((used, ())))
+            }
+            _ => Err(ApiError::Conflict(CONCURRENT.to_owned())),
+        })
+        .await?
     }
 
     /// The keys enrolment tickets are signed and checked with (the issuer's).

@@ -47,13 +47,15 @@ where
     ) -> Result<BeginPasskeyRegistrationResponse, ApiError> {
         let caller = self.authenticate(&request, Gate::EnrolChange).await?;
         let source = self.source_of(&request);
-        let password = required_password(request.into_inner().password)?;
+        let req = request.into_inner();
+        let password = required_password(req.password)?;
         let rp = self.relying_party()?;
         let entry = self.own_entry(&caller).await?;
         if entry.factors.passkeys.len() >= ichor_renderers::auth::credentials::MAX_PASSKEYS {
             return Err(ApiError::FailedPrecondition(AddPasskeyError::TooMany.to_string()));
         }
         self.reverify(source, &caller, password, &entry).await?;
+        self.use_code_if_protected(&caller, &entry, &req.code).await?;
         let (options, state) = rp
             .begin_registration(&caller.name, &entry.factors.passkeys)
             .map_err(|e| ApiError::Internal(e.to_string()))?;

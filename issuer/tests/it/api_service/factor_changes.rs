@@ -124,6 +124,7 @@ async fn removing_the_last_real_factor_removes_the_recovery_codes_too() {
         created_at: t0(),
         last_used_at: None,
         backup_eligible: false,
+        cloned_at: None,
     });
     e.put_entry("view", Some(&entry)).await;
 
@@ -166,19 +167,37 @@ async fn removing_the_last_real_factor_removes_the_recovery_codes_too() {
         Code::FailedPrecondition,
         "passkey_id: you have no passkey of this id",
     );
-    // Enrolling again beside the passkey keeps the unused codes and shows none.
+    // Enrolling again beside the passkey takes a code of it (the password alone adds no factor
+    // to a protected account), keeps the unused codes and shows none.
     let digests = left.recovery.clone().unwrap().digests;
-    let (_, shown) = enrol(&e, "view").await;
-    assert!(shown.is_empty(), "codes shown again");
-    assert_eq!(
-        e.entry("view").await.unwrap().factors.recovery.unwrap().digests,
-        digests
+    let t = token("view", e.clock.now_ts());
+    assert_status(
+        e.api
+            .begin_totp(req(
+                &t,
+                BeginTotpRequest {
+                    password: PASSWORD.into(),
+                    code: String::new(),
+                },
+            ))
+            .await,
+        Code::InvalidArgument,
+        "code: required",
     );
-    remove(&e, "view", (PASSWORD, &codes[1]), FactorKind::Totp, "")
+    let (_, shown) = super::factors::enrol_with_code(&e, "view", &codes[1]).await;
+    assert!(shown.is_empty(), "codes shown again");
+    let kept = e.entry("view").await.unwrap().factors.recovery.unwrap().digests;
+    assert_eq!(
+        kept.len(),
+        digests.len() - 1,
+        "the code given was used up, the others kept"
+    );
+    assert!(kept.iter().all(|d| digests.contains(d)));
+    remove(&e, "view", (PASSWORD, &codes[2]), FactorKind::Totp, "")
         .await
         .unwrap();
 
-    let left = remove(&e, "view", (PASSWORD, &codes[2]), FactorKind::Passkey, "AQIDBA")
+    let left = remove(&e, "view", (PASSWORD, &codes[3]), FactorKind::Passkey, "AQIDBA")
         .await
         .unwrap();
     assert!(left.is_empty(), "{left:?}");

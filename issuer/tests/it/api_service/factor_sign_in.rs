@@ -68,6 +68,7 @@ async fn enrolled_factors_guard_the_sign_in_and_a_reset_ends_the_session_they_st
             &t,
             BeginTotpRequest {
                 password: harness::PASSWORD.into(),
+                code: String::new(),
             },
         ))
         .await

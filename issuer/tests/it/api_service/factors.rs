@@ -15,12 +15,22 @@ use ichor_issuer::{
 use ichor_renderers::auth::{recovery, totp};
 
 async fn begin(e: &Env, user: &str, password: &str) -> Result<BeginTotpResponse, Status> {
+    begin_with_code(e, user, password, "").await
+}
+
+async fn begin_with_code(
+    e: &Env,
+    user: &str,
+    password: &str,
+    code: &str,
+) -> Result<BeginTotpResponse, Status> {
     let t = token(user, e.clock.now_ts());
     e.api
         .begin_totp(req(
             &t,
             BeginTotpRequest {
                 password: password.into(),
+                code: code.into(),
             },
         ))
         .await
@@ -43,7 +53,12 @@ async fn confirm(e: &Env, user: &str, ticket: &str, code: &str) -> Result<Confir
 
 /// `user` enrols an authenticator app: the secret and the recovery codes shown.
 pub(super) async fn enrol(e: &Env, user: &str) -> (String, Vec<String>) {
-    let begun = begin(e, user, PASSWORD).await.unwrap();
+    enrol_with_code(e, user, "").await
+}
+
+/// [`enrol`] by a user who has a factor already, over its `code`.
+pub(super) async fn enrol_with_code(e: &Env, user: &str, code: &str) -> (String, Vec<String>) {
+    let begun = begin_with_code(e, user, PASSWORD, code).await.unwrap();
     let code = totp::code_at(&begun.secret, e.clock.now_ts()).unwrap();
     let confirmed = confirm(e, user, &begun.ticket, &code).await.unwrap();
     (begun.secret, confirmed.recovery_codes)

@@ -142,6 +142,7 @@ async fn call(e: &Env, rpc: Rpc, caller: &str) -> Result<(), Status> {
                 &t,
                 BeginTotpRequest {
                     password: PASSWORD.into(),
+                    code: String::new(),
                 },
             ))
             .await

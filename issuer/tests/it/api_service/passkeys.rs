@@ -11,12 +11,22 @@ use ichor_issuer::api::proto::{
 };
 
 async fn begin(e: &Env, user: &str, password: &str) -> Result<BeginPasskeyRegistrationResponse, Status> {
+    begin_with_code(e, user, password, "").await
+}
+
+async fn begin_with_code(
+    e: &Env,
+    user: &str,
+    password: &str,
+    code: &str,
+) -> Result<BeginPasskeyRegistrationResponse, Status> {
     let t = token(user, e.clock.now_ts());
     e.api
         .begin_passkey_registration(req(
             &t,
             BeginPasskeyRegistrationRequest {
                 password: password.into(),
+                code: code.into(),
             },
         ))
         .await
@@ -106,6 +116,7 @@ async fn an_answer_no_authenticator_made_or_a_ticket_of_someone_else_stores_noth
             &t,
             BeginTotpRequest {
                 password: PASSWORD.into(),
+                code: String::new(),
             },
         ))
         .await
@@ -159,9 +170,18 @@ async fn a_verified_passkey_is_stored_with_recovery_codes_and_ends_every_session
         Code::InvalidArgument,
         "ticket: is no longer valid",
     );
+    // A second passkey takes a code of a factor besides the password: a stolen session and
+    // password cannot add the thief's own.
+    assert_status(
+        begin(&e, "view", PASSWORD).await,
+        Code::InvalidArgument,
+        "code: required",
+    );
     // A second registration excludes the first passkey (a browser refuses to register it
     // again); an answer of that authenticator anyway is refused by the library.
-    let again = begin(&e, "view", PASSWORD).await.unwrap();
+    let again = begin_with_code(&e, "view", PASSWORD, &done.recovery_codes[0])
+        .await
+        .unwrap();
     let options: serde_json::Value = serde_json::from_str(&again.options_json).unwrap();
     assert_eq!(
         options["publicKey"]["excludeCredentials"][0]["id"],
