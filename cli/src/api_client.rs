@@ -106,7 +106,11 @@ pub async fn bearer(
     let _lock = dir.lock(&key)?;
     let cached = match dir.load(&key) {
         Loaded::Usable(entry) => Some(*entry),
-        Loaded::Absent | Loaded::Unusable(_) => None,
+        Loaded::Unusable(reason) => match dir.refusal(&key, &reason) {
+            Some(refusal) => return Err(refusal),
+            None => None,
+        },
+        Loaded::Absent => None,
     };
     let now = Timestamp::now();
     if let Some(entry) = &cached

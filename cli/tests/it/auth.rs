@@ -76,8 +76,20 @@ fn stdout_token(stdout: &str) -> String {
     v["status"]["token"].as_str().unwrap().to_owned()
 }
 
-/// An `exp` in 2100: a cached token that never needs a refresh.
-pub(crate) const NEVER_EXPIRES: i64 = 4_102_444_800;
+/// An `exp` ten minutes ahead: a cached token that needs no refresh during a test, and no
+/// further ahead than the 15 minutes Ichor issues tokens for (a cache entry further ahead is
+/// treated as expired).
+pub(crate) fn fresh_exp() -> i64 {
+    now() + 600
+}
+
+/// `exp` as the `ExecCredential` and `ichor auth status` write it.
+fn rfc3339(exp: i64) -> String {
+    jiff::Timestamp::from_second(exp)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
 
 pub(crate) const CACHED_TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.Y2FjaGVkLXNpZ25hdHVyZQ";
 
@@ -86,19 +98,21 @@ fn a_valid_cached_token_is_printed_without_touching_the_network() {
     let home = tempfile::tempdir().unwrap();
     // Nothing listens at this issuer: any request would fail the command.
     let issuer = unreachable_issuer();
+    let exp = fresh_exp();
     seed(
         home.path(),
         &issuer,
         "ichor-kube",
         CACHED_TOKEN,
-        NEVER_EXPIRES,
+        exp,
         Some("cached-refresh"),
     );
     let out = ichor(home.path(), &["auth", "token", "--issuer", &issuer]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     assert_eq!(stderr, "");
-    insta::assert_snapshot!(stdout, @r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.Y2FjaGVkLXNpZ25hdHVyZQ","expirationTimestamp":"2100-01-01T00:00:00Z"}}"#);
+    let stdout = stdout.replace(&rfc3339(exp), "<exp>");
+    insta::assert_snapshot!(stdout, @r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.Y2FjaGVkLXNpZ25hdHVyZQ","expirationTimestamp":"<exp>"}}"#);
 }
 
 #[test]
@@ -110,7 +124,7 @@ fn the_reply_uses_v1beta1_when_kubectl_asks_in_v1beta1() {
         &issuer,
         "ichor-kube",
         CACHED_TOKEN,
-        NEVER_EXPIRES,
+        fresh_exp(),
         None,
     );
     let out = ichor_command(home.path(), &["auth", "token", "--issuer", &issuer])
@@ -277,6 +291,7 @@ fn a_corrupt_cache_is_treated_as_absent_and_removed_never_a_panic() {
     dir.ensure().unwrap();
     let file = dir.file_for(&key(&issuer, "ichor-kube"));
     std::fs::write(&file, b"{\"v\":1,\"idToken\":").unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let out = ichor(home.path(), &["auth", "token", "--issuer", &issuer]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
@@ -456,12 +471,13 @@ fn logout_with_an_unreachable_issuer_warns_and_still_deletes_the_cache() {
 #[test]
 fn status_shows_the_login_without_any_token() {
     let home = tempfile::tempdir().unwrap();
+    let exp = fresh_exp();
     seed(
         home.path(),
         "https://ichor.example.com",
         "ichor-kube",
         CACHED_TOKEN,
-        NEVER_EXPIRES,
+        exp,
         Some("refresh-status"),
     );
     let out = ichor(home.path(), &["auth", "status"]);
@@ -473,7 +489,7 @@ fn status_shows_the_login_without_any_token() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("2100-01-01T00:00:00Z") && stdout.contains("held"),
+        stdout.contains(&rfc3339(exp)) && stdout.contains("held"),
         "{stdout}"
     );
     assert_no_secret(&stdout, &[CACHED_TOKEN.into(), "refresh-status".into()]);

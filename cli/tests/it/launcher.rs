@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::{
-    auth::{CACHED_TOKEN, NEVER_EXPIRES, seed},
+    auth::{CACHED_TOKEN, fresh_exp, seed},
     support::{command_at, text, unreachable_issuer},
 };
 
@@ -32,7 +32,7 @@ fn a_fresh_cached_token_is_answered_by_ichor_alone_as_ichor_full_answers_it() {
         &issuer,
         "ichor-kube",
         CACHED_TOKEN,
-        NEVER_EXPIRES,
+        fresh_exp(),
         Some("r"),
     );
     let kubeconfig_args = [

@@ -7,20 +7,33 @@
 //!   the old one, then the directory is fsynced. A reader sees the old or the new file, never a
 //!   mix, so the fast path reads without the lock.
 //! - A read is bounded ([`MAX_CACHE_BYTES`]) and strict (unknown fields and other versions are
-//!   refused); a file that does not parse is reported as [`Loaded::Unusable`], never a panic.
-//! - Only a regular file owned by this user and writable by no one else is read: the fast path
-//!   answers kubectl from it without the lock, so a link, a FIFO or a file another user planted
-//!   in the directory is [`Loaded::Unusable`], never followed, read or waited on. The directory
-//!   and the lock file are never reached through a symbolic link either.
+//!   refused); a file that does not parse is reported as [`Loaded::Unusable`], never a panic,
+//!   and the report names only the line and column, never a fragment of the file (a token).
+//! - The fast path answers kubectl without the lock, so a read creates nothing and uses only
+//!   what this ichor makes ([`files`]): the directory must be a directory of this user that
+//!   neither group nor others can write into (not a link), and the file a regular file of this
+//!   user with mode 0600 and one link, opened in that directory without following a link or
+//!   waiting on a FIFO and checked on the opened descriptor. Anything else is
+//!   [`Loaded::Unusable`]; the locked path then refuses it with [`AuthError::CacheUnsafe`],
+//!   which names the file and says to remove it.
+//! - The lock file passes the same check after it is opened, and the lock is waited for at most
+//!   [`LOCK_WAIT`] (longer than a browser sign-in, which holds it): a waiting run says once on
+//!   stderr which lock it waits for, and gives up with [`AuthError::LockTimeout`].
+//! - A cached ID token is used only while its `exp` is between [`FRESH_MARGIN_SECONDS`] and
+//!   [`MAX_EXP_AHEAD_SECONDS`] ahead of now: Ichor issues no token for longer than
+//!   [`MAX_TOKEN_TTL_SECONDS`], so an `exp` further ahead (a clock far off, or an edited
+//!   file) is treated as expired and the login refreshed, never kept until logout.
 //!
 //! Everything here is plain synchronous std code: `ichor auth token`'s fast path uses it
 //! without an async runtime.
 
+mod files;
+
 use std::{
-    fs::{self, File, OpenOptions},
-    io::Read,
-    os::unix::fs::{MetadataExt as _, OpenOptionsExt as _},
+    fs::{self, File},
+    os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
+    time::Duration,
 };
 
 use jiff::Timestamp;
@@ -29,7 +42,9 @@ use sha2::{Digest, Sha256};
 
 use ichor_server::atomic_file::write_atomic;
 
-use super::{error::AuthError, secret::Secret};
+use super::{error::AuthError, flow::DEFAULT_LOGIN_TIMEOUT, secret::Secret};
+use files::DirError;
+pub use files::Unsafe;
 
 /// The format version of a cache file.
 pub const CACHE_VERSION: u32 = 1;
@@ -37,6 +52,16 @@ pub const CACHE_VERSION: u32 = 1;
 pub const MAX_CACHE_BYTES: u64 = 64 * 1024;
 /// A cached ID token is used only while it has at least this long left.
 pub const FRESH_MARGIN_SECONDS: i64 = 30;
+/// The longest ID-token lifetime Ichor issues (`spec.users.tokenTTL` and the issuer's
+/// `--token-ttl` are at most 15 minutes).
+pub const MAX_TOKEN_TTL_SECONDS: i64 = ichor_renderers::crd::UsersSettings::MAX_TOKEN_TTL.as_secs();
+/// How far ahead of this machine's clock a cached `exp` may be: the longest lifetime plus five
+/// minutes for a clock behind the issuer's. Further ahead, the entry is treated as expired.
+pub const MAX_EXP_AHEAD_SECONDS: i64 = MAX_TOKEN_TTL_SECONDS + 5 * 60;
+/// The longest wait for a login's lock: a browser sign-in holds it up to
+/// [`DEFAULT_LOGIN_TIMEOUT`], then one token request; a run waiting behind it gets its result,
+/// and a lock never released ends in an error instead of a kubectl that hangs.
+pub const LOCK_WAIT: Duration = Duration::from_secs(DEFAULT_LOGIN_TIMEOUT.as_secs() + 60);
 
 /// Which login a cache file holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,9 +135,17 @@ impl CacheEntry {
         }
     }
 
-    /// Whether the ID token has at least [`FRESH_MARGIN_SECONDS`] left at `now`.
+    /// Whether the ID token has at least [`FRESH_MARGIN_SECONDS`] left at `now`, and at most
+    /// [`MAX_EXP_AHEAD_SECONDS`] (a longer one is not one Ichor issued at `now`).
     pub fn is_fresh(&self, now: Timestamp) -> bool {
-        self.id_token_exp.saturating_sub(now.as_second()) >= FRESH_MARGIN_SECONDS
+        let left = self.id_token_exp.saturating_sub(now.as_second());
+        (FRESH_MARGIN_SECONDS..=MAX_EXP_AHEAD_SECONDS).contains(&left)
+    }
+
+    /// Whether the ID token's `exp` is further ahead of `now` than any Ichor issues, which
+    /// [`Self::is_fresh`] never accepts: this machine's clock is behind the issuer's.
+    pub fn exp_too_far_ahead(&self, now: Timestamp) -> bool {
+        self.id_token_exp.saturating_sub(now.as_second()) > MAX_EXP_AHEAD_SECONDS
     }
 }
 
@@ -129,27 +162,41 @@ pub enum UnusableCache {
     /// The file was removed between listing and reading it.
     #[error("it vanished while being read")]
     Vanished,
-    /// The file is not a cache entry.
-    #[error("it does not parse: {0}")]
-    Parse(#[source] serde_json::Error),
+    /// The file is not a cache entry. Only the place is kept: a parser's message can quote the
+    /// input, and the input holds tokens.
+    #[error("it does not parse as a login cache entry ({what} at line {line}, column {column})")]
+    Parse {
+        /// What kind of mistake, in words that quote nothing.
+        what: &'static str,
+        /// The line of the mistake (1-based).
+        line: usize,
+        /// The column of the mistake (1-based).
+        column: usize,
+    },
     /// The entry is of another format version.
     #[error("v is {0}, this ichor reads only {CACHE_VERSION}")]
     Version(u32),
     /// The entry is of another login than the one asked for.
     #[error("it holds another login (issuer, client or audience differ)")]
     OtherLogin,
-    /// A link, a FIFO or another non-regular file, or a file of another user or writable by
-    /// others, where this ichor writes a 0600 file of its own.
-    #[error(
-        "it is not a regular file of yours writable only by you (a link, a FIFO, or planted by someone else)"
-    )]
-    NotPrivate,
+    /// Not a file this ichor writes (see [`Unsafe`]): a link, a FIFO, another user's file, a
+    /// file others may read or write, a hard-linked one.
+    #[error("{0}")]
+    NotPrivate(Unsafe),
+    /// The directory is not one this ichor makes (see [`Unsafe`]).
+    #[error("the directory: {0}")]
+    Directory(Unsafe),
 }
 
-/// The flags every open in the cache directory adds: never through a symbolic link, and never
-/// waiting on a FIFO.
-fn no_follow_no_wait() -> i32 {
-    i32::try_from((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits()).unwrap_or(0)
+impl UnusableCache {
+    /// What is wrong when the file or the directory is not one this ichor makes: then it is not
+    /// replaced in silence but refused ([`CacheDir::refusal`]).
+    pub fn problem(&self) -> Option<&Unsafe> {
+        match self {
+            Self::NotPrivate(p) | Self::Directory(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// Parses a cache file strictly.
@@ -157,7 +204,16 @@ fn no_follow_no_wait() -> i32 {
 /// # Errors
 /// Why the file is unusable: it does not parse, or is of another version.
 pub fn parse(bytes: &[u8]) -> Result<CacheEntry, UnusableCache> {
-    let entry: CacheEntry = serde_json::from_slice(bytes).map_err(UnusableCache::Parse)?;
+    let entry: CacheEntry = serde_json::from_slice(bytes).map_err(|e| UnusableCache::Parse {
+        what: match e.classify() {
+            serde_json::error::Category::Syntax => "not JSON",
+            serde_json::error::Category::Eof => "the file ends early",
+            serde_json::error::Category::Data => "a field is unknown, missing or of the wrong type",
+            serde_json::error::Category::Io => "a read error",
+        },
+        line: e.line(),
+        column: e.column(),
+    })?;
     if entry.v != CACHE_VERSION {
         return Err(UnusableCache::Version(entry.v));
     }
@@ -228,9 +284,16 @@ impl CacheDir {
         self.path.join(format!("{}.lock", key.file_stem()))
     }
 
-    /// Reads the cache file of `key`. Never fails: any problem is [`Loaded::Unusable`].
+    /// Reads the cache file of `key`, creating nothing (see the module's guarantees). Never
+    /// fails: any problem is [`Loaded::Unusable`].
     pub fn load(&self, key: &CacheKey) -> Loaded {
-        match read_bounded(&self.file_for(key)) {
+        let dir = match files::open_dir(&self.path) {
+            Ok(dir) => dir,
+            Err(DirError::Absent) => return Loaded::Absent,
+            Err(DirError::Unsafe(p)) => return Loaded::Unusable(UnusableCache::Directory(p)),
+            Err(DirError::Io(e)) => return Loaded::Unusable(UnusableCache::Read(e)),
+        };
+        match files::read_bounded(&dir, &format!("{}.json", key.file_stem())) {
             Ok(None) => Loaded::Absent,
             Err(reason) => Loaded::Unusable(reason),
             Ok(Some(bytes)) => match parse(&bytes) {
@@ -241,9 +304,24 @@ impl CacheDir {
         }
     }
 
-    /// Creates the directory 0700, or narrows an existing one to 0700.
+    /// The error that refuses an unusable cache of `key` that is not one this ichor makes
+    /// ([`UnusableCache::problem`]), naming the file or the directory; `None` for a file that
+    /// is only corrupt, too large or of another version, which the next write replaces.
+    pub fn refusal(&self, key: &CacheKey, reason: &UnusableCache) -> Option<AuthError> {
+        let path = match reason {
+            UnusableCache::Directory(_) => self.path.clone(),
+            _ => self.file_for(key),
+        };
+        reason.problem().map(|problem| AuthError::CacheUnsafe {
+            path,
+            problem: problem.clone(),
+        })
+    }
+
+    /// Creates the directory 0700, or narrows an existing one of this user to 0700.
     ///
     /// # Errors
+    /// [`AuthError::CacheUnsafe`] when it is a link, not a directory or another user's;
     /// [`AuthError::CacheIo`] naming the directory.
     pub fn ensure(&self) -> Result<(), AuthError> {
         let io = |action, source| AuthError::CacheIo {
@@ -265,11 +343,19 @@ impl CacheDir {
         {
             use std::os::unix::fs::PermissionsExt;
             let meta = fs::symlink_metadata(&self.path).map_err(|e| io("read the directory", e))?;
+            let refuse = |problem| AuthError::CacheUnsafe {
+                path: self.path.clone(),
+                problem,
+            };
             if !meta.is_dir() {
-                return Err(io(
-                    "use the directory",
-                    std::io::Error::other("it is a symbolic link or not a directory; remove it"),
-                ));
+                return Err(refuse(Unsafe::NotDirectory));
+            }
+            let you = rustix::process::geteuid().as_raw();
+            if meta.uid() != you {
+                return Err(refuse(Unsafe::OtherOwner {
+                    owner: meta.uid(),
+                    you,
+                }));
             }
             if meta.permissions().mode() & 0o777 != 0o700 {
                 fs::set_permissions(&self.path, fs::Permissions::from_mode(0o700))
@@ -279,28 +365,63 @@ impl CacheDir {
         Ok(())
     }
 
-    /// Takes the exclusive lock of `key`, waiting for another process that holds it. Creates the
-    /// directory first.
+    /// Takes the exclusive lock of `key`, waiting at most [`LOCK_WAIT`] for another process
+    /// that holds it and saying so once on stderr. Creates the directory first.
     ///
     /// # Errors
-    /// [`AuthError::CacheIo`] naming the lock file.
+    /// See [`Self::lock_within`].
     pub fn lock(&self, key: &CacheKey) -> Result<CacheLock, AuthError> {
+        self.lock_within(key, LOCK_WAIT, &mut |path| {
+            eprintln!(
+                "Waiting for another `ichor auth` run that holds the login lock {} (a browser sign-in \
+                 can take {} s); giving up after {} s.",
+                path.display(),
+                DEFAULT_LOGIN_TIMEOUT.as_secs(),
+                LOCK_WAIT.as_secs()
+            );
+        })
+    }
+
+    /// Takes the exclusive lock of `key`, waiting at most `wait`; `on_wait` is called once, with
+    /// the lock file, when another process holds it. Creates the directory first.
+    ///
+    /// # Errors
+    /// [`AuthError::CacheUnsafe`] when the directory or the lock file is not one this ichor
+    /// makes; [`AuthError::LockTimeout`] when the lock is still held at the deadline;
+    /// [`AuthError::CacheIo`] naming the lock file.
+    pub fn lock_within(
+        &self,
+        key: &CacheKey,
+        wait: Duration,
+        on_wait: &mut dyn FnMut(&Path),
+    ) -> Result<CacheLock, AuthError> {
         self.ensure()?;
+        let dir = self.open_checked_dir()?;
         let path = self.lock_file_for(key);
-        let io = |action, source| AuthError::CacheIo {
-            path: path.clone(),
-            action,
-            source,
-        };
-        let mut options = OpenOptions::new();
-        options.read(true).write(true).create(true).truncate(false);
-        #[cfg(unix)]
-        {
-            options.mode(0o600).custom_flags(no_follow_no_wait());
-        }
-        let file = options.open(&path).map_err(|e| io("open the lock file", e))?;
-        fs4::FileExt::lock(&file).map_err(|e| io("lock", e))?;
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let file = files::open_lock(&dir, &self.path, name)?;
+        files::lock_within(&file, &path, wait, on_wait)?;
         Ok(CacheLock { _file: file })
+    }
+
+    /// The directory, opened and checked; an absent one is an error naming it.
+    fn open_checked_dir(&self) -> Result<File, AuthError> {
+        files::open_dir(&self.path).map_err(|e| match e {
+            DirError::Unsafe(problem) => AuthError::CacheUnsafe {
+                path: self.path.clone(),
+                problem,
+            },
+            DirError::Absent => AuthError::CacheIo {
+                path: self.path.clone(),
+                action: "open the directory",
+                source: std::io::ErrorKind::NotFound.into(),
+            },
+            DirError::Io(source) => AuthError::CacheIo {
+                path: self.path.clone(),
+                action: "open the directory",
+                source,
+            },
+        })
     }
 
     /// Writes an entry atomically (see the module's guarantees). Creates the directory first.
@@ -333,11 +454,18 @@ impl CacheDir {
     /// Every cache file in the directory, sorted by file name; an absent directory is empty.
     ///
     /// # Errors
-    /// [`AuthError::CacheIo`] when the directory cannot be listed.
+    /// [`AuthError::CacheUnsafe`] when the directory is not one this ichor makes;
+    /// [`AuthError::CacheIo`] when it cannot be listed.
     pub fn list(&self) -> Result<Vec<Listed>, AuthError> {
+        let dir = match self.open_checked_dir() {
+            Ok(dir) => dir,
+            Err(AuthError::CacheIo { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(vec![]);
+            }
+            Err(e) => return Err(e),
+        };
         let entries = match fs::read_dir(&self.path) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
             Err(source) => {
                 return Err(AuthError::CacheIo {
                     path: self.path.clone(),
@@ -355,7 +483,8 @@ impl CacheDir {
         Ok(paths
             .into_iter()
             .map(|path| {
-                let entry = read_bounded(&path).and_then(|bytes| match bytes {
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                let entry = files::read_bounded(&dir, name).and_then(|bytes| match bytes {
                     Some(b) => parse(&b),
                     None => Err(UnusableCache::Vanished),
                 });
@@ -390,264 +519,5 @@ fn is_cache_file_name(path: &Path) -> bool {
             .is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// Reads at most [`MAX_CACHE_BYTES`]; `None` when the file does not exist. Only a regular file
-/// of this user that no one else can write (see the module's guarantees).
-fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, UnusableCache> {
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(no_follow_no_wait())
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-            return Err(UnusableCache::NotPrivate);
-        }
-        Err(e) => return Err(UnusableCache::Read(e)),
-    };
-    let meta = file.metadata().map_err(UnusableCache::Read)?;
-    if !private_file(&meta, rustix::process::geteuid().as_raw()) {
-        return Err(UnusableCache::NotPrivate);
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_CACHE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(UnusableCache::Read)?;
-    if bytes.len() as u64 > MAX_CACHE_BYTES {
-        return Err(UnusableCache::TooLarge);
-    }
-    Ok(Some(bytes))
-}
-
-/// A regular file owned by `uid` that neither its group nor others can write.
-fn private_file(meta: &fs::Metadata, uid: u32) -> bool {
-    meta.file_type().is_file() && meta.uid() == uid && meta.mode() & 0o022 == 0
-}
-
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn key() -> CacheKey {
-        CacheKey {
-            issuer: "https://i.example".into(),
-            client_id: "ichor-cli".into(),
-            audience: "ichor-kube".into(),
-        }
-    }
-
-    fn entry(exp: i64) -> CacheEntry {
-        CacheEntry {
-            v: CACHE_VERSION,
-            issuer: "https://i.example".into(),
-            client_id: "ichor-cli".into(),
-            audience: "ichor-kube".into(),
-            endpoints: None,
-            subject: "alice".into(),
-            groups: vec!["admin".into()],
-            id_token: Secret::new("id.token.x".into()),
-            id_token_exp: exp,
-            refresh_token: Some(Secret::new("refresh-1".into())),
-        }
-    }
-
-    #[test]
-    fn the_file_stem_is_a_sha256_that_separates_every_part() {
-        let a = key();
-        let mut b = key();
-        b.issuer = "https://i.exampleichor-cli".into();
-        b.client_id = String::new();
-        assert_eq!(a.file_stem().len(), 64);
-        assert_ne!(a.file_stem(), b.file_stem());
-        let mut c = key();
-        c.audience = "ichor-ui".into();
-        assert_ne!(a.file_stem(), c.file_stem());
-    }
-
-    #[test]
-    fn a_token_is_fresh_only_with_thirty_seconds_left() {
-        let now = Timestamp::from_second(1000).unwrap();
-        assert!(entry(1030).is_fresh(now));
-        assert!(!entry(1029).is_fresh(now));
-        assert!(!entry(i64::MIN).is_fresh(now));
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_stored_entry_is_0600_in_a_0700_directory_and_reads_back() {
-        use std::os::unix::fs::PermissionsExt;
-        let home = tempfile::tempdir().unwrap();
-        let dir = CacheDir::new(home.path().join(".ichor/auth"));
-        dir.store(&entry(2000)).unwrap();
-        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(dir.path()), 0o700);
-        assert_eq!(mode(&home.path().join(".ichor")), 0o700);
-        assert_eq!(mode(&dir.file_for(&key())), 0o600);
-        match dir.load(&key()) {
-            Loaded::Usable(e) => assert_eq!(*e, entry(2000)),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    /// Files someone else planted where this login's cache file goes: a link to a fresh entry
-    /// elsewhere, a FIFO (which a plain open would wait on forever), a group-writable file.
-    #[cfg(unix)]
-    #[test]
-    fn a_planted_link_fifo_or_shared_file_is_unusable_not_followed_or_waited_on() {
-        use std::os::unix::fs::{PermissionsExt, symlink};
-        let home = tempfile::tempdir().unwrap();
-        let dir = CacheDir::new(home.path().join("auth"));
-        dir.ensure().unwrap();
-        let elsewhere = home.path().join("planted.json");
-        fs::write(&elsewhere, serde_json::to_vec(&entry(i64::MAX)).unwrap()).unwrap();
-        fs::set_permissions(&elsewhere, fs::Permissions::from_mode(0o600)).unwrap();
-        let file = dir.file_for(&key());
-
-        symlink(&elsewhere, &file).unwrap();
-        assert!(matches!(
-            dir.load(&key()),
-            Loaded::Unusable(UnusableCache::NotPrivate)
-        ));
-        fs::remove_file(&file).unwrap();
-
-        let made = std::process::Command::new("mkfifo").arg(&file).status().unwrap();
-        assert!(made.success());
-        assert!(matches!(
-            dir.load(&key()),
-            Loaded::Unusable(UnusableCache::NotPrivate)
-        ));
-        fs::remove_file(&file).unwrap();
-
-        fs::copy(&elsewhere, &file).unwrap();
-        fs::set_permissions(&file, fs::Permissions::from_mode(0o620)).unwrap();
-        assert!(matches!(
-            dir.load(&key()),
-            Loaded::Unusable(UnusableCache::NotPrivate)
-        ));
-        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
-        assert!(
-            matches!(dir.load(&key()), Loaded::Usable(_)),
-            "the same file, private, is read"
-        );
-
-        let meta = fs::metadata(&file).unwrap();
-        assert!(private_file(&meta, meta.uid()));
-        assert!(
-            !private_file(&meta, meta.uid() + 1),
-            "another user's file is refused"
-        );
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_linked_cache_directory_and_a_linked_lock_file_are_refused() {
-        use std::os::unix::fs::{PermissionsExt, symlink};
-        let home = tempfile::tempdir().unwrap();
-        let target = home.path().join("public");
-        fs::create_dir(&target).unwrap();
-        fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
-        let linked = home.path().join("auth");
-        symlink(&target, &linked).unwrap();
-        assert!(CacheDir::new(linked).ensure().is_err());
-        assert_eq!(
-            fs::metadata(&target).unwrap().permissions().mode() & 0o777,
-            0o755,
-            "the link's target is not narrowed"
-        );
-
-        let dir = CacheDir::new(home.path().join("real"));
-        dir.ensure().unwrap();
-        let victim = home.path().join("victim");
-        symlink(&victim, dir.lock_file_for(&key())).unwrap();
-        assert!(dir.lock(&key()).is_err());
-        assert!(!victim.exists(), "nothing is created through the link");
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn an_existing_wide_directory_is_narrowed_to_0700() {
-        use std::os::unix::fs::PermissionsExt;
-        let home = tempfile::tempdir().unwrap();
-        let path = home.path().join("auth");
-        fs::create_dir(&path).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
-        CacheDir::new(path.clone()).ensure().unwrap();
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o700);
-    }
-
-    #[test]
-    fn a_write_replaces_the_file_by_rename_and_leaves_no_temporary_file() {
-        let home = tempfile::tempdir().unwrap();
-        let dir = CacheDir::new(home.path().join("auth"));
-        dir.store(&entry(1)).unwrap();
-        let file = dir.file_for(&key());
-        // A hard link keeps the old inode: an in-place rewrite would change what it shows.
-        let old = home.path().join("old-link");
-        fs::hard_link(&file, &old).unwrap();
-        dir.store(&entry(2)).unwrap();
-        assert_eq!(parse(&fs::read(&old).unwrap()).unwrap().id_token_exp, 1);
-        assert_eq!(parse(&fs::read(&file).unwrap()).unwrap().id_token_exp, 2);
-        let names: Vec<String> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, [format!("{}.json", key().file_stem())]);
-    }
-
-    #[test]
-    fn corrupt_oversized_foreign_and_other_version_files_are_unusable_not_panics() {
-        let home = tempfile::tempdir().unwrap();
-        let dir = CacheDir::new(home.path().join("auth"));
-        dir.ensure().unwrap();
-        let file = dir.file_for(&key());
-        let mut other_version = serde_json::to_value(entry(1)).unwrap();
-        other_version["v"] = 2.into();
-        let mut unknown = serde_json::to_value(entry(1)).unwrap();
-        unknown["extra"] = 1.into();
-        let mut foreign = entry(1);
-        foreign.audience = "ichor-ui".into();
-        let cases: Vec<(Vec<u8>, &str)> = vec![
-            (b"{not json".to_vec(), "does not parse"),
-            (vec![b' '; MAX_CACHE_BYTES as usize + 1], "larger than"),
-            (serde_json::to_vec(&other_version).unwrap(), "v is 2"),
-            (serde_json::to_vec(&unknown).unwrap(), "unknown field"),
-            (serde_json::to_vec(&foreign).unwrap(), "another login"),
-            (Vec::new(), "does not parse"),
-        ];
-        for (bytes, needle) in cases {
-            fs::write(&file, &bytes).unwrap();
-            match dir.load(&key()) {
-                Loaded::Unusable(reason) => {
-                    assert!(reason.to_string().contains(needle), "{needle}: {reason}")
-                }
-                other => panic!("{needle}: {other:?}"),
-            }
-        }
-        fs::remove_file(&file).unwrap();
-        assert!(matches!(dir.load(&key()), Loaded::Absent));
-    }
-
-    #[test]
-    fn list_returns_only_cache_files_and_reports_unusable_ones() {
-        let home = tempfile::tempdir().unwrap();
-        let dir = CacheDir::new(home.path().join("auth"));
-        assert!(dir.list().unwrap().is_empty());
-        dir.store(&entry(1)).unwrap();
-        let _lock = dir.lock(&key()).unwrap();
-        fs::write(dir.path().join(format!("{}.json", "a".repeat(64))), b"junk").unwrap();
-        fs::write(dir.path().join("notes.json"), b"{}").unwrap();
-        let listed = dir.list().unwrap();
-        assert_eq!(listed.len(), 2);
-        assert_eq!(listed.iter().filter(|l| l.entry.is_ok()).count(), 1);
-    }
-
-    #[test]
-    fn the_secret_values_never_show_in_debug_output() {
-        let text = format!("{:?}", entry(1));
-        assert!(
-            !text.contains("id.token.x") && !text.contains("refresh-1"),
-            "{text}"
-        );
-    }
-}
+mod tests;

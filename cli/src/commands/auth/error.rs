@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use super::cache::Unsafe;
+
 /// Why an `ichor auth` step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
@@ -42,6 +44,29 @@ pub enum AuthError {
         action: &'static str,
         /// The operating system's answer.
         source: std::io::Error,
+    },
+    /// The cache directory, a cache file or a lock file is not one this ichor makes (see
+    /// [`Unsafe`]), so it is not used.
+    #[error(
+        "login cache {path}: {problem}; ichor never makes it so, so it is not used: check who put it \
+         there, then remove it"
+    )]
+    CacheUnsafe {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: Unsafe,
+    },
+    /// Another process held the login's lock for longer than a browser sign-in may take.
+    #[error(
+        "login cache lock {path} is still held after {seconds} s by another `ichor auth` run (a \
+         browser sign-in?); finish or stop it and retry, or remove the file if no ichor is running"
+    )]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long this run waited.
+        seconds: u64,
     },
     /// The `--ca-file` could not be used.
     #[error("--ca-file {path}: {reason}")]

@@ -38,9 +38,12 @@ pub enum AuthCommand {
     /// Print an ExecCredential with a valid ID token (the kubectl exec plugin).
     #[command(after_help = "\
 Prints a client.authentication.k8s.io/v1 ExecCredential on stdout and nothing else. A cached ID
-token with at least 30 s left is printed at once (no network); otherwise the cached refresh token
-is used; otherwise, when kubectl allows interaction and stdin is a terminal, a browser login runs.
-Concurrent runs share one refresh. Diagnostics go to stderr.
+token with at least 30 s left (and at most 20 min: Ichor issues none for longer) is printed at once
+(no network); otherwise the cached refresh token is used; otherwise, when kubectl allows
+interaction and stdin is a terminal, a browser login runs. Concurrent runs share one refresh: a run
+waiting for another's browser login says so and gives up after 6 min. A cache file or directory
+ichor did not make (a link, a FIFO, another owner, group or other access, a hard link) is refused
+with an error naming it. Diagnostics go to stderr.
 
 Examples:
   ichor auth token --issuer https://ichor.example.com

@@ -1,10 +1,13 @@
 //! `ichor auth token`: the client-go exec plugin.
 //!
 //! # Guarantees
-//! - Fast path: with a cached ID token that has at least 30 s left, the command parses its
-//!   flags, reads one file and prints. No lock, no async runtime, no network.
+//! - Fast path: with a cached ID token that has at least 30 s left (and no more than
+//!   [`cache::MAX_EXP_AHEAD_SECONDS`]), the command parses its flags, reads one file and
+//!   prints. No lock, no async runtime, no network.
 //! - Slow path: the login's lock is taken and the cache read again, so of many concurrent runs
-//!   one refreshes and the others print its result. Only then is a runtime built.
+//!   one refreshes and the others print its result. Only then is a runtime built. A run waiting
+//!   for the lock says so once on stderr and gives up after [`cache::LOCK_WAIT`]; a cache file
+//!   or directory ichor did not make is refused with an error naming it, never replaced.
 //! - stdout carries only the `ExecCredential`; every diagnostic goes to stderr; no token is
 //!   ever written anywhere but stdout and the cache.
 
@@ -17,7 +20,7 @@ use std::{
 use jiff::Timestamp;
 
 use super::{
-    cache::{CacheDir, CacheEntry, Loaded},
+    cache::{self, CacheDir, CacheEntry, Loaded},
     error::AuthError,
     exec_credential::{self, ExecInfo},
     flow::{self, DEFAULT_LOGIN_TIMEOUT, LoginOptions, Target},
@@ -76,6 +79,9 @@ fn slow_path(
         Loaded::Usable(e) => Some(*e),
         Loaded::Absent => None,
         Loaded::Unusable(reason) => {
+            if let Some(refusal) = dir.refusal(&key, &reason) {
+                return Err(refusal);
+            }
             eprintln!(
                 "warning: {}: unusable login cache, replacing it ({reason})",
                 dir.file_for(&key).display()
@@ -129,6 +135,15 @@ fn slow_path(
         flow::login(&client, target, options, now).await
     })?;
     dir.store(&entry)?;
+    if entry.exp_too_far_ahead(Timestamp::now()) {
+        eprintln!(
+            "warning: the new ID token from {} expires more than {} s from now by this machine's \
+             clock, longer than Ichor issues tokens for; is the clock right? Until it is, every \
+             run refreshes the login.",
+            target.issuer,
+            cache::MAX_EXP_AHEAD_SECONDS
+        );
+    }
     print_credential(info, &entry)
 }
 

@@ -3,6 +3,7 @@
 //! hostile `UserService` they share is [`HostileApi`].
 
 mod hostile_kubeconfig;
+mod login_cache_planted_or_forged;
 mod operation_record_written_through_a_planted_symlink;
 mod terminal_escapes_from_the_server;
 mod ui_url_injecting_helm_values;
@@ -147,7 +148,7 @@ impl HostileSite {
         );
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("home")).unwrap();
-        let exp = jiff::Timestamp::now().as_second() + 3600;
+        let exp = jiff::Timestamp::now().as_second() + 600;
         seed_login(
             &dir.path().join("home"),
             &base,
