@@ -9,12 +9,13 @@
 //!
 //! Properties: no panic; nothing verifies — a registration needs the ceremony's fresh challenge
 //! signed into the attestation and an assertion a P-256 signature over it by the stored key, so
-//! an answer the fuzzer made is always refused, and an assertion only as refused or cloned.
+//! an answer the fuzzer made is always refused, and an assertion never as a copy of the stored
+//! passkey (which would disable it: only a verified signature may).
 
 use std::sync::OnceLock;
 
 use ichor_issuer::passkeys::RelyingParty;
-use ichor_renderers::auth::credentials::{FactorRefusal, StoredPasskey};
+use ichor_renderers::auth::credentials::{FactorRefusal, PasskeyRefusal, StoredPasskey};
 use ichor_testkit::issuer::passkey::stored_passkey;
 use jiff::Timestamp;
 use serde_json::Value;
@@ -61,7 +62,11 @@ pub fn run(data: &[u8]) {
         assert!(registered.is_err(), "a made-up registration verified: {text:?}");
     } else {
         match c.rp.verify_assertion(&c.authentication, &text, &c.passkeys) {
-            Err(FactorRefusal::PasskeyRefused | FactorRefusal::PasskeyCloned) => {}
+            // Never "cloned": that marks a passkey disabled, and needs a signature that verified.
+            Err(PasskeyRefusal {
+                refusal: FactorRefusal::PasskeyRefused,
+                cloned: None,
+            }) => {}
             other => panic!("a made-up assertion came to {other:?}: {text:?}"),
         }
     }
