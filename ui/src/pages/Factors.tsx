@@ -213,15 +213,19 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
 export function MustEnrol(props: { me: WhoAmIResponse; onSignedOut: () => void; extra?: ComponentChildren }) {
   const after = useAfterChange(props.me.name, props.onSignedOut);
   const [passkey, setPasskey] = useState(false);
+  // Back from the passkey form: the focus returns to the button that opened it, not to the
+  // app's form.
+  const [back, setBack] = useState(false);
   const other = useRef<HTMLButtonElement>(null);
   const enrol = passkey
     ? <PasskeyEnrol level={2} onEnrolled={after.changed} onCancel={() => {
       setPasskey(false);
+      setBack(true);
       setTimeout(() => other.current?.focus(), 0);
     }} />
     : (
       <>
-        <TotpEnrol level={2} onEnrolled={after.changed} />
+        <TotpEnrol level={2} focusOnOpen={!back} onEnrolled={after.changed} />
         {passkeysAvailable() && (
           <button ref={other} type="button" class="start" onClick={() => setPasskey(true)}>{S.addPasskeyInstead}</button>
         )}

@@ -35,6 +35,8 @@ function QrCode(props: { text: string; label: string }) {
 export function TotpEnrol(props: {
   level: 2 | 3;
   codeKinds?: readonly TypedFactor[];
+  /** Whether the password field takes the focus when the form opens (default true). */
+  focusOnOpen?: boolean;
   onEnrolled: (password: string, codes: readonly string[]) => void;
   onCancel?: () => void;
 }) {
@@ -53,9 +55,12 @@ export function TotpEnrol(props: {
   const Title = `h${props.level}` as "h2" | "h3";
   const Sub = `h${props.level + 1}` as "h3" | "h4";
 
-  // The password field when the form opens; the scan step's heading when it appears, so that
-  // it is read from its start.
-  useEffect(() => (begun ? scanHeading.current : passwordField.current)?.focus(), [begun !== null]);
+  // The password field when the form opens (unless the opener keeps the focus elsewhere); the
+  // scan step's heading when it appears, so that it is read from its start.
+  useEffect(() => {
+    if (begun) scanHeading.current?.focus();
+    else if (props.focusOnOpen !== false) passwordField.current?.focus();
+  }, [begun !== null]);
 
   async function start(ev: Event) {
     ev.preventDefault();
