@@ -5,7 +5,9 @@
 // time), signs out and in with the password and the passkey (no code typed; the ID token's amr
 // says so), in English and Japanese; a cancelled prompt leaves the step usable; `ichor auth
 // login`'s page takes the passkey too; and a cloned authenticator (the same key with a lower
-// signature counter) is refused, in the SPA and on the issuer's card. Before, against run.mjs's
+// signature counter) is refused and disables the passkey for the original too: the issuer's
+// card no longer offers it, a recovery code signs in and the account page lists it as disabled. Adding a second passkey or an
+// authenticator app beside one asks for a recovery code too. Before, against run.mjs's
 // issuer named by an IP address, adding a passkey is refused with the reason. Every new view is
 // checked with axe.
 
@@ -76,6 +78,8 @@ export async function passkeys() {
   await cdp.send("WebAuthn.enable");
   let { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", { options: AUTHENTICATOR });
   const password = "admin-passkey-horse-battery";
+  // The recovery codes the first passkey came with.
+  let codes = [];
   const credentials = async () => (await cdp.send("WebAuthn.getCredentials", { authenticatorId })).credentials;
   const signOut = async () => {
     await page.getByRole("button", { name: "Account menu" }).click();
@@ -110,7 +114,7 @@ export async function passkeys() {
       await form.getByRole("button", { name: "Add a passkey" }).click();
       const dialog = page.getByRole("dialog", { name: "Your recovery codes" });
       await dialog.waitFor({ timeout: 20_000 });
-      const codes = (await dialog.locator("ol.codes code").allTextContents()).map((c) => c.trim());
+      codes = (await dialog.locator("ol.codes code").allTextContents()).map((c) => c.trim());
       assert.equal(codes.length, 10);
       assert.equal((await credentials()).length, 1, "the authenticator holds the passkey");
       assert.equal(await token(page), null, "the change ended the tab's session");
@@ -129,14 +133,36 @@ export async function passkeys() {
       await audit(page, "en-passkey-list");
     });
 
-    await test("passkeys: the same authenticator is not added twice", async () => {
+    await test("passkeys: another passkey takes a current code besides the password; the same authenticator is not added twice", async () => {
       await methods.getByRole("button", { name: "Add a passkey" }).first().click();
       const form = page.getByTestId("passkey-enrol");
+      await form.getByText("You have a second factor already: confirm with a current code too.").waitFor();
+      const code = form.getByLabel("Code from your app, or a recovery code");
+      assert.equal(await code.getAttribute("autocomplete"), "one-time-code");
+      assert.equal(await code.getAttribute("inputmode"), "text", "a recovery code is the only kind the admin can type");
+      await form.getByText("Enter one of your recovery codes.").waitFor();
       await form.getByLabel("Current password").fill(password);
       await form.getByRole("button", { name: "Add a passkey" }).click();
+      await form.getByText("Enter the code.").waitFor();
+      await page.waitForFunction(() => document.activeElement?.getAttribute("name") === "code");
+      assert.equal(await form.getByRole("alert").count(), 0, "refused before any call");
+      await audit(page, "en-passkey-enrol-code-missing");
+      await code.fill("AAAA-AAAA-AAAA-AAAA");
+      await form.getByRole("button", { name: "Add a passkey" }).click();
+      assert.equal(await alertText(form), "Refused: The code is incorrect or was used already.");
+      assert.equal(await code.inputValue(), "", "the refused code is cleared");
+      await page.waitForFunction(() => document.activeElement?.getAttribute("name") === "code");
+      await audit(page, "en-passkey-enrol-code-refused");
+      // A right code is used up by the start; the browser then refuses to make a second passkey.
+      await code.fill(codes[0]);
+      await form.getByRole("button", { name: "Add a passkey" }).click();
       assert.equal(await alertText(form), "This authenticator holds one of your passkeys already.");
-      await page.waitForFunction(() => document.activeElement?.textContent === "Add a passkey");
+      assert.equal(await code.inputValue(), "", "the used code is cleared");
+      await page.waitForFunction(() => document.activeElement?.getAttribute("name") === "code");
       await audit(page, "en-passkey-enrol-exists");
+      await code.fill(codes[0]);
+      await form.getByRole("button", { name: "Add a passkey" }).click();
+      assert.equal(await alertText(form), "Refused: The code is incorrect or was used already.", "the code was used up");
       await form.getByRole("button", { name: "Cancel" }).click();
       assert.equal(await methods.locator("li[data-factor=passkey]").count(), 1);
     });
@@ -178,6 +204,9 @@ export async function passkeys() {
       assert.equal(await form.getByLabel("パスキーの名前").inputValue(), "パスキー");
       await form.getByRole("button", { name: "パスキーを追加" }).click();
       await form.getByText("現在のパスワードを入力してください。").waitFor();
+      await form.getByText("コードを入力してください。").waitFor();
+      await form.getByLabel("アプリのコード、またはリカバリーコード").waitFor();
+      await form.getByText("リカバリーコードのいずれかを入力してください。").waitFor();
       await audit(page, "ja-passkey-enrol");
       await form.getByRole("button", { name: "キャンセル" }).click();
       await audit(page, "ja-passkey-list");
@@ -209,7 +238,7 @@ export async function passkeys() {
       }
     });
 
-    await test("passkeys: a cloned authenticator (a lower signature counter) is refused, in the SPA and on the card", async () => {
+    await test("passkeys: a cloned authenticator (a lower signature counter) is refused and disables the passkey, on the card and in the SPA's list", async () => {
       const [original] = await credentials();
       assert.ok(original.signCount >= 2, `the counter moved forward (${original.signCount})`);
       // The same key on another authenticator, as a copy of the device would hold it.
@@ -230,27 +259,74 @@ export async function passkeys() {
       await page.waitForFunction(() => document.activeElement?.textContent === "Use a passkey");
       await audit(page, "en-passkey-refused");
 
+      assert.match(dev.stderr(), /signature counter did not move forward/);
+
+      // The copy disabled the passkey for the original too: the card no longer offers it, and
+      // a recovery code signs in.
       const login = startLogin(dev, home);
+      let done = false;
       try {
-        const { url } = await login.printed;
+        const { url, port } = await login.printed;
         await page.goto(url);
         await page.getByLabel("User name").fill("admin");
         await page.getByLabel("Password", { exact: true }).fill(password);
         await Promise.all([page.waitForEvent("load"), page.getByRole("button", { name: "Sign in", exact: true }).click()]);
         await page.getByRole("heading", { name: "Two-step verification" }).waitFor();
-        const [refused] = await Promise.all([
-          page.waitForResponse((r) => r.url().endsWith("/oidc/login/factor")),
-          page.getByRole("button", { name: "Use a passkey" }).click(),
+        assert.equal(await page.getByRole("button", { name: "Use a passkey" }).count(), 0, "the disabled passkey is not offered");
+        await audit(page, "en-cli-passkey-disabled");
+        await page.getByLabel("Verification code").fill(codes[1]);
+        await Promise.all([
+          page.waitForURL(new RegExp(`^http://127\\.0\\.0\\.1:${port}/callback\\?`), { timeout: 20_000 }),
+          page.getByRole("button", { name: "Verify" }).click(),
         ]);
-        assert.equal(refused.status(), 401);
-        await page.waitForEvent("load");
-        assert.equal(await alertText(page), "The passkey was not accepted. Try again, or use another method.");
-        await page.waitForFunction(() => document.activeElement?.textContent === "Use a passkey");
-        await audit(page, "en-cli-passkey-refused");
+        const { code, stderr } = await login.exit;
+        done = true;
+        assert.equal(code, 0, stderr);
       } finally {
-        login.child.kill("SIGTERM");
+        if (!done) login.child.kill("SIGTERM");
       }
-      assert.match(dev.stderr(), /signature counter did not move forward/);
+
+      // In the SPA too: the account page says the passkey is disabled and should be removed.
+      await page.goto(dev.base);
+      await signIn(page, "admin", password);
+      await page.getByRole("heading", { name: "Two-step verification" }).waitFor();
+      assert.equal(await page.getByRole("button", { name: "Use a passkey" }).count(), 0, "the disabled passkey is not offered");
+      await page.getByLabel("Verification code").fill(codes[2]);
+      await page.getByRole("button", { name: "Verify" }).click();
+      const row = methods.locator("li[data-factor=passkey]");
+      await row.getByText(/^Passkey “Virtual key”.* \(disabled\)$/).waitFor({ timeout: 20_000 });
+      const warning = row.getByTestId("passkey-cloned");
+      assert.match(await warning.textContent(),
+        /^A copy of this passkey was detected, so it no longer signs you in, nor does the copy: remove it\. Copy detected [A-Z][a-z]{2} \d{1,2}, \d{4}/);
+      await row.getByRole("button", { name: /^Remove: Passkey “Virtual key”.*\(disabled\)$/ }).waitFor();
+      await audit(page, "en-passkey-cloned-list");
+      await page.getByLabel("Language").selectOption("ja");
+      await row.getByText(/^パスキー「Virtual key」.*\(無効\)$/).waitFor();
+      assert.match(await warning.textContent(), /^このパスキーのコピーが検出されたため/);
+      await audit(page, "ja-passkey-cloned-list");
+      await page.getByLabel("言語").selectOption("en");
+    });
+
+    await test("passkeys: setting up an authenticator app beside a passkey takes a recovery code besides the password", async () => {
+      await methods.getByRole("button", { name: "Set up an authenticator app" }).click();
+      const form = page.getByTestId("totp-enrol");
+      await form.getByText("You have a second factor already: confirm with a current code too.").waitFor();
+      const code = form.getByLabel("Code from your app, or a recovery code");
+      await form.getByLabel("Current password").fill(password);
+      await form.getByRole("button", { name: "Continue" }).click();
+      await form.getByText("Enter the code.").waitFor();
+      await page.waitForFunction(() => document.activeElement?.getAttribute("name") === "code");
+      // The code the sign-in just used is refused: it was used up.
+      await code.fill(codes[2]);
+      await form.getByRole("button", { name: "Continue" }).click();
+      assert.equal(await alertText(form), "Refused: The code is incorrect or was used already.");
+      assert.equal(await code.inputValue(), "", "the refused code is cleared");
+      await audit(page, "en-factors-enrol-code-refused");
+      await code.fill(codes[3]);
+      await form.getByRole("button", { name: "Continue" }).click();
+      await form.getByRole("heading", { name: "Scan the QR code" }).waitFor();
+      await form.getByRole("button", { name: "Cancel" }).click();
+      assert.equal(await methods.locator("li[data-factor=totp]").count(), 0, "nothing is stored before the app's first code");
     });
   } finally {
     await b.close();

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { FactorsSchema } from "../gen/ichor/v1alpha1/user_pb";
 import {
-  checkChange, checkPassword, checkTotpCode, groupSecret, hasRealFactor, methodRows, normalizeTotpCode,
+  checkChange, checkEnrol, checkPassword, checkTotpCode, codeRefused, groupSecret, hasRealFactor, methodRows, normalizeTotpCode,
   parseTime, recoveryCodesFile, removalEffect, typedKinds,
 } from "./ownFactors";
 import { GrpcCode, apiRefusal } from "./refusal";
@@ -21,12 +21,34 @@ describe("the sign-in methods as listed", () => {
       passkeys: [{ id: "cred-1", name: "YubiKey", createdAt: at, lastUsedAt: "", backupEligible: false }],
     });
     expect(methodRows(f)).toEqual([
-      { kind: "passkey", id: "cred-1", name: "YubiKey", createdAt: Date.UTC(2026, 11, 3, 13, 5), lastUsedAt: null, synced: false },
+      {
+        kind: "passkey", id: "cred-1", name: "YubiKey", createdAt: Date.UTC(2026, 11, 3, 13, 5), lastUsedAt: null, synced: false,
+        cloned: false, clonedAt: null,
+      },
       { kind: "totp", createdAt: Date.UTC(2026, 11, 3, 13, 5) },
       { kind: "recovery", remaining: 8, createdAt: Date.UTC(2026, 11, 3, 13, 5) },
     ]);
     expect(methodRows(factors({}))).toEqual([]);
     expect(methodRows(undefined)).toEqual([]);
+  });
+
+  it("marks a passkey of which a copy was detected, with the time when it is readable", () => {
+    const f = factors({
+      passkeys: [
+        { id: "a", name: "Laptop", createdAt: at, lastUsedAt: at, backupEligible: true, clonedAt: "2026-12-04T08:00:00Z" },
+        { id: "b", name: "Phone", createdAt: at, clonedAt: "" },
+        { id: "c", name: "Old", createdAt: at, clonedAt: "not a time" },
+      ],
+    });
+    const rows = methodRows(f).map((r) => (r.kind === "passkey" ? [r.id, r.cloned, r.clonedAt, r.synced] : null));
+    expect(rows).toEqual([
+      ["a", true, Date.UTC(2026, 11, 4, 8), true],
+      ["b", false, null, false],
+      // Unreadable time: still disabled, shown without the time.
+      ["c", true, null, false],
+    ]);
+    // A disabled passkey is still a factor the issuer counts: changes still ask for a code.
+    expect(hasRealFactor(factors({ passkeys: [{ id: "a", name: "n", createdAt: at, clonedAt: at }] }))).toBe(true);
   });
 
   it("reads the API's RFC 3339 times, and nothing from an empty or broken one", () => {
@@ -82,6 +104,22 @@ describe("the setup of an authenticator app", () => {
     expect(checkPassword("x")).toEqual({});
     expect(checkChange("", " ")).toEqual({ password: msg("enterCurrent"), code: msg("enterCode") });
     expect(checkChange("pw", "ABCD-EFGH-IJKL-MNOP")).toEqual({});
+  });
+
+  it("asks for a code to add a factor only beside an app or a passkey", () => {
+    expect(checkEnrol("", "", false)).toEqual({ password: msg("enterCurrent") });
+    expect(checkEnrol("pw", "", false)).toEqual({});
+    expect(checkEnrol("pw", "  ", true)).toEqual({ code: msg("enterCode") });
+    expect(checkEnrol("", "", true)).toEqual({ password: msg("enterCurrent"), code: msg("enterCode") });
+    expect(checkEnrol("pw", "123456", true)).toEqual({});
+  });
+
+  it("empties the code field after the code was refused, not after another refusal", () => {
+    expect(codeRefused(apiRefusal(GrpcCode.InvalidArgument, "code: is incorrect or was used already"))).toBe(true);
+    expect(codeRefused(apiRefusal(GrpcCode.FailedPrecondition, "code: too many wrong codes; wait 16 seconds and try again"))).toBe(true);
+    expect(codeRefused(apiRefusal(GrpcCode.InvalidArgument,
+      "code: required: a current code of your authenticator app or an unused recovery code (the password alone does not change second factors)"))).toBe(true);
+    expect(codeRefused(apiRefusal(GrpcCode.InvalidArgument, "password: does not match your current password"))).toBe(false);
   });
 });
 

@@ -12,7 +12,18 @@ export const TOTP_DIGITS = 6;
 export type MethodRow =
   | { kind: "totp"; createdAt: number | null }
   | { kind: "recovery"; remaining: number; createdAt: number | null }
-  | { kind: "passkey"; id: string; name: string; createdAt: number | null; lastUsedAt: number | null; synced: boolean };
+  | {
+    kind: "passkey";
+    id: string;
+    name: string;
+    createdAt: number | null;
+    lastUsedAt: number | null;
+    synced: boolean;
+    /** A copy of it was detected: it no longer completes a sign-in and should be removed. */
+    cloned: boolean;
+    /** When the copy was detected; null when not, or when the time is unreadable. */
+    clonedAt: number | null;
+  };
 
 /** An RFC 3339 time of the API in ms since the epoch; null when empty or unreadable. */
 export function parseTime(rfc3339: string): number | null {
@@ -31,6 +42,8 @@ export function methodRows(f: Factors | undefined | null): MethodRow[] {
     createdAt: parseTime(p.createdAt),
     lastUsedAt: parseTime(p.lastUsedAt),
     synced: p.backupEligible,
+    cloned: p.clonedAt !== "",
+    clonedAt: parseTime(p.clonedAt),
   }));
   if (f.totp) rows.push({ kind: "totp", createdAt: parseTime(f.totp.createdAt) });
   if (f.recovery) rows.push({ kind: "recovery", remaining: f.recovery.remaining, createdAt: parseTime(f.recovery.createdAt) });
@@ -92,6 +105,22 @@ export function checkChange(password: string, code: string): Record<string, Msg>
 /** The check of the password that starts an app's setup. */
 export function checkPassword(password: string): Record<string, Msg> {
   return password === "" ? { password: msg("enterCurrent") } : {};
+}
+
+/**
+ * The checks of the form adding a factor, by field: the password, and a current code when the
+ * caller has an authenticator app or a passkey already (`codeAsked`), as the issuer requires.
+ */
+export function checkEnrol(password: string, code: string, codeAsked: boolean): Record<string, Msg> {
+  return codeAsked ? checkChange(password, code) : checkPassword(password);
+}
+
+/**
+ * Whether a refusal was of the typed code (wrong, used, or too many wrong ones): the code was
+ * counted or used, so the field is emptied for another one.
+ */
+export function codeRefused(m: Msg): boolean {
+  return m.key === "wrongCode" || m.key === "refusedCodeWait" || m.key === "enterCode";
 }
 
 /** The recovery codes as a text file: its name and its content. */

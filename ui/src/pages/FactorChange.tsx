@@ -1,9 +1,9 @@
-import type { JSX } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { S, t, type Msg } from "../strings";
 import { refusal } from "../lib/api";
-import { CODE_MAX, codeHint, digitsOnly, type TypedFactor } from "../lib/factor";
-import { checkChange } from "../lib/ownFactors";
+import type { TypedFactor } from "../lib/factor";
+import { checkChange, codeRefused } from "../lib/ownFactors";
+import { CodeField } from "./CodeField";
 
 /**
  * A change of the caller's second factors that asks for the password and a current code of a
@@ -45,7 +45,7 @@ export function FactorChange(props: {
       setErrors({ form: m });
       setBusy(false);
       // A refused code was counted (or used): the next attempt needs another one.
-      if (m.key === "wrongCode" || m.key === "refusedCodeWait") {
+      if (codeRefused(m)) {
         setCode("");
         codeField.current?.focus();
       } else if (m.key === "refusedWrongCurrent") {
@@ -54,33 +54,20 @@ export function FactorChange(props: {
     }
   }
 
-  const field = (name: "password" | "code", label: string, input: JSX.Element, hint?: string) => (
-    <>
-      <label>
-        {label}
-        {input}
-      </label>
-      {errors[name] && <p class="field-error" id={`change-${name}-error`}>{t(errors[name])}</p>}
-      {hint && <p class="muted" id="change-code-hint">{hint}</p>}
-    </>
-  );
-  const describedCode = [errors.code ? "change-code-error" : "", "change-code-hint"].filter(Boolean).join(" ");
   return (
     <form class="card" onSubmit={submit} noValidate aria-labelledby="change-title" data-testid="factor-change">
       <h3 id="change-title">{props.title}</h3>
       {errors.form && <p class="error" role="alert">{S.refused + t(errors.form)}</p>}
       <p>{props.text}</p>
       <p class="muted">{S.changeConfirmText}</p>
-      {field("password", S.currentPassword,
+      <label>
+        {S.currentPassword}
         <input ref={passwordField} name="password" type="password" autoComplete="current-password" value={password}
           aria-invalid={!!errors.password} aria-describedby={errors.password ? "change-password-error" : undefined}
-          onInput={(e) => setPassword((e.target as HTMLInputElement).value)} />)}
-      {field("code", S.codeLabel,
-        <input ref={codeField} name="code" autoComplete="one-time-code" autoCapitalize="none" spellcheck={false}
-          inputMode={digitsOnly(props.kinds) ? "numeric" : "text"} maxLength={CODE_MAX} value={code}
-          aria-invalid={!!errors.code} aria-describedby={describedCode}
-          onInput={(e) => setCode((e.target as HTMLInputElement).value)} />,
-        S[codeHint(props.kinds)])}
+          onInput={(e) => setPassword((e.target as HTMLInputElement).value)} />
+      </label>
+      {errors.password && <p class="field-error" id="change-password-error">{t(errors.password)}</p>}
+      <CodeField id="change" kinds={props.kinds} value={code} error={errors.code} inputRef={codeField} onInput={setCode} />
       <div class="buttons">
         <button type="submit" class={props.danger ? "danger" : "primary"} disabled={busy}>
           {busy ? S.working : props.submit}

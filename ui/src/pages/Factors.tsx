@@ -54,7 +54,8 @@ function title(row: MethodRow): string {
     case "recovery":
       return S.factorRecovery;
     case "passkey":
-      return fmt(S.factorPasskey, { name: row.name }) + (row.synced ? ` (${S.factorSynced})` : "");
+      return fmt(S.factorPasskey, { name: row.name }) +
+        [row.synced ? S.factorSynced : "", row.cloned ? S.factorDisabled : ""].filter(Boolean).map((s) => ` (${s})`).join("");
   }
 }
 
@@ -128,11 +129,13 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
   const kinds = typedKinds(factors);
   // Offered where the browser can make one; an issuer reached by an IP address refuses, and says so.
   const passkeyOffered = !!factors && passkeysAvailable() && factors.passkeys.length < MAX_PASSKEYS;
+  // Adding a factor beside an app or a passkey takes a current code too.
+  const codeKinds = hasRealFactor(factors) ? kinds : undefined;
   let panel: ComponentChildren = null;
   if (action?.kind === "enrol") {
-    panel = <TotpEnrol level={3} onEnrolled={after.changed} onCancel={cancel} />;
+    panel = <TotpEnrol level={3} codeKinds={codeKinds} onEnrolled={after.changed} onCancel={cancel} />;
   } else if (action?.kind === "passkey") {
-    panel = <PasskeyEnrol level={3} onEnrolled={after.changed} onCancel={cancel} />;
+    panel = <PasskeyEnrol level={3} codeKinds={codeKinds} onEnrolled={after.changed} onCancel={cancel} />;
   } else if (action?.kind === "regenerate") {
     panel = (
       <FactorChange title={S.regenerateCodes} text={S.regenerateText} submit={S.regenerateCodes} kinds={kinds}
@@ -164,6 +167,12 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
               <li key={row.kind === "passkey" ? row.id : row.kind} data-factor={row.kind}>
                 <div>
                   <strong>{title(row)}</strong>
+                  {row.kind === "passkey" && row.cloned && (
+                    <span class="warning" data-testid="passkey-cloned">
+                      {S.factorClonedText}
+                      {row.clonedAt !== null && " " + fmt(S.factorClonedAt, { time: formatDateTime(row.clonedAt) })}
+                    </span>
+                  )}
                   {details(row).map((d) => <span class="muted" key={d}>{d}</span>)}
                 </div>
                 <div class="buttons">
@@ -204,15 +213,19 @@ export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => vo
 export function MustEnrol(props: { me: WhoAmIResponse; onSignedOut: () => void; extra?: ComponentChildren }) {
   const after = useAfterChange(props.me.name, props.onSignedOut);
   const [passkey, setPasskey] = useState(false);
+  // Back from the passkey form: the focus returns to the button that opened it, not to the
+  // app's form.
+  const [back, setBack] = useState(false);
   const other = useRef<HTMLButtonElement>(null);
   const enrol = passkey
     ? <PasskeyEnrol level={2} onEnrolled={after.changed} onCancel={() => {
       setPasskey(false);
+      setBack(true);
       setTimeout(() => other.current?.focus(), 0);
     }} />
     : (
       <>
-        <TotpEnrol level={2} onEnrolled={after.changed} />
+        <TotpEnrol level={2} focusOnOpen={!back} onEnrolled={after.changed} />
         {passkeysAvailable() && (
           <button ref={other} type="button" class="start" onClick={() => setPasskey(true)}>{S.addPasskeyInstead}</button>
         )}

@@ -1,8 +1,10 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { S, t, type Key, type Msg } from "../strings";
 import { api, refusal } from "../lib/api";
-import { TOTP_DIGITS, checkPassword, checkTotpCode, groupSecret, normalizeTotpCode } from "../lib/ownFactors";
+import type { TypedFactor } from "../lib/factor";
+import { TOTP_DIGITS, checkEnrol, checkTotpCode, codeRefused, groupSecret, normalizeTotpCode } from "../lib/ownFactors";
 import { qrDrawing } from "../lib/qr";
+import { CodeField } from "./CodeField";
 
 /** What BeginTotp answered: kept in this component's state only, never stored or logged. */
 interface Begun {
@@ -24,43 +26,63 @@ function QrCode(props: { text: string; label: string }) {
 }
 
 /**
- * Adding an authenticator app: the password (BeginTotp), then the QR code and the setup key with
+ * Adding an authenticator app: the password, and a current code when the caller has a passkey
+ * already (`codeKinds`, the kinds that code may be; absent when none is asked) (BeginTotp), then the QR code and the setup key with
  * the app's first code (ConfirmTotp). Nothing is stored before the code is confirmed; then
  * `onEnrolled` gets the password (to sign in again: the change ended every session) and the
  * recovery codes to show once. `level` is the heading level of the form's title.
  */
 export function TotpEnrol(props: {
   level: 2 | 3;
+  codeKinds?: readonly TypedFactor[];
+  /** Whether the password field takes the focus when the form opens (default true). */
+  focusOnOpen?: boolean;
   onEnrolled: (password: string, codes: readonly string[]) => void;
   onCancel?: () => void;
 }) {
   const [password, setPassword] = useState("");
+  // The current code of a factor the start asks for; `code` is the new app's first code.
+  const [factorCode, setFactorCode] = useState("");
   const [code, setCode] = useState("");
   const [begun, setBegun] = useState<Begun | null>(null);
   const [errors, setErrors] = useState<Record<string, Msg>>({});
   const [busy, setBusy] = useState(false);
   const [copied, setCopied] = useState<Key | null>(null);
   const passwordField = useRef<HTMLInputElement>(null);
+  const factorCodeField = useRef<HTMLInputElement>(null);
   const codeField = useRef<HTMLInputElement>(null);
   const scanHeading = useRef<HTMLHeadingElement>(null);
   const Title = `h${props.level}` as "h2" | "h3";
   const Sub = `h${props.level + 1}` as "h3" | "h4";
 
-  // The password field when the form opens; the scan step's heading when it appears, so that
-  // it is read from its start.
-  useEffect(() => (begun ? scanHeading.current : passwordField.current)?.focus(), [begun !== null]);
+  // The password field when the form opens (unless the opener keeps the focus elsewhere); the
+  // scan step's heading when it appears, so that it is read from its start.
+  useEffect(() => {
+    if (begun) scanHeading.current?.focus();
+    else if (props.focusOnOpen !== false) passwordField.current?.focus();
+  }, [begun !== null]);
 
   async function start(ev: Event) {
     ev.preventDefault();
-    const e = checkPassword(password);
+    const asked = !!props.codeKinds;
+    const e = checkEnrol(password, factorCode, asked);
     setErrors(e);
     if (e.password) return passwordField.current?.focus();
+    if (e.code) return factorCodeField.current?.focus();
     setBusy(true);
     try {
-      const r = await api.beginTotp({ password });
+      const r = await api.beginTotp({ password, code: asked ? factorCode.trim() : "" });
+      // The code was used up: a new start needs another one.
+      setFactorCode("");
       setBegun({ secret: r.secret, uri: r.otpauthUri, ticket: r.ticket });
     } catch (err) {
-      setErrors({ form: refusal(err) });
+      const m = refusal(err);
+      setErrors({ form: m });
+      // A refused code was counted (or used): the next attempt needs another one.
+      if (asked && codeRefused(m)) {
+        setFactorCode("");
+        factorCodeField.current?.focus();
+      }
     }
     setBusy(false);
   }
@@ -111,6 +133,7 @@ export function TotpEnrol(props: {
         <Title id="enrol-title">{S.enrolTitle}</Title>
         {formError}
         <p>{S.enrolPasswordText}</p>
+        {props.codeKinds && <p class="muted">{S.addFactorCodeText}</p>}
         <label>
           {S.currentPassword}
           <input ref={passwordField} name="password" type="password" autoComplete="current-password" value={password}
@@ -118,6 +141,10 @@ export function TotpEnrol(props: {
             onInput={(e) => setPassword((e.target as HTMLInputElement).value)} />
         </label>
         {errors.password && <p class="field-error" id="enrol-password-error">{t(errors.password)}</p>}
+        {props.codeKinds && (
+          <CodeField id="enrol-factor" kinds={props.codeKinds} value={factorCode} error={errors.code}
+            inputRef={factorCodeField} onInput={setFactorCode} />
+        )}
         <div class="buttons">
           <button type="submit" class="primary" disabled={busy}>{busy ? S.working : S.continue}</button>
           {cancel}
