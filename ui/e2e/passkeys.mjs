@@ -42,6 +42,19 @@ const focusedText = (page) => page.evaluate(() => document.activeElement?.textCo
  * Against run.mjs's issuer (named by an IP address): the account page offers a passkey (the
  * browser can make one) and shows the issuer's refusal. `user` has `password` and no factor.
  */
+
+/** Opens the page `ichor auth login` printed, signs in there as admin with `password` and waits
+ * for the second step's card; the CLI's loopback port. */
+async function cliPasswordStep(page, login, password) {
+  const { url, port } = await login.printed;
+  await page.goto(url);
+  await page.getByLabel("User name").fill("admin");
+  await page.getByLabel("Password", { exact: true }).fill(password);
+  await Promise.all([page.waitForEvent("load"), page.getByRole("button", { name: "Sign in", exact: true }).click()]);
+  await page.getByRole("heading", { name: "Two-step verification" }).waitFor();
+  return port;
+}
+
 export async function passkeyNeedsDomain({ dev, user, password }) {
   const b = await launch(dev.ca, "en-US");
   watchCsp(b.context);
@@ -217,12 +230,7 @@ export async function passkeys() {
       const login = startLogin(dev, home);
       let done = false;
       try {
-        const { url, port } = await login.printed;
-        await page.goto(url);
-        await page.getByLabel("User name").fill("admin");
-        await page.getByLabel("Password", { exact: true }).fill(password);
-        await Promise.all([page.waitForEvent("load"), page.getByRole("button", { name: "Sign in", exact: true }).click()]);
-        await page.getByRole("heading", { name: "Two-step verification" }).waitFor();
+        const port = await cliPasswordStep(page, login, password);
         await page.waitForFunction(() => document.activeElement?.textContent === "Use a passkey");
         await audit(page, "en-cli-passkey-step");
         await Promise.all([
@@ -266,12 +274,7 @@ export async function passkeys() {
       const login = startLogin(dev, home);
       let done = false;
       try {
-        const { url, port } = await login.printed;
-        await page.goto(url);
-        await page.getByLabel("User name").fill("admin");
-        await page.getByLabel("Password", { exact: true }).fill(password);
-        await Promise.all([page.waitForEvent("load"), page.getByRole("button", { name: "Sign in", exact: true }).click()]);
-        await page.getByRole("heading", { name: "Two-step verification" }).waitFor();
+        const port = await cliPasswordStep(page, login, password);
         assert.equal(await page.getByRole("button", { name: "Use a passkey" }).count(), 0, "the disabled passkey is not offered");
         await audit(page, "en-cli-passkey-disabled");
         await page.getByLabel("Verification code").fill(codes[1]);

@@ -243,15 +243,7 @@ impl Terminal {
     /// with this person's password (as a person signs in before their first kubectl command;
     /// kubectl's exec plugin does not sign in without a terminal).
     pub async fn login(&self, site: &Site) {
-        let args = [
-            "auth".into(),
-            "login".into(),
-            "--issuer".into(),
-            site.dev.url.clone().into(),
-            "--ca-file".into(),
-            site.dev.ca_file.clone().into_os_string(),
-        ];
-        let (child, url, reader) = self.start_login(&args).await;
+        let (child, url, reader) = self.start_login(&login_args(site)).await;
         let http = dev_support::http_client(&site.dev);
         let callback = dev_support::approve(&http, &url, &self.user, &self.password)
             .await
@@ -262,15 +254,7 @@ impl Terminal {
     /// As [`Terminal::login`] for a person with an authenticator app: the browser gives the
     /// password, then the code `code()` returns at that moment (the test plays the app).
     pub async fn login_with_code(&self, site: &Site, code: impl FnOnce() -> String) {
-        let args = [
-            "auth".into(),
-            "login".into(),
-            "--issuer".into(),
-            site.dev.url.clone().into(),
-            "--ca-file".into(),
-            site.dev.ca_file.clone().into_os_string(),
-        ];
-        let (child, url, reader) = self.start_login(&args).await;
+        let (child, url, reader) = self.start_login(&login_args(site)).await;
         let http = dev_support::http_client(&site.dev);
         let ticket = sign_in::answer("authorize", http.get(&url).header("accept", "application/json"))
             .await
@@ -468,4 +452,17 @@ impl Terminal {
         }
         answer == "yes"
     }
+}
+
+/// The arguments of `ichor auth login` against the site's issuer (before `--no-browser`, which
+/// [`Terminal::start_login`] adds).
+fn login_args(site: &Site) -> [std::ffi::OsString; 6] {
+    [
+        "auth".into(),
+        "login".into(),
+        "--issuer".into(),
+        site.dev.url.clone().into(),
+        "--ca-file".into(),
+        site.dev.ca_file.clone().into_os_string(),
+    ]
 }

@@ -604,15 +604,7 @@ fn a_second_factor_policy_change_re_renders_every_cluster_and_asks_each_control_
     assert_eq!(recomputed(&eval, names::SECOND_FACTOR), 1);
     assert_eq!(recomputed(&eval, names::CLUSTER_AUTH), 2);
     assert_eq!(renders.len(), 2, "{renders:?}");
-    let c = sim.controller();
-    let yaml = c
-        .graph()
-        .instance(
-            &c.handles().clusters,
-            &ichor_graph::ObjectKey::new("TalosCluster", "ichor-system", "cluster-000"),
-        )
-        .and_then(|a| a.yaml)
-        .expect("rendered");
+    let yaml = first_cluster_document(&sim);
     assert!(yaml.contains("claimValidationRules"), "{yaml}");
     assert!(yaml.contains("ichor:admin needs a second factor"), "{yaml}");
     assert!(!yaml.contains("'viewer'"), "{yaml}");
@@ -633,17 +625,21 @@ fn a_second_factor_policy_change_re_renders_every_cluster_and_asks_each_control_
         .expect("journaled");
     let (eval, renders) = sim.controller_mut().evaluate();
     assert_eq!(renders.len(), 2, "{renders:?}");
+    let yaml = first_cluster_document(&sim);
+    assert!(!yaml.contains("claimValidationRules"), "{yaml}");
+    assert!(restarts(&eval.actions).is_empty(), "{:?}", eval.actions);
+}
+
+/// The authentication document rendered for the first cluster of [`settled`].
+fn first_cluster_document(sim: &Sim<std::io::Sink>) -> String {
     let c = sim.controller();
-    let yaml = c
-        .graph()
+    c.graph()
         .instance(
             &c.handles().clusters,
             &ichor_graph::ObjectKey::new("TalosCluster", "ichor-system", "cluster-000"),
         )
         .and_then(|a| a.yaml)
-        .expect("rendered");
-    assert!(!yaml.contains("claimValidationRules"), "{yaml}");
-    assert!(restarts(&eval.actions).is_empty(), "{:?}", eval.actions);
+        .expect("rendered")
 }
 
 /// The machines the actions mark `Ready=False` for an apiserver restart.
