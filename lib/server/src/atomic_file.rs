@@ -13,11 +13,18 @@
 //!   write there (the kubectl exec plugin's token cache among them) would help no one.
 //!
 //! The temporary file is removed when a step fails.
+//!
+//! [`write_atomic_in`] does the same inside a directory the caller has already opened and
+//! checked: every step (create, rename, the directory's `fsync`) goes through that descriptor, so
+//! a directory swapped for a link or a FIFO after the check changes nothing about where the bytes
+//! go or whether the write finishes.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 /// The directory holding `path` (`.` for a bare file name).
 fn parent(path: &Path) -> &Path {
@@ -27,19 +34,24 @@ fn parent(path: &Path) -> &Path {
     }
 }
 
+/// A fresh temporary file name for the file `name`.
+fn temp_name(name: &str) -> io::Result<String> {
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(format!(
+        ".{name}.tmp-{}-{:016x}",
+        std::process::id(),
+        u64::from_le_bytes(nonce)
+    ))
+}
+
 /// A fresh temporary path beside `path`.
 fn temp_path(path: &Path) -> io::Result<PathBuf> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut nonce = [0u8; 8];
-    getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
-    Ok(parent(path).join(format!(
-        ".{name}.tmp-{}-{:016x}",
-        std::process::id(),
-        u64::from_le_bytes(nonce)
-    )))
+    Ok(parent(path).join(temp_name(&name)?))
 }
 
 /// Writes `bytes` to the new file `temp` (mode 0600, never an existing one) and syncs it.
@@ -99,12 +111,56 @@ pub fn create_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     sync_dir(parent(path))
 }
 
+/// Replaces the file `name` of the opened directory `dir` by `bytes`, atomically and durably,
+/// every step through `dir`'s descriptor: a new 0600 file created there (never through a link,
+/// never an existing one), written and synced, renamed over `name` within `dir`, then `dir`
+/// synced. `name` is a plain file name (no `/`).
+///
+/// # Errors
+/// The failing step's I/O error; the temporary file is removed then.
+pub fn write_atomic_in(dir: &File, name: &str, bytes: &[u8]) -> io::Result<()> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a plain file name"),
+        ));
+    }
+    let temp = temp_name(name)?;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let result = (|| -> io::Result<()> {
+        let mut file = File::from(rustix::fs::openat(
+            dir,
+            temp.as_str(),
+            flags,
+            Mode::from_raw_mode(0o600),
+        )?);
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        rustix::fs::renameat(dir, temp.as_str(), dir, name)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        // The temporary file may already be gone (renamed).
+        let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
+    }
+    result?;
+    sync_opened_dir(dir)
+}
+
 /// Syncs the directory `dir`, making the renames, links and removals in it durable.
 ///
 /// # Errors
 /// The open or sync failure, except a file system's answer that it cannot sync directories.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    match File::open(dir)?.sync_all() {
+    sync_opened_dir(&File::open(dir)?)
+}
+
+/// Syncs an opened directory; see [`sync_dir`].
+///
+/// # Errors
+/// The sync failure, except a file system's answer that it cannot sync directories.
+pub fn sync_opened_dir(dir: &File) -> io::Result<()> {
+    match dir.sync_all() {
         Err(e) if cannot_sync_directories(&e) => Ok(()),
         other => other,
     }
@@ -178,6 +234,38 @@ mod tests {
         fs::write(path.join("inside"), "x").unwrap();
         assert!(write_atomic(&path, b"new").is_err());
         assert_eq!(names(dir.path()), ["taken"]);
+    }
+
+    #[test]
+    fn a_write_in_an_opened_directory_stays_there_when_its_path_becomes_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        let checked = root.path().join("auth");
+        let elsewhere = root.path().join("elsewhere");
+        fs::create_dir(&checked).unwrap();
+        fs::create_dir(&elsewhere).unwrap();
+        let dir = File::open(&checked).unwrap();
+        fs::rename(&checked, root.path().join("moved")).unwrap();
+        symlink(&elsewhere, &checked).unwrap();
+        write_atomic_in(&dir, "t.json", b"token").unwrap();
+        assert_eq!(names(&elsewhere), Vec::<String>::new());
+        let moved = root.path().join("moved");
+        assert_eq!(names(&moved), ["t.json"]);
+        assert_eq!(fs::read(moved.join("t.json")).unwrap(), b"token");
+        assert_eq!(
+            fs::metadata(moved.join("t.json")).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn a_write_in_an_opened_directory_takes_only_a_plain_name() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = File::open(root.path()).unwrap();
+        for name in ["", ".", "..", "../x", "a/b"] {
+            let e = write_atomic_in(&dir, name, b"x").unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{name:?}");
+        }
+        assert_eq!(names(root.path()), Vec::<String>::new());
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! - The directory is created 0700 (and narrowed to 0700 if it exists wider); files are 0600.
 //! - A write is atomic: a new file in the same directory is written, fsynced and renamed over
 //!   the old one, then the directory is fsynced. A reader sees the old or the new file, never a
-//!   mix, so the fast path reads without the lock.
+//!   mix, so the fast path reads without the lock. Every write, rename, removal and sync goes
+//!   through the directory's descriptor, opened and checked once ([`CacheDir::ensure`]), never
+//!   by path: a name swapped for a link or a FIFO after the check redirects or stalls nothing.
 //! - A read is bounded ([`MAX_CACHE_BYTES`]) and strict (unknown fields and other versions are
 //!   refused); a file that does not parse is reported as [`Loaded::Unusable`], never a panic,
 //!   and the report names only the line and column, never a fragment of the file (a token).
@@ -37,10 +39,14 @@ use std::{
 };
 
 use jiff::Timestamp;
+use rustix::{
+    fs::{AtFlags, Mode, OFlags},
+    io::Errno,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use ichor_server::atomic_file::write_atomic;
+use ichor_server::atomic_file::write_atomic_in;
 
 use super::{error::AuthError, flow::DEFAULT_LOGIN_TIMEOUT, secret::Secret};
 use files::DirError;
@@ -318,51 +324,57 @@ impl CacheDir {
         })
     }
 
-    /// Creates the directory 0700, or narrows an existing one of this user to 0700.
+    /// Creates the directory 0700, or narrows an existing one of this user to 0700, and returns
+    /// it opened and checked ([`files::private_dir`]). Every write of the cache goes through
+    /// this descriptor, never by path: what was checked is where the tokens go, even if the
+    /// name is swapped for a link or a FIFO afterwards.
     ///
     /// # Errors
     /// [`AuthError::CacheUnsafe`] when it is a link, not a directory or another user's;
     /// [`AuthError::CacheIo`] naming the directory.
-    pub fn ensure(&self) -> Result<(), AuthError> {
+    pub fn ensure(&self) -> Result<File, AuthError> {
         let io = |action, source| AuthError::CacheIo {
             path: self.path.clone(),
             action,
             source,
         };
-        let mut builder = fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            builder.mode(0o700);
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            use std::os::unix::fs::DirBuilderExt as _;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| io("create the directory", e))?;
         }
-        builder
-            .create(&self.path)
-            .map_err(|e| io("create the directory", e))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let meta = fs::symlink_metadata(&self.path).map_err(|e| io("read the directory", e))?;
-            let refuse = |problem| AuthError::CacheUnsafe {
-                path: self.path.clone(),
-                problem,
-            };
-            if !meta.is_dir() {
-                return Err(refuse(Unsafe::NotDirectory));
-            }
-            let you = rustix::process::geteuid().as_raw();
-            if meta.uid() != you {
-                return Err(refuse(Unsafe::OtherOwner {
-                    owner: meta.uid(),
-                    you,
-                }));
-            }
-            if meta.permissions().mode() & 0o777 != 0o700 {
-                fs::set_permissions(&self.path, fs::Permissions::from_mode(0o700))
-                    .map_err(|e| io("set the directory to mode 0700", e))?;
-            }
+        match rustix::fs::mkdir(&self.path, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(io("create the directory", e.into())),
         }
-        Ok(())
+        let refuse = |problem| AuthError::CacheUnsafe {
+            path: self.path.clone(),
+            problem,
+        };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let dir = match rustix::fs::open(&self.path, flags, Mode::empty()) {
+            Ok(fd) => File::from(fd),
+            Err(Errno::LOOP | Errno::NOTDIR) => return Err(refuse(Unsafe::NotDirectory)),
+            Err(e) => return Err(io("open the directory", e.into())),
+        };
+        let meta = dir.metadata().map_err(|e| io("read the directory", e))?;
+        let you = rustix::process::geteuid().as_raw();
+        if meta.uid() != you {
+            return Err(refuse(Unsafe::OtherOwner {
+                owner: meta.uid(),
+                you,
+            }));
+        }
+        if meta.mode() & 0o777 != 0o700 {
+            rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o700))
+                .map_err(|e| io("set the directory to mode 0700", e.into()))?;
+        }
+        let meta = dir.metadata().map_err(|e| io("read the directory", e))?;
+        files::private_dir(&meta, you).map_err(refuse)?;
+        Ok(dir)
     }
 
     /// Takes the exclusive lock of `key`, waiting at most [`LOCK_WAIT`] for another process
@@ -395,8 +407,7 @@ impl CacheDir {
         wait: Duration,
         on_wait: &mut dyn FnMut(&Path),
     ) -> Result<CacheLock, AuthError> {
-        self.ensure()?;
-        let dir = self.open_checked_dir()?;
+        let dir = self.ensure()?;
         let path = self.lock_file_for(key);
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         let file = files::open_lock(&dir, &self.path, name)?;
@@ -429,26 +440,65 @@ impl CacheDir {
     /// # Errors
     /// [`AuthError::CacheIo`] naming the file.
     pub fn store(&self, entry: &CacheEntry) -> Result<(), AuthError> {
-        self.ensure()?;
+        let dir = self.ensure()?;
+        self.store_in(&dir, entry)
+    }
+
+    /// Writes an entry atomically into `dir`, this directory as [`Self::ensure`] opened and
+    /// checked it, through its descriptor only.
+    ///
+    /// # Errors
+    /// [`AuthError::CacheIo`] naming the file.
+    pub fn store_in(&self, dir: &File, entry: &CacheEntry) -> Result<(), AuthError> {
         let path = self.file_for(&entry.key());
         let bytes = serde_json::to_vec_pretty(entry).map_err(|e| AuthError::CacheIo {
             path: path.clone(),
             action: "serialise the entry",
             source: std::io::Error::other(e),
         })?;
-        write_atomic(&path, &bytes).map_err(|source| AuthError::CacheIo {
+        let name = format!("{}.json", entry.key().file_stem());
+        write_atomic_in(dir, &name, &bytes).map_err(|source| AuthError::CacheIo {
             path,
             action: "write",
             source,
         })
     }
 
-    /// Deletes the cache file of `key`; an absent file is fine.
+    /// Deletes the cache file of `key`; an absent file (or directory) is fine.
     ///
     /// # Errors
-    /// [`AuthError::CacheIo`] naming the file.
+    /// See [`Self::remove_file`].
     pub fn remove(&self, key: &CacheKey) -> Result<(), AuthError> {
-        remove_file(&self.file_for(key))
+        self.remove_file(&self.file_for(key))
+    }
+
+    /// Deletes `path`, a cache file of this directory (as [`Self::list`] names them), through
+    /// the checked directory's descriptor; an absent file (or directory) is fine.
+    ///
+    /// # Errors
+    /// [`AuthError::CacheUnsafe`] when the directory is not one this ichor makes;
+    /// [`AuthError::CacheIo`] naming the file, also for a path that is not a cache file here.
+    pub fn remove_file(&self, path: &Path) -> Result<(), AuthError> {
+        let fail = |source| AuthError::CacheIo {
+            path: path.to_owned(),
+            action: "delete",
+            source,
+        };
+        let name = match path.file_name().and_then(|n| n.to_str()) {
+            Some(name) if path.parent() == Some(self.path.as_path()) && is_cache_file_name(path) => name,
+            _ => return Err(fail(std::io::ErrorKind::InvalidInput.into())),
+        };
+        let dir = match self.open_checked_dir() {
+            Ok(dir) => dir,
+            Err(AuthError::CacheIo { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(fail(e.into())),
+        }
     }
 
     /// Every cache file in the directory, sorted by file name; an absent directory is empty.
@@ -464,19 +514,20 @@ impl CacheDir {
             }
             Err(e) => return Err(e),
         };
-        let entries = match fs::read_dir(&self.path) {
+        // Listed through the checked descriptor, like every other use of the directory.
+        let entries = match rustix::fs::Dir::read_from(&dir) {
             Ok(e) => e,
-            Err(source) => {
+            Err(e) => {
                 return Err(AuthError::CacheIo {
                     path: self.path.clone(),
                     action: "list",
-                    source,
+                    source: e.into(),
                 });
             }
         };
         let mut paths: Vec<PathBuf> = entries
             .filter_map(Result::ok)
-            .map(|e| e.path())
+            .filter_map(|e| e.file_name().to_str().ok().map(|n| self.path.join(n)))
             .filter(|p| is_cache_file_name(p))
             .collect();
         paths.sort();
@@ -491,22 +542,6 @@ impl CacheDir {
                 Listed { path, entry }
             })
             .collect())
-    }
-}
-
-/// Deletes a file; an absent one is fine.
-///
-/// # Errors
-/// [`AuthError::CacheIo`] naming the file.
-pub fn remove_file(path: &Path) -> Result<(), AuthError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(AuthError::CacheIo {
-            path: path.to_owned(),
-            action: "delete",
-            source,
-        }),
     }
 }
 

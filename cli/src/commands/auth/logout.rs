@@ -9,7 +9,7 @@
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use super::{
-    cache::{self, CacheDir, CacheEntry},
+    cache::{CacheDir, CacheEntry},
     error::AuthError,
     flow,
     issuer_url::IssuerUrl,
@@ -70,14 +70,14 @@ pub fn run(selection: Selection, ca_file: Option<PathBuf>) -> Result<ExitCode, A
         revoke_all(with_refresh, ca_file);
     }
     for (path, e) in &selected {
-        cache::remove_file(path)?;
+        dir.remove_file(path)?;
         eprintln!(
             "Signed out of {} (user {}, audience {}).",
             e.issuer, e.subject, e.audience
         );
     }
     for path in &unusable {
-        cache::remove_file(path)?;
+        dir.remove_file(path)?;
         eprintln!("Removed the unusable login cache {}.", path.display());
     }
     Ok(ExitCode::SUCCESS)

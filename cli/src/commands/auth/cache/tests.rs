@@ -455,3 +455,95 @@ fn a_parse_error_names_the_line_and_column_and_never_quotes_the_file() {
         );
     }
 }
+
+/// A process that can write into `~/.ichor` swaps `auth` for a link to a directory it reads,
+/// between the check and the write of a refreshed token: the token still goes into the
+/// directory that was checked, through its descriptor, and nothing lands in the planted one.
+#[test]
+fn a_cache_directory_swapped_for_a_link_during_a_refresh_receives_no_token() {
+    use std::os::unix::fs::{PermissionsExt as _, symlink};
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("auth");
+    let dir = CacheDir::new(path.clone());
+    let checked = dir.ensure().unwrap();
+    let planted = home.path().join("planted");
+    fs::create_dir(&planted).unwrap();
+    fs::set_permissions(&planted, fs::Permissions::from_mode(0o777)).unwrap();
+    let moved = home.path().join("moved");
+    fs::rename(&path, &moved).unwrap();
+    symlink(&planted, &path).unwrap();
+
+    dir.store_in(&checked, &entry(7)).unwrap();
+
+    assert_eq!(
+        fs::read_dir(&planted).unwrap().count(),
+        0,
+        "nothing lands in the planted directory"
+    );
+    let file = moved.join(format!("{}.json", key().file_stem()));
+    assert_eq!(parse(&fs::read(&file).unwrap()).unwrap().id_token_exp, 7);
+    assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    // The next run refuses the link instead of following it.
+    assert!(matches!(
+        dir.ensure(),
+        Err(AuthError::CacheUnsafe {
+            problem: Unsafe::NotDirectory,
+            ..
+        })
+    ));
+}
+
+/// `auth` swapped for a FIFO after the check: the write's directory sync goes through the
+/// descriptor, never opens the name, and so never waits on the FIFO while holding the lock.
+#[test]
+fn a_fifo_swapped_in_as_the_directory_after_the_check_does_not_hang_a_write() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("auth");
+    let dir = CacheDir::new(path.clone());
+    let checked = dir.ensure().unwrap();
+    let moved = home.path().join("moved");
+    fs::rename(&path, &moved).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &path,
+        rustix::fs::FileType::Fifo,
+        Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(dir.store_in(&checked, &entry(8)).is_ok()));
+    // A write that opened the FIFO would wait here for a writer that never comes.
+    let stored = finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the write did not hang");
+    assert!(stored);
+    let file = moved.join(format!("{}.json", key().file_stem()));
+    assert_eq!(parse(&fs::read(&file).unwrap()).unwrap().id_token_exp, 8);
+}
+
+/// Removal goes through the checked directory and only takes this directory's cache files.
+#[test]
+fn a_removal_takes_only_a_cache_file_of_this_directory() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = CacheDir::new(home.path().join("auth"));
+    dir.store(&entry(1)).unwrap();
+    let other = home.path().join(format!("{}.json", key().file_stem()));
+    write_private(&other, b"keep");
+    for path in [other.clone(), dir.path().join("notes.txt"), dir.path().join("..")] {
+        assert!(
+            matches!(
+                dir.remove_file(&path),
+                Err(AuthError::CacheIo { action: "delete", .. })
+            ),
+            "{}",
+            path.display()
+        );
+    }
+    assert_eq!(fs::read(&other).unwrap(), b"keep");
+    dir.remove(&key()).unwrap();
+    assert!(!dir.file_for(&key()).exists());
+    dir.remove(&key()).unwrap();
+    CacheDir::new(home.path().join("absent")).remove(&key()).unwrap();
+}
