@@ -24,7 +24,8 @@ pub struct StatusRow {
     pub groups: Vec<String>,
     /// The ID token's expiry, RFC 3339 UTC.
     pub id_token_expires_at: String,
-    /// Whether the ID token is still valid at `now`.
+    /// Whether the ID token is still valid at `now`: not expired, and its `exp` no further ahead
+    /// than any token Ichor issues (`ichor auth token` refreshes such a token rather than use it).
     pub id_token_valid: bool,
     /// Whether a refresh token is held (the token itself is never shown).
     pub has_refresh_token: bool,
@@ -43,7 +44,7 @@ pub fn rows(entries: &[CacheEntry], now: Timestamp) -> Vec<StatusRow> {
             id_token_expires_at: Timestamp::from_second(e.id_token_exp)
                 .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
                 .unwrap_or_else(|_| format!("invalid ({})", e.id_token_exp)),
-            id_token_valid: e.id_token_exp > now.as_second(),
+            id_token_valid: e.id_token_exp > now.as_second() && !e.exp_too_far_ahead(now),
             has_refresh_token: e.refresh_token.is_some(),
         })
         .collect();
@@ -78,7 +79,12 @@ pub fn render_table(entries: &[CacheEntry], now: Timestamp) -> String {
     sorted.sort_by(|a, b| (&a.issuer, &a.audience, &a.subject).cmp(&(&b.issuer, &b.audience, &b.subject)));
     for (row, e) in rows(&sorted, now).into_iter().zip(&sorted) {
         let left = e.id_token_exp.saturating_sub(now.as_second());
-        let relative = if left > 0 {
+        let relative = if e.exp_too_far_ahead(now) {
+            format!(
+                "in {}, further ahead than any token Ichor issues: not used",
+                span(left)
+            )
+        } else if left > 0 {
             format!("in {}", span(left))
         } else {
             format!("expired {} ago", span(left))
@@ -173,6 +179,36 @@ mod tests {
 
     fn now() -> Timestamp {
         "2026-11-29T18:00:30Z".parse().unwrap()
+    }
+
+    /// An `exp` decades ahead (an edited file, a clock far off) is one `ichor auth token` never
+    /// uses: status must not call it valid either.
+    #[test]
+    fn an_exp_further_ahead_than_any_token_ichor_issues_is_shown_as_not_valid() {
+        let far = entry(
+            "https://i",
+            "ichor-kube",
+            "alice",
+            &[],
+            now().as_second() + 30 * 365 * 86_400,
+            true,
+        );
+        let near = entry(
+            "https://i",
+            "ichor-ui",
+            "alice",
+            &[],
+            now().as_second() + 300,
+            true,
+        );
+        let rows = rows(&[far.clone(), near], now());
+        assert!(!rows[0].id_token_valid, "{rows:?}");
+        assert!(rows[1].id_token_valid, "{rows:?}");
+        let table = render_table(&[far], now());
+        assert!(
+            table.contains("further ahead than any token Ichor issues: not used"),
+            "{table}"
+        );
     }
 
     fn entries() -> Vec<CacheEntry> {
