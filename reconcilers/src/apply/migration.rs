@@ -6,6 +6,7 @@
 //! | `credentials-layout legacy to migrating` | one JSON Patch of `ichor-user-credentials`: `test` of the phase annotation, `replace` |
 //! | `credentials-sweep …` | a quorum GET of the legacy Secret; a POST of `ichor-user-<name>` per key to move, holding the legacy value unchanged (its answer asked for as metadata; 409 AlreadyExists: already moved); one JSON Patch of the legacy Secret, a `test` against the value read and a `remove` per key of the batch |
 //! | `retire-legacy-credentials <rv>` | DELETE of the legacy Secret with the resourceVersion precondition |
+//! | `credentials-return …` | the move back ([`super::returning`]) |
 //!
 //! A patch refused whole (a `test` failed: an issuer moved or removed an entry since the read)
 //! is stale: the legacy Secret is read again and the graph decides the next batch from it. A
@@ -17,6 +18,7 @@
 use std::time::{Duration, Instant};
 
 use ichor_controller_core::identity::migration::{RetireLegacyRequest, SweepRequest, SwitchLayoutRequest};
+use ichor_controller_core::identity::returning::ReturnRequest;
 use ichor_graph::{EffectRequest, Event, Object, ObjectKey};
 use ichor_renderers::contract::{
     CREDENTIALS_LAYOUT_ANNOTATION, LAYOUT_MIGRATING, PART_OF_LABEL, PART_OF_VALUE, USER_CREDENTIALS_KEY,
@@ -41,6 +43,7 @@ pub(super) fn is_migration_effect(id: &str) -> bool {
         "credentials-layout ",
         "credentials-sweep ",
         "retire-legacy-credentials ",
+        "credentials-return ",
     ]
     .iter()
     .any(|p| id.starts_with(p))
@@ -90,7 +93,7 @@ pub fn per_user_body(namespace: &str, user: &str, value: &Value) -> Value {
 
 /// Whether a 422 is a failed JSON Patch operation (no field cause) rather than a validation
 /// failure of the object.
-fn is_patch_test_failure(e: &kube::Error) -> bool {
+pub(super) fn is_patch_test_failure(e: &kube::Error) -> bool {
     match e {
         kube::Error::Api(s) if s.code == 422 => s
             .details
@@ -116,6 +119,11 @@ impl KubeApplier {
             let done = if id.starts_with("credentials-layout ") {
                 match serde_json::from_value::<SwitchLayoutRequest>(request.request.clone()) {
                     Ok(r) => self.switch_layout(&r).await,
+                    Err(e) => Err(malformed(id, &e)),
+                }
+            } else if id.starts_with("credentials-return ") {
+                match serde_json::from_value::<ReturnRequest>(request.request.clone()) {
+                    Ok(r) => self.return_batch(&r).await,
                     Err(e) => Err(malformed(id, &e)),
                 }
             } else if id.starts_with("credentials-sweep ") {
@@ -150,19 +158,28 @@ impl KubeApplier {
         }
     }
 
-    fn secrets(&self, namespace: &str) -> Api<DynamicObject> {
+    pub(super) fn secrets(&self, namespace: &str) -> Api<DynamicObject> {
         let resource = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
         Api::namespaced_with(self.client.clone(), namespace, &resource)
     }
 
     /// The legacy Secret as the graph holds it, from an answer.
-    fn legacy_event(what: &str, namespace: &str, name: &str, o: DynamicObject) -> Result<Event, ApplyError> {
+    pub(super) fn legacy_event(
+        what: &str,
+        namespace: &str,
+        name: &str,
+        o: DynamicObject,
+    ) -> Result<Event, ApplyError> {
         let fallback = Object::new("Secret", namespace, name, Value::Null);
         Ok(Event::Applied(observed("Secret", &fallback, to_value(what, o)?)))
     }
 
     /// Reads the legacy Secret (quorum): its event for the graph and the object.
-    async fn read_legacy(&self, namespace: &str, name: &str) -> Result<(Event, Option<Value>), ApplyError> {
+    pub(super) async fn read_legacy(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(Event, Option<Value>), ApplyError> {
         let what = format!("read of Secret {namespace}/{name}");
         match self.secrets(namespace).get_opt(name).await {
             Ok(Some(o)) => {
@@ -214,7 +231,7 @@ impl KubeApplier {
     }
 
     /// Waits until [`SWEEP_INTERVAL`] has passed since the last batch.
-    async fn pace_sweep(&self) {
+    pub(super) async fn pace_sweep(&self) {
         let wait = {
             let last = self
                 .last_sweep
@@ -527,6 +544,7 @@ mod tests {
         assert!(is_migration_effect("credentials-layout legacy to migrating"));
         assert!(is_migration_effect("credentials-sweep a (3 keys)"));
         assert!(is_migration_effect("retire-legacy-credentials 12"));
+        assert!(is_migration_effect("credentials-return a (1 keys)"));
         assert!(!is_migration_effect("remove-credentials-key credentials-sweep"));
     }
 }

@@ -10,7 +10,9 @@
 //! | no annotation | nothing: the issuer writes `legacy` on its first read |
 //! | `legacy` | the switch ([`SwitchLayoutRequest`]) once [`switch_blocker`] finds nothing in the way |
 //! | `migrating` | a batch of at most [`SWEEP_BATCH`] keys ([`SweepRequest`]); none left: the deletion ([`RetireLegacyRequest`]) |
-//! | `returning` or another value | nothing (the move back is not made by this release) |
+//! | `migrating`, the installation asking for `legacy` | the switch to `returning` ([`super::returning`]) |
+//! | `returning` | a batch back ([`super::returning::ReturnRequest`]); none left: the switch to `legacy` |
+//! | another value | nothing |
 
 use std::collections::BTreeMap;
 
@@ -304,6 +306,8 @@ pub enum Step {
     Sweep(SweepRequest),
     /// Delete the empty legacy Secret.
     Retire(RetireLegacyRequest),
+    /// Move one batch back into the legacy Secret.
+    Return(super::returning::ReturnRequest),
     /// Done: no legacy Secret.
     Done,
 }
@@ -388,6 +392,10 @@ pub fn switch_blocker(
 pub fn step(inputs: Inputs<'_>) -> (Step, Progress) {
     let (progress, moves, stale) = batch(inputs.keys);
     let step = match &inputs.legacy.phase {
+        Phase::Absent if inputs.asked == CredentialsLayout::Legacy => Step::Wait(format!(
+            "the IchorInstallation asks for the legacy layout, but {CREDENTIALS_SECRET_NAME} is gone: moving back from \
+             the end state is not made by this release"
+        )),
         Phase::Absent => Step::Done,
         Phase::Unannotated => Step::Wait(format!(
             "{CREDENTIALS_SECRET_NAME} carries no {CREDENTIALS_LAYOUT_ANNOTATION} yet (the issuer writes {LAYOUT_LEGACY} on its first read)"
@@ -405,10 +413,7 @@ pub fn step(inputs: Inputs<'_>) -> (Step, Progress) {
                 ),
             }),
         },
-        Phase::Migrating if inputs.asked == CredentialsLayout::Legacy => Step::Wait(
-            "the IchorInstallation asks for the legacy layout while migrating: the sweep stops (moving back is not made by this release)"
-                .to_owned(),
-        ),
+        Phase::Migrating if inputs.asked == CredentialsLayout::Legacy => super::returning::start(),
         Phase::Migrating => match namespace_blocker(inputs.dedication) {
             Some(why) => Step::Wait(why),
             None if moves.is_empty() && stale.is_empty() => match &inputs.legacy.empty_at {
@@ -429,9 +434,11 @@ pub fn step(inputs: Inputs<'_>) -> (Step, Progress) {
                 stale,
             }),
         },
-        Phase::Returning => Step::Wait(format!(
-            "{CREDENTIALS_SECRET_NAME} is {LAYOUT_RETURNING}: moving back is not made by this release"
-        )),
+        Phase::Returning => {
+            let asks_legacy = inputs.asked == CredentialsLayout::Legacy;
+            let blocker = switch_blocker(inputs.asked, inputs.dedication, inputs.issuers);
+            return super::returning::step(inputs.keys, asks_legacy, blocker);
+        }
         Phase::Unknown(v) => Step::Wait(format!(
             "{CREDENTIALS_SECRET_NAME} carries the unknown phase {v:?}"
         )),
@@ -560,6 +567,7 @@ pub fn migration(
         Step::Switch(r) => effect(r.id(), r),
         Step::Sweep(r) => effect(r.id(), r),
         Step::Retire(r) => effect(r.id(), r),
+        Step::Return(r) => effect(r.id(), r),
         Step::Wait(_) | Step::Done => None,
     };
     Desired {

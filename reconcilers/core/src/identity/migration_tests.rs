@@ -237,11 +237,20 @@ fn a_batch_holds_at_most_a_hundred_keys_moves_and_stale_copies_apart() {
 }
 
 #[test]
-fn the_sweep_stops_when_the_namespace_is_not_dedicated_or_the_installation_asks_for_legacy() {
+fn the_sweep_stops_when_the_namespace_is_not_dedicated_and_turns_back_when_legacy_is_asked() {
     let legacy = state(Some(LAYOUT_MIGRATING), &["a"]);
     let k = keys(&[("a", true, false)]);
+    match step_of(
+        &legacy,
+        CredentialsLayout::Legacy,
+        &Dedication::Dedicated,
+        &None,
+        &k,
+    ) {
+        Step::Switch(s) => assert_eq!(s.to, LAYOUT_RETURNING),
+        other => panic!("asked for legacy while migrating: the switch to returning, got {other:?}"),
+    }
     for (asked, dedication) in [
-        (CredentialsLayout::Legacy, Dedication::Dedicated),
         (CredentialsLayout::PerUser, Dedication::Foreign(vec!["x".into()])),
         (CredentialsLayout::PerUser, Dedication::Missing),
     ] {
@@ -306,9 +315,20 @@ fn an_empty_legacy_secret_is_deleted_at_the_resource_version_it_was_seen_empty()
 }
 
 #[test]
-fn returning_and_unknown_phases_are_left_alone() {
+fn an_unknown_phase_and_the_end_state_asked_for_legacy_are_left_alone() {
     let k = keys(&[("a", true, false)]);
-    for p in [LAYOUT_RETURNING, "sideways"] {
+    let gone = legacy_state(&None);
+    assert!(matches!(
+        step_of(
+            &gone,
+            CredentialsLayout::Legacy,
+            &Dedication::Dedicated,
+            &None,
+            &k
+        ),
+        Step::Wait(_)
+    ));
+    for p in ["sideways"] {
         let s = state(Some(p), &["a"]);
         assert!(matches!(
             step_of(&s, CredentialsLayout::PerUser, &Dedication::Dedicated, &None, &k),

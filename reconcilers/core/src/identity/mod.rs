@@ -21,7 +21,8 @@
 //! Namespace ichor-credentials, foreign Secrets there ─► credentials-namespace ─┤
 //! Deployment ichor-issuer, its Pods ─► issuer-layouts ────────────────────────┤
 //! IchorInstallation, credentials keys ─────────────────────────────────────────┴─► credentials-migration
-//!     (emit: credentials-layout, credentials-sweep, retire-legacy-credentials; the installation's status)
+//!     (emit: credentials-layout, credentials-sweep, retire-legacy-credentials, credentials-return;
+//!      the installation's status)
 //! certificates, Secret ichor-webhook-tls, ValidatingWebhookConfiguration, now ─► webhook-certificate (emit: issue-webhook-leaf)
 //! certificates, ValidatingWebhookConfiguration ─► webhook-ca-bundle (emit: the configuration's caBundles)
 //! TalosOperation ─► rollout[operation] ◄─ now, IchorRolloutSettings, cluster-auth[its cluster], TalosMachines,
@@ -77,6 +78,7 @@ pub mod nodes;
 pub mod project;
 mod read;
 pub mod replay;
+pub mod returning;
 pub mod rollout;
 pub mod webhook;
 

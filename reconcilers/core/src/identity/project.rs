@@ -12,6 +12,12 @@
 //! Secrets existed). A user's node joins the one derived object named after the user; a sign-in
 //! that rewrites an existing entry changes nothing derived, so nothing recomputes.
 //!
+//! Each Secret of the credentials namespace that is not a user's credentials Secret (by what its
+//! metadata shows: named `ichor-user-<user>` and labelled with that user; a metadata watch does
+//! not carry `type`) is derived as one object of kind [`FOREIGN_SECRET_KIND`], so whether the
+//! namespace is dedicated is read from a set that is empty in a healthy installation, never by
+//! scanning every Secret on every sign-in.
+//!
 //! Derived events are a pure function of the World before the event and the event, so they are
 //! never journaled: a replay derives them again ([`fold`] is used by both).
 
