@@ -453,7 +453,7 @@ mod tests {
         token.name = "default-token-x".into();
         let mut mislabelled = good.clone();
         mislabelled.value["metadata"]["labels"][USER_LABEL] = json!("hank");
-        mislabelled.name = user_credentials_secret("ivan").into();
+        mislabelled.name = user_credentials_secret("ivan");
         fold(&mut w, Event::Applied(good.clone()));
         fold(&mut w, Event::Applied(token.clone()));
         fold(&mut w, Event::Applied(mislabelled.clone()));
