@@ -63,7 +63,7 @@ SECRET_GRANTS: dict[tuple[str, str], set[tuple[str, str | None]]] = {
             for verb in ("get", "list", "watch", "update")
             for name in ("ichor-oidc-signing", "ichor-oidc-ca", "ichor-oidc-tls", "ichor-webhook-tls")
         },
-        *{(verb, "ichor-user-credentials") for verb in ("get", "list", "watch", "patch")},
+        *{(verb, "ichor-user-credentials") for verb in ("get", "list", "watch", "patch", "delete")},
         ("create", None),
     },
     ("Role", "ichor-issuer"): {
@@ -75,8 +75,9 @@ SECRET_GRANTS: dict[tuple[str, str], set[tuple[str, str | None]]] = {
     ("Role", f"{CREDENTIALS_NAMESPACE}/ichor-issuer"): {
         (verb, None) for verb in ("get", "create", "patch", "delete")
     },
+    # create: the sweep moves each legacy entry into its user's Secret (never a patch).
     ("Role", f"{CREDENTIALS_NAMESPACE}/ichor-controller"): {
-        (verb, None) for verb in ("get", "list", "watch", "delete")
+        (verb, None) for verb in ("get", "list", "watch", "delete", "create")
     },
 }
 # The roles whose secrets rules may lack resourceNames beyond create: those of the namespace

@@ -63,6 +63,17 @@ pub const LAYOUT_RETURNING: &str = "returning";
 pub const CREDENTIALS_LAYOUTS_ANNOTATION: &str = "ichor.maesh.dev/credentials-layouts";
 /// The value of [`CREDENTIALS_LAYOUTS_ANNOTATION`] of a release that reads and writes both.
 pub const CREDENTIALS_LAYOUTS_VALUE: &str = "legacy,per-user";
+/// The layout an issuer pod must list in [`CREDENTIALS_LAYOUTS_ANNOTATION`] before the
+/// controller switches the legacy Secret to [`LAYOUT_MIGRATING`].
+pub const LAYOUT_PER_USER: &str = "per-user";
+/// The issuer's Deployment in [`NAMESPACE`] (its rollout gates the switch to per-user Secrets).
+pub const ISSUER_DEPLOYMENT: &str = "ichor-issuer";
+/// The labels the issuer Deployment selects its pods by (`spec.selector.matchLabels`, immutable:
+/// its pods keep `component=issuer`), as a label selector.
+pub const ISSUER_POD_SELECTOR: &str = "app.kubernetes.io/name=ichor,app.kubernetes.io/component=issuer";
+/// The condition on the `IchorInstallation` saying whether [`CREDENTIALS_NAMESPACE`] holds
+/// nothing but users' credentials Secrets (the migration advances only while it is true).
+pub const CREDENTIALS_NAMESPACE_DEDICATED: &str = "CredentialsNamespaceDedicated";
 
 /// The name of `user`'s credentials Secret in [`CREDENTIALS_NAMESPACE`].
 pub fn user_credentials_secret(user: &str) -> String {

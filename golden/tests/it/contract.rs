@@ -25,6 +25,8 @@ const GENERIC: &[&str] = &[
     "legacy",
     "migrating",
     "returning",
+    // Also a value of `issuer_load control-plane --layout`.
+    "per-user",
 ];
 
 /// Folders (relative to the root) whose files are not read.

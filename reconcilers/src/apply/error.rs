@@ -90,6 +90,20 @@ pub enum ApplyError {
     /// node busy); the loop retries it after its back-off.
     #[error("rollout: {0}")]
     Rollout(String),
+    /// Moving entries back would take the legacy Secret past its share of the API server's limit.
+    #[error(
+        "moving users back into Secret {secret} would make its data {bytes} bytes, past {limit} (80 % of the API \
+         server's 1 MiB): the move back stops; remove users who no longer sign in, or keep the per-user layout \
+         (spec.users.credentialsLayout: perUser)"
+    )]
+    ReturnTooLarge {
+        /// The legacy Secret.
+        secret: String,
+        /// Its data size after the batch.
+        bytes: u64,
+        /// The bound.
+        limit: u64,
+    },
     /// A desired or returned object is not what the API expects.
     #[error("{what}: {message}")]
     Malformed {
@@ -115,6 +129,7 @@ impl ApplyError {
             | ApplyError::DeleteOfInput { .. }
             | ApplyError::NoResourceVersion { .. }
             | ApplyError::NoUid { .. }
+            | ApplyError::ReturnTooLarge { .. }
             | ApplyError::Malformed { .. } => ProblemKind::Other,
         }
     }

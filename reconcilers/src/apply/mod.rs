@@ -12,6 +12,7 @@
 //! | apply of `data` keys of an owned Secret (`keys.json` when keys are dated or dropped) | update (PUT) of the Secret as observed with those keys replaced, conditioned on its resourceVersion |
 //! | effects | [`ichor_controller_core::perform::perform`] on a blocking thread; each Secret created (absent) or replaced with the resourceVersion the performer read |
 //! | `remove-credentials-key` | GET of the key's `IchorUser` (quorum read; the key is kept, stale, when the user exists and is not being deleted), then JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials` (when it holds the key), then DELETE of the user's own Secret of the credentials namespace (when observed) with `preconditions: {uid}`, its answer asked for as metadata and never read |
+//! | `credentials-layout`, `credentials-sweep`, `retire-legacy-credentials`, `credentials-return` | the move off the legacy credentials Secret ([`migration`]) |
 //! | `rollout-apply`, `rollout-rollback`, `rollout-probe` | the Talos machine API and `/readyz` of one control plane, recorded in the operation's status ([`rollout`]) |
 //!
 //! **A 409 is never decided here.** A conditional write the API server refuses because its
@@ -28,8 +29,10 @@
 mod credentials;
 mod effects;
 mod error;
+pub mod migration;
 mod objects;
 pub mod resources;
+pub mod returning;
 pub mod rollout;
 pub mod webhook;
 
@@ -94,6 +97,10 @@ pub struct KubeApplier {
     /// Each cluster's Talos credentials as last read (the probes use them while the API server
     /// being restarted cannot be asked).
     talos_credentials: Mutex<std::collections::HashMap<String, Arc<rollout::Credentials>>>,
+    /// The least time between two batches of the credentials sweep.
+    sweep_interval: Duration,
+    /// When the last batch of the sweep started.
+    last_sweep: Mutex<Option<std::time::Instant>>,
 }
 
 impl std::fmt::Debug for KubeApplier {
@@ -120,7 +127,16 @@ impl KubeApplier {
             retry: RetryPolicy::default(),
             clock: Timestamp::now,
             talos_credentials: Mutex::default(),
+            sweep_interval: migration::SWEEP_INTERVAL,
+            last_sweep: Mutex::default(),
         }
+    }
+
+    /// The same applier with another least time between two batches of the credentials sweep
+    /// (tests; [`migration::SWEEP_INTERVAL`] by default).
+    pub fn with_sweep_interval(mut self, interval: Duration) -> Self {
+        self.sweep_interval = interval;
+        self
     }
 
     /// The same applier with another retry policy.
@@ -193,6 +209,9 @@ impl KubeApplier {
                 }
             }
         }
+        let (migrating, effects): (Vec<_>, Vec<_>) = effects
+            .into_iter()
+            .partition(|(request, _)| migration::is_migration_effect(&request.id));
         let (rollout, effects): (Vec<_>, Vec<_>) = effects
             .into_iter()
             .partition(|(request, _)| request.id.starts_with("rollout-"));
@@ -202,6 +221,10 @@ impl KubeApplier {
         if !rollout.is_empty() {
             let requests: Vec<&EffectRequest> = rollout.iter().map(|(r, _)| *r).collect();
             self.rollout_effects(world, &requests, &mut report).await;
+        }
+        if !migrating.is_empty() {
+            let requests: Vec<&EffectRequest> = migrating.iter().map(|(r, _)| *r).collect();
+            self.migration_effects(&requests, &mut report).await;
         }
         report
     }

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ichor_graph::{Event, Object, ObjectKey};
+use ichor_renderers::contract::CREDENTIALS_LAYOUTS_ANNOTATION;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
@@ -31,6 +32,79 @@ pub fn metadata_only(object: PartialObjectMeta<DynamicObject>) -> DynamicObject 
             ..ObjectMeta::default()
         },
         data: Value::Object(serde_json::Map::new()),
+    }
+}
+
+/// An issuer pod read by metadata only ([`metadata_only`]) keeping, of its annotations, only
+/// the credentials layouts it understands ([`CREDENTIALS_LAYOUTS_ANNOTATION`]): what the switch
+/// to per-user Secrets waits for.
+pub fn pod_layouts_only(object: PartialObjectMeta<DynamicObject>) -> DynamicObject {
+    let layouts = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CREDENTIALS_LAYOUTS_ANNOTATION))
+        .cloned();
+    let mut out = metadata_only(object);
+    out.metadata.annotations =
+        layouts.map(|v| std::iter::once((CREDENTIALS_LAYOUTS_ANNOTATION.to_owned(), v)).collect());
+    out
+}
+
+/// The issuer Deployment as the switch reads it: its name, uid, resourceVersion, generation and
+/// labels, `spec.selector`, the credentials layouts its pod template lists and
+/// `status.observedGeneration`; nothing of its pods' spec (environment, volumes).
+pub fn deployment_rollout_only(object: DynamicObject) -> DynamicObject {
+    let data = &object.data;
+    let layouts = data
+        .pointer("/spec/template/metadata/annotations")
+        .and_then(|a| a.get(CREDENTIALS_LAYOUTS_ANNOTATION))
+        .cloned();
+    let mut template_annotations = serde_json::Map::new();
+    if let Some(v) = layouts {
+        template_annotations.insert(CREDENTIALS_LAYOUTS_ANNOTATION.to_owned(), v);
+    }
+    let mut spec = serde_json::Map::new();
+    if let Some(selector) = data.pointer("/spec/selector") {
+        spec.insert("selector".to_owned(), selector.clone());
+    }
+    spec.insert(
+        "template".to_owned(),
+        serde_json::json!({"metadata": {"annotations": template_annotations}}),
+    );
+    let mut status = serde_json::Map::new();
+    if let Some(g) = data.pointer("/status/observedGeneration") {
+        status.insert("observedGeneration".to_owned(), g.clone());
+    }
+    let meta = object.metadata;
+    DynamicObject {
+        types: object.types,
+        metadata: ObjectMeta {
+            name: meta.name,
+            namespace: meta.namespace,
+            uid: meta.uid,
+            resource_version: meta.resource_version,
+            generation: meta.generation,
+            labels: meta.labels,
+            creation_timestamp: meta.creation_timestamp,
+            deletion_timestamp: meta.deletion_timestamp,
+            ..ObjectMeta::default()
+        },
+        data: serde_json::json!({"spec": spec, "status": status}),
+    }
+}
+
+/// A watch event with its object reshaped by `shape`.
+pub fn reshaped<T>(
+    event: watcher::Event<T>,
+    shape: impl Fn(T) -> DynamicObject,
+) -> watcher::Event<DynamicObject> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(shape(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(shape(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(shape(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 

@@ -87,6 +87,11 @@ pub struct RunArgs {
     /// This replica's identity in the Lease (the pod name). Required with --leader-elect.
     #[arg(long, env = "ICHOR_CONTROLLER_POD_NAME")]
     pub pod_name: Option<String>,
+    /// The least time between two batches of the credentials sweep, in milliseconds (the move
+    /// of `ichor-user-credentials` into one Secret per user writes that Secret once a batch).
+    #[arg(long, env = "ICHOR_CONTROLLER_CREDENTIALS_SWEEP_INTERVAL_MS", default_value_t = 2000,
+        value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub credentials_sweep_interval_ms: u64,
     /// The namespace of every input and owned object (Ichor installs into ichor-system only).
     #[arg(long, env = "ICHOR_CONTROLLER_NAMESPACE", default_value = NAMESPACE)]
     pub namespace: String,
@@ -644,11 +649,10 @@ pub fn main(args: RunArgs) -> Result<(), RunError> {
         return runtime.block_on(run(args, |_client| Applier::DryRun(DryRun)));
     }
     let namespace = args.namespace.clone();
+    let sweep_interval = std::time::Duration::from_millis(args.credentials_sweep_interval_ms);
     runtime.block_on(run(args, move |client| {
-        Applier::Kube(Box::new(KubeApplier::new(
-            client,
-            namespace,
-            Box::new(OsKeyMaterial),
-        )))
+        Applier::Kube(Box::new(
+            KubeApplier::new(client, namespace, Box::new(OsKeyMaterial)).with_sweep_interval(sweep_interval),
+        ))
     }))
 }

@@ -18,10 +18,12 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt as _;
 use ichor_graph::Event;
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
-use ichor_renderers::contract::CREDENTIALS_NAMESPACE;
+use ichor_renderers::contract::{CREDENTIALS_NAMESPACE, ISSUER_DEPLOYMENT, ISSUER_POD_SELECTOR};
 use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP, UI_CA_CONFIGMAP};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::PartialObjectMeta;
@@ -30,7 +32,7 @@ use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::convert::{WatchState, metadata_event};
+use super::convert::{WatchState, deployment_rollout_only, metadata_event, pod_layouts_only, reshaped};
 use crate::admission::UserCacheFeed;
 
 pub use ichor_controller_core::identity::webhook::WEBHOOK_TLS_SECRET;
@@ -54,6 +56,9 @@ pub struct Source {
     /// resourceVersion, labels and timestamps, never their content
     /// ([`super::convert::metadata_only`]).
     pub metadata_only: bool,
+    /// How the objects are cut down before the graph sees them (`Whole`: as they are, or as
+    /// [`Source::metadata_only`] says).
+    pub shape: Shape,
     /// Selectors.
     pub config: watcher::Config,
     /// A source whose list is refused (403, 404: RBAC or CRD missing) counts as synced and
@@ -72,6 +77,7 @@ impl Source {
             namespaced,
             namespace: None,
             metadata_only: false,
+            shape: Shape::Whole,
             config,
             optional: false,
             refused_hint: None,
@@ -95,6 +101,7 @@ pub fn credentials_source() -> Source {
         namespaced: true,
         namespace: Some(CREDENTIALS_NAMESPACE.to_owned()),
         metadata_only: true,
+        shape: Shape::Whole,
         config: watcher::Config::default(),
         optional: true,
         refused_hint: Some(format!(
@@ -103,6 +110,67 @@ pub fn credentials_source() -> Source {
              the chart is upgraded"
         )),
     }
+}
+
+/// How a source's objects are cut down before the graph sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// As delivered (whole, or by metadata only).
+    Whole,
+    /// Issuer pods: metadata and the credentials layouts they list
+    /// ([`super::convert::pod_layouts_only`]; a metadata watch).
+    PodLayouts,
+    /// The issuer Deployment: what its rollout says ([`super::convert::deployment_rollout_only`]).
+    DeploymentRollout,
+}
+
+/// What the switch to one Secret per user waits for (docs/credentials-sharding.md, "The
+/// switch"): the issuer Deployment (by name), its pods (by the chart's selector, metadata and
+/// one annotation) and the credentials namespace (by name, metadata). Optional: without them
+/// (or the chart's grants) the switch waits, and everything else runs.
+pub fn migration_sources() -> Vec<Source> {
+    vec![
+        Source {
+            label: format!("Deployment {ISSUER_DEPLOYMENT} (rollout)"),
+            resource: ApiResource::erase::<Deployment>(&()),
+            namespaced: true,
+            namespace: None,
+            metadata_only: false,
+            shape: Shape::DeploymentRollout,
+            config: watcher::Config::default().fields(&format!("metadata.name={ISSUER_DEPLOYMENT}")),
+            optional: true,
+            refused_hint: Some(format!(
+                "the controller may not watch the Deployment {ISSUER_DEPLOYMENT}: the move to one Secret per user waits"
+            )),
+        },
+        Source {
+            label: format!("Pods ({ISSUER_POD_SELECTOR}, metadata)"),
+            resource: ApiResource::erase::<Pod>(&()),
+            namespaced: true,
+            namespace: None,
+            metadata_only: true,
+            shape: Shape::PodLayouts,
+            config: watcher::Config::default().labels(ISSUER_POD_SELECTOR),
+            optional: true,
+            refused_hint: Some(
+                "the controller may not list the issuer's pods: the move to one Secret per user waits"
+                    .to_owned(),
+            ),
+        },
+        Source {
+            label: format!("Namespace {CREDENTIALS_NAMESPACE} (metadata)"),
+            resource: ApiResource::erase::<Namespace>(&()),
+            namespaced: false,
+            namespace: None,
+            metadata_only: true,
+            shape: Shape::Whole,
+            config: watcher::Config::default().fields(&format!("metadata.name={CREDENTIALS_NAMESPACE}")),
+            optional: true,
+            refused_hint: Some(format!(
+                "the controller may not watch the namespace {CREDENTIALS_NAMESPACE}: the move to one Secret per user waits"
+            )),
+        },
+    ]
 }
 
 fn ichor(kind: &str) -> ApiResource {
@@ -168,6 +236,7 @@ pub fn sources_named(issuer_selector: &str, issuer_name: &str, webhook_configura
         ));
     }
     out.push(credentials_source());
+    out.extend(migration_sources());
     // Cluster-scoped; without it (or without the RBAC to watch it) no serving certificate is
     // issued, since nothing calls the webhooks.
     out.push(
@@ -301,9 +370,18 @@ pub fn spawn(
                 } else {
                     Api::all_with(client.clone(), &source.resource)
                 };
+                let pods = source.shape == Shape::PodLayouts;
                 watcher::watcher(api, source.config.clone())
                     .default_backoff()
-                    .map(|item| item.map(metadata_event))
+                    .map(move |item| {
+                        item.map(|e| {
+                            if pods {
+                                reshaped(e, pod_layouts_only)
+                            } else {
+                                metadata_event(e)
+                            }
+                        })
+                    })
                     .boxed()
             } else {
                 let api: Api<DynamicObject> = if source.namespaced {
@@ -311,8 +389,18 @@ pub fn spawn(
                 } else {
                     Api::all_with(client.clone(), &source.resource)
                 };
+                let rollout = source.shape == Shape::DeploymentRollout;
                 watcher::watcher(api, source.config.clone())
                     .default_backoff()
+                    .map(move |item| {
+                        item.map(|e| {
+                            if rollout {
+                                reshaped(e, deployment_rollout_only)
+                            } else {
+                                e
+                            }
+                        })
+                    })
                     .boxed()
             };
             let tx = tx.clone();

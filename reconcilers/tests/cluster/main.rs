@@ -14,6 +14,7 @@ mod attacks;
 mod controller;
 mod crds;
 mod credentials;
+mod credentials_migration;
 mod prerequisites;
 mod replicas;
 mod rollout;

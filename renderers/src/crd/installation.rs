@@ -114,6 +114,10 @@ impl UsersSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct IchorInstallationStatus {
+    /// `CredentialsNamespaceDedicated`: whether the credentials namespace holds nothing but
+    /// users' credentials Secrets (the move to one Secret per user waits while it is false).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
     /// Where users' credentials are and how far a move between layouts has come.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<CredentialsStatus>,

@@ -17,6 +17,12 @@
 //! IchorUser ─► user-status[user] (joined to its credentials key; conditions → status write, emit)
 //! IchorUser (count) ─► users-observed ─┐
 //! credentials key (legacy key | own Secret) ─► credentials-gc[key] (joined to user-exists[its IchorUser]) (emit: remove-credentials-key)
+//! Secret ichor-user-credentials ─► credentials-phase ─┐
+//! Namespace ichor-credentials, foreign Secrets there ─► credentials-namespace ─┤
+//! Deployment ichor-issuer, its Pods ─► issuer-layouts ────────────────────────┤
+//! IchorInstallation, credentials keys ─────────────────────────────────────────┴─► credentials-migration
+//!     (emit: credentials-layout, credentials-sweep, retire-legacy-credentials, credentials-return;
+//!      the installation's status)
 //! certificates, Secret ichor-webhook-tls, ValidatingWebhookConfiguration, now ─► webhook-certificate (emit: issue-webhook-leaf)
 //! certificates, ValidatingWebhookConfiguration ─► webhook-ca-bundle (emit: the configuration's caBundles)
 //! TalosOperation ─► rollout[operation] ◄─ now, IchorRolloutSettings, cluster-auth[its cluster], TalosMachines,
@@ -67,14 +73,17 @@
 
 pub mod conditions;
 pub mod effects;
+pub mod migration;
 pub mod nodes;
 pub mod project;
 mod read;
 pub mod replay;
+pub mod returning;
 pub mod rollout;
 pub mod webhook;
 
 use ichor_graph::{BuildError, Desired, Family, Graph, GraphBuilder, Node, Object, ObjectKey, Ownership};
+use ichor_renderers::contract::{CREDENTIALS_NAMESPACE, ISSUER_DEPLOYMENT};
 use ichor_renderers::trust::{CA_SECRET, NAMESPACE, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP};
 
 pub use conditions::StatusWrite;
@@ -138,6 +147,14 @@ pub mod names {
     pub const USERS_OBSERVED: &str = "users-observed";
     /// Credentials garbage collection.
     pub const CREDENTIALS_GC: &str = "credentials-gc";
+    /// The legacy credentials Secret's phase (and whether it is empty).
+    pub const CREDENTIALS_PHASE: &str = "credentials-phase";
+    /// Whether the credentials namespace exists and holds only credentials.
+    pub const CREDENTIALS_NAMESPACE: &str = "credentials-namespace";
+    /// Why the issuer replicas do not all understand the per-user layout, if they do not.
+    pub const ISSUER_LAYOUTS: &str = "issuer-layouts";
+    /// The move off the legacy credentials Secret, and the installation's status.
+    pub const CREDENTIALS_MIGRATION: &str = "credentials-migration";
     /// The webhooks' serving certificate decision.
     pub const WEBHOOK_CERTIFICATE: &str = "webhook-certificate";
     /// The `caBundle`s of the webhook configuration.
@@ -297,6 +314,44 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
         |key, k: &Object, (user, observed)| nodes::credentials_gc(key, k, user, *observed),
     );
     b.emit(&gc);
+
+    // The move off the legacy credentials Secret (docs/credentials-sharding.md, "Migration").
+    let legacy_secret = b.object("legacy-credentials-secret", project::credentials_secret_key());
+    let legacy = b.node(names::CREDENTIALS_PHASE, legacy_secret, migration::legacy_state);
+    let credentials_namespace = b.object(
+        "credentials-namespace-object",
+        ObjectKey::new("Namespace", "", CREDENTIALS_NAMESPACE),
+    );
+    let foreign = b.objects("foreign-credentials-secrets", project::FOREIGN_SECRET_KIND);
+    let dedication = b.node(
+        names::CREDENTIALS_NAMESPACE,
+        (credentials_namespace, foreign.all()),
+        |(namespace, foreign)| migration::dedication(namespace, foreign),
+    );
+    let issuer_deployment = b.object(
+        "issuer-deployment",
+        ObjectKey::new("Deployment", NAMESPACE, ISSUER_DEPLOYMENT),
+    );
+    let issuer_pods = b.objects("issuer-pods", "Pod");
+    let issuers = b.node(
+        names::ISSUER_LAYOUTS,
+        (issuer_deployment, issuer_pods.all()),
+        |(deployment, pods)| migration::issuer_blocker(deployment, pods),
+    );
+    let migration = b.node(
+        names::CREDENTIALS_MIGRATION,
+        (
+            installations.all(),
+            legacy,
+            dedication,
+            issuers,
+            credential_keys.all(),
+        ),
+        |(installations, legacy, dedication, issuers, keys)| {
+            migration::migration(installations, legacy, dedication, issuers, keys)
+        },
+    );
+    b.emit(&migration);
 
     // The rollout of each `config` operation this subsystem owns (labelled managed-by
     // ichor-identity; the others are Ichor core's): its status writes and Talos effects.

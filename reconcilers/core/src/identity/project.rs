@@ -12,6 +12,12 @@
 //! Secrets existed). A user's node joins the one derived object named after the user; a sign-in
 //! that rewrites an existing entry changes nothing derived, so nothing recomputes.
 //!
+//! Each Secret of the credentials namespace that is not a user's credentials Secret (by what its
+//! metadata shows: named `ichor-user-<user>` and labelled with that user; a metadata watch does
+//! not carry `type`) is derived as one object of kind [`FOREIGN_SECRET_KIND`], so whether the
+//! namespace is dedicated is read from a set that is empty in a healthy installation, never by
+//! scanning every Secret on every sign-in.
+//!
 //! Derived events are a pure function of the World before the event and the event, so they are
 //! never journaled: a replay derives them again ([`fold`] is used by both).
 
@@ -29,6 +35,16 @@ use super::read::{has_secret_key, label, secret_key_names};
 
 /// The kind of the derived per-key objects. Never written to a cluster or a journal.
 pub const CREDENTIALS_KEY_KIND: &str = "ichor.identity/CredentialsKey";
+
+/// The kind of the derived objects naming each Secret of [`CREDENTIALS_NAMESPACE`] that is not
+/// a user's credentials Secret (by what its metadata shows: named `ichor-user-<user>` and
+/// labelled with that user). Never written to a cluster or a journal.
+pub const FOREIGN_SECRET_KIND: &str = "ichor.identity/ForeignCredentialsSecret";
+
+/// The derived object naming the foreign Secret `name` of [`CREDENTIALS_NAMESPACE`].
+pub fn foreign_secret_key(name: &str) -> ObjectKey {
+    ObjectKey::new(FOREIGN_SECRET_KIND, CREDENTIALS_NAMESPACE, name)
+}
 
 /// The key of the credentials Secret.
 pub fn credentials_secret_key() -> ObjectKey {
@@ -165,8 +181,42 @@ fn derive(world: &World, user: &str, legacy: bool, per_user: Option<PerUserSourc
     )))
 }
 
+/// The derived event recording whether the Secret of [`CREDENTIALS_NAMESPACE`] that `event`
+/// is about is foreign (not a user's credentials Secret), or nothing when the World already
+/// says so or the event is about another object.
+fn foreign_event(world: &World, event: &Event) -> Option<Event> {
+    let (name, foreign) = match event {
+        Event::Applied(o) if o.kind == "Secret" && o.namespace == CREDENTIALS_NAMESPACE => {
+            let source = user_of_credentials_secret(&o.name).and_then(|u| per_user_source(o, u));
+            (&*o.name, source.is_none())
+        }
+        Event::Deleted(k) if &*k.kind == "Secret" && &*k.namespace == CREDENTIALS_NAMESPACE => {
+            (&*k.name, false)
+        }
+        _ => return None,
+    };
+    let key = foreign_secret_key(name);
+    match (world.get(&key).is_some(), foreign) {
+        (false, true) => Some(Event::Applied(Object::new(
+            FOREIGN_SECRET_KIND,
+            CREDENTIALS_NAMESPACE,
+            name,
+            json!({}),
+        ))),
+        (true, false) => Some(Event::Deleted(key)),
+        _ => None,
+    }
+}
+
 /// The derived events of `event` against the World as it is *before* `event` is folded.
 pub fn derived_events(world: &World, event: &Event) -> Vec<Event> {
+    let mut out: Vec<Event> = foreign_event(world, event).into_iter().collect();
+    out.extend(credentials_events(world, event));
+    out
+}
+
+/// The derived credentials keys of `event` (see [`derived_events`]).
+fn credentials_events(world: &World, event: &Event) -> Vec<Event> {
     let (user, source) = match event {
         Event::Applied(o) => match per_user_of(&o.kind, &o.namespace, &o.name) {
             Some(user) => (user, per_user_source(o, user)),
@@ -391,6 +441,40 @@ mod tests {
         base.value["type"] = json!(USER_CREDENTIALS_TYPE);
         fold(&mut w, Event::Applied(base));
         assert_eq!(sources(&w, "frank"), from_own("u", false));
+    }
+
+    #[test]
+    fn a_secret_that_is_not_a_users_credentials_is_derived_as_foreign_until_it_goes() {
+        let mut w = World::new();
+        let Event::Applied(good) = per_user("gina", "u", "1") else {
+            unreachable!()
+        };
+        let mut token = good.clone();
+        token.name = "default-token-x".into();
+        let mut mislabelled = good.clone();
+        mislabelled.value["metadata"]["labels"][USER_LABEL] = json!("hank");
+        mislabelled.name = user_credentials_secret("ivan");
+        fold(&mut w, Event::Applied(good.clone()));
+        fold(&mut w, Event::Applied(token.clone()));
+        fold(&mut w, Event::Applied(mislabelled.clone()));
+        assert_eq!(w.count(FOREIGN_SECRET_KIND), 2);
+        assert!(w.get(&foreign_secret_key("default-token-x")).is_some());
+        assert!(w.get(&foreign_secret_key("ichor-user-ivan")).is_some());
+        assert!(
+            derived_events(&w, &Event::Applied(token.clone())).is_empty(),
+            "seen already"
+        );
+        // Labelled right after all: no longer foreign; the token Secret deleted: gone.
+        mislabelled.value["metadata"]["labels"][USER_LABEL] = json!("ivan");
+        fold(&mut w, Event::Applied(mislabelled));
+        fold(&mut w, Event::Deleted(token.key()));
+        assert_eq!(w.count(FOREIGN_SECRET_KIND), 0);
+        // A Secret of ichor-system is never foreign.
+        let mut elsewhere = good;
+        elsewhere.namespace = NAMESPACE.into();
+        elsewhere.name = "whatever".into();
+        fold(&mut w, Event::Applied(elsewhere));
+        assert_eq!(w.count(FOREIGN_SECRET_KIND), 0);
     }
 
     #[test]

@@ -89,12 +89,15 @@ fn owned_secrets_and_the_configmaps_are_watched_by_name() {
         "ConfigMap ichor-oidc-trust",
         "ConfigMap ichor-ui-ca",
         "ValidatingWebhookConfiguration ichor-identity",
+        "Deployment ichor-issuer (rollout)",
+        "Namespace ichor-credentials (metadata)",
     ] {
         let source = all
             .iter()
             .find(|s| s.label == name)
             .unwrap_or_else(|| panic!("{name} in {labels:?}"));
-        let wanted = format!("metadata.name={}", name.split_once(' ').unwrap().1);
+        let named = name.split(' ').nth(1).unwrap();
+        let wanted = format!("metadata.name={named}");
         assert_eq!(source.config.field_selector.as_deref(), Some(wanted.as_str()));
     }
     let service = all.iter().find(|s| s.resource.kind == "Service").unwrap();
@@ -114,7 +117,13 @@ fn owned_secrets_and_the_configmaps_are_watched_by_name() {
         .collect();
     assert_eq!(
         cluster_scoped,
-        ["IchorInstallation", "ValidatingWebhookConfiguration"]
+        ["IchorInstallation", "Namespace", "ValidatingWebhookConfiguration"]
+    );
+    let pods = all.iter().find(|s| s.resource.kind == "Pod").unwrap();
+    assert_eq!(
+        pods.config.label_selector.as_deref(),
+        Some("app.kubernetes.io/name=ichor,app.kubernetes.io/component=issuer"),
+        "the issuer's pods, by its Deployment's selector"
     );
     assert!(
         all.iter().filter(|s| !s.namespaced).all(|s| s.optional),
@@ -142,11 +151,56 @@ fn the_credentials_secrets_are_watched_in_their_namespace_by_metadata_and_option
             .is_some_and(|h| h.contains("ichor init")),
         "{source:?}"
     );
+    let mut by_metadata: Vec<&str> = all
+        .iter()
+        .filter(|s| s.metadata_only)
+        .map(|s| s.resource.kind.as_str())
+        .collect();
+    by_metadata.sort_unstable();
     assert_eq!(
-        all.iter().filter(|s| s.metadata_only).count(),
-        1,
-        "only the credentials namespace is read by metadata"
+        by_metadata,
+        ["Namespace", "Pod", "Secret"],
+        "the credentials Secrets, the issuer pods and the credentials namespace are read by metadata"
     );
+}
+
+#[test]
+fn an_issuer_pod_keeps_only_the_layouts_it_lists_and_the_deployment_only_its_rollout() {
+    let pod: PartialObjectMeta<DynamicObject> = serde_json::from_value(json!({
+        "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": {"name": "ichor-issuer-1", "namespace": NAMESPACE, "uid": "p",
+            "resourceVersion": "3", "deletionTimestamp": "2027-01-01T00:00:00Z",
+            "labels": {"app.kubernetes.io/component": "issuer"},
+            "annotations": {"ichor.maesh.dev/credentials-layouts": "legacy,per-user",
+                "kubectl.kubernetes.io/last-applied-configuration": "{\"secret\":1}"}}}))
+    .unwrap();
+    let o = ichor_controller::run::convert::pod_layouts_only(pod);
+    let value = serde_json::to_value(&o.metadata).unwrap();
+    assert_eq!(
+        value["annotations"],
+        json!({"ichor.maesh.dev/credentials-layouts": "legacy,per-user"})
+    );
+    assert_eq!(value["deletionTimestamp"], json!("2027-01-01T00:00:00Z"));
+
+    let deployment: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "ichor-issuer", "namespace": NAMESPACE, "generation": 4,
+            "resourceVersion": "9", "annotations": {"a": "b"}},
+        "spec": {"selector": {"matchLabels": {"app.kubernetes.io/component": "issuer"}},
+            "template": {"metadata": {"annotations": {"ichor.maesh.dev/credentials-layouts": "legacy,per-user", "x": "y"}},
+                "spec": {"containers": [{"name": "issuer", "env": [{"name": "TOKEN", "value": "s3cret"}]}]}}},
+        "status": {"observedGeneration": 4, "replicas": 2}}))
+    .unwrap();
+    let o = ichor_controller::run::convert::deployment_rollout_only(deployment);
+    let value = serde_json::to_value(&o).unwrap();
+    assert_eq!(value["metadata"]["generation"], json!(4));
+    assert!(value["metadata"].get("annotations").is_none(), "{value}");
+    assert_eq!(value["status"], json!({"observedGeneration": 4}));
+    assert_eq!(
+        value["spec"]["template"],
+        json!({"metadata": {"annotations": {"ichor.maesh.dev/credentials-layouts": "legacy,per-user"}}})
+    );
+    assert!(!value.to_string().contains("s3cret"), "{value}");
 }
 
 fn secret_metadata(uid: &str, rv: &str) -> PartialObjectMeta<DynamicObject> {
