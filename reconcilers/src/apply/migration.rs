@@ -331,6 +331,7 @@ impl KubeApplier {
             .unwrap_or_default();
         let mut events = Vec::new();
         let mut created = Vec::new();
+        let mut already = Vec::new();
         for user in &r.moves {
             let Some(value) = data.get(user) else { continue };
             match self
@@ -338,12 +339,22 @@ impl KubeApplier {
                 .await
             {
                 Ok(Some(c)) => created.push(c),
-                Ok(None) => {}
+                // An issuer is moving this user right now (its create landed first): its own
+                // removal of the legacy key follows. Removing the key here as well would make
+                // that removal fail and the issuer take its move for a stale one; a later pass
+                // removes the key if it is still there.
+                Ok(None) => already.push(user.as_str()),
                 // What was created stays beside its legacy key, a copy the next pass removes.
                 Err(e) => return Err(e),
             }
         }
-        let keys: Vec<&str> = r.moves.iter().chain(&r.stale).map(String::as_str).collect();
+        let keys: Vec<&str> = r
+            .moves
+            .iter()
+            .map(String::as_str)
+            .filter(|user| !already.contains(user))
+            .chain(r.stale.iter().map(String::as_str))
+            .collect();
         let Some(patch) = removal_patch(&data, &keys) else {
             return Ok((Written::Stale(vec![read]), events));
         };

@@ -8,7 +8,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::core::params::GetParams;
 use tokio::time::Instant;
 
-use super::layout::{self, AfterLegacy, Found, Phase, Step};
+use super::layout::{self, AfterLegacy, Found, Phase, Step, UserNow};
 use super::per_user::{self, Call, UserSecret};
 use super::{FIELD_MANAGER, KubeStore, legacy};
 use crate::store::group_commit::EntryWrite;
@@ -111,16 +111,16 @@ impl KubeStore {
                     version = legacy::version_in(&secret, name)?;
                 }
                 Step::RemoveLegacy { read, after_create } => {
-                    match self.legacy_patch(name, None, read, None).await {
+                    match self
+                        .legacy_patch(name, Some(Phase::Migrating), read.clone(), None)
+                        .await
+                    {
                         Ok(_) => {}
-                        // The key is no longer what this move read (in `migrating` a legacy key
-                        // only changes by removal), yet the create above found no Secret of the
-                        // user: the entry was moved and then removed (the user deleted) since the
-                        // read, so what was just created is a stale copy brought back. It is
-                        // deleted again, and the write retried from a fresh read.
                         Err(StoreError::Conflict(_) | StoreError::Missing(_)) if after_create => {
-                            self.undo_stale_create(name, &version).await;
-                            return Err(StoreError::Conflict(name.to_owned()));
+                            if !self.keep_refused_move(name, &read).await {
+                                self.undo_stale_create(name, &version).await;
+                                return Err(StoreError::Conflict(name.to_owned()));
+                            }
                         }
                         Err(error) if after_create => {
                             // The entry is in its own Secret, which readers take first; the
@@ -154,6 +154,39 @@ impl KubeStore {
             }
         }
         Ok(version)
+    }
+
+    /// Whether a move whose create succeeded but whose removal of the legacy key (read as
+    /// `read`) was refused keeps what it created ([`layout::keep_after_refused_removal`], on a
+    /// fresh read of the legacy Secret and of the `IchorUser`). When either read fails, not: the
+    /// write is retried, as before this check.
+    async fn keep_refused_move(&self, name: &str, read: &str) -> bool {
+        let legacy_now = match self.get_legacy().await {
+            Ok(Some(secret)) => match legacy::view(&secret, name) {
+                Ok(view) => view.value,
+                Err(_) => return false,
+            },
+            Ok(None) => None,
+            Err(_) => return false,
+        };
+        let user = match self.users.get_opt(name).await {
+            Ok(None) => UserNow::Absent,
+            Ok(Some(u)) if u.metadata.deletion_timestamp.is_some() => UserNow::Terminating,
+            Ok(Some(u)) => match u.metadata.creation_timestamp {
+                Some(at) => UserNow::CreatedAt(at.0),
+                None => UserNow::Absent,
+            },
+            Err(error) => {
+                tracing::warn!(user = %name, %error, "the IchorUser could not be read to settle a move");
+                return false;
+            }
+        };
+        let keep =
+            layout::keep_after_refused_removal(read, legacy_now.as_deref(), user, jiff::Timestamp::now());
+        if keep {
+            tracing::info!(user = %name, "a moved credentials entry's legacy copy was removed by another writer; the move stands");
+        }
+        keep
     }
 
     /// Deletes the user's own Secret this write created at `created` (its version), unless

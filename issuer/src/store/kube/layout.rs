@@ -235,12 +235,12 @@ pub enum Step {
         /// The new value; `None` removes the key.
         value: Option<String>,
     },
-    /// Remove the legacy key holding `read` (test and remove); a failed test or a missing legacy
-    /// Secret is a conflict. After a move's create (`after_create`), that conflict also deletes
-    /// the Secret just created (by its uid and resourceVersion): the key was removed since the
-    /// read although no Secret of the user existed, so the entry was moved and removed in between
-    /// and the create brought a stale copy back. Any other failure after a create leaves the
-    /// legacy copy behind (readers take the user's own Secret first).
+    /// Remove the legacy key holding `read` (test of the phase `migrating`, test of the value,
+    /// remove); a failed test or a missing legacy Secret is a conflict. After a move's create
+    /// (`after_create`), that conflict is settled by [`keep_after_refused_removal`]: the Secret
+    /// just created is kept, or deleted again (by its uid and resourceVersion) and the write
+    /// retried. Any other failure after a create leaves the legacy copy behind (readers take the
+    /// user's own Secret first).
     RemoveLegacy {
         /// The value as read (base64).
         read: String,
@@ -269,6 +269,53 @@ pub enum Step {
     /// Delete the user's own Secret if one exists now (read, then delete with what was read):
     /// one created after the read by a concurrent move that this removal overrides.
     DeleteUserIfAny,
+}
+
+/// How long an `IchorUser` must have existed for a move whose legacy key vanished to keep what
+/// it created: far longer than any write's span from its read (every request of a write has a
+/// deadline well under a minute), plus clock skew between the issuer and the API server.
+pub const ESTABLISHED_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The user, as a quorum read finds it when a move's removal of the legacy key was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserNow {
+    /// No such `IchorUser`.
+    Absent,
+    /// Being deleted.
+    Terminating,
+    /// There, created at this instant (the API server's `creationTimestamp`).
+    CreatedAt(jiff::Timestamp),
+}
+
+/// Whether a move keeps the user's own Secret it just created when its removal of the legacy
+/// key (as read: `read`) was refused. Pure.
+///
+/// - The key still holds `read` (`legacy_now`): nothing else moved it; the phase changed since
+///   the read (say to `returning`). Not kept: deleted again and the write retried, which finds
+///   the entry where the phase now puts it.
+/// - The key is gone (or holds another value): either the controller's sweep removed it as a
+///   stale copy after it saw this very Secret (kept: it is the only copy of the write, and
+///   deleting it would lose the user's entry), or the entry was moved by another replica and
+///   removed with its user since the read, and the create brought a deleted user's entry back
+///   (not kept). A user deleted since the read is absent or terminating now, or was created again
+///   after the read; only a user that has existed for [`ESTABLISHED_AFTER`] is the same user
+///   throughout.
+pub fn keep_after_refused_removal(
+    read: &str,
+    legacy_now: Option<&str>,
+    user: UserNow,
+    now: jiff::Timestamp,
+) -> bool {
+    if legacy_now == Some(read) {
+        return false;
+    }
+    match user {
+        UserNow::CreatedAt(at) => now
+            .duration_since(at)
+            .try_into()
+            .is_ok_and(|age: std::time::Duration| age >= ESTABLISHED_AFTER),
+        UserNow::Absent | UserNow::Terminating => false,
+    }
 }
 
 /// The requests that write `value` (base64; `None` removes the entry) where the read `found`

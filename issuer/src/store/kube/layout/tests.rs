@@ -208,3 +208,30 @@ fn a_version_of_one_layout_or_phase_is_never_taken_for_another() {
         assert_eq!(Found::parse(&Version(never.to_owned())), None, "{never:?}");
     }
 }
+
+/// A move whose removal of the legacy key was refused keeps what it created only when the key
+/// vanished (someone removed it as a stale copy of this very Secret) and the user has existed
+/// throughout; a phase changed since the read, or a user deleted or made again, undoes it.
+#[test]
+fn a_refused_removal_after_a_move_keeps_the_move_only_for_a_user_who_existed_throughout() {
+    let now: jiff::Timestamp = "2026-12-07T12:00:00Z".parse().unwrap();
+    let old = UserNow::CreatedAt("2026-12-01T00:00:00Z".parse().unwrap());
+    let young = UserNow::CreatedAt("2026-12-07T11:58:00Z".parse().unwrap());
+    // The sweep removed the key after seeing the new Secret: the move stands.
+    assert!(keep_after_refused_removal("QQ==", None, old, now));
+    assert!(keep_after_refused_removal("QQ==", Some("Qg=="), old, now));
+    // The key is still what was read: the phase changed; retried.
+    assert!(!keep_after_refused_removal("QQ==", Some("QQ=="), old, now));
+    // Deleted, being deleted, or made again since the read: a stale copy came back.
+    assert!(!keep_after_refused_removal("QQ==", None, UserNow::Absent, now));
+    assert!(!keep_after_refused_removal(
+        "QQ==",
+        None,
+        UserNow::Terminating,
+        now
+    ));
+    assert!(!keep_after_refused_removal("QQ==", None, young, now));
+    // A creation time ahead of this clock is not "established".
+    let ahead = UserNow::CreatedAt("2026-12-07T12:10:00Z".parse().unwrap());
+    assert!(!keep_after_refused_removal("QQ==", None, ahead, now));
+}
