@@ -127,13 +127,19 @@ pub(crate) fn reserve_source(
     })
 }
 
-/// Whether the grant's artifact (the refresh token or the code) verifies now: HS256 under a live
+/// A grant's artifact whose MAC [`verified_artifact`] checked.
+enum Verified {
+    /// An authorization code.
+    Code,
+    /// A refresh token, with its claims: the grant goes on from them without a second check.
+    Refresh(RefreshClaims),
+}
+
+/// The grant's artifact (the refresh token or the code) if it verifies now: HS256 under a live
 /// key of this issuer, the right `typ`, `iss` and `exp`. One HMAC check, made before the source's
 /// bucket is consulted; what else the grant needs is checked after.
-fn artifact_verifies(issuer: &Issuer, params: &Params) -> bool {
-    let Some(keys) = issuer.keys().load() else {
-        return false;
-    };
+fn verified_artifact(issuer: &Issuer, params: &Params) -> Option<Verified> {
+    let keys = issuer.keys().load()?;
     let (iss, now) = (issuer.issuer(), issuer.now());
     match (
         param(params, "grant_type"),
@@ -141,12 +147,16 @@ fn artifact_verifies(issuer: &Issuer, params: &Params) -> bool {
         param(params, "code"),
     ) {
         (Ok(Some("refresh_token")), Ok(Some(token)), _) => {
-            tokens::verify_artifact::<RefreshClaims>(&keys, token, iss, now).is_ok()
+            tokens::verify_artifact::<RefreshClaims>(&keys, token, iss, now)
+                .ok()
+                .map(Verified::Refresh)
         }
         (Ok(Some("authorization_code")), _, Ok(Some(code))) => {
-            tokens::verify_artifact::<CodeClaims>(&keys, code, iss, now).is_ok()
+            tokens::verify_artifact::<CodeClaims>(&keys, code, iss, now)
+                .ok()
+                .map(|_| Verified::Code)
         }
-        _ => false,
+        _ => None,
     }
 }
 
@@ -185,8 +195,8 @@ pub(crate) async fn token(
     let params = body
         .map_err(|rejection| OAuthError::unreadable_body(&rejection))
         .and_then(|body| form_body(&headers, &body));
-    let verified = params.as_ref().is_ok_and(|p| artifact_verifies(&issuer, p));
-    let reserved = match reserve_source(&issuer, source, verified) {
+    let verified = params.as_ref().ok().and_then(|p| verified_artifact(&issuer, p));
+    let reserved = match reserve_source(&issuer, source, verified.is_some()) {
         Ok(reserved) => reserved,
         Err(e) => return e.into_response(),
     };
@@ -194,7 +204,13 @@ pub(crate) async fn token(
         let params = params?;
         match required(&params, "grant_type")? {
             "authorization_code" => code_grant(&issuer, &params).await,
-            "refresh_token" => refresh::refresh_grant(&issuer, &params).await,
+            "refresh_token" => {
+                let verified = match verified {
+                    Some(Verified::Refresh(claims)) => Some(claims),
+                    _ => None,
+                };
+                refresh::refresh_grant(&issuer, &params, verified).await
+            }
             _ => Err(OAuthError::new(
                 axum::http::StatusCode::BAD_REQUEST,
                 "unsupported_grant_type",

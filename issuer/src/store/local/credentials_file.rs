@@ -39,7 +39,7 @@
 use std::{
     io,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError},
 };
 
 use crate::store::StoreError;
@@ -72,6 +72,8 @@ pub(crate) struct CredentialsFile {
     path: PathBuf,
     lock: PathBuf,
     queue: Arc<Mutex<Queue>>,
+    /// Signalled when the queue holds a full batch, to end a commit turn's gathering early.
+    batch_full: Arc<Condvar>,
     cached: Arc<Mutex<Option<Cached>>>,
 }
 
@@ -83,6 +85,7 @@ impl CredentialsFile {
             path: dir.join(CREDENTIALS_FILE_NAME),
             lock: dir.join(LOCK_FILE_NAME),
             queue: Arc::default(),
+            batch_full: Arc::default(),
             cached: Arc::default(),
         }
     }
