@@ -76,6 +76,9 @@ pub fn deployment_rollout_only(object: DynamicObject) -> DynamicObject {
     if let Some(g) = data.pointer("/status/observedGeneration") {
         status.insert("observedGeneration".to_owned(), g.clone());
     }
+    if let Some(r) = data.pointer("/status/replicas") {
+        status.insert("replicas".to_owned(), r.clone());
+    }
     let meta = object.metadata;
     DynamicObject {
         types: object.types,

@@ -148,7 +148,9 @@ fn issuer_pod_labels() -> BTreeMap<&'static str, &'static str> {
 /// metadata.generation`: no rollout to another template is still to start), its template must
 /// list `per-user` in [`CREDENTIALS_LAYOUTS_ANNOTATION`], and it must select pods by exactly
 /// [`ISSUER_POD_SELECTOR`] (the pods the controller watches); every such pod, terminating ones
-/// included (one serves for its `preStop` delay), must carry the annotation too.
+/// included (one serves for its `preStop` delay), must carry the annotation too, and the pods
+/// seen must be at least as many as the Deployment's `status.replicas` (a list of pods the
+/// controller may not read is treated as empty, and must not pass for "no old pod").
 pub fn issuer_blocker(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Object>) -> Option<String> {
     let name = format!("Deployment {NAMESPACE}/{ISSUER_DEPLOYMENT}");
     let Some(d) = deployment else {
@@ -199,6 +201,23 @@ pub fn issuer_blocker(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Ob
         })
         .collect();
     pods.sort_by(|a, b| a.name.cmp(&b.name));
+    // Fewer pods seen than the Deployment counts (a refused or lagging list of pods, which the
+    // watch treats as empty): what is not seen cannot be vouched for.
+    let running = pods
+        .iter()
+        .filter(|p| {
+            p.value
+                .pointer("/metadata/deletionTimestamp")
+                .is_none_or(Value::is_null)
+        })
+        .count();
+    if let Some(replicas) = v.pointer("/status/replicas").and_then(Value::as_u64)
+        && (running as u64) < replicas
+    {
+        return Some(format!(
+            "the controller sees {running} of the {replicas} pods of {name}: it may not list them, or its view lags"
+        ));
+    }
     pods.iter()
         .find(|p| !lists_per_user(p.value.pointer("/metadata/annotations")))
         .map(|p| {

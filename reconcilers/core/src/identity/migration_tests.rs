@@ -117,6 +117,25 @@ fn the_switch_waits_for_every_issuer_pod_terminating_ones_included() {
     assert_eq!(issuer_blocker(&d, &pods(&[(other.key(), other)])), None);
 }
 
+/// A list of pods the controller may not read is treated as empty: fewer pods than the
+/// Deployment counts must hold the switch back, not pass for "no old pod".
+#[test]
+fn the_switch_waits_while_it_sees_fewer_pods_than_the_deployment_counts() {
+    let mut d = deployment(3, 3, true);
+    if let Some(o) = d.as_mut() {
+        o.value["status"]["replicas"] = json!(2);
+    }
+    let why = issuer_blocker(&d, &pods(&[])).unwrap_or_default();
+    assert!(why.contains("sees 0 of the 2 pods"), "{why}");
+    let a = pod("ichor-issuer-a", Some("legacy,per-user"), false);
+    let gone = pod("ichor-issuer-z", Some("legacy,per-user"), true);
+    // A terminating pod is not one of the Deployment's replicas.
+    let why = issuer_blocker(&d, &pods(&[a.clone(), gone.clone()])).unwrap_or_default();
+    assert!(why.contains("sees 1 of the 2 pods"), "{why}");
+    let b = pod("ichor-issuer-b", Some("legacy,per-user"), false);
+    assert_eq!(issuer_blocker(&d, &pods(&[a, b, gone])), None);
+}
+
 #[test]
 fn the_switch_waits_for_the_rollout_the_template_and_the_selector() {
     let p = pods(&[pod("ichor-issuer-a", Some("legacy,per-user"), false)]);
