@@ -353,6 +353,11 @@ pub fn batch(keys: &BTreeMap<ObjectKey, Object>) -> (Progress, Vec<String>, Vec<
             continue;
         }
         progress.remaining += 1;
+        // A key no user can be named by (put there by hand) has no Secret it could move to:
+        // it stays, and the end state waits for it (see `step`), but it never holds the batch.
+        if ichor_renderers::auth::UserName::parse(&key.name).is_err() {
+            continue;
+        }
         if moves.len() + stale.len() < SWEEP_BATCH {
             let user = key.name.to_string();
             if sources.per_user.is_some() {

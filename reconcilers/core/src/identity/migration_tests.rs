@@ -117,6 +117,21 @@ fn the_switch_waits_for_every_issuer_pod_terminating_ones_included() {
     assert_eq!(issuer_blocker(&d, &pods(&[(other.key(), other)])), None);
 }
 
+/// A legacy key no user can be named by cannot move (its Secret name would be invalid): it is
+/// left out of every batch, so it never stalls the others, and the end state waits for it.
+#[test]
+fn a_legacy_key_that_is_no_user_name_never_holds_the_sweep() {
+    let k = keys(&[
+        ("Bad.Key", true, false),
+        ("alice", true, false),
+        ("bob", false, true),
+    ]);
+    let (progress, moves, stale) = batch(&k);
+    assert_eq!(moves, ["alice"]);
+    assert!(stale.is_empty());
+    assert_eq!((progress.moved, progress.remaining), (1, 2));
+}
+
 /// A list of pods the controller may not read is treated as empty: fewer pods than the
 /// Deployment counts must hold the switch back, not pass for "no old pod".
 #[test]
