@@ -195,7 +195,7 @@ fn an_issuer_pod_keeps_only_the_layouts_it_lists_and_the_deployment_only_its_rol
     let value = serde_json::to_value(&o).unwrap();
     assert_eq!(value["metadata"]["generation"], json!(4));
     assert!(value["metadata"].get("annotations").is_none(), "{value}");
-    assert_eq!(value["status"], json!({"observedGeneration": 4}));
+    assert_eq!(value["status"], json!({"observedGeneration": 4, "replicas": 2}));
     assert_eq!(
         value["spec"]["template"],
         json!({"metadata": {"annotations": {"ichor.maesh.dev/credentials-layouts": "legacy,per-user"}}})
