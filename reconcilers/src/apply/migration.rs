@@ -552,6 +552,7 @@ mod tests {
         assert!(is_migration_effect("credentials-sweep a (3 keys)"));
         assert!(is_migration_effect("retire-legacy-credentials 12"));
         assert!(is_migration_effect("credentials-return a (1 keys)"));
+        assert!(is_migration_effect("recreate-legacy-credentials"));
         assert!(!is_migration_effect("remove-credentials-key credentials-sweep"));
     }
 }
