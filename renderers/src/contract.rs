@@ -74,6 +74,15 @@ pub const ISSUER_POD_SELECTOR: &str = "app.kubernetes.io/name=ichor,app.kubernet
 /// The condition on the `IchorInstallation` saying whether [`CREDENTIALS_NAMESPACE`] holds
 /// nothing but users' credentials Secrets (the migration advances only while it is true).
 pub const CREDENTIALS_NAMESPACE_DEDICATED: &str = "CredentialsNamespaceDedicated";
+/// The longest, in seconds, an issuer replica serves a cached user read, and so the longest it
+/// remembers the legacy credentials Secret as absent (404) without asking again. The controller
+/// waits longer than this after creating that Secret again before it moves anyone back into it.
+pub const ISSUER_USER_CACHE_SECONDS: u64 = 10;
+/// The condition on the `IchorInstallation` saying whether every issuer pod understands the
+/// per-user layout while one is in use (phase `migrating` or `returning`, or the legacy Secret
+/// gone): an issuer of a release before it reads the legacy Secret alone, so it would lose the
+/// sessions of moved users and could read stale copies.
+pub const CREDENTIALS_LAYOUT_UNDERSTOOD: &str = "CredentialsLayoutUnderstood";
 
 /// The name of `user`'s credentials Secret in [`CREDENTIALS_NAMESPACE`].
 pub fn user_credentials_secret(user: &str) -> String {

@@ -43,8 +43,10 @@ use ichor_renderers::auth::credentials::CredentialsEntry;
 
 pub use user_queue::UserQueue;
 
-/// The longest a cached user read may be.
-pub const USER_CACHE_TTL: Duration = Duration::from_secs(10);
+/// The longest a cached user read may be (also how long a replica remembers the legacy
+/// credentials Secret as absent; the controller's move back waits longer than that).
+pub const USER_CACHE_TTL: Duration =
+    Duration::from_secs(ichor_renderers::contract::ISSUER_USER_CACHE_SECONDS);
 
 /// How many times [`modify_credentials`] retries after a conflict before giving up.
 pub const MAX_CONFLICT_RETRIES: usize = 8;

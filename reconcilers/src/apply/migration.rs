@@ -7,6 +7,7 @@
 //! | `credentials-sweep …` | a quorum GET of the legacy Secret; a POST of `ichor-user-<name>` per key to move, holding the legacy value unchanged (its answer asked for as metadata; 409 AlreadyExists: already moved); one JSON Patch of the legacy Secret, a `test` against the value read and a `remove` per key of the batch |
 //! | `retire-legacy-credentials <rv>` | DELETE of the legacy Secret with the resourceVersion precondition |
 //! | `credentials-return …` | the move back ([`super::returning`]) |
+//! | `recreate-legacy-credentials` | POST of the legacy Secret, empty, in phase `returning` ([`super::returning`]) |
 //!
 //! A patch refused whole (a `test` failed: an issuer moved or removed an entry since the read)
 //! is stale: the legacy Secret is read again and the graph decides the next batch from it. A
@@ -18,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use ichor_controller_core::identity::migration::{RetireLegacyRequest, SweepRequest, SwitchLayoutRequest};
-use ichor_controller_core::identity::returning::ReturnRequest;
+use ichor_controller_core::identity::returning::{RecreateLegacyRequest, ReturnRequest};
 use ichor_graph::{EffectRequest, Event, Object, ObjectKey};
 use ichor_renderers::contract::{
     CREDENTIALS_LAYOUT_ANNOTATION, LAYOUT_MIGRATING, PART_OF_LABEL, PART_OF_VALUE, USER_CREDENTIALS_KEY,
@@ -44,6 +45,7 @@ pub(super) fn is_migration_effect(id: &str) -> bool {
         "credentials-sweep ",
         "retire-legacy-credentials ",
         "credentials-return ",
+        "recreate-legacy-credentials",
     ]
     .iter()
     .any(|p| id.starts_with(p))
@@ -124,6 +126,11 @@ impl KubeApplier {
             } else if id.starts_with("credentials-return ") {
                 match serde_json::from_value::<ReturnRequest>(request.request.clone()) {
                     Ok(r) => self.return_batch(&r).await,
+                    Err(e) => Err(malformed(id, &e)),
+                }
+            } else if id.starts_with("recreate-legacy-credentials") {
+                match serde_json::from_value::<RecreateLegacyRequest>(request.request.clone()) {
+                    Ok(r) => self.recreate_legacy(&r).await,
                     Err(e) => Err(malformed(id, &e)),
                 }
             } else if id.starts_with("credentials-sweep ") {
@@ -556,6 +563,7 @@ mod tests {
         assert!(is_migration_effect("credentials-sweep a (3 keys)"));
         assert!(is_migration_effect("retire-legacy-credentials 12"));
         assert!(is_migration_effect("credentials-return a (1 keys)"));
+        assert!(is_migration_effect("recreate-legacy-credentials"));
         assert!(!is_migration_effect("remove-credentials-key credentials-sweep"));
     }
 }

@@ -12,7 +12,7 @@
 //! | apply of `data` keys of an owned Secret (`keys.json` when keys are dated or dropped) | update (PUT) of the Secret as observed with those keys replaced, conditioned on its resourceVersion |
 //! | effects | [`ichor_controller_core::perform::perform`] on a blocking thread; each Secret created (absent) or replaced with the resourceVersion the performer read |
 //! | `remove-credentials-key` | GET of the key's `IchorUser` (quorum read; the key is kept, stale, when the user exists and is not being deleted), then JSON merge patch `{"metadata":{"resourceVersion":…},"data":{"<user>":null}}` of `ichor-user-credentials` (when it holds the key), then DELETE of the user's own Secret of the credentials namespace (when observed) with `preconditions: {uid}`, its answer asked for as metadata and never read |
-//! | `credentials-layout`, `credentials-sweep`, `retire-legacy-credentials`, `credentials-return` | the move off the legacy credentials Secret ([`migration`]) |
+//! | `credentials-layout`, `credentials-sweep`, `retire-legacy-credentials`, `credentials-return`, `recreate-legacy-credentials` | the move off the legacy credentials Secret ([`migration`]) |
 //! | `rollout-apply`, `rollout-rollback`, `rollout-probe` | the Talos machine API and `/readyz` of one control plane, recorded in the operation's status ([`rollout`]) |
 //!
 //! **A 409 is never decided here.** A conditional write the API server refuses because its

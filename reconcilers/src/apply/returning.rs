@@ -6,16 +6,22 @@
 //! still there and authoritative (readers take it first), and the next batch copies it again; a
 //! refresh since r makes the DELETE fail (409) with the same outcome.
 //!
+//! From the end state, `recreate-legacy-credentials` POSTs the legacy Secret again
+//! ([`recreated_body`]: type `Opaque`, no key, phase `returning`); one already there is left as
+//! it is, read, and handed to the graph. The policy `ichor-controller-secrets` admits that one
+//! create of the controller in `ichor-system` and no other Secret of that name.
+//!
 //! The batch is refused, before anything is written, when the legacy Secret would pass
 //! [`RETURN_LIMIT`] of the API server's 1 MiB of data: the move back stops there, said in the
 //! problem the loop logs and counts. Nothing here logs or formats an entry.
 
-use ichor_controller_core::identity::returning::ReturnRequest;
+use ichor_controller_core::identity::returning::{RecreateLegacyRequest, ReturnRequest};
 use ichor_graph::{Event, ObjectKey};
 use ichor_renderers::contract::{
-    CREDENTIALS_LAYOUT_ANNOTATION, LAYOUT_RETURNING, USER_CREDENTIALS_KEY, user_credentials_secret,
+    CREDENTIALS_LAYOUT_ANNOTATION, LAYOUT_RETURNING, PART_OF_LABEL, PART_OF_VALUE, USER_CREDENTIALS_KEY,
+    user_credentials_secret,
 };
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Map, Value, json};
 
 use super::credentials::METADATA_ACCEPT;
@@ -64,6 +70,15 @@ pub fn return_patch(has_data: bool, added: &[(String, Value)]) -> Value {
     Value::Array(ops)
 }
 
+/// The legacy Secret as created again from the end state: as `ichor init` of earlier releases
+/// made it (type `Opaque`, labelled part of Ichor), holding no key, in phase `returning`.
+pub fn recreated_body(r: &RecreateLegacyRequest) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": r.secret, "namespace": r.namespace,
+            "labels": {PART_OF_LABEL: PART_OF_VALUE},
+            "annotations": {CREDENTIALS_LAYOUT_ANNOTATION: LAYOUT_RETURNING}}})
+}
+
 /// An own Secret read for the move back: its entry, uid and resourceVersion.
 struct Own {
     user: String,
@@ -73,6 +88,36 @@ struct Own {
 }
 
 impl KubeApplier {
+    /// Creates the legacy Secret again ([`recreated_body`]); one that exists already is read
+    /// and handed back as stale (the graph decides from it).
+    pub(super) async fn recreate_legacy(
+        &self,
+        r: &RecreateLegacyRequest,
+    ) -> Result<(Written, Vec<Event>), ApplyError> {
+        let what = format!("creation again of Secret {}/{}", r.namespace, r.secret);
+        let body = super::error::to_dynamic(&what, recreated_body(r))?;
+        match self
+            .secrets(&r.namespace)
+            .create(&PostParams::default(), &body)
+            .await
+        {
+            Ok(o) => {
+                tracing::info!(secret = %r.secret, "legacy credentials Secret created again, phase returning");
+                Ok((
+                    Written::Done(Self::legacy_event(&what, &r.namespace, &r.secret, o)?),
+                    Vec::new(),
+                ))
+            }
+            Err(e) => match classify(&what, e) {
+                Failure::AlreadyExists => {
+                    let (fresh, _) = self.read_legacy(&r.namespace, &r.secret).await?;
+                    Ok((Written::Stale(vec![fresh]), Vec::new()))
+                }
+                other => Err(other.into_error(&what)),
+            },
+        }
+    }
+
     /// One batch of the move back (see the module documentation).
     pub(super) async fn return_batch(&self, r: &ReturnRequest) -> Result<(Written, Vec<Event>), ApplyError> {
         self.pace_sweep().await;
@@ -232,6 +277,22 @@ mod tests {
             ])
         );
         assert_eq!(return_patch(true, &added).as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn the_secret_created_again_is_the_legacy_one_empty_in_phase_returning() {
+        let body = recreated_body(&RecreateLegacyRequest {
+            namespace: "ichor-system".into(),
+            secret: "ichor-user-credentials".into(),
+        });
+        assert_eq!(body["type"], "Opaque");
+        assert_eq!(body["metadata"]["name"], "ichor-user-credentials");
+        assert_eq!(body["metadata"]["namespace"], "ichor-system");
+        assert_eq!(
+            body["metadata"]["annotations"]["ichor.maesh.dev/credentials-layout"],
+            "returning"
+        );
+        assert!(body.get("data").is_none() && body.get("stringData").is_none());
     }
 
     #[test]

@@ -63,14 +63,12 @@ pub const ROLLOUT_RULES: [(&str, &str); 3] = [
 ];
 /// Rules the move to one Secret per user uses, measured by `credentials_migration` (this test
 /// starts from no IchorInstallation and a legacy Secret whose issuers never switch).
-pub const MIGRATION_RULES: [(&str, &str); 4] = [
+/// (`create` in the credentials namespace is not exempt: [`credentials_creates_held_by_policy`]
+/// makes one the policies admit, as a server dry run, beside the ones they refuse.)
+pub const MIGRATION_RULES: [(&str, &str); 3] = [
     (
         "Role ichor-system/ichor-controller rule 1: delete secrets [\"ichor-user-credentials\"]",
         "the deletion of the emptied legacy Secret",
-    ),
-    (
-        "Role ichor-credentials/ichor-controller rule 0: create secrets",
-        "the sweep's move of a legacy entry into its user's Secret",
     ),
     (
         "ClusterRole ichor-controller rule 3: patch ichorinstallations/status",
@@ -91,6 +89,88 @@ fn entry(name: &str) -> String {
         .to_json(name)
         .unwrap();
     base64::engine::general_purpose::STANDARD.encode(json)
+}
+
+/// `create` of Secrets in the credentials namespace is granted without names (RBAC cannot name
+/// the object of a POST); the policies `ichor-controller-secrets` and `ichor-credentials` hold it
+/// to users' credentials Secrets. As the controller's own ServiceAccount (a TokenRequest token,
+/// so the apiserver decides with the chart's RBAC and then the policies): a Secret of another
+/// type, of another name pattern, labelled with another user, or with another key is refused by
+/// a ValidatingAdmissionPolicy; a conforming one is admitted (a server dry run: nothing stored).
+fn credentials_creates_held_by_policy(plane: &ControlPlane) -> anyhow::Result<()> {
+    use ichor_renderers::contract::{
+        CREDENTIALS_NAMESPACE, USER_CREDENTIALS_KEY, USER_CREDENTIALS_TYPE, USER_LABEL,
+    };
+    let kubeconfig = install::component_kubeconfig(plane, 0, CONTROLLER_SERVICE_ACCOUNT)?;
+    let kubectl = |args: &[&str], body: &Value| {
+        ichor_testkit::control_plane::Kubectl::new(plane.kubectl_bin(), &kubeconfig)
+            .with_cache_dir(plane.dir().join("kube-cache-controller-creates"))
+            .output(args, Some(&body.to_string()))
+    };
+    let secret = |name: &str, type_: &str, user: &str, key: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "type": type_,
+            "metadata": {"name": name, "namespace": CREDENTIALS_NAMESPACE, "labels": {USER_LABEL: user}},
+            "data": {key: entry(user)}})
+    };
+    let dry = ["create", "--dry-run=server", "-o", "name", "-f", "-"];
+    // Admitted: the one kind of Secret the sweep creates there.
+    let conforming = secret(
+        "ichor-user-dora",
+        USER_CREDENTIALS_TYPE,
+        "dora",
+        USER_CREDENTIALS_KEY,
+    );
+    if let Err(e) = kubectl(&dry, &conforming)? {
+        anyhow::bail!("the controller may no longer create a user's credentials Secret: {e}");
+    }
+    let refused = [
+        (
+            "an Opaque Secret named as a user's",
+            secret("ichor-user-dora", "Opaque", "dora", USER_CREDENTIALS_KEY),
+        ),
+        (
+            "a ServiceAccount-token Secret",
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                "metadata": {"name": "ichor-user-dora", "namespace": CREDENTIALS_NAMESPACE,
+                    "labels": {USER_LABEL: "dora"},
+                    "annotations": {"kubernetes.io/service-account.name": "ichor-issuer"}}}),
+        ),
+        (
+            "a credentials Secret of another name pattern",
+            secret("dora", USER_CREDENTIALS_TYPE, "dora", USER_CREDENTIALS_KEY),
+        ),
+        (
+            "a credentials Secret labelled with another user",
+            secret(
+                "ichor-user-dora",
+                USER_CREDENTIALS_TYPE,
+                "alice",
+                USER_CREDENTIALS_KEY,
+            ),
+        ),
+        (
+            "a credentials Secret with another key",
+            secret("ichor-user-dora", USER_CREDENTIALS_TYPE, "dora", "token"),
+        ),
+    ];
+    for (what, body) in &refused {
+        match kubectl(&["create", "-o", "name", "-f", "-"], body)? {
+            Ok(out) => anyhow::bail!("the controller created {what}: {out}"),
+            Err(e) => assert!(
+                e.contains("ValidatingAdmissionPolicy") && e.contains("denied"),
+                "{what}: refused, but not by an admission policy: {e}"
+            ),
+        }
+    }
+    for name in ["ichor-user-dora", "dora"] {
+        assert!(
+            plane
+                .get_json(0, "secret", CREDENTIALS_NAMESPACE, name)?
+                .is_none(),
+            "Secret {CREDENTIALS_NAMESPACE}/{name} exists"
+        );
+    }
+    Ok(())
 }
 
 /// Adds an entry for `name` to the credentials Secret through apiserver `on`, as the issuer
@@ -463,6 +543,9 @@ fn two_replicas_elect_one_leader_fail_over_after_kill_9_and_resume_their_watches
         owned(&plane)? == after,
         "the owned Secrets changed across the apiserver restart"
     );
+
+    // Before the webhooks' phase, which ends by deleting the namespaces.
+    credentials_creates_held_by_policy(&plane)?;
 
     // The webhooks as the apiserver calls them, served by the surviving replica.
     let mut golden = String::new();

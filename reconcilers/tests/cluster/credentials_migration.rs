@@ -32,11 +32,11 @@ const HOLD: &str = "ichor.test/hold";
 const SWEEP_INTERVAL: &str = "ICHOR_CONTROLLER_CREDENTIALS_SWEEP_INTERVAL_MS";
 
 /// Users `prefix-000` … as one List.
-fn users(prefix: &str, n: usize) -> Vec<String> {
+pub(crate) fn users(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:03}")).collect()
 }
 
-fn apply_users(plane: &ControlPlane, names: &[String]) -> anyhow::Result<()> {
+pub(crate) fn apply_users(plane: &ControlPlane, names: &[String]) -> anyhow::Result<()> {
     let items: Vec<Value> = names
         .iter()
         .map(|n| serde_json::from_str(&ichor_user(n, &["viewer"])))
@@ -54,15 +54,15 @@ fn legacy_secret(phase: &str, entries: &BTreeMap<String, String>) -> String {
     .to_string()
 }
 
-fn entries(names: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+pub(crate) fn entries(names: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     names.iter().map(|n| Ok((n.clone(), entry(n)?))).collect()
 }
 
-fn legacy(plane: &ControlPlane) -> anyhow::Result<Option<Value>> {
+pub(crate) fn legacy(plane: &ControlPlane) -> anyhow::Result<Option<Value>> {
     get(plane, 0, "secret", CREDENTIALS_SECRET_NAME)
 }
 
-fn phase(plane: &ControlPlane) -> anyhow::Result<Option<String>> {
+pub(crate) fn phase(plane: &ControlPlane) -> anyhow::Result<Option<String>> {
     Ok(legacy(plane)?.and_then(|s| {
         s["metadata"]["annotations"][CREDENTIALS_LAYOUT_ANNOTATION]
             .as_str()
@@ -70,14 +70,14 @@ fn phase(plane: &ControlPlane) -> anyhow::Result<Option<String>> {
     }))
 }
 
-fn legacy_keys(plane: &ControlPlane) -> anyhow::Result<usize> {
+pub(crate) fn legacy_keys(plane: &ControlPlane) -> anyhow::Result<usize> {
     Ok(legacy(plane)?
         .and_then(|s| s["data"].as_object().map(serde_json::Map::len))
         .unwrap_or(0))
 }
 
 /// Every user's own Secret: user → (value of `entry`, resourceVersion).
-fn own_secrets(plane: &ControlPlane) -> anyhow::Result<BTreeMap<String, (String, String)>> {
+pub(crate) fn own_secrets(plane: &ControlPlane) -> anyhow::Result<BTreeMap<String, (String, String)>> {
     let list: Value = serde_json::from_str(&plane.kubectl_run(
         &["get", "secrets", "-n", CREDENTIALS_NAMESPACE, "-o", "json"],
         None,
@@ -112,7 +112,7 @@ fn assert_moved(plane: &ControlPlane, expected: &BTreeMap<String, String>) -> an
     Ok(())
 }
 
-fn installation_status(plane: &ControlPlane) -> anyhow::Result<Value> {
+pub(crate) fn installation_status(plane: &ControlPlane) -> anyhow::Result<Value> {
     let o: Value = serde_json::from_str(
         &plane.kubectl_run(&["get", "ichorinstallation", "ichor", "-o", "json"], None)?,
     )?;
@@ -142,7 +142,7 @@ fn rollout_observed(plane: &ControlPlane) -> anyhow::Result<()> {
 }
 
 /// An issuer pod (Pending: no kubelet) listing `layouts`, held by a finalizer.
-fn issuer_pod(plane: &ControlPlane, name: &str, layouts: Option<&str>) -> anyhow::Result<()> {
+pub(crate) fn issuer_pod(plane: &ControlPlane, name: &str, layouts: Option<&str>) -> anyhow::Result<()> {
     let mut annotations = json!({});
     if let Some(l) = layouts {
         annotations[CREDENTIALS_LAYOUTS_ANNOTATION] = json!(l);
@@ -158,7 +158,7 @@ fn issuer_pod(plane: &ControlPlane, name: &str, layouts: Option<&str>) -> anyhow
     Ok(())
 }
 
-fn release_pod(plane: &ControlPlane, name: &str) -> anyhow::Result<()> {
+pub(crate) fn release_pod(plane: &ControlPlane, name: &str) -> anyhow::Result<()> {
     plane.kubectl_run(
         &[
             "patch",
@@ -176,7 +176,11 @@ fn release_pod(plane: &ControlPlane, name: &str) -> anyhow::Result<()> {
 }
 
 /// Holds for `d`, asserting `probe` stays true throughout.
-fn stays(what: &str, d: Duration, mut probe: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
+pub(crate) fn stays(
+    what: &str,
+    d: Duration,
+    mut probe: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
     let end = Instant::now() + d;
     while Instant::now() < end {
         anyhow::ensure!(probe()?, "{what} did not hold");

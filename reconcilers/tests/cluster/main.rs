@@ -15,6 +15,7 @@ mod controller;
 mod crds;
 mod credentials;
 mod credentials_migration;
+mod credentials_migration_end;
 mod prerequisites;
 mod replicas;
 mod rollout;

@@ -7,11 +7,12 @@
 //! | phase (annotation) | what the controller asks |
 //! |---|---|
 //! | Secret absent | nothing: every entry is in its own Secret (`perUser`) |
+//! | Secret absent, the installation asking for `legacy` | its creation, empty, in phase `returning` ([`super::returning::RecreateLegacyRequest`]) |
 //! | no annotation | nothing: the issuer writes `legacy` on its first read |
 //! | `legacy` | the switch ([`SwitchLayoutRequest`]) once [`switch_blocker`] finds nothing in the way |
 //! | `migrating` | a batch of at most [`SWEEP_BATCH`] keys ([`SweepRequest`]); none left: the deletion ([`RetireLegacyRequest`]) |
 //! | `migrating`, the installation asking for `legacy` | the switch to `returning` ([`super::returning`]) |
-//! | `returning` | a batch back ([`super::returning::ReturnRequest`]); none left: the switch to `legacy` |
+//! | `returning` | once [`super::returning::RETURN_WAIT`] has passed since the Secret's creation, a batch back ([`super::returning::ReturnRequest`]); none left: the switch to `legacy` |
 //! | another value | nothing |
 
 use std::collections::BTreeMap;
@@ -25,10 +26,12 @@ use ichor_renderers::contract::{
 };
 use ichor_renderers::crd::{CredentialsLayout, IchorInstallationSpec};
 use ichor_renderers::trust::NAMESPACE;
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::conditions::{Wanted, merge};
+use super::layouts::{issuer_pod_labels, layout_condition, lists_per_user, unaware_issuer_pod};
 use super::project::CredentialsSources;
 
 /// Keys moved (or stale copies removed) by one batch: one JSON Patch of the legacy Secret each.
@@ -60,6 +63,11 @@ pub struct LegacyState {
     pub phase: Phase,
     /// The resourceVersion of the Secret when it holds no data key.
     pub empty_at: Option<String>,
+    /// In phase `returning`, when the Secret was created (its `creationTimestamp`): the move
+    /// back waits until the issuers' memory of its absence has passed
+    /// ([`super::returning::return_wait`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<Timestamp>,
 }
 
 /// The legacy Secret as observed → its [`LegacyState`].
@@ -71,6 +79,12 @@ pub fn legacy_state(secret: &Option<Object>) -> LegacyState {
             .is_none_or(serde_json::Map::is_empty)
     });
     LegacyState {
+        created: secret
+            .as_ref()
+            .filter(|_| phase(secret) == Phase::Returning)
+            .and_then(|s| s.value.pointer("/metadata/creationTimestamp"))
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse().ok()),
         phase: phase(secret),
         empty_at: secret
             .as_ref()
@@ -120,25 +134,6 @@ pub fn dedication(namespace: &Option<Object>, foreign: &BTreeMap<ObjectKey, Obje
         return Dedication::Dedicated;
     }
     Dedication::Foreign(foreign.keys().map(|k| k.name.to_string()).collect())
-}
-
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    path.iter().try_fold(v, |v, p| v.get(p))?.as_str()
-}
-
-fn lists_per_user(annotations: Option<&Value>) -> bool {
-    annotations
-        .and_then(|a| a.get(CREDENTIALS_LAYOUTS_ANNOTATION))
-        .and_then(Value::as_str)
-        .is_some_and(|v| v.split(',').any(|l| l.trim() == LAYOUT_PER_USER))
-}
-
-/// The labels of [`ISSUER_POD_SELECTOR`], as a map.
-fn issuer_pod_labels() -> BTreeMap<&'static str, &'static str> {
-    ISSUER_POD_SELECTOR
-        .split(',')
-        .filter_map(|kv| kv.split_once('='))
-        .collect()
 }
 
 /// Whether every issuer replica, running or terminating, understands the per-user layout:
@@ -191,20 +186,20 @@ pub fn issuer_blocker(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Ob
             "{name} selects its pods by another selector than {ISSUER_POD_SELECTOR}, the one the controller watches"
         ));
     }
-    let mut pods: Vec<&Object> = pods
-        .values()
-        .filter(|p| p.namespace == NAMESPACE)
-        .filter(|p| {
-            wanted
-                .iter()
-                .all(|(k, val)| str_at(&p.value, &["metadata", "labels", k]) == Some(val))
-        })
-        .collect();
-    pods.sort_by(|a, b| a.name.cmp(&b.name));
     // Fewer pods seen than the Deployment counts (a refused or lagging list of pods, which the
     // watch treats as empty): what is not seen cannot be vouched for.
     let running = pods
-        .iter()
+        .values()
+        .filter(|p| p.namespace == NAMESPACE)
+        .filter(|p| {
+            wanted.iter().all(|(k, val)| {
+                p.value
+                    .pointer("/metadata/labels")
+                    .and_then(|l| l.get(k))
+                    .and_then(Value::as_str)
+                    == Some(val)
+            })
+        })
         .filter(|p| {
             p.value
                 .pointer("/metadata/deletionTimestamp")
@@ -218,19 +213,8 @@ pub fn issuer_blocker(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Ob
             "the controller sees {running} of the {replicas} pods of {name}: it may not list them, or its view lags"
         ));
     }
-    pods.iter()
-        .find(|p| !lists_per_user(p.value.pointer("/metadata/annotations")))
-        .map(|p| {
-            let terminating = p
-                .value
-                .pointer("/metadata/deletionTimestamp")
-                .is_some_and(|t| !t.is_null());
-            format!(
-                "issuer pod {NAMESPACE}/{}{} does not list {LAYOUT_PER_USER} in {CREDENTIALS_LAYOUTS_ANNOTATION}",
-                p.name,
-                if terminating { " (terminating)" } else { "" }
-            )
-        })
+    unaware_issuer_pod(pods)
+        .map(|pod| format!("{pod} does not list {LAYOUT_PER_USER} in {CREDENTIALS_LAYOUTS_ANNOTATION}"))
 }
 
 /// Switch the legacy Secret's phase: one JSON Patch, `test` of the annotation `from`, `replace`
@@ -327,6 +311,9 @@ pub enum Step {
     Retire(RetireLegacyRequest),
     /// Move one batch back into the legacy Secret.
     Return(super::returning::ReturnRequest),
+    /// Create the legacy Secret again, empty, in phase `returning` (the way back from the end
+    /// state).
+    Recreate(super::returning::RecreateLegacyRequest),
     /// Done: no legacy Secret.
     Done,
 }
@@ -383,6 +370,9 @@ pub struct Inputs<'a> {
     pub issuers: &'a Option<String>,
     /// The derived credentials keys.
     pub keys: &'a BTreeMap<ObjectKey, Object>,
+    /// In phase `returning`: whether the issuers' memory of the legacy Secret's absence has
+    /// passed since it was created ([`super::returning::return_wait`]).
+    pub returning_waited: bool,
 }
 
 fn namespace_blocker(dedication: &Dedication) -> Option<String> {
@@ -416,10 +406,7 @@ pub fn switch_blocker(
 pub fn step(inputs: Inputs<'_>) -> (Step, Progress) {
     let (progress, moves, stale) = batch(inputs.keys);
     let step = match &inputs.legacy.phase {
-        Phase::Absent if inputs.asked == CredentialsLayout::Legacy => Step::Wait(format!(
-            "the IchorInstallation asks for the legacy layout, but {CREDENTIALS_SECRET_NAME} is gone: moving back from \
-             the end state is not made by this release"
-        )),
+        Phase::Absent if inputs.asked == CredentialsLayout::Legacy => super::returning::recreate(),
         Phase::Absent => Step::Done,
         Phase::Unannotated => Step::Wait(format!(
             "{CREDENTIALS_SECRET_NAME} carries no {CREDENTIALS_LAYOUT_ANNOTATION} yet (the issuer writes {LAYOUT_LEGACY} on its first read)"
@@ -461,6 +448,10 @@ pub fn step(inputs: Inputs<'_>) -> (Step, Progress) {
         Phase::Returning => {
             let asks_legacy = inputs.asked == CredentialsLayout::Legacy;
             let blocker = switch_blocker(inputs.asked, inputs.dedication, inputs.issuers);
+            if asks_legacy && !inputs.returning_waited {
+                let (progress, _) = super::returning::batch(inputs.keys);
+                return (super::returning::waiting(inputs.legacy.created), progress);
+            }
             return super::returning::step(inputs.keys, asks_legacy, blocker);
         }
         Phase::Unknown(v) => Step::Wait(format!(
@@ -512,7 +503,9 @@ fn dedicated_condition(dedication: &Dedication) -> Option<Wanted> {
 }
 
 /// The status write of the installation in force (the first by name): its
-/// `CredentialsNamespaceDedicated` condition and `status.credentials`; `None` when both are
+/// `CredentialsNamespaceDedicated` and `CredentialsLayoutUnderstood` conditions (`unaware`: the
+/// first issuer pod that does not list the per-user layout) and `status.credentials`; `None`
+/// when all are
 /// already observed, when there is no installation, or while the credentials namespace is not
 /// observed (an installation that has not run `ichor init` of this release, whose credentials
 /// cannot move yet, and every journal recorded before the namespace was watched).
@@ -520,6 +513,7 @@ pub fn installation_status(
     installation: Option<&Object>,
     phase: &Phase,
     dedication: &Dedication,
+    unaware: Option<&str>,
     progress: Progress,
 ) -> Option<Object> {
     let inst = installation?;
@@ -532,7 +526,10 @@ pub fn installation_status(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let wanted: Vec<Wanted> = dedicated_condition(dedication).into_iter().collect();
+    let wanted: Vec<Wanted> = dedicated_condition(dedication)
+        .into_iter()
+        .chain([layout_condition(phase, unaware)])
+        .collect();
     let conditions = merge(&observed_conditions, &wanted, None, None);
     let mut credentials = json!({"moved": progress.moved, "remaining": progress.remaining});
     if let Some(layout) = layout_name(phase) {
@@ -570,21 +567,43 @@ fn effect<T: Serialize>(id: String, request: &T) -> Option<EffectRequest> {
     EffectRequest::new(id, request).ok()
 }
 
-/// The migration node: its effect (at most one) and the installation's status write.
+/// What the issuer pods understand: why they do not all allow the switch
+/// ([`issuer_blocker`]) and the first pod of a release before the per-user layout
+/// ([`unaware_issuer_pod`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Issuers {
+    /// Why the switch to `migrating` must wait for the issuers, `None` when it need not.
+    pub blocker: Option<String>,
+    /// The first issuer pod that does not list the per-user layout.
+    pub unaware: Option<String>,
+}
+
+/// The issuer Deployment and its pods → [`Issuers`].
+pub fn issuers(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Object>) -> Issuers {
+    Issuers {
+        blocker: issuer_blocker(deployment, pods),
+        unaware: unaware_issuer_pod(pods),
+    }
+}
+
+/// The migration node: its effect (at most one) and the installation's status write
+/// (`returning_waited`: see [`Inputs::returning_waited`]).
 pub fn migration(
     installations: &BTreeMap<ObjectKey, Object>,
     legacy: &LegacyState,
     dedication: &Dedication,
-    issuers: &Option<String>,
+    issuers: &Issuers,
     keys: &BTreeMap<ObjectKey, Object>,
+    returning_waited: bool,
 ) -> Desired {
     let installation = installations.values().next();
     let inputs = Inputs {
         legacy,
         asked: asked(installation),
         dedication,
-        issuers,
+        issuers: &issuers.blocker,
         keys,
+        returning_waited,
     };
     let (step, progress) = step(inputs);
     let effects = match &step {
@@ -592,12 +611,19 @@ pub fn migration(
         Step::Sweep(r) => effect(r.id(), r),
         Step::Retire(r) => effect(r.id(), r),
         Step::Return(r) => effect(r.id(), r),
+        Step::Recreate(r) => effect(r.id(), r),
         Step::Wait(_) | Step::Done => None,
     };
     Desired {
-        objects: installation_status(installation, &legacy.phase, dedication, progress)
-            .into_iter()
-            .collect(),
+        objects: installation_status(
+            installation,
+            &legacy.phase,
+            dedication,
+            issuers.unaware.as_deref(),
+            progress,
+        )
+        .into_iter()
+        .collect(),
         effects: effects.into_iter().collect(),
     }
 }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::identity::project::{CREDENTIALS_KEY_KIND, PerUserSource, credentials_key};
+use ichor_renderers::contract::CREDENTIALS_LAYOUT_UNDERSTOOD;
 
 fn legacy_secret(phase: Option<&str>, keys: &[&str], rv: &str) -> Option<Object> {
     let data: serde_json::Map<String, Value> =
@@ -89,6 +90,7 @@ fn step_of(
         dedication,
         issuers,
         keys: k,
+        returning_waited: true,
     })
     .0
 }
@@ -349,19 +351,29 @@ fn an_empty_legacy_secret_is_deleted_at_the_resource_version_it_was_seen_empty()
 }
 
 #[test]
-fn an_unknown_phase_and_the_end_state_asked_for_legacy_are_left_alone() {
-    let k = keys(&[("a", true, false)]);
+fn an_unknown_phase_is_left_alone_and_the_end_state_asked_for_legacy_creates_the_secret_again() {
+    let k = keys(&[("a", false, true)]);
     let gone = legacy_state(&None);
-    assert!(matches!(
+    match step_of(
+        &gone,
+        CredentialsLayout::Legacy,
+        &Dedication::Dedicated,
+        &None,
+        &k,
+    ) {
+        Step::Recreate(r) => assert_eq!(r.secret, CREDENTIALS_SECRET_NAME),
+        other => panic!("expected the legacy Secret created again, got {other:?}"),
+    }
+    assert_eq!(
         step_of(
             &gone,
-            CredentialsLayout::Legacy,
+            CredentialsLayout::PerUser,
             &Dedication::Dedicated,
             &None,
             &k
         ),
-        Step::Wait(_)
-    ));
+        Step::Done
+    );
     let s = state(Some("sideways"), &["a"]);
     assert!(matches!(
         step_of(&s, CredentialsLayout::PerUser, &Dedication::Dedicated, &None, &k),
@@ -386,7 +398,7 @@ fn the_dedicated_condition_names_the_offending_secret_and_settles() {
         moved: 2,
         remaining: 3,
     };
-    let write = installation_status(Some(&inst), &Phase::Legacy, &foreign, progress)
+    let write = installation_status(Some(&inst), &Phase::Legacy, &foreign, None, progress)
         .unwrap_or_else(|| panic!("a write"));
     let status = &write.value["status"];
     assert_eq!(
@@ -402,20 +414,27 @@ fn the_dedicated_condition_names_the_offending_secret_and_settles() {
     // Observed as written (the applier stamps the time): nothing more to write.
     let mut observed = status.clone();
     observed["conditions"][0]["lastTransitionTime"] = json!("2027-01-01T00:00:00Z");
+    observed["conditions"][1]["lastTransitionTime"] = json!("2027-01-01T00:00:00Z");
     let inst = installation(observed, json!({}));
     assert_eq!(
-        installation_status(Some(&inst), &Phase::Legacy, &foreign, progress),
+        installation_status(Some(&inst), &Phase::Legacy, &foreign, None, progress),
         None
     );
     // The Secret removed: True.
-    let write = installation_status(Some(&inst), &Phase::Legacy, &Dedication::Dedicated, progress)
-        .unwrap_or_else(|| panic!("a write"));
+    let write = installation_status(
+        Some(&inst),
+        &Phase::Legacy,
+        &Dedication::Dedicated,
+        None,
+        progress,
+    )
+    .unwrap_or_else(|| panic!("a write"));
     assert_eq!(write.value["status"]["conditions"][0]["status"], "True");
     // No namespace observed: nothing written (journals recorded before it was watched replay
     // unchanged).
     let inst = installation(json!({}), json!({}));
     assert_eq!(
-        installation_status(Some(&inst), &Phase::Legacy, &Dedication::Missing, progress),
+        installation_status(Some(&inst), &Phase::Legacy, &Dedication::Missing, None, progress),
         None
     );
     // The end state reads perUser.
@@ -423,6 +442,7 @@ fn the_dedicated_condition_names_the_offending_secret_and_settles() {
         Some(&inst),
         &Phase::Absent,
         &Dedication::Dedicated,
+        None,
         Progress {
             moved: 4,
             remaining: 0,
@@ -434,7 +454,13 @@ fn the_dedicated_condition_names_the_offending_secret_and_settles() {
         json!({"layout": "perUser", "moved": 4, "remaining": 0})
     );
     assert_eq!(
-        installation_status(None, &Phase::Absent, &Dedication::Dedicated, Progress::default()),
+        installation_status(
+            None,
+            &Phase::Absent,
+            &Dedication::Dedicated,
+            None,
+            Progress::default()
+        ),
         None
     );
 }
@@ -445,14 +471,114 @@ fn the_node_asks_for_one_effect_and_reads_the_layout_from_the_first_installation
     let installs: BTreeMap<ObjectKey, Object> = [(inst.key(), inst)].into_iter().collect();
     let k = keys(&[("a", true, false)]);
     let legacy = state(Some(LAYOUT_LEGACY), &["a"]);
-    let d = migration(&installs, &legacy, &Dedication::Dedicated, &None, &k);
+    let d = migration(
+        &installs,
+        &legacy,
+        &Dedication::Dedicated,
+        &Issuers::default(),
+        &k,
+        true,
+    );
     assert!(d.effects.is_empty(), "legacy asked: no switch");
     assert_eq!(d.objects.len(), 1, "the status write");
     assert_eq!(d.objects[0].value["status"]["credentials"]["layout"], "legacy");
-    let d = migration(&BTreeMap::new(), &legacy, &Dedication::Dedicated, &None, &k);
+    let d = migration(
+        &BTreeMap::new(),
+        &legacy,
+        &Dedication::Dedicated,
+        &Issuers::default(),
+        &k,
+        true,
+    );
     assert_eq!(
         d.effects.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
         ["credentials-layout legacy to migrating"]
     );
     assert!(d.objects.is_empty(), "no installation, no status");
+}
+
+#[test]
+fn the_layout_condition_names_an_old_issuer_pod_once_the_per_user_layout_is_in_use() {
+    let inst = installation(json!({}), json!({}));
+    let old = Some("issuer pod ichor-system/ichor-issuer-old");
+    let condition = |phase: &Phase, unaware: Option<&str>| {
+        let write = installation_status(
+            Some(&inst),
+            phase,
+            &Dedication::Dedicated,
+            unaware,
+            Progress::default(),
+        )
+        .unwrap_or_else(|| panic!("a write"));
+        let c = write.value["status"]["conditions"][1].clone();
+        assert_eq!(c["type"], CREDENTIALS_LAYOUT_UNDERSTOOD);
+        c
+    };
+    for phase in [Phase::Migrating, Phase::Returning, Phase::Absent] {
+        let c = condition(&phase, old);
+        assert_eq!(c["status"], "False", "{phase:?}");
+        assert_eq!(c["reason"], "IssuerReleaseTooOld");
+        assert!(
+            c["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("ichor-issuer-old"),
+            "{c}"
+        );
+        assert_eq!(condition(&phase, None)["status"], "True", "{phase:?}");
+    }
+    assert_eq!(condition(&Phase::Legacy, old)["status"], "True");
+    // The node reads the pods through [`issuers`].
+    let (key, pod) = pod("ichor-issuer-old", Some("legacy"), true);
+    let found = issuers(&deployment(1, 1, true), &[(key, pod)].into_iter().collect());
+    assert_eq!(
+        found.unaware.as_deref(),
+        Some("issuer pod ichor-system/ichor-issuer-old (terminating)")
+    );
+    assert!(found.blocker.is_some_and(|b| b.contains("ichor-issuer-old")));
+}
+
+#[test]
+fn the_move_back_into_a_secret_created_again_waits_before_moving_anyone() {
+    let k = keys(&[("a", false, true), ("b", true, false)]);
+    let legacy = LegacyState {
+        phase: Phase::Returning,
+        empty_at: None,
+        created: "2027-01-01T00:00:00Z".parse().ok(),
+    };
+    let inputs = |waited| Inputs {
+        legacy: &legacy,
+        asked: CredentialsLayout::Legacy,
+        dedication: &Dedication::Dedicated,
+        issuers: &None,
+        keys: &k,
+        returning_waited: waited,
+    };
+    let (waiting, progress) = step(inputs(false));
+    assert!(
+        matches!(waiting, Step::Wait(ref why) if why.contains("2027-01-01T00:00:30Z")),
+        "{waiting:?}"
+    );
+    assert_eq!(
+        progress,
+        Progress {
+            moved: 1,
+            remaining: 1
+        }
+    );
+    match step(inputs(true)).0 {
+        Step::Return(r) => assert_eq!(r.users, ["a"]),
+        other => panic!("expected a batch back, got {other:?}"),
+    }
+    // The creation time is kept in phase returning only.
+    let mut secret = legacy_secret(Some(LAYOUT_RETURNING), &[], "3");
+    if let Some(s) = secret.as_mut() {
+        s.value["metadata"]["creationTimestamp"] = json!("2027-01-01T00:00:00Z");
+    }
+    assert_eq!(legacy_state(&secret).created, legacy.created);
+    let mut migrating = legacy_secret(Some(LAYOUT_MIGRATING), &[], "3");
+    if let Some(s) = migrating.as_mut() {
+        s.value["metadata"]["creationTimestamp"] = json!("2027-01-01T00:00:00Z");
+    }
+    assert_eq!(legacy_state(&migrating).created, None);
 }

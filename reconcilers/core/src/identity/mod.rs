@@ -20,9 +20,10 @@
 //! Secret ichor-user-credentials ─► credentials-phase ─┐
 //! Namespace ichor-credentials, foreign Secrets there ─► credentials-namespace ─┤
 //! Deployment ichor-issuer, its Pods ─► issuer-layouts ────────────────────────┤
+//! now, credentials-phase ─► return-wait ──────────────────────────────────────┤
 //! IchorInstallation, credentials keys ─────────────────────────────────────────┴─► credentials-migration
-//!     (emit: credentials-layout, credentials-sweep, retire-legacy-credentials, credentials-return;
-//!      the installation's status)
+//!     (emit: credentials-layout, credentials-sweep, retire-legacy-credentials, credentials-return,
+//!      recreate-legacy-credentials; the installation's status)
 //! certificates, Secret ichor-webhook-tls, ValidatingWebhookConfiguration, now ─► webhook-certificate (emit: issue-webhook-leaf)
 //! certificates, ValidatingWebhookConfiguration ─► webhook-ca-bundle (emit: the configuration's caBundles)
 //! TalosOperation ─► rollout[operation] ◄─ now, IchorRolloutSettings, cluster-auth[its cluster], TalosMachines,
@@ -73,6 +74,7 @@
 
 pub mod conditions;
 pub mod effects;
+pub mod layouts;
 pub mod migration;
 pub mod nodes;
 pub mod project;
@@ -153,6 +155,9 @@ pub mod names {
     pub const CREDENTIALS_NAMESPACE: &str = "credentials-namespace";
     /// Why the issuer replicas do not all understand the per-user layout, if they do not.
     pub const ISSUER_LAYOUTS: &str = "issuer-layouts";
+    /// Whether the move back into a re-created legacy Secret has waited out the issuers' memory
+    /// of its absence.
+    pub const RETURN_WAIT: &str = "return-wait";
     /// The move off the legacy credentials Secret, and the installation's status.
     pub const CREDENTIALS_MIGRATION: &str = "credentials-migration";
     /// The webhooks' serving certificate decision.
@@ -336,8 +341,13 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     let issuers = b.node(
         names::ISSUER_LAYOUTS,
         (issuer_deployment, issuer_pods.all()),
-        |(deployment, pods)| migration::issuer_blocker(deployment, pods),
+        |(deployment, pods)| migration::issuers(deployment, pods),
     );
+    // Reads the clock, but its output changes once (when the wait ends), so the migration node
+    // does not recompute on every tick.
+    let return_wait = b.node_timed(names::RETURN_WAIT, (now, legacy), |(now, legacy)| {
+        returning::return_wait(*now, legacy)
+    });
     let migration = b.node(
         names::CREDENTIALS_MIGRATION,
         (
@@ -346,9 +356,10 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
             dedication,
             issuers,
             credential_keys.all(),
+            return_wait,
         ),
-        |(installations, legacy, dedication, issuers, keys)| {
-            migration::migration(installations, legacy, dedication, issuers, keys)
+        |(installations, legacy, dedication, issuers, keys, waited)| {
+            migration::migration(installations, legacy, dedication, issuers, keys, *waited)
         },
     );
     b.emit(&migration);

@@ -4,19 +4,96 @@
 //! of the legacy Secret and then deleted, and once none is left the phase goes `legacy` (then
 //! the issuer may be downgraded). Pure, as [`super::migration`].
 //!
-//! From the end state (no legacy Secret) the move back is not made by this release: the
-//! controller would have to create the legacy Secret again and wait out the issuers' memory of
-//! its absence first.
+//! From the end state (no legacy Secret) the controller first creates the legacy Secret again,
+//! empty, in phase `returning` ([`RecreateLegacyRequest`]), and moves nobody back until
+//! [`RETURN_WAIT`] has passed since its `creationTimestamp` ([`return_wait`]): an issuer replica
+//! that saw it answer 404 does not read it again for 10 s (the issuer's user cache bound), and
+//! until it reads it, it takes the end state for granted and would write a user moved back as a
+//! new own Secret.
 
 use std::collections::BTreeMap;
 
-use ichor_graph::{Object, ObjectKey};
+use ichor_graph::{Object, ObjectKey, Timed};
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
-use ichor_renderers::contract::{CREDENTIALS_NAMESPACE, LAYOUT_LEGACY, LAYOUT_MIGRATING, LAYOUT_RETURNING};
+use ichor_renderers::contract::{
+    CREDENTIALS_NAMESPACE, ISSUER_USER_CACHE_SECONDS, LAYOUT_LEGACY, LAYOUT_MIGRATING, LAYOUT_RETURNING,
+};
 use ichor_renderers::trust::NAMESPACE;
+use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::migration::{Progress, SWEEP_BATCH, Step, SwitchLayoutRequest};
+use super::migration::{LegacyState, Phase, Progress, SWEEP_BATCH, Step, SwitchLayoutRequest};
+
+/// How long after the legacy Secret's creation the move back waits: three times the issuer
+/// replicas' memory of its absence ([`ISSUER_USER_CACHE_SECONDS`], 10 s), so that a skew between
+/// the API server's clock (which stamps `creationTimestamp`) and the controller's, or a request
+/// an issuer still has in flight, does not shorten it below that memory.
+pub const RETURN_WAIT: SignedDuration = SignedDuration::from_secs(30);
+
+// The wait outlasts the issuers' memory of an absent legacy Secret, with room to spare.
+const _: () = assert!(RETURN_WAIT.as_secs() >= 2 * ISSUER_USER_CACHE_SECONDS as i64);
+
+/// Create the legacy Secret again, as `ichor init` of earlier releases made it (type `Opaque`,
+/// labelled `app.kubernetes.io/part-of: ichor`), with no key and the phase `returning`; one that
+/// exists already is left as it is (the graph decides again from it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecreateLegacyRequest {
+    /// The legacy Secret's namespace.
+    pub namespace: String,
+    /// The legacy Secret's name.
+    pub secret: String,
+}
+
+impl RecreateLegacyRequest {
+    /// The effect id: `recreate-legacy-credentials`.
+    pub fn id(&self) -> String {
+        "recreate-legacy-credentials".to_owned()
+    }
+}
+
+/// No legacy Secret while the installation asks for the legacy layout: create it again.
+pub fn recreate() -> Step {
+    Step::Recreate(RecreateLegacyRequest {
+        namespace: NAMESPACE.to_owned(),
+        secret: CREDENTIALS_SECRET_NAME.to_owned(),
+    })
+}
+
+/// Whether the move back may start: `true` when the legacy Secret is not in phase `returning`
+/// or was created at least [`RETURN_WAIT`] before `now`; else `false` until then (the deadline,
+/// so the controller evaluates again at that instant). A Secret in `returning` whose creation
+/// time is unknown is waited for forever (the move back would otherwise race an issuer's memory
+/// of its absence): every Secret the API server serves has one.
+pub fn return_wait(now: Timestamp, legacy: &LegacyState) -> Timed<bool> {
+    if legacy.phase != Phase::Returning {
+        return Timed::forever(true);
+    }
+    let Some(until) = legacy.created.and_then(|c| c.checked_add(RETURN_WAIT).ok()) else {
+        return Timed::forever(false);
+    };
+    if now >= until {
+        Timed::forever(true)
+    } else {
+        Timed::until(false, until)
+    }
+}
+
+/// Phase `returning`, asked for legacy, before [`RETURN_WAIT`] has passed: wait, saying until
+/// when.
+pub fn waiting(created: Option<Timestamp>) -> Step {
+    Step::Wait(match created.and_then(|c| c.checked_add(RETURN_WAIT).ok()) {
+        Some(until) => format!(
+            "{CREDENTIALS_SECRET_NAME} was created again at {}: nobody moves back before {until}, when no issuer \
+             replica can still remember it as absent",
+            created.map(|c| c.to_string()).unwrap_or_default()
+        ),
+        None => format!(
+            "{CREDENTIALS_SECRET_NAME} in phase {LAYOUT_RETURNING} shows no creationTimestamp: nobody moves back \
+             until its creation time is known"
+        ),
+    })
+}
 use super::project::CredentialsSources;
 
 /// One batch of the move back: for each user, its own Secret is read (value v at
@@ -172,6 +249,60 @@ mod tests {
             panic!("expected a batch")
         };
         assert_eq!(r.users.len(), SWEEP_BATCH);
+    }
+
+    fn returning(created: Option<&str>) -> LegacyState {
+        LegacyState {
+            phase: Phase::Returning,
+            empty_at: None,
+            created: created.map(|c| c.parse().unwrap_or_else(|e| panic!("{e}"))),
+        }
+    }
+
+    #[test]
+    fn the_move_back_waits_thirty_seconds_after_the_legacy_secret_was_created() {
+        let t = |s: &str| -> Timestamp { s.parse().unwrap_or_else(|e| panic!("{e}")) };
+        let legacy = returning(Some("2027-01-01T00:00:00Z"));
+        assert_eq!(
+            return_wait(t("2027-01-01T00:00:29Z"), &legacy),
+            Timed::until(false, t("2027-01-01T00:00:30Z"))
+        );
+        // Longer than the issuer replicas' 10 s memory of its absence, whatever the moment.
+        assert!(!return_wait(t("2027-01-01T00:00:11Z"), &legacy).value);
+        assert_eq!(
+            return_wait(t("2027-01-01T00:00:30Z"), &legacy),
+            Timed::forever(true)
+        );
+        assert_eq!(
+            return_wait(t("2027-01-01T00:00:00Z"), &returning(None)),
+            Timed::forever(false)
+        );
+        let migrating = LegacyState {
+            phase: Phase::Migrating,
+            ..returning(None)
+        };
+        assert_eq!(
+            return_wait(t("2027-01-01T00:00:00Z"), &migrating),
+            Timed::forever(true)
+        );
+        match waiting(legacy.created) {
+            Step::Wait(why) => assert!(why.contains("2027-01-01T00:00:30Z"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn from_the_end_state_the_legacy_secret_is_created_again_by_its_own_name() {
+        match recreate() {
+            Step::Recreate(r) => {
+                assert_eq!(
+                    (r.namespace.as_str(), r.secret.as_str()),
+                    (NAMESPACE, CREDENTIALS_SECRET_NAME)
+                );
+                assert_eq!(r.id(), "recreate-legacy-credentials");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

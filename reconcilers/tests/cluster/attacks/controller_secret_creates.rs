@@ -2,7 +2,9 @@
 //! name. The attacks: forge a Helm release record (which `ichor init` and `helm upgrade
 //! --reuse-values` would trust), create a Secret of any other name, or create one of the names
 //! the controller owns, or the credentials Secret a users-off install lacks, as a
-//! ServiceAccount-token Secret and read the token back. As the controller's own ServiceAccount
+//! ServiceAccount-token Secret and read the token back, or create the legacy credentials Secret
+//! (which the way back from one Secret per user creates again, empty, in phase `returning`)
+//! holding entries of its choice or in another phase. As the controller's own ServiceAccount
 //! (a TokenRequest token, so the apiserver decides with the chart's RBAC and its admission
 //! policy), each is refused; the Secrets it does create still are not.
 
@@ -60,6 +62,21 @@ fn the_controller_can_create_only_its_own_secrets_of_their_own_types() -> anyhow
             anyhow::bail!("the controller may no longer create its own Secret {name}: {e}");
         }
     }
+    let returning = json!({"ichor.maesh.dev/credentials-layout": "returning"});
+    let mut empty_returning: serde_json::Value =
+        serde_json::from_str(&secret("ichor-user-credentials", "Opaque", returning.clone()))?;
+    if let Some(m) = empty_returning.as_object_mut() {
+        m.remove("data");
+    }
+    let admitted = |body: &str| -> anyhow::Result<()> {
+        wait::until(
+            "the legacy Secret, empty in phase returning, admitted",
+            Duration::from_secs(30),
+            || Ok(kubectl_with(&plane, &kubeconfig, &dry, body)?.ok()),
+        )?;
+        Ok(())
+    };
+    admitted(&empty_returning.to_string())?;
 
     let attacks = [
         (
@@ -89,6 +106,30 @@ fn the_controller_can_create_only_its_own_secrets_of_their_own_types() -> anyhow
         (
             "an Opaque credentials Secret",
             secret("ichor-user-credentials", "Opaque", json!({})),
+        ),
+        (
+            "the credentials Secret in phase migrating",
+            secret(
+                "ichor-user-credentials",
+                "Opaque",
+                json!({"ichor.maesh.dev/credentials-layout": "migrating"}),
+            ),
+        ),
+        (
+            "the credentials Secret in phase returning holding an entry",
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": "ichor-user-credentials", "namespace": NAMESPACE,
+                    "annotations": returning},
+                "data": {"alice": "e30="}})
+            .to_string(),
+        ),
+        (
+            "the credentials Secret in phase returning holding an entry as stringData",
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": "ichor-user-credentials", "namespace": NAMESPACE,
+                    "annotations": {"ichor.maesh.dev/credentials-layout": "returning"}},
+                "stringData": {"alice": "{}"}})
+            .to_string(),
         ),
     ];
     // An admission policy takes effect a moment after it is created: wait for the first refusal
