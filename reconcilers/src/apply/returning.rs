@@ -1,10 +1,13 @@
 //! The move back into the legacy credentials Secret
 //! ([`ichor_controller_core::identity::returning`]): for one batch, a GET of each user's own
-//! Secret (value v at resourceVersion r), one JSON Patch of the legacy Secret (`test` of the
-//! phase `returning`, an `add` of each key with its value), then a DELETE of each own Secret
-//! with the preconditions uid and r. Killed between the patch and a delete, the own Secret is
-//! still there and authoritative (readers take it first), and the next batch copies it again; a
-//! refresh since r makes the DELETE fail (409) with the same outcome.
+//! Secret (value v at resourceVersion r), a GET of the legacy Secret after them, one JSON Patch
+//! of it (`test` of the resourceVersion that GET found, so a key written since is never
+//! overwritten by an older value; `test` of the phase `returning`; an `add` of each key with its
+//! value), then a DELETE of each own Secret with the preconditions uid and r. Killed between the
+//! patch and a delete, the own Secret is still there and authoritative (readers take it first),
+//! and the next batch copies it again; a refresh since r makes the DELETE fail (409) with the
+//! same outcome. An own Secret gone by the DELETE (404) was a removed user's: the key just
+//! copied back is removed again (test of that value, remove).
 //!
 //! From the end state, `recreate-legacy-credentials` POSTs the legacy Secret again
 //! ([`recreated_body`]: type `Opaque`, no key, phase `returning`); one already there is left as
@@ -50,16 +53,20 @@ pub fn size_after(data: &Map<String, Value>, added: &[(String, Value)]) -> u64 {
     kept + added.iter().map(|(_, v)| decoded_len(v)).sum::<u64>()
 }
 
-/// The JSON Patch of one batch back: `test` of the phase `returning`, then an `add` of each key
-/// (an `add` of `/data` first when the Secret has none).
-pub fn return_patch(has_data: bool, added: &[(String, Value)]) -> Value {
+/// The JSON Patch of one batch back: `test` of the legacy Secret's `resourceVersion` as read
+/// after the own Secrets (nothing written there since), `test` of the phase `returning`, then an
+/// `add` of each key (an `add` of `/data` first when the Secret has none).
+pub fn return_patch(resource_version: &str, has_data: bool, added: &[(String, Value)]) -> Value {
     let phase = format!(
         "/metadata/annotations/{}",
         CREDENTIALS_LAYOUT_ANNOTATION
             .replace('~', "~0")
             .replace('/', "~1")
     );
-    let mut ops = vec![json!({"op": "test", "path": phase, "value": LAYOUT_RETURNING})];
+    let mut ops = vec![
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version}),
+        json!({"op": "test", "path": phase, "value": LAYOUT_RETURNING}),
+    ];
     if !has_data {
         ops.push(json!({"op": "add", "path": "/data", "value": {}}));
     }
@@ -168,6 +175,20 @@ impl KubeApplier {
         if owns.is_empty() {
             return Ok((Written::Stale(vec![read]), events));
         }
+        // The legacy Secret read again after the own Secrets, and its resourceVersion tested by
+        // the patch: a key written there since (a user deleted and made again, whose new entry
+        // the issuers put into the legacy Secret in this phase) refuses the batch instead of
+        // being overwritten by the older value read above.
+        let (read, legacy) = self.read_legacy(&r.namespace, &r.secret).await?;
+        let Some(legacy) = legacy else {
+            return Ok((Written::Stale(vec![read]), events));
+        };
+        let Some(resource_version) = legacy
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+        else {
+            return Ok((Written::Stale(vec![read]), events));
+        };
         let data = legacy.get("data").and_then(Value::as_object);
         let added: Vec<(String, Value)> = owns.iter().map(|o| (o.user.clone(), o.value.clone())).collect();
         let after = size_after(data.unwrap_or(&Map::new()), &added);
@@ -185,7 +206,7 @@ impl KubeApplier {
             });
         }
         let patch: Patch<Value> = Patch::Json(
-            serde_json::from_value(return_patch(data.is_some(), &added)).map_err(|e| {
+            serde_json::from_value(return_patch(resource_version, data.is_some(), &added)).map_err(|e| {
                 ApplyError::Malformed {
                     what: what.clone(),
                     message: e.to_string(),
@@ -246,11 +267,17 @@ impl KubeApplier {
                 &*name,
             ))),
             Err(e) => match classify(&what, e) {
-                Failure::NotFound => events.push(Event::Deleted(ObjectKey::new(
-                    "Secret",
-                    &*r.credentials_namespace,
-                    &*name,
-                ))),
+                Failure::NotFound => {
+                    // Gone since it was read: only a user's removal deletes an own Secret in this
+                    // phase, so the value just copied back is a removed user's and is taken out
+                    // again (tested against that value).
+                    self.unreturn(r, own).await?;
+                    events.push(Event::Deleted(ObjectKey::new(
+                        "Secret",
+                        &*r.credentials_namespace,
+                        &*name,
+                    )));
+                }
                 Failure::Conflict => {
                     tracing::info!(secret = %name, "changed since it was copied back: copied again by the next batch");
                 }
@@ -258,6 +285,39 @@ impl KubeApplier {
             },
         }
         Ok(())
+    }
+}
+
+impl KubeApplier {
+    /// Removes `own`'s key from the legacy Secret if it still holds the value copied back (test
+    /// and remove); a key changed or gone since is left as it is.
+    async fn unreturn(&self, r: &ReturnRequest, own: &Own) -> Result<(), ApplyError> {
+        let what = format!(
+            "removal of the key {} copied back into Secret {}/{}",
+            own.user, r.namespace, r.secret
+        );
+        let path = format!("/data/{}", own.user.replace('~', "~0").replace('/', "~1"));
+        let ops = json!([
+            {"op": "test", "path": path, "value": own.value},
+            {"op": "remove", "path": path},
+        ]);
+        let patch: Patch<Value> =
+            Patch::Json(serde_json::from_value(ops).map_err(|e| ApplyError::Malformed {
+                what: what.clone(),
+                message: e.to_string(),
+            })?);
+        match self
+            .secrets(&r.namespace)
+            .patch(&r.secret, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if super::migration::is_patch_test_failure(&e) => Ok(()),
+            Err(e) => match classify(&what, e) {
+                Failure::NotFound => Ok(()),
+                other => Err(other.into_error(&what)),
+            },
+        }
     }
 }
 
@@ -269,14 +329,15 @@ mod tests {
     fn the_patch_tests_returning_and_adds_each_key_creating_data_when_absent() {
         let added = vec![("bob".to_owned(), json!("e30="))];
         assert_eq!(
-            return_patch(false, &added),
+            return_patch("41", false, &added),
             json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "41"},
                 {"op": "test", "path": "/metadata/annotations/ichor.maesh.dev~1credentials-layout", "value": "returning"},
                 {"op": "add", "path": "/data", "value": {}},
                 {"op": "add", "path": "/data/bob", "value": "e30="},
             ])
         );
-        assert_eq!(return_patch(true, &added).as_array().map(Vec::len), Some(2));
+        assert_eq!(return_patch("41", true, &added).as_array().map(Vec::len), Some(3));
     }
 
     #[test]
