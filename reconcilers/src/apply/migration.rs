@@ -93,6 +93,18 @@ pub fn per_user_body(namespace: &str, user: &str, value: &Value) -> Value {
         "data": {USER_CREDENTIALS_KEY: value}})
 }
 
+/// Whether `secret` is `user`'s credentials Secret: of the credentials type and labelled with
+/// that user. Pure.
+pub fn is_credentials_secret_of(secret: &DynamicObject, user: &str) -> bool {
+    secret.data.get("type").and_then(Value::as_str) == Some(USER_CREDENTIALS_TYPE)
+        && secret
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(USER_LABEL))
+            .is_some_and(|u| u == user)
+}
+
 /// Whether a 422 is a failed JSON Patch operation (no field cause) rather than a validation
 /// failure of the object.
 pub(super) fn is_patch_test_failure(e: &kube::Error) -> bool {
@@ -316,6 +328,20 @@ impl KubeApplier {
         }
     }
 
+    /// Whether `user`'s own Secret is really a credentials Secret of that user (its type, which
+    /// the metadata watch cannot show, and its label), read whole before its legacy key is
+    /// removed as a stale copy: a Secret of another type made before the admission policy existed
+    /// must not cost the user the only real copy of the entry.
+    async fn is_users_credentials_secret(&self, namespace: &str, user: &str) -> Result<bool, ApplyError> {
+        let name = user_credentials_secret(user);
+        let what = format!("read of Secret {namespace}/{name} before its legacy copy is removed");
+        match self.secrets(namespace).get_opt(&name).await {
+            Ok(Some(o)) => Ok(is_credentials_secret_of(&o, user)),
+            Ok(None) => Ok(false),
+            Err(e) => Err(classify(&what, e).into_error(&what)),
+        }
+    }
+
     /// One batch of the sweep (see the module documentation).
     async fn sweep(&self, r: &SweepRequest) -> Result<(Written, Vec<Event>), ApplyError> {
         self.pace_sweep().await;
@@ -355,12 +381,21 @@ impl KubeApplier {
                 Err(e) => return Err(e),
             }
         }
+        let mut stale = Vec::new();
+        for user in &r.stale {
+            if self
+                .is_users_credentials_secret(&r.credentials_namespace, user)
+                .await?
+            {
+                stale.push(user.as_str());
+            }
+        }
         let keys: Vec<&str> = r
             .moves
             .iter()
             .map(String::as_str)
             .filter(|user| !already.contains(user))
-            .chain(r.stale.iter().map(String::as_str))
+            .chain(stale)
             .collect();
         let Some(patch) = removal_patch(&data, &keys) else {
             return Ok((Written::Stale(vec![read]), events));
@@ -501,69 +536,4 @@ fn malformed(id: &str, e: &serde_json::Error) -> ApplyError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use base64::Engine as _;
-
-    /// `base64(value)` as a Secret's `data` holds it.
-    fn encoded(value: &[u8]) -> Value {
-        Value::String(base64::engine::general_purpose::STANDARD.encode(value))
-    }
-
-    #[test]
-    fn the_switch_tests_the_phase_then_replaces_it() {
-        let r = SwitchLayoutRequest {
-            namespace: "ichor-system".into(),
-            secret: "ichor-user-credentials".into(),
-            from: "legacy".into(),
-            to: "migrating".into(),
-            reason: String::new(),
-        };
-        assert_eq!(
-            switch_patch(&r),
-            json!([
-                {"op": "test", "path": "/metadata/annotations/ichor.maesh.dev~1credentials-layout", "value": "legacy"},
-                {"op": "replace", "path": "/metadata/annotations/ichor.maesh.dev~1credentials-layout", "value": "migrating"},
-            ])
-        );
-    }
-
-    #[test]
-    fn the_removal_tests_each_value_read_and_skips_keys_already_gone() {
-        let mut data = Map::new();
-        data.insert("alice".into(), encoded(b"{\"a\":1}"));
-        data.insert("bob".into(), encoded(b"{\"b\":2}"));
-        let patch = removal_patch(&data, &["alice", "gone", "bob"]).unwrap_or_default();
-        assert_eq!(
-            patch,
-            json!([
-                {"op": "test", "path": "/data/alice", "value": encoded(b"{\"a\":1}")},
-                {"op": "remove", "path": "/data/alice"},
-                {"op": "test", "path": "/data/bob", "value": encoded(b"{\"b\":2}")},
-                {"op": "remove", "path": "/data/bob"},
-            ])
-        );
-        assert_eq!(removal_patch(&data, &["gone"]), None);
-        assert_eq!(data_path("a/b~c"), "/data/a~1b~0c");
-    }
-
-    #[test]
-    fn a_moved_entry_is_the_legacy_value_unchanged_in_a_labelled_secret_of_the_credentials_type() {
-        let value = encoded(b"{\"phc\":\"x\"}");
-        let body = per_user_body("ichor-credentials", "carol", &value);
-        assert_eq!(body["type"], USER_CREDENTIALS_TYPE);
-        assert_eq!(body["metadata"]["name"], "ichor-user-carol");
-        assert_eq!(body["metadata"]["labels"][USER_LABEL], "carol");
-        assert_eq!(body["data"], json!({"entry": value}));
-    }
-
-    #[test]
-    fn only_the_migrations_effects_are_routed_here() {
-        assert!(is_migration_effect("credentials-layout legacy to migrating"));
-        assert!(is_migration_effect("credentials-sweep a (3 keys)"));
-        assert!(is_migration_effect("retire-legacy-credentials 12"));
-        assert!(is_migration_effect("credentials-return a (1 keys)"));
-        assert!(is_migration_effect("recreate-legacy-credentials"));
-        assert!(!is_migration_effect("remove-credentials-key credentials-sweep"));
-    }
-}
+mod tests;

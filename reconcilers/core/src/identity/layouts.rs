@@ -14,6 +14,7 @@ use ichor_renderers::contract::{
     LAYOUT_PER_USER,
 };
 use ichor_renderers::trust::NAMESPACE;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::conditions::Wanted;
@@ -33,6 +34,106 @@ pub(crate) fn issuer_pod_labels() -> BTreeMap<&'static str, &'static str> {
         .split(',')
         .filter_map(|kv| kv.split_once('='))
         .collect()
+}
+
+/// Whether every issuer replica, running or terminating, understands the per-user layout:
+/// `None` when so, else why not (a sentence naming the object in the way).
+///
+/// The Deployment must have observed its latest spec (`status.observedGeneration ==
+/// metadata.generation`: no rollout to another template is still to start), its template must
+/// list `per-user` in [`CREDENTIALS_LAYOUTS_ANNOTATION`], and it must select pods by exactly
+/// [`ISSUER_POD_SELECTOR`] (the pods the controller watches); every such pod, terminating ones
+/// included (one serves for its `preStop` delay), must carry the annotation too, and the pods
+/// seen must be at least as many as the Deployment's `status.replicas` (a list of pods the
+/// controller may not read is treated as empty, and must not pass for "no old pod").
+pub fn issuer_blocker(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Object>) -> Option<String> {
+    let name = format!("Deployment {NAMESPACE}/{ISSUER_DEPLOYMENT}");
+    let Some(d) = deployment else {
+        return Some(format!("{name} is not observed"));
+    };
+    let v = &d.value;
+    let generation = v.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = v.pointer("/status/observedGeneration").and_then(Value::as_i64);
+    if generation.is_none() || generation != observed {
+        return Some(format!(
+            "{name} has not observed its latest spec (generation {}, observedGeneration {}): a rollout may be pending",
+            generation.map_or("none".to_owned(), |g| g.to_string()),
+            observed.map_or("none".to_owned(), |g| g.to_string()),
+        ));
+    }
+    if !lists_per_user(v.pointer("/spec/template/metadata/annotations")) {
+        return Some(format!(
+            "the pod template of {name} does not list {LAYOUT_PER_USER} in {CREDENTIALS_LAYOUTS_ANNOTATION}"
+        ));
+    }
+    let wanted = issuer_pod_labels();
+    let selector = v.pointer("/spec/selector");
+    let match_labels: BTreeMap<&str, &str> = selector
+        .and_then(|s| s.get("matchLabels"))
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let expressions = selector
+        .and_then(|s| s.get("matchExpressions"))
+        .and_then(Value::as_array)
+        .is_some_and(|e| !e.is_empty());
+    if match_labels != wanted || expressions {
+        return Some(format!(
+            "{name} selects its pods by another selector than {ISSUER_POD_SELECTOR}, the one the controller watches"
+        ));
+    }
+    // Fewer pods seen than the Deployment counts (a refused or lagging list of pods, which the
+    // watch treats as empty): what is not seen cannot be vouched for.
+    let running = pods
+        .values()
+        .filter(|p| p.namespace == NAMESPACE)
+        .filter(|p| {
+            wanted.iter().all(|(k, val)| {
+                p.value
+                    .pointer("/metadata/labels")
+                    .and_then(|l| l.get(k))
+                    .and_then(Value::as_str)
+                    == Some(val)
+            })
+        })
+        .filter(|p| {
+            p.value
+                .pointer("/metadata/deletionTimestamp")
+                .is_none_or(Value::is_null)
+        })
+        .count();
+    if let Some(replicas) = v.pointer("/status/replicas").and_then(Value::as_u64)
+        && (running as u64) < replicas
+    {
+        return Some(format!(
+            "the controller sees {running} of the {replicas} pods of {name}: it may not list them, or its view lags"
+        ));
+    }
+    unaware_issuer_pod(pods)
+        .map(|pod| format!("{pod} does not list {LAYOUT_PER_USER} in {CREDENTIALS_LAYOUTS_ANNOTATION}"))
+}
+
+/// What the issuer pods understand: why they do not all allow the switch
+/// ([`issuer_blocker`]) and the first pod of a release before the per-user layout
+/// ([`unaware_issuer_pod`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Issuers {
+    /// Why the switch to `migrating` must wait for the issuers, `None` when it need not.
+    pub blocker: Option<String>,
+    /// The first issuer pod that does not list the per-user layout.
+    pub unaware: Option<String>,
+}
+
+/// The issuer Deployment and its pods → [`Issuers`].
+pub fn issuers(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Object>) -> Issuers {
+    Issuers {
+        blocker: issuer_blocker(deployment, pods),
+        unaware: unaware_issuer_pod(pods),
+    }
 }
 
 /// The first issuer pod (by name) that does not list [`LAYOUT_PER_USER`], running or

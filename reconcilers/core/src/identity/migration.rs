@@ -20,9 +20,8 @@ use std::collections::BTreeMap;
 use ichor_graph::{Desired, EffectRequest, Object, ObjectKey};
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_renderers::contract::{
-    CREDENTIALS_LAYOUT_ANNOTATION, CREDENTIALS_LAYOUTS_ANNOTATION, CREDENTIALS_NAMESPACE,
-    CREDENTIALS_NAMESPACE_DEDICATED, ISSUER_DEPLOYMENT, ISSUER_POD_SELECTOR, LAYOUT_LEGACY, LAYOUT_MIGRATING,
-    LAYOUT_PER_USER, LAYOUT_RETURNING, USER_LABEL,
+    CREDENTIALS_LAYOUT_ANNOTATION, CREDENTIALS_NAMESPACE, CREDENTIALS_NAMESPACE_DEDICATED, LAYOUT_LEGACY,
+    LAYOUT_MIGRATING, LAYOUT_PER_USER, LAYOUT_RETURNING, USER_LABEL,
 };
 use ichor_renderers::crd::{CredentialsLayout, IchorInstallationSpec};
 use ichor_renderers::trust::NAMESPACE;
@@ -31,7 +30,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::conditions::{Wanted, merge};
-use super::layouts::{issuer_pod_labels, layout_condition, lists_per_user, unaware_issuer_pod};
+use super::layouts::layout_condition;
+pub use super::layouts::{Issuers, issuer_blocker, issuers};
 use super::project::CredentialsSources;
 
 /// Keys moved (or stale copies removed) by one batch: one JSON Patch of the legacy Secret each.
@@ -134,87 +134,6 @@ pub fn dedication(namespace: &Option<Object>, foreign: &BTreeMap<ObjectKey, Obje
         return Dedication::Dedicated;
     }
     Dedication::Foreign(foreign.keys().map(|k| k.name.to_string()).collect())
-}
-
-/// Whether every issuer replica, running or terminating, understands the per-user layout:
-/// `None` when so, else why not (a sentence naming the object in the way).
-///
-/// The Deployment must have observed its latest spec (`status.observedGeneration ==
-/// metadata.generation`: no rollout to another template is still to start), its template must
-/// list `per-user` in [`CREDENTIALS_LAYOUTS_ANNOTATION`], and it must select pods by exactly
-/// [`ISSUER_POD_SELECTOR`] (the pods the controller watches); every such pod, terminating ones
-/// included (one serves for its `preStop` delay), must carry the annotation too, and the pods
-/// seen must be at least as many as the Deployment's `status.replicas` (a list of pods the
-/// controller may not read is treated as empty, and must not pass for "no old pod").
-pub fn issuer_blocker(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Object>) -> Option<String> {
-    let name = format!("Deployment {NAMESPACE}/{ISSUER_DEPLOYMENT}");
-    let Some(d) = deployment else {
-        return Some(format!("{name} is not observed"));
-    };
-    let v = &d.value;
-    let generation = v.pointer("/metadata/generation").and_then(Value::as_i64);
-    let observed = v.pointer("/status/observedGeneration").and_then(Value::as_i64);
-    if generation.is_none() || generation != observed {
-        return Some(format!(
-            "{name} has not observed its latest spec (generation {}, observedGeneration {}): a rollout may be pending",
-            generation.map_or("none".to_owned(), |g| g.to_string()),
-            observed.map_or("none".to_owned(), |g| g.to_string()),
-        ));
-    }
-    if !lists_per_user(v.pointer("/spec/template/metadata/annotations")) {
-        return Some(format!(
-            "the pod template of {name} does not list {LAYOUT_PER_USER} in {CREDENTIALS_LAYOUTS_ANNOTATION}"
-        ));
-    }
-    let wanted = issuer_pod_labels();
-    let selector = v.pointer("/spec/selector");
-    let match_labels: BTreeMap<&str, &str> = selector
-        .and_then(|s| s.get("matchLabels"))
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-                .collect()
-        })
-        .unwrap_or_default();
-    let expressions = selector
-        .and_then(|s| s.get("matchExpressions"))
-        .and_then(Value::as_array)
-        .is_some_and(|e| !e.is_empty());
-    if match_labels != wanted || expressions {
-        return Some(format!(
-            "{name} selects its pods by another selector than {ISSUER_POD_SELECTOR}, the one the controller watches"
-        ));
-    }
-    // Fewer pods seen than the Deployment counts (a refused or lagging list of pods, which the
-    // watch treats as empty): what is not seen cannot be vouched for.
-    let running = pods
-        .values()
-        .filter(|p| p.namespace == NAMESPACE)
-        .filter(|p| {
-            wanted.iter().all(|(k, val)| {
-                p.value
-                    .pointer("/metadata/labels")
-                    .and_then(|l| l.get(k))
-                    .and_then(Value::as_str)
-                    == Some(val)
-            })
-        })
-        .filter(|p| {
-            p.value
-                .pointer("/metadata/deletionTimestamp")
-                .is_none_or(Value::is_null)
-        })
-        .count();
-    if let Some(replicas) = v.pointer("/status/replicas").and_then(Value::as_u64)
-        && (running as u64) < replicas
-    {
-        return Some(format!(
-            "the controller sees {running} of the {replicas} pods of {name}: it may not list them, or its view lags"
-        ));
-    }
-    unaware_issuer_pod(pods)
-        .map(|pod| format!("{pod} does not list {LAYOUT_PER_USER} in {CREDENTIALS_LAYOUTS_ANNOTATION}"))
 }
 
 /// Switch the legacy Secret's phase: one JSON Patch, `test` of the annotation `from`, `replace`
@@ -565,25 +484,6 @@ pub fn asked(installation: Option<&Object>) -> CredentialsLayout {
 
 fn effect<T: Serialize>(id: String, request: &T) -> Option<EffectRequest> {
     EffectRequest::new(id, request).ok()
-}
-
-/// What the issuer pods understand: why they do not all allow the switch
-/// ([`issuer_blocker`]) and the first pod of a release before the per-user layout
-/// ([`unaware_issuer_pod`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Issuers {
-    /// Why the switch to `migrating` must wait for the issuers, `None` when it need not.
-    pub blocker: Option<String>,
-    /// The first issuer pod that does not list the per-user layout.
-    pub unaware: Option<String>,
-}
-
-/// The issuer Deployment and its pods → [`Issuers`].
-pub fn issuers(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Object>) -> Issuers {
-    Issuers {
-        blocker: issuer_blocker(deployment, pods),
-        unaware: unaware_issuer_pod(pods),
-    }
 }
 
 /// The migration node: its effect (at most one) and the installation's status write

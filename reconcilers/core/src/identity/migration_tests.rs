@@ -1,6 +1,8 @@
 use super::*;
 use crate::identity::project::{CREDENTIALS_KEY_KIND, PerUserSource, credentials_key};
-use ichor_renderers::contract::CREDENTIALS_LAYOUT_UNDERSTOOD;
+use ichor_renderers::contract::{
+    CREDENTIALS_LAYOUT_UNDERSTOOD, CREDENTIALS_LAYOUTS_ANNOTATION, ISSUER_DEPLOYMENT,
+};
 
 fn legacy_secret(phase: Option<&str>, keys: &[&str], rv: &str) -> Option<Object> {
     let data: serde_json::Map<String, Value> =
