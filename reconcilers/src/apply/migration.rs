@@ -93,10 +93,22 @@ pub fn per_user_body(namespace: &str, user: &str, value: &Value) -> Value {
         "data": {USER_CREDENTIALS_KEY: value}})
 }
 
-/// Whether `secret` is `user`'s credentials Secret: of the credentials type and labelled with
-/// that user. Pure.
-pub fn is_credentials_secret_of(secret: &DynamicObject, user: &str) -> bool {
-    secret.data.get("type").and_then(Value::as_str) == Some(USER_CREDENTIALS_TYPE)
+/// How old a user's own Secret must be before the sweep removes the legacy key beside it as a
+/// stale copy: an issuer's move creates that Secret and removes the key itself a moment later,
+/// and the sweep must not take the key first (the issuer would then find its removal refused).
+pub const STALE_COPY_AGE: Duration = Duration::from_secs(10);
+
+/// Whether the legacy key of `user` may go as a stale copy of `secret` at `now`: `secret` is the
+/// user's credentials Secret (of the credentials type and labelled with that user) and at least
+/// [`STALE_COPY_AGE`] old. Pure.
+pub fn is_credentials_secret_of(secret: &DynamicObject, user: &str, now: jiff::Timestamp) -> bool {
+    let old_enough = secret.metadata.creation_timestamp.as_ref().is_some_and(|t| {
+        now.duration_since(t.0)
+            .try_into()
+            .is_ok_and(|age: Duration| age >= STALE_COPY_AGE)
+    });
+    old_enough
+        && secret.data.get("type").and_then(Value::as_str) == Some(USER_CREDENTIALS_TYPE)
         && secret
             .metadata
             .labels
@@ -329,14 +341,15 @@ impl KubeApplier {
     }
 
     /// Whether `user`'s own Secret is really a credentials Secret of that user (its type, which
-    /// the metadata watch cannot show, and its label), read whole before its legacy key is
-    /// removed as a stale copy: a Secret of another type made before the admission policy existed
-    /// must not cost the user the only real copy of the entry.
+    /// the metadata watch cannot show, and its label) and older than an issuer's move takes,
+    /// read whole before its legacy key is removed as a stale copy: a Secret of another type
+    /// made before the admission policy existed must not cost the user the only real copy of the
+    /// entry, nor a move in flight its own removal ([`is_credentials_secret_of`]).
     async fn is_users_credentials_secret(&self, namespace: &str, user: &str) -> Result<bool, ApplyError> {
         let name = user_credentials_secret(user);
         let what = format!("read of Secret {namespace}/{name} before its legacy copy is removed");
         match self.secrets(namespace).get_opt(&name).await {
-            Ok(Some(o)) => Ok(is_credentials_secret_of(&o, user)),
+            Ok(Some(o)) => Ok(is_credentials_secret_of(&o, user, jiff::Timestamp::now())),
             Ok(None) => Ok(false),
             Err(e) => Err(classify(&what, e).into_error(&what)),
         }

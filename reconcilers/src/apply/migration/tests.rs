@@ -55,20 +55,32 @@ fn a_moved_entry_is_the_legacy_value_unchanged_in_a_labelled_secret_of_the_crede
 
 #[test]
 fn a_stale_copy_is_removed_only_beside_a_credentials_secret_of_its_user() {
-    let secret = |ty: &str, user: &str| -> DynamicObject {
+    let now: jiff::Timestamp = "2026-12-07T12:00:00Z".parse().unwrap_or_else(|e| panic!("{e}"));
+    let secret = |ty: &str, user: &str, created: &str| -> DynamicObject {
         serde_json::from_value(json!({"apiVersion": "v1", "kind": "Secret", "type": ty,
-            "metadata": {"name": format!("ichor-user-{user}"), "labels": {USER_LABEL: user}}}))
+            "metadata": {"name": format!("ichor-user-{user}"), "labels": {USER_LABEL: user},
+                "creationTimestamp": created}}))
         .unwrap_or_else(|e| panic!("{e}"))
     };
+    let old = "2026-12-07T11:59:00Z";
     assert!(is_credentials_secret_of(
-        &secret(USER_CREDENTIALS_TYPE, "ann"),
-        "ann"
+        &secret(USER_CREDENTIALS_TYPE, "ann", old),
+        "ann",
+        now
     ));
-    assert!(!is_credentials_secret_of(&secret("Opaque", "ann"), "ann"));
     assert!(!is_credentials_secret_of(
-        &secret(USER_CREDENTIALS_TYPE, "bob"),
-        "ann"
+        &secret("Opaque", "ann", old),
+        "ann",
+        now
     ));
+    assert!(!is_credentials_secret_of(
+        &secret(USER_CREDENTIALS_TYPE, "bob", old),
+        "ann",
+        now
+    ));
+    // Made a moment ago: an issuer's move in flight, whose own removal of the key follows.
+    let young = secret(USER_CREDENTIALS_TYPE, "ann", "2026-12-07T11:59:55Z");
+    assert!(!is_credentials_secret_of(&young, "ann", now));
 }
 
 #[test]
