@@ -86,12 +86,14 @@ pub fn recreated_body(r: &RecreateLegacyRequest) -> Value {
             "annotations": {CREDENTIALS_LAYOUT_ANNOTATION: LAYOUT_RETURNING}}})
 }
 
-/// An own Secret read for the move back: its entry, uid and resourceVersion.
+/// An own Secret read for the move back: its entry, uid and resourceVersion, and the uid of its
+/// `IchorUser` read before it.
 struct Own {
     user: String,
     value: Value,
     uid: String,
     resource_version: String,
+    user_uid: String,
 }
 
 impl KubeApplier {
@@ -140,10 +142,20 @@ impl KubeApplier {
         if phase != Some(LAYOUT_RETURNING) {
             return Ok((Written::Stale(vec![read]), Vec::new()));
         }
+        let first_data = legacy
+            .get("data")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let mut events = Vec::new();
         let mut owns = Vec::new();
         let secrets = self.secrets(&r.credentials_namespace);
         for user in &r.users {
+            // The user read first: a user absent or being deleted is garbage collection's, not
+            // moved back; its uid tells a DELETE's 404 below from a user deleted and made again.
+            let Some(user_uid) = self.live_user_uid(&r.namespace, user).await? else {
+                continue;
+            };
             let name = user_credentials_secret(user);
             let read_what = format!(
                 "read of Secret {}/{name} to move it back",
@@ -162,6 +174,7 @@ impl KubeApplier {
                         value,
                         uid,
                         resource_version: rv,
+                        user_uid,
                     });
                 }
                 Ok(None) => events.push(Event::Deleted(ObjectKey::new(
@@ -190,6 +203,13 @@ impl KubeApplier {
             return Ok((Written::Stale(vec![read]), events));
         };
         let data = legacy.get("data").and_then(Value::as_object);
+        // A key that appeared or changed in the legacy Secret between its first read and now
+        // was written by an issuer meanwhile (a user deleted and made again, say): left alone,
+        // and its own Secret with it, for the graph to decide again.
+        owns.retain(|o| data.and_then(|d| d.get(&o.user)) == first_data.get(&o.user));
+        if owns.is_empty() {
+            return Ok((Written::Stale(vec![read]), events));
+        }
         let added: Vec<(String, Value)> = owns.iter().map(|o| (o.user.clone(), o.value.clone())).collect();
         let after = size_after(data.unwrap_or(&Map::new()), &added);
         #[allow(
@@ -268,10 +288,15 @@ impl KubeApplier {
             ))),
             Err(e) => match classify(&what, e) {
                 Failure::NotFound => {
-                    // Gone since it was read: only a user's removal deletes an own Secret in this
-                    // phase, so the value just copied back is a removed user's and is taken out
-                    // again (tested against that value).
-                    self.unreturn(r, own).await?;
+                    // Gone since it was read: by the user's removal (the value just copied back
+                    // is a removed user's, and is taken out again, tested against that value),
+                    // or by an issuer undoing a move the phase change refused (the user is the
+                    // same one, and the value copied back is its latest: kept).
+                    if self.live_user_uid(&r.namespace, &own.user).await?.as_deref()
+                        != Some(own.user_uid.as_str())
+                    {
+                        self.unreturn(r, own).await?;
+                    }
                     events.push(Event::Deleted(ObjectKey::new(
                         "Secret",
                         &*r.credentials_namespace,
@@ -289,6 +314,19 @@ impl KubeApplier {
 }
 
 impl KubeApplier {
+    /// The uid of the `IchorUser` `user` in `namespace`, read by quorum; `None` when there is
+    /// none or it is being deleted.
+    async fn live_user_uid(&self, namespace: &str, user: &str) -> Result<Option<String>, ApplyError> {
+        let key = ObjectKey::new("IchorUser", namespace, user);
+        let what = format!("read of {key} before its credentials move back");
+        let resource = Self::resource(&key)?;
+        match self.api(&resource, namespace).get_opt(user).await {
+            Ok(Some(o)) if o.metadata.deletion_timestamp.is_none() => Ok(o.metadata.uid),
+            Ok(_) => Ok(None),
+            Err(e) => Err(classify(&what, e).into_error(&what)),
+        }
+    }
+
     /// Removes `own`'s key from the legacy Secret if it still holds the value copied back (test
     /// and remove); a key changed or gone since is left as it is.
     async fn unreturn(&self, r: &ReturnRequest, own: &Own) -> Result<(), ApplyError> {
