@@ -31,7 +31,10 @@ impl KubeStore {
         if let Some(own) = self.get_user_secret(name).await? {
             return own_entry(name, own);
         }
-        for _ in 0..MAX_PHASE_ATTEMPTS {
+        // The uid of the user's IchorUser, read before the legacy Secret once a read finds the
+        // entry to be moved (see `Found::Moving`).
+        let mut user_uid: Option<String> = None;
+        for _ in 0..MAX_PHASE_ATTEMPTS + 1 {
             let secret = if self.legacy_recently_absent() {
                 None
             } else {
@@ -54,7 +57,19 @@ impl KubeStore {
                         legacy::secret_ref()
                     )));
                 }
+                AfterLegacy::Found(Found::Moving { .. }) if user_uid.is_none() => {
+                    // Read the user first, then the legacy Secret again: a user deleted and
+                    // made again after this uid is another object.
+                    user_uid = Some(self.live_user_uid(name).await?.unwrap_or_default());
+                }
                 AfterLegacy::Found(found) => {
+                    let found = match (found, &user_uid) {
+                        (Found::Moving { read, .. }, Some(uid)) => Found::Moving {
+                            read,
+                            user: uid.clone(),
+                        },
+                        (found, _) => found,
+                    };
                     let bytes = secret
                         .as_ref()
                         .and_then(|s| s.data.as_ref())
@@ -116,13 +131,14 @@ impl KubeStore {
                         .await
                     {
                         Ok(_) => {}
-                        Err(StoreError::Conflict(_) | StoreError::Missing(_)) if after_create => {
-                            if !self.keep_refused_move(name, &read).await {
+                        Err(StoreError::Conflict(_) | StoreError::Missing(_)) if after_create.is_some() => {
+                            let user_read = after_create.as_deref().unwrap_or_default();
+                            if !self.keep_refused_move(name, &read, user_read).await {
                                 self.undo_stale_create(name, &version).await;
                                 return Err(StoreError::Conflict(name.to_owned()));
                             }
                         }
-                        Err(error) if after_create => {
+                        Err(error) if after_create.is_some() => {
                             // The entry is in its own Secret, which readers take first; the
                             // controller's sweep removes the copy left behind.
                             tracing::warn!(user = %name, %error, "the legacy copy of a moved credentials entry was left behind");
@@ -157,10 +173,11 @@ impl KubeStore {
     }
 
     /// Whether a move whose create succeeded but whose removal of the legacy key (read as
-    /// `read`) was refused keeps what it created ([`layout::keep_after_refused_removal`], on a
-    /// fresh read of the legacy Secret and of the `IchorUser`). When either read fails, not: the
-    /// write is retried, as before this check.
-    async fn keep_refused_move(&self, name: &str, read: &str) -> bool {
+    /// `read`, the user's uid read before it as `user_read`) was refused keeps what it created
+    /// ([`layout::keep_after_refused_removal`], on a fresh read of the legacy Secret and of the
+    /// `IchorUser`). When either read fails, not: the write is undone and retried, as before
+    /// this check (a deleted user's entry must never come back).
+    async fn keep_refused_move(&self, name: &str, read: &str, user_read: &str) -> bool {
         let legacy_now = match self.get_legacy().await {
             Ok(Some(secret)) => match legacy::view(&secret, name) {
                 Ok(view) => view.value,
@@ -169,24 +186,29 @@ impl KubeStore {
             Ok(None) => None,
             Err(_) => return false,
         };
-        let user = match self.users.get_opt(name).await {
-            Ok(None) => UserNow::Absent,
-            Ok(Some(u)) if u.metadata.deletion_timestamp.is_some() => UserNow::Terminating,
-            Ok(Some(u)) => match u.metadata.creation_timestamp {
-                Some(at) => UserNow::CreatedAt(at.0),
-                None => UserNow::Absent,
-            },
+        let user_now = match self.live_user_uid(name).await {
+            Ok(Some(uid)) => UserNow::Live(uid),
+            Ok(None) => UserNow::Gone,
             Err(error) => {
                 tracing::warn!(user = %name, %error, "the IchorUser could not be read to settle a move");
                 return false;
             }
         };
-        let keep =
-            layout::keep_after_refused_removal(read, legacy_now.as_deref(), user, jiff::Timestamp::now());
+        let keep = layout::keep_after_refused_removal(read, legacy_now.as_deref(), user_read, &user_now);
         if keep {
             tracing::info!(user = %name, "a moved credentials entry's legacy copy was removed by another writer; the move stands");
         }
         keep
+    }
+
+    /// The uid of the user's `IchorUser`, read by quorum; `None` when there is none or it is
+    /// being deleted.
+    async fn live_user_uid(&self, name: &str) -> Result<Option<String>, StoreError> {
+        match self.users.get_opt(name).await {
+            Ok(Some(u)) if u.metadata.deletion_timestamp.is_none() => Ok(u.metadata.uid),
+            Ok(_) => Ok(None),
+            Err(e) => Err(super::user_error(&e, name)),
+        }
     }
 
     /// Deletes the user's own Secret this write created at `created` (its version), unless

@@ -106,8 +106,15 @@ pub enum Found {
     Legacy(String),
     /// In the legacy Secret in phase `returning`, with this value.
     Returning(String),
-    /// In the legacy Secret in phase `migrating`, with this value: a write moves it.
-    Moving(String),
+    /// In the legacy Secret in phase `migrating`: a write moves it.
+    Moving {
+        /// The value read (base64).
+        read: String,
+        /// The uid of the user's `IchorUser`, read before the legacy Secret (empty when there
+        /// was none): what tells a move's refused removal from a user deleted and made again
+        /// ([`keep_after_refused_removal`]).
+        user: String,
+    },
     /// None; the legacy Secret (phase `legacy` or `returning`) at this `resourceVersion` takes it.
     LegacyAbsent(String),
     /// In the user's own Secret with this `uid` and `resourceVersion` (its entry may be absent).
@@ -127,7 +134,7 @@ impl Found {
         Version(match self {
             Self::Legacy(value) => format!("{LEGACY_ENTRY}{value}"),
             Self::Returning(value) => format!("{RETURNING_ENTRY}{value}"),
-            Self::Moving(value) => format!("{MOVING_ENTRY}{value}"),
+            Self::Moving { read, user } => format!("{MOVING_ENTRY}{user}:{read}"),
             Self::LegacyAbsent(rv) => format!("{LEGACY_ABSENT}{rv}"),
             Self::User {
                 uid,
@@ -149,8 +156,12 @@ impl Found {
         if let Some(value) = v.strip_prefix(RETURNING_ENTRY) {
             return non_empty(value).map(Self::Returning);
         }
-        if let Some(value) = v.strip_prefix(MOVING_ENTRY) {
-            return non_empty(value).map(Self::Moving);
+        if let Some(rest) = v.strip_prefix(MOVING_ENTRY) {
+            let (user, read) = rest.split_once(':')?;
+            return non_empty(read).map(|read| Self::Moving {
+                read,
+                user: user.to_owned(),
+            });
         }
         if let Some(rv) = v.strip_prefix(LEGACY_ABSENT) {
             return non_empty(rv).map(Self::LegacyAbsent);
@@ -207,7 +218,10 @@ pub fn after_legacy(legacy: Option<&LegacyView>) -> AfterLegacy {
     match (&legacy.value, phase) {
         (Some(value), Phase::Legacy) => AfterLegacy::Found(Found::Legacy(value.clone())),
         (Some(value), Phase::Returning) => AfterLegacy::Found(Found::Returning(value.clone())),
-        (Some(value), Phase::Migrating) => AfterLegacy::Found(Found::Moving(value.clone())),
+        (Some(value), Phase::Migrating) => AfterLegacy::Found(Found::Moving {
+            read: value.clone(),
+            user: String::new(),
+        }),
         (None, Phase::Legacy | Phase::Returning) => {
             AfterLegacy::AskAgain(Found::LegacyAbsent(legacy.resource_version.clone()))
         }
@@ -244,8 +258,9 @@ pub enum Step {
     RemoveLegacy {
         /// The value as read (base64).
         read: String,
-        /// Whether the step follows this write's create of the user's own Secret (a move).
-        after_create: bool,
+        /// After this write's create of the user's own Secret (a move): the uid of the user's
+        /// `IchorUser` as read before the legacy Secret ([`Found::Moving`]).
+        after_create: Option<String>,
     },
     /// Read the legacy Secret now and remove the user's key, if it has one (test of the phase as
     /// read, test of the value as read, remove); a failed test is a conflict.
@@ -271,24 +286,17 @@ pub enum Step {
     DeleteUserIfAny,
 }
 
-/// How long an `IchorUser` must have existed for a move whose legacy key vanished to keep what
-/// it created: far longer than any write's span from its read (every request of a write has a
-/// deadline well under a minute), plus clock skew between the issuer and the API server.
-pub const ESTABLISHED_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
-
 /// The user, as a quorum read finds it when a move's removal of the legacy key was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UserNow {
-    /// No such `IchorUser`.
-    Absent,
-    /// Being deleted.
-    Terminating,
-    /// There, created at this instant (the API server's `creationTimestamp`).
-    CreatedAt(jiff::Timestamp),
+    /// No such `IchorUser`, or one being deleted.
+    Gone,
+    /// There, with this uid.
+    Live(String),
 }
 
 /// Whether a move keeps the user's own Secret it just created when its removal of the legacy
-/// key (as read: `read`) was refused. Pure.
+/// key (as read: `read`, with the user's uid read before it: `user_read`) was refused. Pure.
 ///
 /// - The key still holds `read` (`legacy_now`): nothing else moved it; the phase changed since
 ///   the read (say to `returning`). Not kept: deleted again and the write retried, which finds
@@ -297,25 +305,19 @@ pub enum UserNow {
 ///   stale copy after it saw this very Secret (kept: it is the only copy of the write, and
 ///   deleting it would lose the user's entry), or the entry was moved by another replica and
 ///   removed with its user since the read, and the create brought a deleted user's entry back
-///   (not kept). A user deleted since the read is absent or terminating now, or was created again
-///   after the read; only a user that has existed for [`ESTABLISHED_AFTER`] is the same user
-///   throughout.
+///   (not kept). A user deleted since the read is gone now, or is another object (another uid)
+///   if it was made again: only the same `IchorUser` as at the read keeps the move. No clock is
+///   involved.
 pub fn keep_after_refused_removal(
     read: &str,
     legacy_now: Option<&str>,
-    user: UserNow,
-    now: jiff::Timestamp,
+    user_read: &str,
+    user_now: &UserNow,
 ) -> bool {
-    if legacy_now == Some(read) {
+    if legacy_now == Some(read) || user_read.is_empty() {
         return false;
     }
-    match user {
-        UserNow::CreatedAt(at) => now
-            .duration_since(at)
-            .try_into()
-            .is_ok_and(|age: std::time::Duration| age >= ESTABLISHED_AFTER),
-        UserNow::Absent | UserNow::Terminating => false,
-    }
+    matches!(user_now, UserNow::Live(uid) if uid == user_read)
 }
 
 /// The requests that write `value` (base64; `None` removes the entry) where the read `found`
@@ -338,19 +340,19 @@ pub fn plan(found: &Found, value: Option<String>) -> Vec<Step> {
         }],
         // A move: the create is the compare-and-set (of two movers one gets 409); the legacy
         // key is removed after it, so a reader always finds one of the two.
-        (Found::Moving(read), Some(value)) => vec![
+        (Found::Moving { read, user }, Some(value)) => vec![
             Step::CreateUser(value),
             Step::RemoveLegacy {
                 read: read.clone(),
-                after_create: true,
+                after_create: Some(user.clone()),
             },
         ],
         // A removal while migrating: the legacy key first (its test is the compare-and-set),
         // so a stale copy can never be read after the user's Secret is gone.
-        (Found::Moving(read), None) => vec![
+        (Found::Moving { read, .. }, None) => vec![
             Step::RemoveLegacy {
                 read: read.clone(),
-                after_create: false,
+                after_create: None,
             },
             Step::DeleteUserIfAny,
         ],

@@ -104,14 +104,20 @@ fn a_write_of_a_legacy_entry_while_migrating_creates_then_removes_the_legacy_key
     let AfterLegacy::Found(found) = after_legacy(Some(&view(Some("migrating"), Some("QQ==")))) else {
         panic!("the entry is found in the legacy Secret");
     };
-    assert_eq!(found, Found::Moving("QQ==".into()));
+    assert_eq!(
+        found,
+        Found::Moving {
+            read: "QQ==".into(),
+            user: String::new()
+        }
+    );
     assert_eq!(
         plan(&found, Some("Qg==".into())),
         [
             Step::CreateUser("Qg==".into()),
             Step::RemoveLegacy {
                 read: "QQ==".into(),
-                after_create: true
+                after_create: Some(String::new())
             },
         ]
     );
@@ -156,11 +162,17 @@ fn a_key_absent_from_legacy_reads_the_per_user_secret_again() {
 #[test]
 fn a_removal_while_migrating_removes_the_legacy_key_first() {
     assert_eq!(
-        plan(&Found::Moving("QQ==".into()), None),
+        plan(
+            &Found::Moving {
+                read: "QQ==".into(),
+                user: "u-1".into()
+            },
+            None
+        ),
         [
             Step::RemoveLegacy {
                 read: "QQ==".into(),
-                after_create: false
+                after_create: None
             },
             Step::DeleteUserIfAny,
         ]
@@ -182,7 +194,14 @@ fn a_version_of_one_layout_or_phase_is_never_taken_for_another() {
     let all = [
         Found::Legacy("QQ==".into()),
         Found::Returning("QQ==".into()),
-        Found::Moving("QQ==".into()),
+        Found::Moving {
+            read: "QQ==".into(),
+            user: "u-1".into(),
+        },
+        Found::Moving {
+            read: "QQ==".into(),
+            user: String::new(),
+        },
         Found::LegacyAbsent("900".into()),
         user(),
         Found::Nowhere,
@@ -210,28 +229,30 @@ fn a_version_of_one_layout_or_phase_is_never_taken_for_another() {
 }
 
 /// A move whose removal of the legacy key was refused keeps what it created only when the key
-/// vanished (someone removed it as a stale copy of this very Secret) and the user has existed
-/// throughout; a phase changed since the read, or a user deleted or made again, undoes it.
+/// vanished (someone removed it as a stale copy of this very Secret) and the `IchorUser` is the
+/// one read before the legacy Secret; a phase changed since the read, or a user deleted or made
+/// again (another uid), undoes it.
 #[test]
-fn a_refused_removal_after_a_move_keeps_the_move_only_for_a_user_who_existed_throughout() {
-    let now: jiff::Timestamp = "2026-12-07T12:00:00Z".parse().unwrap();
-    let old = UserNow::CreatedAt("2026-12-01T00:00:00Z".parse().unwrap());
-    let young = UserNow::CreatedAt("2026-12-07T11:58:00Z".parse().unwrap());
+fn a_refused_removal_after_a_move_keeps_the_move_only_for_the_same_user_object() {
+    let same = UserNow::Live("u-1".into());
     // The sweep removed the key after seeing the new Secret: the move stands.
-    assert!(keep_after_refused_removal("QQ==", None, old, now));
-    assert!(keep_after_refused_removal("QQ==", Some("Qg=="), old, now));
+    assert!(keep_after_refused_removal("QQ==", None, "u-1", &same));
+    assert!(keep_after_refused_removal("QQ==", Some("Qg=="), "u-1", &same));
     // The key is still what was read: the phase changed; retried.
-    assert!(!keep_after_refused_removal("QQ==", Some("QQ=="), old, now));
+    assert!(!keep_after_refused_removal("QQ==", Some("QQ=="), "u-1", &same));
     // Deleted, being deleted, or made again since the read: a stale copy came back.
-    assert!(!keep_after_refused_removal("QQ==", None, UserNow::Absent, now));
+    assert!(!keep_after_refused_removal("QQ==", None, "u-1", &UserNow::Gone));
     assert!(!keep_after_refused_removal(
         "QQ==",
         None,
-        UserNow::Terminating,
-        now
+        "u-1",
+        &UserNow::Live("u-2".into())
     ));
-    assert!(!keep_after_refused_removal("QQ==", None, young, now));
-    // A creation time ahead of this clock is not "established".
-    let ahead = UserNow::CreatedAt("2026-12-07T12:10:00Z".parse().unwrap());
-    assert!(!keep_after_refused_removal("QQ==", None, ahead, now));
+    // No user at the read: never kept.
+    assert!(!keep_after_refused_removal(
+        "QQ==",
+        None,
+        "",
+        &UserNow::Live(String::new())
+    ));
 }
