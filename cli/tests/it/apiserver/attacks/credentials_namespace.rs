@@ -221,18 +221,18 @@ fn only_credentials_secrets_can_be_created_there() {
     }
     assert!(credentials_secrets(&plane).is_empty());
 
-    // The real thing: admitted for the issuer and the admin (`ichor init`). The controller only
-    // reads, watches and deletes there: its RBAC grants no create.
+    // The real thing: admitted for the issuer, the controller (the migration moves entries
+    // into users' Secrets) and the admin (`ichor init`).
     let created = kubectl_with(&plane, &issuer, &CREATE, Some(&credentials("alice")));
     assert_eq!(
         created.as_deref(),
         Ok("secret/ichor-user-alice\n"),
         "the issuer's own write"
     );
-    assert_refused(
-        "the controller's create",
-        kubectl_with(&plane, &controller, &DRY_CREATE, Some(&credentials("bob"))),
-        "cannot create resource",
+    assert_eq!(
+        kubectl_with(&plane, &controller, &DRY_CREATE, Some(&credentials("bob"))).as_deref(),
+        Ok("secret/ichor-user-bob\n"),
+        "the controller's move of a legacy entry"
     );
     assert_eq!(
         plane
@@ -328,9 +328,10 @@ fn a_service_account_token_secret_cannot_land_there() {
             ),
             ("the admin", plane.kubectl_as(None, &CREATE, Some(body)).unwrap()),
         ] {
-            // The controller is refused before the policy: its RBAC grants no create there.
+            // The controller may create there (the migration's moves): the policies refuse it,
+            // `ichor-controller-secrets` or `ichor-credentials`, whichever answers first.
             let needle = if who == "the controller" {
-                "cannot create resource"
+                "ichor.maesh.dev/user-credentials"
             } else {
                 "type ichor.maesh.dev/user-credentials"
             };
