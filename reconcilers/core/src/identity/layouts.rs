@@ -88,18 +88,7 @@ pub fn issuer_blocker(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Ob
     }
     // Fewer pods seen than the Deployment counts (a refused or lagging list of pods, which the
     // watch treats as empty): what is not seen cannot be vouched for.
-    let running = pods
-        .values()
-        .filter(|p| p.namespace == NAMESPACE)
-        .filter(|p| {
-            wanted.iter().all(|(k, val)| {
-                p.value
-                    .pointer("/metadata/labels")
-                    .and_then(|l| l.get(k))
-                    .and_then(Value::as_str)
-                    == Some(val)
-            })
-        })
+    let running = issuer_pods(pods)
         .filter(|p| {
             p.value
                 .pointer("/metadata/deletionTimestamp")
@@ -136,16 +125,13 @@ pub fn issuers(deployment: &Option<Object>, pods: &BTreeMap<ObjectKey, Object>) 
     }
 }
 
-/// The first issuer pod (by name) that does not list [`LAYOUT_PER_USER`], running or
-/// terminating (a terminating pod serves for its `preStop` delay), as `issuer pod
-/// <namespace>/<name>` (with ` (terminating)`); `None` when every one lists it. A pod is an
-/// issuer pod when it carries every label of [`ISSUER_POD_SELECTOR`] in the issuer's namespace.
-pub fn unaware_issuer_pod(pods: &BTreeMap<ObjectKey, Object>) -> Option<String> {
+/// The issuer pods among `pods`: in the issuer's namespace, carrying every label of
+/// [`ISSUER_POD_SELECTOR`].
+fn issuer_pods(pods: &BTreeMap<ObjectKey, Object>) -> impl Iterator<Item = &Object> {
     let wanted = issuer_pod_labels();
-    let mut unaware: Vec<&Object> = pods
-        .values()
+    pods.values()
         .filter(|p| p.namespace == NAMESPACE)
-        .filter(|p| {
+        .filter(move |p| {
             wanted.iter().all(|(k, val)| {
                 p.value
                     .pointer("/metadata/labels")
@@ -154,6 +140,14 @@ pub fn unaware_issuer_pod(pods: &BTreeMap<ObjectKey, Object>) -> Option<String> 
                     == Some(val)
             })
         })
+}
+
+/// The first issuer pod (by name) that does not list [`LAYOUT_PER_USER`], running or
+/// terminating (a terminating pod serves for its `preStop` delay), as `issuer pod
+/// <namespace>/<name>` (with ` (terminating)`); `None` when every one lists it. A pod is an
+/// issuer pod when it carries every label of [`ISSUER_POD_SELECTOR`] in the issuer's namespace.
+pub fn unaware_issuer_pod(pods: &BTreeMap<ObjectKey, Object>) -> Option<String> {
+    let mut unaware: Vec<&Object> = issuer_pods(pods)
         .filter(|p| !lists_per_user(p.value.pointer("/metadata/annotations")))
         .collect();
     unaware.sort_by(|a, b| a.name.cmp(&b.name));
