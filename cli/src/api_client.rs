@@ -80,7 +80,10 @@ pub fn ui_target(issuer: &IssuerUrl) -> Target {
 }
 
 /// The bearer token for `target`: a cached ID token with 30 s left, else a refreshed one (under
-/// the login's lock, stored), else — only when `interactive` — a browser login (stored).
+/// the login's lock, stored), else — only when `interactive` — a browser login (stored). New
+/// tokens that cannot be stored are still used, with a warning (see [`CacheLock::store_fresh`]).
+///
+/// [`CacheLock::store_fresh`]: crate::commands::auth::cache::CacheLock::store_fresh
 ///
 /// # Errors
 /// [`AuthError::LoginRequired`] naming the command to run when no login can be used or made;
@@ -103,13 +106,13 @@ pub async fn bearer(
         audience: target.audience.clone(),
         login_command: target.login_command(),
     };
-    let _lock = dir.lock(&key)?;
-    let cached = match dir.load(&key) {
+    let lock = dir.lock(&key)?;
+    let cached = match lock.load() {
         Loaded::Usable(entry) => Some(*entry),
-        Loaded::Unusable(reason) => match dir.refusal(&key, &reason) {
-            Some(refusal) => return Err(refusal),
-            None => None,
-        },
+        Loaded::Unusable(reason) => {
+            eprintln!("{}", lock.settle(reason, &target.login_command())?);
+            None
+        }
         Loaded::Absent => None,
     };
     let now = Timestamp::now();
@@ -123,11 +126,15 @@ pub async fn bearer(
     if let Some(entry) = &refreshable {
         match flow::refresh(&client, target, entry, now).await {
             Ok(fresh) => {
-                dir.store(&fresh)?;
+                // The issuer may already have retired the cached refresh token: the new ID token
+                // is used even when it cannot be stored.
+                if let Err(warning) = lock.store_fresh(&fresh, &target.login_command()) {
+                    eprintln!("{warning}");
+                }
                 return Ok(fresh.id_token);
             }
             Err(e) if e.is_invalid_grant() => {
-                dir.remove(&key)?;
+                lock.remove()?;
                 if !interactive {
                     let description = match &e {
                         AuthError::OAuth {
@@ -153,7 +160,9 @@ pub async fn bearer(
         timeout: DEFAULT_LOGIN_TIMEOUT,
     };
     let entry = flow::login(&client, target, options, now).await?;
-    dir.store(&entry)?;
+    if let Err(warning) = lock.store_fresh(&entry, &target.login_command()) {
+        eprintln!("{warning}");
+    }
     Ok(entry.id_token)
 }
 

@@ -17,6 +17,7 @@ mod user_support;
 mod apiserver;
 mod attacks;
 mod auth;
+mod auth_cache;
 mod config_apply;
 mod dev_e2e;
 mod key_retention;

@@ -8,12 +8,19 @@
 //!   mix, so the fast path reads without the lock. Every write, rename, removal and sync goes
 //!   through the directory's descriptor, opened and checked once ([`CacheDir::ensure`]), never
 //!   by path: a name swapped for a link or a FIFO after the check redirects or stalls nothing.
+//!   The lock keeps that descriptor ([`CacheLock`]): the read, write and removal under a lock go
+//!   to the directory the lock was taken in, even if `auth` is renamed meanwhile.
+//! - `~/.ichor`, which holds the directory, is opened once (following a link: dotfiles are often
+//!   links) and must be this user's; a wider one is narrowed (group and other write dropped), and
+//!   `auth` is opened relative to it and must be on its file system (not a mount point): see
+//!   [`dirs`]. Whoever could write into `~/.ichor` could otherwise put a directory of theirs in
+//!   place of `auth` and receive the refreshed tokens.
 //! - A read is bounded ([`MAX_CACHE_BYTES`]) and strict (unknown fields and other versions are
 //!   refused); a file that does not parse is reported as [`Loaded::Unusable`], never a panic,
 //!   and the report names only the line and column, never a fragment of the file (a token).
-//! - The fast path answers kubectl without the lock, so a read creates nothing and uses only
-//!   what this ichor makes ([`files`]): the directory must be a directory of this user that
-//!   neither group nor others can write into (not a link), and the file a regular file of this
+//! - The fast path answers kubectl without the lock, so a read creates and changes nothing and
+//!   uses only what this ichor makes ([`files`]): the directory must be a directory of this user
+//!   that neither group nor others can write into (not a link), and the file a regular file of this
 //!   user with mode 0600 and one link, opened in that directory without following a link or
 //!   waiting on a FIFO and checked on the opened descriptor. Anything else is
 //!   [`Loaded::Unusable`]; the locked path then refuses it with [`AuthError::CacheUnsafe`],
@@ -21,6 +28,9 @@
 //! - The lock file passes the same check after it is opened, and the lock is waited for at most
 //!   [`LOCK_WAIT`] (longer than a browser sign-in, which holds it): a waiting run says once on
 //!   stderr which lock it waits for, and gives up with [`AuthError::LockTimeout`].
+//! - Under the lock, an unusable file is removed only when it can never become usable (it does
+//!   not parse, is too large, holds another login); a read error or a newer ichor's file is kept
+//!   and the run fails saying why ([`lock::disposition`]).
 //! - A cached ID token is used only while its `exp` is between [`FRESH_MARGIN_SECONDS`] and
 //!   [`MAX_EXP_AHEAD_SECONDS`] ahead of now: Ichor issues no token for longer than
 //!   [`MAX_TOKEN_TTL_SECONDS`], so an `exp` further ahead (a clock far off, or an edited
@@ -29,28 +39,26 @@
 //! Everything here is plain synchronous std code: `ichor auth token`'s fast path uses it
 //! without an async runtime.
 
+mod dirs;
 mod files;
+pub mod listing;
+pub mod lock;
 
 use std::{
-    fs::{self, File},
-    os::unix::fs::MetadataExt as _,
+    fs::File,
     path::{Path, PathBuf},
     time::Duration,
 };
 
 use jiff::Timestamp;
-use rustix::{
-    fs::{AtFlags, Mode, OFlags},
-    io::Errno,
-};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use ichor_server::atomic_file::write_atomic_in;
-
 use super::{error::AuthError, flow::DEFAULT_LOGIN_TIMEOUT, secret::Secret};
-use files::DirError;
+use dirs::{Access, DirError};
 pub use files::Unsafe;
+pub use listing::{Listed, Listing};
+pub use lock::CacheLock;
 
 /// The format version of a cache file.
 pub const CACHE_VERSION: u32 = 1;
@@ -155,11 +163,11 @@ impl CacheEntry {
     }
 }
 
-/// Why a cache file cannot be used: it is then treated as absent and replaced by the next
-/// write (`ichor auth logout` removes it).
+/// Why a cache file cannot be used. Under the lock it is then refused, removed or kept as
+/// [`lock::disposition`] decides; `ichor auth logout` removes it.
 #[derive(Debug, thiserror::Error)]
 pub enum UnusableCache {
-    /// The file could not be read.
+    /// The file (or its directory) could not be read.
     #[error("it cannot be read: {0}")]
     Read(#[source] std::io::Error),
     /// The file is larger than any this ichor writes.
@@ -189,9 +197,15 @@ pub enum UnusableCache {
     /// file others may read or write, a hard-linked one.
     #[error("{0}")]
     NotPrivate(Unsafe),
-    /// The directory is not one this ichor makes (see [`Unsafe`]).
-    #[error("the directory: {0}")]
-    Directory(Unsafe),
+    /// The cache directory, or `~/.ichor` holding it, is not one this ichor makes or accepts
+    /// (see [`Unsafe`]).
+    #[error("the directory {}: {problem}", path.display())]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: Unsafe,
+    },
 }
 
 impl UnusableCache {
@@ -199,7 +213,7 @@ impl UnusableCache {
     /// replaced in silence but refused ([`CacheDir::refusal`]).
     pub fn problem(&self) -> Option<&Unsafe> {
         match self {
-            Self::NotPrivate(p) | Self::Directory(p) => Some(p),
+            Self::NotPrivate(p) | Self::Directory { problem: p, .. } => Some(p),
             _ => None,
         }
     }
@@ -233,36 +247,54 @@ pub enum Loaded {
     Absent,
     /// A valid entry for the key asked for.
     Usable(Box<CacheEntry>),
-    /// A file that cannot be used (corrupt, too large, another version, another login); it
-    /// is treated as absent and replaced by the next write.
+    /// A file that cannot be used (corrupt, too large, another version, another login, not one
+    /// this ichor makes); what the locked path does with it is [`lock::disposition`].
     Unusable(UnusableCache),
+}
+
+/// The error that refuses an unusable `file` in the cache directory `dir` that is not one this
+/// ichor makes ([`UnusableCache::problem`]), naming the file or the directory; `None` otherwise.
+fn refusal_for(dir: &Path, file: &Path, reason: &UnusableCache) -> Option<AuthError> {
+    match reason {
+        UnusableCache::Directory { path, problem } if path != dir => Some(AuthError::CacheParentUnsafe {
+            path: path.clone(),
+            problem: problem.clone(),
+        }),
+        UnusableCache::Directory { path, problem } => Some(AuthError::CacheUnsafe {
+            path: path.clone(),
+            problem: problem.clone(),
+        }),
+        UnusableCache::NotPrivate(problem) => Some(AuthError::CacheUnsafe {
+            path: file.to_owned(),
+            problem: problem.clone(),
+        }),
+        _ => None,
+    }
 }
 
 /// The directory of cache files.
 #[derive(Debug, Clone)]
 pub struct CacheDir {
     path: PathBuf,
-}
-
-/// A held lock on one login; released when dropped (the descriptor closes).
-#[derive(Debug)]
-pub struct CacheLock {
-    _file: File,
-}
-
-/// One file found by [`CacheDir::list`].
-#[derive(Debug)]
-pub struct Listed {
-    /// The file.
-    pub path: PathBuf,
-    /// Its entry, or why it is unusable.
-    pub entry: Result<CacheEntry, UnusableCache>,
+    /// The user whose directory and files these must be: this process's effective uid.
+    you: u32,
 }
 
 impl CacheDir {
-    /// The cache directory at `path`.
+    /// The cache directory at `path` (`~/.ichor/auth`); the directory holding it is checked too
+    /// (see [`dirs`]).
     pub fn new(path: PathBuf) -> Self {
-        Self { path }
+        Self {
+            path,
+            you: rustix::process::geteuid().as_raw(),
+        }
+    }
+
+    /// The same directory, checked as belonging to the user `you` instead of this process's: a
+    /// test's way to see directories of another user.
+    #[cfg(test)]
+    fn seen_by(self, you: u32) -> Self {
+        Self { you, ..self }
     }
 
     /// `$HOME/.ichor/auth`.
@@ -290,16 +322,34 @@ impl CacheDir {
         self.path.join(format!("{}.lock", key.file_stem()))
     }
 
-    /// Reads the cache file of `key`, creating nothing (see the module's guarantees). Never
-    /// fails: any problem is [`Loaded::Unusable`].
+    /// The error for a directory that cannot be opened as asked.
+    fn dir_error(&self, e: DirError) -> AuthError {
+        match e {
+            DirError::Absent => AuthError::CacheIo {
+                path: self.path.clone(),
+                action: "open the directory",
+                source: std::io::ErrorKind::NotFound.into(),
+            },
+            DirError::Unsafe { path, problem } if path != self.path => {
+                AuthError::CacheParentUnsafe { path, problem }
+            }
+            DirError::Unsafe { path, problem } => AuthError::CacheUnsafe { path, problem },
+            DirError::Io { path, action, source } => AuthError::CacheIo { path, action, source },
+        }
+    }
+
+    /// Reads the cache file of `key` without the lock, creating and changing nothing (see the
+    /// module's guarantees). Never fails: any problem is [`Loaded::Unusable`].
     pub fn load(&self, key: &CacheKey) -> Loaded {
-        let dir = match files::open_dir(&self.path) {
+        let dir = match dirs::open(&self.path, Access::Read, self.you) {
             Ok(dir) => dir,
             Err(DirError::Absent) => return Loaded::Absent,
-            Err(DirError::Unsafe(p)) => return Loaded::Unusable(UnusableCache::Directory(p)),
-            Err(DirError::Io(e)) => return Loaded::Unusable(UnusableCache::Read(e)),
+            Err(DirError::Unsafe { path, problem }) => {
+                return Loaded::Unusable(UnusableCache::Directory { path, problem });
+            }
+            Err(DirError::Io { source, .. }) => return Loaded::Unusable(UnusableCache::Read(source)),
         };
-        match files::read_bounded(&dir, &format!("{}.json", key.file_stem())) {
+        match files::read_bounded(&dir, &format!("{}.json", key.file_stem()), self.you) {
             Ok(None) => Loaded::Absent,
             Err(reason) => Loaded::Unusable(reason),
             Ok(Some(bytes)) => match parse(&bytes) {
@@ -312,69 +362,22 @@ impl CacheDir {
 
     /// The error that refuses an unusable cache of `key` that is not one this ichor makes
     /// ([`UnusableCache::problem`]), naming the file or the directory; `None` for a file that
-    /// is only corrupt, too large or of another version, which the next write replaces.
+    /// is only corrupt, too large or of another version.
     pub fn refusal(&self, key: &CacheKey, reason: &UnusableCache) -> Option<AuthError> {
-        let path = match reason {
-            UnusableCache::Directory(_) => self.path.clone(),
-            _ => self.file_for(key),
-        };
-        reason.problem().map(|problem| AuthError::CacheUnsafe {
-            path,
-            problem: problem.clone(),
-        })
+        refusal_for(&self.path, &self.file_for(key), reason)
     }
 
-    /// Creates the directory 0700, or narrows an existing one of this user to 0700, and returns
-    /// it opened and checked ([`files::private_dir`]). Every write of the cache goes through
-    /// this descriptor, never by path: what was checked is where the tokens go, even if the
-    /// name is swapped for a link or a FIFO afterwards.
+    /// Creates `~/.ichor` and the directory 0700 where missing, narrows a wider one of this user
+    /// (see [`dirs`]), and returns the directory opened and checked. Every write of the cache
+    /// goes through this descriptor, never by path: what was checked is where the tokens go,
+    /// even if the name is swapped for a link or a FIFO afterwards.
     ///
     /// # Errors
-    /// [`AuthError::CacheUnsafe`] when it is a link, not a directory or another user's;
+    /// [`AuthError::CacheUnsafe`] when it is a link, a mount point, not a directory or another
+    /// user's; [`AuthError::CacheParentUnsafe`] when `~/.ichor` is another user's;
     /// [`AuthError::CacheIo`] naming the directory.
     pub fn ensure(&self) -> Result<File, AuthError> {
-        let io = |action, source| AuthError::CacheIo {
-            path: self.path.clone(),
-            action,
-            source,
-        };
-        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            use std::os::unix::fs::DirBuilderExt as _;
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)
-                .map_err(|e| io("create the directory", e))?;
-        }
-        match rustix::fs::mkdir(&self.path, Mode::from_raw_mode(0o700)) {
-            Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(io("create the directory", e.into())),
-        }
-        let refuse = |problem| AuthError::CacheUnsafe {
-            path: self.path.clone(),
-            problem,
-        };
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let dir = match rustix::fs::open(&self.path, flags, Mode::empty()) {
-            Ok(fd) => File::from(fd),
-            Err(Errno::LOOP | Errno::NOTDIR) => return Err(refuse(Unsafe::NotDirectory)),
-            Err(e) => return Err(io("open the directory", e.into())),
-        };
-        let meta = dir.metadata().map_err(|e| io("read the directory", e))?;
-        let you = rustix::process::geteuid().as_raw();
-        if meta.uid() != you {
-            return Err(refuse(Unsafe::OtherOwner {
-                owner: meta.uid(),
-                you,
-            }));
-        }
-        if meta.mode() & 0o777 != 0o700 {
-            rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o700))
-                .map_err(|e| io("set the directory to mode 0700", e.into()))?;
-        }
-        let meta = dir.metadata().map_err(|e| io("read the directory", e))?;
-        files::private_dir(&meta, you).map_err(refuse)?;
-        Ok(dir)
+        dirs::open(&self.path, Access::Create, self.you).map_err(|e| self.dir_error(e))
     }
 
     /// Takes the exclusive lock of `key`, waiting at most [`LOCK_WAIT`] for another process
@@ -395,7 +398,8 @@ impl CacheDir {
     }
 
     /// Takes the exclusive lock of `key`, waiting at most `wait`; `on_wait` is called once, with
-    /// the lock file, when another process holds it. Creates the directory first.
+    /// the lock file, when another process holds it. Creates the directory first; the lock keeps
+    /// its checked descriptor for everything done under it.
     ///
     /// # Errors
     /// [`AuthError::CacheUnsafe`] when the directory or the lock file is not one this ichor
@@ -409,33 +413,21 @@ impl CacheDir {
     ) -> Result<CacheLock, AuthError> {
         let dir = self.ensure()?;
         let path = self.lock_file_for(key);
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let file = files::open_lock(&dir, &self.path, name)?;
+        let name = format!("{}.lock", key.file_stem());
+        let file = files::open_lock(&dir, &self.path, &name, self.you)?;
         files::lock_within(&file, &path, wait, on_wait)?;
-        Ok(CacheLock { _file: file })
-    }
-
-    /// The directory, opened and checked; an absent one is an error naming it.
-    fn open_checked_dir(&self) -> Result<File, AuthError> {
-        files::open_dir(&self.path).map_err(|e| match e {
-            DirError::Unsafe(problem) => AuthError::CacheUnsafe {
-                path: self.path.clone(),
-                problem,
-            },
-            DirError::Absent => AuthError::CacheIo {
-                path: self.path.clone(),
-                action: "open the directory",
-                source: std::io::ErrorKind::NotFound.into(),
-            },
-            DirError::Io(source) => AuthError::CacheIo {
-                path: self.path.clone(),
-                action: "open the directory",
-                source,
-            },
+        Ok(CacheLock {
+            dir,
+            dir_path: self.path.clone(),
+            key: key.clone(),
+            you: self.you,
+            _file: file,
         })
     }
 
-    /// Writes an entry atomically (see the module's guarantees). Creates the directory first.
+    /// Writes an entry atomically without taking its login's lock (see the module's
+    /// guarantees): for a caller that no other process races, such as a test seeding a login.
+    /// Creates the directory first. A refresh or sign-in stores through [`CacheLock::store`].
     ///
     /// # Errors
     /// [`AuthError::CacheIo`] naming the file.
@@ -450,109 +442,36 @@ impl CacheDir {
     /// # Errors
     /// [`AuthError::CacheIo`] naming the file.
     pub fn store_in(&self, dir: &File, entry: &CacheEntry) -> Result<(), AuthError> {
-        let path = self.file_for(&entry.key());
-        let bytes = serde_json::to_vec_pretty(entry).map_err(|e| AuthError::CacheIo {
-            path: path.clone(),
-            action: "serialise the entry",
-            source: std::io::Error::other(e),
-        })?;
         let name = format!("{}.json", entry.key().file_stem());
-        write_atomic_in(dir, &name, &bytes).map_err(|source| AuthError::CacheIo {
-            path,
-            action: "write",
-            source,
-        })
+        lock::store_in(dir, self.path.join(&name), &name, entry)
     }
 
-    /// Deletes the cache file of `key`; an absent file (or directory) is fine.
+    /// Every cache file and leftover temporary file in the directory, read through its checked
+    /// descriptor, which [`Listing::remove`] uses too. Creates nothing (an absent directory is
+    /// empty) but narrows a wider `~/.ichor` or directory of this user, as [`Self::ensure`] does.
     ///
     /// # Errors
-    /// See [`Self::remove_file`].
-    pub fn remove(&self, key: &CacheKey) -> Result<(), AuthError> {
-        self.remove_file(&self.file_for(key))
+    /// [`AuthError::CacheUnsafe`] or [`AuthError::CacheParentUnsafe`] when the directory or
+    /// `~/.ichor` is not one this ichor accepts; [`AuthError::CacheIo`] when it cannot be listed.
+    pub fn listing(&self) -> Result<Listing, AuthError> {
+        let dir = match dirs::open(&self.path, Access::Repair, self.you) {
+            Ok(dir) => Some(dir),
+            Err(DirError::Absent) => None,
+            Err(e) => return Err(self.dir_error(e)),
+        };
+        Listing::read(dir, self.path.clone(), self.you)
     }
 
-    /// Deletes `path`, a cache file of this directory (as [`Self::list`] names them), through
-    /// the checked directory's descriptor; an absent file (or directory) is fine.
+    /// Every cache file in the directory, sorted by file name; see [`Self::listing`].
     ///
     /// # Errors
-    /// [`AuthError::CacheUnsafe`] when the directory is not one this ichor makes;
-    /// [`AuthError::CacheIo`] naming the file, also for a path that is not a cache file here.
-    pub fn remove_file(&self, path: &Path) -> Result<(), AuthError> {
-        let fail = |source| AuthError::CacheIo {
-            path: path.to_owned(),
-            action: "delete",
-            source,
-        };
-        let name = match path.file_name().and_then(|n| n.to_str()) {
-            Some(name) if path.parent() == Some(self.path.as_path()) && is_cache_file_name(path) => name,
-            _ => return Err(fail(std::io::ErrorKind::InvalidInput.into())),
-        };
-        let dir = match self.open_checked_dir() {
-            Ok(dir) => dir,
-            Err(AuthError::CacheIo { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        };
-        match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
-            Ok(()) | Err(Errno::NOENT) => Ok(()),
-            Err(e) => Err(fail(e.into())),
-        }
-    }
-
-    /// Every cache file in the directory, sorted by file name; an absent directory is empty.
-    ///
-    /// # Errors
-    /// [`AuthError::CacheUnsafe`] when the directory is not one this ichor makes;
-    /// [`AuthError::CacheIo`] when it cannot be listed.
+    /// See [`Self::listing`].
     pub fn list(&self) -> Result<Vec<Listed>, AuthError> {
-        let dir = match self.open_checked_dir() {
-            Ok(dir) => dir,
-            Err(AuthError::CacheIo { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(vec![]);
-            }
-            Err(e) => return Err(e),
-        };
-        // Listed through the checked descriptor, like every other use of the directory.
-        let entries = match rustix::fs::Dir::read_from(&dir) {
-            Ok(e) => e,
-            Err(e) => {
-                return Err(AuthError::CacheIo {
-                    path: self.path.clone(),
-                    action: "list",
-                    source: e.into(),
-                });
-            }
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str().ok().map(|n| self.path.join(n)))
-            .filter(|p| is_cache_file_name(p))
-            .collect();
-        paths.sort();
-        Ok(paths
-            .into_iter()
-            .map(|path| {
-                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                let entry = files::read_bounded(&dir, name).and_then(|bytes| match bytes {
-                    Some(b) => parse(&b),
-                    None => Err(UnusableCache::Vanished),
-                });
-                Listed { path, entry }
-            })
-            .collect())
+        Ok(self.listing()?.files)
     }
-}
-
-/// `<64 hex>.json`: the only files this module writes and reads back.
-fn is_cache_file_name(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "json")
-        && path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_home;

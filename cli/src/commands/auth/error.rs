@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::cache::Unsafe;
+use super::cache::{CACHE_VERSION, Unsafe};
 
 /// Why an `ichor auth` step failed.
 #[derive(Debug, thiserror::Error)]
@@ -57,10 +57,52 @@ pub enum AuthError {
         /// What is wrong with it.
         problem: Unsafe,
     },
-    /// Another process held the login's lock for longer than a browser sign-in may take.
+    /// The directory holding the cache directory (`~/.ichor`) is not one only this user can
+    /// write into (see [`Unsafe`]), so the cache inside it is not used.
     #[error(
-        "login cache lock {path} is still held after {seconds} s by another `ichor auth` run (a \
-         browser sign-in?); finish or stop it and retry, or remove the file if no ichor is running"
+        "login cache: {path}, the directory that holds it, is not used: {problem}; whoever else can \
+         write into it could put a directory of theirs in place of the cache and receive your tokens. \
+         If it is yours, make it yours alone (chown to you, chmod go-w); otherwise move it away and \
+         sign in again, and ichor creates it anew (mode 0700)"
+    )]
+    CacheParentUnsafe {
+        /// The directory (`~/.ichor`).
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: Unsafe,
+    },
+    /// The cache file could not be read for now (`EIO`, `EMFILE`, a network file system's
+    /// timeout): it is kept as it is.
+    #[error(
+        "login cache {path}: cannot read it: {source}; it is kept as it is: try again, and if this \
+         persists check the disk or file system that holds it"
+    )]
+    CacheRead {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's answer.
+        source: std::io::Error,
+    },
+    /// The cache file is of a format this ichor does not read: a newer ichor wrote it. It is kept.
+    #[error(
+        "login cache {path} was written by a newer ichor (format v{found}; this one reads \
+         v{CACHE_VERSION}), so it is left as it is: upgrade ichor, or run `{login_command}` to replace it \
+         with a login this ichor can use"
+    )]
+    CacheVersion {
+        /// The file.
+        path: PathBuf,
+        /// Its format version.
+        found: u32,
+        /// The exact command that replaces it.
+        login_command: String,
+    },
+    /// Another process held the login's lock for longer than a browser sign-in may take. A lock
+    /// (`flock`) is held only by a live process and ends with it: removing the file frees nothing.
+    #[error(
+        "login cache lock {path} is still held after {seconds} s by another ichor process (a \
+         browser sign-in, or a kubectl stopped with Ctrl-Z?); the lock ends with that process: \
+         finish or end it (`fuser -v {path}` names it), then retry"
     )]
     LockTimeout {
         /// The lock file.

@@ -42,8 +42,9 @@ token with at least 30 s left (and at most 20 min: Ichor issues none for longer)
 (no network); otherwise the cached refresh token is used; otherwise, when kubectl allows
 interaction and stdin is a terminal, a browser login runs. Concurrent runs share one refresh: a run
 waiting for another's browser login says so and gives up after 6 min. A cache file or directory
-ichor did not make (a link, a FIFO, another owner, group or other access, a hard link) is refused
-with an error naming it. Diagnostics go to stderr.
+ichor did not make (a link, a FIFO, another owner, group or other access, a hard link, a mount
+point), or a ~/.ichor of another user, is refused with an error naming it; a cache file a newer
+ichor wrote is kept. Diagnostics go to stderr.
 
 Examples:
   ichor auth token --issuer https://ichor.example.com

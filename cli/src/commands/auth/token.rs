@@ -7,7 +7,11 @@
 //! - Slow path: the login's lock is taken and the cache read again, so of many concurrent runs
 //!   one refreshes and the others print its result. Only then is a runtime built. A run waiting
 //!   for the lock says so once on stderr and gives up after [`cache::LOCK_WAIT`]; a cache file
-//!   or directory ichor did not make is refused with an error naming it, never replaced.
+//!   or directory ichor did not make is refused with an error naming it, never replaced; a file
+//!   that cannot be read now, or that a newer ichor wrote, is kept and the run fails saying so.
+//! - New tokens that cannot be stored (a full disk) are still printed: the issuer may already
+//!   have retired the cached refresh token, so the cached login is removed and a warning says
+//!   the next run needs a sign-in.
 //! - stdout carries only the `ExecCredential`; every diagnostic goes to stderr; no token is
 //!   ever written anywhere but stdout and the cache.
 
@@ -73,20 +77,12 @@ fn slow_path(
     info: &ExecInfo,
     interactive: bool,
 ) -> Result<ExitCode, AuthError> {
-    let key = target.key();
-    let _lock = dir.lock(&key)?;
-    let cached = match dir.load(&key) {
+    let lock = dir.lock(&target.key())?;
+    let cached = match lock.load() {
         Loaded::Usable(e) => Some(*e),
         Loaded::Absent => None,
         Loaded::Unusable(reason) => {
-            if let Some(refusal) = dir.refusal(&key, &reason) {
-                return Err(refusal);
-            }
-            eprintln!(
-                "warning: {}: unusable login cache, replacing it ({reason})",
-                dir.file_for(&key).display()
-            );
-            dir.remove(&key)?;
+            eprintln!("{}", lock.settle(reason, &target.login_command())?);
             None
         }
     };
@@ -106,7 +102,7 @@ fn slow_path(
             match flow::refresh(&client, target, entry, now).await {
                 Ok(fresh) => return Ok(fresh),
                 Err(e) if e.is_invalid_grant() => {
-                    dir.remove(&key)?;
+                    lock.remove()?;
                     let description = match &e {
                         AuthError::OAuth {
                             description: Some(d), ..
@@ -120,10 +116,7 @@ fn slow_path(
                             login_command: target.login_command(),
                         });
                     }
-                    eprintln!(
-                        "The session at {} has ended ({description}); signing in again.",
-                        target.issuer
-                    );
+                    eprintln!("{}", session_ended_notice(target.issuer.as_str(), &description));
                 }
                 Err(e) => return Err(e),
             }
@@ -134,7 +127,11 @@ fn slow_path(
         };
         flow::login(&client, target, options, now).await
     })?;
-    dir.store(&entry)?;
+    // The issuer has handed out new tokens (and may have retired the cached refresh token): the
+    // valid ID token is printed even when they cannot be stored.
+    if let Err(warning) = lock.store_fresh(&entry, &target.login_command()) {
+        eprintln!("{warning}");
+    }
     if entry.exp_too_far_ahead(Timestamp::now()) {
         eprintln!(
             "warning: the new ID token from {} expires more than {} s from now by this machine's \
@@ -145,6 +142,15 @@ fn slow_path(
         );
     }
     print_credential(info, &entry)
+}
+
+/// The notice of an interactive run whose session ended: `description` is the issuer's
+/// `error_description`, printed with control characters escaped. Pure.
+fn session_ended_notice(issuer: &str, description: &str) -> String {
+    format!(
+        "The session at {issuer} has ended ({}); signing in again.",
+        crate::terminal::escape_controls(description)
+    )
 }
 
 fn login_required(target: &Target) -> AuthError {
@@ -166,4 +172,21 @@ fn print_credential(info: &ExecInfo, entry: &CacheEntry) -> Result<ExitCode, Aut
         .and_then(|()| out.flush())
         .map_err(AuthError::Stdout)?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The issuer's `error_description` reaches the terminal: an issuer that sends escape
+    /// sequences (retitle the window, clear the screen) has them printed as text.
+    #[test]
+    fn the_session_ended_notice_escapes_the_issuers_description() {
+        let notice = session_ended_notice("https://i.example", "gone\u{1b}]0;owned\u{7}\u{1b}[2J");
+        assert!(
+            !notice.contains('\u{1b}') && !notice.contains('\u{7}'),
+            "{notice:?}"
+        );
+        assert!(notice.contains("gone\\u{1b}]0;owned\\u{7}\\u{1b}[2J"), "{notice}");
+    }
 }

@@ -64,10 +64,10 @@ pub enum Unsafe {
     /// A file with another name in some directory, which its owner can rewrite there.
     #[error("it has {0} hard links (another name shares its content)")]
     HardLinked(u64),
-}
-
-fn euid() -> u32 {
-    rustix::process::geteuid().as_raw()
+    /// A directory on another file system than the directory holding it: something is mounted
+    /// there (a FUSE mount can claim any owner and mode).
+    #[error("it is a mount point (another file system than the directory holding it)")]
+    MountPoint,
 }
 
 /// Checks a cache or lock file: regular, owned by `you`, no group or other bit, one link. Pure.
@@ -118,41 +118,26 @@ pub fn private_dir(meta: &Metadata, you: u32) -> Result<(), Unsafe> {
     Ok(())
 }
 
-/// The failure to open the directory: it is not there, or it fails a check, or the system said no.
-#[derive(Debug)]
-pub enum DirError {
-    /// No directory (nothing is created on a read).
-    Absent,
-    /// It fails [`private_dir`].
-    Unsafe(Unsafe),
-    /// The operating system's answer.
-    Io(std::io::Error),
-}
-
-/// Opens the cache directory without following a link at its last component and checks it
-/// ([`private_dir`]) on the opened descriptor.
+/// Checks that the cache directory (`meta`) is on the file system of the directory holding it
+/// (`parent_dev`): ichor makes it with `mkdir`, so another device means something is mounted there,
+/// and a mount (FUSE with `allow_other`) reports whatever owner and mode it likes. Pure.
 ///
 /// # Errors
-/// See [`DirError`].
-pub fn open_dir(path: &Path) -> Result<File, DirError> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let dir = match rustix::fs::open(path, flags, Mode::empty()) {
-        Ok(fd) => File::from(fd),
-        Err(Errno::NOENT) => return Err(DirError::Absent),
-        Err(Errno::LOOP | Errno::NOTDIR) => return Err(DirError::Unsafe(Unsafe::NotDirectory)),
-        Err(e) => return Err(DirError::Io(e.into())),
-    };
-    let meta = dir.metadata().map_err(DirError::Io)?;
-    private_dir(&meta, euid()).map_err(DirError::Unsafe)?;
-    Ok(dir)
+/// [`Unsafe::MountPoint`].
+pub fn same_device(meta: &Metadata, parent_dev: u64) -> Result<(), Unsafe> {
+    if meta.dev() == parent_dev {
+        Ok(())
+    } else {
+        Err(Unsafe::MountPoint)
+    }
 }
 
 /// Reads the file `name` of the checked directory `dir`: at most [`MAX_CACHE_BYTES`], and only a
-/// [`private_file`]; `None` when there is no such file.
+/// [`private_file`] of `you`; `None` when there is no such file.
 ///
 /// # Errors
 /// Why the file is unusable.
-pub fn read_bounded(dir: &File, name: &str) -> Result<Option<Vec<u8>>, UnusableCache> {
+pub fn read_bounded(dir: &File, name: &str, you: u32) -> Result<Option<Vec<u8>>, UnusableCache> {
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let file = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
         Ok(fd) => File::from(fd),
@@ -161,7 +146,7 @@ pub fn read_bounded(dir: &File, name: &str) -> Result<Option<Vec<u8>>, UnusableC
         Err(e) => return Err(UnusableCache::Read(e.into())),
     };
     let meta = file.metadata().map_err(UnusableCache::Read)?;
-    private_file(&meta, euid()).map_err(UnusableCache::NotPrivate)?;
+    private_file(&meta, you).map_err(UnusableCache::NotPrivate)?;
     let mut bytes = Vec::new();
     file.take(MAX_CACHE_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -173,11 +158,12 @@ pub fn read_bounded(dir: &File, name: &str) -> Result<Option<Vec<u8>>, UnusableC
 }
 
 /// Opens (creating it 0600) the lock file `name` of the checked directory `dir`, never through a
-/// link and never waiting on a FIFO, and checks it ([`private_file`]) on the opened descriptor.
+/// link and never waiting on a FIFO, and checks it ([`private_file`] of `you`) on the opened
+/// descriptor.
 ///
 /// # Errors
 /// [`AuthError::CacheUnsafe`] naming the file and what is wrong; [`AuthError::CacheIo`].
-pub fn open_lock(dir: &File, dir_path: &Path, name: &str) -> Result<File, AuthError> {
+pub fn open_lock(dir: &File, dir_path: &Path, name: &str, you: u32) -> Result<File, AuthError> {
     let path = dir_path.join(name);
     let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let file = match rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o600)) {
@@ -201,7 +187,7 @@ pub fn open_lock(dir: &File, dir_path: &Path, name: &str) -> Result<File, AuthEr
         action: "read the lock file",
         source,
     })?;
-    private_file(&meta, euid()).map_err(|problem| AuthError::CacheUnsafe { path, problem })?;
+    private_file(&meta, you).map_err(|problem| AuthError::CacheUnsafe { path, problem })?;
     Ok(file)
 }
 

@@ -1,7 +1,11 @@
 #![allow(clippy::unwrap_used)]
+use std::{fs, os::unix::fs::MetadataExt as _};
+
+use rustix::fs::Mode;
+
 use super::*;
 
-fn key() -> CacheKey {
+pub(super) fn key() -> CacheKey {
     CacheKey {
         issuer: "https://i.example".into(),
         client_id: "ichor-cli".into(),
@@ -10,13 +14,13 @@ fn key() -> CacheKey {
 }
 
 /// Writes `bytes` to `path` as this ichor would: a file of this user, mode 0600.
-fn write_private(path: &Path, bytes: &[u8]) {
+pub(super) fn write_private(path: &Path, bytes: &[u8]) {
     use std::os::unix::fs::PermissionsExt;
     fs::write(path, bytes).unwrap();
     fs::set_permissions(path, fs::Permissions::from_mode(0o600)).unwrap();
 }
 
-fn entry(exp: i64) -> CacheEntry {
+pub(super) fn entry(exp: i64) -> CacheEntry {
     CacheEntry {
         v: CACHE_VERSION,
         issuer: "https://i.example".into(),
@@ -311,7 +315,10 @@ fn the_read_path_checks_the_directory_and_creates_nothing() {
     symlink(planted.path(), linked.path()).unwrap();
     assert!(matches!(
         linked.load(&key()),
-        Loaded::Unusable(UnusableCache::Directory(Unsafe::NotDirectory))
+        Loaded::Unusable(UnusableCache::Directory {
+            problem: Unsafe::NotDirectory,
+            ..
+        })
     ));
     assert!(linked.list().is_err(), "status and logout refuse it too");
 
@@ -321,7 +328,10 @@ fn the_read_path_checks_the_directory_and_creates_nothing() {
     };
     assert!(matches!(
         reason,
-        UnusableCache::Directory(Unsafe::WritableDirectory { mode: 0o777 })
+        UnusableCache::Directory {
+            problem: Unsafe::WritableDirectory { mode: 0o777 },
+            ..
+        }
     ));
     let refusal = planted.refusal(&key(), &reason).unwrap().to_string();
     assert!(
@@ -416,7 +426,13 @@ fn a_held_lock_is_waited_for_with_one_notice_then_given_up_naming_the_lock_file(
         "one notice, naming the lock file"
     );
     assert!(matches!(err, AuthError::LockTimeout { seconds: 1, .. }), "{err}");
-    assert!(err.to_string().contains(&lock.display().to_string()), "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&lock.display().to_string()), "{text}");
+    // A flock ends with the process holding it: removing the file would free nothing.
+    assert!(
+        text.contains("another ichor process") && text.contains("end it") && !text.contains("remove"),
+        "{text}"
+    );
 
     drop(held);
     let mut told = false;
@@ -523,7 +539,7 @@ fn a_fifo_swapped_in_as_the_directory_after_the_check_does_not_hang_a_write() {
     assert_eq!(parse(&fs::read(&file).unwrap()).unwrap().id_token_exp, 8);
 }
 
-/// Removal goes through the checked directory and only takes this directory's cache files.
+/// Removal goes through the listed directory and only takes this directory's cache files.
 #[test]
 fn a_removal_takes_only_a_cache_file_of_this_directory() {
     let home = tempfile::tempdir().unwrap();
@@ -531,10 +547,11 @@ fn a_removal_takes_only_a_cache_file_of_this_directory() {
     dir.store(&entry(1)).unwrap();
     let other = home.path().join(format!("{}.json", key().file_stem()));
     write_private(&other, b"keep");
+    let listing = dir.listing().unwrap();
     for path in [other.clone(), dir.path().join("notes.txt"), dir.path().join("..")] {
         assert!(
             matches!(
-                dir.remove_file(&path),
+                listing.remove(&path),
                 Err(AuthError::CacheIo { action: "delete", .. })
             ),
             "{}",
@@ -542,8 +559,18 @@ fn a_removal_takes_only_a_cache_file_of_this_directory() {
         );
     }
     assert_eq!(fs::read(&other).unwrap(), b"keep");
-    dir.remove(&key()).unwrap();
+    listing.remove(&dir.file_for(&key())).unwrap();
     assert!(!dir.file_for(&key()).exists());
-    dir.remove(&key()).unwrap();
-    CacheDir::new(home.path().join("absent")).remove(&key()).unwrap();
+    listing.remove(&dir.file_for(&key())).unwrap();
+    let absent = CacheDir::new(home.path().join("absent/auth"));
+    absent
+        .listing()
+        .unwrap()
+        .remove(&absent.file_for(&key()))
+        .unwrap();
+    let lock = dir.lock(&key()).unwrap();
+    dir.store(&entry(1)).unwrap();
+    lock.remove().unwrap();
+    assert!(!dir.file_for(&key()).exists());
+    lock.remove().unwrap();
 }
