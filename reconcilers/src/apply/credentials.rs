@@ -39,18 +39,35 @@ pub(crate) fn per_user_delete(own: &PerUserSecretRef) -> Result<http::Request<Ve
         .ok_or_else(|| ApplyError::NoUid {
             key: per_user_key(own),
         })?;
+    let what = format!("deletion of Secret {}", per_user_key(own));
+    secret_delete(&own.namespace, &own.name, Some(&uid), None, &what)
+}
+
+/// The DELETE of the Secret `name` in `namespace`, refused (409) unless it is still the object
+/// of `uid` and/or at `resource_version`, its answer asked for as metadata only (a Secret's
+/// DELETE may answer with the object, its data included). Every DELETE of a Secret the
+/// controller sends is built here.
+///
+/// # Errors
+/// [`ApplyError::Malformed`] (naming `what`) when the request cannot be built from the name.
+pub(crate) fn secret_delete(
+    namespace: &str,
+    name: &str,
+    uid: Option<&str>,
+    resource_version: Option<&str>,
+    what: &str,
+) -> Result<http::Request<Vec<u8>>, ApplyError> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
-            uid: Some(uid),
-            resource_version: None,
+            uid: uid.map(str::to_owned),
+            resource_version: resource_version.map(str::to_owned),
         }),
         ..DeleteParams::default()
     };
-    let what = format!("deletion of Secret {}", per_user_key(own));
-    let mut request = kube::core::Request::new(format!("/api/v1/namespaces/{}/secrets", own.namespace))
-        .delete(&own.name, &params)
+    let mut request = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/secrets"))
+        .delete(name, &params)
         .map_err(|e| ApplyError::Malformed {
-            what: what.clone(),
+            what: what.to_owned(),
             message: e.to_string(),
         })?;
     let accept = http::HeaderValue::from_static(METADATA_ACCEPT);

@@ -25,11 +25,11 @@ use ichor_renderers::contract::{
     CREDENTIALS_LAYOUT_ANNOTATION, LAYOUT_MIGRATING, PART_OF_LABEL, PART_OF_VALUE, USER_CREDENTIALS_KEY,
     USER_CREDENTIALS_TYPE, USER_LABEL, user_credentials_secret,
 };
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use serde_json::{Map, Value, json};
 
-use super::credentials::METADATA_ACCEPT;
+use super::credentials::{METADATA_ACCEPT, secret_delete};
 use super::error::{ApplyError, Failure, classify, to_value};
 use super::resources::observed;
 use super::{ApplyReport, KubeApplier, Written, stale_problem};
@@ -474,24 +474,13 @@ impl KubeApplier {
                 "deletion of Secret {}/{name} made from a value moved since",
                 r.credentials_namespace
             );
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(c.uid.clone()),
-                    resource_version: Some(c.resource_version.clone()),
-                }),
-                ..DeleteParams::default()
-            };
-            let mut request =
-                kube::core::Request::new(format!("/api/v1/namespaces/{}/secrets", r.credentials_namespace))
-                    .delete(&name, &params)
-                    .map_err(|e| ApplyError::Malformed {
-                        what: what.clone(),
-                        message: e.to_string(),
-                    })?;
-            request.headers_mut().insert(
-                http::header::ACCEPT,
-                http::HeaderValue::from_static(METADATA_ACCEPT),
-            );
+            let request = secret_delete(
+                &r.credentials_namespace,
+                &name,
+                Some(&c.uid),
+                Some(&c.resource_version),
+                &what,
+            )?;
             match self.client.request_text(request).await {
                 Ok(_) => events.push(Event::Deleted(ObjectKey::new(
                     "Secret",
@@ -510,23 +499,7 @@ impl KubeApplier {
     async fn retire_legacy(&self, r: &RetireLegacyRequest) -> Result<(Written, Vec<Event>), ApplyError> {
         let what = format!("deletion of the empty Secret {}/{}", r.namespace, r.secret);
         let key = ObjectKey::new("Secret", &*r.namespace, &*r.secret);
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                resource_version: Some(r.resource_version.clone()),
-                uid: None,
-            }),
-            ..DeleteParams::default()
-        };
-        let mut request = kube::core::Request::new(format!("/api/v1/namespaces/{}/secrets", r.namespace))
-            .delete(&r.secret, &params)
-            .map_err(|e| ApplyError::Malformed {
-                what: what.clone(),
-                message: e.to_string(),
-            })?;
-        request.headers_mut().insert(
-            http::header::ACCEPT,
-            http::HeaderValue::from_static(METADATA_ACCEPT),
-        );
+        let request = secret_delete(&r.namespace, &r.secret, None, Some(&r.resource_version), &what)?;
         match self.client.request_text(request).await {
             Ok(_) => Ok((Written::Done(Event::Deleted(key)), Vec::new())),
             Err(e) => match classify(&what, e) {

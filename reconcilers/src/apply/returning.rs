@@ -24,10 +24,10 @@ use ichor_renderers::contract::{
     CREDENTIALS_LAYOUT_ANNOTATION, LAYOUT_RETURNING, PART_OF_LABEL, PART_OF_VALUE, USER_CREDENTIALS_KEY,
     user_credentials_secret,
 };
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Map, Value, json};
 
-use super::credentials::METADATA_ACCEPT;
+use super::credentials::secret_delete;
 use super::error::{ApplyError, Failure, classify};
 use super::{KubeApplier, Written};
 
@@ -262,24 +262,13 @@ impl KubeApplier {
     ) -> Result<(), ApplyError> {
         let name = user_credentials_secret(&own.user);
         let what = format!("deletion of Secret {}/{name} moved back", r.credentials_namespace);
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(own.uid.clone()),
-                resource_version: Some(own.resource_version.clone()),
-            }),
-            ..DeleteParams::default()
-        };
-        let mut request =
-            kube::core::Request::new(format!("/api/v1/namespaces/{}/secrets", r.credentials_namespace))
-                .delete(&name, &params)
-                .map_err(|e| ApplyError::Malformed {
-                    what: what.clone(),
-                    message: e.to_string(),
-                })?;
-        request.headers_mut().insert(
-            http::header::ACCEPT,
-            http::HeaderValue::from_static(METADATA_ACCEPT),
-        );
+        let request = secret_delete(
+            &r.credentials_namespace,
+            &name,
+            Some(&own.uid),
+            Some(&own.resource_version),
+            &what,
+        )?;
         match self.client.request_text(request).await {
             Ok(_) => events.push(Event::Deleted(ObjectKey::new(
                 "Secret",
