@@ -249,7 +249,7 @@ fn everything_under_a_lock_happens_in_the_directory_it_was_taken_in() {
     assert_eq!(exp(&path), 5);
 
     let mut other = entry(9);
-    other.audience = "ichor-ui".into();
+    other.audience = "another-audience".into();
     assert!(lock.store(&other).is_err(), "only the locked login is written");
 }
 
