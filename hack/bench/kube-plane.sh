@@ -7,13 +7,19 @@
 #                             credentials (`issuer_load control-plane`, in the layout
 #                             $bench_layout: per-user, the default, or legacy); sets plane_pid; returns
 #                             non-zero, with its log in $work/control-plane.log, when it failed;
-#  stop_plane.
+#  stop_plane;
+#  ticks PID...               the user + system clock ticks the processes have used so far;
+#  plane_ticks                the same for the control plane's kube-apiserver and etcd: "api etcd".
+# issuer_pin / plane_pin: a command prefix (e.g. `taskset -c 0`) the issuers (and, by the caller,
+# the load generator) / the control plane are started under; empty by default (anywhere).
 export ICHOR_BUILD_DIR="${ICHOR_BUILD_DIR:-$root/.build}"
 if [ ! -x "$ICHOR_BUILD_DIR/kube/current/kube-apiserver" ]; then
   echo "==> building kube-apiserver, etcd and kubectl (hack/kube/build.sh)"
   hack/kube/build.sh >/dev/null
 fi
 
+issuer_pin=()
+plane_pin=()
 urls=()
 issuer_pids=()
 start_issuers() { # store
@@ -27,7 +33,8 @@ start_issuers() { # store
     if [ "$1" = kube ]; then
       store_args=(--store kube --kube-ca-file "$work/apiserver-ca.crt")
     fi
-    KUBECONFIG="$work/issuer.kubeconfig" RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$external" \
+    KUBECONFIG="$work/issuer.kubeconfig" RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 \
+      "${issuer_pin[@]}" "$bin" --external-url "$external" \
       --listen "127.0.0.1:$ext" --internal-listen "127.0.0.1:$int" \
       --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 \
       "${store_args[@]}" 2>>"$work/issuer-$1-$n.log" &
@@ -49,7 +56,7 @@ stop_issuers() {
 plane_pid=""
 start_plane() {
   rm -f "$work/cluster-ready"
-  "$load" control-plane --dir "$work" --layout "${bench_layout:-per-user}" 2>"$work/control-plane.log" &
+  "${plane_pin[@]}" "$load" control-plane --dir "$work" --layout "${bench_layout:-per-user}" 2>"$work/control-plane.log" &
   plane_pid=$!
   pids+=("$plane_pid")
   for _ in $(seq 1 3000); do
@@ -63,4 +70,16 @@ start_plane() {
 stop_plane() {
   kill -TERM "$plane_pid" 2>/dev/null || true
   wait "$plane_pid" 2>/dev/null || true
+}
+
+ticks() {
+  local t=0 p
+  for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
+}
+plane_ticks() {
+  local api etcd
+  api=$(pgrep -P "$plane_pid" -x kube-apiserver | head -1)
+  etcd=$(pgrep -P "$plane_pid" -x etcd | head -1)
+  echo "$(ticks "$api") $(ticks "$etcd")"
 }

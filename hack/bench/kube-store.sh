@@ -23,6 +23,11 @@
 # reported as such, with the refusal, and the local store is still measured.
 # At the first count only, also the mixed load of load.sh (paced discovery, JWKS, refresh, WhoAmI
 # and sign-ins, then the same with a login flood) on both stores.
+# CPU per refresh answered (user + system ticks from /proc over the refresh load) of the issuers,
+# and on the kube store of kube-apiserver and etcd, at each count. At the first count, when the
+# machine has two cores or more, the refresh load once more with the control plane pinned to CPU 1
+# and the issuers with the load generator to CPU 0 (`taskset`), as a cluster runs them on separate
+# nodes, on both stores.
 # Reports refresh/s, p50/p99, errors, bytes per refresh and the kube/local ratio at each count to
 # hack/bench/results/kube-store.md (printed too).
 # Usage: hack/bench/kube-store.sh [seconds per measurement, default 10] [flood loops, default 200]
@@ -58,8 +63,47 @@ etcd_sample() {
 now() { date +%s.%N; }
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1; }
 
-declare -A refresh_local refresh_kube put_b puts wal_b bg_bps refusal
-mixed_local="" mixed_kube="" logs=""
+declare -A refresh_local refresh_kube put_b puts wal_b bg_bps refusal cpu_local cpu_kube
+mixed_local="" mixed_kube="" logs="" split_local="" split_kube="" split_cpu_local="" split_cpu_kube=""
+hz=$(getconf CLK_TCK)
+# refresh local|kube: the refresh load on the running issuers (under $issuer_pin, as they are);
+# sets out (the load generator's report) and cpu: CPU ms per refresh answered, from /proc, of
+# "issuers kube-apiserver etcd" ("-" for the control plane on the local store).
+refresh() {
+  local i0 i1 p0="- -" p1="- -"
+  i0=$(ticks "${issuer_pids[@]}")
+  [[ $1 == kube ]] && p0=$(plane_ticks)
+  out=$("${issuer_pin[@]}" "$load" refresh --issuer "${urls[0]}" --issuer "${urls[1]}" --ca "$ca" \
+    --clients 64 --seconds "$seconds" --seeded "$work")
+  i1=$(ticks "${issuer_pids[@]}")
+  [[ $1 == kube ]] && p1=$(plane_ticks)
+  cpu=$(awk -v i0="$i0" -v i1="$i1" -v p0="$p0" -v p1="$p1" -v hz="$hz" -v ok="$(field ok "$out")" 'BEGIN {
+    if (ok <= 0) { print "- - -"; exit }
+    split(p0, a, " "); split(p1, b, " ");
+    ms = 1000 / hz / ok;
+    printf "%.3f", (i1 - i0) * ms;
+    for (k = 1; k <= 2; k++) { if (a[k] == "-") printf " -"; else printf " %.3f", (b[k] - a[k]) * ms }
+    print "" }')
+  echo "$out"
+  echo "CPU ms per refresh (issuers, kube-apiserver, etcd): $cpu"
+}
+# split_point: at the first count, the refresh load again with the control plane on one core and
+# the issuers with the load generator on the other, as a cluster has them on separate nodes.
+split_point() {
+  issuer_pin=(taskset -c 0) plane_pin=(taskset -c 1)
+  rm -rf "$work/local-state"; cp -a "$work/state" "$work/local-state"
+  start_issuers local
+  echo "==> split cores: local store, issuers and load generator on CPU 0: refresh, ${seconds}s"
+  refresh local; split_local=$out; split_cpu_local=$cpu
+  stop_issuers
+  start_plane || { echo "the control plane did not start on CPU 1" >&2; cat "$work/control-plane.log" >&2; exit 1; }
+  start_issuers kube
+  echo "==> split cores: kube store, control plane on CPU 1, issuers and load generator on CPU 0: refresh, ${seconds}s"
+  refresh kube; split_kube=$out; split_cpu_kube=$cpu
+  stop_issuers
+  stop_plane
+  issuer_pin=() plane_pin=()
+}
 run_point() { # users
   local n=$1
   work_prefix=kube-store bench_users=$n bench_families=$families
@@ -72,9 +116,7 @@ run_point() { # users
 
   start_issuers local
   echo "==> $n users x $families families, local store: refresh, 64 clients, ${seconds}s"
-  out=$("$load" refresh --issuer "${urls[0]}" --issuer "${urls[1]}" --ca "$ca" --clients 64 \
-    --seconds "$seconds" --seeded "$work")
-  echo "$out"; refresh_local[$n]=$out
+  refresh local; refresh_local[$n]=$out; cpu_local[$n]=$cpu
   if [[ "$n" == "$first" ]]; then
     echo "==> local store: mixed load, ${seconds}s sustained + ${seconds}s with a ${flood}-loop login flood"
     mixed_local=$("$load" mixed --issuer "${urls[0]}" --issuer "${urls[1]}" \
@@ -98,10 +140,9 @@ run_point() { # users
   sleep "$idle_seconds"
   s1=$(etcd_sample "$etcd"); t1=$(now)
   echo "==> $n users x $families families, kube store: refresh, 64 clients, ${seconds}s"
-  out=$("$load" refresh --issuer "${urls[0]}" --issuer "${urls[1]}" --ca "$ca" --clients 64 \
-    --seconds "$seconds" --seeded "$work")
+  refresh kube
   s2=$(etcd_sample "$etcd"); t2=$(now)
-  echo "$out"; refresh_kube[$n]=$out
+  refresh_kube[$n]=$out; cpu_kube[$n]=$cpu
   read -r "put_b[$n]" "puts[$n]" "wal_b[$n]" "bg_bps[$n]" < <(awk -v s0="$s0" -v s1="$s1" -v s2="$s2" \
     -v t0="$t0" -v t1="$t1" -v t2="$t2" -v ok="$(field ok "$out")" 'BEGIN {
       split(s0, a, " "); split(s1, b, " "); split(s2, c, " ");
@@ -120,6 +161,7 @@ run_point() { # users
   fi
   stop_issuers
   stop_plane
+  if [[ "$n" == "$first" && $(nproc) -ge 2 ]]; then split_point; fi
   for f in "$work"/issuer-*.log; do
     if [ -s "$f" ]; then
       logs+=$'\n'"$n users, $(basename "$f") (last lines, warnings and up):"$'\n```\n'"$(tail -n 5 "$f")"$'\n```\n'
@@ -128,7 +170,8 @@ run_point() { # users
 }
 for n in "${sizes[@]}"; do
   ( run_point "$n"
-    declare -p refresh_local refresh_kube put_b puts wal_b bg_bps refusal mixed_local mixed_kube logs \
+    declare -p refresh_local refresh_kube put_b puts wal_b bg_bps refusal cpu_local cpu_kube mixed_local \
+      mixed_kube logs split_local split_kube split_cpu_local split_cpu_kube \
       >"/tmp/ichor-kube-store-$$-$n" )
   # shellcheck disable=SC1090
   source <(sed 's/^declare -A/declare -gA/; s/^declare --/declare -g/' "/tmp/ichor-kube-store-$$-$n")
@@ -140,6 +183,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$
 row() { awk -F'|' -v e="$1" '$2 ~ "^ "e" " && $4 ~ "sustained" {gsub(/ /,""); print $5, $6, $9, $10}' <<<"$2" | head -1; }
 
 kube_first="${refresh_kube[$first]:-}"
+cpu_of() { cut -d' ' -f"$1" <<<"$2"; }
+if [[ -n "$split_kube" ]]; then
+  figure "refresh grants/s at $first users, kube store, control plane on its own core (baseline: local store, the issuers' one core)" \
+    "$(field rps "$split_kube")" "$(field rps "$split_local")" ">= 0.5"
+fi
+if [[ -n "${cpu_kube[$first]:-}" ]]; then
+  figure "issuer CPU ms per refresh at $first users, kube store (baseline: local store)" \
+    "$(cpu_of 1 "${cpu_kube[$first]}")" "$(cpu_of 1 "${cpu_local[$first]}")" "-"
+fi
 for n in "${sizes[@]}"; do
   [[ -n "${refresh_kube[$n]:-}" ]] || continue
   k="${refresh_kube[$n]}"; l="${refresh_local[$n]}"
@@ -181,6 +233,31 @@ out="$results_dir/kube-store.md"
     grep '^refresh error' <<<"${refresh_local[$n]:-}" | sed "s/^/- $n users, local: /" || true
     grep '^refresh error' <<<"${refresh_kube[$n]:-}" | sed "s/^/- $n users, kube: /" || true
   done
+  echo
+  echo "## CPU per refresh answered (ms, user + system from /proc, over the refresh load)"
+  echo
+  echo "The load generator's own CPU is not in these. Refreshes per issuer core, kube/local, is the local"
+  echo "issuers' CPU per refresh over the kube issuers': what the issuers' side of a cluster provisions."
+  echo
+  echo "| users | local: issuers | kube: issuers | kube: kube-apiserver | kube: etcd | kube: all three | refreshes per issuer core, kube/local |"
+  echo "|---|---|---|---|---|---|---|"
+  for n in "${sizes[@]}"; do
+    [[ -n "${cpu_kube[$n]:-}" ]] || continue
+    read -r ki ka ke <<<"${cpu_kube[$n]}"
+    li=$(cpu_of 1 "${cpu_local[$n]}")
+    echo "| $n | $li | $ki | $ka | $ke | $(awk -v a="$ki" -v b="$ka" -v c="$ke" 'BEGIN { if (a b c ~ /^[0-9.]+$/) printf "%.3f", a + b + c; else print "-" }') | $(ratio "$li" "$ki") |"
+  done
+  if [[ -n "$split_kube" ]]; then
+    echo
+    echo "## Split cores at $first users: the control plane on CPU 1, the issuers and the load generator on CPU 0"
+    echo
+    echo "As a cluster has them, on separate nodes (\`taskset\`); the same seeded families, refresh load only."
+    echo
+    echo "| store | req/s | p50 ms | p99 ms | errors | CPU ms per refresh: issuers, kube-apiserver, etcd | req/s kube/local |"
+    echo "|---|---|---|---|---|---|---|"
+    echo "| local | $(field rps "$split_local") | $(field p50_ms "$split_local") | $(field p99_ms "$split_local") | $(field errors "$split_local") | $split_cpu_local | |"
+    echo "| kube | $(field rps "$split_kube") | $(field p50_ms "$split_kube") | $(field p99_ms "$split_kube") | $(field errors "$split_kube") | $split_cpu_kube | $(ratio "$(field rps "$split_kube")" "$(field rps "$split_local")") |"
+  fi
   echo
   echo "## Mixed load at $first users, sustained phase (paced rates)"
   echo
