@@ -17,7 +17,7 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 scripts=("$@")
 if [[ ${#scripts[@]} -eq 0 ]]; then
   scripts=(auth-token rsa graph-scale identity limits webhook webhook-apiserver issuer load user-queue nat abuse
-    kube-store kube-secret second-factor)
+    kube-store kube-secret kube-write second-factor)
 fi
 work=$(mktemp -d /tmp/ichor-bench-all.XXXXXX)
 echo "work directory (logs and short reports): $work"
