@@ -326,9 +326,11 @@ pub enum RunError {
     /// No Kubernetes client configuration.
     #[error("no Kubernetes client configuration (in-cluster service account or kubeconfig): {0}")]
     Client(kube::Error),
-    /// The metrics listener could not bind.
-    #[error("--metrics-listen {addr}: cannot listen: {error}")]
+    /// A listener could not bind: the metrics one or the webhooks' one.
+    #[error("{flag} {addr}: cannot listen: {error}")]
     Listen {
+        /// The flag that sets it (`--metrics-listen` or `--webhook-port`).
+        flag: &'static str,
         /// The address.
         addr: SocketAddr,
         /// The operating system's reason.
@@ -499,6 +501,7 @@ where
     let listener = tokio::net::TcpListener::bind(args.metrics_listen)
         .await
         .map_err(|error| RunError::Listen {
+            flag: "--metrics-listen",
             addr: args.metrics_listen,
             error,
         })?;
@@ -534,6 +537,7 @@ where
     let webhook_listener = tokio::net::TcpListener::bind(webhook_addr)
         .await
         .map_err(|error| RunError::Listen {
+            flag: "--webhook-port",
             addr: webhook_addr,
             error,
         })?;

@@ -175,3 +175,26 @@ fn the_chart_arguments_parse_and_leader_election_can_be_turned_off() {
     assert_eq!(cli.run.log_format, LogFormat::Text);
     assert!(Cli::try_parse_from(["run", "--log-format", "yaml"]).is_err());
 }
+
+#[test]
+fn a_listener_that_cannot_bind_is_named_by_the_flag_that_sets_it() {
+    let refused = |flag, addr: &str| {
+        ichor_controller::run::RunError::Listen {
+            flag,
+            addr: addr.parse().unwrap(),
+            error: std::io::ErrorKind::AddrInUse.into(),
+        }
+        .to_string()
+    };
+    let webhook = refused("--webhook-port", "0.0.0.0:9443");
+    assert!(
+        webhook.starts_with("--webhook-port 0.0.0.0:9443: cannot listen"),
+        "{webhook}"
+    );
+    assert!(!webhook.contains("--metrics-listen"), "{webhook}");
+    let metrics = refused("--metrics-listen", "0.0.0.0:8080");
+    assert!(
+        metrics.starts_with("--metrics-listen 0.0.0.0:8080: cannot listen"),
+        "{metrics}"
+    );
+}
