@@ -222,6 +222,34 @@ impl KubeApplier {
         }
     }
 
+    /// Reads the legacy Secret and, when it is in `phase`, its `data`; a legacy Secret gone or in
+    /// another phase makes the request stale (`Err`, what the graph decides again from).
+    pub(super) async fn read_legacy_in_phase(
+        &self,
+        namespace: &str,
+        name: &str,
+        phase: &str,
+    ) -> Result<Result<(Event, Map<String, Value>), Written>, ApplyError> {
+        let (read, legacy) = self.read_legacy(namespace, name).await?;
+        let Some(legacy) = legacy else {
+            return Ok(Err(Written::Stale(vec![read])));
+        };
+        let in_phase = legacy
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(CREDENTIALS_LAYOUT_ANNOTATION))
+            .and_then(Value::as_str)
+            == Some(phase);
+        if !in_phase {
+            return Ok(Err(Written::Stale(vec![read])));
+        }
+        let data = legacy
+            .get("data")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        Ok(Ok((read, data)))
+    }
+
     async fn switch_layout(&self, r: &SwitchLayoutRequest) -> Result<(Written, Vec<Event>), ApplyError> {
         let what = format!(
             "switch of Secret {}/{} from {} to {}",
@@ -359,22 +387,13 @@ impl KubeApplier {
     async fn sweep(&self, r: &SweepRequest) -> Result<(Written, Vec<Event>), ApplyError> {
         self.pace_sweep().await;
         let what = format!("sweep of Secret {}/{}", r.namespace, r.secret);
-        let (read, legacy) = self.read_legacy(&r.namespace, &r.secret).await?;
-        let Some(legacy) = legacy else {
-            return Ok((Written::Stale(vec![read]), Vec::new()));
+        let (read, data) = match self
+            .read_legacy_in_phase(&r.namespace, &r.secret, LAYOUT_MIGRATING)
+            .await?
+        {
+            Ok(found) => found,
+            Err(stale) => return Ok((stale, Vec::new())),
         };
-        let phase = legacy
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(CREDENTIALS_LAYOUT_ANNOTATION))
-            .and_then(Value::as_str);
-        if phase != Some(LAYOUT_MIGRATING) {
-            return Ok((Written::Stale(vec![read]), Vec::new()));
-        }
-        let data = legacy
-            .get("data")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
         let mut events = Vec::new();
         let mut created = Vec::new();
         let mut already = Vec::new();

@@ -131,22 +131,13 @@ impl KubeApplier {
     pub(super) async fn return_batch(&self, r: &ReturnRequest) -> Result<(Written, Vec<Event>), ApplyError> {
         self.pace_sweep().await;
         let what = format!("move back into Secret {}/{}", r.namespace, r.secret);
-        let (read, legacy) = self.read_legacy(&r.namespace, &r.secret).await?;
-        let Some(legacy) = legacy else {
-            return Ok((Written::Stale(vec![read]), Vec::new()));
+        let (read, first_data) = match self
+            .read_legacy_in_phase(&r.namespace, &r.secret, LAYOUT_RETURNING)
+            .await?
+        {
+            Ok(found) => found,
+            Err(stale) => return Ok((stale, Vec::new())),
         };
-        let phase = legacy
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(CREDENTIALS_LAYOUT_ANNOTATION))
-            .and_then(Value::as_str);
-        if phase != Some(LAYOUT_RETURNING) {
-            return Ok((Written::Stale(vec![read]), Vec::new()));
-        }
-        let first_data = legacy
-            .get("data")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
         let mut events = Vec::new();
         let mut owns = Vec::new();
         let secrets = self.secrets(&r.credentials_namespace);
