@@ -351,7 +351,9 @@ fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate:
     });
     match built {
         Some(Ok(issuer)) => Ok(Arc::new(
-            issuer.with_internal_jwks_uri(config.internal_jwks_uri.clone()),
+            issuer
+                .with_internal_jwks_uri(config.internal_jwks_uri.clone())
+                .with_user_writes_per_minute(config.user_writes_per_minute),
         )),
         Some(Err(e)) => Err(RunError::Issuer(e.to_string())),
         None => Err(RunError::Issuer("the metrics registry was not available".into())),

@@ -171,6 +171,9 @@ pub struct Issuer {
     login_buckets: Arc<Mutex<limits::TokenBuckets<limits::SourceKey>>>,
     token_buckets: Mutex<limits::TokenBuckets<limits::SourceKey>>,
     family_buckets: Mutex<limits::TokenBuckets<String>>,
+    /// Grants that write a user's credentials, per user (see `BucketPolicy::USER_WRITES`);
+    /// `None`: no budget.
+    user_writes: Option<Mutex<limits::TokenBuckets<String>>>,
     gone_families: Mutex<limits::GoneFamilies>,
     codes: Mutex<limits::CodeLedger>,
     internal_jwks_uri: Option<String>,
@@ -258,6 +261,9 @@ impl Issuer {
             ))),
             token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN_FAILURES)),
             family_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::FAMILY_GRANTS)),
+            user_writes: Some(Mutex::new(limits::TokenBuckets::new(
+                limits::BucketPolicy::USER_WRITES,
+            ))),
             gone_families: Mutex::new(limits::GoneFamilies::new()),
             codes: Mutex::new(limits::CodeLedger::new()),
             internal_jwks_uri: None,
@@ -285,6 +291,36 @@ impl Issuer {
     pub fn with_internal_jwks_uri(mut self, jwks_uri: Option<String>) -> Issuer {
         self.internal_jwks_uri = jwks_uri;
         self
+    }
+
+    /// The same issuer with a budget of `per_minute` credential-writing grants per user past the
+    /// burst of [`limits::BucketPolicy::USER_WRITES`]; 0: no budget.
+    pub fn with_user_writes_per_minute(mut self, per_minute: u32) -> Issuer {
+        self.user_writes = (per_minute > 0).then(|| {
+            Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy {
+                per_second: f64::from(per_minute) / 60.0,
+                ..limits::BucketPolicy::USER_WRITES
+            }))
+        });
+        self
+    }
+
+    /// Takes one credential-writing grant from `user`'s budget, or says how long until one is
+    /// available (see [`limits::BucketPolicy::USER_WRITES`]).
+    fn reserve_user_write(&self, user: &str, now: Timestamp) -> Result<(), jiff::SignedDuration> {
+        match &self.user_writes {
+            Some(buckets) => lock(buckets).reserve(user.to_owned(), now).inspect_err(|_| {
+                self.metrics.backoff_hit("user_writes");
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Gives back a grant taken by [`Issuer::reserve_user_write`] that wrote nothing.
+    fn refund_user_write(&self, user: &str, now: Timestamp) {
+        if let Some(buckets) = &self.user_writes {
+            lock(buckets).refund(&user.to_owned(), now);
+        }
     }
 
     /// The internal discovery document's `jwks_uri` override, if any.

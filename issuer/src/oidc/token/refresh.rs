@@ -3,20 +3,23 @@
 //! second-factor policy), so a change applies at the next refresh.
 
 use ichor_renderers::auth::{
-    credentials::{AMR_MFA, Family, RefusalReason, Rotation},
+    credentials::{AMR_MFA, CredentialsEntry, Family, RefusalReason, Rotation},
     second_factor_policy::{TokenDecision, session_decision},
 };
+
+use jiff::Timestamp;
 
 use super::{
     ENROL_FIRST, SIGN_IN_WITH_FACTOR, TokenResponse, client, id_token, live_user, param, refresh_token,
     required, signing_keys, store_error,
 };
 use crate::{
+    keys::LoadedKeys,
     oidc::{
         Issuer,
         errors::OAuthError,
         lock,
-        request::{self, AUD_KUBE, Params},
+        request::{self, AUD_KUBE, Client, Params},
     },
     store::{Change, StoreError, modify_credentials},
     tokens::{self, RefreshClaims},
@@ -64,11 +67,35 @@ pub(super) async fn refresh_grant(
         issuer.metrics.backoff_hit("family_rate");
         return Err(OAuthError::slow_down(wait));
     }
+    if let Err(wait) = issuer.reserve_user_write(&claims.sub, now) {
+        return Err(OAuthError::slow_down(wait));
+    }
+    let mut wrote = false;
+    let outcome = rotate(issuer, client, requested, &keys, &claims, now, &mut wrote).await;
+    if !wrote {
+        // Nothing was written (the grace window, a refusal of a family already gone) or the
+        // store failed: the user's write budget is not spent.
+        issuer.refund_user_write(&claims.sub, now);
+    }
+    outcome
+}
+
+/// The grant past its buckets: the rotation, and the tokens. Sets `wrote` once the user's
+/// credentials were written.
+async fn rotate(
+    issuer: &Issuer,
+    client: Client,
+    requested: Option<&str>,
+    keys: &LoadedKeys,
+    claims: &RefreshClaims,
+    now: Timestamp,
+    wrote: &mut bool,
+) -> Result<TokenResponse, OAuthError> {
     let audience = request::resolve_audience(client, requested.or(Some(claims.audience.as_str())))
         .map_err(|e| OAuthError::invalid_request(e.to_string()))?;
     let user = live_user(issuer, &claims.sub).await?;
     let policy = issuer.settings.get().second_factor.clone();
-    let outcome = modify_credentials(issuer.store.as_ref(), &claims.sub, |current| {
+    let decide = |current: Option<&CredentialsEntry>| {
         let Some(entry) = current else {
             return Ok::<_, StoreError>(Change::Keep(Refreshed::NoEntry));
         };
@@ -113,9 +140,17 @@ pub(super) async fn refresh_grant(
             } => Change::Put(next, Refreshed::Refused(reason)),
             Rotation::Refused { entry: None, reason } => Change::Keep(Refreshed::Refused(reason)),
         })
+    };
+    // Whether the change last decided writes: the one the store took, once it succeeded.
+    let mut writes = false;
+    let outcome = modify_credentials(issuer.store.as_ref(), &claims.sub, |current| {
+        let change = decide(current)?;
+        writes = !matches!(change, Change::Keep(_));
+        Ok::<_, StoreError>(change)
     })
     .await
     .map_err(store_error)?;
+    *wrote = writes;
     // No `invalidate` here: a rotation writes only the credentials entry, which is never cached,
     // and leaves the user (cached at most `USER_CACHE_TTL`) as it was; dropping the cached user
     // would cost a user re-read (a users-directory scan, or an API call) on every refresh.
@@ -161,9 +196,9 @@ pub(super) async fn refresh_grant(
             return Err(OAuthError::invalid_grant(format!("refresh_token: {why}")));
         }
     };
-    let refresh = refresh_token(issuer, &keys, &claims.sub, &claims.fam, &family, now)?;
+    let refresh = refresh_token(issuer, keys, &claims.sub, &claims.fam, &family, now)?;
     let amr = family.amr_claim().into_iter().map(str::to_owned).collect();
-    let (id_token, ttl) = id_token(issuer, &keys, &user, audience, None, amr, now)?;
+    let (id_token, ttl) = id_token(issuer, keys, &user, audience, None, amr, now)?;
     issuer.metrics.issued("refresh_token", audience);
     Ok(TokenResponse {
         access_token: id_token.clone(),
