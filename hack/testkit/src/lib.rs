@@ -16,6 +16,8 @@
 //! - [`load`] (feature `load`): open-loop load for the benchmarks, and its percentiles.
 //! - [`node`]: a real single-node cluster (control plane, containerd, kubelet, kube-proxy) in a
 //!   network namespace the test creates, running pods from image archives built here.
+//! - [`ports`]: free TCP ports below the ephemeral range, each reserved (a lock file) for the
+//!   life of the test process that asked, so parallel test processes never share one.
 //! - [`pki`]: the one test CA, its serving and client certificates, a rustls server over one.
 //! - [`rbac`]: the rules a manifest grants a ServiceAccount against what its audit log shows it
 //!   used (least privilege, measured).

@@ -1,10 +1,11 @@
 //! Controller replicas as local processes, and reading what they wrote through kubectl.
 
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use ichor_testkit::control_plane::{ControlPlane, Process, free_port, log_tail};
+use ichor_testkit::control_plane::{ControlPlane, Process, free_port, free_port_on, log_tail};
 use ichor_testkit::install::NAMESPACE;
 use serde_json::Value;
 
@@ -38,7 +39,8 @@ impl Replica {
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
         let metrics_port = free_port()?;
-        let webhook_port = free_port()?;
+        // The webhook listens on every address: the port is checked free on every address.
+        let webhook_port = free_port_on(&[Ipv4Addr::UNSPECIFIED])?;
         let cert_dir = dir.join(format!("{pod}-webhook-tls"));
         std::fs::create_dir_all(&cert_dir)?;
         let log = dir.join(format!("{pod}.log"));
