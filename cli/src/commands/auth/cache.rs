@@ -173,6 +173,13 @@ pub enum UnusableCache {
     /// The file is larger than any this ichor writes.
     #[error("it is larger than {MAX_CACHE_BYTES} bytes")]
     TooLarge,
+    /// The file is this user's, but its mode denies this user (`EACCES`): it is kept, and the
+    /// error says how to make it readable again.
+    #[error("it cannot be opened: permission denied (mode {mode:04o}; ichor makes it 0600)")]
+    Denied {
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The file was removed between listing and reading it.
     #[error("it vanished while being read")]
     Vanished,
@@ -256,20 +263,39 @@ pub enum Loaded {
 /// ichor makes ([`UnusableCache::problem`]), naming the file or the directory; `None` otherwise.
 fn refusal_for(dir: &Path, file: &Path, reason: &UnusableCache) -> Option<AuthError> {
     match reason {
-        UnusableCache::Directory { path, problem } if path != dir => Some(AuthError::CacheParentUnsafe {
-            path: path.clone(),
-            problem: problem.clone(),
-        }),
-        UnusableCache::Directory { path, problem } => Some(AuthError::CacheUnsafe {
-            path: path.clone(),
-            problem: problem.clone(),
-        }),
+        UnusableCache::Directory { path, problem } => {
+            Some(directory_refusal(dir, path.clone(), problem.clone()))
+        }
         UnusableCache::NotPrivate(problem) => Some(AuthError::CacheUnsafe {
             path: file.to_owned(),
             problem: problem.clone(),
         }),
+        UnusableCache::Denied { mode } => Some(AuthError::CacheDenied {
+            path: file.to_owned(),
+            mode: *mode,
+        }),
         _ => None,
     }
+}
+
+/// The error that refuses `path`, the cache directory `dir` or `~/.ichor` holding it, for
+/// `problem`: another user's directory says whose it is and what to do
+/// ([`AuthError::CacheNotYours`]).
+fn directory_refusal(dir: &Path, path: PathBuf, problem: Unsafe) -> AuthError {
+    match problem {
+        Unsafe::OtherOwner { owner, you } => AuthError::CacheNotYours { path, owner, you },
+        problem if path != dir => AuthError::CacheParentUnsafe { path, problem },
+        problem => AuthError::CacheUnsafe { path, problem },
+    }
+}
+
+/// The opened cache directory, once a narrowed `~/.ichor` is said on stderr (stdout carries the
+/// `ExecCredential` kubectl parses).
+fn announce(opened: dirs::Opened) -> File {
+    if let Some(narrowed) = &opened.narrowed {
+        eprintln!("{}", narrowed.notice());
+    }
+    opened.dir
 }
 
 /// The directory of cache files.
@@ -330,10 +356,7 @@ impl CacheDir {
                 action: "open the directory",
                 source: std::io::ErrorKind::NotFound.into(),
             },
-            DirError::Unsafe { path, problem } if path != self.path => {
-                AuthError::CacheParentUnsafe { path, problem }
-            }
-            DirError::Unsafe { path, problem } => AuthError::CacheUnsafe { path, problem },
+            DirError::Unsafe { path, problem } => directory_refusal(&self.path, path, problem),
             DirError::Io { path, action, source } => AuthError::CacheIo { path, action, source },
         }
     }
@@ -342,7 +365,7 @@ impl CacheDir {
     /// module's guarantees). Never fails: any problem is [`Loaded::Unusable`].
     pub fn load(&self, key: &CacheKey) -> Loaded {
         let dir = match dirs::open(&self.path, Access::Read, self.you) {
-            Ok(dir) => dir,
+            Ok(opened) => opened.dir,
             Err(DirError::Absent) => return Loaded::Absent,
             Err(DirError::Unsafe { path, problem }) => {
                 return Loaded::Unusable(UnusableCache::Directory { path, problem });
@@ -377,7 +400,9 @@ impl CacheDir {
     /// user's; [`AuthError::CacheParentUnsafe`] when `~/.ichor` is another user's;
     /// [`AuthError::CacheIo`] naming the directory.
     pub fn ensure(&self) -> Result<File, AuthError> {
-        dirs::open(&self.path, Access::Create, self.you).map_err(|e| self.dir_error(e))
+        dirs::open(&self.path, Access::Create, self.you)
+            .map(announce)
+            .map_err(|e| self.dir_error(e))
     }
 
     /// Takes the exclusive lock of `key`, waiting at most [`LOCK_WAIT`] for another process
@@ -455,7 +480,7 @@ impl CacheDir {
     /// `~/.ichor` is not one this ichor accepts; [`AuthError::CacheIo`] when it cannot be listed.
     pub fn listing(&self) -> Result<Listing, AuthError> {
         let dir = match dirs::open(&self.path, Access::Repair, self.you) {
-            Ok(dir) => Some(dir),
+            Ok(opened) => Some(announce(opened)),
             Err(DirError::Absent) => None,
             Err(e) => return Err(self.dir_error(e)),
         };
@@ -473,5 +498,7 @@ impl CacheDir {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_access;
 #[cfg(test)]
 mod tests_home;
