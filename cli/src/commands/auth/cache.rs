@@ -14,7 +14,11 @@
 //!   links) and must be this user's; a wider one is narrowed (group and other write dropped), and
 //!   `auth` is opened relative to it and must be on its file system (not a mount point): see
 //!   [`dirs`]. Whoever could write into `~/.ichor` could otherwise put a directory of theirs in
-//!   place of `auth` and receive the refreshed tokens.
+//!   place of `auth` and receive the refreshed tokens. A narrowing is said once on stderr (stdout
+//!   is the `ExecCredential`). Either directory of another user, found by its owner or by a
+//!   denied open, is refused saying whose it is and what to do ([`AuthError::CacheNotYours`]):
+//!   a user is told how to take back a directory `sudo ichor` made; root with another user's
+//!   `HOME` is told to drop `sudo` (or use `sudo -H`), never to take the user's directory.
 //! - A read is bounded ([`MAX_CACHE_BYTES`]) and strict (unknown fields and other versions are
 //!   refused); a file that does not parse is reported as [`Loaded::Unusable`], never a panic,
 //!   and the report names only the line and column, never a fragment of the file (a token).
@@ -30,7 +34,11 @@
 //!   stderr which lock it waits for, and gives up with [`AuthError::LockTimeout`].
 //! - Under the lock, an unusable file is removed only when it can never become usable (it does
 //!   not parse, is too large, holds another login); a read error or a newer ichor's file is kept
-//!   and the run fails saying why ([`lock::disposition`]).
+//!   and the run fails saying why ([`lock::disposition`]). A file whose open is denied is told
+//!   apart from a read error by what it is (`fstatat`): a socket or another user's file is
+//!   refused, a file of this user whose mode denies it names the `chmod`; both are kept.
+//! - New tokens renamed into place whose directory sync then fails are kept, with a warning that
+//!   they may not survive a crash ([`CacheLock::store_fresh`]).
 //! - A cached ID token is used only while its `exp` is between [`FRESH_MARGIN_SECONDS`] and
 //!   [`MAX_EXP_AHEAD_SECONDS`] ahead of now: Ichor issues no token for longer than
 //!   [`MAX_TOKEN_TTL_SECONDS`], so an `exp` further ahead (a clock far off, or an edited
