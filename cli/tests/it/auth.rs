@@ -248,6 +248,31 @@ fn a_refused_refresh_token_ends_the_session_with_a_login_hint_and_removes_the_ca
     );
 }
 
+/// The issuer's `error_description` holds a newline and a forged line: the error printed stays on
+/// one line, the newline shown escaped, so no line of the output is the issuer's.
+#[test]
+fn an_issuers_description_with_a_newline_cannot_forge_a_line() {
+    let op = FakeOp::start();
+    *op.state.mode.lock().unwrap() = RefreshMode::InvalidGrantSaying("line1\nERROR: forged\r");
+    let home = tempfile::tempdir().unwrap();
+    seed(
+        home.path(),
+        op.issuer(),
+        "ichor-kube",
+        CACHED_TOKEN,
+        now() - 10,
+        Some("rt"),
+    );
+    let out = ichor(home.path(), &["auth", "token", "--issuer", op.issuer()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        !stderr.lines().any(|l| l.starts_with("ERROR: forged")) && !stderr.contains('\r'),
+        "{stderr:?}"
+    );
+    assert!(stderr.contains(r"(line1\nERROR: forged\r)"), "{stderr}");
+}
+
 #[test]
 fn without_a_login_a_non_interactive_run_names_the_login_command() {
     let home = tempfile::tempdir().unwrap();

@@ -34,6 +34,8 @@ pub enum RefreshMode {
     Rotate,
     /// `invalid_grant` for every refresh token.
     InvalidGrant,
+    /// `invalid_grant` for every refresh token, with this `error_description`.
+    InvalidGrantSaying(&'static str),
 }
 
 struct Code {
@@ -252,8 +254,14 @@ async fn token(State(s): State<Arc<OpState>>, Form(f): Form<HashMap<String, Stri
         "refresh_token" => {
             s.refresh_hits.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(s.refresh_delay).await;
-            if *s.mode.lock().unwrap() == RefreshMode::InvalidGrant {
-                return oauth_error("invalid_grant", "the refresh token has expired");
+            match *s.mode.lock().unwrap() {
+                RefreshMode::InvalidGrant => {
+                    return oauth_error("invalid_grant", "the refresh token has expired");
+                }
+                RefreshMode::InvalidGrantSaying(description) => {
+                    return oauth_error("invalid_grant", description);
+                }
+                RefreshMode::Rotate => {}
             }
             if !s.valid_refresh.lock().unwrap().remove(&get("refresh_token")) {
                 return oauth_error("invalid_grant", "the refresh token was reused or revoked");

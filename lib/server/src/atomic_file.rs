@@ -17,7 +17,8 @@
 //! [`write_atomic_in`] does the same inside a directory the caller has already opened and
 //! checked: every step (create, rename, the directory's `fsync`) goes through that descriptor, so
 //! a directory swapped for a link or a FIFO after the check changes nothing about where the bytes
-//! go or whether the write finishes.
+//! go or whether the write finishes. It tells a failed write from a rename whose directory sync
+//! failed ([`WriteInError`]): the file is then in place, and removing it would lose it for sure.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write as _};
@@ -111,14 +112,41 @@ pub fn create_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     sync_dir(parent(path))
 }
 
+/// Why [`write_atomic_in`] did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteInError {
+    /// Nothing was replaced: the file is as it was, and the temporary file is removed.
+    #[error(transparent)]
+    NotWritten(io::Error),
+    /// The new file is in place (readers see it), but the directory could not be synced, so the
+    /// rename may not survive a crash. The caller keeps the file: removing it would lose what was
+    /// just written, for a risk that only a crash makes real.
+    #[error(
+        "the file is in place, but its directory could not be synced, so it may not survive a crash: {0}"
+    )]
+    NotSynced(io::Error),
+}
+
 /// Replaces the file `name` of the opened directory `dir` by `bytes`, atomically and durably,
 /// every step through `dir`'s descriptor: a new 0600 file created there (never through a link,
 /// never an existing one), written and synced, renamed over `name` within `dir`, then `dir`
 /// synced. `name` is a plain file name (no `/`).
 ///
 /// # Errors
+/// [`WriteInError::NotWritten`] when a step before the rename fails (the temporary file is
+/// removed then); [`WriteInError::NotSynced`] when only the directory's sync fails.
+pub fn write_atomic_in(dir: &File, name: &str, bytes: &[u8]) -> Result<(), WriteInError> {
+    replace_in_before_dir_sync(dir, name, bytes).map_err(WriteInError::NotWritten)?;
+    sync_opened_dir(dir).map_err(WriteInError::NotSynced)
+}
+
+/// The first half of [`write_atomic_in`]: `bytes` written to a new 0600 file in `dir`, synced and
+/// renamed over `name`, which readers now see. Durable only once [`sync_opened_dir`] of `dir`
+/// returns.
+///
+/// # Errors
 /// The failing step's I/O error; the temporary file is removed then.
-pub fn write_atomic_in(dir: &File, name: &str, bytes: &[u8]) -> io::Result<()> {
+pub fn replace_in_before_dir_sync(dir: &File, name: &str, bytes: &[u8]) -> io::Result<()> {
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -143,8 +171,7 @@ pub fn write_atomic_in(dir: &File, name: &str, bytes: &[u8]) -> io::Result<()> {
         // The temporary file may already be gone (renamed).
         let _ = rustix::fs::unlinkat(dir, temp.as_str(), AtFlags::empty());
     }
-    result?;
-    sync_opened_dir(dir)
+    result
 }
 
 /// Syncs the directory `dir`, making the renames, links and removals in it durable.
@@ -262,10 +289,34 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = File::open(root.path()).unwrap();
         for name in ["", ".", "..", "../x", "a/b"] {
-            let e = write_atomic_in(&dir, name, b"x").unwrap_err();
+            let Err(WriteInError::NotWritten(e)) = write_atomic_in(&dir, name, b"x") else {
+                panic!("{name:?} is written");
+            };
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{name:?}");
         }
         assert_eq!(names(root.path()), Vec::<String>::new());
+    }
+
+    /// A directory whose sync fails after the rename (a descriptor opened `O_PATH` cannot be
+    /// synced, but names files as any other): the file is in place and the error says only the
+    /// sync failed, so the caller keeps what it wrote.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_write_whose_directory_sync_fails_reports_the_file_in_place() {
+        let root = tempfile::tempdir().unwrap();
+        let path_only = File::from(
+            rustix::fs::open(
+                root.path(),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .unwrap(),
+        );
+        let err = write_atomic_in(&path_only, "t.json", b"token").unwrap_err();
+        assert!(matches!(err, WriteInError::NotSynced(_)), "{err:?}");
+        assert!(err.to_string().contains("may not survive a crash"), "{err}");
+        assert_eq!(names(root.path()), ["t.json"]);
+        assert_eq!(fs::read(root.path().join("t.json")).unwrap(), b"token");
     }
 
     #[test]

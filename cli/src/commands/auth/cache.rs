@@ -14,7 +14,11 @@
 //!   links) and must be this user's; a wider one is narrowed (group and other write dropped), and
 //!   `auth` is opened relative to it and must be on its file system (not a mount point): see
 //!   [`dirs`]. Whoever could write into `~/.ichor` could otherwise put a directory of theirs in
-//!   place of `auth` and receive the refreshed tokens.
+//!   place of `auth` and receive the refreshed tokens. A narrowing is said once on stderr (stdout
+//!   is the `ExecCredential`). Either directory of another user, found by its owner or by a
+//!   denied open, is refused saying whose it is and what to do ([`AuthError::CacheNotYours`]):
+//!   a user is told how to take back a directory `sudo ichor` made; root with another user's
+//!   `HOME` is told to drop `sudo` (or use `sudo -H`), never to take the user's directory.
 //! - A read is bounded ([`MAX_CACHE_BYTES`]) and strict (unknown fields and other versions are
 //!   refused); a file that does not parse is reported as [`Loaded::Unusable`], never a panic,
 //!   and the report names only the line and column, never a fragment of the file (a token).
@@ -30,7 +34,11 @@
 //!   stderr which lock it waits for, and gives up with [`AuthError::LockTimeout`].
 //! - Under the lock, an unusable file is removed only when it can never become usable (it does
 //!   not parse, is too large, holds another login); a read error or a newer ichor's file is kept
-//!   and the run fails saying why ([`lock::disposition`]).
+//!   and the run fails saying why ([`lock::disposition`]). A file whose open is denied is told
+//!   apart from a read error by what it is (`fstatat`): a socket or another user's file is
+//!   refused, a file of this user whose mode denies it names the `chmod`; both are kept.
+//! - New tokens renamed into place whose directory sync then fails are kept, with a warning that
+//!   they may not survive a crash ([`CacheLock::store_fresh`]).
 //! - A cached ID token is used only while its `exp` is between [`FRESH_MARGIN_SECONDS`] and
 //!   [`MAX_EXP_AHEAD_SECONDS`] ahead of now: Ichor issues no token for longer than
 //!   [`MAX_TOKEN_TTL_SECONDS`], so an `exp` further ahead (a clock far off, or an edited
@@ -173,6 +181,13 @@ pub enum UnusableCache {
     /// The file is larger than any this ichor writes.
     #[error("it is larger than {MAX_CACHE_BYTES} bytes")]
     TooLarge,
+    /// The file is this user's, but its mode denies this user (`EACCES`): it is kept, and the
+    /// error says how to make it readable again.
+    #[error("it cannot be opened: permission denied (mode {mode:04o}; ichor makes it 0600)")]
+    Denied {
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The file was removed between listing and reading it.
     #[error("it vanished while being read")]
     Vanished,
@@ -256,20 +271,39 @@ pub enum Loaded {
 /// ichor makes ([`UnusableCache::problem`]), naming the file or the directory; `None` otherwise.
 fn refusal_for(dir: &Path, file: &Path, reason: &UnusableCache) -> Option<AuthError> {
     match reason {
-        UnusableCache::Directory { path, problem } if path != dir => Some(AuthError::CacheParentUnsafe {
-            path: path.clone(),
-            problem: problem.clone(),
-        }),
-        UnusableCache::Directory { path, problem } => Some(AuthError::CacheUnsafe {
-            path: path.clone(),
-            problem: problem.clone(),
-        }),
+        UnusableCache::Directory { path, problem } => {
+            Some(directory_refusal(dir, path.clone(), problem.clone()))
+        }
         UnusableCache::NotPrivate(problem) => Some(AuthError::CacheUnsafe {
             path: file.to_owned(),
             problem: problem.clone(),
         }),
+        UnusableCache::Denied { mode } => Some(AuthError::CacheDenied {
+            path: file.to_owned(),
+            mode: *mode,
+        }),
         _ => None,
     }
+}
+
+/// The error that refuses `path`, the cache directory `dir` or `~/.ichor` holding it, for
+/// `problem`: another user's directory says whose it is and what to do
+/// ([`AuthError::CacheNotYours`]).
+fn directory_refusal(dir: &Path, path: PathBuf, problem: Unsafe) -> AuthError {
+    match problem {
+        Unsafe::OtherOwner { owner, you } => AuthError::CacheNotYours { path, owner, you },
+        problem if path != dir => AuthError::CacheParentUnsafe { path, problem },
+        problem => AuthError::CacheUnsafe { path, problem },
+    }
+}
+
+/// The opened cache directory, once a narrowed `~/.ichor` is said on stderr (stdout carries the
+/// `ExecCredential` kubectl parses).
+fn announce(opened: dirs::Opened) -> File {
+    if let Some(narrowed) = &opened.narrowed {
+        eprintln!("{}", narrowed.notice());
+    }
+    opened.dir
 }
 
 /// The directory of cache files.
@@ -330,10 +364,7 @@ impl CacheDir {
                 action: "open the directory",
                 source: std::io::ErrorKind::NotFound.into(),
             },
-            DirError::Unsafe { path, problem } if path != self.path => {
-                AuthError::CacheParentUnsafe { path, problem }
-            }
-            DirError::Unsafe { path, problem } => AuthError::CacheUnsafe { path, problem },
+            DirError::Unsafe { path, problem } => directory_refusal(&self.path, path, problem),
             DirError::Io { path, action, source } => AuthError::CacheIo { path, action, source },
         }
     }
@@ -342,7 +373,7 @@ impl CacheDir {
     /// module's guarantees). Never fails: any problem is [`Loaded::Unusable`].
     pub fn load(&self, key: &CacheKey) -> Loaded {
         let dir = match dirs::open(&self.path, Access::Read, self.you) {
-            Ok(dir) => dir,
+            Ok(opened) => opened.dir,
             Err(DirError::Absent) => return Loaded::Absent,
             Err(DirError::Unsafe { path, problem }) => {
                 return Loaded::Unusable(UnusableCache::Directory { path, problem });
@@ -377,7 +408,9 @@ impl CacheDir {
     /// user's; [`AuthError::CacheParentUnsafe`] when `~/.ichor` is another user's;
     /// [`AuthError::CacheIo`] naming the directory.
     pub fn ensure(&self) -> Result<File, AuthError> {
-        dirs::open(&self.path, Access::Create, self.you).map_err(|e| self.dir_error(e))
+        dirs::open(&self.path, Access::Create, self.you)
+            .map(announce)
+            .map_err(|e| self.dir_error(e))
     }
 
     /// Takes the exclusive lock of `key`, waiting at most [`LOCK_WAIT`] for another process
@@ -455,7 +488,7 @@ impl CacheDir {
     /// `~/.ichor` is not one this ichor accepts; [`AuthError::CacheIo`] when it cannot be listed.
     pub fn listing(&self) -> Result<Listing, AuthError> {
         let dir = match dirs::open(&self.path, Access::Repair, self.you) {
-            Ok(dir) => Some(dir),
+            Ok(opened) => Some(announce(opened)),
             Err(DirError::Absent) => None,
             Err(e) => return Err(self.dir_error(e)),
         };
@@ -473,5 +506,7 @@ impl CacheDir {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_access;
 #[cfg(test)]
 mod tests_home;

@@ -26,6 +26,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::{error::AuthError, secret::Secret};
+use crate::terminal::escape_controls;
 
 /// The largest request head read from the browser.
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
@@ -178,7 +179,11 @@ fn answer(
             None,
         ),
         Callback::Refused { error, description } => {
-            let detail = description.map(|d| format!(" ({d})")).unwrap_or_default();
+            // The issuer's words, on one line: a newline in them could forge a line of output.
+            let error = escape_controls(&error);
+            let detail = description
+                .map(|d| format!(" ({})", escape_controls(&d)))
+                .unwrap_or_default();
             (
                 page(
                     StatusCode::OK,
@@ -320,6 +325,17 @@ mod tests {
             error.to_string(),
             AuthError::Login("the issuer answered access_denied (no way)".into()).to_string()
         );
+    }
+
+    /// The issuer's words in the redirect stay on one line: a newline would forge a line.
+    #[tokio::test]
+    async fn the_issuers_error_in_the_callback_stays_on_one_line() {
+        let (port, wait) = waiting().await;
+        let target = "/callback?error=denied%0D%0AX&error_description=line1%0AERROR:+forged&state=s1";
+        send(port, reqwest::Method::GET, target).await;
+        let error = wait.await.unwrap().unwrap_err().to_string();
+        assert!(!error.contains('\n') && !error.contains('\r'), "{error:?}");
+        assert!(error.contains(r"denied\r\nX (line1\nERROR: forged)"), "{error}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The errors of `ichor auth …`: each one a sentence that says what to do, naming the flag,
 //! field or file involved. No variant ever carries a token.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::cache::{CACHE_VERSION, Unsafe};
 
@@ -46,10 +46,10 @@ pub enum AuthError {
         source: std::io::Error,
     },
     /// The cache directory, a cache file or a lock file is not one this ichor makes (see
-    /// [`Unsafe`]), so it is not used.
+    /// [`Unsafe`]), so it is not used; the advice depends on what it is ([`unsafe_fix`]).
     #[error(
-        "login cache {path}: {problem}; ichor never makes it so, so it is not used: check who put it \
-         there, then remove it"
+        "login cache {path}: {problem}; ichor never makes it so, so it is not used: {}",
+        unsafe_fix(path, problem)
     )]
     CacheUnsafe {
         /// The file or directory.
@@ -57,13 +57,50 @@ pub enum AuthError {
         /// What is wrong with it.
         problem: Unsafe,
     },
+    /// `~/.ichor` or the cache directory belongs to another user: made by `sudo ichor`, or this
+    /// run is root's with another user's `HOME` ([`ownership_advice`]).
+    #[error("{}", ownership_advice(path, *owner, *you))]
+    CacheNotYours {
+        /// The directory.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// This process's effective uid.
+        you: u32,
+    },
+    /// A cache or lock file of this user that cannot be opened: its mode denies this user. It is
+    /// kept as it is.
+    #[error(
+        "login cache {path}: permission denied: its mode is {mode:04o}, and ichor makes it 0600; run \
+         `chmod 600 {}` (the login in it is kept)",
+        shell_quoted(path)
+    )]
+    CacheDenied {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// New tokens were written to the cache file, but its directory could not be synced: the file
+    /// is kept, and may not survive a crash.
+    #[error(
+        "login cache {path}: the new login is saved, but the directory could not be synced ({source}), \
+         so it may not survive a crash"
+    )]
+    CacheNotSynced {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's answer.
+        source: std::io::Error,
+    },
     /// The directory holding the cache directory (`~/.ichor`) is not one only this user can
     /// write into (see [`Unsafe`]), so the cache inside it is not used.
     #[error(
         "login cache: {path}, the directory that holds it, is not used: {problem}; whoever else can \
          write into it could put a directory of theirs in place of the cache and receive your tokens. \
-         If it is yours, make it yours alone (chown to you, chmod go-w); otherwise move it away and \
-         sign in again, and ichor creates it anew (mode 0700)"
+         If it is yours, run `chmod go-w {}`; otherwise move it away and sign in again, and ichor \
+         creates it anew (mode 0700)",
+        shell_quoted(path)
     )]
     CacheParentUnsafe {
         /// The directory (`~/.ichor`).
@@ -102,7 +139,8 @@ pub enum AuthError {
     #[error(
         "login cache lock {path} is still held after {seconds} s by another ichor process (a \
          browser sign-in, or a kubectl stopped with Ctrl-Z?); the lock ends with that process: \
-         finish or end it (`fuser -v {path}` names it), then retry"
+         finish or end it (`lsof {}` names it), then retry",
+        shell_quoted(path)
     )]
     LockTimeout {
         /// The lock file.
@@ -215,4 +253,149 @@ fn description_suffix(description: &Option<String>) -> String {
         .as_deref()
         .map(|d| format!(" ({d})"))
         .unwrap_or_default()
+}
+
+/// `path` as a shell word: as it is when it holds only characters no shell treats specially,
+/// otherwise in single quotes. Pure.
+pub fn shell_quoted(path: &Path) -> String {
+    let text = path.display().to_string();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+/// What to do about a cache directory or file that is not one this ichor makes. Pure.
+///
+/// A link is removed (its target is left alone); a mount point is not removed (`rmdir` of a mount
+/// fails, and removing what is in it would empty the mounted file system): it is unmounted, or the
+/// cache is given another home.
+pub fn unsafe_fix(path: &Path, problem: &Unsafe) -> String {
+    let q = shell_quoted(path);
+    match problem {
+        Unsafe::Link => format!(
+            "check who put it there, then remove the link (`rm {q}`; what it points to is left alone)"
+        ),
+        Unsafe::MountPoint => format!(
+            "something is mounted there: unmount it (`umount {q}`) or set HOME to another directory \
+             (removing it would fail, or empty what is mounted)"
+        ),
+        _ => "check who put it there, then remove it".to_owned(),
+    }
+}
+
+/// What to say about `path` (`~/.ichor` or the cache directory) belonging to `owner` when this
+/// process's effective uid is `you`. Pure.
+///
+/// Root with another user's `HOME` (`sudo` without `-H`) must not be told to take the directory:
+/// that would hand the user's cache to root. A directory of root's seen by a user was most likely
+/// made by `sudo ichor`.
+pub fn ownership_advice(path: &Path, owner: u32, you: u32) -> String {
+    let (p, q) = (path.display(), shell_quoted(path));
+    if you == 0 {
+        format!(
+            "login cache: {p} belongs to uid {owner}: ichor is running as root with another user's \
+             HOME; run ichor as that user without sudo, or with `sudo -H` so root uses its own home \
+             (do not change the owner of {p})"
+        )
+    } else if owner == 0 {
+        format!(
+            "login cache: {p} is owned by root (uid 0), not you (uid {you}): it was probably created \
+             by running ichor with sudo; run `sudo chown -R {you} {q}` or remove it"
+        )
+    } else {
+        format!(
+            "login cache: {p} belongs to uid {owner}, not you (uid {you}), so it is not used: whoever \
+             owns it could put a directory of theirs in place of the cache and receive your tokens. \
+             If it is yours, run `sudo chown -R {you} {q}`; otherwise move it away, and ichor creates \
+             it anew (mode 0700)"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `sudo ichor …` left a `~/.ichor` of root's: the user is told whose it is and how to take it.
+    #[test]
+    fn a_directory_of_roots_seen_by_a_user_says_sudo_made_it_and_how_to_take_it() {
+        let text = ownership_advice(Path::new("/home/ann/.ichor"), 0, 1000);
+        assert!(
+            text.contains("/home/ann/.ichor is owned by root (uid 0), not you (uid 1000)")
+                && text.contains("sudo")
+                && text.contains("`sudo chown -R 1000 /home/ann/.ichor`")
+                && text.contains("remove it"),
+            "{text}"
+        );
+    }
+
+    /// Root with the user's `HOME` (sudo without -H): never advised to take the user's directory.
+    #[test]
+    fn root_with_another_users_home_is_told_to_drop_sudo_never_to_chown() {
+        let path = Path::new("/home/ann/.ichor");
+        let text = ownership_advice(path, 1000, 0);
+        assert!(
+            text.contains("running as root with another user's HOME")
+                && text.contains("without sudo")
+                && text.contains("sudo -H")
+                && text.contains("/home/ann/.ichor"),
+            "{text}"
+        );
+        assert!(!text.contains("chown"), "{text}");
+        let refusal = AuthError::CacheNotYours {
+            path: path.into(),
+            owner: 1000,
+            you: 0,
+        }
+        .to_string();
+        assert_eq!(refusal, text);
+    }
+
+    /// A mount point is not removed (an `rmdir` of it fails, an `rm -r` empties the mounted file
+    /// system); a link is.
+    #[test]
+    fn a_mount_point_is_unmounted_and_a_link_removed() {
+        let path = Path::new("/home/ann/.ichor/auth");
+        let mount = AuthError::CacheUnsafe {
+            path: path.into(),
+            problem: Unsafe::MountPoint,
+        }
+        .to_string();
+        assert!(
+            mount.contains("umount /home/ann/.ichor/auth") && mount.contains("HOME"),
+            "{mount}"
+        );
+        assert!(!mount.contains("remove it") && !mount.contains("rm "), "{mount}");
+        let link = AuthError::CacheUnsafe {
+            path: path.into(),
+            problem: Unsafe::Link,
+        }
+        .to_string();
+        assert!(
+            link.contains("remove the link (`rm /home/ann/.ichor/auth`"),
+            "{link}"
+        );
+    }
+
+    #[test]
+    fn a_path_is_quoted_for_the_shell_only_when_it_must_be() {
+        assert_eq!(shell_quoted(Path::new("/home/a-b/.ichor")), "/home/a-b/.ichor");
+        assert_eq!(shell_quoted(Path::new("/home/a b/it's")), r"'/home/a b/it'\''s'");
+        assert_eq!(shell_quoted(Path::new("/x/$(reboot)")), "'/x/$(reboot)'");
+    }
+
+    /// `fuser` is not on macOS; `lsof` is on both.
+    #[test]
+    fn the_lock_timeout_names_a_tool_every_platform_has() {
+        let text = AuthError::LockTimeout {
+            path: "/home/ann/.ichor/auth/x.lock".into(),
+            seconds: 360,
+        }
+        .to_string();
+        assert!(text.contains("`lsof /home/ann/.ichor/auth/x.lock`"), "{text}");
+        assert!(!text.contains("fuser"), "{text}");
+    }
 }

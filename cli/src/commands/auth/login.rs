@@ -40,7 +40,11 @@ pub fn run(
     })?;
     {
         let lock = dir.lock(&target.key())?;
-        lock.store(&entry)?;
+        match lock.store(&entry) {
+            // Saved, only not yet durable: the login is there for the next run.
+            Err(e @ AuthError::CacheNotSynced { .. }) => eprintln!("warning: {e}"),
+            other => other?,
+        }
     }
     eprintln!("{}", signed_in_message(&target, &entry));
     Ok(ExitCode::SUCCESS)

@@ -16,6 +16,7 @@ use super::{
     issuer_url::{IssuerUrl, check_url},
     secret::Secret,
 };
+use crate::terminal::escape_controls;
 
 /// The largest response body read from the issuer.
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -326,14 +327,17 @@ fn form_body(pairs: &[(&str, &str)]) -> String {
 }
 
 /// The OAuth error of a failed response (`status`, `body`) of the request `what` to `url`, or its
-/// status when the body is not one.
+/// status when the body is not one. The issuer's `error` and `error_description` are kept on one
+/// line, every control character escaped (a newline becomes `\n`): printed as they came, they
+/// could forge a line of output or of a log.
 pub fn oauth_error(what: &'static str, url: &str, status: reqwest::StatusCode, body: &[u8]) -> AuthError {
+    let one_line = |text: &str| escape_controls(text).into_owned();
     match serde_json::from_slice::<RawError>(body) {
         Ok(e) => AuthError::OAuth {
             what,
             url: url.to_owned(),
-            error: e.error,
-            description: e.error_description,
+            error: one_line(&e.error),
+            description: e.error_description.as_deref().map(one_line),
         },
         Err(_) => AuthError::OAuth {
             what,
@@ -390,4 +394,26 @@ fn read_ca_file(path: &Path) -> Result<Vec<reqwest::Certificate>, AuthError> {
         return Err(bad("holds no CERTIFICATE block".into()));
     }
     Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An issuer's `error_description` with a newline would print a second line of its choosing
+    /// (a forged `ERROR:` in a terminal or a log): it stays on one line, the newline escaped.
+    #[test]
+    fn the_issuers_error_and_description_stay_on_one_line() {
+        let body = br#"{"error":"invalid_grant\r\nX","error_description":"line1\nERROR: forged\r"}"#;
+        let err = oauth_error(
+            "token",
+            "https://i.example/token",
+            reqwest::StatusCode::BAD_REQUEST,
+            body,
+        );
+        let text = err.to_string();
+        assert!(!text.contains('\n') && !text.contains('\r'), "{text:?}");
+        assert!(text.contains(r"(line1\nERROR: forged\r)"), "{text}");
+        assert!(text.contains(r"invalid_grant\r\nX"), "{text}");
+    }
 }

@@ -45,13 +45,15 @@ fn token(home: &Path, issuer: &str) -> Output {
 }
 
 /// The run failed, printed no credential and no secret, and its error names `path` and says
-/// to remove it.
+/// to remove it (or, for a link, the link).
 fn refused_naming(out: &Output, path: &Path, what: &str) {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(text(&out.stdout), "", "no credential is printed");
     assert!(
-        stderr.contains(&path.display().to_string()) && stderr.contains(what) && stderr.contains("remove it"),
+        stderr.contains(&path.display().to_string())
+            && stderr.contains(what)
+            && (stderr.contains("remove it") || stderr.contains("remove the link")),
         "{stderr}"
     );
     assert_no_secret(&stderr, &[TOKEN.into(), REFRESH.into()]);
@@ -99,7 +101,13 @@ fn a_cache_directory_linked_to_one_holding_a_login_is_not_read_from() {
     let auth = home.path().join(".ichor/auth");
     symlink(elsewhere.path().join(".ichor/auth"), &auth).unwrap();
 
-    refused_naming(&token(home.path(), &issuer), &auth, "symbolic link");
+    let out = token(home.path(), &issuer);
+    refused_naming(&out, &auth, "symbolic link");
+    assert!(
+        text(&out.stderr).contains(&format!("remove the link (`rm {}`", auth.display())),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -21,7 +21,7 @@ use std::{
 };
 
 use rustix::{
-    fs::{Mode, OFlags},
+    fs::{AtFlags, FileType, Mode, OFlags},
     io::Errno,
 };
 
@@ -70,12 +70,44 @@ pub fn parent_of(auth: &Path) -> &Path {
     }
 }
 
+/// `~/.ichor` was narrowed: group and other write removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Narrowed {
+    /// The directory.
+    pub path: PathBuf,
+    /// Its permission bits before.
+    pub from: u32,
+    /// Its permission bits now.
+    pub to: u32,
+}
+
+impl Narrowed {
+    /// The notice for stderr (never stdout, which carries the `ExecCredential`).
+    pub fn notice(&self) -> String {
+        format!(
+            "ichor: narrowed {} from {:04o} to {:04o}: other users could replace your login cache",
+            self.path.display(),
+            self.from,
+            self.to
+        )
+    }
+}
+
+/// The cache directory, opened and checked.
+#[derive(Debug)]
+pub struct Opened {
+    /// The cache directory's descriptor.
+    pub dir: File,
+    /// Whether `~/.ichor` was narrowed on the way, for the caller to say so.
+    pub narrowed: Option<Narrowed>,
+}
+
 /// Opens the cache directory `auth` as `access` allows and checks it and the directory holding it
 /// for the user `you` (see the module's description).
 ///
 /// # Errors
 /// See [`DirError`].
-pub fn open(auth: &Path, access: Access, you: u32) -> Result<File, DirError> {
+pub fn open(auth: &Path, access: Access, you: u32) -> Result<Opened, DirError> {
     let home_path = parent_of(auth);
     let Some(name) = auth.file_name() else {
         return Err(DirError::Io {
@@ -84,12 +116,40 @@ pub fn open(auth: &Path, access: Access, you: u32) -> Result<File, DirError> {
             source: io::ErrorKind::InvalidInput.into(),
         });
     };
-    let home = open_home(home_path, access, you)?;
+    let (home, narrowed) = open_home(home_path, access, you)?;
     let home_dev = home
         .metadata()
         .map_err(|source| io_error(home_path, "read the directory", source))?
         .dev();
-    open_auth(&home, home_dev, auth, name, access, you)
+    let dir = open_auth(&home, home_dev, auth, name, access, you)?;
+    Ok(Opened { dir, narrowed })
+}
+
+/// The error of an open or create of `path` that failed with `errno`, where `owner` is the
+/// owner of `path` when it could be found: permission denied on another user's directory is
+/// that directory being another user's (made by `sudo ichor`, or this is root with another
+/// user's `HOME`), which says what to do; anything else is the operating system's answer. Pure.
+pub fn open_failure(
+    path: &Path,
+    action: &'static str,
+    errno: Errno,
+    owner: Option<u32>,
+    you: u32,
+) -> DirError {
+    match owner {
+        Some(owner) if matches!(errno, Errno::ACCESS | Errno::PERM) && owner != you => {
+            unsafe_at(path, Unsafe::OtherOwner { owner, you })
+        }
+        _ => io_error(path, action, errno.into()),
+    }
+}
+
+/// The owner of `~/.ichor` at `path` (following a link, as it is opened), when permission to
+/// open it was denied.
+fn home_owner(errno: Errno, path: &Path) -> Option<u32> {
+    matches!(errno, Errno::ACCESS | Errno::PERM)
+        .then(|| std::fs::metadata(path).ok().map(|m| m.uid()))
+        .flatten()
 }
 
 fn io_error(path: &Path, action: &'static str, source: io::Error) -> DirError {
@@ -109,7 +169,7 @@ fn unsafe_at(path: &Path, problem: Unsafe) -> DirError {
 
 /// Opens `~/.ichor` (following a link), creating it 0700 when `access` allows, and checks it is
 /// `you`'s and that neither group nor others can write into it, narrowing it when allowed.
-fn open_home(path: &Path, access: Access, you: u32) -> Result<File, DirError> {
+fn open_home(path: &Path, access: Access, you: u32) -> Result<(File, Option<Narrowed>), DirError> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let dir = match rustix::fs::open(path, flags, Mode::empty()) {
         Ok(fd) => File::from(fd),
@@ -122,11 +182,19 @@ fn open_home(path: &Path, access: Access, you: u32) -> Result<File, DirError> {
                 .map_err(|e| io_error(path, "create the directory", e))?;
             File::from(
                 rustix::fs::open(path, flags, Mode::empty())
-                    .map_err(|e| io_error(path, "open the directory", e.into()))?,
+                    .map_err(|e| open_failure(path, "open the directory", e, home_owner(e, path), you))?,
             )
         }
         Err(Errno::NOENT) => return Err(DirError::Absent),
-        Err(e) => return Err(io_error(path, "open the directory", e.into())),
+        Err(e) => {
+            return Err(open_failure(
+                path,
+                "open the directory",
+                e,
+                home_owner(e, path),
+                you,
+            ));
+        }
     };
     let meta = dir
         .metadata()
@@ -141,15 +209,21 @@ fn open_home(path: &Path, access: Access, you: u32) -> Result<File, DirError> {
         ));
     }
     let mode = meta.mode() & 0o7777;
+    let mut narrowed = None;
     if mode & 0o022 != 0 && access != Access::Read {
         rustix::fs::fchmod(&dir, Mode::from_raw_mode(mode & !0o022))
             .map_err(|e| io_error(path, "remove group and other write from the directory", e.into()))?;
+        narrowed = Some(Narrowed {
+            path: path.to_owned(),
+            from: mode,
+            to: mode & !0o022,
+        });
     }
     let meta = dir
         .metadata()
         .map_err(|e| io_error(path, "read the directory", e))?;
     files::private_dir(&meta, you).map_err(|problem| unsafe_at(path, problem))?;
-    Ok(dir)
+    Ok((dir, narrowed))
 }
 
 /// Opens `auth` relative to the checked `home` without following a link, creating it 0700 when
@@ -173,8 +247,14 @@ fn open_auth(
     let dir = match rustix::fs::openat(home, name, flags, Mode::empty()) {
         Ok(fd) => File::from(fd),
         Err(Errno::NOENT) if access != Access::Create => return Err(DirError::Absent),
-        Err(Errno::LOOP | Errno::NOTDIR) => return Err(unsafe_at(path, Unsafe::NotDirectory)),
-        Err(e) => return Err(io_error(path, "open the directory", e.into())),
+        Err(e) => {
+            let stat = rustix::fs::statat(home, name, AtFlags::SYMLINK_NOFOLLOW).ok();
+            return Err(match stat.map(|st| FileType::from_raw_mode(st.st_mode)) {
+                Some(FileType::Symlink) => unsafe_at(path, Unsafe::Link),
+                Some(t) if t != FileType::Directory => unsafe_at(path, Unsafe::NotDirectory),
+                _ => open_failure(path, "open the directory", e, stat.map(|st| st.st_uid), you),
+            });
+        }
     };
     let meta = dir
         .metadata()

@@ -18,7 +18,7 @@ use std::{
 };
 
 use rustix::{
-    fs::{Mode, OFlags},
+    fs::{AtFlags, FileType, Mode, OFlags, Stat},
     io::Errno,
 };
 
@@ -38,8 +38,8 @@ pub enum Unsafe {
     /// A FIFO, socket, device or directory where a regular file belongs.
     #[error("it is not a regular file (a FIFO, socket, device or directory)")]
     NotRegular,
-    /// A link or a file where the directory belongs.
-    #[error("it is a symbolic link or not a directory")]
+    /// A file, FIFO or device where the directory belongs.
+    #[error("it is not a directory")]
     NotDirectory,
     /// Another user's.
     #[error("it belongs to uid {owner}, not to you (uid {you})")]
@@ -132,6 +132,45 @@ pub fn same_device(meta: &Metadata, parent_dev: u64) -> Result<(), Unsafe> {
     }
 }
 
+/// What `name` in `dir` is, not following a link; `None` when that cannot be told.
+fn stat_in(dir: &File, name: &str) -> Option<Stat> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()
+}
+
+/// Why the cache or lock file `stat` (as `fstatat` without following a link saw it, when it
+/// could) could not be opened with `errno`. Pure.
+///
+/// Whatever is not a regular file of `you` is refused for what it is (a link answers `ELOOP`, a
+/// socket `ENXIO`), a file of `you` whose mode denies `you` is [`UnusableCache::Denied`], and only
+/// the rest is a read error that may pass (`EIO`, `EMFILE`).
+pub fn open_failure(errno: Errno, stat: Option<&Stat>, you: u32) -> UnusableCache {
+    let Some(stat) = stat else {
+        return match errno {
+            Errno::LOOP => UnusableCache::NotPrivate(Unsafe::Link),
+            e => UnusableCache::Read(e.into()),
+        };
+    };
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Symlink => return UnusableCache::NotPrivate(Unsafe::Link),
+        FileType::RegularFile => {}
+        _ => return UnusableCache::NotPrivate(Unsafe::NotRegular),
+    }
+    if stat.st_uid != you {
+        return UnusableCache::NotPrivate(Unsafe::OtherOwner {
+            owner: stat.st_uid,
+            you,
+        });
+    }
+    // `st_mode` is a u16 on macOS.
+    #[allow(clippy::useless_conversion)]
+    let mode = u32::from(stat.st_mode) & 0o7777;
+    match errno {
+        Errno::ACCESS | Errno::PERM => UnusableCache::Denied { mode },
+        Errno::LOOP => UnusableCache::NotPrivate(Unsafe::Link),
+        e => UnusableCache::Read(e.into()),
+    }
+}
+
 /// Reads the file `name` of the checked directory `dir`: at most [`MAX_CACHE_BYTES`], and only a
 /// [`private_file`] of `you`; `None` when there is no such file.
 ///
@@ -142,8 +181,7 @@ pub fn read_bounded(dir: &File, name: &str, you: u32) -> Result<Option<Vec<u8>>,
     let file = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
         Ok(fd) => File::from(fd),
         Err(Errno::NOENT) => return Ok(None),
-        Err(Errno::LOOP) => return Err(UnusableCache::NotPrivate(Unsafe::Link)),
-        Err(e) => return Err(UnusableCache::Read(e.into())),
+        Err(e) => return Err(open_failure(e, stat_in(dir, name).as_ref(), you)),
     };
     let meta = file.metadata().map_err(UnusableCache::Read)?;
     private_file(&meta, you).map_err(UnusableCache::NotPrivate)?;
@@ -168,17 +206,15 @@ pub fn open_lock(dir: &File, dir_path: &Path, name: &str, you: u32) -> Result<Fi
     let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let file = match rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o600)) {
         Ok(fd) => File::from(fd),
-        Err(Errno::LOOP) => {
-            return Err(AuthError::CacheUnsafe {
-                path,
-                problem: Unsafe::Link,
-            });
-        }
         Err(e) => {
-            return Err(AuthError::CacheIo {
-                path,
-                action: "open the lock file",
-                source: e.into(),
+            return Err(match open_failure(e, stat_in(dir, name).as_ref(), you) {
+                UnusableCache::NotPrivate(problem) => AuthError::CacheUnsafe { path, problem },
+                UnusableCache::Denied { mode } => AuthError::CacheDenied { path, mode },
+                _ => AuthError::CacheIo {
+                    path,
+                    action: "open the lock file",
+                    source: e.into(),
+                },
             });
         }
     };

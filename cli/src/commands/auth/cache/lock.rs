@@ -6,7 +6,7 @@ use std::{fs::File, path::PathBuf};
 
 use rustix::{fs::AtFlags, io::Errno};
 
-use ichor_server::atomic_file::{sync_opened_dir, write_atomic_in};
+use ichor_server::atomic_file::{WriteInError, sync_opened_dir, write_atomic_in};
 
 use super::{CACHE_VERSION, CacheEntry, CacheKey, Loaded, UnusableCache, files, parse, refusal_for};
 use crate::commands::auth::error::AuthError;
@@ -37,10 +37,13 @@ pub enum Disposition {
 ///
 /// Only what can never become usable is removed: a file that does not parse, is too large or
 /// holds another login. A read error may pass (`EIO`, `EMFILE`, a soft NFS timeout), and a newer
-/// ichor's file is that ichor's login: both are kept.
+/// ichor's file is that ichor's login: both are kept. A file whose mode denies this user is
+/// refused (kept), saying how to make it readable: retrying would never read it.
 pub fn disposition(reason: &UnusableCache) -> Disposition {
     match reason {
-        UnusableCache::NotPrivate(_) | UnusableCache::Directory { .. } => Disposition::Refuse,
+        UnusableCache::NotPrivate(_) | UnusableCache::Directory { .. } | UnusableCache::Denied { .. } => {
+            Disposition::Refuse
+        }
         UnusableCache::Parse { .. }
         | UnusableCache::TooLarge
         | UnusableCache::OtherLogin
@@ -111,7 +114,8 @@ impl CacheLock {
     /// Writes `entry`, which must be of the locked login, atomically into the locked directory.
     ///
     /// # Errors
-    /// [`AuthError::CacheIo`] naming the file.
+    /// [`AuthError::CacheIo`] naming the file; [`AuthError::CacheNotSynced`] when it is written but
+    /// may not survive a crash.
     pub fn store(&self, entry: &CacheEntry) -> Result<(), AuthError> {
         if entry.key() != self.key {
             return Err(AuthError::CacheIo {
@@ -129,11 +133,16 @@ impl CacheLock {
     /// is removed (best effort) and the returned warning, which carries no token, says the next run
     /// needs a sign-in; the caller still uses the new ID token, which is valid.
     ///
+    /// When only the directory's sync failed, the new file is in place: it is kept, and the warning
+    /// says it may not survive a crash.
+    ///
     /// # Errors
     /// The warning to print.
     pub fn store_fresh(&self, entry: &CacheEntry, login_command: &str) -> Result<(), String> {
-        let Err(failure) = self.store(entry) else {
-            return Ok(());
+        let failure = match self.store(entry) {
+            Ok(()) => return Ok(()),
+            Err(e @ AuthError::CacheNotSynced { .. }) => return Err(format!("warning: {e}")),
+            Err(failure) => failure,
         };
         let head = format!("warning: the new login could not be saved ({failure})");
         Err(match self.remove() {
@@ -170,15 +179,22 @@ impl CacheLock {
 
 /// Writes `entry` atomically as `name` (the file `path`) into the checked directory `dir`,
 /// through its descriptor only.
+///
+/// # Errors
+/// [`AuthError::CacheNotSynced`] when the file is in place but the directory could not be synced;
+/// [`AuthError::CacheIo`] when nothing was written.
 pub(super) fn store_in(dir: &File, path: PathBuf, name: &str, entry: &CacheEntry) -> Result<(), AuthError> {
     let bytes = serde_json::to_vec_pretty(entry).map_err(|e| AuthError::CacheIo {
         path: path.clone(),
         action: "serialise the entry",
         source: std::io::Error::other(e),
     })?;
-    write_atomic_in(dir, name, &bytes).map_err(|source| AuthError::CacheIo {
-        path,
-        action: "write",
-        source,
+    write_atomic_in(dir, name, &bytes).map_err(|e| match e {
+        WriteInError::NotWritten(source) => AuthError::CacheIo {
+            path,
+            action: "write",
+            source,
+        },
+        WriteInError::NotSynced(source) => AuthError::CacheNotSynced { path, source },
     })
 }

@@ -316,7 +316,7 @@ fn the_read_path_checks_the_directory_and_creates_nothing() {
     assert!(matches!(
         linked.load(&key()),
         Loaded::Unusable(UnusableCache::Directory {
-            problem: Unsafe::NotDirectory,
+            problem: Unsafe::Link,
             ..
         })
     ));
@@ -500,13 +500,18 @@ fn a_cache_directory_swapped_for_a_link_during_a_refresh_receives_no_token() {
     assert_eq!(parse(&fs::read(&file).unwrap()).unwrap().id_token_exp, 7);
     assert_eq!(fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
     // The next run refuses the link instead of following it.
-    assert!(matches!(
-        dir.ensure(),
-        Err(AuthError::CacheUnsafe {
-            problem: Unsafe::NotDirectory,
-            ..
-        })
-    ));
+    let refused = dir.ensure().unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            AuthError::CacheUnsafe {
+                problem: Unsafe::Link,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("remove the link"), "{refused}");
 }
 
 /// `auth` swapped for a FIFO after the check: the write's directory sync goes through the
