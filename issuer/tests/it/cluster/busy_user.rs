@@ -11,6 +11,7 @@ use ichor_issuer::keys::{KeyRing, LoadedKeys};
 use ichor_issuer::oidc::Settings;
 use ichor_issuer::store::UserStore;
 use ichor_issuer::store::kube::KubeStore;
+use jiff::SignedDuration;
 
 use super::{cluster, issuer_client, refresh_of, runtime, stored_entry};
 use crate::common::{self, ManualClock, MemoryStore, replica};
@@ -63,6 +64,10 @@ fn many_sessions_of_one_user_refreshing_at_once_on_the_real_secret_get_no_503_an
                             }
                             // Retried at once with the same token.
                             StatusCode::SERVICE_UNAVAILABLE => unavailable += 1,
+                            // Past the user's write budget (40 at once, then one a second),
+                            // which this frozen clock refills only when asked: a second, as
+                            // `Retry-After` says.
+                            StatusCode::TOO_MANY_REQUESTS => h.clock.advance(SignedDuration::from_secs(1)),
                             other => panic!("session {fam}: {other} {}", reply.text()),
                         }
                     }
