@@ -2,10 +2,10 @@
 //! starts a session writes the user's credentials, on Kubernetes a put of the user's Secret (up to
 //! 16 KiB at the 32-session cap) into etcd, whose history until the next compaction counts
 //! against its quota (past it the whole cluster is read-only). Mallory, signed in 32 times,
-//! rotates every session as fast as the family ceiling lets her (20 a second each), and mints
-//! sessions from codes (a passkey sign-in costs no password hash): before, that was 640 writes a
-//! second per replica, bounded only by the store's round trip. Now her write budget (40 at once,
-//! then one a second per replica) holds her, answered `429 slow_down` with `Retry-After` past
+//! rotates every session as fast as the family ceiling lets her (20 a second each): before, that
+//! was 640 writes a second per replica, bounded only by the store's round trip. Now her write
+//! budget (40 at once, then one a second per replica), which the codes that start sessions share,
+//! holds her, answered `429 slow_down` with `Retry-After` past
 //! it, while Carol's refreshes go on; a presentation that writes nothing (the grace window, an
 //! old family's token) spends nothing.
 
