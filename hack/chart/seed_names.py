@@ -157,7 +157,7 @@ def row_ui_service_name(s: Seed) -> list[str]:
     env = controller_env(s.objects())
     return [m for ok, m in [
         (env.get("ICHOR_CONTROLLER_ISSUER_SERVICE_SELECTOR") == f"{COMPONENT}={UI_COMPONENT}", f"the controller's selector is {env.get('ICHOR_CONTROLLER_ISSUER_SERVICE_SELECTOR')}"),
-        ("default_value = contract::ISSUER_SERVICE" in s.source("reconcilers/src/run/mod.rs")
+        ("default_value = contract::ISSUER_SERVICE" in s.source("reconcilers/src/run/args.rs")
          and 'pub const ISSUER_SERVICE: &str = "ichor-issuer";' in s.source("renderers/src/contract.rs"),
          "--issuer-service-name no longer defaults to ichor-issuer (contract::ISSUER_SERVICE)"),
     ] if not ok]
