@@ -6,9 +6,9 @@
 # app). Sets: root, target, bin, load, work, pids, ca.
 # With ICHOR_BENCH_BIN_DIR set, its ichor-issuer and issuer_load are used instead of a build
 # (another commit's binaries, for before/after figures on the same machine).
-# The scripts that drive refresh load start the issuer with `--user-writes-per-minute 0` (no
-# per-user write budget): they drive each user far past what a person does, which is what they
-# measure.
+# The scripts that drive refresh load start the issuer with `--family-writes-per-minute 0` (no
+# cap on rotations per session): they drive each session far past what a person does, which is
+# what they measure.
 # Usage: work_prefix=NAME; source hack/bench/issuer-common.sh
 root=$PWD
 target="${CARGO_TARGET_DIR:-$root/target}"

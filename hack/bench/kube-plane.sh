@@ -36,7 +36,7 @@ start_issuers() { # store
     KUBECONFIG="$work/issuer.kubeconfig" RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 \
       "${issuer_pin[@]}" "$bin" --external-url "$external" \
       --listen "127.0.0.1:$ext" --internal-listen "127.0.0.1:$int" \
-      --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 --user-writes-per-minute 0 \
+      --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 --family-writes-per-minute 0 \
       "${store_args[@]}" 2>>"$work/issuer-$1-$n.log" &
     pids+=("$!"); issuer_pids+=("$!"); urls+=("$url")
     for _ in $(seq 1 400); do

@@ -39,7 +39,7 @@ start_issuer() { # n
   external="${external:-$url}"
   RUST_LOG=warn ICHOR_ISSUER_METRICS_LISTEN=127.0.0.1:0 "$bin" --external-url "$external" --listen "127.0.0.1:$ext" \
     --internal-listen "127.0.0.1:$int" \
-    --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 --user-writes-per-minute 0 \
+    --ichor-tls-dir "$work/tls" --keys-file "$work/keys.json" --trusted-proxy 127.0.0.0/8 --family-writes-per-minute 0 \
     --store local --local-users-dir "$work/users" --local-state-dir "$work/state" \
     2>>"$work/issuer-$1.log" &
   pids+=("$!")

@@ -114,9 +114,9 @@ pub(crate) async fn run(dir: &Path, port: u16) -> Result<()> {
         settings,
         &mut registry,
     )?
-    // No write budget, as the benchmarks run the binary (`--user-writes-per-minute 0`): the load
-    // drives each user far past what a person does, which is what it measures.
-    .with_user_writes_per_minute(0);
+    // No cap on rotations, as the benchmarks run the binary (`--family-writes-per-minute 0`): the
+    // load drives each session far past what a person does, which is what it measures.
+    .with_family_writes_per_minute(0);
     let router = ichor_issuer::oidc::external_router(Arc::new(issuer));
     let pair = watch_pair(
         "tls",

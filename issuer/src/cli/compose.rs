@@ -353,7 +353,7 @@ fn build_issuer(served: &Served, store: Arc<dyn UserStore>) -> Result<Arc<crate:
         Some(Ok(issuer)) => Ok(Arc::new(
             issuer
                 .with_internal_jwks_uri(config.internal_jwks_uri.clone())
-                .with_user_writes_per_minute(config.user_writes_per_minute),
+                .with_family_writes_per_minute(config.family_writes_per_minute),
         )),
         Some(Err(e)) => Err(RunError::Issuer(e.to_string())),
         None => Err(RunError::Issuer("the metrics registry was not available".into())),

@@ -87,8 +87,8 @@ pub struct Config {
     pub refresh_lifetime: SignedDuration,
     /// Trusted reverse-proxy networks.
     pub trusted_proxies: Vec<Cidr>,
-    /// `--user-writes-per-minute` (0: no budget).
-    pub user_writes_per_minute: u32,
+    /// `--family-writes-per-minute` (0: no cap).
+    pub family_writes_per_minute: u32,
     /// The kubeconfigs' cluster.
     pub kubeconfig: KubeconfigSettings,
     /// The external OpenID provider accepted beside Ichor's issuer.
@@ -449,7 +449,7 @@ impl Flags {
             token_ttl,
             refresh_lifetime,
             trusted_proxies,
-            user_writes_per_minute: self.user_writes_per_minute,
+            family_writes_per_minute: self.family_writes_per_minute,
             kubeconfig,
             external: None,
             internal_jwks_uri: None,

@@ -159,18 +159,17 @@ pub struct Flags {
     )]
     pub trusted_proxy: Vec<String>,
 
-    /// The most grants a minute that write one user's credentials (refresh rotations, sign-ins
-    /// that start a session), per replica, past a burst of 40. Each is a put of the user's
-    /// Secret into etcd, whose history until the next compaction counts against its quota; the
-    /// budget keeps one account from filling it. A user's sessions need one grant per ID token
-    /// lifetime. 0: no budget (load tests).
+    /// The most refresh rotations written a minute per session (refresh family), per replica,
+    /// past a burst of 20. Each is a put of the user's Secret into etcd, whose history until the
+    /// next compaction counts against its quota; the cap keeps one account's sessions from
+    /// filling it. A session needs one rotation per ID token lifetime. 0: no cap (load tests).
     #[arg(
         long,
-        env = "ICHOR_ISSUER_USER_WRITES_PER_MINUTE",
-        default_value_t = crate::oidc::limits::DEFAULT_USER_WRITES_PER_MINUTE,
+        env = "ICHOR_ISSUER_FAMILY_WRITES_PER_MINUTE",
+        default_value_t = crate::oidc::limits::DEFAULT_FAMILY_WRITES_PER_MINUTE,
         value_name = "N"
     )]
-    pub user_writes_per_minute: u32,
+    pub family_writes_per_minute: u32,
 
     /// Log line format.
     #[arg(long, env = "ICHOR_ISSUER_LOG_FORMAT", value_enum, default_value = "text")]

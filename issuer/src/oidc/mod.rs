@@ -171,9 +171,8 @@ pub struct Issuer {
     login_buckets: Arc<Mutex<limits::TokenBuckets<limits::SourceKey>>>,
     token_buckets: Mutex<limits::TokenBuckets<limits::SourceKey>>,
     family_buckets: Mutex<limits::TokenBuckets<String>>,
-    /// Grants that write a user's credentials, per user (see `BucketPolicy::USER_WRITES`);
-    /// `None`: no budget.
-    user_writes: Option<Mutex<limits::TokenBuckets<String>>>,
+    /// Rotations written per refresh family (see `BucketPolicy::FAMILY_WRITES`); `None`: no cap.
+    family_writes: Option<Mutex<limits::TokenBuckets<String>>>,
     gone_families: Mutex<limits::GoneFamilies>,
     codes: Mutex<limits::CodeLedger>,
     internal_jwks_uri: Option<String>,
@@ -261,8 +260,8 @@ impl Issuer {
             ))),
             token_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::TOKEN_FAILURES)),
             family_buckets: Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy::FAMILY_GRANTS)),
-            user_writes: Some(Mutex::new(limits::TokenBuckets::new(
-                limits::BucketPolicy::USER_WRITES,
+            family_writes: Some(Mutex::new(limits::TokenBuckets::new(
+                limits::BucketPolicy::FAMILY_WRITES,
             ))),
             gone_families: Mutex::new(limits::GoneFamilies::new()),
             codes: Mutex::new(limits::CodeLedger::new()),
@@ -293,33 +292,33 @@ impl Issuer {
         self
     }
 
-    /// The same issuer with a budget of `per_minute` credential-writing grants per user past the
-    /// burst of [`limits::BucketPolicy::USER_WRITES`]; 0: no budget.
-    pub fn with_user_writes_per_minute(mut self, per_minute: u32) -> Issuer {
-        self.user_writes = (per_minute > 0).then(|| {
+    /// The same issuer writing at most `per_minute` rotations per refresh family past the burst
+    /// of [`limits::BucketPolicy::FAMILY_WRITES`]; 0: no cap.
+    pub fn with_family_writes_per_minute(mut self, per_minute: u32) -> Issuer {
+        self.family_writes = (per_minute > 0).then(|| {
             Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy {
                 per_second: f64::from(per_minute) / 60.0,
-                ..limits::BucketPolicy::USER_WRITES
+                ..limits::BucketPolicy::FAMILY_WRITES
             }))
         });
         self
     }
 
-    /// Takes one credential-writing grant from `user`'s budget, or says how long until one is
-    /// available (see [`limits::BucketPolicy::USER_WRITES`]).
-    fn reserve_user_write(&self, user: &str, now: Timestamp) -> Result<(), jiff::SignedDuration> {
-        match &self.user_writes {
-            Some(buckets) => lock(buckets).reserve(user.to_owned(), now).inspect_err(|_| {
-                self.metrics.backoff_hit("user_writes");
+    /// Takes one rotation from `family`'s write cap, or says how long until one is available
+    /// (see [`limits::BucketPolicy::FAMILY_WRITES`]).
+    fn reserve_family_write(&self, family: &str, now: Timestamp) -> Result<(), jiff::SignedDuration> {
+        match &self.family_writes {
+            Some(buckets) => lock(buckets).reserve(family.to_owned(), now).inspect_err(|_| {
+                self.metrics.backoff_hit("family_writes");
             }),
             None => Ok(()),
         }
     }
 
-    /// Gives back a grant taken by [`Issuer::reserve_user_write`] that wrote nothing.
-    fn refund_user_write(&self, user: &str, now: Timestamp) {
-        if let Some(buckets) = &self.user_writes {
-            lock(buckets).refund(&user.to_owned(), now);
+    /// Gives back a rotation taken by [`Issuer::reserve_family_write`] that was not written.
+    fn refund_family_write(&self, family: &str, now: Timestamp) {
+        if let Some(buckets) = &self.family_writes {
+            lock(buckets).refund(&family.to_owned(), now);
         }
     }
 

@@ -333,31 +333,6 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
     request::check_verifier(verifier, &claims.code_challenge)
         .map_err(|e| OAuthError::invalid_grant(e.to_string()))?;
 
-    // A code for a session starts a refresh family: a write of the user's credentials, held to
-    // the user's write budget before the code is claimed, so a code refused here can be redeemed
-    // once the budget refills.
-    if claims.offline_access
-        && let Err(wait) = issuer.reserve_user_write(&claims.sub, now)
-    {
-        return Err(OAuthError::slow_down(wait));
-    }
-    let result = claim_and_redeem(issuer, &keys, &claims, client, now).await;
-    if claims.offline_access && !matches!(result, Ok((_, Some(_)))) {
-        // No family was started: the budget is not spent.
-        issuer.refund_user_write(&claims.sub, now);
-    }
-    result.map(|(response, _)| response)
-}
-
-/// The code grant once its code verified: the code claimed in the ledger, then redeemed. Returns
-/// the response and the family started (if any).
-async fn claim_and_redeem(
-    issuer: &Issuer,
-    keys: &LoadedKeys,
-    claims: &CodeClaims,
-    client: Client,
-    now: Timestamp,
-) -> Result<(TokenResponse, Option<String>), OAuthError> {
     let claim = lock(&issuer.codes).claim(&claims.jti, claims.exp, now);
     match claim {
         CodeClaim::First => {}
@@ -373,7 +348,7 @@ async fn claim_and_redeem(
             return Err(OAuthError::invalid_grant("code: already used"));
         }
     }
-    let result = redeem(issuer, keys, claims, client, now).await;
+    let result = redeem(issuer, &keys, &claims, client, now).await;
     match &result {
         Ok((_, family)) => {
             let replayed = lock(&issuer.codes).complete(&claims.jti, &claims.sub, family.clone());
@@ -389,7 +364,7 @@ async fn claim_and_redeem(
             lock(&issuer.codes).complete(&claims.jti, &claims.sub, None);
         }
     }
-    result
+    result.map(|(response, _)| response)
 }
 
 /// The second half of the code grant, after the code was claimed: user, credentials, family,

@@ -9,7 +9,7 @@ use std::{
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::{BUCKET_CAPACITY, DEFAULT_USER_WRITES_PER_MINUTE, recency::RecencyMap};
+use super::{BUCKET_CAPACITY, DEFAULT_FAMILY_WRITES_PER_MINUTE, recency::RecencyMap};
 
 /// The size and refill rate of a token bucket.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,21 +44,23 @@ impl BucketPolicy {
         burst: 20.0,
         per_second: 20.0,
     };
-    /// Grants that write a user's credentials (refresh rotations, and code redemptions that
-    /// start a session), per user and replica, all of the user's sessions together: 40 at once,
-    /// then one a second. A grant that wrote nothing (the grace window, a refusal) gets its token
-    /// back.
+    /// Rotations written per refresh family and replica: 20 at once, then one every 10 seconds
+    /// (`--family-writes-per-minute`, default [`DEFAULT_FAMILY_WRITES_PER_MINUTE`]). Taken only
+    /// when a grant decides to rotate, and given back when the write fails: the grace window's
+    /// answers, refusals and revocations write nothing or end the family.
     ///
-    /// Each such grant puts the user's credentials into the store: on Kubernetes the user's
-    /// Secret (up to 16 KiB at the 32-session cap) into etcd, whose history until the next
-    /// compaction counts against its quota, and a full quota makes the whole cluster read-only.
-    /// The family ceiling alone let one signed-in account rotate its 32 sessions flat out, at the
-    /// store's round-trip rate (hundreds of writes a second per replica). Held to this, one
-    /// account writes at most 40 + 60 a minute per replica; a user's sessions need one grant per
-    /// ID token lifetime (minutes), and all 32 refreshing at once fit the burst.
-    pub const USER_WRITES: BucketPolicy = BucketPolicy {
-        burst: 40.0,
-        per_second: DEFAULT_USER_WRITES_PER_MINUTE as f64 / 60.0,
+    /// Each rotation puts the user's credentials into the store: on Kubernetes the user's Secret
+    /// (up to 16 KiB at the 32-family cap) into etcd, whose history until the next compaction
+    /// counts against its quota, and a full quota makes the whole cluster read-only. The
+    /// presentation ceiling above alone let one account rotate its 32 families flat out, at the
+    /// store's round-trip rate (hundreds of writes a second per replica). Held to this, one family
+    /// writes at most 20 + 6 a minute, one account (32 families) about three writes a second per
+    /// replica, while a session needs one rotation per ID token lifetime (a minute at the least).
+    /// The cap is per family, not per user, so a thief rotating one stolen session holds back
+    /// only that session, never the user's others or a new sign-in.
+    pub const FAMILY_WRITES: BucketPolicy = BucketPolicy {
+        burst: 20.0,
+        per_second: DEFAULT_FAMILY_WRITES_PER_MINUTE as f64 / 60.0,
     };
 }
 

@@ -42,9 +42,9 @@ pub use reservation::SourceToken;
 pub const BACKOFF_CAPACITY: usize = 65_536;
 /// How many keys (source addresses, refresh families) a bucket table tracks at most.
 pub const BUCKET_CAPACITY: usize = 65_536;
-/// The default budget of credential-writing grants per user, replica and minute past the burst
-/// ([`BucketPolicy::USER_WRITES`], `--user-writes-per-minute`).
-pub const DEFAULT_USER_WRITES_PER_MINUTE: u32 = 60;
+/// The default rotations written per refresh family, replica and minute past the burst
+/// ([`BucketPolicy::FAMILY_WRITES`], `--family-writes-per-minute`).
+pub const DEFAULT_FAMILY_WRITES_PER_MINUTE: u32 = 6;
 /// How many authorization codes the ledger remembers at most.
 pub const LEDGER_CAPACITY: usize = 100_000;
 

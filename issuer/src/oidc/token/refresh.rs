@@ -26,12 +26,16 @@ use crate::{
 };
 
 enum Refreshed {
-    Issued { family: Family },
+    Issued {
+        family: Family,
+    },
     Refused(RefusalReason),
     MustChange,
     Policy(TokenDecision),
     NeedsFactor,
     NoEntry,
+    /// The family's write cap is spent: answered `slow_down`, nothing written.
+    Throttled(jiff::SignedDuration),
 }
 
 /// The grant of `params`; `verified` holds the claims of its refresh token when the token
@@ -67,21 +71,11 @@ pub(super) async fn refresh_grant(
         issuer.metrics.backoff_hit("family_rate");
         return Err(OAuthError::slow_down(wait));
     }
-    if let Err(wait) = issuer.reserve_user_write(&claims.sub, now) {
-        return Err(OAuthError::slow_down(wait));
-    }
-    let mut wrote = false;
-    let outcome = rotate(issuer, client, requested, &keys, &claims, now, &mut wrote).await;
-    if !wrote {
-        // Nothing was written (the grace window, a refusal of a family already gone) or the
-        // store failed: the user's write budget is not spent.
-        issuer.refund_user_write(&claims.sub, now);
-    }
-    outcome
+    rotate(issuer, client, requested, &keys, &claims, now).await
 }
 
-/// The grant past its buckets: the rotation, and the tokens. Sets `wrote` once the user's
-/// credentials were written.
+/// The grant past its presentation ceiling: the rotation (held to the family's write cap), and
+/// the tokens.
 async fn rotate(
     issuer: &Issuer,
     client: Client,
@@ -89,7 +83,6 @@ async fn rotate(
     keys: &LoadedKeys,
     claims: &RefreshClaims,
     now: Timestamp,
-    wrote: &mut bool,
 ) -> Result<TokenResponse, OAuthError> {
     let audience = request::resolve_audience(client, requested.or(Some(claims.audience.as_str())))
         .map_err(|e| OAuthError::invalid_request(e.to_string()))?;
@@ -142,15 +135,27 @@ async fn rotate(
         })
     };
     // Whether the change last decided writes: the one the store took, once it succeeded.
-    let mut writes = false;
+    // A rotation takes one write from the family's cap when it is decided; a retry after a
+    // conflict decides again on a fresh read and keeps the one it took. Given back unless the
+    // last decision was a rotation and the store took it.
+    let (mut reserved, mut rotating) = (false, false);
     let outcome = modify_credentials(issuer.store.as_ref(), &claims.sub, |current| {
         let change = decide(current)?;
-        writes = !matches!(change, Change::Keep(_));
+        rotating = matches!(change, Change::Put(_, Refreshed::Issued { .. }));
+        if rotating && !reserved {
+            if let Err(wait) = issuer.reserve_family_write(&claims.fam, now) {
+                rotating = false;
+                return Ok(Change::Keep(Refreshed::Throttled(wait)));
+            }
+            reserved = true;
+        }
         Ok::<_, StoreError>(change)
     })
-    .await
-    .map_err(store_error)?;
-    *wrote = writes;
+    .await;
+    if reserved && !(rotating && outcome.is_ok()) {
+        issuer.refund_family_write(&claims.fam, now);
+    }
+    let outcome = outcome.map_err(store_error)?;
     // No `invalidate` here: a rotation writes only the credentials entry, which is never cached,
     // and leaves the user (cached at most `USER_CACHE_TTL`) as it was; dropping the cached user
     // would cost a user re-read (a users-directory scan, or an API call) on every refresh.
@@ -163,6 +168,7 @@ async fn rotate(
     }
     let family = match outcome {
         Refreshed::Issued { family } => family,
+        Refreshed::Throttled(wait) => return Err(OAuthError::slow_down(wait)),
         Refreshed::NoEntry => {
             return Err(OAuthError::invalid_grant(
                 "refresh_token: the user has no credentials",

@@ -64,8 +64,8 @@ fn many_sessions_of_one_user_refreshing_at_once_on_the_real_secret_get_no_503_an
                             }
                             // Retried at once with the same token.
                             StatusCode::SERVICE_UNAVAILABLE => unavailable += 1,
-                            // Past the user's write budget (40 at once, then one a second),
-                            // which this frozen clock refills only when asked: a second, as
+                            // Past a session's write cap (20 at once, then one per 10 s), which
+                            // this frozen clock refills only when asked: a second, as
                             // `Retry-After` says.
                             StatusCode::TOO_MANY_REQUESTS => h.clock.advance(SignedDuration::from_secs(1)),
                             other => panic!("session {fam}: {other} {}", reply.text()),

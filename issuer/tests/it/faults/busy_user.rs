@@ -170,9 +170,9 @@ async fn thirty_two_sessions_of_one_user_refreshing_flat_out_get_no_503_and_lose
                         }
                         // Retried at once with the same token, as an impatient client would.
                         StatusCode::SERVICE_UNAVAILABLE => seen.unavailable += 1,
-                        // The family's ceiling (20 grants a second) and the user's write budget
-                        // (one a second past 40) refill with time, which this frozen clock has
-                        // only when asked: a second, as `Retry-After` says.
+                        // The family's ceilings (20 grants a second; 20 rotations, then one per
+                        // 10 s) refill with time, which this frozen clock has only when asked:
+                        // a second, as `Retry-After` says.
                         StatusCode::TOO_MANY_REQUESTS => h.clock.advance(SignedDuration::from_secs(1)),
                         other => panic!("session {fam}: {other} {}", reply.text()),
                     }
@@ -191,8 +191,8 @@ async fn thirty_two_sessions_of_one_user_refreshing_flat_out_get_no_503_and_lose
     assert_eq!(unavailable, 0, "no 503 in {granted} grants");
     let (stored, _) = store.read_credentials("alice").await.unwrap();
     let stored = stored.unwrap();
-    // Long enough for the user's write budget to be whole again: every session refreshes once.
-    h.clock.advance(SignedDuration::from_secs(40));
+    // Long enough for every session's write cap to give one more rotation.
+    h.clock.advance(SignedDuration::from_secs(10));
     for (fam, s) in &seen {
         assert!(s.granted > 0, "session {fam} was served");
         assert_eq!(
