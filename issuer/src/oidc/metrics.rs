@@ -56,7 +56,7 @@ impl Metrics {
         );
         registry.register(
             "ichor_issuer_backoff_hits",
-            "Requests refused by a limit, by reason: user_backoff (per-user back-off), source_rate (per-source failures), family_rate (per-family refresh ceiling), family_writes (per-family cap of rotations written), hash_queue_full (password checks shed)",
+            "Requests refused by a limit, by reason: user_backoff (per-user back-off), source_rate (per-source failures), family_rate (per-family refresh ceiling), family_writes (per-family cap of rotations written), session_starts (per-user sessions started), hash_queue_full (password checks shed)",
             m.backoff_hits.clone(),
         );
         registry.register(

@@ -173,6 +173,8 @@ pub struct Issuer {
     family_buckets: Mutex<limits::TokenBuckets<String>>,
     /// Rotations written per refresh family (see `BucketPolicy::FAMILY_WRITES`); `None`: no cap.
     family_writes: Option<Mutex<limits::TokenBuckets<String>>>,
+    /// Sessions started per user (see `BucketPolicy::SESSION_STARTS`); `None` with no family cap.
+    session_starts: Option<Mutex<limits::TokenBuckets<String>>>,
     gone_families: Mutex<limits::GoneFamilies>,
     codes: Mutex<limits::CodeLedger>,
     internal_jwks_uri: Option<String>,
@@ -263,6 +265,9 @@ impl Issuer {
             family_writes: Some(Mutex::new(limits::TokenBuckets::new(
                 limits::BucketPolicy::FAMILY_WRITES,
             ))),
+            session_starts: Some(Mutex::new(limits::TokenBuckets::new(
+                limits::BucketPolicy::SESSION_STARTS,
+            ))),
             gone_families: Mutex::new(limits::GoneFamilies::new()),
             codes: Mutex::new(limits::CodeLedger::new()),
             internal_jwks_uri: None,
@@ -293,7 +298,8 @@ impl Issuer {
     }
 
     /// The same issuer writing at most `per_minute` rotations per refresh family past the burst
-    /// of [`limits::BucketPolicy::FAMILY_WRITES`]; 0: no cap.
+    /// of [`limits::BucketPolicy::FAMILY_WRITES`]; 0: no cap on rotations, nor on the sessions
+    /// a user starts ([`limits::BucketPolicy::SESSION_STARTS`]), which bound the families' caps.
     pub fn with_family_writes_per_minute(mut self, per_minute: u32) -> Issuer {
         self.family_writes = (per_minute > 0).then(|| {
             Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy {
@@ -301,7 +307,28 @@ impl Issuer {
                 ..limits::BucketPolicy::FAMILY_WRITES
             }))
         });
+        if per_minute == 0 {
+            self.session_starts = None;
+        }
         self
+    }
+
+    /// Takes one session start from `user`'s budget, or says how long until one is available
+    /// (see [`limits::BucketPolicy::SESSION_STARTS`]).
+    fn reserve_session_start(&self, user: &str, now: Timestamp) -> Result<(), jiff::SignedDuration> {
+        match &self.session_starts {
+            Some(buckets) => lock(buckets).reserve(user.to_owned(), now).inspect_err(|_| {
+                self.metrics.backoff_hit("session_starts");
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Gives back a start taken by [`Issuer::reserve_session_start`] that started no session.
+    fn refund_session_start(&self, user: &str, now: Timestamp) {
+        if let Some(buckets) = &self.session_starts {
+            lock(buckets).refund(&user.to_owned(), now);
+        }
     }
 
     /// Takes one rotation from `family`'s write cap, or says how long until one is available

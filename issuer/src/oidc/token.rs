@@ -333,6 +333,31 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
     request::check_verifier(verifier, &claims.code_challenge)
         .map_err(|e| OAuthError::invalid_grant(e.to_string()))?;
 
+    // A code for a session starts a refresh family: a write of the user's credentials and a new
+    // family with a whole write cap, held to the user's session starts before the code is
+    // claimed, so a code refused here can be redeemed once the budget refills.
+    if claims.offline_access
+        && let Err(wait) = issuer.reserve_session_start(&claims.sub, now)
+    {
+        return Err(OAuthError::slow_down(wait));
+    }
+    let result = claim_and_redeem(issuer, &keys, &claims, client, now).await;
+    if claims.offline_access && !matches!(result, Ok((_, Some(_)))) {
+        // No family was started: the budget is not spent.
+        issuer.refund_session_start(&claims.sub, now);
+    }
+    result.map(|(response, _)| response)
+}
+
+/// The code grant once its code verified: the code claimed in the ledger, then redeemed. Returns
+/// the response and the family started (if any).
+async fn claim_and_redeem(
+    issuer: &Issuer,
+    keys: &LoadedKeys,
+    claims: &CodeClaims,
+    client: Client,
+    now: Timestamp,
+) -> Result<(TokenResponse, Option<String>), OAuthError> {
     let claim = lock(&issuer.codes).claim(&claims.jti, claims.exp, now);
     match claim {
         CodeClaim::First => {}
@@ -348,7 +373,7 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
             return Err(OAuthError::invalid_grant("code: already used"));
         }
     }
-    let result = redeem(issuer, &keys, &claims, client, now).await;
+    let result = redeem(issuer, keys, claims, client, now).await;
     match &result {
         Ok((_, family)) => {
             let replayed = lock(&issuer.codes).complete(&claims.jti, &claims.sub, family.clone());
@@ -364,7 +389,7 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
             lock(&issuer.codes).complete(&claims.jti, &claims.sub, None);
         }
     }
-    result.map(|(response, _)| response)
+    result
 }
 
 /// The second half of the code grant, after the code was claimed: user, credentials, family,

@@ -62,6 +62,15 @@ impl BucketPolicy {
         burst: 20.0,
         per_second: DEFAULT_FAMILY_WRITES_PER_MINUTE as f64 / 60.0,
     };
+    /// Sessions started per user and replica (codes redeemed with `offline_access`): 10 at once,
+    /// then one every 30 seconds (a code held back lives 60 seconds, so it can wait its turn). Each start writes the user's credentials and brings a new family with a
+    /// whole [`Self::FAMILY_WRITES`] cap, so without it an account signing in again and again
+    /// would write a burst of rotations per sign-in, bounded only by the password gate. Starting
+    /// a session takes the user's password, so no one else can spend another's budget.
+    pub const SESSION_STARTS: BucketPolicy = BucketPolicy {
+        burst: 10.0,
+        per_second: 1.0 / 30.0,
+    };
 }
 
 /// The key of a source address: IPv4 as it is, IPv6 grouped by /64 (so one host cannot rotate

@@ -7,7 +7,9 @@
 //! write cap (20 at once, then one every 10 seconds per replica), answered `429 slow_down` with
 //! `Retry-After` past it. The cap is per session, so a thief rotating a stolen session flat out
 //! holds back that session only: the owner's other sessions and a new sign-in go on. Presentations
-//! that write nothing (the grace window) spend nothing.
+//! that write nothing (the grace window) spend nothing. A new session brings a whole cap, so the
+//! sessions a user starts are held too (10 at once, then one every 30 seconds): signing in again
+//! and again cannot multiply the caps.
 
 use std::sync::atomic::Ordering;
 
@@ -19,6 +21,8 @@ use jiff::SignedDuration;
 const WRITE_BURST: u64 = 20;
 /// Seconds per rotation past the burst.
 const WRITE_EVERY: u64 = 10;
+/// Sessions a user starts at once before one every 30 seconds.
+const SESSION_STARTS: u64 = 10;
 /// The sessions Mallory holds (the cap of refresh families per user).
 const SESSIONS: usize = 32;
 /// Simulated seconds of the flood.
@@ -185,4 +189,54 @@ async fn presentations_that_write_nothing_spend_no_writes() {
         h.metrics().contains(r#"reason="family_writes""#),
         "held back by the write cap"
     );
+}
+
+#[tokio::test]
+async fn signing_in_again_and_again_for_fresh_caps_is_held_to_the_users_session_starts() {
+    // Each sign-in starts a family with a whole write cap: held to 10 starts at once, then one
+    // every 30 s, the churn cannot multiply the caps. A code held back is not used up.
+    let h = Harness::new();
+    sessions(&h, "mallory", "m", 1);
+    let now = h.clock.now_ts();
+    let code = |jti: &str| {
+        let claims = ichor_issuer::tokens::CodeClaims {
+            iss: ISSUER.to_owned(),
+            jti: jti.to_owned(),
+            client_id: "ichor-cli".to_owned(),
+            redirect_uri: CLI_REDIRECT.to_owned(),
+            sub: "mallory".to_owned(),
+            nonce: "n".to_owned(),
+            code_challenge: ichor_issuer::oidc::request::s256_challenge(VERIFIER),
+            offline_access: true,
+            audience: "ichor-kube".to_owned(),
+            amr: Vec::new(),
+            iat: now.as_second(),
+            exp: now.as_second() + 60,
+        };
+        ichor_issuer::tokens::sign_artifact(&h.keys(), &claims, now, now).expect("sign")
+    };
+    let mut started = 0;
+    let mut held_back = Vec::new();
+    for i in 0..SESSION_STARTS + 5 {
+        let jti = format!("code-{i}");
+        let reply = h.exchange(&code(&jti), "ichor-cli", CLI_REDIRECT, VERIFIER).await;
+        match reply.status {
+            StatusCode::OK => started += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert_eq!(reply.error(), "slow_down", "{}", reply.text());
+                assert!(reply.headers.contains_key(header::RETRY_AFTER));
+                held_back.push(jti);
+            }
+            other => panic!("code {i}: {other} {}", reply.text()),
+        }
+    }
+    assert_eq!(started, SESSION_STARTS, "sessions started past the burst");
+    assert!(h.metrics().contains(r#"reason="session_starts""#));
+    // 30 s later one more starts, from a code held back (it lives 60 s): it was not claimed.
+    h.clock.advance(SignedDuration::from_secs(30));
+    let reply = h
+        .exchange(&code(&held_back[0]), "ichor-cli", CLI_REDIRECT, VERIFIER)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert!(reply.json()["refresh_token"].is_string());
 }
