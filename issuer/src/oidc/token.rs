@@ -333,24 +333,14 @@ async fn code_grant(issuer: &Issuer, params: &Params) -> Result<TokenResponse, O
     request::check_verifier(verifier, &claims.code_challenge)
         .map_err(|e| OAuthError::invalid_grant(e.to_string()))?;
 
-    // A code for a session starts a refresh family: a write of the user's credentials and a new
-    // family with a whole write cap, held to the user's session starts before the code is
-    // claimed, so a code refused here can be redeemed once the budget refills.
-    if claims.offline_access
-        && let Err(wait) = issuer.reserve_session_start(&claims.sub, now)
-    {
-        return Err(OAuthError::slow_down(wait));
-    }
-    let result = claim_and_redeem(issuer, &keys, &claims, client, now).await;
-    if claims.offline_access && !matches!(result, Ok((_, Some(_)))) {
-        // No family was started: the budget is not spent.
-        issuer.refund_session_start(&claims.sub, now);
-    }
-    result.map(|(response, _)| response)
+    claim_and_redeem(issuer, &keys, &claims, client, now)
+        .await
+        .map(|(response, _)| response)
 }
 
-/// The code grant once its code verified: the code claimed in the ledger, then redeemed. Returns
-/// the response and the family started (if any).
+/// The code grant once its code verified: the code claimed in the ledger (a replay is told as
+/// such whatever the budget), held to the user's session starts when it starts a session, then
+/// redeemed. Returns the response and the family started (if any).
 async fn claim_and_redeem(
     issuer: &Issuer,
     keys: &LoadedKeys,
@@ -373,7 +363,20 @@ async fn claim_and_redeem(
             return Err(OAuthError::invalid_grant("code: already used"));
         }
     }
+    // A code for a session starts a refresh family: a write of the user's credentials and a new
+    // family with a whole write cap. Past the user's session starts the claim is released, so the
+    // code can be redeemed once the budget refills (it lives 60 s).
+    if claims.offline_access
+        && let Err(wait) = issuer.reserve_session_start(&claims.sub, now)
+    {
+        lock(&issuer.codes).release(&claims.jti);
+        return Err(OAuthError::slow_down(wait));
+    }
     let result = redeem(issuer, keys, claims, client, now).await;
+    if claims.offline_access && !matches!(result, Ok((_, Some(_)))) {
+        // No family was started: the budget is not spent.
+        issuer.refund_session_start(&claims.sub, now);
+    }
     match &result {
         Ok((_, family)) => {
             let replayed = lock(&issuer.codes).complete(&claims.jti, &claims.sub, family.clone());

@@ -232,6 +232,13 @@ async fn signing_in_again_and_again_for_fresh_caps_is_held_to_the_users_session_
     }
     assert_eq!(started, SESSION_STARTS, "sessions started past the burst");
     assert!(h.metrics().contains(r#"reason="session_starts""#));
+    // With the budget spent, a used code presented again is still told as a replay (and its
+    // family revoked), not held back as if it were new.
+    let replay = h
+        .exchange(&code("code-0"), "ichor-cli", CLI_REDIRECT, VERIFIER)
+        .await;
+    assert_eq!(replay.status, StatusCode::BAD_REQUEST, "{}", replay.text());
+    assert!(replay.text().contains("already used"), "{}", replay.text());
     // 30 s later one more starts, from a code held back (it lives 60 s): it was not claimed.
     h.clock.advance(SignedDuration::from_secs(30));
     let reply = h
