@@ -338,11 +338,23 @@ fn issuer_service_recreated(plane: &ControlPlane) -> anyhow::Result<()> {
         },
     )?;
     let mut service = install::chart_object("Service", "ichor-issuer")?;
-    service["spec"]["clusterIP"] = json!(if old_ip == "10.0.0.200" {
-        "10.0.0.201"
-    } else {
-        "10.0.0.200"
-    });
+    // A ClusterIP no Service holds (the chart's other Services took theirs at random).
+    let taken = plane.kubectl_run(
+        &[
+            "get",
+            "services",
+            "-A",
+            "-o",
+            "jsonpath={.items[*].spec.clusterIP}",
+        ],
+        None,
+    )?;
+    let taken: Vec<&str> = taken.split_whitespace().collect();
+    let new_ip = (200..=250)
+        .map(|last| format!("10.0.0.{last}"))
+        .find(|ip| *ip != old_ip && !taken.contains(&ip.as_str()))
+        .expect("a free ClusterIP in 10.0.0.200-250");
+    service["spec"]["clusterIP"] = json!(new_ip);
     plane.apply(&service.to_string())?;
     wait::until("the trust ConfigMap back", SETTLE, || {
         get(plane, 0, "configmap", TRUST_CONFIGMAP)

@@ -114,7 +114,9 @@ pub fn issuer_pod_deleted_mid_refresh(
                 }
                 Err(e) => failed.push(format!("{e:#}")),
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // A client refreshing every half second: well inside a session's write cap (20
+            // rotations at once, then one every 10 s per replica) over the step's seconds.
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
         (ok, failed)
     });
