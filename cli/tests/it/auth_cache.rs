@@ -247,14 +247,13 @@ fn refreshed_tokens_that_cannot_be_saved_are_printed_and_the_outdated_login_remo
     assert!(left.is_empty(), "no temporary file is left: {left:?}");
 }
 
-/// `sudo ichor auth login` with the user's `HOME` made `~/.ichor` root's (0700): the user's next
-/// run is denied opening it, and says whose it is and how to take it back, naming it, instead of a
-/// bare "Permission denied".
-#[test]
-fn an_ichor_directory_made_by_sudo_says_whose_it_is_and_how_to_take_it_back() {
+/// A home holding a seeded login for an unreachable issuer, and that issuer, when this test runs
+/// as root (which these tests need to hand files to another user and run as it); else `None`,
+/// said as skipped with `needs`.
+fn seeded_home_as_root(needs: &str) -> Option<(tempfile::TempDir, String)> {
     if !is_root() {
-        eprintln!("skipped: needs root to make a directory of root's and run as another user");
-        return;
+        eprintln!("skipped: {needs}");
+        return None;
     }
     let home = tempfile::tempdir().unwrap();
     let issuer = unreachable_issuer();
@@ -266,6 +265,19 @@ fn an_ichor_directory_made_by_sudo_says_whose_it_is_and_how_to_take_it_back() {
         now() - 10,
         Some("rt"),
     );
+    Some((home, issuer))
+}
+
+/// `sudo ichor auth login` with the user's `HOME` made `~/.ichor` root's (0700): the user's next
+/// run is denied opening it, and says whose it is and how to take it back, naming it, instead of a
+/// bare "Permission denied".
+#[test]
+fn an_ichor_directory_made_by_sudo_says_whose_it_is_and_how_to_take_it_back() {
+    let Some((home, issuer)) =
+        seeded_home_as_root("needs root to make a directory of root's and run as another user")
+    else {
+        return;
+    };
     rustix::fs::chown(home.path(), Some(rustix::fs::Uid::from_raw(USER)), None).unwrap();
 
     let out = token_as_user(home.path(), &issuer);
@@ -289,20 +301,9 @@ fn an_ichor_directory_made_by_sudo_says_whose_it_is_and_how_to_take_it_back() {
 /// in it is kept.
 #[test]
 fn a_cache_file_whose_mode_denies_its_user_says_how_to_fix_it_and_is_kept() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run as another user");
+    let Some((home, issuer)) = seeded_home_as_root("needs root to run as another user") else {
         return;
-    }
-    let home = tempfile::tempdir().unwrap();
-    let issuer = unreachable_issuer();
-    seed(
-        home.path(),
-        &issuer,
-        "ichor-kube",
-        CACHED_TOKEN,
-        now() - 10,
-        Some("rt"),
-    );
+    };
     chown_r(home.path(), USER);
     let file = crate::user_support::cache_dir(home.path()).file_for(&key(&issuer));
     let bytes = std::fs::read(&file).unwrap();
@@ -327,20 +328,9 @@ fn a_cache_file_whose_mode_denies_its_user_says_how_to_fix_it_and_is_kept() {
 /// user's directory is left as it is.
 #[test]
 fn root_with_another_users_home_is_told_to_drop_sudo_and_changes_nothing() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
+    let Some((home, issuer)) = seeded_home_as_root("needs root") else {
         return;
-    }
-    let home = tempfile::tempdir().unwrap();
-    let issuer = unreachable_issuer();
-    seed(
-        home.path(),
-        &issuer,
-        "ichor-kube",
-        CACHED_TOKEN,
-        now() - 10,
-        Some("rt"),
-    );
+    };
     let ichor = home.path().join(".ichor");
     chown_r(&ichor, USER);
 
