@@ -66,7 +66,8 @@ pub enum ApiError {
     /// A concurrent write won; the call may be repeated.
     #[error("{0}")]
     Conflict(String),
-    /// The credentials store is full: no retry helps until an administrator makes room.
+    /// The credentials store is full (no retry helps until an administrator makes room), or a
+    /// limit holds the caller back for the time its message says.
     #[error("{0}")]
     ResourceExhausted(String),
     /// A backend (store, access review) is unreachable; try again later.

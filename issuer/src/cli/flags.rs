@@ -162,7 +162,9 @@ pub struct Flags {
     /// The most refresh rotations written a minute per session (refresh family), per replica,
     /// past a burst of 20. Each is a put of the user's Secret into etcd, whose history until the
     /// next compaction counts against its quota; the cap keeps one account's sessions from
-    /// filling it. A session needs one rotation per ID token lifetime. 0: no cap (load tests).
+    /// filling it. A session needs one rotation per ID token lifetime. 0: no write cap at all,
+    /// neither this one nor those on the sessions a user starts and on the changes users make to
+    /// their own credentials (load tests only).
     #[arg(
         long,
         env = "ICHOR_ISSUER_FAMILY_WRITES_PER_MINUTE",

@@ -40,7 +40,7 @@ use super::{
     devices,
     errors::OAuthError,
     factor_page,
-    limits::{AttemptOutcome, factor_backoff_key},
+    limits::{self, AttemptOutcome, factor_backoff_key},
     login::{BAD_TICKET, DISABLED, admit_attempt, authorization_redirect, is_json_body, redirect_response},
     page,
     request::Params,
@@ -282,6 +282,8 @@ enum Used {
     Accepted(Vec<String>),
     Refused(FactorRefusal),
     Wait(jiff::SignedDuration),
+    /// A right answer held back, unwritten: the user spent its budget of credential changes.
+    Held(jiff::SignedDuration),
     Stale,
 }
 
@@ -320,6 +322,10 @@ async fn second_step(
         return Err(Failure::Disabled);
     }
     let passkey_step = claims.passkey.as_ref().zip(issuer.relying_party());
+    // A right answer takes one change from the user's budget when it is decided (a retry after
+    // a conflict keeps it); given back unless the write of an accepted answer succeeded. Wrong
+    // answers spend nothing: the factor's back-off bounds them.
+    let mut write: Option<limits::AccountWrite> = None;
     let used = modify_credentials(issuer.store.as_ref(), name.as_str(), |current| {
         let Some(entry) = current else {
             return Ok::<_, StoreError>(Change::Keep(Used::Stale));
@@ -345,10 +351,18 @@ async fn second_step(
             }),
         };
         Ok(match attempt {
-            FactorAttempt::Accepted { entry, amr } => Change::Put(
-                entry,
-                Used::Accepted(amr.iter().map(|v| (*v).to_owned()).collect()),
-            ),
+            FactorAttempt::Accepted { entry, amr } => {
+                if write.is_none() {
+                    match issuer.reserve_account_write(name.as_str(), now) {
+                        Ok(taken) => write = Some(taken),
+                        Err(wait) => return Ok(Change::Keep(Used::Held(wait))),
+                    }
+                }
+                Change::Put(
+                    entry,
+                    Used::Accepted(amr.iter().map(|v| (*v).to_owned()).collect()),
+                )
+            }
             FactorAttempt::Refused { entry, refusal } => Change::Put(entry, Used::Refused(refusal)),
             FactorAttempt::Wait { retry_after } => Change::Keep(Used::Wait(retry_after)),
         })
@@ -356,7 +370,18 @@ async fn second_step(
     .await
     .map_err(|e| unavailable(&e))?;
     let amr = match used {
-        Used::Accepted(amr) => amr,
+        Used::Accepted(amr) => {
+            if let Some(write) = write.take() {
+                write.written();
+            }
+            amr
+        }
+        Used::Held(wait) => {
+            // The owner's own right answer: not a failure, and the ticket stays good.
+            return Err(Failure::Limited {
+                retry_after: wait.as_secs().max(1),
+            });
+        }
         Used::Stale => {
             // A spent or outdated ticket costs its source like a wrong code: sent again and
             // again it would be a free read of the user's entry through the user's write queue.

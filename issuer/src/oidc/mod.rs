@@ -175,6 +175,9 @@ pub struct Issuer {
     family_writes: Option<Mutex<limits::TokenBuckets<String>>>,
     /// Sessions started per user (see `BucketPolicy::SESSION_STARTS`); `None` with no family cap.
     session_starts: Option<Mutex<limits::TokenBuckets<String>>>,
+    /// Changes users make to their own credentials (see `BucketPolicy::ACCOUNT_WRITES`), shared
+    /// with the `UserService` through [`Issuer::password_limits`].
+    account_writes: limits::AccountWrites,
     gone_families: Mutex<limits::GoneFamilies>,
     codes: Mutex<limits::CodeLedger>,
     internal_jwks_uri: Option<String>,
@@ -268,6 +271,7 @@ impl Issuer {
             session_starts: Some(Mutex::new(limits::TokenBuckets::new(
                 limits::BucketPolicy::SESSION_STARTS,
             ))),
+            account_writes: limits::AccountWrites::new(limits::BucketPolicy::ACCOUNT_WRITES),
             gone_families: Mutex::new(limits::GoneFamilies::new()),
             codes: Mutex::new(limits::CodeLedger::new()),
             internal_jwks_uri: None,
@@ -299,7 +303,10 @@ impl Issuer {
 
     /// The same issuer writing at most `per_minute` rotations per refresh family past the burst
     /// of [`limits::BucketPolicy::FAMILY_WRITES`]; 0: no cap on rotations, nor on the sessions
-    /// a user starts ([`limits::BucketPolicy::SESSION_STARTS`]), which bound the families' caps.
+    /// a user starts ([`limits::BucketPolicy::SESSION_STARTS`]), which bound the families' caps,
+    /// nor on the changes users make to their own credentials
+    /// ([`limits::BucketPolicy::ACCOUNT_WRITES`]): every write cap off, for benchmarks. Call it
+    /// before sharing [`Issuer::password_limits`].
     pub fn with_family_writes_per_minute(mut self, per_minute: u32) -> Issuer {
         self.family_writes = (per_minute > 0).then(|| {
             Mutex::new(limits::TokenBuckets::new(limits::BucketPolicy {
@@ -309,6 +316,7 @@ impl Issuer {
         });
         if per_minute == 0 {
             self.session_starts = None;
+            self.account_writes = limits::AccountWrites::off();
         }
         self
     }
@@ -322,6 +330,24 @@ impl Issuer {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Takes one change of `user`'s own credentials from its budget, given back unless marked
+    /// written, or says how long until one is available (see
+    /// [`limits::BucketPolicy::ACCOUNT_WRITES`]).
+    pub(crate) fn reserve_account_write(
+        &self,
+        user: &str,
+        now: Timestamp,
+    ) -> Result<limits::AccountWrite, jiff::SignedDuration> {
+        self.account_writes.reserve(user, now).inspect_err(|_| {
+            self.metrics.backoff_hit("account_writes");
+        })
+    }
+
+    /// The budget of changes users make to their own credentials (tests read it).
+    pub fn account_writes(&self) -> &limits::AccountWrites {
+        &self.account_writes
     }
 
     /// Gives back a start taken by [`Issuer::reserve_session_start`] that started no session.
@@ -382,7 +408,8 @@ impl Issuer {
     }
 
     /// What the UserService's password work shares with this sign-in form: the argon2id gate,
-    /// the per-user back-off, the per-source failure buckets and the trusted proxies. Hand it to
+    /// the per-user back-off, the per-source failure buckets, the trusted proxies and the
+    /// budget of changes users make to their own credentials. Hand it to
     /// [`crate::api::ApiConfig::passwords`], so the process never runs more argon2id at once
     /// than the gate allows and a wrong old password is a failed sign-in. Take it after
     /// [`Issuer::with_lane_hold`].
@@ -392,6 +419,7 @@ impl Issuer {
             Arc::clone(&self.backoff),
             Arc::clone(&self.login_buckets),
             self.trusted_proxies.clone(),
+            self.account_writes.clone(),
         )
     }
 

@@ -2,7 +2,9 @@
 //! the same process — the one argon2id gate ([`HashGate`]), the per-user back-off and the
 //! per-source failure buckets — so that a password checked through the API is a sign-in attempt
 //! like any other: refused while its user backs off or its source is out of failures, counted
-//! when wrong, and computed in the gate that bounds the process's argon2id.
+//! when wrong, and computed in the gate that bounds the process's argon2id. The budget of
+//! changes users make to their own credentials is shared the same way, so a change made through
+//! the API and one made by a sign-in's second step spend one budget.
 
 use std::{
     net::{IpAddr, Ipv4Addr},
@@ -15,7 +17,10 @@ use jiff::Timestamp;
 
 use super::{
     HASH_PERMITS,
-    limits::{Admission, AttemptOutcome, BucketPolicy, SourceKey, SourceToken, TokenBuckets, UserBackoff},
+    limits::{
+        AccountWrite, AccountWrites, Admission, AttemptOutcome, BucketPolicy, SourceKey, SourceToken,
+        TokenBuckets, UserBackoff,
+    },
     lock,
     passwords::{self, ApiCaller, CheckError, DEFAULT_MAX_WAITING, HashGate},
 };
@@ -28,6 +33,7 @@ pub struct PasswordLimits {
     backoff: Arc<Mutex<UserBackoff>>,
     sources: Arc<Mutex<TokenBuckets<SourceKey>>>,
     trusted_proxies: TrustedProxies,
+    writes: AccountWrites,
 }
 
 impl std::fmt::Debug for PasswordLimits {
@@ -44,6 +50,15 @@ pub enum PasswordLimitError {
     /// The user backs off after wrong passwords, or the source has spent its failures.
     #[error("too many wrong passwords for this account or from this address: try again in {retry_after} s")]
     Limited {
+        /// Seconds to wait.
+        retry_after: u64,
+    },
+    /// The user has changed its own credentials too often in a short time
+    /// ([`BucketPolicy::ACCOUNT_WRITES`]).
+    #[error(
+        "your password or second factors were changed too often in a short time: try again in {retry_after} s"
+    )]
+    Changes {
         /// Seconds to wait.
         retry_after: u64,
     },
@@ -85,30 +100,49 @@ impl Drop for Reservation<'_> {
 impl PasswordLimits {
     /// Limits of their own, for a service with no sign-in form in its process: a gate of
     /// [`HASH_PERMITS`] and [`DEFAULT_MAX_WAITING`], an empty back-off, empty buckets of
-    /// [`BucketPolicy::LOGIN_FAILURES`], no trusted proxy. `ichor-issuer` replaces them with its
-    /// issuer's ([`super::Issuer::password_limits`]).
+    /// [`BucketPolicy::LOGIN_FAILURES`], no trusted proxy, a budget of
+    /// [`BucketPolicy::ACCOUNT_WRITES`]. `ichor-issuer` replaces them with its issuer's
+    /// ([`super::Issuer::password_limits`]).
     pub fn standalone() -> Self {
         PasswordLimits {
             gate: HashGate::new(HASH_PERMITS, DEFAULT_MAX_WAITING),
             backoff: Arc::new(Mutex::new(UserBackoff::new())),
             sources: Arc::new(Mutex::new(TokenBuckets::new(BucketPolicy::LOGIN_FAILURES))),
             trusted_proxies: TrustedProxies::none(),
+            writes: AccountWrites::new(BucketPolicy::ACCOUNT_WRITES),
         }
     }
 
-    /// The limits of an issuer: its gate, back-off, failure buckets and trusted proxies.
+    /// The limits of an issuer: its gate, back-off, failure buckets, trusted proxies and budget
+    /// of credential changes.
     pub(crate) fn of(
         gate: HashGate,
         backoff: Arc<Mutex<UserBackoff>>,
         sources: Arc<Mutex<TokenBuckets<SourceKey>>>,
         trusted_proxies: TrustedProxies,
+        writes: AccountWrites,
     ) -> Self {
         PasswordLimits {
             gate,
             backoff,
             sources,
             trusted_proxies,
+            writes,
         }
+    }
+
+    /// Takes one change of `user`'s own credentials from its budget at `now`
+    /// ([`BucketPolicy::ACCOUNT_WRITES`]): taken before the password is checked, so a spent
+    /// budget costs no argon2id, and given back unless the change is marked written.
+    ///
+    /// # Errors
+    /// [`PasswordLimitError::Changes`] when `user` has spent its budget.
+    pub fn account_write(&self, user: &str, now: Timestamp) -> Result<AccountWrite, PasswordLimitError> {
+        self.writes
+            .reserve(user, now)
+            .map_err(|wait| PasswordLimitError::Changes {
+                retry_after: u64::try_from(wait.as_secs()).unwrap_or(1).max(1),
+            })
     }
 
     /// The argon2id gate.

@@ -39,6 +39,7 @@ use crate::{
         },
         validate,
     },
+    oidc::limits::AccountWrite,
     store::{Change, modify_credentials},
     tokens::{self, TOTP_ENROL_TTL, TokenError, TotpEnrolClaims},
 };
@@ -79,8 +80,12 @@ where
         if entry.factors.totp.is_some() {
             return Err(totp_exists());
         }
+        let write = self.code_write(&caller, &entry)?;
         self.reverify(source, &caller, password, &entry).await?;
         self.use_code_if_protected(&caller, &entry, &req.code).await?;
+        if let Some(write) = write {
+            write.written();
+        }
         let secret = factors::new_totp_secret()?;
         let otpauth_uri = totp::otpauth_uri(TOTP_ISSUER_LABEL, &caller.name, &secret)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -147,6 +152,7 @@ where
         })?;
         let codes = factors::new_recovery_codes(now)?;
         let secret = claims.secret;
+        let write = self.account_write(&caller.name)?;
         let gave_codes = modify_credentials(self.inner.store.as_ref(), &caller.name, |current| {
             let current = current.ok_or_else(|| no_password(&caller.name))?;
             // The ticket answers the entry it was made over: any password, reset or factor
@@ -174,6 +180,7 @@ where
             Ok(Change::Put(next, give))
         })
         .await?;
+        write.written();
         self.forget(&caller.name);
         tracing::info!(user = %caller.name, recovery_codes = gave_codes, "authenticator app added");
         Ok(ConfirmTotpResponse {
@@ -194,6 +201,7 @@ where
             return Err(no_real_factor());
         }
         let code = required_code(&req.code)?;
+        let write = self.account_write(&caller.name)?;
         self.reverify(source, &caller, password, &entry).await?;
         let now = self.inner.clock.now();
         let codes = factors::new_recovery_codes(now)?;
@@ -215,6 +223,7 @@ where
             _ => Err(ApiError::Conflict(CONCURRENT.to_owned())),
         })
         .await??;
+        write.written();
         self.forget(&caller.name);
         tracing::info!(user = %caller.name, "recovery codes made anew");
         Ok(RegenerateRecoveryCodesResponse {
@@ -234,6 +243,7 @@ where
         let entry = self.own_entry(&caller).await?;
         factors::without(&entry.factors, removal)?;
         let code = required_code(&req.code)?;
+        let write = self.account_write(&caller.name)?;
         self.reverify(source, &caller, password, &entry).await?;
         let now = self.inner.clock.now();
         let left = modify_credentials(self.inner.store.as_ref(), &caller.name, |current| match current {
@@ -249,6 +259,7 @@ where
             _ => Err(ApiError::Conflict(CONCURRENT.to_owned())),
         })
         .await??;
+        write.written();
         self.forget(&caller.name);
         tracing::info!(user = %caller.name, factor = removal_kind(removal), "second factor removed");
         Ok(RemoveFactorResponse {
@@ -305,6 +316,21 @@ where
                 "password",
                 "does not match your current password",
             ))
+        }
+    }
+
+    /// The change [`Self::use_code_if_protected`] will write for `entry`, taken from the
+    /// caller's budget before its password is checked; `None` when the caller has no factor
+    /// (nothing is written then).
+    pub(super) fn code_write(
+        &self,
+        caller: &Caller,
+        entry: &CredentialsEntry,
+    ) -> Result<Option<AccountWrite>, ApiError> {
+        if factors::has_real_factor(&entry.factors) {
+            self.account_write(&caller.name).map(Some)
+        } else {
+            Ok(None)
         }
     }
 

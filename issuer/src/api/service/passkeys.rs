@@ -54,8 +54,12 @@ where
         if entry.factors.passkeys.len() >= ichor_renderers::auth::credentials::MAX_PASSKEYS {
             return Err(ApiError::FailedPrecondition(AddPasskeyError::TooMany.to_string()));
         }
+        let write = self.code_write(&caller, &entry)?;
         self.reverify(source, &caller, password, &entry).await?;
         self.use_code_if_protected(&caller, &entry, &req.code).await?;
+        if let Some(write) = write {
+            write.written();
+        }
         let (options, state) = rp
             .begin_registration(&caller.name, &entry.factors.passkeys)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -113,6 +117,7 @@ where
                 _ => ApiError::invalid("credential_json", e.to_string()),
             })?;
         let codes = factors::new_recovery_codes(now)?;
+        let write = self.account_write(&caller.name)?;
         let (gave_codes, stored) = modify_credentials(self.inner.store.as_ref(), &caller.name, |current| {
             let current = current.ok_or_else(|| no_password(&caller.name))?;
             // The ticket answers the entry it was made over: a password, reset or factor change
@@ -140,6 +145,7 @@ where
             ApiError::Conflict(_) => ApiError::Conflict(CONCURRENT.to_owned()),
             e => e,
         })?;
+        write.written();
         self.forget(&caller.name);
         tracing::info!(
             user = %caller.name,

@@ -146,6 +146,8 @@ where
             ApiError::FailedPrecondition(format!("user {:?} has no password to change", caller.name))
         })?;
         let verified_hash = entry.hash.clone();
+        // Taken before the check, so a spent budget costs no argon2id; given back on failure.
+        let write = self.account_write(&caller.name)?;
         // A sign-in attempt in all but name: the back-off and the source's failures apply.
         let Some(hash) = self
             .change_password(source, &caller.name, old, verified_hash.clone(), new)
@@ -168,6 +170,7 @@ where
             )),
         })
         .await?;
+        write.written();
         self.forget(&caller.name);
         Ok(ChangeOwnPasswordResponse {})
     }

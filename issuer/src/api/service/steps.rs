@@ -21,7 +21,7 @@ use crate::{
         proto,
     },
     external::{ExternalVerifier, verifier::unverified_issuer},
-    oidc::{password_limits::PasswordLimitError, passwords::ApiCaller},
+    oidc::{limits::AccountWrite, password_limits::PasswordLimitError, passwords::ApiCaller},
     store::StoredUser,
 };
 
@@ -255,6 +255,17 @@ where
             .map_err(limit_error)
     }
 
+    /// One change of `caller`'s own credentials taken from its budget (shared with the sign-in's
+    /// second step): before the password check, so a spent budget costs no argon2id; given back
+    /// unless the caller marks it written. Refused, `resource_exhausted`, when spent.
+    pub(super) fn account_write(&self, caller: &str) -> Result<AccountWrite, ApiError> {
+        self.inner
+            .config
+            .passwords
+            .account_write(caller, self.inner.clock.now())
+            .map_err(limit_error)
+    }
+
     /// A re-ask of `caller`'s current `password` (checked against `phc`, the stored hash) before
     /// a change of its second factors, as a sign-in attempt from `source`: true when it is right.
     pub(super) async fn reauthenticate(
@@ -304,10 +315,13 @@ where
 }
 
 /// The API's answer to a refusal of the password limits: `resource_exhausted` while backing off
-/// (as the sign-in form's 429), `unavailable` when the gate is full (its 503).
+/// (as the sign-in form's 429) or when the caller changed its credentials too often,
+/// `unavailable` when the gate is full (its 503).
 fn limit_error(e: PasswordLimitError) -> ApiError {
     match e {
-        PasswordLimitError::Limited { .. } => ApiError::ResourceExhausted(e.to_string()),
+        PasswordLimitError::Limited { .. } | PasswordLimitError::Changes { .. } => {
+            ApiError::ResourceExhausted(e.to_string())
+        }
         PasswordLimitError::Busy { .. } => ApiError::Unavailable(e.to_string()),
         PasswordLimitError::Internal(_) => ApiError::Internal(e.to_string()),
     }

@@ -63,12 +63,30 @@ impl BucketPolicy {
         per_second: DEFAULT_FAMILY_WRITES_PER_MINUTE as f64 / 60.0,
     };
     /// Sessions started per user and replica (codes redeemed with `offline_access`): 10 at once,
-    /// then one every 30 seconds (a code held back lives 60 seconds, so it can wait its turn). Each start writes the user's credentials and brings a new family with a
-    /// whole [`Self::FAMILY_WRITES`] cap, so without it an account signing in again and again
-    /// would write a burst of rotations per sign-in, bounded only by the password gate. Starting
-    /// a session takes the user's password, so no one else can spend another's budget.
+    /// then one every 30 seconds (a code held back lives 60 seconds, so it can wait its turn).
+    /// Each start writes the user's credentials and brings a new family with a whole
+    /// [`Self::FAMILY_WRITES`] cap, so without it an account signing in again and again would
+    /// write a burst of rotations per sign-in, bounded only by the password gate. Starting a
+    /// session takes the user's password, so no one else can spend another's budget.
     pub const SESSION_STARTS: BucketPolicy = BucketPolicy {
         burst: 10.0,
+        per_second: 1.0 / 30.0,
+    };
+    /// Changes a user makes to its own credentials per replica, each after its password was
+    /// checked: an accepted second-factor answer of a sign-in, and every self-service change of
+    /// the password or the second factors. 20 at once, then one every 30 seconds
+    /// ([`super::AccountWrites`]).
+    ///
+    /// Each writes the user's credentials (on Kubernetes the user's Secret into etcd). Without
+    /// it, one account looping a sign-in with a passkey, or `ChangeOwnPassword` to the same
+    /// password, wrote once per argon2id check, bounded only by the account's share of the
+    /// password gate. A person signs in or changes a factor a few times a day. The budget is
+    /// spent only by a change that is written, which takes the account's password and, where it
+    /// has one, its second factor: a wrong answer spends nothing (the factor's own back-off
+    /// bounds those), so someone holding only the password cannot hold the owner back.
+    /// An administrator's changes of another user are not counted.
+    pub const ACCOUNT_WRITES: BucketPolicy = BucketPolicy {
+        burst: 20.0,
         per_second: 1.0 / 30.0,
     };
 }

@@ -22,6 +22,7 @@
 //! attempts. Every map is bounded, so a flood of names or addresses costs memory only up to the
 //! bound; beyond it the least recently used entries are forgotten first, in O(1) amortised time.
 
+pub mod account_writes;
 pub mod backoff;
 pub mod buckets;
 pub mod gone;
@@ -29,6 +30,7 @@ pub mod ledger;
 pub mod recency;
 pub mod reservation;
 
+pub use account_writes::{AccountWrite, AccountWrites};
 pub use backoff::{
     Admission, AttemptOutcome, BACKOFF_BASE, BACKOFF_FORGET, BACKOFF_MAX, BACKOFF_THRESHOLD, UserBackoff,
     backoff_after, backoff_key, factor_backoff_key,

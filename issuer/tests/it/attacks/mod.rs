@@ -12,6 +12,7 @@ mod forged_forwarded_for;
 mod markup_through_the_sign_in_page;
 mod named_account_lockout;
 mod one_account_fills_the_password_gate;
+mod one_account_rewriting_its_credentials_flat_out;
 mod one_account_rotating_its_sessions_flat_out;
 mod operator_demotes_an_admin_to_take_its_name;
 mod operator_takes_over_an_admin;

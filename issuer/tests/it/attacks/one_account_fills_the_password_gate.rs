@@ -1,5 +1,6 @@
 //! One account with its right password keeps the process's argon2id busy through every path it
-//! has: sign-ins in loops and `ChangeOwnPassword` calls held open, none cancelled. A user signing
+//! has: sign-ins in loops and `ChangeOwnPassword` calls held open, none cancelled (past its budget
+//! of credential changes the calls are refused before any argon2id). A user signing
 //! in for the first time from a device of her own (no device cookie: the shared queue) must still
 //! get in, and soon: one user name holds only its share of the password gate.
 
