@@ -282,7 +282,8 @@ enum Used {
     Accepted(Vec<String>),
     Refused(FactorRefusal),
     Wait(jiff::SignedDuration),
-    /// A right answer held back, unwritten: the user spent its budget of credential changes.
+    /// An answer held back, unwritten and unchecked for the client: the user spent its budget
+    /// of credential changes.
     Held(jiff::SignedDuration),
     Stale,
 }
@@ -322,11 +323,14 @@ async fn second_step(
         return Err(Failure::Disabled);
     }
     let passkey_step = claims.passkey.as_ref().zip(issuer.relying_party());
-    // A right answer takes one change from the user's budget when it is decided (a retry after
-    // a conflict keeps it); given back unless the write of an accepted answer succeeded. Wrong
-    // answers spend nothing: the factor's back-off bounds them.
+    // Every answer that is written, right or wrong, takes one change from the user's budget
+    // when it is decided (a retry after a conflict keeps it). With the budget spent every answer
+    // is held alike, unwritten, so the answer tells nothing of the code. Given back when the
+    // last decision wrote nothing; kept once a write began (`limits::account_writes`).
     let mut write: Option<limits::AccountWrite> = None;
+    let mut writes = false;
     let used = modify_credentials(issuer.store.as_ref(), name.as_str(), |current| {
+        writes = false;
         let Some(entry) = current else {
             return Ok::<_, StoreError>(Change::Keep(Used::Stale));
         };
@@ -350,34 +354,36 @@ async fn second_step(
                 rp.verify_assertion(&step.state, credential, usable)
             }),
         };
-        Ok(match attempt {
-            FactorAttempt::Accepted { entry, amr } => {
-                if write.is_none() {
-                    match issuer.reserve_account_write(name.as_str(), now) {
-                        Ok(taken) => write = Some(taken),
-                        Err(wait) => return Ok(Change::Keep(Used::Held(wait))),
-                    }
-                }
-                Change::Put(
-                    entry,
-                    Used::Accepted(amr.iter().map(|v| (*v).to_owned()).collect()),
-                )
-            }
+        let change = match attempt {
+            FactorAttempt::Accepted { entry, amr } => Change::Put(
+                entry,
+                Used::Accepted(amr.iter().map(|v| (*v).to_owned()).collect()),
+            ),
             FactorAttempt::Refused { entry, refusal } => Change::Put(entry, Used::Refused(refusal)),
             FactorAttempt::Wait { retry_after } => Change::Keep(Used::Wait(retry_after)),
-        })
-    })
-    .await
-    .map_err(|e| unavailable(&e))?;
-    let amr = match used {
-        Used::Accepted(amr) => {
-            if let Some(write) = write.take() {
-                write.written();
+        };
+        if matches!(change, Change::Put(..)) {
+            if write.is_none() {
+                match issuer.reserve_account_write(name.as_str(), now) {
+                    Ok(taken) => write = Some(taken.writing()),
+                    Err(wait) => return Ok(Change::Keep(Used::Held(wait))),
+                }
             }
-            amr
+            writes = true;
         }
+        Ok(change)
+    })
+    .await;
+    if let (Some(write), false) = (write, writes) {
+        write.give_back();
+    }
+    let used = used.map_err(|e| unavailable(&e))?;
+    let amr = match used {
+        Used::Accepted(amr) => amr,
         Used::Held(wait) => {
-            // The owner's own right answer: not a failure, and the ticket stays good.
+            // Not an attempt (nothing was checked for the client, and the ticket stays good),
+            // but it costs the source, as a held attempt does.
+            source_token.charge();
             return Err(Failure::Limited {
                 retry_after: wait.as_secs().max(1),
             });

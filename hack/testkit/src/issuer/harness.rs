@@ -247,6 +247,14 @@ impl Harness {
         Self::configured(TrustedProxies::none(), |issuer| issuer.with_lane_hold(hold))
     }
 
+    /// As [`Harness::new`], without the write caps ([`Issuer::with_family_writes_per_minute`]
+    /// 0): tests of another bound that drive one account past what a person does.
+    pub fn with_write_caps_off() -> Harness {
+        Self::configured(TrustedProxies::none(), |issuer| {
+            issuer.with_family_writes_per_minute(0)
+        })
+    }
+
     /// As [`Harness::new`], the internal discovery document advertising `jwks_uri`
     /// ([`Issuer::with_internal_jwks_uri`], the issuer's `--internal-jwks-uri`).
     pub fn with_internal_jwks_uri(jwks_uri: &str) -> Harness {

@@ -39,8 +39,8 @@ use crate::{
         },
         validate,
     },
-    oidc::limits::AccountWrite,
-    store::{Change, modify_credentials},
+    oidc::limits::{AccountWrite, modify_own_credentials},
+    store::Change,
     tokens::{self, TOTP_ENROL_TTL, TokenError, TotpEnrolClaims},
 };
 
@@ -82,10 +82,8 @@ where
         }
         let write = self.code_write(&caller, &entry)?;
         self.reverify(source, &caller, password, &entry).await?;
-        self.use_code_if_protected(&caller, &entry, &req.code).await?;
-        if let Some(write) = write {
-            write.written();
-        }
+        self.use_code_if_protected(&caller, &entry, &req.code, write)
+            .await?;
         let secret = factors::new_totp_secret()?;
         let otpauth_uri = totp::otpauth_uri(TOTP_ISSUER_LABEL, &caller.name, &secret)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -153,34 +151,34 @@ where
         let codes = factors::new_recovery_codes(now)?;
         let secret = claims.secret;
         let write = self.account_write(&caller.name)?;
-        let gave_codes = modify_credentials(self.inner.store.as_ref(), &caller.name, |current| {
-            let current = current.ok_or_else(|| no_password(&caller.name))?;
-            // The ticket answers the entry it was made over: any password, reset or factor
-            // change since (each moves notBefore) refuses it.
-            if current.not_before.to_string() != claims.nb {
-                return Err(ApiError::invalid(
-                    "ticket",
-                    "is no longer valid: your password, second factors or sessions changed since it \
+        let gave_codes =
+            modify_own_credentials(self.inner.store.as_ref(), &caller.name, Some(write), |current| {
+                let current = current.ok_or_else(|| no_password(&caller.name))?;
+                // The ticket answers the entry it was made over: any password, reset or factor
+                // change since (each moves notBefore) refuses it.
+                if current.not_before.to_string() != claims.nb {
+                    return Err(ApiError::invalid(
+                        "ticket",
+                        "is no longer valid: your password, second factors or sessions changed since it \
                      was made; start again with BeginTotp",
-                ));
-            }
-            if current.factors.totp.is_some() {
-                return Err(totp_exists());
-            }
-            let mut next = current.revoke_all(now);
-            next.factors.totp = Some(TotpFactor {
-                secret: secret.clone(),
-                created_at: now,
-                last_step: step,
-            });
-            let give = factors::needs_recovery_codes(&current.factors);
-            if give {
-                next.factors.recovery = Some(codes.stored.clone());
-            }
-            Ok(Change::Put(next, give))
-        })
-        .await?;
-        write.written();
+                    ));
+                }
+                if current.factors.totp.is_some() {
+                    return Err(totp_exists());
+                }
+                let mut next = current.revoke_all(now);
+                next.factors.totp = Some(TotpFactor {
+                    secret: secret.clone(),
+                    created_at: now,
+                    last_step: step,
+                });
+                let give = factors::needs_recovery_codes(&current.factors);
+                if give {
+                    next.factors.recovery = Some(codes.stored.clone());
+                }
+                Ok(Change::Put(next, give))
+            })
+            .await?;
         self.forget(&caller.name);
         tracing::info!(user = %caller.name, recovery_codes = gave_codes, "authenticator app added");
         Ok(ConfirmTotpResponse {
@@ -205,25 +203,29 @@ where
         self.reverify(source, &caller, password, &entry).await?;
         let now = self.inner.clock.now();
         let codes = factors::new_recovery_codes(now)?;
-        modify_credentials(self.inner.store.as_ref(), &caller.name, |current| match current {
-            // Unchanged since the read: the same password and the same codes (two regenerations
-            // at once: the second is refused, not shown codes the first replaced).
-            Some(current)
-                if current.hash == entry.hash && current.factors.recovery == entry.factors.recovery =>
-            {
-                if !factors::has_real_factor(&current.factors) {
-                    return Err(no_real_factor());
+        modify_own_credentials(
+            self.inner.store.as_ref(),
+            &caller.name,
+            Some(write),
+            |current| match current {
+                // Unchanged since the read: the same password and the same codes (two regenerations
+                // at once: the second is refused, not shown codes the first replaced).
+                Some(current)
+                    if current.hash == entry.hash && current.factors.recovery == entry.factors.recovery =>
+                {
+                    if !factors::has_real_factor(&current.factors) {
+                        return Err(no_real_factor());
+                    }
+                    with_code_used(current, code, now, |used| {
+                        let mut next = used.revoke_all(now);
+                        next.factors.recovery = Some(codes.stored.clone());
+                        Ok((next, ()))
+                    })
                 }
-                with_code_used(current, code, now, |used| {
-                    let mut next = used.revoke_all(now);
-                    next.factors.recovery = Some(codes.stored.clone());
-                    Ok((next, ()))
-                })
-            }
-            _ => Err(ApiError::Conflict(CONCURRENT.to_owned())),
-        })
+                _ => Err(ApiError::Conflict(CONCURRENT.to_owned())),
+            },
+        )
         .await??;
-        write.written();
         self.forget(&caller.name);
         tracing::info!(user = %caller.name, "recovery codes made anew");
         Ok(RegenerateRecoveryCodesResponse {
@@ -246,20 +248,21 @@ where
         let write = self.account_write(&caller.name)?;
         self.reverify(source, &caller, password, &entry).await?;
         let now = self.inner.clock.now();
-        let left = modify_credentials(self.inner.store.as_ref(), &caller.name, |current| match current {
-            Some(current) if current.hash == entry.hash => {
-                factors::without(&current.factors, removal)?;
-                with_code_used(current, code, now, |used| {
-                    let left = factors::without(&used.factors, removal)?;
-                    let mut next = used.revoke_all(now);
-                    next.factors = left.clone();
-                    Ok((next, left))
-                })
+        let left = modify_own_credentials(self.inner.store.as_ref(), &caller.name, Some(write), |current| {
+            match current {
+                Some(current) if current.hash == entry.hash => {
+                    factors::without(&current.factors, removal)?;
+                    with_code_used(current, code, now, |used| {
+                        let left = factors::without(&used.factors, removal)?;
+                        let mut next = used.revoke_all(now);
+                        next.factors = left.clone();
+                        Ok((next, left))
+                    })
+                }
+                _ => Err(ApiError::Conflict(CONCURRENT.to_owned())),
             }
-            _ => Err(ApiError::Conflict(CONCURRENT.to_owned())),
         })
         .await??;
-        write.written();
         self.forget(&caller.name);
         tracing::info!(user = %caller.name, factor = removal_kind(removal), "second factor removed");
         Ok(RemoveFactorResponse {
@@ -337,24 +340,31 @@ where
     /// Uses up the typed `code` of a factor when the caller has one (an authenticator app or a
     /// passkey): adding a factor to a protected account takes the password and a factor, as
     /// removing one does, so a stolen session and password cannot add the thief's own. Counted
-    /// and backed off like a sign-in's second step; nothing else is written.
+    /// and backed off like a sign-in's second step; nothing else is written. The write spends
+    /// `write`, the change [`Self::code_write`] took.
     pub(super) async fn use_code_if_protected(
         &self,
         caller: &Caller,
         entry: &CredentialsEntry,
         code: &str,
+        write: Option<AccountWrite>,
     ) -> Result<(), ApiError> {
         if !factors::has_real_factor(&entry.factors) {
             return Ok(());
         }
         let code = required_code(code)?;
         let now = self.inner.clock.now();
-        modify_credentials(self.inner.store.as_ref(), &caller.name, |current| match current {
-            Some(current) if current.hash == entry.hash => {
-                with_code_used(current, code, now, |used| Ok((used, ())))
-            }
-            _ => Err(ApiError::Conflict(CONCURRENT.to_owned())),
-        })
+        modify_own_credentials(
+            self.inner.store.as_ref(),
+            &caller.name,
+            write,
+            |current| match current {
+                Some(current) if current.hash == entry.hash => {
+                    with_code_used(current, code, now, |used| Ok((used, ())))
+                }
+                _ => Err(ApiError::Conflict(CONCURRENT.to_owned())),
+            },
+        )
         .await?
     }
 

@@ -30,8 +30,9 @@ use crate::{
             FinishPasskeyRegistrationRequest, FinishPasskeyRegistrationResponse,
         },
     },
+    oidc::limits::modify_own_credentials,
     passkeys::{RegistrationError, RelyingParty},
-    store::{Change, modify_credentials},
+    store::Change,
     tokens::{self, PasskeyEnrolClaims, TOTP_ENROL_TTL, TokenError},
 };
 
@@ -56,10 +57,8 @@ where
         }
         let write = self.code_write(&caller, &entry)?;
         self.reverify(source, &caller, password, &entry).await?;
-        self.use_code_if_protected(&caller, &entry, &req.code).await?;
-        if let Some(write) = write {
-            write.written();
-        }
+        self.use_code_if_protected(&caller, &entry, &req.code, write)
+            .await?;
         let (options, state) = rp
             .begin_registration(&caller.name, &entry.factors.passkeys)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -118,34 +117,34 @@ where
             })?;
         let codes = factors::new_recovery_codes(now)?;
         let write = self.account_write(&caller.name)?;
-        let (gave_codes, stored) = modify_credentials(self.inner.store.as_ref(), &caller.name, |current| {
-            let current = current.ok_or_else(|| no_password(&caller.name))?;
-            // The ticket answers the entry it was made over: a password, reset or factor change
-            // since (each moves notBefore) refuses it.
-            if current.not_before.to_string() != claims.nb {
-                return Err(ApiError::invalid(
-                    "ticket",
-                    "is no longer valid: your password, second factors or sessions changed since it \
+        let (gave_codes, stored) =
+            modify_own_credentials(self.inner.store.as_ref(), &caller.name, Some(write), |current| {
+                let current = current.ok_or_else(|| no_password(&caller.name))?;
+                // The ticket answers the entry it was made over: a password, reset or factor change
+                // since (each moves notBefore) refuses it.
+                if current.not_before.to_string() != claims.nb {
+                    return Err(ApiError::invalid(
+                        "ticket",
+                        "is no longer valid: your password, second factors or sessions changed since it \
                      was made; start again with BeginPasskeyRegistration",
-                ));
-            }
-            let mut next = current
-                .revoke_all(now)
-                .add_passkey(passkey.clone())
-                .map_err(add_error)?;
-            let give = factors::needs_recovery_codes(&current.factors);
-            if give {
-                next.factors.recovery = Some(codes.stored.clone());
-            }
-            let stored = next.factors.clone();
-            Ok(Change::Put(next, (give, stored)))
-        })
-        .await
-        .map_err(|e| match e {
-            ApiError::Conflict(_) => ApiError::Conflict(CONCURRENT.to_owned()),
-            e => e,
-        })?;
-        write.written();
+                    ));
+                }
+                let mut next = current
+                    .revoke_all(now)
+                    .add_passkey(passkey.clone())
+                    .map_err(add_error)?;
+                let give = factors::needs_recovery_codes(&current.factors);
+                if give {
+                    next.factors.recovery = Some(codes.stored.clone());
+                }
+                let stored = next.factors.clone();
+                Ok(Change::Put(next, (give, stored)))
+            })
+            .await
+            .map_err(|e| match e {
+                ApiError::Conflict(_) => ApiError::Conflict(CONCURRENT.to_owned()),
+                e => e,
+            })?;
         self.forget(&caller.name);
         tracing::info!(
             user = %caller.name,

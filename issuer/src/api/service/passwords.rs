@@ -27,7 +27,7 @@ use crate::{
         },
         validate,
     },
-    oidc::passwords::generate_password,
+    oidc::{limits::modify_own_credentials, passwords::generate_password},
     store::{Change, modify_credentials},
 };
 
@@ -159,18 +159,22 @@ where
             ));
         };
         let now = self.inner.clock.now();
-        modify_credentials(self.inner.store.as_ref(), &caller.name, |current| match current {
-            // Only over the password that was verified: a concurrent change wins.
-            Some(current) if current.hash == verified_hash => Ok(Change::Put(
-                current.with_new_password(hash.clone(), now, false),
-                (),
-            )),
-            _ => Err(ApiError::Conflict(
-                "the password was changed concurrently: sign in again and retry".to_owned(),
-            )),
-        })
+        modify_own_credentials(
+            self.inner.store.as_ref(),
+            &caller.name,
+            Some(write),
+            |current| match current {
+                // Only over the password that was verified: a concurrent change wins.
+                Some(current) if current.hash == verified_hash => Ok(Change::Put(
+                    current.with_new_password(hash.clone(), now, false),
+                    (),
+                )),
+                _ => Err(ApiError::Conflict(
+                    "the password was changed concurrently: sign in again and retry".to_owned(),
+                )),
+            },
+        )
         .await?;
-        write.written();
         self.forget(&caller.name);
         Ok(ChangeOwnPasswordResponse {})
     }

@@ -30,7 +30,7 @@ pub mod ledger;
 pub mod recency;
 pub mod reservation;
 
-pub use account_writes::{AccountWrite, AccountWrites};
+pub use account_writes::{AccountWrite, AccountWrites, modify_own_credentials};
 pub use backoff::{
     Admission, AttemptOutcome, BACKOFF_BASE, BACKOFF_FORGET, BACKOFF_MAX, BACKOFF_THRESHOLD, UserBackoff,
     backoff_after, backoff_key, factor_backoff_key,

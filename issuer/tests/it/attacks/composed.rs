@@ -26,7 +26,12 @@ pub struct Composed {
 /// alice (admin), bob and carol (viewers) in the service's store, each with the harness's
 /// password; the issuer's own store has alice and carol with it too.
 pub async fn composed() -> Composed {
-    let h = Arc::new(Harness::new());
+    composed_with(Harness::new()).await
+}
+
+/// As [`composed`], over the issuer of `h`.
+pub async fn composed_with(h: Harness) -> Composed {
+    let h = Arc::new(h);
     let env = env();
     let hash = password_hash();
     env.seed("alice", &["admin"], false, Some(&hash), false).await;

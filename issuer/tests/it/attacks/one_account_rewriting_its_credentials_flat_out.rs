@@ -93,29 +93,28 @@ fn app_code(c: &super::composed::Composed) -> String {
 async fn the_second_step_and_the_service_spend_one_budget_and_a_held_answer_keeps_its_ticket() {
     let c = composed().await;
     let codes = with_dave(&c).await;
-    // Someone with dave's password alone answers wrong: nothing of the budget is spent.
+    let available = || {
+        c.h.issuer
+            .account_writes()
+            .available("dave", c.h.clock.now_ts())
+            .expect("a budget")
+    };
+    // Someone with dave's password alone answers wrong: each wrong answer is written (the
+    // factor's failures), so each is one change.
     let thief = password_step(&c).await;
     for _ in 0..3 {
         let reply = c.h.factor(&thief, "000000").await;
         assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.text());
     }
-    let now = c.h.clock.now_ts();
-    assert_eq!(
-        c.h.issuer.account_writes().available("dave", now),
-        Some(BucketPolicy::ACCOUNT_WRITES.burst),
-        "wrong answers spent the owner's budget"
-    );
+    assert_eq!(available(), (BURST - 3) as f64);
     // dave's right answer is one change.
     let ticket = password_step(&c).await;
     let reply = c.h.factor(&ticket, &app_code(&c)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
-    assert_eq!(
-        c.h.issuer.account_writes().available("dave", now),
-        Some(BucketPolicy::ACCOUNT_WRITES.burst - 1.0)
-    );
+    assert_eq!(available(), (BURST - 4) as f64);
 
     // The rest of the budget through the service.
-    for i in 1..BURST {
+    for i in 4..BURST {
         c.change_own_password("dave", peer(1), PASSWORD, PASSWORD)
             .await
             .unwrap_or_else(|e| panic!("change {i}: {e:?}"));
@@ -124,25 +123,28 @@ async fn the_second_step_and_the_service_spend_one_budget_and_a_held_answer_keep
         .await
         .expect_err("the budget is spent");
 
-    // The next right answer (a recovery code) is held, unwritten: 429 with the wait, and its
-    // ticket and the code stay good.
+    // Every answer is now held alike, right or wrong, unwritten: 429 with the wait, so a held
+    // answer tells nothing of the code, and the ticket and the code stay good.
     let ticket = password_step(&c).await;
-    let held = c.h.factor(&ticket, &codes[0]).await;
-    assert_eq!(held.status, StatusCode::TOO_MANY_REQUESTS, "{}", held.text());
-    assert_eq!(held.error(), "slow_down", "{}", held.text());
-    assert_eq!(
-        held.headers
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok()),
-        Some(REFILL_SECONDS.to_string().as_str()),
-        "{:?}",
-        held.headers
-    );
-    let entry = c.h.store.entry("dave").expect("entry");
-    assert_eq!(
-        entry.factors.recovery.as_ref().expect("codes").digests.len(),
-        10,
-        "a held answer used no recovery code"
+    let before = c.h.store.entry("dave").expect("entry");
+    let wrong = c.h.factor(&ticket, "000000").await;
+    let right = c.h.factor(&ticket, &codes[0]).await;
+    for held in [&wrong, &right] {
+        assert_eq!(held.status, StatusCode::TOO_MANY_REQUESTS, "{}", held.text());
+        assert_eq!(held.error(), "slow_down", "{}", held.text());
+        assert_eq!(
+            held.headers
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()),
+            Some(REFILL_SECONDS.to_string().as_str()),
+            "{:?}",
+            held.headers
+        );
+    }
+    assert_eq!(wrong.body, right.body, "a held answer tells the code's worth");
+    assert!(
+        c.h.store.entry("dave").expect("entry") == before,
+        "a held answer was written"
     );
     c.h.clock.advance(SignedDuration::from_secs(REFILL_SECONDS));
     let reply = c.h.factor(&ticket, &codes[0]).await;
@@ -158,4 +160,101 @@ async fn the_second_step_and_the_service_spend_one_budget_and_a_held_answer_keep
         9,
         "the accepted answer was written"
     );
+}
+
+/// `r` from dave's address.
+fn with_peer<T>(mut r: tonic::Request<T>) -> tonic::Request<T> {
+    r.extensions_mut().insert(axum::extract::ConnectInfo(peer(1)));
+    r
+}
+
+/// A self-service call of the service (its `password`, `code`) as dave from `peer(1)`.
+async fn factor_call(
+    c: &super::composed::Composed,
+    call: &str,
+    password: &str,
+    code: &str,
+) -> Result<(), tonic::Status> {
+    use ichor_issuer::api::proto::{
+        FactorKind, RegenerateRecoveryCodesRequest, RemoveFactorRequest,
+        user_service_server::UserService as _,
+    };
+    let t = crate::api_common::token("dave", c.h.clock.now_ts());
+    match call {
+        "regenerate" => c
+            .api
+            .regenerate_recovery_codes(with_peer(crate::api_common::req(
+                &t,
+                RegenerateRecoveryCodesRequest {
+                    password: password.into(),
+                    code: code.into(),
+                },
+            )))
+            .await
+            .map(drop),
+        _ => c
+            .api
+            .remove_factor(with_peer(crate::api_common::req(
+                &t,
+                RemoveFactorRequest {
+                    password: password.into(),
+                    kind: FactorKind::Totp as i32,
+                    passkey_id: String::new(),
+                    code: code.into(),
+                },
+            )))
+            .await
+            .map(drop),
+    }
+}
+
+#[tokio::test]
+async fn every_self_service_change_spends_the_budget_and_only_a_write_keeps_it_spent() {
+    let c = composed().await;
+    let codes = with_dave(&c).await;
+    let (entry, _) = factor_entry_with_hash(&password_hash());
+    c.env.put_entry("dave", Some(&entry)).await;
+    let available = || {
+        c.h.issuer
+            .account_writes()
+            .available("dave", c.h.clock.now_ts())
+            .expect("a budget")
+    };
+    // A wrong password writes nothing: the change goes back.
+    let wrong = factor_call(&c, "regenerate", "not dave's password", &codes[0])
+        .await
+        .expect_err("a wrong password");
+    assert_eq!(wrong.code(), Code::InvalidArgument, "{wrong:?}");
+    assert_eq!(available(), BURST as f64);
+    // A wrong code is written (the factor's failures): it stays spent.
+    let wrong = factor_call(&c, "regenerate", PASSWORD, "000000")
+        .await
+        .expect_err("a wrong code");
+    assert_eq!(wrong.code(), Code::InvalidArgument, "{wrong:?}");
+    assert_eq!(available(), (BURST - 1) as f64);
+    // A change is one.
+    factor_call(&c, "regenerate", PASSWORD, &codes[1])
+        .await
+        .expect("new recovery codes");
+    assert_eq!(available(), (BURST - 2) as f64);
+    for i in 2..BURST {
+        c.change_own_password("dave", peer(1), PASSWORD, PASSWORD)
+            .await
+            .unwrap_or_else(|e| panic!("change {i}: {e:?}"));
+    }
+    // Spent: each sibling call is held before its password check, the code left unused.
+    let code = totp::code_at(TOTP_SECRET, c.h.clock.now_ts()).expect("code");
+    for call in ["regenerate", "remove"] {
+        let held = factor_call(&c, call, PASSWORD, &code)
+            .await
+            .expect_err("the budget is spent");
+        assert_eq!(held.code(), Code::ResourceExhausted, "{call}: {held:?}");
+        assert!(held.message().contains("too often"), "{call}: {held:?}");
+    }
+    c.h.clock.advance(SignedDuration::from_secs(REFILL_SECONDS));
+    let code = totp::code_at(TOTP_SECRET, c.h.clock.now_ts()).expect("code");
+    factor_call(&c, "remove", PASSWORD, &code)
+        .await
+        .expect("one change a period");
+    assert!(c.env.entry("dave").await.expect("entry").factors.totp.is_none());
 }
