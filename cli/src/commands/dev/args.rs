@@ -99,8 +99,8 @@ pub struct DevArgs {
     pub token_ttl: String,
 
     /// The most refresh rotations the issuer writes a minute per session, past a burst of 20 (as
-    /// `ichor-issuer --family-writes-per-minute`); 0 turns this cap and the per-user cap on
-    /// sessions started off (load tests).
+    /// `ichor-issuer --family-writes-per-minute`); 0: no write cap at all, neither this one nor
+    /// the issuer's per-user ones (load tests).
     #[arg(
         long,
         default_value_t = ichor_issuer::oidc::limits::DEFAULT_FAMILY_WRITES_PER_MINUTE,
