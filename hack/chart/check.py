@@ -41,6 +41,8 @@ import seed_names
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "ichor"
 ROLES_FILE = CHART / "files" / "ichor-roles.yaml"
+# The issuer's flags: every ICHOR_ISSUER_* variable the chart sets must be one they read.
+ISSUER_FLAGS = ROOT / "issuer" / "src" / "cli" / "flags.rs"
 GOLDEN = ROOT / "golden" / "chart"
 NAMESPACE = "ichor-system"
 # The namespace of the per-user credentials Secrets: the chart renders only the issuer's and the
@@ -402,6 +404,13 @@ def check_workloads(f: Failures, config: str, objects: list[dict[str, Any]], val
         f.check(env.get("ICHOR_ISSUER_TOKEN_TTL") == u["tokenTTL"] and env.get("ICHOR_ISSUER_REFRESH_LIFETIME") == u["refreshLifetime"], f"[{config}] issuer lifetimes")
         f.check(env.get("ICHOR_ISSUER_KEYS_FILE") == "/var/run/ichor/oidc-signing/keys.json" and env.get("ICHOR_ISSUER_ICHOR_TLS_DIR") == "/var/run/ichor/oidc-tls", f"[{config}] issuer mount paths")
         f.check(all(k.startswith("ICHOR_ISSUER_") for k in env), f"[{config}] issuer env not ICHOR_ISSUER_*: {sorted(env)}")
+        unknown = sorted(k for k in env if f'env = "{k}"' not in ISSUER_FLAGS.read_text())
+        f.check(not unknown, f"[{config}] the issuer is given variables no flag of {ISSUER_FLAGS.relative_to(ROOT)} reads: {unknown}")
+        writes = values["issuer"]["familyWritesPerMinute"]
+        f.check(
+            env.get("ICHOR_ISSUER_FAMILY_WRITES_PER_MINUTE") == str(writes),
+            f"[{config}] the issuer's write cap is {env.get('ICHOR_ISSUER_FAMILY_WRITES_PER_MINUTE')!r}, want issuer.familyWritesPerMinute {writes}",
+        )
         vols = {v["name"]: v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
         f.check({"oidc-signing": "ichor-oidc-signing", "oidc-tls": "ichor-oidc-tls"}.items() <= vols.items(), f"[{config}] issuer volumes {vols}")
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
@@ -530,6 +539,10 @@ def oidc(**kw: Any) -> dict[str, Any]:
     return values
 
 
+def family_writes(n: Any) -> dict[str, Any]:
+    return {**users(), "issuer": {"familyWritesPerMinute": n}}
+
+
 def service(**kw: Any) -> dict[str, Any]:
     values = users()
     values["ichorUI"]["service"] = kw
@@ -565,6 +578,10 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str]] = [
     ("a Service type the chart does not allow", service(type="ExternalName"), NAMESPACE, "value must be one of"),
     ("an http internalJWKSURI", users(internalJWKSURI="http://10.96.0.12:8444/oidc/jwks"), NAMESPACE, "internalJWKSURI"),
     ("one replica count of zero", {"issuer": {"replicas": 0}}, NAMESPACE, "replicas"),
+    # The issuer reads a u32 and crash-loops on anything else; past 1200 a minute the per-family
+    # ceiling of 20 refreshes a second binds first.
+    *[(f"a familyWritesPerMinute of {n!r}", family_writes(n), NAMESPACE, "familyWritesPerMinute")
+      for n in (-1, 1201, 2.5, "6")],
     # The controller takes a publish lead of 1m to 60m only and crash-loops on any other.
     *[(f"a publishLead of {lead}", {"controller": {"keys": {"publishLead": lead}}}, NAMESPACE, "publishLead")
       for lead in ("30s", "0m", "61m", "90m", "1h", "10")],
@@ -584,6 +601,8 @@ TEMPLATE_REFUSALS: list[tuple[str, dict[str, Any], str]] = [
     ("an external provider without a kube client", oidc(kubeClientID=""), "ichorUI.oidc.kubeClientID is required"),
     ("an external provider that is Ichor's issuer", oidc(issuerURL="https://ichor.example.com/"), "is Ichor's own issuer"),
     ("a Service type the chart does not allow", service(type="ExternalName"), "ichorUI.service.type \"ExternalName\" is not allowed"),
+    *[(f"a familyWritesPerMinute of {n!r}", family_writes(n), f"issuer.familyWritesPerMinute \"{n}\" is out of range")
+      for n in (-1, 1201, 2.5, "six")],
 ]
 
 
@@ -599,6 +618,10 @@ def expect_refusal(f: Failures, what: str, run: Callable[[], str], needle: str) 
 # publishLead values at the edges of what the schema takes: each renders, and reaches the
 # controller as ICHOR_CONTROLLER_KEY_PUBLISH_LEAD unchanged.
 ACCEPTED_PUBLISH_LEADS = ("1m", "10m", "60m")
+
+# issuer.familyWritesPerMinute at the edges, and unset (a release upgraded with --reuse-values
+# from a chart without the key): what reaches the issuer. 0 stays 0 (no cap), never the default.
+ACCEPTED_FAMILY_WRITES: tuple[tuple[Any, str], ...] = ((0, "0"), (1, "1"), (1200, "1200"), (None, "6"))
 
 
 def check_accepted(f: Failures) -> None:
@@ -616,6 +639,21 @@ def check_accepted(f: Failures) -> None:
             for e in c.get("env", [])
         }
         f.check(env.get("ICHOR_CONTROLLER_KEY_PUBLISH_LEAD") == lead, f"a publishLead of {lead} renders as {env.get('ICHOR_CONTROLLER_KEY_PUBLISH_LEAD')!r}")
+    for given, want in ACCEPTED_FAMILY_WRITES:
+        try:
+            objects = objects_of(render(CHART, family_writes(given)))
+        except helm.HelmError as e:
+            f.check(False, f"a familyWritesPerMinute of {given!r} is refused; it must render: {e}")
+            continue
+        env = {
+            e["name"]: e.get("value")
+            for o in objects
+            if o["kind"] == "Deployment" and o["metadata"]["name"] == "ichor-issuer"
+            for c in containers(o)
+            for e in c.get("env", [])
+        }
+        got = env.get("ICHOR_ISSUER_FAMILY_WRITES_PER_MINUTE")
+        f.check(got == want, f"a familyWritesPerMinute of {given!r} renders as {got!r}, want {want!r}")
 
 
 def check_refusals(f: Failures) -> None:
@@ -672,7 +710,7 @@ def main() -> int:
     check_refusals(f)
     print(f"chart: {len(REFUSALS) + len(TEMPLATE_REFUSALS) + 2} refused configurations checked")
     check_accepted(f)
-    print(f"chart: {len(ACCEPTED_PUBLISH_LEADS)} accepted edge values rendered")
+    print(f"chart: {len(ACCEPTED_PUBLISH_LEADS) + len(ACCEPTED_FAMILY_WRITES)} accepted edge values rendered")
     print(f"chart: {seed_names.check_table(f, ROOT, lambda v: objects_of(render(CHART, v)))} seed names checked (README table)")
 
     for item in f.items:

@@ -147,7 +147,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         token_ttl: args.token_ttl.clone(),
         refresh_lifetime: UsersSettings::DEFAULT_REFRESH_LIFETIME.to_string(),
         trusted_proxy: Vec::new(),
-        family_writes_per_minute: ichor_issuer::oidc::limits::DEFAULT_FAMILY_WRITES_PER_MINUTE,
+        family_writes_per_minute: args.family_writes_per_minute,
         log_format: ichor_server::logging::LogFormat::Text,
     }
     .validate()

@@ -78,6 +78,22 @@ with --reuse-values keeps the values of a chart that had no such key). */}}
 {{- $t -}}
 {{- end -}}
 
+{{/* The issuer's --family-writes-per-minute: issuer.familyWritesPerMinute, an integer from 0
+to 1200, or the issuer's default 6 when unset (a release upgraded with --reuse-values keeps the
+values of a chart that had no such key; `default` would turn 0, which turns the caps off, into
+6). */}}
+{{- define "ichor.familyWritesPerMinute" -}}
+{{- $n := 6 -}}
+{{- if and (hasKey .Values.issuer "familyWritesPerMinute") (not (kindIs "invalid" .Values.issuer.familyWritesPerMinute)) -}}
+{{- $n = .Values.issuer.familyWritesPerMinute -}}
+{{- end -}}
+{{- $s := toString $n -}}
+{{- if or (not (regexMatch "^[0-9]{1,4}$" $s)) (gt (atoi $s) 1200) -}}
+{{- fail (printf "issuer.familyWritesPerMinute %q is out of range; it must be an integer from 0 (no cap, for benchmarks) to 1200" $s) -}}
+{{- end -}}
+{{- $s -}}
+{{- end -}}
+
 {{/* A duration of one unit (90s, 5m, 12h) in seconds; anything else is 0 (out of range). */}}
 {{- define "ichor.seconds" -}}
 {{- $d := toString . -}}

@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::cache::{CACHE_VERSION, Unsafe};
+use super::{
+    cache::{CACHE_VERSION, Unsafe},
+    retry::Grant,
+};
 
 /// Why an `ichor auth` step failed.
 #[derive(Debug, thiserror::Error)]
@@ -203,6 +206,34 @@ pub enum AuthError {
         error: String,
         /// The `error_description`, if any.
         description: Option<String>,
+    },
+    /// The issuer asked to wait before a token request is sent again (`429 slow_down`, or a
+    /// `503` with `Retry-After`) for longer than the request still waits: nothing was consumed,
+    /// and the message says when to try again.
+    #[error(
+        "{what} at {url}: {} ({error}{}): it asks to wait {asked} s before trying again, longer than \
+         the {left} s this run still waits; {}",
+        .grant.refusal(*.unavailable),
+        .description.as_deref().map(|d| format!(": {d}")).unwrap_or_default(),
+        .grant.advice(*.asked)
+    )]
+    WaitTooLong {
+        /// Which request (token request).
+        what: &'static str,
+        /// The URL requested.
+        url: String,
+        /// The grant requested, which says what the issuer limits.
+        grant: Grant,
+        /// Whether the issuer answered 503 (unavailable) rather than 429 (a limit).
+        unavailable: bool,
+        /// The OAuth `error` code or the HTTP status, control characters escaped.
+        error: String,
+        /// The `error_description`, if any, control characters escaped.
+        description: Option<String>,
+        /// The wait the issuer asked for, seconds.
+        asked: u64,
+        /// What this run would still have waited, seconds.
+        left: u64,
     },
     /// A server answer could not be understood.
     #[error("{what} at {url}: unexpected answer: {reason}")]

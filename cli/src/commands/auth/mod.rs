@@ -26,6 +26,7 @@ pub mod login;
 pub mod logout;
 pub mod oidc;
 pub mod pkce;
+pub mod retry;
 pub mod secret;
 pub mod status;
 pub mod token;
@@ -40,8 +41,10 @@ pub enum AuthCommand {
 Prints a client.authentication.k8s.io/v1 ExecCredential on stdout and nothing else. A cached ID
 token with at least 30 s left (and at most 20 min: Ichor issues none for longer) is printed at once
 (no network); otherwise the cached refresh token is used; otherwise, when kubectl allows
-interaction and stdin is a terminal, a browser login runs. Concurrent runs share one refresh: a run
-waiting for another's browser login says so and gives up after 6 min. A cache file or directory
+interaction and stdin is a terminal, a browser login runs. An issuer asking to slow down (429 with
+Retry-After) is waited out, each wait said on stderr, up to 30 s in all; a longer wait fails at
+once, keeping the login. Concurrent runs share one refresh: a run waiting for another's browser
+login says so and gives up after 6 min. A cache file or directory
 ichor did not make (a link, a FIFO, another owner, group or other access, a hard link, a mount
 point), or a ~/.ichor of another user, is refused with an error naming it; a cache file a newer
 ichor wrote is kept. Diagnostics go to stderr.

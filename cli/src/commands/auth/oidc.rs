@@ -5,8 +5,15 @@
 //! Every URL passes [`check_url`] (https, or http to the loopback), redirects are not followed
 //! (an endpoint that redirects could move a refresh token elsewhere), and every response body is
 //! read to at most [`MAX_RESPONSE_BYTES`].
+//!
+//! A token request the issuer asks to slow down (`429 slow_down`, or for the code exchange a
+//! `503`, with `Retry-After`) is sent again after the wait asked for, within a bound per grant,
+//! each wait said in one line on stderr; [`super::retry`] decides.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use serde::Deserialize;
 
@@ -14,6 +21,7 @@ use super::{
     cache::Endpoints,
     error::AuthError,
     issuer_url::{IssuerUrl, check_url},
+    retry::{self, Decision, Grant, wait_too_long, waiting_notice},
     secret::Secret,
 };
 use crate::terminal::escape_controls;
@@ -142,10 +150,13 @@ impl OidcClient {
         parse_discovery(issuer, &url, &body)
     }
 
-    /// The `authorization_code` grant with the PKCE verifier.
+    /// The `authorization_code` grant with the PKCE verifier. A `429` or `503` with
+    /// `Retry-After` is waited out within [`Grant::CodeExchange`]'s budget (the code is released
+    /// by such answers and lives 60 s).
     ///
     /// # Errors
-    /// As [`OidcClient::discover`].
+    /// As [`OidcClient::discover`]; [`AuthError::WaitTooLong`] when the issuer asks for a longer
+    /// wait than is left.
     pub async fn exchange_code(
         &self,
         token_endpoint: &str,
@@ -161,13 +172,16 @@ impl OidcClient {
             ("client_id", client_id),
             ("code_verifier", verifier),
         ];
-        self.token_request(token_endpoint, &form).await
+        self.token_request(Grant::CodeExchange, token_endpoint, &form)
+            .await
     }
 
-    /// The `refresh_token` grant, asking for `audience`.
+    /// The `refresh_token` grant, asking for `audience`. A `429` with `Retry-After` (the refresh
+    /// token is still the current one) is waited out within [`Grant::Refresh`]'s budget.
     ///
     /// # Errors
-    /// As [`OidcClient::discover`]; a dead refresh token is [`AuthError::is_invalid_grant`].
+    /// As [`OidcClient::discover`]; a dead refresh token is [`AuthError::is_invalid_grant`];
+    /// [`AuthError::WaitTooLong`] when the issuer asks for a longer wait than is left.
     pub async fn refresh(
         &self,
         token_endpoint: &str,
@@ -181,7 +195,7 @@ impl OidcClient {
             ("client_id", client_id),
             ("audience", audience),
         ];
-        self.token_request(token_endpoint, &form).await
+        self.token_request(Grant::Refresh, token_endpoint, &form).await
     }
 
     /// RFC 7009 revocation of a refresh token. 200 is success; anything else is an error the
@@ -211,15 +225,56 @@ impl OidcClient {
         }
     }
 
-    async fn token_request(&self, endpoint: &str, form: &[(&str, &str)]) -> Result<TokenResponse, AuthError> {
+    /// Sends `form` to the token endpoint until it answers something but a wait [`retry::decide`]
+    /// takes, and reads that answer.
+    async fn token_request(
+        &self,
+        grant: Grant,
+        endpoint: &str,
+        form: &[(&str, &str)],
+    ) -> Result<TokenResponse, AuthError> {
         const WHAT: &str = "token request";
         check_url("token_endpoint", endpoint)?;
-        let response = self.post_form(WHAT, endpoint, form_body(form)).await?;
-        let (status, body) = read_body(WHAT, endpoint, response).await?;
-        if !status.is_success() {
-            return Err(oauth_error(WHAT, endpoint, status, &body));
+        let form = form_body(form);
+        let started = Instant::now();
+        loop {
+            let response = self.post_form(WHAT, endpoint, form.clone()).await?;
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let (status, body) = read_body(WHAT, endpoint, response).await?;
+            if status.is_success() {
+                return parse_token_response(endpoint, &body);
+            }
+            let refusal = oauth_error(WHAT, endpoint, status, &body);
+            let AuthError::OAuth {
+                error, description, ..
+            } = &refusal
+            else {
+                return Err(refusal);
+            };
+            match retry::decide(
+                grant,
+                status,
+                Some(error),
+                retry_after.as_deref(),
+                started.elapsed(),
+            ) {
+                Decision::Fail => return Err(refusal),
+                Decision::Wait(wait) => {
+                    eprintln!(
+                        "{}",
+                        waiting_notice(grant, status, error, description.as_deref(), wait)
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                Decision::TooLong { asked, left } => {
+                    return Err(wait_too_long(grant, endpoint, status, refusal, asked, left));
+                }
+            }
         }
-        parse_token_response(endpoint, &body)
     }
 
     async fn post_form(

@@ -98,6 +98,16 @@ pub struct DevArgs {
     #[arg(long, default_value = "5m", value_name = "DURATION")]
     pub token_ttl: String,
 
+    /// The most refresh rotations the issuer writes a minute per session, past a burst of 20 (as
+    /// `ichor-issuer --family-writes-per-minute`); 0: no write cap at all, neither this one nor
+    /// the issuer's per-user ones (load tests).
+    #[arg(
+        long,
+        default_value_t = ichor_issuer::oidc::limits::DEFAULT_FAMILY_WRITES_PER_MINUTE,
+        value_name = "N"
+    )]
+    pub family_writes_per_minute: u32,
+
     /// The https URL of a cluster's API server: `GetMyKubeconfig` (the UI's "Download my
     /// kubeconfig", `ichor auth kubeconfig`) then serves kubeconfigs for it; with --kube-ca-file.
     /// Without it, kubeconfig downloads are refused (no cluster configured).

@@ -12,6 +12,7 @@ fn args(address: &str, allow: bool, port: u16) -> DevArgs {
         allow_non_loopback: allow,
         localhost: false,
         token_ttl: "5m".to_owned(),
+        family_writes_per_minute: 6,
         kube_api_server: None,
         kube_ca_file: None,
         kube_cluster_name: DEFAULT_KUBE_CLUSTER_NAME.to_owned(),
