@@ -30,8 +30,9 @@ async fn dev_with(state: &std::path::Path, extra: &[&str]) -> Dev {
 }
 
 /// A session of `ichor-cli` for `ichor-kube` whose family's write cap is spent: refreshed at
-/// the token endpoint until the issuer answers `429`. Returns the refresh token that is still
-/// current, the tokens the issuer handed out, and the `Retry-After` of that answer.
+/// the token endpoint until the issuer answers `429`, ten a second, so that the family's ceiling
+/// of presentations (20 a second) is never what answers it. Returns the refresh token that is
+/// still current, the tokens the issuer handed out, and the `Retry-After` of that answer.
 async fn spent_session(dev: &Dev) -> (String, Vec<String>, u64) {
     let http = dev_support::http_client(dev);
     let tokens = sign_in::sign_in(
@@ -47,6 +48,7 @@ async fn spent_session(dev: &Dev) -> (String, Vec<String>, u64) {
     let mut current = tokens["refresh_token"].as_str().unwrap().to_owned();
     let mut seen = vec![current.clone(), tokens["id_token"].as_str().unwrap().to_owned()];
     for _ in 0..MAX_ROTATIONS {
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let answer = http
             .post(format!("{}/oidc/token", dev.url))
             .form(&[

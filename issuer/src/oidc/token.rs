@@ -372,9 +372,10 @@ async fn claim_and_redeem(
         lock(&issuer.codes).release(&claims.jti);
         return Err(OAuthError::slow_down(wait));
     }
-    let result = redeem(issuer, keys, claims, client, now).await;
-    if claims.offline_access && !matches!(result, Ok((_, Some(_)))) {
-        // No family was started: the budget is not spent.
+    let mut began = false;
+    let result = redeem(issuer, keys, claims, client, now, &mut began).await;
+    if claims.offline_access && !began {
+        // No family's write began: the budget is not spent.
         issuer.refund_session_start(&claims.sub, now);
     }
     match &result {
@@ -396,13 +397,17 @@ async fn claim_and_redeem(
 }
 
 /// The second half of the code grant, after the code was claimed: user, credentials, family,
-/// tokens. Returns the response and the family started (if any).
+/// tokens. Returns the response and the family started (if any); `began` tells whether the
+/// family's write began. A store failure once it began is a `server_error`, not
+/// `temporarily_unavailable`: the family may have been stored though its answer was lost, so
+/// the code is not released for another try (each would start another family).
 async fn redeem(
     issuer: &Issuer,
     keys: &LoadedKeys,
     code: &CodeClaims,
     client: Client,
     now: Timestamp,
+    began: &mut bool,
 ) -> Result<(TokenResponse, Option<String>), OAuthError> {
     let user = live_user(issuer, &code.sub).await?;
     let policy = issuer.settings.get().second_factor.clone();
@@ -437,15 +442,27 @@ async fn redeem(
         let fam = random_id().map_err(|_| OAuthError::server_error("no randomness for a family id"))?;
         let lifetime = issuer.settings.get().refresh_lifetime.as_signed();
         let (entry, displaced) = modify_credentials(issuer.store.as_ref(), &code.sub, |current| {
+            *began = false;
             let entry = check(current)?;
             let displaced = entry.families_displaced_at(now);
             let amr: Vec<&str> = code.amr.iter().map(String::as_str).collect();
             let next = entry
                 .start_family_with_amr(&fam, client.id(), &code.audience, &amr, now, lifetime)
                 .map_err(|e| OAuthError::server_error(e.to_string()))?;
+            *began = true;
             Ok::<_, OAuthError>(Change::Put(next.clone(), (next, displaced)))
         })
-        .await?;
+        .await
+        .map_err(|e| {
+            if *began && e.error == "temporarily_unavailable" {
+                tracing::warn!(user = %code.sub, error = %e.description, "a new session's write failed after it began");
+                OAuthError::server_error(
+                    "the session may have been stored, but the store's answer was lost: sign in again",
+                )
+            } else {
+                e
+            }
+        })?;
         issuer.store.invalidate(&code.sub);
         for ended in &displaced {
             issuer.metrics.refresh_families_evicted.inc();

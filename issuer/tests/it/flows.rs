@@ -2,10 +2,10 @@
 //! rotation with its grace window, and the browser client's rotation.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+use std::sync::{Arc, atomic::Ordering};
 
 use crate::common::*;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use jiff::SignedDuration;
 
 fn refresh_of(v: &serde_json::Value) -> String {
@@ -67,6 +67,51 @@ async fn a_code_used_twice_is_refused_and_the_family_it_started_is_revoked() {
     let reply = h.refresh(&refresh, "ichor-cli", None).await;
     assert_eq!(reply.error(), "invalid_grant");
     assert!(h.metrics().contains("ichor_issuer_code_replays_total 1"));
+}
+
+/// A store outage before a new session's write releases the code for another try (503); once
+/// the write began and its answer was lost, the session may be stored, so the code is spent
+/// (500): a client trying again would start another session each time.
+#[tokio::test]
+async fn a_code_is_released_after_an_outage_before_its_sessions_write_and_spent_after_a_lost_answer() {
+    let h = Harness::new();
+    let code = h
+        .code("alice", "ichor-cli", CLI_REDIRECT, "openid offline_access", "")
+        .await;
+    h.store.unavailable.store(true, Ordering::SeqCst);
+    let down = h.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
+    assert_eq!(down.status, StatusCode::SERVICE_UNAVAILABLE, "{}", down.text());
+    assert_eq!(down.error(), "temporarily_unavailable");
+    h.store.unavailable.store(false, Ordering::SeqCst);
+    let again = h.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
+    assert_eq!(again.status, StatusCode::OK, "released: {}", again.text());
+    assert_eq!(h.store.entry("alice").expect("entry").families.len(), 1);
+
+    let code = h
+        .code("alice", "ichor-cli", CLI_REDIRECT, "openid offline_access", "")
+        .await;
+    h.store.lost_answers.store(1, Ordering::SeqCst);
+    let lost = h.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
+    assert_eq!(lost.status, StatusCode::INTERNAL_SERVER_ERROR, "{}", lost.text());
+    assert_eq!(lost.error(), "server_error");
+    assert!(
+        lost.headers.get(header::RETRY_AFTER).is_none(),
+        "{:?}",
+        lost.headers
+    );
+    assert_eq!(
+        h.store.entry("alice").expect("entry").families.len(),
+        2,
+        "the session was stored though its answer was lost"
+    );
+    let again = h.exchange(&code, "ichor-cli", CLI_REDIRECT, VERIFIER).await;
+    assert_eq!(again.status, StatusCode::BAD_REQUEST, "{}", again.text());
+    assert_eq!(again.error(), "invalid_grant");
+    assert_eq!(
+        h.store.entry("alice").expect("entry").families.len(),
+        2,
+        "no other session was started"
+    );
 }
 
 #[tokio::test]

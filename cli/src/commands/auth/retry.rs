@@ -4,12 +4,15 @@
 //!
 //! Only answers after which nothing can have been consumed are retried:
 //!
-//! - `429` (the issuer's `slow_down`): its limits refuse before anything is written. A refresh
-//!   token answered 429 is still the current one (the family's write cap is taken inside the
-//!   store's update and answered without a write), and a code answered 429 is released by the
-//!   issuer and can be redeemed again within its 60 s life.
+//! - `429` with the OAuth error `slow_down` (the issuer's limits): they refuse before anything is
+//!   written. A refresh token answered 429 is still the current one (the family's write cap is
+//!   taken inside the store's update and answered without a write), and a code answered 429 is
+//!   released by the issuer and can be redeemed again within its 60 s life. A `429` without it
+//!   comes from something in between (a proxy) that may have passed the request on, and a refresh
+//!   token sent again after the issuer's grace window ends its session: not retried.
 //! - `503 temporarily_unavailable`, for the code exchange only: the issuer releases a claimed
-//!   code on every such answer, so the code can be redeemed again. For a refresh it is never
+//!   code on every such answer, so the code can be redeemed again (once a new session's write
+//!   began it answers `500 server_error` instead, which is not retried). For a refresh it is never
 //!   retried: the issuer may answer 503 after the rotation was written (the store's answer lost,
 //!   a signature failing), and the old refresh token presented again once the issuer's 10 s grace
 //!   window has passed is taken for a stolen one and ends the session.
@@ -121,7 +124,7 @@ pub fn decide(
     retry_after: Option<&str>,
     elapsed: Duration,
 ) -> Decision {
-    let retryable = status == StatusCode::TOO_MANY_REQUESTS
+    let retryable = (status == StatusCode::TOO_MANY_REQUESTS && error == Some("slow_down"))
         || (status == StatusCode::SERVICE_UNAVAILABLE
             && grant.retries_unavailable()
             && error == Some("temporarily_unavailable"));
@@ -252,7 +255,7 @@ mod tests {
             decide(
                 Grant::Refresh,
                 StatusCode::TOO_MANY_REQUESTS,
-                None,
+                Some("slow_down"),
                 Some("10"),
                 Duration::from_millis(millis),
             )
@@ -348,7 +351,7 @@ mod tests {
         // More than a u64 holds: far beyond any budget, and refused as such.
         assert_eq!(parse_retry_after("99999999999999999999999"), Some(u64::MAX));
         assert!(matches!(
-            decide_refresh(429, None, Some("99999999999999999999999"), 0),
+            decide_refresh(429, Some("slow_down"), Some("99999999999999999999999"), 0),
             Decision::TooLong { .. }
         ));
     }
@@ -375,6 +378,22 @@ mod tests {
             decide_refresh(503, Some("temporarily_unavailable"), Some("5"), 0),
             Decision::Fail,
             "a refresh answered 503 may have been rotated already"
+        );
+    }
+
+    #[test]
+    fn a_429_without_the_issuers_slow_down_is_not_retried() {
+        // A proxy's 429 may have passed the request on: the refresh token may be spent.
+        for error in [None, Some("rate_limited"), Some("invalid_grant")] {
+            assert_eq!(
+                decide_refresh(429, error, Some("1"), 0),
+                Decision::Fail,
+                "{error:?}"
+            );
+        }
+        assert_eq!(
+            decide_refresh(429, Some("slow_down"), Some("1"), 0),
+            Decision::Wait(Duration::from_secs(1))
         );
     }
 

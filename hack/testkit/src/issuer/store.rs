@@ -29,6 +29,9 @@ pub struct MemoryStore {
     /// The next this many credentials writes are refused as conflicts, as if another replica had
     /// written the entry first (counted down by each).
     pub conflicts: AtomicU64,
+    /// The next this many credentials writes are taken but answered as an unreachable store
+    /// does, as when the store committed and its answer was lost (counted down by each).
+    pub lost_answers: AtomicU64,
     /// Credentials writes that succeeded.
     pub writes: AtomicU64,
     /// Credentials reads.
@@ -139,6 +142,15 @@ impl UserStore for MemoryStore {
         };
         self.writes.fetch_add(1, Ordering::SeqCst);
         self.version.store(current + 1, Ordering::SeqCst);
+        if self
+            .lost_answers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(StoreError::Unavailable(
+                "test store: the write's answer was lost".into(),
+            ));
+        }
         Ok(Version((current + 1).to_string()))
     }
 }

@@ -152,10 +152,18 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
         })
     }
 
+    /// The refill time a bucket keeps after a charge at `now`: never earlier than the one it
+    /// had. A request that read the clock before waiting in a queue charges with an older `now`
+    /// than one charged meanwhile; moving the time back would credit the gap a second time.
+    fn charged_at(&self, key: &K, now: Timestamp) -> Timestamp {
+        self.buckets.get(key).map_or(now, |b| b.last.max(now))
+    }
+
     /// Takes one token for `key`, or says how long until one is available. The token stays
     /// taken unless [`refund`](Self::refund)ed.
     pub fn reserve(&mut self, key: K, now: Timestamp) -> Result<(), SignedDuration> {
         let level = self.level(&key, now);
+        let last = self.charged_at(&key, now);
         if !self.buckets.contains_key(&key) {
             while self.buckets.len() >= self.capacity && self.buckets.pop_oldest().is_some() {}
         }
@@ -164,18 +172,12 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
                 key,
                 Bucket {
                     tokens: level - 1.0,
-                    last: now,
+                    last,
                 },
             );
             Ok(())
         } else {
-            self.buckets.insert(
-                key,
-                Bucket {
-                    tokens: level,
-                    last: now,
-                },
-            );
+            self.buckets.insert(key, Bucket { tokens: level, last });
             let wait = (1.0 - level) / self.policy.per_second;
             Err(SignedDuration::from_secs_f64(wait.ceil().max(1.0)))
         }
@@ -186,6 +188,7 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
     /// is left empty: the fraction it had refilled is lost.
     pub fn spend(&mut self, key: K, now: Timestamp) {
         let level = self.level(&key, now);
+        let last = self.charged_at(&key, now);
         if !self.buckets.contains_key(&key) {
             while self.buckets.len() >= self.capacity && self.buckets.pop_oldest().is_some() {}
         }
@@ -193,7 +196,7 @@ impl<K: Hash + Eq + Clone> TokenBuckets<K> {
             key,
             Bucket {
                 tokens: (level - 1.0).max(0.0),
-                last: now,
+                last,
             },
         );
     }

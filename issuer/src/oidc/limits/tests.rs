@@ -86,6 +86,24 @@ fn a_bucket_refuses_after_its_burst_and_refills() {
     assert!(buckets.reserve(ip("192.0.2.2"), at(0)).is_ok());
 }
 
+/// A request that read the clock before waiting in a queue charges with a time older than a
+/// charge made meanwhile: the bucket's refill time must not move back, or the gap would be
+/// credited twice.
+#[test]
+fn a_charge_with_an_older_time_never_credits_the_refill_again() {
+    let mut buckets = TokenBuckets::new(policy(5.0, 1.0));
+    let a = ip("192.0.2.1");
+    for _ in 0..5 {
+        assert!(buckets.reserve(a, at(10)).is_ok());
+    }
+    // Read at 8, charged after the charges at 10: refused, and the refill time stays 10.
+    assert!(buckets.reserve(a, at(8)).is_err());
+    buckets.spend(a, at(8));
+    // One second past 10 is one token, not three.
+    assert!(buckets.reserve(a, at(11)).is_ok());
+    assert!(buckets.reserve(a, at(11)).is_err(), "the gap was credited again");
+}
+
 #[test]
 fn ipv6_sources_share_a_bucket_per_64_prefix() {
     let mut buckets = TokenBuckets::new(policy(1.0, 0.001));

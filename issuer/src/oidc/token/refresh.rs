@@ -134,10 +134,11 @@ async fn rotate(
             Rotation::Refused { entry: None, reason } => Change::Keep(Refreshed::Refused(reason)),
         })
     };
-    // Whether the change last decided writes: the one the store took, once it succeeded.
-    // A rotation takes one write from the family's cap when it is decided; a retry after a
-    // conflict decides again on a fresh read and keeps the one it took. Given back unless the
-    // last decision was a rotation and the store took it.
+    // Whether the change last decided writes. A rotation takes one write from the family's cap
+    // when it is decided; a retry after a conflict decides again on a fresh read and keeps the
+    // one it took. Given back only when the last decision wrote nothing: once a rotation's write
+    // began it stays spent, whatever the store answered (a put whose answer was lost may have
+    // been taken).
     let (mut reserved, mut rotating) = (false, false);
     let outcome = modify_credentials(issuer.store.as_ref(), &claims.sub, |current| {
         let change = decide(current)?;
@@ -152,7 +153,7 @@ async fn rotate(
         Ok::<_, StoreError>(change)
     })
     .await;
-    if reserved && !(rotating && outcome.is_ok()) {
+    if reserved && !rotating {
         issuer.refund_family_write(&claims.fam, now);
     }
     let outcome = outcome.map_err(store_error)?;
