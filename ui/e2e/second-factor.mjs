@@ -3,7 +3,8 @@
 // stopped, as an enrolment would leave the entry) signs in on the SPA's card (password, a wrong
 // code refused in English and, after the language switch, in Japanese, then the app's code) and
 // through `ichor auth login`'s page in a Japanese browser (a wrong code, then a recovery code),
-// a recovery code works once, a password change signs the tab in again through the step, and a
+// a recovery code works once, a password change asks for a code too (a wrong one refused) and
+// signs the tab in again through the step, and a
 // step whose sign-in the admin revoked meanwhile says to start again. The codes are computed here (RFC 6238: HMAC-SHA-1, 30 s,
 // 6 digits, with WebCrypto). Every new step is checked with axe.
 
@@ -19,7 +20,7 @@ import { alertText, startLogin } from "./cli-login.mjs";
 /** The authenticator app's secret (base32, 160 bits; the Rust test kit's `TOTP_SECRET`). */
 const TOTP_SECRET = "GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ";
 /** The recovery codes, as they are shown to the user. */
-const RECOVERY = ["JBSW-Y3DP-EHPK-3PXP", "KRUG-S4ZA-NFZS-AYJA", "MFRG-GZDF-MZTW-Q2LK"];
+const RECOVERY = ["JBSW-Y3DP-EHPK-3PXP", "KRUG-S4ZA-NFZS-AYJA", "MFRG-GZDF-MZTW-Q2LK", "NBSW-Y3DP-EB3W-64TM"];
 
 function base32(text) {
   const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
@@ -203,12 +204,31 @@ export async function secondFactor({ dev, user, password, adminPassword }) {
       const claims = claimsOf(await page.evaluate(() => sessionStorage.getItem("ichor.token")));
       assert.deepEqual(claims.amr, ["pwd", "otp", "mfa"]);
     });
-    await test("second factor: a password change signs the tab in again through the step", async () => {
+    await test("second factor: a password change asks for a code too, and signs the tab in again through the step", async () => {
       const next = `${password}-2`;
-      await page.getByLabel("Current password").fill(password);
-      await page.getByLabel("New password", { exact: true }).fill(next);
-      await page.getByLabel("Repeat the new password").fill(next);
-      await page.getByRole("button", { name: "Change password" }).click();
+      const form = page.getByTestId("change-password");
+      await form.getByText("You have a second factor: confirm the change with a current code too.", { exact: false }).waitFor();
+      const code = form.getByLabel("Code from your app, or a recovery code");
+      assert.equal(await code.getAttribute("autocomplete"), "one-time-code");
+      const hint = await page.evaluate(() => {
+        const input = document.querySelector("[data-testid=change-password] input[name=code]");
+        return input.getAttribute("aria-describedby").split(" ").map((id) => document.getElementById(id).textContent).join(" ");
+      });
+      assert.equal(hint, "Enter the 6-digit code from your authenticator app, or one of your recovery codes.");
+      await form.getByLabel("Current password").fill(password);
+      await form.getByLabel("New password", { exact: true }).fill(next);
+      await form.getByLabel("Repeat the new password").fill(next);
+      await form.getByRole("button", { name: "Change password" }).click();
+      await form.getByText("Enter the code.").waitFor();
+      // A wrong code: refused and emptied; the password stays, so the same form goes on.
+      await code.fill(await wrongCode());
+      await form.getByRole("button", { name: "Change password" }).click();
+      assert.equal(await alertText(form), "Refused: The code is incorrect or was used already.");
+      assert.equal(await code.inputValue(), "", "the refused code is cleared");
+      await page.waitForFunction(() => document.activeElement?.getAttribute("name") === "code");
+      await audit(page, "en-change-password-code-error");
+      await code.fill(RECOVERY[3]);
+      await form.getByRole("button", { name: "Change password" }).click();
       await page.getByRole("heading", { name: "Two-step verification", level: 2 }).waitFor({ timeout: 20_000 });
       await page.waitForFunction(() => document.activeElement?.getAttribute("name") === "code");
       await audit(page, "en-second-factor-after-change");

@@ -52,6 +52,7 @@ async fn ichor_dev_signs_in_the_printed_admin_serves_the_user_service_follows_th
         ChangeOwnPasswordRequest {
             old_password: dev.password.clone(),
             new_password: new_admin_password.to_owned(),
+            code: String::new(),
         },
         &token,
     ))
@@ -124,6 +125,7 @@ async fn ichor_dev_signs_in_the_printed_admin_serves_the_user_service_follows_th
         ChangeOwnPasswordRequest {
             old_password: bob_first.into(),
             new_password: bob_password.into(),
+            code: String::new(),
         },
         &bob_ui,
     ))

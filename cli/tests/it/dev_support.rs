@@ -161,6 +161,7 @@ pub async fn settle_admin(dev: &Dev, new_password: &str) -> String {
             ChangeOwnPasswordRequest {
                 old_password: dev.password.clone(),
                 new_password: new_password.to_owned(),
+                code: String::new(),
             },
             &token,
         ))
@@ -193,6 +194,7 @@ pub async fn provision_user(dev: &Dev, admin_token: &str, name: &str, roles: &[&
         ChangeOwnPasswordRequest {
             old_password: first,
             new_password: password.to_owned(),
+            code: String::new(),
         },
         &token,
     ))

@@ -67,6 +67,7 @@ impl fmt::Debug for ChangeOwnPasswordRequest {
         f.debug_struct("ChangeOwnPasswordRequest")
             .field("old_password", &REDACTED)
             .field("new_password", &REDACTED)
+            .field("code", &REDACTED)
             .finish()
     }
 }

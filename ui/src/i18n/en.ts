@@ -124,6 +124,7 @@ export const en = {
   regenerateText: "Your current recovery codes stop working, and ten new ones are shown once.",
   changeConfirmText: "Confirm with your password and a current code. The change signs you out everywhere; this tab then signs in again.",
   addFactorCodeText: "You have a second factor already: confirm with a current code too. A code used here is used up.",
+  passwordCodeText: "You have a second factor: confirm the change with a current code too. A code used here is used up.",
   codeLabel: "Code from your app, or a recovery code",
   working: "Working…",
   changeSaved: "Saved. Signing you in again…",

@@ -3,7 +3,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { FactorsSchema } from "../gen/ichor/v1alpha1/user_pb";
 import {
   checkChange, checkEnrol, checkPassword, checkTotpCode, codeRefused, groupSecret, hasRealFactor, methodRows, normalizeTotpCode,
-  parseTime, recoveryCodesFile, removalEffect, typedKinds,
+  parseTime, passwordCodeKinds, recoveryCodesFile, removalEffect, signedInWithFactor, typedKinds,
 } from "./ownFactors";
 import { GrpcCode, apiRefusal } from "./refusal";
 import { msg, setLanguage, t } from "../strings";
@@ -118,8 +118,39 @@ describe("the setup of an authenticator app", () => {
     expect(codeRefused(apiRefusal(GrpcCode.InvalidArgument, "code: is incorrect or was used already"))).toBe(true);
     expect(codeRefused(apiRefusal(GrpcCode.FailedPrecondition, "code: too many wrong codes; wait 16 seconds and try again"))).toBe(true);
     expect(codeRefused(apiRefusal(GrpcCode.InvalidArgument,
-      "code: required: a current code of your authenticator app or an unused recovery code (the password alone does not change second factors)"))).toBe(true);
+      "code: required: a current code of your authenticator app or an unused recovery code (the password alone does not change your second factors or your password)"))).toBe(true);
     expect(codeRefused(apiRefusal(GrpcCode.InvalidArgument, "password: does not match your current password"))).toBe(false);
+  });
+});
+
+describe("the code a password change asks for", () => {
+  const jwt = (payload: unknown) =>
+    ["e30", btoa(JSON.stringify(payload)).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_"), "sig"].join(".");
+
+  it("reads from the session whether its sign-in passed a factor", () => {
+    expect(signedInWithFactor(jwt({ amr: ["pwd", "otp", "mfa"] }))).toBe(true);
+    expect(signedInWithFactor(jwt({ amr: ["pwd", "hwk", "mfa"] }))).toBe(true);
+    expect(signedInWithFactor(jwt({ amr: ["pwd"] }))).toBe(false);
+    expect(signedInWithFactor(jwt({ amr: "mfa" }))).toBe(false);
+    expect(signedInWithFactor(jwt({}))).toBe(false);
+    expect(signedInWithFactor("not a token")).toBe(false);
+    expect(signedInWithFactor(null)).toBe(false);
+  });
+
+  it("asks for the caller's typed kinds beside an app or a passkey, and for nothing without one", () => {
+    expect(passwordCodeKinds(factors({ totp: { createdAt: at }, recovery: { remaining: 3, createdAt: at } }), true))
+      .toEqual(["totp", "recovery"]);
+    expect(passwordCodeKinds(factors({ totp: { createdAt: at } }), true)).toEqual(["totp"]);
+    // Passkeys alone: a recovery code (the hint says so even when none is left).
+    expect(passwordCodeKinds(factors({ passkeys: [{ id: "a", name: "Key", createdAt: at }], recovery: { remaining: 2 } }), true))
+      .toEqual(["recovery"]);
+    expect(passwordCodeKinds(factors({}), true)).toBeUndefined();
+    expect(passwordCodeKinds(factors({ recovery: { remaining: 4 } }), false)).toBeUndefined();
+  });
+
+  it("goes by the session while the factors are unknown (as while the password must be changed)", () => {
+    expect(passwordCodeKinds(null, true)).toEqual(["totp", "recovery"]);
+    expect(passwordCodeKinds(undefined, false)).toBeUndefined();
   });
 });
 
@@ -151,7 +182,7 @@ describe("the policy's and the factor calls' refusals", () => {
       [GrpcCode.FailedPrecondition, "code: too many wrong codes; wait 16 seconds and try again", "refusedCodeWait", { seconds: 16 }],
       [GrpcCode.InvalidArgument, "code: is incorrect or was used already", "wrongCode"],
       [GrpcCode.InvalidArgument, "code: is not the authenticator app's current code: check that the secret was entered as shown and that the device's clock is right, then type the code shown now", "refusedTotpNotCurrent"],
-      [GrpcCode.InvalidArgument, "code: required: a current code of your authenticator app or an unused recovery code (the password alone does not change second factors)", "enterCode"],
+      [GrpcCode.InvalidArgument, "code: required: a current code of your authenticator app or an unused recovery code (the password alone does not change your second factors or your password)", "enterCode"],
       [GrpcCode.InvalidArgument, "password: does not match your current password", "refusedWrongCurrent"],
       [GrpcCode.InvalidArgument, "password: is required: your current password confirms the change", "enterCurrent"],
       [GrpcCode.InvalidArgument, "ticket: has expired: start again with BeginTotp", "refusedEnrolExpired"],

@@ -4,6 +4,8 @@
 
 import type { Factors } from "../gen/ichor/v1alpha1/user_pb";
 import { msg, type Key, type Msg } from "../strings";
+import { TYPED_FACTORS, type TypedFactor } from "./factor";
+import { claims } from "./jwt";
 
 /** The digits of an authenticator-app code (RFC 6238 as the issuer checks it). */
 export const TOTP_DIGITS = 6;
@@ -61,6 +63,26 @@ export function typedKinds(f: Factors | undefined | null): ("totp" | "recovery")
   if (f?.totp) kinds.push("totp");
   if (f?.recovery && f.recovery.remaining > 0) kinds.push("recovery");
   return kinds;
+}
+
+/**
+ * Whether `idToken` is of a sign-in that passed a second factor (its `amr` holds `mfa`): the
+ * API takes no other token of a user who has an authenticator app or a passkey.
+ */
+export function signedInWithFactor(idToken: string | null): boolean {
+  const amr = idToken ? claims(idToken)?.amr : undefined;
+  return Array.isArray(amr) && amr.includes("mfa");
+}
+
+/**
+ * The kinds of the code a password change asks for, or undefined when it asks for none: the
+ * issuer requires one of a caller who has an authenticator app or a passkey. From the caller's
+ * factors when they are known; before that (and while the password must be changed, when they
+ * cannot be read) from the session: a sign-in that passed a factor, either kind.
+ */
+export function passwordCodeKinds(f: Factors | undefined | null, withFactor: boolean): TypedFactor[] | undefined {
+  if (f) return hasRealFactor(f) ? typedKinds(f) : undefined;
+  return withFactor ? [...TYPED_FACTORS] : undefined;
 }
 
 /** Which factor a removal names. */

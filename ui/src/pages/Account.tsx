@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { S, fmt, formatDateTime, t, type Msg } from "../strings";
-import type { WhoAmIResponse } from "../gen/ichor/v1alpha1/user_pb";
+import type { Factors, WhoAmIResponse } from "../gen/ichor/v1alpha1/user_pb";
 import { api, refusal } from "../lib/api";
 import { session } from "../lib/session";
 import { ChangePassword } from "./ChangePassword";
@@ -78,14 +78,20 @@ export function AccountMenu(props: { me: WhoAmIResponse; go: (path: string) => v
   );
 }
 
-/** The account page: who am I, the kubeconfig, the sign-in methods and the password change. */
+/**
+ * The account page: who am I, the kubeconfig, the sign-in methods and the password change (which
+ * asks for a code of a factor when the caller has one, so both read the caller's factors).
+ */
 export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) {
   const [error, setError] = useState<Msg | null>(null);
   const [done, setDone] = useState(false);
   const [warning, setWarning] = useState<string | null>(null);
+  const [factors, setFactors] = useState<Factors | null>(null);
+  const [factorsError, setFactorsError] = useState<Msg | null>(null);
   const external = isExternalSession(session.idToken());
   useEffect(() => {
     if (external) void externalProvider().then((x) => setWarning(x.warning));
+    else api.listOwnFactors({}).then((r) => setFactors(r.factors ?? null), (e) => setFactorsError(refusal(e)));
   }, [external]);
   const times = session.times();
   return (
@@ -121,10 +127,10 @@ export function Account(props: { me: WhoAmIResponse; onSignedOut: () => void }) 
         </button>
       </div>
       {warning !== null && <TrustWarning reason={warning} />}
-      {!external && <SignInMethods me={props.me} onSignedOut={props.onSignedOut} />}
+      {!external && <SignInMethods me={props.me} factors={factors} error={factorsError} onSignedOut={props.onSignedOut} />}
       {external
         ? <p class="muted" data-testid="external-password">{S.externalPassword}</p>
-        : <ChangePassword onSignedOut={props.onSignedOut} />}
+        : <ChangePassword factors={factors} onSignedOut={props.onSignedOut} />}
     </section>
   );
 }

@@ -1,36 +1,62 @@
 import type { ComponentChildren } from "preact";
-import { useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import { S, t, type Msg } from "../strings";
+import type { Factors } from "../gen/ichor/v1alpha1/user_pb";
 import { api, refusal } from "../lib/api";
+import { TYPED_FACTORS, checkCode } from "../lib/factor";
 import { signInAgain, type FactorStep } from "../lib/login";
+import { codeRefused, passwordCodeKinds, signedInWithFactor } from "../lib/ownFactors";
+import { session } from "../lib/session";
+import { CodeField } from "./CodeField";
 import { FactorCard } from "./FactorCard";
 import { checkPasswordChange } from "../lib/validate";
 
 /**
- * The change-password form. After the change (which ends every session of the user) the tab
- * signs in again with the new password (and the second factor, when the user has one) and
- * reloads; if that fails, `onSignedOut` shows the card.
+ * The change-password form. A caller with an authenticator app or a passkey also types a current
+ * code of a factor, which the change uses up (the issuer asks for it: a stolen session and
+ * password do not change the password); `factors` are the caller's when known (the account
+ * page), else the session says whether a code is asked. After the change (which ends every
+ * session of the user) the tab signs in again with the new password (and the second factor, when
+ * the user has one) and reloads; if that fails, `onSignedOut` shows the card.
  */
-export function ChangePassword(props: { onSignedOut: () => void }) {
+export function ChangePassword(props: { onSignedOut: () => void; factors?: Factors | null }) {
   const [current, setCurrent] = useState("");
   const [next, setNext] = useState("");
   const [repeat, setRepeat] = useState("");
+  const [code, setCode] = useState("");
   const [errors, setErrors] = useState<Record<string, Msg>>({});
   const [status, setStatus] = useState(false);
   const [busy, setBusy] = useState(false);
   const [factor, setFactor] = useState<FactorStep | null>(null);
+  // The issuer asked for a code the form did not know to ask for (a factor added elsewhere).
+  const [asked, setAsked] = useState(false);
+  const codeField = useRef<HTMLInputElement>(null);
+  const kinds = passwordCodeKinds(props.factors, signedInWithFactor(session.idToken())) ??
+    (asked ? [...TYPED_FACTORS] : undefined);
 
   async function submit(ev: Event) {
     ev.preventDefault();
     const e = checkPasswordChange(current, next, repeat);
+    const codeError = kinds ? checkCode(code) : null;
+    if (codeError) e.code = codeError;
     setErrors(e);
-    if (Object.keys(e).length) return;
+    if (Object.keys(e).length) {
+      if (Object.keys(e).length === 1 && e.code) codeField.current?.focus();
+      return;
+    }
     setBusy(true);
     try {
-      await api.changeOwnPassword({ oldPassword: current, newPassword: next });
+      await api.changeOwnPassword({ oldPassword: current, newPassword: next, code: kinds ? code.trim() : "" });
     } catch (err) {
-      setErrors({ form: refusal(err) });
+      const m = refusal(err);
+      setErrors({ form: m });
       setBusy(false);
+      // A refused code was counted (or used): the next attempt needs another one.
+      if (codeRefused(m)) {
+        setCode("");
+        setAsked(true);
+        setTimeout(() => codeField.current?.focus(), 0);
+      }
       return;
     }
     setStatus(true);
@@ -71,13 +97,17 @@ export function ChangePassword(props: { onSignedOut: () => void }) {
   );
 
   return (
-    <form class="card" onSubmit={submit} noValidate>
+    <form class="card" onSubmit={submit} noValidate data-testid="change-password">
       <h2>{S.changePassword}</h2>
       {errors.form && <p class="error" role="alert">{S.refused + t(errors.form)}</p>}
       {status && <p class="notice" role="status">{S.passwordChanged}</p>}
+      {kinds && <p class="muted">{S.passwordCodeText}</p>}
       {field("current", S.currentPassword, current, setCurrent, "current-password")}
       {field("next", S.newPassword, next, setNext, "new-password")}
       {field("repeat", S.confirmPassword, repeat, setRepeat, "new-password")}
+      {kinds && (
+        <CodeField id="password" kinds={kinds} value={code} error={errors.code} inputRef={codeField} onInput={setCode} />
+      )}
       <button type="submit" class="primary" disabled={busy}>{busy ? S.changing : S.changePassword}</button>
     </form>
   );

@@ -1,8 +1,8 @@
 import type { ComponentChildren } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import { S, countOf, fmt, formatDateTime, t, type Msg } from "../strings";
 import { FactorKind, type Factors, type WhoAmIResponse } from "../gen/ichor/v1alpha1/user_pb";
-import { api, refusal } from "../lib/api";
+import { api } from "../lib/api";
 import { session } from "../lib/session";
 import {
   hasRealFactor, methodRows, removalEffect, typedKinds, type MethodRow, type Removal,
@@ -95,19 +95,20 @@ const MAX_PASSKEYS = 10;
 
 /**
  * The account page's "Sign-in methods": the caller's second factors (kinds, dates, recovery
- * codes left), adding a passkey or an authenticator app, new recovery codes and removing a factor. Every
+ * codes left; `factors`, null until read, and `error`, the refusal of the read, come from the
+ * page), adding a passkey or an authenticator app, new recovery codes and removing a factor. Every
  * change ends all the user's sessions; the tab then signs in again (`onSignedOut` when it cannot).
  */
-export function SignInMethods(props: { me: WhoAmIResponse; onSignedOut: () => void }) {
-  const [factors, setFactors] = useState<Factors | null>(null);
-  const [error, setError] = useState<Msg | null>(null);
+export function SignInMethods(props: {
+  me: WhoAmIResponse;
+  factors: Factors | null;
+  error: Msg | null;
+  onSignedOut: () => void;
+}) {
+  const { factors, error } = props;
   const [action, setAction] = useState<Action | null>(null);
   const opener = useRef<HTMLElement | null>(null);
   const after = useAfterChange(props.me.name, props.onSignedOut);
-
-  useEffect(() => {
-    api.listOwnFactors({}).then((r) => setFactors(r.factors ?? null), (e) => setError(refusal(e)));
-  }, []);
 
   const open = (a: Action) => {
     opener.current = document.activeElement instanceof HTMLElement ? document.activeElement : null;

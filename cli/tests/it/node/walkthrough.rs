@@ -396,6 +396,7 @@ fn walk(node: &Arc<Mutex<Node>>, admin: &Admin, record: &mut Record) -> anyhow::
             ChangeOwnPasswordRequest {
                 old_password: first.into(),
                 new_password: operator_password.into(),
+                code: String::new(),
             },
             &ui,
         ))

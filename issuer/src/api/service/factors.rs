@@ -434,13 +434,14 @@ fn removal_kind(removal: Removal<'_>) -> &'static str {
     }
 }
 
-/// The `code` field of a factor change: required, and bounded like the sign-in's.
-fn required_code(code: &str) -> Result<&str, ApiError> {
+/// The `code` field of a change over a factor (of the factors, or of the password of a caller
+/// who has one): required, and bounded like the sign-in's.
+pub(super) fn required_code(code: &str) -> Result<&str, ApiError> {
     if code.trim().is_empty() {
         return Err(ApiError::invalid(
             "code",
             "required: a current code of your authenticator app or an unused recovery code (the password \
-             alone does not change second factors)",
+             alone does not change your second factors or your password)",
         ));
     }
     if code.len() > MAX_CODE_BYTES {
@@ -457,7 +458,7 @@ const MAX_CODE_BYTES: usize = 64;
 /// the entry to write and the value; a refused code writes the entry that counts it, and a code
 /// held by the back-off writes nothing. The same rule, counter and back-off as the sign-in's
 /// second step ([`CredentialsEntry::attempt_typed_factor`]).
-fn with_code_used<T>(
+pub(super) fn with_code_used<T>(
     current: &CredentialsEntry,
     code: &str,
     now: jiff::Timestamp,

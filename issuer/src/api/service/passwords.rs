@@ -1,6 +1,7 @@
 //! The `UserService` calls on passwords and sessions: `SetPassword` (an administrator's, given
 //! or generated, and with `reset_factors` the removal of every second factor of the user),
-//! `ChangeOwnPassword` (the caller's, over the verified old one) and `RevokeSessions`.
+//! `ChangeOwnPassword` (the caller's, over the verified old one and, when the caller has an
+//! authenticator app or a passkey, a typed code of a factor) and `RevokeSessions`.
 //!
 //! `SetPassword` and `RevokeSessions` act on another user, so besides RBAC an Ichor caller must
 //! be able to grant every role of that user (`check_act_on`): an operator allowed to manage
@@ -13,13 +14,17 @@ use ichor_renderers::auth::{
 };
 use tonic::Request;
 
-use super::{Gate, UserApi};
+use super::{
+    Gate, UserApi,
+    factors::{required_code, with_code_used},
+};
 use crate::{
     api::{
         access::{self, AccessReview},
         auth::BearerVerifier,
         backend::UserBackend,
         error::ApiError,
+        factors::has_real_factor,
         proto::{
             ChangeOwnPasswordRequest, ChangeOwnPasswordResponse, RevokeSessionsRequest,
             RevokeSessionsResponse, SetPasswordRequest, SetPasswordResponse,
@@ -146,6 +151,11 @@ where
             ApiError::FailedPrecondition(format!("user {:?} has no password to change", caller.name))
         })?;
         let verified_hash = entry.hash.clone();
+        // A caller with a factor confirms the change with a code of it too, as a change of its
+        // factors does: a stolen session and password do not lock the owner out.
+        if has_real_factor(&entry.factors) {
+            required_code(&req.code)?;
+        }
         // Taken before the check, so a spent budget costs no argon2id; given back on failure.
         let write = self.account_write(&caller.name)?;
         // A sign-in attempt in all but name: the back-off and the source's failures apply.
@@ -165,16 +175,15 @@ where
             Some(write),
             |current| match current {
                 // Only over the password that was verified: a concurrent change wins.
-                Some(current) if current.hash == verified_hash => Ok(Change::Put(
-                    current.with_new_password(hash.clone(), now, false),
-                    (),
-                )),
+                Some(current) if current.hash == verified_hash => {
+                    password_change(current, &req.code, hash.clone(), now)
+                }
                 _ => Err(ApiError::Conflict(
                     "the password was changed concurrently: sign in again and retry".to_owned(),
                 )),
             },
         )
-        .await?;
+        .await??;
         self.forget(&caller.name);
         Ok(ChangeOwnPasswordResponse {})
     }
@@ -220,6 +229,26 @@ where
         self.forget(name);
         Ok(())
     }
+}
+
+/// The write of a password change over `current`, the entry holding the verified password: the
+/// new `hash`, with the typed `code` used in the same write when the entry has an authenticator
+/// app or a passkey (judged on the entry written, so a factor added since the first read still
+/// asks for its code). A refused code writes only its failure; a code held by the back-off
+/// writes nothing. Without such a factor the code is not looked at.
+fn password_change(
+    current: &CredentialsEntry,
+    code: &str,
+    hash: String,
+    now: jiff::Timestamp,
+) -> Result<Change<Result<(), ApiError>>, ApiError> {
+    if !has_real_factor(&current.factors) {
+        return Ok(Change::Put(current.with_new_password(hash, now, false), Ok(())));
+    }
+    let code = required_code(code)?;
+    with_code_used(current, code, now, |used| {
+        Ok((used.with_new_password(hash, now, false), ()))
+    })
 }
 
 /// The refusal of a factor reset of a user without a credentials entry.

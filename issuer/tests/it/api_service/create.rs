@@ -189,6 +189,7 @@ async fn bad_requests_are_refused_naming_the_field_before_anything_is_written() 
                     ChangeOwnPasswordRequest {
                         old_password: PASSWORD.into(),
                         new_password: "p".repeat(len),
+                        code: String::new(),
                     },
                 ))
                 .await,
@@ -243,6 +244,7 @@ async fn bad_requests_are_refused_naming_the_field_before_anything_is_written() 
                 ChangeOwnPasswordRequest {
                     old_password: String::new(),
                     new_password: "long enough password".into(),
+                    code: String::new(),
                 },
             ))
             .await,

@@ -185,6 +185,7 @@ async fn a_wrong_password_is_refused_and_counted_as_a_failed_sign_in() {
                 ChangeOwnPasswordRequest {
                     old_password: PASSWORD.into(),
                     new_password: "a brand new password".into(),
+                    code: String::new(),
                 },
             ))
             .await,
@@ -263,6 +264,7 @@ async fn a_tampered_expired_borrowed_or_outdated_ticket_is_refused_and_stores_no
             ChangeOwnPasswordRequest {
                 old_password: PASSWORD.into(),
                 new_password: "the password after the ticket".into(),
+                code: String::new(),
             },
         ))
         .await

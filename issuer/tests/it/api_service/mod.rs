@@ -115,6 +115,7 @@ async fn call(e: &Env, rpc: Rpc, caller: &str) -> Result<(), Status> {
                 ChangeOwnPasswordRequest {
                     old_password: PASSWORD.into(),
                     new_password: "my very own new password".into(),
+                    code: String::new(),
                 },
             ))
             .await
@@ -175,6 +176,7 @@ mod factor_gates;
 mod factor_sign_in;
 mod factors;
 mod passkeys;
+mod password_over_a_factor;
 mod read_and_delete;
 mod roles;
 mod sessions;

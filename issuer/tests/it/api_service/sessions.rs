@@ -37,6 +37,7 @@ async fn a_must_change_user_may_only_ask_who_it_is_and_change_its_password() {
                 ChangeOwnPasswordRequest {
                     old_password: "not the password".into(),
                     new_password: "fresh and new password".into(),
+                    code: String::new(),
                 },
             ))
             .await,
@@ -51,6 +52,7 @@ async fn a_must_change_user_may_only_ask_who_it_is_and_change_its_password() {
             ChangeOwnPasswordRequest {
                 old_password: PASSWORD.into(),
                 new_password: "fresh and new password".into(),
+                code: String::new(),
             },
         ))
         .await

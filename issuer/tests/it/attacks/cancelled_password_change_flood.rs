@@ -153,6 +153,7 @@ async fn cancelled_password_changes_keep_the_real_issuers_memory_within_its_argo
                     let call = client.change_own_password(ChangeOwnPasswordRequest {
                         old_password: PASSWORD.to_owned(),
                         new_password: PASSWORD.to_owned(),
+                        code: String::new(),
                     });
                     // The deadline passes: the client drops the call (HTTP/2 RST_STREAM).
                     match tokio::time::timeout(DEADLINE, call).await {

@@ -50,7 +50,8 @@ pub async fn composed_with(h: Harness) -> Composed {
 }
 
 impl Composed {
-    /// `ChangeOwnPassword` of `user` from `peer`, with a token issued now.
+    /// `ChangeOwnPassword` of `user` from `peer`, with a token issued now (no code: a user
+    /// without a second factor).
     pub async fn change_own_password(
         &self,
         user: &str,
@@ -58,11 +59,24 @@ impl Composed {
         old: &str,
         new: &str,
     ) -> Result<ChangeOwnPasswordResponse, tonic::Status> {
+        self.change_own_password_with_code(user, peer, (old, new), "")
+            .await
+    }
+
+    /// [`Composed::change_own_password`] with `code`, a code of the user's second factor.
+    pub async fn change_own_password_with_code(
+        &self,
+        user: &str,
+        peer: SocketAddr,
+        (old, new): (&str, &str),
+        code: &str,
+    ) -> Result<ChangeOwnPasswordResponse, tonic::Status> {
         let mut request = crate::api_common::req(
             &token(user, self.h.clock.now_ts()),
             ChangeOwnPasswordRequest {
                 old_password: old.to_owned(),
                 new_password: new.to_owned(),
+                code: code.to_owned(),
             },
         );
         request.extensions_mut().insert(axum::extract::ConnectInfo(peer));

@@ -20,3 +20,4 @@ mod password_change_guessing;
 mod shared_address_garbage;
 mod stolen_device_cookie_after_a_password_reset;
 mod stolen_refresh_token_across_a_disable;
+mod stolen_session_and_password_cannot_lock_the_owner_out;

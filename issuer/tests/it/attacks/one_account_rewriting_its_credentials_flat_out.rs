@@ -168,13 +168,14 @@ fn with_peer<T>(mut r: tonic::Request<T>) -> tonic::Request<T> {
     r
 }
 
-/// A self-service call of the service (its `password`, `code`) as dave from `peer(1)`.
+/// A self-service call of the service (its `password`, `code`) as dave from `peer(1)`: the
+/// recovery codes it made (none for a removal).
 async fn factor_call(
     c: &super::composed::Composed,
     call: &str,
     password: &str,
     code: &str,
-) -> Result<(), tonic::Status> {
+) -> Result<Vec<String>, tonic::Status> {
     use ichor_issuer::api::proto::{
         FactorKind, RegenerateRecoveryCodesRequest, RemoveFactorRequest,
         user_service_server::UserService as _,
@@ -191,7 +192,7 @@ async fn factor_call(
                 },
             )))
             .await
-            .map(drop),
+            .map(|r| r.into_inner().recovery_codes),
         _ => c
             .api
             .remove_factor(with_peer(crate::api_common::req(
@@ -204,7 +205,7 @@ async fn factor_call(
                 },
             )))
             .await
-            .map(drop),
+            .map(|_| Vec::new()),
     }
 }
 
@@ -233,15 +234,29 @@ async fn every_self_service_change_spends_the_budget_and_only_a_write_keeps_it_s
     assert_eq!(wrong.code(), Code::InvalidArgument, "{wrong:?}");
     assert_eq!(available(), (BURST - 1) as f64);
     // A change is one.
-    factor_call(&c, "regenerate", PASSWORD, &codes[1])
+    let fresh = factor_call(&c, "regenerate", PASSWORD, &codes[1])
         .await
         .expect("new recovery codes");
     assert_eq!(available(), (BURST - 2) as f64);
-    for i in 2..BURST {
-        c.change_own_password("dave", peer(1), PASSWORD, PASSWORD)
+    // So is a password change, each over a code of the factor (the new recovery codes, one each).
+    for (i, code) in fresh.iter().enumerate() {
+        c.change_own_password_with_code("dave", peer(1), (PASSWORD, PASSWORD), code)
             .await
             .unwrap_or_else(|e| panic!("change {i}: {e:?}"));
+        assert_eq!(available(), (BURST - 3 - i) as f64);
     }
+    // The rest of the budget, taken as the writes of other changes would take it.
+    let now = c.h.clock.now_ts();
+    for _ in 2 + fresh.len()..BURST {
+        drop(
+            c.h.issuer
+                .account_writes()
+                .reserve("dave", now)
+                .expect("within the burst")
+                .writing(),
+        );
+    }
+    assert_eq!(available(), 0.0);
     // Spent: each sibling call is held before its password check, the code left unused.
     let code = totp::code_at(TOTP_SECRET, c.h.clock.now_ts()).expect("code");
     for call in ["regenerate", "remove"] {

@@ -127,6 +127,7 @@ fn an_external_admin_is_managed_by_rbac_alone_beside_ichor_users_and_other_issue
             .change_own_password(ChangeOwnPasswordRequest {
                 old_password: "whatever it was".into(),
                 new_password: "a new password of twelve".into(),
+                code: String::new(),
             })
             .await
             .expect_err("an external user changed a password at Ichor");

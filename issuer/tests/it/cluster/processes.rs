@@ -263,6 +263,7 @@ fn scenario(
             .change_own_password(ChangeOwnPasswordRequest {
                 old_password: PASSWORD.into(),
                 new_password: "a new password for alice".into(),
+                code: String::new(),
             })
             .await?;
         let (status, _) = b
