@@ -83,6 +83,15 @@ where
                     .to_owned(),
             ));
         }
+        if password.is_some() && caller.external.is_none() && caller.name == name.as_str() {
+            // A token alone must not replace its own user's password either (the owner would be
+            // locked out): one's own password changes over the current one and, with a second
+            // factor, a code of it (ChangeOwnPassword).
+            return Err(ApiError::Denied(
+                "new_password: you may not set your own password with SetPassword; change it with                  ChangeOwnPassword (the account page), which asks for your current password, or ask                  another administrator"
+                    .to_owned(),
+            ));
+        }
         let target = self.existing_user(name.as_str()).await?;
         // Like the grant rule, this limits Ichor's own users; RBAC is an external caller's gate.
         if caller.external.is_none() {

@@ -23,6 +23,46 @@ async fn an_administrator_may_not_reset_their_own_factors_with_a_token_alone() {
     );
 }
 
+/// A stolen administrator's token would otherwise lock its owner out by setting the owner's own
+/// password (given or generated), which `ChangeOwnPassword` guards with the current password and a
+/// code of the factor; another administrator still may.
+#[tokio::test]
+async fn an_administrator_may_not_set_their_own_password_with_a_token_alone() {
+    let e = env();
+    e.cast().await;
+    e.seed("admin2", &["admin"], false, Some(&real_hash()), false)
+        .await;
+    enrol(&e, "admin").await;
+    e.clock.advance(SignedDuration::from_secs(1));
+    let before = e.entry("admin").await.unwrap();
+    let set = |caller: &'static str, new_password: NewPassword| {
+        let t = token(caller, e.clock.now_ts());
+        e.api.set_password(req(
+            &t,
+            SetPasswordRequest {
+                name: "admin".into(),
+                new_password: Some(new_password),
+                reset_factors: false,
+            },
+        ))
+    };
+    for new_password in [
+        NewPassword::Password("the thief's own password, 42".into()),
+        NewPassword::Generate(true),
+    ] {
+        assert_status(
+            set("admin", new_password).await,
+            Code::PermissionDenied,
+            "you may not set your own password",
+        );
+    }
+    assert!(e.entry("admin").await.unwrap() == before, "the password stays");
+    set("admin2", NewPassword::Generate(true))
+        .await
+        .expect("another administrator sets it");
+    assert!(e.entry("admin").await.unwrap().hash != before.hash);
+}
+
 #[tokio::test]
 async fn a_token_of_a_sign_in_without_the_factor_acts_as_nobody_for_a_user_who_has_one() {
     let e = env();
