@@ -6,6 +6,7 @@ mod hostile_kubeconfig;
 mod login_cache_planted_or_forged;
 mod operation_record_written_through_a_planted_symlink;
 mod terminal_escapes_from_the_server;
+mod token_endpoint_asking_to_wait;
 mod ui_url_injecting_helm_values;
 
 use std::path::PathBuf;
