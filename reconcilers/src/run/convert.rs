@@ -170,6 +170,20 @@ pub struct WatchState {
     /// The keys listed since the current (re-)list began.
     listing: Option<BTreeSet<ObjectKey>>,
     synced: bool,
+    /// The object that says the last list was answered ([`WatchState::with_listed_marker`]),
+    /// and what the graph was last told of it.
+    listed: Option<(ObjectKey, Marker)>,
+}
+
+/// What the graph was last told of a listed marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    /// Nothing yet by this process: a journal of an earlier one may still hold it.
+    Untold,
+    /// Deleted.
+    Absent,
+    /// Applied.
+    Delivered,
 }
 
 impl WatchState {
@@ -180,6 +194,40 @@ impl WatchState {
             known: BTreeMap::new(),
             listing: None,
             synced: false,
+            listed: None,
+        }
+    }
+
+    /// The same watcher, delivering `marker` (an object with an empty value) while what it
+    /// delivered is a whole answered list and what followed it: applied when a list ends,
+    /// deleted when a (re-)list begins or a list or watch is refused ([`WatchState::refused`]),
+    /// and deleted at this process's first list in case an earlier process's journal holds it.
+    /// What lets the graph tell an empty answer from no answer, or from half of one.
+    pub fn with_listed_marker(mut self, marker: ObjectKey) -> Self {
+        self.listed = Some((marker, Marker::Untold));
+        self
+    }
+
+    /// The graph events of a refused list or watch: the deletion of the listed marker, unless
+    /// the graph was told already. What was listed before stays as it was (a refusal shows
+    /// nothing); the marker comes back only with the next whole list.
+    pub fn refused(&mut self) -> Vec<Event> {
+        self.unlisted().into_iter().collect()
+    }
+
+    /// A (re-)list begins: what it lists is collected, and until it ends the view is partial.
+    fn begin_list(&mut self, out: &mut Vec<Event>) {
+        self.listing = Some(BTreeSet::new());
+        out.extend(self.unlisted());
+    }
+
+    fn unlisted(&mut self) -> Option<Event> {
+        match &mut self.listed {
+            Some((key, told)) if *told != Marker::Absent => {
+                *told = Marker::Absent;
+                Some(Event::Deleted(key.clone()))
+            }
+            _ => None,
         }
     }
 
@@ -215,11 +263,19 @@ impl WatchState {
 
     /// The graph events of one watch event: `Apply`/`InitApply` → `Applied` (skipped when the
     /// resourceVersion is the one already delivered), `Delete` → `Deleted`, `InitDone` →
-    /// `Deleted` for every key delivered before the re-list and not listed in it.
+    /// `Deleted` for every key delivered before the re-list and not listed in it; with a listed
+    /// marker, its deletion when a list begins and its application, last, when one ends.
     pub fn on_event(&mut self, event: watcher::Event<DynamicObject>) -> Vec<Event> {
         let mut out = Vec::new();
         match event {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => self.applied(&o, &mut out),
+            watcher::Event::Apply(o) => self.applied(&o, &mut out),
+            watcher::Event::InitApply(o) => {
+                // A streaming list may begin without `Init`.
+                if self.listing.is_none() {
+                    self.begin_list(&mut out);
+                }
+                self.applied(&o, &mut out);
+            }
             watcher::Event::Delete(o) => {
                 if let Some(key) = to_key(&self.resource, &o) {
                     if let Some(listing) = &mut self.listing {
@@ -229,7 +285,7 @@ impl WatchState {
                     out.push(Event::Deleted(key));
                 }
             }
-            watcher::Event::Init => self.listing = Some(BTreeSet::new()),
+            watcher::Event::Init => self.begin_list(&mut out),
             watcher::Event::InitDone => {
                 let listed = self.listing.take().unwrap_or_default();
                 let gone: Vec<ObjectKey> = self
@@ -241,6 +297,17 @@ impl WatchState {
                 for key in gone {
                     self.known.remove(&key);
                     out.push(Event::Deleted(key));
+                }
+                if let Some((key, told)) = &mut self.listed
+                    && *told != Marker::Delivered
+                {
+                    *told = Marker::Delivered;
+                    out.push(Event::Applied(Object::new(
+                        &*key.kind,
+                        &*key.namespace,
+                        &*key.name,
+                        serde_json::json!({}),
+                    )));
                 }
                 self.synced = true;
             }

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt as _;
-use ichor_graph::Event;
+use ichor_controller_core::identity::project::credentials_secrets_listed_key;
+use ichor_graph::{Event, ObjectKey};
 use ichor_renderers::auth::credentials::CREDENTIALS_SECRET_NAME;
 use ichor_renderers::contract::{CREDENTIALS_NAMESPACE, ISSUER_DEPLOYMENT, ISSUER_POD_SELECTOR};
 use ichor_renderers::trust::{CA_SECRET, SIGNING_SECRET, TLS_SECRET, TRUST_CONFIGMAP, UI_CA_CONFIGMAP};
@@ -66,6 +67,9 @@ pub struct Source {
     pub optional: bool,
     /// What a refusal of an optional source means and what to do, for the log.
     pub refused_hint: Option<String>,
+    /// The object delivered while the source's list is answered and deleted when it is refused
+    /// ([`WatchState::with_listed_marker`]), for a source whose emptiness the graph decides on.
+    pub listed_marker: Option<ObjectKey>,
 }
 
 impl Source {
@@ -81,6 +85,7 @@ impl Source {
             config,
             optional: false,
             refused_hint: None,
+            listed_marker: None,
         }
     }
 
@@ -109,6 +114,9 @@ pub fn credentials_source() -> Source {
              per-user credentials are not seen (nor collected) until `ichor init` creates it and \
              the chart is upgraded"
         )),
+        // Whether the namespace holds only users' Secrets is decided on this list: a refused
+        // list must not read as an empty namespace.
+        listed_marker: Some(credentials_secrets_listed_key()),
     }
 }
 
@@ -142,6 +150,7 @@ pub fn migration_sources() -> Vec<Source> {
             refused_hint: Some(format!(
                 "the controller may not watch the Deployment {ISSUER_DEPLOYMENT}: the move to one Secret per user waits"
             )),
+            listed_marker: None,
         },
         Source {
             label: format!("Pods ({ISSUER_POD_SELECTOR}, metadata)"),
@@ -156,6 +165,7 @@ pub fn migration_sources() -> Vec<Source> {
                 "the controller may not list the issuer's pods: the move to one Secret per user waits"
                     .to_owned(),
             ),
+            listed_marker: None,
         },
         Source {
             label: format!("Namespace {CREDENTIALS_NAMESPACE} (metadata)"),
@@ -169,6 +179,7 @@ pub fn migration_sources() -> Vec<Source> {
             refused_hint: Some(format!(
                 "the controller may not watch the namespace {CREDENTIALS_NAMESPACE}: the move to one Secret per user waits"
             )),
+            listed_marker: None,
         },
     ]
 }
@@ -341,6 +352,53 @@ fn refusal_code(e: &watcher::Error) -> Option<u16> {
     }
 }
 
+/// The watch stream of `source` (in `namespace` when namespaced), its events cut down as the
+/// source says ([`Shape`], [`Source::metadata_only`]).
+fn open(client: &Client, namespace: &str, source: &Source) -> WatchStream {
+    if source.metadata_only {
+        let api: Api<PartialObjectMeta<DynamicObject>> = if source.namespaced {
+            Api::namespaced_with(client.clone(), namespace, &source.resource)
+        } else {
+            Api::all_with(client.clone(), &source.resource)
+        };
+        let pods = source.shape == Shape::PodLayouts;
+        watcher::watcher(api, source.config.clone())
+            .default_backoff()
+            .map(move |item| {
+                item.map(|e| {
+                    if pods {
+                        reshaped(e, pod_layouts_only)
+                    } else {
+                        metadata_event(e)
+                    }
+                })
+            })
+            .boxed()
+    } else {
+        let api: Api<DynamicObject> = if source.namespaced {
+            Api::namespaced_with(client.clone(), namespace, &source.resource)
+        } else {
+            Api::all_with(client.clone(), &source.resource)
+        };
+        let rollout = source.shape == Shape::DeploymentRollout;
+        watcher::watcher(api, source.config.clone())
+            .default_backoff()
+            .map(move |item| {
+                item.map(|e| {
+                    if rollout {
+                        reshaped(e, deployment_rollout_only)
+                    } else {
+                        e
+                    }
+                })
+            })
+            .boxed()
+    }
+}
+
+/// One source's watch events, as [`open`] makes them.
+type WatchStream = futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
+
 /// Starts one task per source; their batches arrive on `tx`, their first lists mark `sync`.
 /// The watch of the namespace's `IchorUser`s also feeds `users` (the admission webhooks'
 /// cache), before its batch is sent, so the webhooks add no watch of their own. The tasks end
@@ -364,49 +422,15 @@ pub fn spawn(
                 None
             };
             let namespace = source.namespace.as_deref().unwrap_or(namespace);
-            let mut stream = if source.metadata_only {
-                let api: Api<PartialObjectMeta<DynamicObject>> = if source.namespaced {
-                    Api::namespaced_with(client.clone(), namespace, &source.resource)
-                } else {
-                    Api::all_with(client.clone(), &source.resource)
-                };
-                let pods = source.shape == Shape::PodLayouts;
-                watcher::watcher(api, source.config.clone())
-                    .default_backoff()
-                    .map(move |item| {
-                        item.map(|e| {
-                            if pods {
-                                reshaped(e, pod_layouts_only)
-                            } else {
-                                metadata_event(e)
-                            }
-                        })
-                    })
-                    .boxed()
-            } else {
-                let api: Api<DynamicObject> = if source.namespaced {
-                    Api::namespaced_with(client.clone(), namespace, &source.resource)
-                } else {
-                    Api::all_with(client.clone(), &source.resource)
-                };
-                let rollout = source.shape == Shape::DeploymentRollout;
-                watcher::watcher(api, source.config.clone())
-                    .default_backoff()
-                    .map(move |item| {
-                        item.map(|e| {
-                            if rollout {
-                                reshaped(e, deployment_rollout_only)
-                            } else {
-                                e
-                            }
-                        })
-                    })
-                    .boxed()
-            };
+            let mut stream = open(client, namespace, &source);
+            let (client, namespace) = (client.clone(), namespace.to_owned());
             let tx = tx.clone();
             let sync = sync.clone();
             tokio::spawn(async move {
                 let mut state = WatchState::new(source.resource.clone());
+                if let Some(marker) = &source.listed_marker {
+                    state = state.with_listed_marker(marker.clone());
+                }
                 let mut refused_logged = false;
                 let ichor_kind = source.resource.group == ICHOR_GROUP;
                 while let Some(item) = stream.next().await {
@@ -454,6 +478,20 @@ pub fn spawn(
                                         None => tracing::warn!(source = %source.label, error = %e,
                                             "optional input refused; treated as empty (retried quietly)"),
                                     }
+                                }
+                                let events = state.refused();
+                                if !events.is_empty() {
+                                    let batch = Batch {
+                                        source: source.label.clone(),
+                                        events,
+                                    };
+                                    if tx.send(batch).await.is_err() {
+                                        return;
+                                    }
+                                    // A refused watch is retried from where it was, and a
+                                    // resumed watch never lists: only a new stream (a whole
+                                    // list first) can bring the listed marker back.
+                                    stream = open(&client, &namespace, &source);
                                 }
                                 sync.mark(i);
                             } else if ichor_kind && code == Some(404) {

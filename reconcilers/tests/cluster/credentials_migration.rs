@@ -46,7 +46,7 @@ pub(crate) fn apply_users(plane: &ControlPlane, names: &[String]) -> anyhow::Res
 }
 
 /// The legacy Secret in `phase` holding `entries` (user → base64 value).
-fn legacy_secret(phase: &str, entries: &BTreeMap<String, String>) -> String {
+pub(crate) fn legacy_secret(phase: &str, entries: &BTreeMap<String, String>) -> String {
     json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": CREDENTIALS_SECRET_NAME, "namespace": NAMESPACE,
             "annotations": {CREDENTIALS_LAYOUT_ANNOTATION: phase}},
@@ -120,7 +120,7 @@ pub(crate) fn installation_status(plane: &ControlPlane) -> anyhow::Result<Value>
 }
 
 /// The chart's issuer Deployment as if its controller had observed its latest spec.
-fn rollout_observed(plane: &ControlPlane) -> anyhow::Result<()> {
+pub(crate) fn rollout_observed(plane: &ControlPlane) -> anyhow::Result<()> {
     let d = get(plane, 0, "deployment", ISSUER_DEPLOYMENT)?
         .ok_or_else(|| anyhow::anyhow!("no issuer Deployment"))?;
     let generation = d["metadata"]["generation"].as_i64().unwrap_or(1);
@@ -196,7 +196,7 @@ fn restart(plane: &ControlPlane, dir: &std::path::Path, name: &str) -> anyhow::R
     Ok(replica)
 }
 
-fn installation(plane: &ControlPlane) -> anyhow::Result<()> {
+pub(crate) fn installation(plane: &ControlPlane) -> anyhow::Result<()> {
     plane.apply(
         &json!({"apiVersion": "ichor.maesh.dev/v1alpha1", "kind": "IchorInstallation",
             "metadata": {"name": "ichor"}, "spec": {}})
@@ -511,64 +511,6 @@ fn a_stale_copy_never_brings_back_a_revoked_family() -> anyhow::Result<()> {
         stays("nothing of rita comes back", Duration::from_secs(4), || {
             Ok(own(plane, "rita")?.is_none() && legacy(plane)?.is_none())
         })
-    })();
-    checked.map_err(|e| e.context(running.replica.log_tail()))?;
-    Ok(())
-}
-
-#[test]
-#[ignore = "needs the control plane: hack/kube/build.sh"]
-fn a_foreign_secret_in_the_credentials_namespace_holds_the_switch_back_and_is_named() -> anyhow::Result<()> {
-    let names = users("fs", 2);
-    let prepared = entries(&names)?;
-    let Some(running) = Running::start_prepared(&[], move |plane| {
-        apply_users(plane, &names)?;
-        plane.apply(&legacy_secret("legacy", &prepared))?;
-        rollout_observed(plane)?;
-        // Planted while the policy's binding was away (or before it existed).
-        plane.kubectl_run(
-            &["delete", "validatingadmissionpolicybinding", "ichor-credentials"],
-            None,
-        )?;
-        wait::until("the policy no longer enforced", SETTLE, || {
-            let planted = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": "planted", "namespace": CREDENTIALS_NAMESPACE},
-                "data": {"token": "c2VjcmV0"}});
-            Ok(plane.apply(&planted.to_string()).ok())
-        })?;
-        let binding = install::chart_object("ValidatingAdmissionPolicyBinding", "ichor-credentials")?;
-        plane.apply(&binding.to_string()).map(|_| ())
-    })?
-    else {
-        return Ok(());
-    };
-    let plane = &running.plane;
-    // After the start: the installations' webhook is served by the replica.
-    installation(plane)?;
-    let checked = (|| -> anyhow::Result<()> {
-        wait::until("CredentialsNamespaceDedicated=False", SETTLE, || {
-            let s = installation_status(plane)?;
-            Ok((s["conditions"][0]["status"] == "False").then_some(s))
-        })?;
-        let s = installation_status(plane)?;
-        let message = s["conditions"][0]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        assert!(message.contains("ichor-credentials/planted"), "{message}");
-        stays(
-            "phase legacy while the namespace is not dedicated",
-            Duration::from_secs(4),
-            || Ok(phase(plane)?.as_deref() == Some("legacy")),
-        )?;
-        plane.kubectl_run(
-            &["delete", "secret", "planted", "-n", CREDENTIALS_NAMESPACE],
-            None,
-        )?;
-        wait::until("the legacy Secret deleted", SETTLE, || {
-            Ok(legacy(plane)?.is_none().then_some(()))
-        })?;
-        Ok(())
     })();
     checked.map_err(|e| e.context(running.replica.log_tail()))?;
     Ok(())

@@ -14,6 +14,7 @@ mod attacks;
 mod controller;
 mod crds;
 mod credentials;
+mod credentials_dedication;
 mod credentials_migration;
 mod credentials_migration_end;
 mod prerequisites;

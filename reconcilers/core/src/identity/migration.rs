@@ -118,17 +118,30 @@ pub fn phase(secret: &Option<Object>) -> Phase {
 pub enum Dedication {
     /// The namespace is not observed (missing, or the controller may not see it).
     Missing,
+    /// The namespace is observed, but its Secrets have not been listed (the list refused: the
+    /// controller's Role there missing or not yet in force), so what it holds is unknown.
+    Unlisted,
     /// It holds only Secrets named `ichor-user-<user>` and labelled with that user.
     Dedicated,
     /// It holds these other Secrets (by name, sorted).
     Foreign(Vec<String>),
 }
 
-/// The namespace object and the derived foreign-Secret objects
-/// ([`super::project::FOREIGN_SECRET_KIND`]) → the namespace's [`Dedication`].
-pub fn dedication(namespace: &Option<Object>, foreign: &BTreeMap<ObjectKey, Object>) -> Dedication {
+/// The namespace object, the watcher's word that its Secrets were listed
+/// ([`super::project::CREDENTIALS_SECRETS_LISTED_KIND`]) and the derived foreign-Secret objects
+/// ([`super::project::FOREIGN_SECRET_KIND`]) → the namespace's [`Dedication`]. No foreign
+/// Secret counts as dedicated only once a list was answered: a refused list shows nothing, not
+/// an empty namespace.
+pub fn dedication(
+    namespace: &Option<Object>,
+    listed: &Option<Object>,
+    foreign: &BTreeMap<ObjectKey, Object>,
+) -> Dedication {
     if namespace.is_none() {
         return Dedication::Missing;
+    }
+    if listed.is_none() {
+        return Dedication::Unlisted;
     }
     if foreign.is_empty() {
         return Dedication::Dedicated;
@@ -300,6 +313,10 @@ fn namespace_blocker(dedication: &Dedication) -> Option<String> {
         Dedication::Missing => Some(format!(
             "the namespace {CREDENTIALS_NAMESPACE} is not observed (run `ichor init` to create it)"
         )),
+        Dedication::Unlisted => Some(format!(
+            "the Secrets of {CREDENTIALS_NAMESPACE} are not listed yet (the controller's Role there is \
+             missing or not yet in force: upgrade the chart with users enabled)"
+        )),
         Dedication::Foreign(names) => Some(format!(
             "the namespace {CREDENTIALS_NAMESPACE} holds Secrets that are not users' credentials: {}",
             names.join(", ")
@@ -371,7 +388,11 @@ pub fn step(inputs: Inputs<'_>) -> (Step, Progress) {
                 let (progress, _) = super::returning::batch(inputs.keys);
                 return (super::returning::waiting(inputs.legacy.created), progress);
             }
-            return super::returning::step(inputs.keys, asks_legacy, blocker);
+            let unseen = match inputs.dedication {
+                Dedication::Missing | Dedication::Unlisted => namespace_blocker(inputs.dedication),
+                Dedication::Dedicated | Dedication::Foreign(_) => None,
+            };
+            return super::returning::step(inputs.keys, asks_legacy, blocker, unseen);
         }
         Phase::Unknown(v) => Step::Wait(format!(
             "{CREDENTIALS_SECRET_NAME} carries the unknown phase {v:?}"
@@ -394,7 +415,7 @@ fn layout_name(phase: &Phase) -> Option<&'static str> {
 /// The `CredentialsNamespaceDedicated` condition, `None` while the namespace is not observed.
 fn dedicated_condition(dedication: &Dedication) -> Option<Wanted> {
     match dedication {
-        Dedication::Missing => None,
+        Dedication::Missing | Dedication::Unlisted => None,
         Dedication::Dedicated => Some(Wanted {
             type_: CREDENTIALS_NAMESPACE_DEDICATED,
             status: true,
@@ -426,7 +447,7 @@ fn dedicated_condition(dedication: &Dedication) -> Option<Wanted> {
 /// first issuer pod that does not list the per-user layout) and `status.credentials`; `None`
 /// when all are
 /// already observed, when there is no installation, or while the credentials namespace is not
-/// observed (an installation that has not run `ichor init` of this release, whose credentials
+/// observed or its Secrets not listed (an installation that has not run `ichor init` of this release, whose credentials
 /// cannot move yet, and every journal recorded before the namespace was watched).
 pub fn installation_status(
     installation: Option<&Object>,
@@ -436,7 +457,7 @@ pub fn installation_status(
     progress: Progress,
 ) -> Option<Object> {
     let inst = installation?;
-    if *dedication == Dedication::Missing {
+    if matches!(dedication, Dedication::Missing | Dedication::Unlisted) {
         return None;
     }
     let status = inst.value.get("status");

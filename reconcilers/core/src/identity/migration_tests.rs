@@ -211,6 +211,12 @@ fn the_switch_is_one_test_and_replace_once_everything_holds_and_waits_otherwise(
         ),
         (
             CredentialsLayout::PerUser,
+            Dedication::Unlisted,
+            None,
+            "not listed yet",
+        ),
+        (
+            CredentialsLayout::PerUser,
             Dedication::Foreign(vec!["planted".into()]),
             None,
             "planted",
@@ -234,6 +240,49 @@ fn the_switch_is_one_test_and_replace_once_everything_holds_and_waits_otherwise(
         step_of(&bare, CredentialsLayout::PerUser, &Dedication::Dedicated, &ok, &k),
         Step::Wait(_)
     ));
+}
+
+#[test]
+fn a_namespace_is_dedicated_only_once_its_secrets_were_listed() {
+    let namespace = Some(Object::new("Namespace", "", CREDENTIALS_NAMESPACE, json!({})));
+    let listed = Some(Object::new(
+        crate::identity::project::CREDENTIALS_SECRETS_LISTED_KIND,
+        CREDENTIALS_NAMESPACE,
+        CREDENTIALS_NAMESPACE,
+        json!({}),
+    ));
+    let none = BTreeMap::new();
+    let planted: BTreeMap<ObjectKey, Object> = [(
+        crate::identity::project::foreign_secret_key("planted"),
+        Object::new(
+            crate::identity::project::FOREIGN_SECRET_KIND,
+            CREDENTIALS_NAMESPACE,
+            "planted",
+            json!({}),
+        ),
+    )]
+    .into();
+    assert_eq!(dedication(&None, &listed, &none), Dedication::Missing);
+    // A refused list shows no foreign Secret: that is not an empty namespace.
+    assert_eq!(dedication(&namespace, &None, &none), Dedication::Unlisted);
+    assert_eq!(dedication(&namespace, &None, &planted), Dedication::Unlisted);
+    assert_eq!(dedication(&namespace, &listed, &none), Dedication::Dedicated);
+    assert_eq!(
+        dedication(&namespace, &listed, &planted),
+        Dedication::Foreign(vec!["planted".into()])
+    );
+    // Not listed: no condition is claimed either way.
+    let inst = installation(json!({}), json!({}));
+    assert_eq!(
+        installation_status(
+            Some(&inst),
+            &Phase::Legacy,
+            &Dedication::Unlisted,
+            None,
+            Progress::default()
+        ),
+        None
+    );
 }
 
 #[test]
@@ -291,6 +340,7 @@ fn the_sweep_stops_when_the_namespace_is_not_dedicated_and_turns_back_when_legac
     for (asked, dedication) in [
         (CredentialsLayout::PerUser, Dedication::Foreign(vec!["x".into()])),
         (CredentialsLayout::PerUser, Dedication::Missing),
+        (CredentialsLayout::PerUser, Dedication::Unlisted),
     ] {
         assert!(
             matches!(step_of(&legacy, asked, &dedication, &None, &k), Step::Wait(_)),

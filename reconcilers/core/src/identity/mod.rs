@@ -327,11 +327,15 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
         "credentials-namespace-object",
         ObjectKey::new("Namespace", "", CREDENTIALS_NAMESPACE),
     );
+    let secrets_listed = b.object(
+        "credentials-secrets-listed",
+        project::credentials_secrets_listed_key(),
+    );
     let foreign = b.objects("foreign-credentials-secrets", project::FOREIGN_SECRET_KIND);
     let dedication = b.node(
         names::CREDENTIALS_NAMESPACE,
-        (credentials_namespace, foreign.all()),
-        |(namespace, foreign)| migration::dedication(namespace, foreign),
+        (credentials_namespace, secrets_listed, foreign.all()),
+        |(namespace, listed, foreign)| migration::dedication(namespace, listed, foreign),
     );
     let issuer_deployment = b.object(
         "issuer-deployment",

@@ -41,6 +41,23 @@ pub const CREDENTIALS_KEY_KIND: &str = "ichor.identity/CredentialsKey";
 /// labelled with that user). Never written to a cluster or a journal.
 pub const FOREIGN_SECRET_KIND: &str = "ichor.identity/ForeignCredentialsSecret";
 
+/// The kind of the object saying that the Secrets of [`CREDENTIALS_NAMESPACE`] were listed: the
+/// controller's watcher applies it once a list of them is answered and deletes it when a list is
+/// refused (the namespace or the controller's Role there missing, or not yet in the authorizer's
+/// cache). An empty set of [`FOREIGN_SECRET_KIND`] objects means "no foreign Secret" only while
+/// it is present; before, it means "not seen". An observation, journaled like any other; never
+/// written to a cluster.
+pub const CREDENTIALS_SECRETS_LISTED_KIND: &str = "ichor.identity/CredentialsSecretsListed";
+
+/// The one object of kind [`CREDENTIALS_SECRETS_LISTED_KIND`], named after the namespace.
+pub fn credentials_secrets_listed_key() -> ObjectKey {
+    ObjectKey::new(
+        CREDENTIALS_SECRETS_LISTED_KIND,
+        CREDENTIALS_NAMESPACE,
+        CREDENTIALS_NAMESPACE,
+    )
+}
+
 /// The derived object naming the foreign Secret `name` of [`CREDENTIALS_NAMESPACE`].
 pub fn foreign_secret_key(name: &str) -> ObjectKey {
     ObjectKey::new(FOREIGN_SECRET_KIND, CREDENTIALS_NAMESPACE, name)

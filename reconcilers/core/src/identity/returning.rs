@@ -161,11 +161,14 @@ pub fn start() -> Step {
 
 /// Phase `returning`: the next batch back, or the switch to `legacy` once no own Secret is left
 /// (`asks_legacy`); asked for per-user Secrets again, the switch back to `migrating` (`blocker`:
-/// why that must wait).
+/// why that must wait). `unseen` says why the Secrets of the credentials namespace are not known
+/// (not listed, or the namespace not observed): no own Secret seen then proves nothing, and the
+/// switch to `legacy` waits (an older issuer reads the legacy Secret alone).
 pub fn step(
     keys: &BTreeMap<ObjectKey, Object>,
     asks_legacy: bool,
     blocker: Option<String>,
+    unseen: Option<String>,
 ) -> (Step, Progress) {
     let (progress, users) = batch(keys);
     if !asks_legacy {
@@ -179,7 +182,9 @@ pub fn step(
         };
         return (step, progress);
     }
-    let step = if users.is_empty() {
+    let step = if let (true, Some(why)) = (users.is_empty(), unseen) {
+        Step::Wait(why)
+    } else if users.is_empty() {
         switch(
             LAYOUT_RETURNING,
             LAYOUT_LEGACY,
@@ -223,7 +228,7 @@ mod tests {
     #[test]
     fn users_with_an_own_secret_go_back_in_batches_and_then_the_phase_is_legacy() {
         let k = keys(&[("a", true, false), ("b", false, true), ("c", true, true)]);
-        let (next, progress) = step(&k, true, None);
+        let (next, progress) = step(&k, true, None, None);
         assert_eq!(
             progress,
             Progress {
@@ -239,13 +244,23 @@ mod tests {
             other => panic!("expected a batch back, got {other:?}"),
         }
         let done = keys(&[("a", true, false), ("b", true, false)]);
-        match step(&done, true, None).0 {
+        match step(&done, true, None, None).0 {
             Step::Switch(s) => assert_eq!((s.from.as_str(), s.to.as_str()), ("returning", "legacy")),
             other => panic!("expected the switch to legacy, got {other:?}"),
         }
+        // The credentials namespace's Secrets not listed: none seen is not none left.
+        match step(&done, true, None, Some("not listed yet".into())).0 {
+            Step::Wait(why) => assert_eq!(why, "not listed yet"),
+            other => panic!("expected a wait while unlisted, got {other:?}"),
+        }
+        // Known ones still go back meanwhile.
+        assert!(matches!(
+            step(&k, true, None, Some("not listed yet".into())).0,
+            Step::Return(_)
+        ));
         let many: Vec<(String, bool, bool)> = (0..150).map(|i| (format!("u{i:03}"), false, true)).collect();
         let borrowed: Vec<(&str, bool, bool)> = many.iter().map(|(u, l, o)| (u.as_str(), *l, *o)).collect();
-        let Step::Return(r) = step(&keys(&borrowed), true, None).0 else {
+        let Step::Return(r) = step(&keys(&borrowed), true, None, None).0 else {
             panic!("expected a batch")
         };
         assert_eq!(r.users.len(), SWEEP_BATCH);
@@ -308,11 +323,14 @@ mod tests {
     #[test]
     fn asked_for_per_user_again_the_phase_goes_back_to_migrating_when_nothing_is_in_the_way() {
         let k = keys(&[("b", false, true)]);
-        match step(&k, false, None).0 {
+        match step(&k, false, None, None).0 {
             Step::Switch(s) => assert_eq!((s.from.as_str(), s.to.as_str()), ("returning", "migrating")),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(step(&k, false, Some("old pod".into())).0, Step::Wait(_)));
+        assert!(matches!(
+            step(&k, false, Some("old pod".into()), None).0,
+            Step::Wait(_)
+        ));
         match start() {
             Step::Switch(s) => assert_eq!((s.from.as_str(), s.to.as_str()), ("migrating", "returning")),
             other => panic!("{other:?}"),

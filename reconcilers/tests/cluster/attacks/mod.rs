@@ -55,6 +55,24 @@ impl Running {
         env: &[(&str, &str)],
         prepare: impl FnOnce(&ControlPlane) -> anyhow::Result<()>,
     ) -> anyhow::Result<Option<Self>> {
+        Self::start_probed(env, prepare, true)
+    }
+
+    /// [`Running::start_prepared`] without waiting for the users webhook to admit a new user:
+    /// for a `prepare` that leaves it refusing every new user (it fails closed while the
+    /// controller may not read the credentials namespace). The webhooks are still served.
+    pub fn start_prepared_users_webhook_refusing(
+        env: &[(&str, &str)],
+        prepare: impl FnOnce(&ControlPlane) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Option<Self>> {
+        Self::start_probed(env, prepare, false)
+    }
+
+    fn start_probed(
+        env: &[(&str, &str)],
+        prepare: impl FnOnce(&ControlPlane) -> anyhow::Result<()>,
+        probe_users: bool,
+    ) -> anyhow::Result<Option<Self>> {
         let options = Options {
             extra_args: vec!["--enable-aggregator-routing=true".to_owned()],
             ..Options::default()
@@ -85,6 +103,9 @@ impl Running {
             })?;
             install::wait_webhook_ca_bundles(&plane, "ichor-identity", SETTLE)?;
             crate::webhooks::serve_from(&plane, &replica)?;
+            if !probe_users {
+                return Ok(());
+            }
             wait::until("the webhook reached through its Service", SETTLE, || {
                 let dry = ["create", "--dry-run=server", "-o", "name", "-f", "-"];
                 match plane.kubectl_as(Some(ALICE), &dry, Some(&ichor_user("probe", &["viewer"])))? {

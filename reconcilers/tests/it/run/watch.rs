@@ -77,6 +77,68 @@ fn a_relist_deletes_what_vanished_and_skips_what_is_unchanged() {
 }
 
 #[test]
+fn a_listed_marker_is_there_only_while_a_whole_answered_list_stands() {
+    use ichor_controller_core::identity::project::credentials_secrets_listed_key;
+    let marker = credentials_secrets_listed_key();
+    let (applied, deleted) = (format!("applied {marker}"), format!("deleted {marker}"));
+    let names = |events: Vec<Event>| -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                Event::Applied(o) => format!("applied {}", o.key()),
+                Event::Deleted(k) => format!("deleted {k}"),
+                Event::Tick(_) => "tick".into(),
+            })
+            .collect()
+    };
+    let alice = ObjectKey::new("IchorUser", NAMESPACE, "alice");
+    let mut state = WatchState::new(users_resource()).with_listed_marker(marker.clone());
+    // Refused before any answer: deleted once (an earlier process's journal may hold it).
+    assert_eq!(names(state.refused()), [deleted.as_str()]);
+    assert!(state.refused().is_empty());
+    // An empty answer: only the marker.
+    assert!(state.on_event(watcher::Event::Init).is_empty());
+    assert_eq!(
+        names(state.on_event(watcher::Event::InitDone)),
+        [applied.as_str()]
+    );
+    // A re-list (a 410): partial until it ends, so the marker goes first and comes back last.
+    assert_eq!(names(state.on_event(watcher::Event::Init)), [deleted.as_str()]);
+    assert_eq!(
+        names(state.on_event(watcher::Event::InitApply(dynamic("alice", "1")))),
+        [format!("applied {alice}")]
+    );
+    assert_eq!(
+        names(state.on_event(watcher::Event::InitDone)),
+        [applied.as_str()]
+    );
+    // Refused (the Role gone): the marker goes, what was listed stays; said once.
+    assert_eq!(names(state.refused()), [deleted.as_str()]);
+    assert!(state.refused().is_empty());
+    // Answered again: the marker comes back after what the new list dropped.
+    assert!(state.on_event(watcher::Event::Init).is_empty());
+    assert_eq!(
+        names(state.on_event(watcher::Event::InitDone)),
+        [format!("deleted {alice}"), applied.clone()]
+    );
+    // A fresh watcher's first list deletes it before anything is listed; a streaming list
+    // (no `Init`) as well.
+    let mut fresh = WatchState::new(users_resource()).with_listed_marker(marker.clone());
+    assert_eq!(names(fresh.on_event(watcher::Event::Init)), [deleted.as_str()]);
+    let mut streaming = WatchState::new(users_resource()).with_listed_marker(marker.clone());
+    assert_eq!(
+        names(streaming.on_event(watcher::Event::InitApply(dynamic("alice", "1")))),
+        [deleted, format!("applied {alice}")]
+    );
+    assert_eq!(names(streaming.on_event(watcher::Event::InitDone)), [applied]);
+    // A watcher without a marker never makes one.
+    let mut plain = WatchState::new(users_resource());
+    plain.on_event(watcher::Event::Init);
+    assert!(plain.on_event(watcher::Event::InitDone).is_empty());
+    assert!(plain.refused().is_empty());
+}
+
+#[test]
 fn owned_secrets_and_the_configmaps_are_watched_by_name() {
     let all = sources("app.kubernetes.io/component=issuer", "ichor-identity");
     let labels: Vec<&str> = all.iter().map(|s| s.label.as_str()).collect();
@@ -150,6 +212,15 @@ fn the_credentials_secrets_are_watched_in_their_namespace_by_metadata_and_option
             .as_deref()
             .is_some_and(|h| h.contains("ichor init")),
         "{source:?}"
+    );
+    assert_eq!(
+        source.listed_marker,
+        Some(ichor_controller_core::identity::project::credentials_secrets_listed_key()),
+        "a refused list must not read as an empty namespace"
+    );
+    assert!(
+        all.iter().filter(|s| s.listed_marker.is_some()).count() == 1,
+        "only the credentials Secrets decide on emptiness"
     );
     let mut by_metadata: Vec<&str> = all
         .iter()
@@ -363,6 +434,14 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
     );
     assert_eq!(service.value["apiVersion"], json!("v1"));
     assert_eq!(service.value["spec"]["clusterIP"], json!("10.96.0.10"));
+    let listed = ichor_controller_core::identity::project::credentials_secrets_listed_key();
+    assert!(
+        batches.iter().flat_map(|b| &b.events).all(|e| match e {
+            Event::Applied(o) => o.key() != listed,
+            _ => true,
+        }),
+        "a refused list of the credentials namespace never says it was listed: {batches:?}"
+    );
     for t in tasks {
         t.abort();
     }
@@ -403,5 +482,72 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
             .iter()
             .any(|r| r.starts_with("/apis/ichor.maesh.dev/v1alpha1/namespaces/ichor-system/ichorusers?")),
         "{lists:#?}"
+    );
+}
+
+/// A watch of the credentials namespace refused after its list was answered (the Role taken
+/// away between the two): the marker goes, and it comes back only with a new whole list, not
+/// with the watch resumed from where it stopped (which would list nothing).
+#[tokio::test]
+async fn a_refused_watch_takes_the_listed_marker_away_until_a_new_list_is_answered() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (lists, watches) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (l, w) = (lists.clone(), watches.clone());
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let (l, w) = (l.clone(), w.clone());
+        async move {
+            let query = req.uri().query().unwrap_or_default().to_owned();
+            let (code, body) = if query.contains("watch=true") {
+                if w.fetch_add(1, Ordering::SeqCst) == 0 {
+                    (403, status(403, "Forbidden"))
+                } else {
+                    // Watches after the first never deliver: the marker must come from a list.
+                    futures::future::pending::<()>().await;
+                    unreachable!()
+                }
+            } else {
+                l.fetch_add(1, Ordering::SeqCst);
+                (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"}, "items": []}),
+                )
+            };
+            let response = http::Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap();
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    let client = kube::Client::new(service, NAMESPACE);
+    let sources = vec![ichor_controller::run::watch::credentials_source()];
+    let sync = Arc::new(SyncState::new(1));
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let tasks = ichor_controller::run::watch::spawn(&client, NAMESPACE, sources, tx, sync, None);
+    let marker = ichor_controller_core::identity::project::credentials_secrets_listed_key();
+    let mut seen = Vec::new();
+    let wanted = ["deleted", "applied", "deleted", "applied"];
+    let got = tokio::time::timeout(Duration::from_secs(20), async {
+        while seen.len() < wanted.len() {
+            let Some(batch) = rx.recv().await else { break };
+            for e in batch.events {
+                match e {
+                    Event::Applied(o) if o.key() == marker => seen.push("applied"),
+                    Event::Deleted(k) if k == marker => seen.push("deleted"),
+                    _ => {}
+                }
+            }
+        }
+    })
+    .await;
+    for t in tasks {
+        t.abort();
+    }
+    assert!(got.is_ok(), "the marker's events: {seen:?}");
+    assert_eq!(seen, wanted);
+    assert!(
+        lists.load(Ordering::SeqCst) >= 2,
+        "listed again after the refusal"
     );
 }
