@@ -8,7 +8,7 @@ use std::{
     path::Path,
     process::Stdio,
     sync::mpsc,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use crate::support::{
@@ -20,11 +20,11 @@ use ichor_cli::commands::auth::{
     secret::Secret,
 };
 
-fn cache_dir(home: &Path) -> CacheDir {
+pub(crate) fn cache_dir(home: &Path) -> CacheDir {
     CacheDir::new(home.join(".ichor/auth"))
 }
 
-fn key(issuer: &str, audience: &str) -> CacheKey {
+pub(crate) fn key(issuer: &str, audience: &str) -> CacheKey {
     CacheKey {
         issuer: issuer.into(),
         client_id: "ichor-cli".into(),
@@ -65,7 +65,7 @@ pub(crate) fn seed(
     entry
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     jiff::Timestamp::now().as_second()
 }
 
@@ -84,7 +84,7 @@ pub(crate) fn fresh_exp() -> i64 {
 }
 
 /// `exp` as the `ExecCredential` and `ichor auth status` write it.
-fn rfc3339(exp: i64) -> String {
+pub(crate) fn rfc3339(exp: i64) -> String {
     jiff::Timestamp::from_second(exp)
         .unwrap()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -419,105 +419,6 @@ fn login_through_the_loopback_callback_stores_a_private_cache_that_token_then_se
     assert_eq!(v[0]["groups"][0], "admin");
     assert_eq!(v[0]["hasRefreshToken"], true);
     assert_no_secret(&text(&out.stdout), &op.state.secrets());
-}
-
-#[test]
-fn logout_of_an_issuer_revokes_each_of_its_refresh_tokens_and_deletes_only_its_caches() {
-    let op = FakeOp::start();
-    let home = tempfile::tempdir().unwrap();
-    let other = "https://other.example.com";
-    seed(
-        home.path(),
-        op.issuer(),
-        "ichor-kube",
-        CACHED_TOKEN,
-        now() + 100,
-        Some("refresh-kube"),
-    );
-    seed(
-        home.path(),
-        op.issuer(),
-        "ichor-ui",
-        CACHED_TOKEN,
-        now() + 100,
-        Some("refresh-ui"),
-    );
-    seed(
-        home.path(),
-        other,
-        "ichor-kube",
-        CACHED_TOKEN,
-        now() + 100,
-        Some("refresh-other"),
-    );
-    let out = ichor(home.path(), &["auth", "logout", "--issuer", op.issuer()]);
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let mut revoked = op.state.revoked.lock().unwrap().clone();
-    revoked.sort();
-    assert_eq!(revoked, ["refresh-kube", "refresh-ui"]);
-    let dir = cache_dir(home.path());
-    assert!(!dir.file_for(&key(op.issuer(), "ichor-kube")).exists());
-    assert!(!dir.file_for(&key(op.issuer(), "ichor-ui")).exists());
-    assert!(dir.file_for(&key(other, "ichor-kube")).exists());
-    assert!(stderr.contains("Signed out of"), "{stderr}");
-    assert_no_secret(
-        &stderr,
-        &[CACHED_TOKEN.into(), "refresh-kube".into(), "refresh-ui".into()],
-    );
-}
-
-#[test]
-fn logout_with_an_unreachable_issuer_warns_and_still_deletes_the_cache() {
-    let home = tempfile::tempdir().unwrap();
-    let issuer = unreachable_issuer();
-    seed(
-        home.path(),
-        &issuer,
-        "ichor-kube",
-        CACHED_TOKEN,
-        now() + 100,
-        Some("refresh-x"),
-    );
-    let started = Instant::now();
-    let out = ichor(home.path(), &["auth", "logout"]);
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(started.elapsed() < Duration::from_secs(12));
-    assert!(stderr.contains("warning: could not revoke"), "{stderr}");
-    assert!(
-        !cache_dir(home.path())
-            .file_for(&key(&issuer, "ichor-kube"))
-            .exists()
-    );
-    assert_no_secret(&stderr, &[CACHED_TOKEN.into(), "refresh-x".into()]);
-}
-
-#[test]
-fn status_shows_the_login_without_any_token() {
-    let home = tempfile::tempdir().unwrap();
-    let exp = fresh_exp();
-    seed(
-        home.path(),
-        "https://ichor.example.com",
-        "ichor-kube",
-        CACHED_TOKEN,
-        exp,
-        Some("refresh-status"),
-    );
-    let out = ichor(home.path(), &["auth", "status"]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success());
-    assert!(stdout.starts_with("ISSUER"), "{stdout}");
-    assert!(
-        stdout.contains("https://ichor.example.com  alice  admin"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains(&rfc3339(exp)) && stdout.contains("held"),
-        "{stdout}"
-    );
-    assert_no_secret(&stdout, &[CACHED_TOKEN.into(), "refresh-status".into()]);
 }
 
 #[test]

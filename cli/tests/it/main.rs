@@ -18,6 +18,7 @@ mod apiserver;
 mod attacks;
 mod auth;
 mod auth_cache;
+mod auth_logout;
 mod auth_slow_down;
 mod config_apply;
 mod dev_e2e;
