@@ -399,6 +399,30 @@ fn open(client: &Client, namespace: &str, source: &Source) -> WatchStream {
 /// One source's watch events, as [`open`] makes them.
 type WatchStream = futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
 
+/// The waits before a watch stream is opened anew after a refusal took its listed marker away:
+/// 0.8 s, doubled while the last reopen was less than two minutes before, up to 30 s (the
+/// watcher's own backoff is lost with the stream it belongs to).
+#[derive(Debug, Default)]
+pub struct Reopens {
+    last: Option<(std::time::Instant, std::time::Duration)>,
+}
+
+impl Reopens {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(800);
+    const MAX: std::time::Duration = std::time::Duration::from_secs(30);
+    const RESET: std::time::Duration = std::time::Duration::from_secs(120);
+
+    /// The wait before a reopen at `now`.
+    pub fn next(&mut self, now: std::time::Instant) -> std::time::Duration {
+        let wait = match self.last {
+            Some((at, wait)) if now.saturating_duration_since(at) < Self::RESET => (wait * 2).min(Self::MAX),
+            _ => Self::FIRST,
+        };
+        self.last = Some((now, wait));
+        wait
+    }
+}
+
 /// Starts one task per source; their batches arrive on `tx`, their first lists mark `sync`.
 /// The watch of the namespace's `IchorUser`s also feeds `users` (the admission webhooks'
 /// cache), before its batch is sent, so the webhooks add no watch of their own. The tasks end
@@ -432,6 +456,7 @@ pub fn spawn(
                     state = state.with_listed_marker(marker.clone());
                 }
                 let mut refused_logged = false;
+                let mut reopens = Reopens::default();
                 let ichor_kind = source.resource.group == ICHOR_GROUP;
                 while let Some(item) = stream.next().await {
                     match item {
@@ -480,7 +505,8 @@ pub fn spawn(
                                     }
                                 }
                                 let events = state.refused();
-                                if !events.is_empty() {
+                                let reopen = !events.is_empty();
+                                if reopen {
                                     let batch = Batch {
                                         source: source.label.clone(),
                                         events,
@@ -488,12 +514,16 @@ pub fn spawn(
                                     if tx.send(batch).await.is_err() {
                                         return;
                                     }
-                                    // A refused watch is retried from where it was, and a
-                                    // resumed watch never lists: only a new stream (a whole
-                                    // list first) can bring the listed marker back.
-                                    stream = open(&client, &namespace, &source);
                                 }
                                 sync.mark(i);
+                                if reopen {
+                                    // A refused watch is retried from where it was, and a
+                                    // resumed watch never lists: only a new stream (a whole
+                                    // list first) can bring the listed marker back. Spaced
+                                    // out: a list allowed and a watch refused would loop.
+                                    tokio::time::sleep(reopens.next(std::time::Instant::now())).await;
+                                    stream = open(&client, &namespace, &source);
+                                }
                             } else if ichor_kind && code == Some(404) {
                                 // A required Ichor kind whose CRD is not installed: said once,
                                 // in the log and in /readyz, and retried until it appears.

@@ -4,9 +4,11 @@
 //! a refused list of the namespace's Secrets shows nothing, and is not taken for an empty
 //! namespace.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ichor_renderers::contract::CREDENTIALS_NAMESPACE;
+use ichor_testkit::control_plane::ControlPlane;
 use ichor_testkit::install;
 use ichor_testkit::wait;
 use serde_json::{Value, json};
@@ -17,28 +19,38 @@ use crate::credentials_migration::{
     stays, users,
 };
 
+/// Users in the legacy Secret (phase `legacy`, the rollout observed) and a foreign Secret
+/// `planted` in the credentials namespace, planted while the admission policy's binding was away
+/// (or before it existed); the binding is back when this returns.
+fn legacy_users_and_a_planted_secret(
+    plane: &ControlPlane,
+    names: &[String],
+    prepared: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    apply_users(plane, names)?;
+    plane.apply(&legacy_secret("legacy", prepared))?;
+    rollout_observed(plane)?;
+    plane.kubectl_run(
+        &["delete", "validatingadmissionpolicybinding", "ichor-credentials"],
+        None,
+    )?;
+    wait::until("the policy no longer enforced", SETTLE, || {
+        let planted = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "planted", "namespace": CREDENTIALS_NAMESPACE},
+            "data": {"token": "c2VjcmV0"}});
+        Ok(plane.apply(&planted.to_string()).ok())
+    })?;
+    let binding = install::chart_object("ValidatingAdmissionPolicyBinding", "ichor-credentials")?;
+    plane.apply(&binding.to_string()).map(|_| ())
+}
+
 #[test]
 #[ignore = "needs the control plane: hack/kube/build.sh"]
 fn a_foreign_secret_in_the_credentials_namespace_holds_the_switch_back_and_is_named() -> anyhow::Result<()> {
     let names = users("fs", 2);
     let prepared = entries(&names)?;
     let Some(running) = Running::start_prepared(&[], move |plane| {
-        apply_users(plane, &names)?;
-        plane.apply(&legacy_secret("legacy", &prepared))?;
-        rollout_observed(plane)?;
-        // Planted while the policy's binding was away (or before it existed).
-        plane.kubectl_run(
-            &["delete", "validatingadmissionpolicybinding", "ichor-credentials"],
-            None,
-        )?;
-        wait::until("the policy no longer enforced", SETTLE, || {
-            let planted = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": "planted", "namespace": CREDENTIALS_NAMESPACE},
-                "data": {"token": "c2VjcmV0"}});
-            Ok(plane.apply(&planted.to_string()).ok())
-        })?;
-        let binding = install::chart_object("ValidatingAdmissionPolicyBinding", "ichor-credentials")?;
-        plane.apply(&binding.to_string()).map(|_| ())
+        legacy_users_and_a_planted_secret(plane, &names, &prepared)
     })?
     else {
         return Ok(());
@@ -90,21 +102,7 @@ fn a_refused_list_of_the_credentials_namespace_holds_the_switch_until_it_is_answ
     // The users webhook fails closed while the controller may not read the credentials
     // namespace, so the start does not wait for it to admit a user.
     let Some(running) = Running::start_prepared_users_webhook_refusing(&[], move |plane| {
-        apply_users(plane, &names)?;
-        plane.apply(&legacy_secret("legacy", &prepared))?;
-        rollout_observed(plane)?;
-        plane.kubectl_run(
-            &["delete", "validatingadmissionpolicybinding", "ichor-credentials"],
-            None,
-        )?;
-        wait::until("the policy no longer enforced", SETTLE, || {
-            let planted = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": "planted", "namespace": CREDENTIALS_NAMESPACE},
-                "data": {"token": "c2VjcmV0"}});
-            Ok(plane.apply(&planted.to_string()).ok())
-        })?;
-        let policy = install::chart_object("ValidatingAdmissionPolicyBinding", "ichor-credentials")?;
-        plane.apply(&policy.to_string())?;
+        legacy_users_and_a_planted_secret(plane, &names, &prepared)?;
         let mut rb: Value = serde_json::from_str(&plane.kubectl_run(
             &[
                 "get",

@@ -286,6 +286,32 @@ fn a_namespace_is_dedicated_only_once_its_secrets_were_listed() {
 }
 
 #[test]
+fn the_move_back_ends_only_on_a_list_of_the_credentials_namespace() {
+    let returning = LegacyState {
+        phase: Phase::Returning,
+        empty_at: None,
+        created: None,
+    };
+    // Every key back in the legacy Secret, no own Secret seen.
+    let k = keys(&[("a", true, false)]);
+    for unseen in [Dedication::Unlisted, Dedication::Missing] {
+        match step_of(&returning, CredentialsLayout::Legacy, &unseen, &None, &k) {
+            Step::Wait(why) => assert!(why.contains(CREDENTIALS_NAMESPACE), "{why}"),
+            other => panic!("{unseen:?}: none seen is not none left, got {other:?}"),
+        }
+    }
+    for seen in [Dedication::Dedicated, Dedication::Foreign(vec!["x".into()])] {
+        assert!(
+            matches!(
+                step_of(&returning, CredentialsLayout::Legacy, &seen, &None, &k),
+                Step::Switch(ref s) if s.to == LAYOUT_LEGACY
+            ),
+            "{seen:?}"
+        );
+    }
+}
+
+#[test]
 fn a_batch_holds_at_most_a_hundred_keys_moves_and_stale_copies_apart() {
     let mut list: Vec<(String, bool, bool)> = (0..250)
         .map(|i| (format!("u{i:03}"), true, i % 10 == 0))

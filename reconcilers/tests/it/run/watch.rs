@@ -485,23 +485,21 @@ async fn the_watchers_list_by_name_and_selector_and_sync_with_an_optional_input_
     );
 }
 
-/// A watch of the credentials namespace refused after its list was answered (the Role taken
-/// away between the two): the marker goes, and it comes back only with a new whole list, not
-/// with the watch resumed from where it stopped (which would list nothing).
-#[tokio::test]
-async fn a_refused_watch_takes_the_listed_marker_away_until_a_new_list_is_answered() {
+/// A scripted apiserver for the credentials namespace alone: every list answered, empty; the
+/// first `refused_watches` watches refused (403), the later ones open and silent. Counts the lists.
+fn credentials_server(refused_watches: usize) -> (kube::Client, Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let (lists, watches) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (l, w) = (lists.clone(), watches.clone());
+    let (l, w) = (lists.clone(), watches);
     let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
         let (l, w) = (l.clone(), w.clone());
         async move {
             let query = req.uri().query().unwrap_or_default().to_owned();
             let (code, body) = if query.contains("watch=true") {
-                if w.fetch_add(1, Ordering::SeqCst) == 0 {
+                if w.fetch_add(1, Ordering::SeqCst) < refused_watches {
                     (403, status(403, "Forbidden"))
                 } else {
-                    // Watches after the first never deliver: the marker must come from a list.
+                    // An open watch that never delivers: the marker must come from a list.
                     futures::future::pending::<()>().await;
                     unreachable!()
                 }
@@ -520,7 +518,16 @@ async fn a_refused_watch_takes_the_listed_marker_away_until_a_new_list_is_answer
             Ok::<_, std::convert::Infallible>(response)
         }
     });
-    let client = kube::Client::new(service, NAMESPACE);
+    (kube::Client::new(service, NAMESPACE), lists)
+}
+
+/// A watch of the credentials namespace refused after its list was answered (the Role taken
+/// away between the two): the marker goes, and it comes back only with a new whole list, not
+/// with the watch resumed from where it stopped (which would list nothing).
+#[tokio::test]
+async fn a_refused_watch_takes_the_listed_marker_away_until_a_new_list_is_answered() {
+    use std::sync::atomic::Ordering;
+    let (client, lists) = credentials_server(1);
     let sources = vec![ichor_controller::run::watch::credentials_source()];
     let sync = Arc::new(SyncState::new(1));
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
@@ -549,5 +556,41 @@ async fn a_refused_watch_takes_the_listed_marker_away_until_a_new_list_is_answer
     assert!(
         lists.load(Ordering::SeqCst) >= 2,
         "listed again after the refusal"
+    );
+}
+
+/// Every list answered and every watch refused (a Role that grants `list` and not `watch`):
+/// the streams opened anew are spaced out, not a loop of lists.
+#[tokio::test]
+async fn lists_allowed_and_watches_refused_do_not_loop() {
+    use std::sync::atomic::Ordering;
+    let (client, lists) = credentials_server(usize::MAX);
+    let sources = vec![ichor_controller::run::watch::credentials_source()];
+    let sync = Arc::new(SyncState::new(1));
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+    let tasks = ichor_controller::run::watch::spawn(&client, NAMESPACE, sources, tx, sync, None);
+    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for t in tasks {
+        t.abort();
+    }
+    drain.abort();
+    // 0.8 s, then 1.6 s: the first list and at most two more in three seconds.
+    let n = lists.load(Ordering::SeqCst);
+    assert!((2..=3).contains(&n), "{n} lists in three seconds");
+}
+
+#[test]
+fn reopens_wait_longer_each_time_and_start_over_after_a_quiet_while() {
+    use ichor_controller::run::watch::Reopens;
+    let t0 = Instant::now();
+    let mut r = Reopens::default();
+    let waits: Vec<u64> = (0..8)
+        .map(|i| r.next(t0 + Duration::from_secs(i)).as_millis() as u64)
+        .collect();
+    assert_eq!(waits, [800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]);
+    assert_eq!(
+        r.next(t0 + Duration::from_secs(7 + 121)),
+        Duration::from_millis(800)
     );
 }
