@@ -44,6 +44,32 @@ fn legacy_users_and_a_planted_secret(
     plane.apply(&binding.to_string()).map(|_| ())
 }
 
+/// `CredentialsNamespaceDedicated=False`, naming the planted Secret.
+fn the_planted_secret_is_named(plane: &ControlPlane) -> anyhow::Result<()> {
+    wait::until("CredentialsNamespaceDedicated=False", SETTLE, || {
+        let s = installation_status(plane)?;
+        Ok((s["conditions"][0]["status"] == "False").then_some(s))
+    })?;
+    let message = installation_status(plane)?["conditions"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(message.contains("ichor-credentials/planted"), "{message}");
+    Ok(())
+}
+
+/// The planted Secret removed, the move runs to the end: the legacy Secret is deleted.
+fn its_removal_lets_the_move_end(plane: &ControlPlane) -> anyhow::Result<()> {
+    plane.kubectl_run(
+        &["delete", "secret", "planted", "-n", CREDENTIALS_NAMESPACE],
+        None,
+    )?;
+    wait::until("the legacy Secret deleted", SETTLE, || {
+        Ok(legacy(plane)?.is_none().then_some(()))
+    })?;
+    Ok(())
+}
+
 #[test]
 #[ignore = "needs the control plane: hack/kube/build.sh"]
 fn a_foreign_secret_in_the_credentials_namespace_holds_the_switch_back_and_is_named() -> anyhow::Result<()> {
@@ -59,29 +85,13 @@ fn a_foreign_secret_in_the_credentials_namespace_holds_the_switch_back_and_is_na
     // After the start: the installations' webhook is served by the replica.
     installation(plane)?;
     let checked = (|| -> anyhow::Result<()> {
-        wait::until("CredentialsNamespaceDedicated=False", SETTLE, || {
-            let s = installation_status(plane)?;
-            Ok((s["conditions"][0]["status"] == "False").then_some(s))
-        })?;
-        let s = installation_status(plane)?;
-        let message = s["conditions"][0]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        assert!(message.contains("ichor-credentials/planted"), "{message}");
+        the_planted_secret_is_named(plane)?;
         stays(
             "phase legacy while the namespace is not dedicated",
             Duration::from_secs(4),
             || Ok(phase(plane)?.as_deref() == Some("legacy")),
         )?;
-        plane.kubectl_run(
-            &["delete", "secret", "planted", "-n", CREDENTIALS_NAMESPACE],
-            None,
-        )?;
-        wait::until("the legacy Secret deleted", SETTLE, || {
-            Ok(legacy(plane)?.is_none().then_some(()))
-        })?;
-        Ok(())
+        its_removal_lets_the_move_end(plane)
     })();
     checked.map_err(|e| e.context(running.replica.log_tail()))?;
     Ok(())
@@ -159,24 +169,9 @@ fn a_refused_list_of_the_credentials_namespace_holds_the_switch_until_it_is_answ
         )?;
         let rb = binding.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
         plane.apply(&rb.to_string())?;
-        wait::until("CredentialsNamespaceDedicated=False", SETTLE, || {
-            let s = installation_status(plane)?;
-            Ok((s["conditions"][0]["status"] == "False").then_some(s))
-        })?;
-        let message = installation_status(plane)?["conditions"][0]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        assert!(message.contains("ichor-credentials/planted"), "{message}");
+        the_planted_secret_is_named(plane)?;
         assert_eq!(phase(plane)?.as_deref(), Some("legacy"));
-        plane.kubectl_run(
-            &["delete", "secret", "planted", "-n", CREDENTIALS_NAMESPACE],
-            None,
-        )?;
-        wait::until("the legacy Secret deleted", SETTLE, || {
-            Ok(legacy(plane)?.is_none().then_some(()))
-        })?;
-        Ok(())
+        its_removal_lets_the_move_end(plane)
     })();
     checked.map_err(|e| e.context(running.replica.log_tail()))?;
     Ok(())
