@@ -51,8 +51,12 @@ pub const USER_CACHE_TTL: Duration =
 /// How many times [`modify_credentials`] retries after a conflict before giving up.
 pub const MAX_CONFLICT_RETRIES: usize = 8;
 
-/// The most [`modify_credentials`] waits before its retry number `n` is `n` times this (the wait
-/// is uniformly random below it), so writers that collided spread out instead of colliding again.
+/// The most [`modify_credentials`] waits before its retry number `n` is this times `2^(n-1)` (the
+/// wait is uniformly random below it: 2 ms, 4 ms, … 256 ms before the eighth, about half a second
+/// in all at worst), so writers that collided spread out instead of colliding again, and a writer
+/// that keeps losing to another replica's run of writes outlasts that run. A linear step was too
+/// short for an apiserver under load: its 72 ms in all were spent while another replica's queue
+/// of a dozen rotations of the same user still held the Secret.
 pub const CONFLICT_BACKOFF_STEP: Duration = Duration::from_millis(2);
 
 /// A user as the issuer needs it (from the `IchorUser` object).
@@ -170,7 +174,7 @@ pub enum Change<T> {
 /// Wait for the user's turn in the store's [`UserQueue`] (when it has one), then read the
 /// user's entry, let `f` decide, write with the read version, and retry from a fresh read on a
 /// conflict (at most [`MAX_CONFLICT_RETRIES`] times, each after a random pause below
-/// `attempt ×` [`CONFLICT_BACKOFF_STEP`]). `f` must be pure: it may run several times.
+/// [`CONFLICT_BACKOFF_STEP`]` × 2^(attempt-1)`). `f` must be pure: it may run several times.
 ///
 /// # Errors
 /// The store's errors, `f`'s errors (converted), [`StoreError::Busy`] when the user's line is
@@ -204,22 +208,55 @@ where
     Err(StoreError::Conflict(name.to_owned()).into())
 }
 
-/// A random pause below `attempt ×` [`CONFLICT_BACKOFF_STEP`] (none when no randomness is
-/// available: the retry still happens, only without spreading).
+/// A random pause below [`conflict_backoff_bound`] (none when no randomness is available: the
+/// retry still happens, only without spreading).
 fn conflict_backoff(attempt: usize) -> Duration {
     let mut bytes = [0u8; 4];
     if getrandom::fill(&mut bytes).is_err() {
         return Duration::ZERO;
     }
-    let bound = CONFLICT_BACKOFF_STEP.saturating_mul(u32::try_from(attempt).unwrap_or(u32::MAX));
-    let micros = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX);
+    let micros = u64::try_from(conflict_backoff_bound(attempt).as_micros()).unwrap_or(u64::MAX);
     if micros == 0 {
         return Duration::ZERO;
     }
     Duration::from_micros(u64::from(u32::from_le_bytes(bytes)) % micros)
 }
 
+/// The bound of the pause before retry number `attempt`: [`CONFLICT_BACKOFF_STEP`] doubled for
+/// each retry after the first (none before the first attempt), never past the eighth's.
+fn conflict_backoff_bound(attempt: usize) -> Duration {
+    let Some(doublings) = attempt.checked_sub(1) else {
+        return Duration::ZERO;
+    };
+    let doublings = u32::try_from(doublings.min(MAX_CONFLICT_RETRIES - 1)).unwrap_or(0);
+    CONFLICT_BACKOFF_STEP.saturating_mul(1u32 << doublings)
+}
+
 /// A future that resolves after `d` (kept here so store implementations share one clock).
 pub fn sleep(d: Duration) -> impl Future<Output = ()> {
     tokio::time::sleep(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_pauses_double_from_the_step_and_stay_under_their_bound() {
+        let bounds: Vec<u128> = (0..=MAX_CONFLICT_RETRIES + 2)
+            .map(|a| conflict_backoff_bound(a).as_millis())
+            .collect();
+        assert_eq!(bounds, [0, 2, 4, 8, 16, 32, 64, 128, 256, 256, 256]);
+        let all: Duration = (1..=MAX_CONFLICT_RETRIES).map(conflict_backoff_bound).sum();
+        assert!(all < Duration::from_millis(600), "{all:?}");
+        for attempt in 0..=MAX_CONFLICT_RETRIES {
+            for _ in 0..50 {
+                let pause = conflict_backoff(attempt);
+                assert!(
+                    pause < conflict_backoff_bound(attempt).max(Duration::from_nanos(1)),
+                    "{attempt}: {pause:?}"
+                );
+            }
+        }
+    }
 }

@@ -183,6 +183,44 @@ fn roles(plane: &ControlPlane, name: &str) -> anyhow::Result<Option<Value>> {
         .map(|u| u["spec"]["roles"].clone()))
 }
 
+/// The refresh family the store tests rotate.
+const FAMILY: &str = "fam1";
+
+/// A user's entry with a password and one CLI family, [`FAMILY`], at generation 1.
+fn family_entry() -> CredentialsEntry {
+    let now: jiff::Timestamp = "2026-11-05T10:00:00Z".parse().unwrap();
+    ichor_testkit::issuer::harness::cli_family_entry(
+        "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$SECRETHASHVALUE",
+        now,
+        FAMILY,
+        now,
+    )
+}
+
+/// How many times [`bump`] asks again after a refresh's conflicts outlasted the store's retries.
+const CLIENT_RETRIES: usize = 5;
+
+/// Adds one to the generation of `user`'s [`FAMILY`] as a refresh does: through
+/// `modify_credentials` (which retries conflicts from a fresh read), and, when the conflicts
+/// outlast its retries (the issuer's 503, which wrote nothing), again as the client does with the
+/// same token, at most [`CLIENT_RETRIES`] times.
+async fn bump(store: &ichor_issuer::store::kube::KubeStore, user: &str) -> anyhow::Result<()> {
+    use ichor_issuer::store::{Change, StoreError, modify_credentials};
+    for _ in 0..CLIENT_RETRIES {
+        let rotated = modify_credentials(store, user, |current| {
+            let mut next = current.cloned().ok_or(StoreError::Missing(user.to_owned()))?;
+            next.families.get_mut(FAMILY).unwrap().generation += 1;
+            Ok::<_, StoreError>(Change::Put(next, ()))
+        })
+        .await;
+        match rotated {
+            Err(StoreError::Conflict(_)) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+            other => return Ok(other?),
+        }
+    }
+    anyhow::bail!("every refresh of {user} conflicted {CLIENT_RETRIES} times over")
+}
+
 /// The `refresh_token` of a token response.
 fn refresh_of(v: &Value) -> String {
     v["refresh_token"].as_str().expect("refresh_token").to_owned()

@@ -9,39 +9,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ichor_issuer::store::kube::KubeStore;
-use ichor_issuer::store::{Change, StoreError, UserStore, Version, modify_credentials};
+use ichor_issuer::store::{StoreError, UserStore, Version};
 use ichor_renderers::auth::credentials::{CREDENTIALS_SECRET_NAME, CredentialsEntry};
 use ichor_testkit::install::NAMESPACE;
 use jiff::Timestamp;
 
-use super::{cluster, issuer_client, runtime, stored_entry};
-
-const FAMILY: &str = "fam1";
-
-fn entry() -> CredentialsEntry {
-    let now: Timestamp = "2026-11-05T10:00:00Z".parse().unwrap();
-    ichor_testkit::issuer::harness::cli_family_entry(
-        "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$SECRETHASHVALUE",
-        now,
-        FAMILY,
-        now,
-    )
-}
+use super::{FAMILY, bump, cluster, family_entry as entry, issuer_client, runtime, stored_entry};
 
 fn revoked(day: i8) -> CredentialsEntry {
     entry().revoke_all(Timestamp::from_second(1_762_387_200 + i64::from(day) * 86_400).unwrap())
-}
-
-/// Adds one to the generation of `user`'s family through `modify_credentials` (retrying its
-/// conflicts as the issuer does).
-async fn bump(store: &KubeStore, user: &str) -> anyhow::Result<()> {
-    modify_credentials(store, user, |current| {
-        let mut next = current.cloned().ok_or(StoreError::Missing(user.to_owned()))?;
-        next.families.get_mut(FAMILY).unwrap().generation += 1;
-        Ok::<_, StoreError>(Change::Put(next, ()))
-    })
-    .await?;
-    Ok(())
 }
 
 /// The credentials PATCHes the apiserver has answered so far.

@@ -23,37 +23,16 @@ use ichor_testkit::install::{self, CREDENTIALS_NAMESPACE, ISSUER_SERVICE_ACCOUNT
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::{cluster, fresh_cluster, issuer_client, own_entry, runtime, stored_entry};
-
-const FAMILY: &str = "fam1";
-
-fn entry() -> CredentialsEntry {
-    let now: Timestamp = "2026-11-05T10:00:00Z".parse().unwrap();
-    ichor_testkit::issuer::harness::cli_family_entry(
-        "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$SECRETHASHVALUE",
-        now,
-        FAMILY,
-        now,
-    )
-}
+use super::{
+    FAMILY, bump, cluster, family_entry as entry, fresh_cluster, issuer_client, own_entry, runtime,
+    stored_entry,
+};
 
 /// `entry()` at family generation `generation`.
 fn at_generation(generation: u64) -> CredentialsEntry {
     let mut e = entry();
     e.families.get_mut(FAMILY).unwrap().generation = generation;
     e
-}
-
-/// Adds one to the generation of `user`'s family as a refresh does (through `modify_credentials`,
-/// retrying its conflicts).
-async fn bump(store: &KubeStore, user: &str) -> anyhow::Result<()> {
-    modify_credentials(store, user, |current| {
-        let mut next = current.cloned().ok_or(StoreError::Missing(user.to_owned()))?;
-        next.families.get_mut(FAMILY).unwrap().generation += 1;
-        Ok::<_, StoreError>(Change::Put(next, ()))
-    })
-    .await?;
-    Ok(())
 }
 
 async fn remove(store: &KubeStore, user: &str) -> anyhow::Result<()> {
