@@ -34,6 +34,7 @@ use ichor_controller_core::identity::Controller;
 use ichor_controller_core::identity::conditions::stamp_transition_times;
 use ichor_controller_core::identity::effects::RemoveCredentialsKeyRequest;
 use ichor_controller_core::identity::nodes::users_fallback_object;
+use ichor_controller_core::identity::project::credentials_secrets_listed;
 use ichor_controller_core::memory::{ResourceVersions, applied, merge_into};
 use ichor_controller_core::perform::{self, KeyMaterial, Outcome, SecretData};
 use ichor_controller_core::problem::{Problem, ProblemKind};
@@ -334,7 +335,11 @@ impl LocalController {
             versions: ResourceVersions::default(),
             written: Vec::new(),
         };
-        let mut events = vec![store.versions.stamp(Event::Applied(issuer_service()))];
+        // The credentials file is read whole: its users' credentials are listed, always.
+        let mut events = vec![
+            store.versions.stamp(Event::Applied(issuer_service())),
+            store.versions.stamp(Event::Applied(credentials_secrets_listed())),
+        ];
         for secret in store.secrets.read_all()? {
             events.push(store.versions.stamp(Event::Applied(secret.to_object())));
         }

@@ -129,6 +129,34 @@ fn an_edited_user_file_reaches_the_world_and_a_broken_one_keeps_the_previous_obj
     );
 }
 
+/// The condition `type_` of `user` as the in-memory status holds it: (status, reason).
+fn condition(c: &LocalController, user: &str, type_: &str) -> Option<(String, String)> {
+    let key = ObjectKey::new("IchorUser", NAMESPACE, user);
+    let user = c.controller().world().get(&key)?;
+    let conditions = user.value["status"]["conditions"].as_array()?;
+    let found = conditions.iter().find(|c| c["type"] == type_)?;
+    Some((
+        found["status"].as_str()?.to_owned(),
+        found["reason"].as_str()?.to_owned(),
+    ))
+}
+
+#[test]
+fn a_user_without_an_entry_in_the_credentials_file_has_no_password_not_an_unknown_one() {
+    let (_tmp, paths, removed) = setup();
+    let mut c = LocalController::new(paths, Box::new(OsKeyMaterial), Box::new(removed)).unwrap();
+    c.tick(Timestamp::now());
+    // The file is read whole: a missing entry is no password, never "not listed".
+    assert_eq!(
+        condition(&c, "admin", "PasswordSet"),
+        Some(("False".to_owned(), "NoPassword".to_owned()))
+    );
+    assert_eq!(
+        condition(&c, "admin", "Ready"),
+        Some(("False".to_owned(), "PasswordNotSet".to_owned()))
+    );
+}
+
 #[test]
 fn a_credentials_entry_without_its_user_is_handed_to_the_remover() {
     let (_tmp, paths, removed) = setup();

@@ -58,6 +58,29 @@ fn the_planted_secret_is_named(plane: &ControlPlane) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A user of the refused-list test without any credentials.
+const NO_PASSWORD: &str = "rl-nopw";
+
+/// Waits until `user`'s `PasswordSet` condition has this (status, reason).
+fn password_set_becomes(plane: &ControlPlane, user: &str, wanted: (&str, &str)) -> anyhow::Result<()> {
+    wait::until(
+        &format!("{user} PasswordSet={} {}", wanted.0, wanted.1),
+        SETTLE,
+        || {
+            let Some(object) = plane.get_json(0, "ichoruser", install::NAMESPACE, user)? else {
+                return Ok(None);
+            };
+            let found = object["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "PasswordSet")
+                .map(|c| (c["status"].clone(), c["reason"].clone()));
+            Ok((found == Some((json!(wanted.0), json!(wanted.1)))).then_some(()))
+        },
+    )
+}
+
 /// The planted Secret removed, the move runs to the end: the legacy Secret is deleted.
 fn its_removal_lets_the_move_end(plane: &ControlPlane) -> anyhow::Result<()> {
     plane.kubectl_run(
@@ -113,6 +136,7 @@ fn a_refused_list_of_the_credentials_namespace_holds_the_switch_until_it_is_answ
     // namespace, so the start does not wait for it to admit a user.
     let Some(running) = Running::start_prepared_users_webhook_refusing(&[], move |plane| {
         legacy_users_and_a_planted_secret(plane, &names, &prepared)?;
+        apply_users(plane, &[NO_PASSWORD.to_owned()])?;
         let mut rb: Value = serde_json::from_str(&plane.kubectl_run(
             &[
                 "get",
@@ -167,8 +191,13 @@ fn a_refused_list_of_the_credentials_namespace_holds_the_switch_until_it_is_answ
                 Ok(phase(plane)?.as_deref() == Some("legacy") && !dedicated)
             },
         )?;
+        // A user whose credentials are not found may have them in a Secret the controller
+        // cannot see: not known, while the users whose legacy entry it read have a password.
+        password_set_becomes(plane, NO_PASSWORD, ("Unknown", "CredentialsNotListed"))?;
+        password_set_becomes(plane, "rl-000", ("True", "PasswordSet"))?;
         let rb = binding.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.clone();
         plane.apply(&rb.to_string())?;
+        password_set_becomes(plane, NO_PASSWORD, ("False", "NoPassword"))?;
         the_planted_secret_is_named(plane)?;
         assert_eq!(phase(plane)?.as_deref(), Some("legacy"));
         its_removal_lets_the_move_end(plane)

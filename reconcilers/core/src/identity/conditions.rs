@@ -26,11 +26,47 @@ use serde_json::{Map, Value, json};
 /// The field the applier stamps (see the module documentation).
 pub const LAST_TRANSITION_TIME: &str = "lastTransitionTime";
 
+/// A condition's `status`: Kubernetes' `True`, `False` or `Unknown` (the controller cannot tell
+/// yet, and says why in the reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    True,
+    False,
+    Unknown,
+}
+
+impl From<bool> for Status {
+    fn from(known: bool) -> Self {
+        if known { Status::True } else { Status::False }
+    }
+}
+
+impl Status {
+    /// The status a `status` field's text names, `None` for any other text.
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        match text {
+            "True" => Some(Status::True),
+            "False" => Some(Status::False),
+            "Unknown" => Some(Status::Unknown),
+            _ => None,
+        }
+    }
+
+    /// The `status` field's text.
+    pub(crate) fn text(self) -> &'static str {
+        match self {
+            Status::True => "True",
+            Status::False => "False",
+            Status::Unknown => "Unknown",
+        }
+    }
+}
+
 /// A condition the graph wants on an object (without its time).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Wanted {
     pub(crate) type_: &'static str,
-    pub(crate) status: bool,
+    pub(crate) status: Status,
     pub(crate) reason: String,
     pub(crate) message: String,
 }
@@ -80,10 +116,6 @@ fn str_field<'a>(c: Option<&'a Value>, name: &str) -> Option<&'a str> {
     c.and_then(|c| c.get(name)).and_then(Value::as_str)
 }
 
-fn status_text(status: bool) -> &'static str {
-    if status { "True" } else { "False" }
-}
-
 /// The write needed to make `observed` carry `wanted`, or `None` when nothing differs.
 ///
 /// `generation`, when given, is written as each wanted condition's `observedGeneration` and as
@@ -102,7 +134,7 @@ pub(crate) fn merge(
     // Most evaluations find everything observed: decide that without copying anything.
     let generation_differs = generation.is_some() && generation != observed_generation;
     let same = |w: &Wanted, current: Option<&Value>| {
-        str_field(current, "status") == Some(status_text(w.status))
+        str_field(current, "status") == Some(w.status.text())
             && str_field(current, "reason") == Some(w.reason.as_str())
             && str_field(current, "message") == Some(w.message.as_str())
             && (generation.is_none()
@@ -120,7 +152,7 @@ pub(crate) fn merge(
     }
     let mut out: Vec<Value> = observed.to_vec();
     for w in wanted {
-        let status = status_text(w.status);
+        let status = w.status.text();
         let index = find(w.type_);
         let current = index.and_then(|i| observed.get(i));
         if same(w, current) {
@@ -185,7 +217,7 @@ mod tests {
     fn ready(status: bool, reason: &str) -> Wanted {
         Wanted {
             type_: "Ready",
-            status,
+            status: status.into(),
             reason: reason.into(),
             message: "m".into(),
         }

@@ -17,7 +17,7 @@ use ichor_renderers::trust::NAMESPACE;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::conditions::Wanted;
+use super::conditions::{Status, Wanted};
 use super::migration::Phase;
 
 /// Whether an object's annotations list [`LAYOUT_PER_USER`] in [`CREDENTIALS_LAYOUTS_ANNOTATION`].
@@ -183,7 +183,7 @@ pub(crate) fn layout_condition(phase: &Phase, unaware: Option<&str>) -> Wanted {
     match (in_use, unaware) {
         (Some(in_use), Some(pod)) => Wanted {
             type_: CREDENTIALS_LAYOUT_UNDERSTOOD,
-            status: false,
+            status: Status::False,
             reason: "IssuerReleaseTooOld".to_owned(),
             message: format!(
                 "{pod} does not list {LAYOUT_PER_USER} in {CREDENTIALS_LAYOUTS_ANNOTATION}: it is of a release \
@@ -195,7 +195,7 @@ pub(crate) fn layout_condition(phase: &Phase, unaware: Option<&str>) -> Wanted {
         },
         (Some(in_use), None) => Wanted {
             type_: CREDENTIALS_LAYOUT_UNDERSTOOD,
-            status: true,
+            status: Status::True,
             reason: "EveryIssuerUnderstands".to_owned(),
             message: format!(
                 "{in_use}, and every issuer pod lists {LAYOUT_PER_USER} in {CREDENTIALS_LAYOUTS_ANNOTATION}"
@@ -203,7 +203,7 @@ pub(crate) fn layout_condition(phase: &Phase, unaware: Option<&str>) -> Wanted {
         },
         (None, _) => Wanted {
             type_: CREDENTIALS_LAYOUT_UNDERSTOOD,
-            status: true,
+            status: Status::True,
             reason: "LegacyLayout".to_owned(),
             message: format!("every entry is in {secret}, which issuers of every release read"),
         },
@@ -255,7 +255,7 @@ mod tests {
         let pod = Some("issuer pod ichor-system/ichor-issuer-old");
         for phase in [Phase::Migrating, Phase::Returning, Phase::Absent] {
             let c = layout_condition(&phase, pod);
-            assert!(!c.status, "{phase:?}");
+            assert_eq!(c.status, Status::False, "{phase:?}");
             assert_eq!(c.reason, "IssuerReleaseTooOld");
             assert!(
                 c.message.contains("ichor-system/ichor-issuer-old"),
@@ -264,7 +264,7 @@ mod tests {
             );
             assert!(c.message.contains("must not run"), "{}", c.message);
             assert!(c.message.contains("credentialsLayout: legacy"), "{}", c.message);
-            assert!(layout_condition(&phase, None).status, "{phase:?}");
+            assert_eq!(layout_condition(&phase, None).status, Status::True, "{phase:?}");
         }
         assert!(
             layout_condition(&Phase::Migrating, pod)
@@ -274,7 +274,7 @@ mod tests {
         assert!(layout_condition(&Phase::Absent, pod).message.contains("is gone"));
         for phase in [Phase::Legacy, Phase::Unannotated, Phase::Unknown("x".into())] {
             let c = layout_condition(&phase, pod);
-            assert!(c.status, "{phase:?}");
+            assert_eq!(c.status, Status::True, "{phase:?}");
             assert_eq!(c.reason, "LegacyLayout");
         }
     }

@@ -29,7 +29,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::conditions::{Wanted, merge};
+use super::conditions::{Status, Wanted, merge};
 use super::layouts::layout_condition;
 pub use super::layouts::{Issuers, issuer_blocker, issuers};
 use super::project::CredentialsSources;
@@ -418,7 +418,7 @@ fn dedicated_condition(dedication: &Dedication) -> Option<Wanted> {
         Dedication::Missing | Dedication::Unlisted => None,
         Dedication::Dedicated => Some(Wanted {
             type_: CREDENTIALS_NAMESPACE_DEDICATED,
-            status: true,
+            status: Status::True,
             reason: "OnlyCredentials".to_owned(),
             message: format!(
                 "{CREDENTIALS_NAMESPACE} holds only Secrets named ichor-user-<user> and labelled {USER_LABEL}: <user>"
@@ -426,7 +426,7 @@ fn dedicated_condition(dedication: &Dedication) -> Option<Wanted> {
         }),
         Dedication::Foreign(names) => Some(Wanted {
             type_: CREDENTIALS_NAMESPACE_DEDICATED,
-            status: false,
+            status: Status::False,
             reason: "ForeignSecret".to_owned(),
             message: format!(
                 "Secret {CREDENTIALS_NAMESPACE}/{} is not a user's credentials Secret (named ichor-user-<user>, labelled \

@@ -141,6 +141,8 @@ pub mod names {
     pub const MACHINE_CONDITIONS: &str = "machine-conditions";
     /// Machine status writes.
     pub const MACHINE_STATUS: &str = "machine-status";
+    /// Whether the users' own credentials Secrets were listed (the watcher's marker is there).
+    pub const CREDENTIALS_LISTED: &str = "credentials-listed";
     /// Per user conditions and their status write.
     pub const USER_STATUS: &str = "user-status";
     /// Per observed user: whether it still counts as a user (`false` once it is being deleted).
@@ -293,11 +295,24 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
 
     // One family per user: its conditions and the status write in one step (a user event is
     // the most frequent one, and a second family would only re-encode the conditions).
+    // Whether the users' own credentials Secrets were listed: a refused list shows none of them.
+    let secrets_listed = b.object(
+        "credentials-secrets-listed",
+        project::credentials_secrets_listed_key(),
+    );
+    let credentials_listed = b.node(
+        names::CREDENTIALS_LISTED,
+        secrets_listed,
+        |listed: &Option<Object>| listed.is_some(),
+    );
     let user_status = b.family(
         names::USER_STATUS,
         &users,
-        credential_keys.joined(|u: &Object| Some(project::credentials_key(&u.name))),
-        |key, user: &Object, creds| nodes::user_status(key, user, creds),
+        (
+            credential_keys.joined(|u: &Object| Some(project::credentials_key(&u.name))),
+            credentials_listed,
+        ),
+        |key, user: &Object, (creds, listed)| nodes::user_status(key, user, creds, *listed),
     );
     b.emit(&user_status);
 
@@ -326,10 +341,6 @@ pub fn build() -> Result<(Graph, Identity), BuildError> {
     let credentials_namespace = b.object(
         "credentials-namespace-object",
         ObjectKey::new("Namespace", "", CREDENTIALS_NAMESPACE),
-    );
-    let secrets_listed = b.object(
-        "credentials-secrets-listed",
-        project::credentials_secrets_listed_key(),
     );
     let foreign = b.objects("foreign-credentials-secrets", project::FOREIGN_SECRET_KIND);
     let dedication = b.node(

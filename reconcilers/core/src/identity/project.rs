@@ -58,6 +58,14 @@ pub fn credentials_secrets_listed_key() -> ObjectKey {
     )
 }
 
+/// The object of [`credentials_secrets_listed_key`] as a source delivers it (no value: its
+/// presence is the word). `ichor dev`'s source, whose credentials file is read whole, delivers
+/// it at start.
+pub fn credentials_secrets_listed() -> Object {
+    let key = credentials_secrets_listed_key();
+    Object::new(&*key.kind, &*key.namespace, &*key.name, json!({}))
+}
+
 /// The derived object naming the foreign Secret `name` of [`CREDENTIALS_NAMESPACE`].
 pub fn foreign_secret_key(name: &str) -> ObjectKey {
     ObjectKey::new(FOREIGN_SECRET_KIND, CREDENTIALS_NAMESPACE, name)

@@ -3,7 +3,7 @@
 
 use super::trust::ClusterAuth;
 use super::{decode, effect};
-use crate::identity::conditions::{StatusWrite, Wanted, merge};
+use crate::identity::conditions::{Status, StatusWrite, Wanted, merge};
 use crate::identity::effects::{PerUserSecretRef, RemoveCredentialsKeyRequest};
 use crate::identity::project::CredentialsSources;
 use crate::identity::read;
@@ -46,7 +46,7 @@ pub(crate) fn machine_condition(
         .next()?;
     let wanted = Wanted {
         type_: CONDITION_READY,
-        status: cond.status,
+        status: cond.status.into(),
         reason: cond.reason.to_owned(),
         message: cond.message,
     };
@@ -67,33 +67,84 @@ pub mod reasons {
     pub const PASSWORD_NOT_SET: &str = "PasswordNotSet";
     /// `Ready=False`: the name or a role is invalid.
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// `PasswordSet=Unknown` and `Ready=Unknown`: the users' own credentials Secrets are not
+    /// listed (the controller's Role in their namespace missing or not yet in force).
+    pub const CREDENTIALS_NOT_LISTED: &str = "CredentialsNotListed";
 }
 
-/// An `IchorUser` and whether its credentials key exists → the `Ready` and `PasswordSet`
-/// conditions write, when not already observed.
+/// The observed condition `type_` of `user` when its reason is one of `written_by` (a condition
+/// the same inputs wrote), else `Unknown` with reason [`reasons::CREDENTIALS_NOT_LISTED`].
+fn observed_or_unknown(user: &Object, type_: &'static str, written_by: &[&str]) -> Wanted {
+    let text = |c: &Value, field: &str| c.get(field).and_then(Value::as_str).map(str::to_owned);
+    read::conditions(user)
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+        .and_then(|c| {
+            let status = Status::parse(&text(c, "status")?)?;
+            let reason = text(c, "reason").filter(|r| written_by.contains(&r.as_str()))?;
+            Some(Wanted {
+                type_,
+                status,
+                reason,
+                message: text(c, "message").unwrap_or_default(),
+            })
+        })
+        .unwrap_or_else(|| Wanted {
+            type_,
+            status: Status::Unknown,
+            reason: reasons::CREDENTIALS_NOT_LISTED.into(),
+            message: format!(
+                "The Secrets of {CREDENTIALS_NAMESPACE} are not listed (the controller's Role there is missing or \
+                 not yet in force), so whether a password is stored for this user is not known yet."
+            ),
+        })
+}
+
+/// An `IchorUser`, whether its credentials key exists, and whether the users' own credentials
+/// Secrets were listed (`listed`: a refused list shows none of them) → the `Ready` and
+/// `PasswordSet` conditions write, when not already observed.
+///
+/// A user whose credentials are not found while the Secrets are not listed may have a password
+/// in a Secret the controller cannot see: its password-derived conditions stay as observed (a
+/// refusal, or the moments of a re-list, change nothing, so a Role not yet in force does not
+/// rewrite every user's status twice), and a user that has none yet gets them `Unknown`, reason
+/// `CredentialsNotListed`.
 pub(crate) fn user_conditions(
     key: &ObjectKey,
     user: &Object,
     credentials: &Option<Object>,
+    listed: bool,
 ) -> Option<StatusWrite> {
-    let password = credentials.is_some();
-    let password_set = if password {
-        Wanted {
+    let password = match (credentials.is_some(), listed) {
+        (true, _) => Some(true),
+        (false, true) => Some(false),
+        (false, false) => None,
+    };
+    let password_set = match password {
+        Some(true) => Wanted {
             type_: CONDITION_PASSWORD_SET,
-            status: true,
+            status: Status::True,
             reason: reasons::PASSWORD_SET.into(),
             message: "A password hash is stored for this user.".into(),
-        }
-    } else {
-        Wanted {
+        },
+        Some(false) => Wanted {
             type_: CONDITION_PASSWORD_SET,
-            status: false,
+            status: Status::False,
             reason: reasons::NO_PASSWORD.into(),
             message: format!(
                 "No password is stored for this user: an admin sets one (`ichor user set-password {}`).",
                 key.name
             ),
-        }
+        },
+        None => observed_or_unknown(
+            user,
+            CONDITION_PASSWORD_SET,
+            &[
+                reasons::PASSWORD_SET,
+                reasons::NO_PASSWORD,
+                reasons::CREDENTIALS_NOT_LISTED,
+            ],
+        ),
     };
     let spec: Result<IchorUserSpec, _> = decode(user.value.get("spec"));
     let mut problems: Vec<String> = Vec::new();
@@ -110,28 +161,38 @@ pub(crate) fn user_conditions(
             false
         }
     };
-    let (status, reason, message) = if !problems.is_empty() {
-        (false, reasons::INVALID_SPEC, problems.join("; "))
+    let ready = |status: bool, reason: &str, message: String| Wanted {
+        type_: CONDITION_READY,
+        status: status.into(),
+        reason: reason.into(),
+        message,
+    };
+    let ready = if !problems.is_empty() {
+        ready(false, reasons::INVALID_SPEC, problems.join("; "))
     } else if disabled {
-        (
+        ready(
             false,
             reasons::DISABLED,
             "The user is disabled (spec.disabled): signing in and refreshing are refused.".to_owned(),
         )
-    } else if !password {
-        (
-            false,
-            reasons::PASSWORD_NOT_SET,
-            "The user cannot sign in until a password is set.".to_owned(),
-        )
     } else {
-        (true, reasons::READY, "The user can sign in.".to_owned())
-    };
-    let ready = Wanted {
-        type_: CONDITION_READY,
-        status,
-        reason: reason.into(),
-        message,
+        match password {
+            None => observed_or_unknown(
+                user,
+                CONDITION_READY,
+                &[
+                    reasons::READY,
+                    reasons::PASSWORD_NOT_SET,
+                    reasons::CREDENTIALS_NOT_LISTED,
+                ],
+            ),
+            Some(false) => ready(
+                false,
+                reasons::PASSWORD_NOT_SET,
+                "The user cannot sign in until a password is set.".to_owned(),
+            ),
+            Some(true) => ready(true, reasons::READY, "The user can sign in.".to_owned()),
+        }
     };
     let observed_generation = user
         .value
@@ -172,10 +233,15 @@ fn status_desired(key: &ObjectKey, status: Value) -> Desired {
     }
 }
 
-/// An `IchorUser` and its credentials key → the status write of its conditions
-/// ([`user_conditions`]), nothing when they are already observed.
-pub(crate) fn user_status(key: &ObjectKey, user: &Object, credentials: &Option<Object>) -> Desired {
-    match user_conditions(key, user, credentials) {
+/// An `IchorUser`, its credentials key and whether the users' own Secrets were listed → the
+/// status write of its conditions ([`user_conditions`]), nothing when they are already observed.
+pub(crate) fn user_status(
+    key: &ObjectKey,
+    user: &Object,
+    credentials: &Option<Object>,
+    listed: bool,
+) -> Desired {
+    match user_conditions(key, user, credentials, listed) {
         Some(write) => status_desired(key, write.into_status()),
         None => Desired::default(),
     }
@@ -221,5 +287,195 @@ pub(crate) fn credentials_gc(
     Desired {
         objects: Vec::new(),
         effects: effect(request.id(), &request).into_iter().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::Controller;
+    use crate::identity::project::{credentials_secrets_listed, credentials_secrets_listed_key};
+    use crate::sim::fixtures;
+    use ichor_graph::{Action, Event};
+    use serde_json::json;
+
+    /// `user` as observed with these conditions written for its generation.
+    fn observed(user: &Object, conditions: &[(&str, &str, &str)]) -> Object {
+        let generation = read::generation(user).unwrap_or(1);
+        let conditions: Vec<Value> = conditions
+            .iter()
+            .map(|(t, s, r)| {
+                json!({"type": t, "status": s, "reason": r, "message": "as written",
+                    "observedGeneration": generation, "lastTransitionTime": "2027-01-01T00:00:00Z"})
+            })
+            .collect();
+        let mut user = user.clone();
+        user.value["status"] = json!({"conditions": conditions, "observedGeneration": generation});
+        user
+    }
+
+    /// (type, status, reason) of each condition the write carries.
+    fn written(write: Option<StatusWrite>) -> Option<Vec<(String, String, String)>> {
+        let text = |c: &Value, f: &str| c[f].as_str().unwrap_or_default().to_owned();
+        write.map(|w| {
+            w.conditions
+                .iter()
+                .map(|c| (text(c, "type"), text(c, "status"), text(c, "reason")))
+                .collect()
+        })
+    }
+
+    fn triples(items: &[(&str, &str, &str)]) -> Option<Vec<(String, String, String)>> {
+        Some(
+            items
+                .iter()
+                .map(|(a, b, c)| ((*a).to_owned(), (*b).to_owned(), (*c).to_owned()))
+                .collect(),
+        )
+    }
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new("IchorUser", NAMESPACE, name)
+    }
+
+    #[test]
+    fn a_user_whose_credentials_are_not_found_before_a_list_is_unknown_then_without_password() {
+        let erin = fixtures::user("erin", &["viewer"], false, 1);
+        assert_eq!(
+            written(user_conditions(&key("erin"), &erin, &None, false)),
+            triples(&[
+                ("Ready", "Unknown", "CredentialsNotListed"),
+                ("PasswordSet", "Unknown", "CredentialsNotListed"),
+            ])
+        );
+        assert_eq!(
+            written(user_conditions(&key("erin"), &erin, &None, true)),
+            triples(&[
+                ("Ready", "False", "PasswordNotSet"),
+                ("PasswordSet", "False", "NoPassword"),
+            ])
+        );
+        // Once listed and written, the Unknown conditions give way to what the list showed.
+        let unknown = observed(
+            &erin,
+            &[
+                ("Ready", "Unknown", "CredentialsNotListed"),
+                ("PasswordSet", "Unknown", "CredentialsNotListed"),
+            ],
+        );
+        assert_eq!(
+            written(user_conditions(&key("erin"), &unknown, &None, true)),
+            triples(&[
+                ("Ready", "False", "PasswordNotSet"),
+                ("PasswordSet", "False", "NoPassword"),
+            ])
+        );
+        assert_eq!(user_conditions(&key("erin"), &unknown, &None, false), None);
+    }
+
+    #[test]
+    fn a_refused_list_rewrites_no_user_whose_password_conditions_were_written() {
+        let alice = fixtures::user("alice", &["admin"], false, 1);
+        for conditions in [
+            [("Ready", "True", "Ready"), ("PasswordSet", "True", "PasswordSet")],
+            [
+                ("Ready", "False", "PasswordNotSet"),
+                ("PasswordSet", "False", "NoPassword"),
+            ],
+        ] {
+            let seen = observed(&alice, &conditions);
+            assert_eq!(
+                user_conditions(&key("alice"), &seen, &None, false),
+                None,
+                "{conditions:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_the_spec_says_is_written_while_the_password_is_not_known() {
+        let written_true = [("Ready", "True", "Ready"), ("PasswordSet", "True", "PasswordSet")];
+        let disabled = observed(&fixtures::user("alice", &["admin"], true, 2), &written_true);
+        // The generation moved: each condition is written for it, the password's as observed.
+        let write = user_conditions(&key("alice"), &disabled, &None, false);
+        assert_eq!(
+            written(write.clone()),
+            triples(&[
+                ("Ready", "False", "Disabled"),
+                ("PasswordSet", "True", "PasswordSet")
+            ])
+        );
+        assert_eq!(write.and_then(|w| w.observed_generation), Some(2));
+        // Enabled again before the list: whether it can sign in is not known.
+        let enabled = observed(
+            &fixtures::user("alice", &["admin"], false, 3),
+            &[
+                ("Ready", "False", "Disabled"),
+                ("PasswordSet", "True", "PasswordSet"),
+            ],
+        );
+        assert_eq!(
+            written(user_conditions(&key("alice"), &enabled, &None, false)),
+            triples(&[
+                ("Ready", "Unknown", "CredentialsNotListed"),
+                ("PasswordSet", "True", "PasswordSet"),
+            ])
+        );
+    }
+
+    #[test]
+    fn found_credentials_are_a_password_listed_or_not() {
+        let erin = fixtures::user("erin", &["viewer"], false, 1);
+        let key_object = Some(Object::new(
+            crate::identity::project::CREDENTIALS_KEY_KIND,
+            NAMESPACE,
+            "erin",
+            json!({}),
+        ));
+        for listed in [false, true] {
+            assert_eq!(
+                written(user_conditions(&key("erin"), &erin, &key_object, listed)),
+                triples(&[("Ready", "True", "Ready"), ("PasswordSet", "True", "PasswordSet")])
+            );
+        }
+    }
+
+    fn user_writes(actions: &[Action]) -> Vec<Value> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Apply { object, .. } if object.kind == "IchorUser" => Some(object.value.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_graph_holds_the_password_conditions_on_the_watchers_word_that_the_secrets_were_listed() {
+        let mut c = Controller::new().expect("builds");
+        c.fold(Event::Applied(fixtures::user("erin", &["viewer"], false, 1)));
+        let (eval, _) = c.evaluate();
+        let writes = user_writes(&eval.actions);
+        assert_eq!(writes.len(), 1, "{writes:?}");
+        assert_eq!(writes[0]["status"]["conditions"][1]["status"], "Unknown");
+
+        c.fold(Event::Applied(credentials_secrets_listed()));
+        let (eval, _) = c.evaluate();
+        let writes = user_writes(&eval.actions);
+        assert_eq!(writes.len(), 1, "{writes:?}");
+        assert_eq!(writes[0]["status"]["conditions"][1]["reason"], "NoPassword");
+
+        // Written and observed; then a watch is refused: nothing is rewritten.
+        let erin = observed(
+            &fixtures::user("erin", &["viewer"], false, 1),
+            &[
+                ("Ready", "False", "PasswordNotSet"),
+                ("PasswordSet", "False", "NoPassword"),
+            ],
+        );
+        c.fold(Event::Applied(erin));
+        c.fold(Event::Deleted(credentials_secrets_listed_key()));
+        let (eval, _) = c.evaluate();
+        assert_eq!(user_writes(&eval.actions), Vec::<Value>::new());
     }
 }
