@@ -228,8 +228,8 @@ fn conflict_backoff_bound(attempt: usize) -> Duration {
     let Some(doublings) = attempt.checked_sub(1) else {
         return Duration::ZERO;
     };
-    let doublings = u32::try_from(doublings.min(MAX_CONFLICT_RETRIES - 1)).unwrap_or(0);
-    CONFLICT_BACKOFF_STEP.saturating_mul(1u32 << doublings)
+    let doublings = u32::try_from(doublings.min(MAX_CONFLICT_RETRIES - 1)).unwrap_or(u32::MAX);
+    CONFLICT_BACKOFF_STEP.saturating_mul(1u32.checked_shl(doublings).unwrap_or(u32::MAX))
 }
 
 /// A future that resolves after `d` (kept here so store implementations share one clock).

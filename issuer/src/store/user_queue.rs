@@ -30,7 +30,9 @@ use super::StoreError;
 
 /// The most changes of one user that wait behind the one in progress (one process): far more
 /// than one person's sessions refresh at once, few enough that the last waits well under a
-/// second behind the others on either store.
+/// second behind the others on either store while no other process writes the same user (with
+/// another replica winning every compare, each turn may last its conflict retries' pauses, about
+/// half a second, and only this user's line waits).
 pub const MAX_WAITING_PER_USER: usize = 256;
 
 /// The most users with a line at once (one process): the map stays bounded whatever the load.

@@ -75,9 +75,9 @@ pub struct IchorUserSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct IchorUserStatus {
-    /// `Ready` (the user can sign in) and `PasswordSet` (a password hash exists); both
-    /// `Unknown`, reason `CredentialsNotListed`, while the controller cannot list the users'
-    /// credentials Secrets and has not seen this user's.
+    /// `Ready` (the user can sign in) and `PasswordSet` (a password hash exists); `Unknown`,
+    /// reason `CredentialsNotListed`, where they depend on a password the controller cannot see
+    /// (the users' credentials Secrets not listed, and this user's not seen).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The generation the conditions were computed for.

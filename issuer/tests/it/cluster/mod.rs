@@ -202,11 +202,15 @@ const CLIENT_RETRIES: usize = 5;
 
 /// Adds one to the generation of `user`'s [`FAMILY`] as a refresh does: through
 /// `modify_credentials` (which retries conflicts from a fresh read), and, when the conflicts
-/// outlast its retries (the issuer's 503, which wrote nothing), again as the client does with the
-/// same token, at most [`CLIENT_RETRIES`] times.
-async fn bump(store: &ichor_issuer::store::kube::KubeStore, user: &str) -> anyhow::Result<()> {
+/// outlast its retries (the issuer's 503, which wrote nothing), again a second later as the client
+/// does with the same token, at most [`CLIENT_RETRIES`] times. Returns how many times it asked
+/// again.
+async fn bump(store: &ichor_issuer::store::kube::KubeStore, user: &str) -> anyhow::Result<usize> {
     use ichor_issuer::store::{Change, StoreError, modify_credentials};
-    for _ in 0..CLIENT_RETRIES {
+    for retries in 0..=CLIENT_RETRIES {
+        if retries > 0 {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
         let rotated = modify_credentials(store, user, |current| {
             let mut next = current.cloned().ok_or(StoreError::Missing(user.to_owned()))?;
             next.families.get_mut(FAMILY).unwrap().generation += 1;
@@ -214,11 +218,11 @@ async fn bump(store: &ichor_issuer::store::kube::KubeStore, user: &str) -> anyho
         })
         .await;
         match rotated {
-            Err(StoreError::Conflict(_)) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
-            other => return Ok(other?),
+            Err(StoreError::Conflict(_)) => {}
+            other => return other.map(|()| retries).map_err(Into::into),
         }
     }
-    anyhow::bail!("every refresh of {user} conflicted {CLIENT_RETRIES} times over")
+    anyhow::bail!("every refresh of {user} conflicted, asked {CLIENT_RETRIES} more times")
 }
 
 /// The `refresh_token` of a token response.

@@ -161,21 +161,27 @@ fn two_replicas_rotating_one_family_lose_no_rotation() -> anyhow::Result<()> {
             for _ in 0..3 {
                 let store = Arc::clone(store);
                 tasks.push(tokio::spawn(async move {
+                    let mut asked_again = 0;
                     for _ in 0..5 {
-                        bump(&store, "alice").await?;
+                        asked_again += bump(&store, "alice").await?;
                     }
-                    anyhow::Ok(())
+                    anyhow::Ok(asked_again)
                 }));
             }
         }
+        let mut asked_again = 0;
         for task in tasks {
-            task.await??;
+            asked_again += task.await??;
         }
         assert_eq!(
             generation(own_entry(&plane, "alice")?),
             Some(1 + 2 * 3 * 5),
             "every rotation landed once"
         );
+        // The store's own retries outlast the other replica's run of writes: at most a rare
+        // refresh is the 503 its client asks again after.
+        eprintln!("30 rotations on two replicas: {asked_again} asked again after a 503");
+        assert!(asked_again <= 1, "{asked_again} of 30 rotations were a 503 first");
         anyhow::Ok(())
     })
 }

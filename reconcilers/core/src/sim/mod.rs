@@ -188,13 +188,18 @@ impl<W: Write> Sim<W> {
     /// The graph did not build.
     pub fn new(out: W) -> Result<Self, SimError> {
         let journal = JournalWriter::with_redaction(out, Redaction::none());
-        Ok(Sim {
+        let mut sim = Sim {
             lp: Loop::sole_writer(Controller::new()?, Some(journal), Recorder::default()),
             sink: MemorySink::default(),
             actions: Vec::new(),
             renders: Vec::new(),
             record: true,
-        })
+        };
+        // The simulated cluster answers every list: the credentials Secrets' watcher says so.
+        sim.push(Event::Applied(
+            crate::identity::project::credentials_secrets_listed(),
+        ))?;
+        Ok(sim)
     }
 
     /// The controller.

@@ -72,16 +72,17 @@ pub mod reasons {
     pub const CREDENTIALS_NOT_LISTED: &str = "CredentialsNotListed";
 }
 
-/// The observed condition `type_` of `user` when its reason is one of `written_by` (a condition
-/// the same inputs wrote), else `Unknown` with reason [`reasons::CREDENTIALS_NOT_LISTED`].
-fn observed_or_unknown(user: &Object, type_: &'static str, written_by: &[&str]) -> Wanted {
+/// The observed condition `type_` of `user` when its status and reason are a pair of
+/// `written_by` (what the password's branch writes: a status set by anyone else with a borrowed
+/// reason is not kept), else `Unknown` with reason [`reasons::CREDENTIALS_NOT_LISTED`].
+fn observed_or_unknown(user: &Object, type_: &'static str, written_by: &[(Status, &str)]) -> Wanted {
     let text = |c: &Value, field: &str| c.get(field).and_then(Value::as_str).map(str::to_owned);
     read::conditions(user)
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
         .and_then(|c| {
             let status = Status::parse(&text(c, "status")?)?;
-            let reason = text(c, "reason").filter(|r| written_by.contains(&r.as_str()))?;
+            let reason = text(c, "reason").filter(|r| written_by.contains(&(status, r.as_str())))?;
             Some(Wanted {
                 type_,
                 status,
@@ -94,8 +95,9 @@ fn observed_or_unknown(user: &Object, type_: &'static str, written_by: &[&str]) 
             status: Status::Unknown,
             reason: reasons::CREDENTIALS_NOT_LISTED.into(),
             message: format!(
-                "The Secrets of {CREDENTIALS_NAMESPACE} are not listed (the controller's Role there is missing or \
-                 not yet in force), so whether a password is stored for this user is not known yet."
+                "The Secrets of {CREDENTIALS_NAMESPACE} are not listed (the controller's Role there is missing, \
+                 as the chart renders it only with ichorUI.users.enabled, or not yet in force), so whether a \
+                 password is stored for this user is not known yet."
             ),
         })
 }
@@ -140,9 +142,9 @@ pub(crate) fn user_conditions(
             user,
             CONDITION_PASSWORD_SET,
             &[
-                reasons::PASSWORD_SET,
-                reasons::NO_PASSWORD,
-                reasons::CREDENTIALS_NOT_LISTED,
+                (Status::True, reasons::PASSWORD_SET),
+                (Status::False, reasons::NO_PASSWORD),
+                (Status::Unknown, reasons::CREDENTIALS_NOT_LISTED),
             ],
         ),
     };
@@ -181,9 +183,9 @@ pub(crate) fn user_conditions(
                 user,
                 CONDITION_READY,
                 &[
-                    reasons::READY,
-                    reasons::PASSWORD_NOT_SET,
-                    reasons::CREDENTIALS_NOT_LISTED,
+                    (Status::True, reasons::READY),
+                    (Status::False, reasons::PASSWORD_NOT_SET),
+                    (Status::Unknown, reasons::CREDENTIALS_NOT_LISTED),
                 ],
             ),
             Some(false) => ready(
@@ -334,6 +336,17 @@ mod tests {
         )
     }
 
+    /// The password conditions while the Secrets are not listed and nothing was written.
+    const NOT_KNOWN: [(&str, &str, &str); 2] = [
+        ("Ready", "Unknown", "CredentialsNotListed"),
+        ("PasswordSet", "Unknown", "CredentialsNotListed"),
+    ];
+    /// The password conditions of a user the list showed without credentials.
+    const NONE_STORED: [(&str, &str, &str); 2] = [
+        ("Ready", "False", "PasswordNotSet"),
+        ("PasswordSet", "False", "NoPassword"),
+    ];
+
     fn key(name: &str) -> ObjectKey {
         ObjectKey::new("IchorUser", NAMESPACE, name)
     }
@@ -343,32 +356,17 @@ mod tests {
         let erin = fixtures::user("erin", &["viewer"], false, 1);
         assert_eq!(
             written(user_conditions(&key("erin"), &erin, &None, false)),
-            triples(&[
-                ("Ready", "Unknown", "CredentialsNotListed"),
-                ("PasswordSet", "Unknown", "CredentialsNotListed"),
-            ])
+            triples(&NOT_KNOWN)
         );
         assert_eq!(
             written(user_conditions(&key("erin"), &erin, &None, true)),
-            triples(&[
-                ("Ready", "False", "PasswordNotSet"),
-                ("PasswordSet", "False", "NoPassword"),
-            ])
+            triples(&NONE_STORED)
         );
         // Once listed and written, the Unknown conditions give way to what the list showed.
-        let unknown = observed(
-            &erin,
-            &[
-                ("Ready", "Unknown", "CredentialsNotListed"),
-                ("PasswordSet", "Unknown", "CredentialsNotListed"),
-            ],
-        );
+        let unknown = observed(&erin, &NOT_KNOWN);
         assert_eq!(
             written(user_conditions(&key("erin"), &unknown, &None, true)),
-            triples(&[
-                ("Ready", "False", "PasswordNotSet"),
-                ("PasswordSet", "False", "NoPassword"),
-            ])
+            triples(&NONE_STORED)
         );
         assert_eq!(user_conditions(&key("erin"), &unknown, &None, false), None);
     }
@@ -378,10 +376,7 @@ mod tests {
         let alice = fixtures::user("alice", &["admin"], false, 1);
         for conditions in [
             [("Ready", "True", "Ready"), ("PasswordSet", "True", "PasswordSet")],
-            [
-                ("Ready", "False", "PasswordNotSet"),
-                ("PasswordSet", "False", "NoPassword"),
-            ],
+            NONE_STORED,
         ] {
             let seen = observed(&alice, &conditions);
             assert_eq!(
@@ -390,6 +385,22 @@ mod tests {
                 "{conditions:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_status_written_by_someone_else_under_a_password_reason_is_not_kept() {
+        let alice = fixtures::user("alice", &["admin"], false, 1);
+        let forged = observed(
+            &alice,
+            &[
+                ("Ready", "True", "PasswordNotSet"),
+                ("PasswordSet", "True", "NoPassword"),
+            ],
+        );
+        assert_eq!(
+            written(user_conditions(&key("alice"), &forged, &None, false)),
+            triples(&NOT_KNOWN)
+        );
     }
 
     #[test]
@@ -466,13 +477,7 @@ mod tests {
         assert_eq!(writes[0]["status"]["conditions"][1]["reason"], "NoPassword");
 
         // Written and observed; then a watch is refused: nothing is rewritten.
-        let erin = observed(
-            &fixtures::user("erin", &["viewer"], false, 1),
-            &[
-                ("Ready", "False", "PasswordNotSet"),
-                ("PasswordSet", "False", "NoPassword"),
-            ],
-        );
+        let erin = observed(&fixtures::user("erin", &["viewer"], false, 1), &NONE_STORED);
         c.fold(Event::Applied(erin));
         c.fold(Event::Deleted(credentials_secrets_listed_key()));
         let (eval, _) = c.evaluate();
